@@ -1,0 +1,130 @@
+# scalewatch - one entry point: make, make check, make demo, make install, make deps
+#
+#   make               the library and the tools (build/bin)
+#   make check         every test through prove, then the same under ASan+UBSan
+#   make check-asan    the suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make demo          the main job on the embedded default (see README)
+#   make fixtures      regenerate fixtures/ (deterministic: same bytes)
+#   make install PREFIX=/usr/local
+#   make deps          install the Debian packages the build and tests need
+
+VERSION   = 0.1.0
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CC       ?= gcc
+ifeq ($(origin CC),default)
+CC        = gcc
+endif
+
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
+
+# OPT is ours to vary (check-asan uses -O1); CFLAGS/LDFLAGS are the user's
+OPT      ?= -O3 -g
+SW_CFLAGS = $(OPT) -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE \
+            -DSW_VERSION='"$(VERSION)"' $(HDF5_CFLAGS) -MMD -MP
+LDLIBS    = $(HDF5_LIBS) -llapacke -lopenblas -lcjson -lm
+LDFLAGS  += -fopenmp
+
+ifdef SANITIZE
+SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS   += -fsanitize=address,undefined
+endif
+
+TOOLS     = sw-ls sw-norms
+LIB_SRC   = $(wildcard lib/*.c)
+LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_A     = $(BUILD)/libscalewatch.a
+TOOL_BIN  = $(TOOLS:%=$(BUILD)/bin/%)
+UNIT_SRC  = $(wildcard tests/unit/t*.c)
+UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
+GEN       = $(BUILD)/bin/sw-gen-fixtures
+MANPAGES  = $(wildcard man/*.1 man/*.5)
+
+DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev liblapacke-dev libcjson-dev
+DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py
+DEB_RUN   = gnuplot-nox
+DEB_ALL   = $(DEB_BUILD) $(DEB_TEST) $(DEB_RUN)
+
+.PHONY: all deps check check-asan test-suite unit demo fixtures install clean lint-man bench
+
+all: $(TOOL_BIN) $(GEN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SW_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/bin/sw-%: $(BUILD)/tools/sw-%.o $(BUILD)/tools/common.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(GEN): $(BUILD)/fixtures/gen-fixtures.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/unit/%.t: $(BUILD)/tests/unit/%.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+unit: $(UNIT_BIN)
+
+# Install what is missing (as root), or print the exact command.
+deps:
+	@missing=""; for p in $(DEB_ALL); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all installed"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "deps: installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing; }; \
+	else \
+	  echo "deps: missing:$$missing"; \
+	  echo "run:  sudo apt-get install -y$$missing"; exit 1; \
+	fi
+
+PROVE_FILES = $(BUILD)/tests/unit/*.t tests/cli/*.t tests/e2e/*.t
+
+test-suite: all unit
+	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j2 -e '' $(PROVE_FILES)
+
+check: deps
+	$(MAKE) test-suite
+	$(MAKE) check-asan
+
+# The same suite, built with ASan+UBSan; any report fails the run (the
+# sanitizers exit 86/87, which no test expects).
+check-asan:
+	$(MAKE) BUILD=build-asan SANITIZE=1 OPT='-O1 -g' all unit
+	ASAN_OPTIONS=exitcode=86:detect_leaks=1:abort_on_error=0 \
+	UBSAN_OPTIONS=exitcode=87:print_stacktrace=1:halt_on_error=1 \
+	SW_SANITIZED=1 SW_BIN=$(abspath build-asan/bin) SW_TOP=$(CURDIR) \
+	  prove -j2 -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES))
+
+fixtures: $(GEN)
+	$(GEN) fixtures
+
+demo: deps
+	$(MAKE) all
+	@sh tools/demo.sh $(BUILD)/bin
+
+lint-man:
+	mandoc -Tlint -W warning $(MANPAGES)
+
+install: $(TOOL_BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
+
+bench: all
+	bench/norms
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

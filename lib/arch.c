@@ -1,0 +1,350 @@
+/* arch.c - the Llama architecture's roles, names, shapes, order (arch.h). */
+#include "arch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define V SW_MUP_VECTOR_LIKE
+#define M SW_MUP_MATRIX_LIKE
+#define GI SW_GROUP_INPUT
+#define GH SW_GROUP_HIDDEN
+#define GO SW_GROUP_OUTPUT
+#define NN SW_NORM_NONE
+#define NI SW_NORM_INPUT
+#define NO SW_NORM_OUTPUT
+
+/*
+ * The roles, in model order. order < 50: before the layers, 50..99: inside
+ * a layer, >= 100: after the layers. hf: the Hugging Face name, inside
+ * "model.layers.N." for in-layer roles. The multiplier names are ours
+ * (Hugging Face Llama has no learnable multipliers).
+ */
+static const struct role_row {
+	struct arch_role r;
+	const char *hf;
+} roles[] = {
+	{{"embed", SW_BLOCK_EMB, V, GI, NN, 0, 0}, "model.embed_tokens.weight"},
+	{{"embed_mult", SW_BLOCK_MULT, V, GI, NN, 0, 1}, "model.embed_tokens.multiplier"},
+	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50}, "input_layernorm.weight"},
+	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51}, "self_attn.q_proj.weight"},
+	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52}, "self_attn.q_proj.bias"},
+	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier"},
+	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54}, "self_attn.k_proj.weight"},
+	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55}, "self_attn.k_proj.bias"},
+	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier"},
+	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57}, "self_attn.v_proj.weight"},
+	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58}, "self_attn.v_proj.bias"},
+	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier"},
+	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60}, "self_attn.q_norm.weight"},
+	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.k_norm.weight"},
+	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 62}, "self_attn.o_proj.weight"},
+	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 63}, "self_attn.o_proj.bias"},
+	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 64}, "self_attn.o_proj.multiplier"},
+	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70}, "post_attention_layernorm.weight"},
+	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71}, "mlp.gate_proj.weight"},
+	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72}, "mlp.gate_proj.bias"},
+	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier"},
+	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74}, "mlp.up_proj.weight"},
+	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75}, "mlp.up_proj.bias"},
+	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier"},
+	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 77}, "mlp.down_proj.weight"},
+	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 78}, "mlp.down_proj.bias"},
+	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 79}, "mlp.down_proj.multiplier"},
+	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100}, "model.norm.weight"},
+	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110}, "lm_head.weight"},
+	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier"},
+};
+#define NROLES (sizeof roles / sizeof roles[0])
+
+static const struct role_row *row_of(const char *s)
+{
+	for (size_t i = 0; i < NROLES; i++)
+		if (strcmp(roles[i].r.name, s) == 0)
+			return &roles[i];
+	return NULL;
+}
+
+const struct arch_role *arch_role_find(const char *s)
+{
+	const struct role_row *row = row_of(s);
+	return row ? &row->r : NULL;
+}
+
+int arch_supported(const char *arch)
+{
+	return !strcmp(arch, "llama") || !strcmp(arch, "mistral") ||
+	       !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3");
+}
+
+int arch_config_check(const struct sw_config *c, struct sw_err *err)
+{
+	const int64_t big = (int64_t)1 << 31;
+	const struct { const char *name; int64_t v; } dims[] = {
+		{"vocab_size", c->vocab_size}, {"d_model", c->d_model},
+		{"n_layers", c->n_layers}, {"n_heads", c->n_heads},
+		{"n_kv_heads", c->n_kv_heads}, {"head_dim", c->head_dim},
+		{"d_ff", c->d_ff},
+	};
+
+	for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+		if (dims[i].v <= 0 || dims[i].v >= big)
+			return sw_fail(err, SW_EDATA,
+				       "config: %s = %lld is out of range",
+				       dims[i].name, (long long)dims[i].v);
+	if (c->seq_len < 0 || c->seq_len >= big)
+		return sw_fail(err, SW_EDATA, "config: seq_len = %lld is out of range",
+			       (long long)c->seq_len);
+	if (c->n_heads % c->n_kv_heads != 0)
+		return sw_fail(err, SW_EDATA,
+			       "config: n_heads = %lld is not a multiple of n_kv_heads = %lld",
+			       (long long)c->n_heads, (long long)c->n_kv_heads);
+	if (c->n_heads * c->head_dim >= big)
+		return sw_fail(err, SW_EDATA, "config: n_heads*head_dim is out of range");
+	if (!(c->norm_eps >= 0) || !(c->rope_theta >= 0))
+		return sw_fail(err, SW_EDATA, "config: norm_eps or rope_theta is not a nonnegative number");
+	if (strcmp(c->multipliers, "none") && strcmp(c->multipliers, "scalar") &&
+	    strcmp(c->multipliers, "row") && strcmp(c->multipliers, "col"))
+		return sw_fail(err, SW_EDATA,
+			       "config: multipliers = '%s' (expected none, scalar, row or col)",
+			       c->multipliers);
+	return SW_OK;
+}
+
+int arch_hf_name(const char *role, int layer, char *buf, size_t len)
+{
+	const struct role_row *row = row_of(role);
+	int n;
+
+	if (!row)
+		return -1;
+	if (row->r.in_layer)
+		n = snprintf(buf, len, "model.layers.%d.%s", layer, row->hf);
+	else
+		n = snprintf(buf, len, "%s", row->hf);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* The base projection a bias or multiplier belongs to ("q" for "q_mult"). */
+static int base_role(const char *role, char *base, size_t len)
+{
+	const char *us = strrchr(role, '_');
+
+	if (!us || (strcmp(us, "_bias") && strcmp(us, "_mult")))
+		return -1;
+	if ((size_t)(us - role) >= len)
+		return -1;
+	memcpy(base, role, (size_t)(us - role));
+	base[us - role] = '\0';
+	return 0;
+}
+
+/* d_out, d_in of a linear role as an operator (embed: one-hot V -> D). */
+static int linear_dims(const struct sw_config *c, const char *r,
+		       int64_t *dout, int64_t *din)
+{
+	int64_t D = c->d_model, qd = c->n_heads * c->head_dim,
+		kvd = c->n_kv_heads * c->head_dim;
+
+	if (!strcmp(r, "embed")) { *dout = D; *din = c->vocab_size; }
+	else if (!strcmp(r, "lm_head")) { *dout = c->vocab_size; *din = D; }
+	else if (!strcmp(r, "q")) { *dout = qd; *din = D; }
+	else if (!strcmp(r, "k") || !strcmp(r, "v")) { *dout = kvd; *din = D; }
+	else if (!strcmp(r, "o")) { *dout = D; *din = qd; }
+	else if (!strcmp(r, "gate") || !strcmp(r, "up")) { *dout = c->d_ff; *din = D; }
+	else if (!strcmp(r, "down")) { *dout = D; *din = c->d_ff; }
+	else return -1;
+	return 0;
+}
+
+int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
+		       struct sw_tensor_info *t)
+{
+	const struct role_row *row = row_of(role);
+
+	if (!row)
+		return -1;
+	snprintf(t->role, sizeof t->role, "%s", role);
+	t->block = row->r.block;
+	t->mup = row->r.mup;
+	t->group = row->r.group;
+	t->norm_type = row->r.norm_type;
+	t->layer = row->r.in_layer ? layer : -1;
+	t->n_heads = t->head_dim = 0;
+	if (!strcmp(role, "q") || !strcmp(role, "o") || !strcmp(role, "q_bias")) {
+		t->n_heads = (int)c->n_heads;
+		t->head_dim = (int)c->head_dim;
+	} else if (!strcmp(role, "k") || !strcmp(role, "v") ||
+		   !strcmp(role, "k_bias") || !strcmp(role, "v_bias")) {
+		t->n_heads = (int)c->n_kv_heads;
+		t->head_dim = (int)c->head_dim;
+	}
+	return arch_hf_name(role, t->layer, t->name, sizeof t->name);
+}
+
+/* Strict decimal layer number: digits only, no sign, no overflow. */
+static int parse_layer(const char *s, const char **end)
+{
+	long v = 0;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	while (*s >= '0' && *s <= '9') {
+		v = v * 10 + (*s - '0');
+		if (v > 1000000)
+			return -1;
+		s++;
+	}
+	*end = s;
+	return (int)v;
+}
+
+int arch_info_from_hf_name(const struct sw_config *c, const char *name,
+			   struct sw_tensor_info *t)
+{
+	static const char prefix[] = "model.layers.";
+	const size_t plen = sizeof prefix - 1;
+
+	if (strncmp(name, prefix, plen) == 0) {
+		const char *rest;
+		int layer = parse_layer(name + plen, &rest);
+
+		if (layer >= 0 && *rest == '.') {
+			if (layer >= c->n_layers)
+				return -1;
+			for (size_t i = 0; i < NROLES; i++)
+				if (roles[i].r.in_layer &&
+				    strcmp(rest + 1, roles[i].hf) == 0) {
+					arch_info_for_role(c, roles[i].r.name, layer, t);
+					snprintf(t->name, sizeof t->name, "%s", name);
+					return 0;
+				}
+			/* an unknown tensor inside a layer: keep its layer */
+			snprintf(t->name, sizeof t->name, "%s", name);
+			snprintf(t->role, sizeof t->role, "other");
+			t->block = SW_BLOCK_OTHER;
+			t->mup = SW_MUP_VECTOR_LIKE;
+			t->group = SW_GROUP_UNKNOWN;
+			t->norm_type = SW_NORM_NONE;
+			t->layer = layer;
+			t->n_heads = t->head_dim = 0;
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < NROLES; i++)
+		if (!roles[i].r.in_layer && strcmp(name, roles[i].hf) == 0) {
+			arch_info_for_role(c, roles[i].r.name, -1, t);
+			return 0;
+		}
+	snprintf(t->name, sizeof t->name, "%s", name);
+	snprintf(t->role, sizeof t->role, "other");
+	t->block = SW_BLOCK_OTHER;
+	t->mup = SW_MUP_VECTOR_LIKE;
+	t->group = SW_GROUP_UNKNOWN;
+	t->norm_type = SW_NORM_NONE;
+	t->layer = -1;
+	t->n_heads = t->head_dim = 0;
+	return 0;
+}
+
+static int shape_is(const struct sw_tensor_info *t, int rank, int64_t a, int64_t b)
+{
+	if (t->rank != rank)
+		return 0;
+	return (rank < 1 || t->shape[0] == a) && (rank < 2 || t->shape[1] == b);
+}
+
+int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
+		     struct sw_err *err)
+{
+	char got[96], base[SW_ROLE_MAX];
+	int64_t dout, din, D = c->d_model, hd = c->head_dim;
+	int ok;
+
+	if (!arch_role_find(t->role))
+		return SW_OK;
+	sw_shape_format(t->rank, t->shape, got, sizeof got);
+	if (linear_dims(c, t->role, &dout, &din) == 0) {
+		/* embed is stored [V, D] like lm_head, not as its operator */
+		ok = !strcmp(t->role, "embed") ? shape_is(t, 2, c->vocab_size, D)
+					       : shape_is(t, 2, dout, din);
+		if (!ok)
+			return sw_fail(err, SW_EDATA,
+				       "%s: shape %s disagrees with the config (%lldx%lld)",
+				       t->name, got,
+				       (long long)(!strcmp(t->role, "embed") ? c->vocab_size : dout),
+				       (long long)(!strcmp(t->role, "embed") ? D : din));
+		if (t->n_heads && (int64_t)t->n_heads * t->head_dim !=
+		    (!strcmp(t->role, "o") ? din : dout))
+			return sw_fail(err, SW_EDATA,
+				       "%s: n_heads %d x head_dim %d disagrees with its shape %s",
+				       t->name, t->n_heads, t->head_dim, got);
+		if (t->n_heads && t->head_dim != hd)
+			return sw_fail(err, SW_EDATA,
+				       "%s: head_dim %d disagrees with the config (%lld)",
+				       t->name, t->head_dim, (long long)hd);
+		return SW_OK;
+	}
+	if (!strcmp(t->role, "attn_norm") || !strcmp(t->role, "ffn_norm") ||
+	    !strcmp(t->role, "final_norm")) {
+		if (!shape_is(t, 1, D, 0))
+			return sw_fail(err, SW_EDATA,
+				       "%s: shape %s disagrees with the config (%lld)",
+				       t->name, got, (long long)D);
+		return SW_OK;
+	}
+	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm")) {
+		int64_t heads = t->role[0] == 'q' ? c->n_heads : c->n_kv_heads;
+		/* per head (Qwen3, ours) or over all heads (OLMo2) */
+		if (!shape_is(t, 1, hd, 0) && !shape_is(t, 1, heads * hd, 0))
+			return sw_fail(err, SW_EDATA,
+				       "%s: shape %s disagrees with the config (%lld or %lld)",
+				       t->name, got, (long long)hd, (long long)(heads * hd));
+		return SW_OK;
+	}
+	if (base_role(t->role, base, sizeof base) == 0 &&
+	    linear_dims(c, base, &dout, &din) == 0) {
+		if (strstr(t->role, "_bias")) {
+			if (!shape_is(t, 1, dout, 0))
+				return sw_fail(err, SW_EDATA,
+					       "%s: shape %s disagrees with the config (%lld)",
+					       t->name, got, (long long)dout);
+			return SW_OK;
+		}
+		/* a multiplier: scalar, per row (d_out) or per column (d_in) */
+		if (t->rank == 0 || shape_is(t, 1, 1, 0) || shape_is(t, 1, dout, 0) ||
+		    shape_is(t, 1, din, 0))
+			return SW_OK;
+		return sw_fail(err, SW_EDATA,
+			       "%s: shape %s fits no multiplier of a %lldx%lld matrix",
+			       t->name, got, (long long)dout, (long long)din);
+	}
+	return SW_OK;
+}
+
+static int order_of(const struct sw_tensor_info *t, int *section)
+{
+	const struct arch_role *r = arch_role_find(t->role);
+
+	if (!r) {
+		*section = t->layer >= 0 ? 1 : 3;
+		return 99;
+	}
+	*section = r->order < 50 ? 0 : r->order < 100 ? 1 : 2;
+	return r->order;
+}
+
+int arch_model_order_cmp(const void *pa, const void *pb)
+{
+	const struct sw_tensor_info *a = pa, *b = pb;
+	int sa, sb, oa = order_of(a, &sa), ob = order_of(b, &sb);
+
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	if (sa == 1 && a->layer != b->layer)
+		return a->layer < b->layer ? -1 : 1;
+	if (oa != ob)
+		return oa < ob ? -1 : 1;
+	return strcmp(a->name, b->name);
+}

@@ -1,0 +1,96 @@
+/*
+ * arch.h - the Llama architecture: model config, what each tensor role is,
+ * the shapes the config implies, Hugging Face tensor names, model order.
+ *
+ * Metadata comes from the architecture, never guessed from a name alone:
+ * a role fixes the block type, the mup class, the layer group and the
+ * norm type (Llama's input_layernorm, post_attention_layernorm and
+ * model.norm are Input-Norms; q_norm/k_norm are Output-Norms; scale-vectors
+ * paper, section 2.2). Both file readers, the writer and the trainer use
+ * this one table.
+ */
+#ifndef SW_ARCH_H
+#define SW_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+struct sw_config {
+	char arch[32];          /* llama (also mistral, qwen2, qwen3 from HF) */
+	int64_t vocab_size;     /* V */
+	int64_t d_model;        /* D */
+	int64_t n_layers;       /* L */
+	int64_t n_heads;        /* H */
+	int64_t n_kv_heads;     /* KV: H % KV == 0 (GQA) */
+	int64_t head_dim;       /* hd: D / H unless given */
+	int64_t d_ff;           /* F */
+	int64_t seq_len;        /* T; 0 when unknown */
+	double rope_theta;
+	double norm_eps;
+	int tie_embeddings;     /* no lm_head tensor: the head is embed^T */
+	int qk_norm;
+	char multipliers[16];   /* none | scalar | row | col */
+};
+
+/* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,
+ * qwen2 adds q/k/v biases, qwen3 QK-norm). */
+#define ARCH_SUPPORTED_LIST "llama, mistral, qwen2, qwen3"
+int arch_supported(const char *arch);
+
+/* Ranges: everything positive, H % KV == 0, sizes < 2^31. */
+int arch_config_check(const struct sw_config *c, struct sw_err *err);
+
+/* What a role means. */
+struct arch_role {
+	const char *name;
+	enum sw_block block;
+	enum sw_mup mup;
+	enum sw_group group;
+	enum sw_norm_type norm_type;
+	int in_layer;           /* 1: lives in model.layers.N */
+	int order;              /* position in model order (see below) */
+};
+
+/* The role named s, or NULL if the architecture has no such role. */
+const struct arch_role *arch_role_find(const char *s);
+
+/*
+ * Fill t's metadata (block, mup, group, norm_type, n_heads, head_dim, name
+ * in Hugging Face naming) for a known role at a layer; shape, dtype, lr, wd
+ * are left as they are. Returns 0, or -1 for an unknown role.
+ */
+int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
+		       struct sw_tensor_info *t);
+
+/*
+ * Parse a Hugging Face Llama-family tensor name into role and layer and
+ * fill the metadata as arch_info_for_role does. Names the architecture
+ * does not know (rotary buffers, extra heads) become block other, role
+ * other. Returns 0, or -1 if the layer number is out of range.
+ */
+int arch_info_from_hf_name(const struct sw_config *c, const char *name,
+			   struct sw_tensor_info *t);
+
+/* The Hugging Face name of a role at a layer. Returns 0, -1 if unknown. */
+int arch_hf_name(const char *role, int layer, char *buf, size_t len);
+
+/*
+ * Check a tensor's shape (and n_heads/head_dim) against the config; roles
+ * not in the table are not checked. SW_EDATA with a message naming the
+ * shapes on disagreement.
+ */
+int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
+		     struct sw_err *err);
+
+/*
+ * Model order: embedding, then layers 0..L-1 in numeric order (q, k, v
+ * before o; the norms before the projections they feed), then the final
+ * norm, the head, anything else; ties by name. A qsort comparator over
+ * struct sw_tensor_info.
+ */
+int arch_model_order_cmp(const void *a, const void *b);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * atomicfile.h - write a file under a temporary name, then rename it.
+ *
+ * Nothing a user wrote is ever lost and no reader ever sees a torn file:
+ * every output (checkpoints, safetensors, config.json) is created as
+ * "FINAL.tmp.PID.N" in FINAL's directory, fsynced, and renamed over FINAL
+ * only once complete; the directory is fsynced after the rename.
+ */
+#ifndef SW_ATOMICFILE_H
+#define SW_ATOMICFILE_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+/* Create a fresh temporary file beside final (mode 0666 & ~umask) and
+ * return its open descriptor (O_WRONLY) in *fd; its name goes to tmp. */
+int atomic_create(const char *final, char *tmp, size_t len, int *fd,
+		  struct sw_err *err);
+
+/* fsync tmp, rename it to final, fsync the directory. On failure tmp is
+ * removed. Does not close any descriptor. */
+int atomic_commit(const char *tmp, const char *final, struct sw_err *err);
+
+/* Write all of buf to fd (retrying short writes); SW_EIO on failure. */
+int atomic_write_all(int fd, const void *buf, size_t len, const char *what,
+		     struct sw_err *err);
+
+#endif

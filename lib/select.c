@@ -1,0 +1,158 @@
+/* select.c - the shared tensor selection options (see select.h). */
+#include "select.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+void select_init(struct sw_select *s)
+{
+	memset(s, 0, sizeof *s);
+}
+
+/* Call fn on each comma-separated item of arg. */
+static int each_item(struct sw_select *s, const char *arg, const char *what,
+		     int (*fn)(struct sw_select *, const char *, struct sw_err *),
+		     struct sw_err *err)
+{
+	char item[SW_NAME_MAX];
+	const char *p = arg;
+
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		int rc;
+
+		if (len == 0 || len >= sizeof item)
+			return sw_fail(err, SW_EUSAGE, "bad %s list '%s'", what, arg);
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if ((rc = fn(s, item, err)))
+			return rc;
+		if (!comma)
+			return SW_OK;
+		p = comma + 1;
+	}
+}
+
+static int add_block(struct sw_select *s, const char *item, struct sw_err *err)
+{
+	enum sw_block b;
+
+	if (sw_block_parse(item, &b) < 0)
+		return sw_fail(err, SW_EUSAGE,
+			       "unknown block '%s' (emb, qk, vo, ffn, norm, out, mult, other)", item);
+	s->blocks |= 1u << b;
+	return SW_OK;
+}
+
+static int add_role(struct sw_select *s, const char *item, struct sw_err *err)
+{
+	if (s->nroles == SELECT_MAX || strlen(item) >= SW_ROLE_MAX)
+		return sw_fail(err, SW_EUSAGE, "too many roles, or role '%s' too long", item);
+	strcpy(s->roles[s->nroles++], item);
+	return SW_OK;
+}
+
+/* A layer number: -1 or 0..999999, digits only. */
+static int parse_layer_num(const char *p, const char *end, int *v)
+{
+	long x = 0;
+	int neg = 0;
+
+	if (p < end && *p == '-') {
+		neg = 1;
+		p++;
+	}
+	if (p == end)
+		return -1;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9' || x > 999999)
+			return -1;
+		x = x * 10 + (*p - '0');
+	}
+	if (neg && x != 1)
+		return -1;
+	*v = neg ? -1 : (int)x;
+	return 0;
+}
+
+static int add_layer(struct sw_select *s, const char *item, struct sw_err *err)
+{
+	const char *end = item + strlen(item), *dash = strchr(item + 1, '-');
+	int lo, hi;
+
+	if (s->nranges == SELECT_MAX)
+		return sw_fail(err, SW_EUSAGE, "too many layer ranges");
+	if (dash && item[0] != '-') {
+		if (parse_layer_num(item, dash, &lo) < 0 || parse_layer_num(dash + 1, end, &hi) < 0 ||
+		    lo < 0 || hi < lo)
+			return sw_fail(err, SW_EUSAGE, "bad layer range '%s'", item);
+	} else {
+		if (parse_layer_num(item, end, &lo) < 0)
+			return sw_fail(err, SW_EUSAGE, "bad layer '%s' (a number, a range A-B, or -1)", item);
+		hi = lo;
+	}
+	s->layer_lo[s->nranges] = lo;
+	s->layer_hi[s->nranges++] = hi;
+	return SW_OK;
+}
+
+int select_add_blocks(struct sw_select *s, const char *arg, struct sw_err *err)
+{
+	return each_item(s, arg, "block", add_block, err);
+}
+
+int select_add_roles(struct sw_select *s, const char *arg, struct sw_err *err)
+{
+	return each_item(s, arg, "role", add_role, err);
+}
+
+int select_add_layers(struct sw_select *s, const char *arg, struct sw_err *err)
+{
+	return each_item(s, arg, "layer", add_layer, err);
+}
+
+int select_add_name(struct sw_select *s, const char *glob, struct sw_err *err)
+{
+	if (s->nglobs == SELECT_MAX || strlen(glob) >= SW_NAME_MAX || !glob[0])
+		return sw_fail(err, SW_EUSAGE, "too many --name patterns, or pattern empty or too long");
+	strcpy(s->globs[s->nglobs++], glob);
+	return SW_OK;
+}
+
+int select_match(const struct sw_select *s, const char *name,
+		 enum sw_block block, const char *role, int layer)
+{
+	int ok;
+
+	if (s->blocks && !(s->blocks & (1u << block)))
+		return 0;
+	if (s->nroles) {
+		ok = 0;
+		for (int i = 0; i < s->nroles && !ok; i++)
+			ok = !strcmp(s->roles[i], role);
+		if (!ok)
+			return 0;
+	}
+	if (s->nranges) {
+		ok = 0;
+		for (int i = 0; i < s->nranges && !ok; i++)
+			ok = layer >= s->layer_lo[i] && layer <= s->layer_hi[i];
+		if (!ok)
+			return 0;
+	}
+	if (s->nglobs) {
+		ok = 0;
+		for (int i = 0; i < s->nglobs && !ok; i++)
+			ok = fnmatch(s->globs[i], name, 0) == 0;
+		if (!ok)
+			return 0;
+	}
+	return 1;
+}
+
+int select_match_info(const struct sw_select *s, const struct sw_tensor_info *t)
+{
+	return select_match(s, t->name, t->block, t->role, t->layer);
+}

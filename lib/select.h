@@ -1,0 +1,39 @@
+/*
+ * select.h - which tensors a tool works on: the --block, --role, --layer
+ * and --name options every tool shares.
+ *
+ * Each option may be given several times and takes comma-separated values;
+ * a tensor is selected when it matches every option given (any of the
+ * values within one option). --layer takes numbers and ranges (0,3-5);
+ * -1 selects the tensors outside the layer stack. --name takes shell globs
+ * (fnmatch), matched against the whole tensor name.
+ */
+#ifndef SW_SELECT_H
+#define SW_SELECT_H
+
+#include "status.h"
+#include "tensor.h"
+
+#define SELECT_MAX 64
+
+struct sw_select {
+	unsigned blocks;                /* bit per enum sw_block; 0: any */
+	int nroles, nranges, nglobs;
+	char roles[SELECT_MAX][SW_ROLE_MAX];
+	int layer_lo[SELECT_MAX], layer_hi[SELECT_MAX];
+	char globs[SELECT_MAX][SW_NAME_MAX];
+};
+
+void select_init(struct sw_select *s);
+
+/* Add the values of one option; SW_EUSAGE with a message on bad values. */
+int select_add_blocks(struct sw_select *s, const char *arg, struct sw_err *err);
+int select_add_roles(struct sw_select *s, const char *arg, struct sw_err *err);
+int select_add_layers(struct sw_select *s, const char *arg, struct sw_err *err);
+int select_add_name(struct sw_select *s, const char *glob, struct sw_err *err);
+
+int select_match(const struct sw_select *s, const char *name,
+		 enum sw_block block, const char *role, int layer);
+int select_match_info(const struct sw_select *s, const struct sw_tensor_info *t);
+
+#endif

@@ -1,0 +1,132 @@
+/* table.c - TSV and JSON Lines output (see table.h). */
+#include "table.h"
+
+#include <math.h>
+
+static void put_tsv_string(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\t')
+			fputs("\\t", f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else if (*s == '\\')
+			fputs("\\\\", f);
+		else
+			putc(*s, f);
+	}
+}
+
+static void put_json_string(FILE *f, const char *s)
+{
+	putc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p == '\t')
+			fputs("\\t", f);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			putc(*p, f);
+	}
+	putc('"', f);
+}
+
+void table_init(struct table *t, FILE *out, enum table_format fmt,
+		const char *const *cols, int ncols)
+{
+	t->out = out;
+	t->fmt = fmt;
+	t->cols = cols;
+	t->ncols = ncols;
+	t->col = 0;
+	t->header_done = 0;
+}
+
+void table_header(struct table *t)
+{
+	if (t->header_done)
+		return;
+	t->header_done = 1;
+	if (t->fmt != TABLE_TSV)
+		return;
+	for (int i = 0; i < t->ncols; i++) {
+		if (i)
+			putc('\t', t->out);
+		fputs(t->cols[i], t->out);
+	}
+	putc('\n', t->out);
+}
+
+/* Start a cell: header first, separator, JSON key. */
+static void cell(struct table *t)
+{
+	if (t->col == 0)
+		table_header(t);
+	if (t->fmt == TABLE_TSV) {
+		if (t->col)
+			putc('\t', t->out);
+	} else {
+		fputs(t->col ? ", " : "{", t->out);
+		put_json_string(t->out, t->col < t->ncols ? t->cols[t->col] : "?");
+		fputs(": ", t->out);
+	}
+	t->col++;
+}
+
+void table_str(struct table *t, const char *s)
+{
+	cell(t);
+	if (t->fmt == TABLE_TSV)
+		put_tsv_string(t->out, s);
+	else
+		put_json_string(t->out, s);
+}
+
+void table_int(struct table *t, int64_t v)
+{
+	cell(t);
+	fprintf(t->out, "%lld", (long long)v);
+}
+
+void table_num(struct table *t, double v)
+{
+	cell(t);
+	if (isfinite(v))
+		fprintf(t->out, "%.9g", v);
+	else if (t->fmt == TABLE_JSON)
+		fputs("null", t->out);
+	else
+		fputs(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", t->out);
+}
+
+void table_empty(struct table *t)
+{
+	cell(t);
+	if (t->fmt == TABLE_JSON)
+		fputs("null", t->out);
+}
+
+void table_shape(struct table *t, int rank, const int64_t *shape)
+{
+	cell(t);
+	if (t->fmt == TABLE_JSON)
+		putc('[', t->out);
+	for (int i = 0; i < rank; i++)
+		fprintf(t->out, "%s%lld", i ? (t->fmt == TABLE_JSON ? ", " : "x") : "",
+			(long long)shape[i]);
+	if (t->fmt == TABLE_JSON)
+		putc(']', t->out);
+}
+
+int table_end_row(struct table *t)
+{
+	if (t->fmt == TABLE_JSON)
+		putc('}', t->out);
+	putc('\n', t->out);
+	t->col = 0;
+	return ferror(t->out) ? -1 : 0;
+}

@@ -1,0 +1,44 @@
+/*
+ * table.h - the output every tool prints: TSV with one header line, or
+ * JSON Lines with the same field names (--json).
+ *
+ * Numbers are printed with %.9g (enough to round-trip a float32); integers
+ * exactly; an empty cell (unknown value) is an empty field in TSV and null
+ * in JSON. Non-finite numbers print as nan/inf in TSV and null in JSON.
+ * Tabs and newlines inside strings are escaped as \t and \n in TSV.
+ */
+#ifndef SW_TABLE_H
+#define SW_TABLE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum table_format { TABLE_TSV, TABLE_JSON };
+
+struct table {
+	FILE *out;
+	enum table_format fmt;
+	const char *const *cols;
+	int ncols;
+	int col;                /* next column of the current row */
+	int header_done;
+};
+
+void table_init(struct table *t, FILE *out, enum table_format fmt,
+		const char *const *cols, int ncols);
+
+/* The cells of one row, left to right. */
+void table_str(struct table *t, const char *s);
+void table_int(struct table *t, int64_t v);
+void table_num(struct table *t, double v);
+void table_empty(struct table *t);
+void table_shape(struct table *t, int rank, const int64_t *shape);
+
+/* End the row (the header goes out before the first row). Returns 0, or -1
+ * if the stream has failed (errno tells why, EPIPE when a reader left). */
+int table_end_row(struct table *t);
+
+/* Print the TSV header now even if no row follows (an empty table). */
+void table_header(struct table *t);
+
+#endif

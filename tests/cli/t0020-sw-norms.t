@@ -1,0 +1,96 @@
+#!/bin/sh
+# sw-norms: operator norms against the values the fixtures were built with
+# (fixtures/*.expect.tsv: sigma_max is the construction's s_1, row and
+# column norms summed in double by the generator).
+. "$(dirname "$0")/../lib/tap.sh"
+
+# sw-norms output in the expect files' columns: name role rows cols norms...
+project() {
+	cut -f4,6,8- "$1"
+}
+
+test_expect_success 'header: the columns, exactly' '
+	sw-norms "$FIX/tiny.h5" >actual &&
+	head -n 1 actual >header &&
+	printf "file\tstep\ttokens\tname\tblock\trole\tlayer\trows\tcols\trms_to_inf\trms_to_rms\tone_to_rms\tspectral\tfrobenius\trms\tmax_abs\n" >expect &&
+	test_cmp expect header
+'
+
+test_expect_success 'tiny (LAPACK path): every norm within 1e-6 of the construction' '
+	project actual >got &&
+	numbers_close 1e-6 "$FIX/tiny.expect.tsv" got
+'
+
+test_expect_success 'wide (Lanczos path, tied head, triple top sigma): within 1e-6' '
+	sw-norms "$FIX/wide.h5" >actual &&
+	project actual >got &&
+	numbers_close 1e-6 "$FIX/wide.expect.tsv" got
+'
+
+test_expect_success 'step and tokens come from the file' '
+	sw-norms --role lm_head "$FIX/tiny.h5" | sed -n 2p | cut -f2,3 >st &&
+	printf "1200\t4915200\n" >expect && test_cmp expect st
+'
+
+test_expect_success 'safetensors F32, single and sharded: the same numbers as HDF5, exactly' '
+	sw-norms "$FIX/tiny.h5" | cut -f4- >h5 &&
+	sw-norms "$FIX/tiny-hf" >st &&
+	sw-norms "$FIX/tiny-hf-sharded" | cut -f4- >sharded &&
+	cut -f4- st >st4 &&
+	test_cmp h5 st4 && test_cmp h5 sharded
+'
+
+test_expect_success 'safetensors without step: step and tokens empty' '
+	sed -n 2p st | cut -f2,3 >st23 &&
+	printf "\t\n" >expect && test_cmp expect st23
+'
+
+test_expect_success 'BF16 copy: the same norms to BF16 precision (2^-8)' '
+	sw-norms "$FIX/tiny-hf-bf16" | cut -f4- >bf16 &&
+	numbers_close 0.00390625 h5 bf16
+'
+
+test_expect_success 'BF16 differs from F32 at all (the check is not vacuous)' '
+	! cmp -s h5 bf16
+'
+
+test_expect_success 'the output head: lm_head and lm_head_folded rows' '
+	sw-norms --role lm_head "$FIX/tiny.h5" | cut -f6 >roles &&
+	printf "role\nlm_head\nlm_head_folded\n" >expect && test_cmp expect roles
+'
+
+test_expect_success 'tied head: lm_head.weight from the embedding, as d_model -> vocab' '
+	sw-norms --role lm_head "$FIX/wide.h5" | cut -f4-9 >rows &&
+	printf "name\tblock\trole\tlayer\trows\tcols\nlm_head.weight\tout\tlm_head\t-1\t100\t64\nlm_head.weight\tout\tlm_head_folded\t-1\t100\t64\n" >expect &&
+	test_cmp expect rows
+'
+
+test_expect_success 'only matrices: norm gains are not rows' '
+	sw-norms --block norm "$FIX/tiny.h5" >out && test_line_count = 1 out
+'
+
+test_expect_success 'many files, one table: a norm-over-training series' '
+	sw-norms --role lm_head "$FIX/tiny.h5" "$FIX/wide.h5" "$FIX/tiny-hf" >out &&
+	test_line_count = 7 out &&
+	grep -c "^file" out >n && echo 1 >expect && test_cmp expect n
+'
+
+test_expect_success '--json: JSON Lines, null for unknown step' '
+	sw-norms --json --role lm_head "$FIX/tiny-hf" >out &&
+	test_line_count = 2 out &&
+	grep -q "\"step\": null, \"tokens\": null, \"name\": \"lm_head.weight\", \"block\": \"out\", \"role\": \"lm_head\", \"layer\": -1, \"rows\": 48, \"cols\": 16, \"rms_to_inf\": " out
+'
+
+test_expect_success 'closing the pipe early ends quietly' '
+	sw-norms "$FIX/tiny.h5" "$FIX/tiny.h5" "$FIX/tiny.h5" 2>err | head -n 1 >out &&
+	test_line_count = 1 out && test_line_count = 0 err
+'
+
+test_expect_success 'NaN in a tensor: exit 65, the tensor named, the rest printed' '
+	test_expect_code 65 sw-norms "$FIX/bad/nan.h5" >out 2>err &&
+	test_one_error sw-norms "$FIX/bad/nan.h5" &&
+	grep -q "model.layers.0.mlp.down_proj.weight: 1 of 24 values are NaN or Inf" err &&
+	! grep -q down_proj out && grep -q up_proj out
+'
+
+test_done

@@ -1,0 +1,22 @@
+#!/bin/sh
+# sw-norms against an independent implementation: numpy (float64, full
+# SVD) on the tensors read with h5py, and a safetensors reader written in
+# Python (BF16 decoded by numpy). Skipped when numpy or h5py is missing.
+. "$(dirname "$0")/../lib/tap.sh"
+
+REF=$SW_TOP/tests/e2e/norms_reference.py
+
+if ! have_python_modules "numpy, h5py"; then
+	test_skip 'numpy cross-check' 'python3-numpy or python3-h5py not installed'
+	test_done
+fi
+
+for f in tiny.h5 wide.h5 tiny-hf tiny-hf-bf16; do
+	test_expect_success "$f: sw-norms = numpy to 1e-6" "
+		\"\$PY\" \"\$REF\" \"\$FIX/$f\" >expect &&
+		sw-norms \"\$FIX/$f\" | sed 1d | cut -f4,6,8- >actual &&
+		numbers_close 1e-6 expect actual
+	"
+done
+
+test_done

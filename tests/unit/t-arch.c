@@ -1,0 +1,113 @@
+/* Unit tests of lib/arch.c: Hugging Face names, roles, shapes, model order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../lib/arch.h"
+#include "tap.h"
+
+static const struct sw_config cfg = {
+	.arch = "llama", .vocab_size = 100, .d_model = 64, .n_layers = 12, .n_heads = 8,
+	.n_kv_heads = 2, .head_dim = 8, .d_ff = 176, .seq_len = 128, .rope_theta = 1e4,
+	.norm_eps = 1e-5, .multipliers = "none",
+};
+
+static int name_is(const char *hf, const char *role, enum sw_block b, int layer,
+		   enum sw_norm_type nt)
+{
+	struct sw_tensor_info t;
+	memset(&t, 0, sizeof t);
+	return arch_info_from_hf_name(&cfg, hf, &t) == 0 && !strcmp(t.role, role) &&
+	       t.block == b && t.layer == layer && t.norm_type == nt && !strcmp(t.name, hf);
+}
+
+static struct sw_tensor_info shaped(const char *role, int layer, int rank, int64_t a, int64_t b)
+{
+	struct sw_tensor_info t;
+	memset(&t, 0, sizeof t);
+	arch_info_for_role(&cfg, role, layer, &t);
+	t.rank = rank;
+	t.shape[0] = a;
+	t.shape[1] = b;
+	return t;
+}
+
+int main(void)
+{
+	struct sw_err err;
+	struct sw_tensor_info t, list[6];
+	struct sw_config bad;
+
+	ok(name_is("model.embed_tokens.weight", "embed", SW_BLOCK_EMB, -1, SW_NORM_NONE), "embedding");
+	ok(name_is("model.layers.3.self_attn.q_proj.weight", "q", SW_BLOCK_QK, 3, SW_NORM_NONE), "q_proj");
+	ok(name_is("model.layers.11.self_attn.k_proj.weight", "k", SW_BLOCK_QK, 11, SW_NORM_NONE), "k_proj of layer 11");
+	ok(name_is("model.layers.0.self_attn.v_proj.weight", "v", SW_BLOCK_VO, 0, SW_NORM_NONE), "v_proj");
+	ok(name_is("model.layers.0.self_attn.o_proj.weight", "o", SW_BLOCK_VO, 0, SW_NORM_NONE), "o_proj");
+	ok(name_is("model.layers.2.mlp.down_proj.weight", "down", SW_BLOCK_FFN, 2, SW_NORM_NONE), "down_proj");
+	ok(name_is("model.layers.2.input_layernorm.weight", "attn_norm", SW_BLOCK_NORM, 2, SW_NORM_INPUT),
+	   "input_layernorm is an Input-Norm");
+	ok(name_is("model.layers.2.post_attention_layernorm.weight", "ffn_norm", SW_BLOCK_NORM, 2, SW_NORM_INPUT),
+	   "Llama's post_attention_layernorm is an Input-Norm (it feeds the MLP)");
+	ok(name_is("model.layers.2.self_attn.q_norm.weight", "q_norm", SW_BLOCK_NORM, 2, SW_NORM_OUTPUT),
+	   "q_norm is an Output-Norm");
+	ok(name_is("model.norm.weight", "final_norm", SW_BLOCK_NORM, -1, SW_NORM_INPUT), "final norm");
+	ok(name_is("lm_head.weight", "lm_head", SW_BLOCK_OUT, -1, SW_NORM_NONE), "lm_head");
+	ok(name_is("model.layers.1.self_attn.q_proj.bias", "q_bias", SW_BLOCK_QK, 1, SW_NORM_NONE), "Qwen2 q bias");
+	ok(name_is("model.layers.1.self_attn.rotary_emb.inv_freq", "other", SW_BLOCK_OTHER, 1, SW_NORM_NONE),
+	   "rotary buffer: other, in its layer");
+	ok(name_is("model.layers.x.mlp.up_proj.weight", "other", SW_BLOCK_OTHER, -1, SW_NORM_NONE), "bad layer number: other");
+	memset(&t, 0, sizeof t);
+	ok(arch_info_from_hf_name(&cfg, "model.layers.12.mlp.up_proj.weight", &t) < 0, "layer 12 of 12 refused");
+	ok(arch_info_from_hf_name(&cfg, "model.layers.99999999999.mlp.up_proj.weight", &t) < 0 ||
+	   t.block == SW_BLOCK_OTHER, "huge layer number does not overflow");
+
+	/* attention projections carry their head counts (GQA: k, v have KV heads) */
+	t = shaped("k", 0, 2, 16, 64);
+	ok(t.n_heads == 2 && t.head_dim == 8, "k carries n_kv_heads and head_dim");
+	t = shaped("q", 0, 2, 64, 64);
+	ok(t.n_heads == 8 && t.head_dim == 8, "q carries n_heads");
+
+	/* shapes against the config */
+	t = shaped("q", 0, 2, 64, 64);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "q 64x64 fits");
+	t = shaped("k", 0, 2, 64, 64);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_EDATA && strstr(err.msg, "16x64"), "k 64x64 refused: %s", err.msg);
+	t = shaped("embed", -1, 2, 100, 64);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "embed stored [V, D]");
+	t = shaped("down", 0, 2, 64, 176);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "down [D, F]");
+	t = shaped("final_norm", -1, 1, 63, 0);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_EDATA, "norm of 63 refused");
+	t = shaped("q_norm", 0, 1, 8, 0);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "q_norm per head");
+	t = shaped("o_mult", 0, 1, 64, 0);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "row multiplier of o");
+	t = shaped("o_mult", 0, 1, 65, 0);
+	ok(arch_check_shape(&cfg, &t, &err) == SW_EDATA, "multiplier of 65 refused");
+
+	/* model order: numeric layers (10 after 9, not after 1), q before o */
+	memset(list, 0, sizeof list);
+	arch_info_for_role(&cfg, "lm_head", -1, &list[0]);
+	arch_info_for_role(&cfg, "o", 10, &list[1]);
+	arch_info_for_role(&cfg, "q", 10, &list[2]);
+	arch_info_for_role(&cfg, "down", 9, &list[3]);
+	arch_info_for_role(&cfg, "embed", -1, &list[4]);
+	arch_info_for_role(&cfg, "final_norm", -1, &list[5]);
+	qsort(list, 6, sizeof *list, arch_model_order_cmp);
+	ok(!strcmp(list[0].role, "embed") && !strcmp(list[1].role, "down") && list[1].layer == 9 &&
+	   !strcmp(list[2].role, "q") && !strcmp(list[3].role, "o") &&
+	   !strcmp(list[4].role, "final_norm") && !strcmp(list[5].role, "lm_head"),
+	   "model order: embed, layer 9, layer 10 (q, o), final norm, head");
+
+	/* config checks */
+	bad = cfg;
+	bad.n_kv_heads = 3;
+	ok(arch_config_check(&bad, &err) == SW_EDATA, "GQA needs n_heads %% n_kv_heads == 0");
+	bad = cfg;
+	bad.d_model = 0;
+	ok(arch_config_check(&bad, &err) == SW_EDATA, "d_model 0 refused");
+	bad = cfg;
+	strcpy(bad.multipliers, "diag");
+	ok(arch_config_check(&bad, &err) == SW_EDATA, "unknown multipliers refused");
+	ok(arch_supported("qwen2") && !arch_supported("gpt2"), "Llama family only");
+	return tap_done();
+}

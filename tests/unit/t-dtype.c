@@ -1,0 +1,58 @@
+/* Unit tests of lib/dtype.c: BF16 and F16 against exactly known values. */
+#include <stdint.h>
+#include <string.h>
+
+#include "../../lib/dtype.h"
+#include "tap.h"
+
+int main(void)
+{
+	static const struct { uint16_t h; double v; } f16[] = {
+		{0x3c00, 1.0}, {0xc000, -2.0}, {0x7bff, 65504.0},
+		{0x0001, 5.9604644775390625e-08},          /* smallest subnormal, 2^-24 */
+		{0x03ff, 6.0975551605224609e-05},          /* largest subnormal, 1023 * 2^-24 */
+		{0x0400, 6.103515625e-05},                 /* smallest normal, 2^-14 */
+		{0x3555, 0.333251953125}, {0x0000, 0.0},
+	};
+	static const struct { uint16_t h; double v; } bf16[] = {
+		{0x3f80, 1.0}, {0xc040, -3.0}, {0x4049, 3.140625}, {0x0001, 9.183549615799121e-41},
+		{0x7f7f, 3.3895313892515355e+38},
+	};
+	unsigned char bytes[8];
+	float out[4];
+
+	for (size_t i = 0; i < sizeof f16 / sizeof *f16; i++)
+		ok(sw_f16_to_f32(f16[i].h) == (float)f16[i].v, "f16 0x%04x = %.17g", f16[i].h, f16[i].v);
+	ok(isinf(sw_f16_to_f32(0x7c00)) && sw_f16_to_f32(0x7c00) > 0, "f16 +inf");
+	ok(isnan(sw_f16_to_f32(0x7e00)), "f16 NaN");
+	ok(signbit(sw_f16_to_f32(0x8000)) && sw_f16_to_f32(0x8000) == 0, "f16 -0");
+	for (size_t i = 0; i < sizeof bf16 / sizeof *bf16; i++)
+		ok(sw_bf16_to_f32(bf16[i].h) == (float)bf16[i].v, "bf16 0x%04x = %.17g", bf16[i].h, bf16[i].v);
+
+	/* narrowing: round to nearest, ties to even; NaN stays NaN */
+	ok(sw_f32_to_bf16(1.0f) == 0x3f80, "bf16(1) exact");
+	ok(sw_f32_to_bf16(1.00390625f) == 0x3f80, "1 + 2^-8 is a tie: rounds to even 1.0");
+	ok(sw_f32_to_bf16(1.01171875f) == 0x3f82, "1 + 3*2^-8 is a tie: rounds to even 1+2^-6");
+	ok(sw_f32_to_bf16(1.0048828125f) == 0x3f81, "1 + 1.25*2^-8 rounds up");
+	ok(isnan(sw_bf16_to_f32(sw_f32_to_bf16(NAN))), "NaN survives narrowing");
+	ok(sw_f32_to_bf16(3.4e38f) == 0x7f80, "3.4e38 rounds to +inf in bf16");
+	for (uint32_t h = 0; h < 65536; h += 7) {
+		float f = sw_bf16_to_f32((uint16_t)h);
+		if (!isnan(f) && sw_f32_to_bf16(f) != h) {
+			ok(0, "bf16 round trip of 0x%04x", h);
+			break;
+		}
+		if (h + 7 >= 65536)
+			ok(1, "every sampled bf16 value round-trips through float32");
+	}
+
+	/* buffers at odd addresses, little-endian */
+	bytes[0] = 0x80; bytes[1] = 0x3f; bytes[2] = 0x40; bytes[3] = 0xc0;
+	ok(sw_to_f32(SW_DTYPE_BF16, bytes, out, 2) == 0 && out[0] == 1.0f && out[1] == -3.0f,
+	   "sw_to_f32 bf16 buffer");
+	memset(bytes, 0, sizeof bytes);
+	bytes[1] = 0x00; bytes[2] = 0x3c;
+	ok(sw_to_f32(SW_DTYPE_F16, bytes + 1, out, 1) == 0 && out[0] == 1.0f, "sw_to_f32 f16 at an odd address");
+	ok(sw_to_f32(SW_DTYPE_UNSUPPORTED, bytes, out, 1) < 0, "unsupported dtype refused");
+	return tap_done();
+}

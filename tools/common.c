@@ -1,0 +1,178 @@
+/* common.c - the shared plumbing of every tool (see common.h). */
+#include "common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void tool_init(struct tool *t, const char *prog, const char *usage,
+	       const char *help, int argc, char **argv)
+{
+	memset(t, 0, sizeof *t);
+	t->prog = prog;
+	t->usage = usage;
+	t->help = help;
+	t->fmt = TABLE_TSV;
+	t->argc = argc;
+	t->argv = argv;
+	select_init(&t->sel);
+	t->progress = isatty(STDERR_FILENO);
+	/* "| head" ends the tool quietly: die of SIGPIPE even if the parent
+	 * ignored it, as every Unix filter does */
+	signal(SIGPIPE, SIG_DFL);
+}
+
+void tool_usage_error(struct tool *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", t->prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nusage: %s\n", t->usage);
+	exit(SW_EUSAGE);
+}
+
+int tool_common_option(struct tool *t, int opt, const char *arg)
+{
+	struct sw_err err;
+	int rc;
+
+	switch (opt) {
+	case OPT_BLOCK: rc = select_add_blocks(&t->sel, arg, &err); break;
+	case OPT_ROLE: rc = select_add_roles(&t->sel, arg, &err); break;
+	case OPT_LAYER: rc = select_add_layers(&t->sel, arg, &err); break;
+	case OPT_NAME: rc = select_add_name(&t->sel, arg, &err); break;
+	case OPT_JSON:
+		t->fmt = TABLE_JSON;
+		return 1;
+	case OPT_HELP:
+		printf("usage: %s\n%s", t->usage, t->help);
+		exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
+	case OPT_VERSION:
+		printf("%s (scalewatch) %s\n", t->prog, SW_VERSION);
+		exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
+	case '?':
+		fprintf(stderr, "usage: %s\n", t->usage);
+		exit(SW_EUSAGE);
+	default:
+		return 0;
+	}
+	if (rc)
+		tool_usage_error(t, "%s", err.msg);
+	return 1;
+}
+
+void tool_files_begin(struct tool *t, int optind_)
+{
+	t->argi = optind_;
+	if (t->argi >= t->argc || (t->argi == t->argc - 1 && !strcmp(t->argv[t->argi], "-"))) {
+		if (isatty(STDIN_FILENO))
+			tool_usage_error(t, "no FILE given (names are read from stdin when it is not a terminal)");
+		t->from_stdin = 1;
+	}
+}
+
+const char *tool_next_file(struct tool *t)
+{
+	if (!t->from_stdin)
+		return t->argi < t->argc ? t->argv[t->argi++] : NULL;
+	for (;;) {
+		ssize_t n = getline(&t->line, &t->line_cap, stdin);
+		if (n < 0)
+			return NULL;
+		while (n > 0 && (t->line[n - 1] == '\n' || t->line[n - 1] == '\r'))
+			t->line[--n] = '\0';
+		if (n > 0)
+			return t->line;
+	}
+}
+
+void tool_error(struct tool *t, const char *file, const struct sw_err *err)
+{
+	tool_progress_done(t);
+	fflush(stdout);
+	if (file)
+		fprintf(stderr, "%s: %s: %s\n", t->prog, file, err->msg);
+	else
+		fprintf(stderr, "%s: %s\n", t->prog, err->msg);
+	if (!t->status)
+		t->status = err->code ? err->code : SW_ESOFTWARE;
+}
+
+void tool_progress(struct tool *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!t->progress)
+		return;
+	fprintf(stderr, "\r\033[K%s: ", t->prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+}
+
+void tool_progress_done(struct tool *t)
+{
+	if (t->progress)
+		fputs("\r\033[K", stderr);
+}
+
+int tool_stdout_broken(struct tool *t)
+{
+	(void)t;
+	return ferror(stdout) != 0;
+}
+
+int tool_finish(struct tool *t)
+{
+	int status = t->status;
+
+	tool_progress_done(t);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (errno != EPIPE) {
+			fprintf(stderr, "%s: write error: %s\n", t->prog, strerror(errno));
+			if (!status)
+				status = SW_EIO;
+		}
+	}
+	if (fclose(stdout) != 0 && !status && errno != EPIPE) {
+		fprintf(stderr, "%s: write error: %s\n", t->prog, strerror(errno));
+		status = SW_EIO;
+	}
+	free(t->line);
+	t->line = NULL;
+	return status;
+}
+
+long long tool_parse_int(struct tool *t, const char *opt, const char *arg,
+			 long long lo, long long hi)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi)
+		tool_usage_error(t, "%s: '%s' is not an integer in %lld..%lld", opt, arg, lo, hi);
+	return v;
+}
+
+double tool_parse_double(struct tool *t, const char *opt, const char *arg,
+			 double lo, double hi)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !isfinite(v) || v < lo || v > hi)
+		tool_usage_error(t, "%s: '%s' is not a number in %g..%g", opt, arg, lo, hi);
+	return v;
+}

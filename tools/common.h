@@ -1,0 +1,89 @@
+/*
+ * common.h - what every scalewatch tool's main shares: the selection and
+ * output options, the file list (arguments, or names on stdin), error
+ * reports as "sw-TOOL: FILE: what is wrong" with the exit status of
+ * lib/status.h, progress on stderr when it is a terminal, and the final
+ * check that stdout was really written.
+ */
+#ifndef SW_TOOLS_COMMON_H
+#define SW_TOOLS_COMMON_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "../lib/select.h"
+#include "../lib/status.h"
+#include "../lib/table.h"
+
+#ifndef SW_VERSION
+#define SW_VERSION "unknown"
+#endif
+
+enum {
+	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
+	OPT_VERSION, OPT_TOOL_FIRST = 1100
+};
+
+#define TOOL_COMMON_OPTIONS                                      \
+	{"block", required_argument, NULL, OPT_BLOCK},           \
+	{"role", required_argument, NULL, OPT_ROLE},             \
+	{"layer", required_argument, NULL, OPT_LAYER},           \
+	{"name", required_argument, NULL, OPT_NAME},             \
+	{"json", no_argument, NULL, OPT_JSON},                   \
+	{"help", no_argument, NULL, OPT_HELP},                   \
+	{"version", no_argument, NULL, OPT_VERSION}
+
+struct tool {
+	const char *prog;
+	const char *usage;      /* the SYNOPSIS, printed on usage errors */
+	const char *help;       /* the --help text after the synopsis */
+	int status;             /* the first failure's exit status */
+	enum table_format fmt;
+	struct sw_select sel;
+	int progress;           /* stderr is a terminal */
+	int argc, argi;
+	char **argv;
+	int from_stdin;
+	char *line;
+	size_t line_cap;
+};
+
+void tool_init(struct tool *t, const char *prog, const char *usage,
+	       const char *help, int argc, char **argv);
+
+/* Handle a shared option; returns 1 if it was one (exits on --help,
+ * --version and bad values), 0 if the tool must handle it. */
+int tool_common_option(struct tool *t, int opt, const char *arg);
+
+/* "sw-TOOL: message" and the synopsis on stderr, exit 64. */
+void tool_usage_error(struct tool *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+
+/* Call after getopt: the operands start at optind. Exits 64 if there are
+ * none and stdin is a terminal (names would be read from it). */
+void tool_files_begin(struct tool *t, int optind_);
+
+/* The next input file, or NULL at the end. */
+const char *tool_next_file(struct tool *t);
+
+/* Report err as "sw-TOOL: FILE: msg" and remember its status. */
+void tool_error(struct tool *t, const char *file, const struct sw_err *err);
+
+/* Progress line on stderr when it is a terminal; done clears it. */
+void tool_progress(struct tool *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void tool_progress_done(struct tool *t);
+
+/* Did writing stdout fail? 1 if a reader left (EPIPE): stop quietly. */
+int tool_stdout_broken(struct tool *t);
+
+/* Flush and close stdout, free the tool; the exit status. */
+int tool_finish(struct tool *t);
+
+/* Bounds-checked numbers from the command line (exit 64 when bad). */
+long long tool_parse_int(struct tool *t, const char *opt, const char *arg,
+			 long long lo, long long hi);
+double tool_parse_double(struct tool *t, const char *opt, const char *arg,
+			 double lo, double hi);
+
+#endif
