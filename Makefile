@@ -110,7 +110,7 @@ fixtures: $(GEN)
 
 demo: deps
 	$(MAKE) all
-	@sh tools/demo.sh $(BUILD)/bin
+	@sh demo/demo.sh $(BUILD)/bin
 
 lint-man:
 	mandoc -Tlint -W warning $(MANPAGES)
@@ -121,10 +121,13 @@ install: $(TOOL_BIN)
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 
-bench: all
+bench: all $(BUILD)/bench/norms-kernels
 	bench/norms
 
 clean:
 	rm -rf build build-asan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+$(BUILD)/bench/norms-kernels: $(BUILD)/bench/norms-kernels.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

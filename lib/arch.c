@@ -200,6 +200,20 @@ static int parse_layer(const char *s, const char **end)
 	return (int)v;
 }
 
+/* A tensor the architecture does not know: block and role "other". */
+static int set_other(struct sw_tensor_info *t, const char *name, int layer)
+{
+	snprintf(t->name, sizeof t->name, "%s", name);
+	snprintf(t->role, sizeof t->role, "other");
+	t->block = SW_BLOCK_OTHER;
+	t->mup = SW_MUP_VECTOR_LIKE;
+	t->group = SW_GROUP_UNKNOWN;
+	t->norm_type = SW_NORM_NONE;
+	t->layer = layer;
+	t->n_heads = t->head_dim = 0;
+	return 0;
+}
+
 int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 			   struct sw_tensor_info *t)
 {
@@ -221,15 +235,7 @@ int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 					return 0;
 				}
 			/* an unknown tensor inside a layer: keep its layer */
-			snprintf(t->name, sizeof t->name, "%s", name);
-			snprintf(t->role, sizeof t->role, "other");
-			t->block = SW_BLOCK_OTHER;
-			t->mup = SW_MUP_VECTOR_LIKE;
-			t->group = SW_GROUP_UNKNOWN;
-			t->norm_type = SW_NORM_NONE;
-			t->layer = layer;
-			t->n_heads = t->head_dim = 0;
-			return 0;
+			return set_other(t, name, layer);
 		}
 	}
 	for (size_t i = 0; i < NROLES; i++)
@@ -237,15 +243,7 @@ int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 			arch_info_for_role(c, roles[i].r.name, -1, t);
 			return 0;
 		}
-	snprintf(t->name, sizeof t->name, "%s", name);
-	snprintf(t->role, sizeof t->role, "other");
-	t->block = SW_BLOCK_OTHER;
-	t->mup = SW_MUP_VECTOR_LIKE;
-	t->group = SW_GROUP_UNKNOWN;
-	t->norm_type = SW_NORM_NONE;
-	t->layer = -1;
-	t->n_heads = t->head_dim = 0;
-	return 0;
+	return set_other(t, name, -1);
 }
 
 static int shape_is(const struct sw_tensor_info *t, int rank, int64_t a, int64_t b)

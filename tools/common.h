@@ -33,6 +33,17 @@ enum {
 	{"help", no_argument, NULL, OPT_HELP},                   \
 	{"version", no_argument, NULL, OPT_VERSION}
 
+/* The --help lines of the shared options. */
+#define TOOL_SELECT_HELP                                                                   \
+	"  --block LIST   only these block types (emb,qk,vo,ffn,norm,out,mult,other)\n"     \
+	"  --role LIST    only these roles (embed,q,k,v,o,gate,up,down,lm_head,...)\n"      \
+	"  --layer LIST   only these layers (0,3-5; -1: outside the layers)\n"              \
+	"  --name GLOB    only tensors whose name matches the shell pattern\n"              \
+	"  --json         JSON Lines instead of TSV\n"                                      \
+	"  --help, --version\n"                                                             \
+	"\n"                                                                                \
+	"With no FILE, or FILE '-', file names are read from stdin, one per line.\n"
+
 struct tool {
 	const char *prog;
 	const char *usage;      /* the SYNOPSIS, printed on usage errors */

@@ -24,14 +24,7 @@ static const char help[] =
 	"a second row, role lm_head_folded, for W_out.diag(final norm gain); a tied\n"
 	"head is listed as lm_head.weight computed from the embedding.\n"
 	"\n"
-	"  --block LIST   only these block types (emb,qk,vo,ffn,norm,out,mult,other)\n"
-	"  --role LIST    only these roles (embed,q,k,v,o,gate,up,down,lm_head,...)\n"
-	"  --layer LIST   only these layers (0,3-5; -1: outside the layers)\n"
-	"  --name GLOB    only tensors whose name matches the shell pattern\n"
-	"  --json         JSON Lines instead of TSV\n"
-	"  --help, --version\n"
-	"\n"
-	"With no FILE, or FILE '-', file names are read from stdin, one per line.\n"
+	TOOL_SELECT_HELP
 	"See sw-norms(1).\n";
 
 static const char *const cols[] = {

@@ -28,9 +28,9 @@ cd "$TRASH" || exit 1
 test_expect_success() {
 	test_count=$((test_count + 1))
 	if (eval "$2") >"$TRASH/.log" 2>&1; then
-		echo "ok $test_count - $1"
+		printf "ok %d - %s\n" "$test_count" "$1"
 	else
-		echo "not ok $test_count - $1"
+		printf "not ok %d - %s\n" "$test_count" "$1"
 		sed 's/^/# /' "$TRASH/.log"
 		test_failed=$((test_failed + 1))
 	fi
@@ -38,7 +38,7 @@ test_expect_success() {
 
 test_skip() {
 	test_count=$((test_count + 1))
-	echo "ok $test_count - $1 # SKIP $2"
+	printf "ok %d - %s # SKIP %s\n" "$test_count" "$1" "$2"
 }
 
 # test_expect_code CODE command...: the exact exit status, never "!"

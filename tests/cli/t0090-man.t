@@ -1,0 +1,49 @@
+#!/bin/sh
+# The man pages: mandoc -Tlint clean, a page for every tool, and every
+# EXAMPLES command (.Dl lines) runs and prints something, in a directory
+# laid out as the examples assume: run/*.h5 (a training run) and hf-model/
+# (a Hugging Face model).
+. "$(dirname "$0")/../lib/tap.sh"
+
+MAN=$SW_TOP/man
+
+if command -v mandoc >/dev/null 2>&1; then
+	test_expect_success 'mandoc -Tlint -W warning: clean' '
+		mandoc -Tlint -W warning "$MAN"/*.1 "$MAN"/*.5 >lint 2>&1 &&
+		test_line_count = 0 lint
+	'
+else
+	test_skip 'mandoc -Tlint' 'mandoc not installed'
+fi
+
+test_expect_success 'every tool has a man page and --help' '
+	for t in "$SW_BIN"/sw-*; do
+		n=$(basename "$t") &&
+		case $n in sw-gen-fixtures) continue ;; esac &&
+		test -f "$MAN/$n.1" && "$t" --help >/dev/null || { echo "no page or --help for $n"; exit 1; }
+	done
+'
+
+test_expect_success 'setup: a run and a Hugging Face model' '
+	mkdir run &&
+	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
+	cp "$FIX/tiny.h5" run/ckpt-000200.h5 &&
+	cp -r "$FIX/tiny-hf" hf-model
+'
+
+# The .Dl lines of EXAMPLES, with mdoc escapes undone.
+examples() {
+	awk '/^\.Sh EXAMPLES/ { on = 1; next } /^\.Sh / { on = 0 } on && /^\.Dl / { sub(/^\.Dl /, ""); print }' "$1" |
+	sed -e "s/\\\\-/-/g" -e "s/\\\\(dq/\"/g" -e "s/\\\\(aq/'/g" -e 's/\\e/\\/g' -e 's/\\&//g'
+}
+
+for page in "$MAN"/sw-*.1; do
+	examples "$page" >"$(basename "$page").examples"
+	while IFS= read -r cmd; do
+		test_expect_success "$(basename "$page") example: $cmd" '
+			sh -c "$cmd" >out 2>err && test -s out && test_line_count = 0 err
+		'
+	done <"$(basename "$page").examples"
+done
+
+test_done
