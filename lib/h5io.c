@@ -651,19 +651,18 @@ int h5w_create(const char *final_path, const char *kind, struct h5w **out,
 	return SW_OK;
 }
 
-/* Open group path (e.g. "/config"), creating it if missing. */
-static hid_t open_group(struct h5w *w, const char *group)
+hid_t h5io_group(hid_t file, const char *group)
 {
 	hid_t gcpl, g;
 
 	if (!strcmp(group, "/"))
-		return H5Gopen2(w->file, "/", H5P_DEFAULT);
-	if (H5Lexists(w->file, group, H5P_DEFAULT) > 0)
-		return H5Gopen2(w->file, group, H5P_DEFAULT);
+		return H5Gopen2(file, "/", H5P_DEFAULT);
+	if (H5Lexists(file, group, H5P_DEFAULT) > 0)
+		return H5Gopen2(file, group, H5P_DEFAULT);
 	gcpl = H5Pcreate(H5P_GROUP_CREATE);
 	if (gcpl >= 0)
 		H5Pset_obj_track_times(gcpl, 0);
-	g = H5Gcreate2(w->file, group, H5P_DEFAULT, gcpl >= 0 ? gcpl : H5P_DEFAULT, H5P_DEFAULT);
+	g = H5Gcreate2(file, group, H5P_DEFAULT, gcpl >= 0 ? gcpl : H5P_DEFAULT, H5P_DEFAULT);
 	if (gcpl >= 0)
 		H5Pclose(gcpl);
 	return g;
@@ -688,7 +687,7 @@ static int write_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype,
 	return rc;
 }
 
-static int write_str_attr(hid_t obj, const char *name, const char *val, struct sw_err *err)
+int h5io_put_str(hid_t obj, const char *name, const char *val, struct sw_err *err)
 {
 	hid_t t = H5Tcopy(H5T_C_S1);
 	int rc;
@@ -703,65 +702,81 @@ static int write_str_attr(hid_t obj, const char *name, const char *val, struct s
 	return rc;
 }
 
+int h5io_put_i64(hid_t obj, const char *name, int64_t val, struct sw_err *err)
+{
+	return write_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &val, err);
+}
+
+int h5io_put_f64(hid_t obj, const char *name, double val, struct sw_err *err)
+{
+	return write_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &val, err);
+}
+
+/* Attribute name = val on group (created when missing) of file. */
+#define GROUP_PUT(fn, type)                                                     \
+	static int fn##_in(hid_t file, const char *group, const char *name,     \
+			   type val, struct sw_err *err)                        \
+	{                                                                       \
+		hid_t g = h5io_group(file, group);                              \
+		int rc;                                                         \
+		if (g < 0)                                                      \
+			return sw_fail(err, SW_EIO, "cannot create group %s", group); \
+		rc = fn(g, name, val, err);                                     \
+		H5Gclose(g);                                                    \
+		return rc;                                                      \
+	}
+GROUP_PUT(h5io_put_str, const char *)
+GROUP_PUT(h5io_put_i64, int64_t)
+GROUP_PUT(h5io_put_f64, double)
+
 int h5w_set_str(struct h5w *w, const char *group, const char *name,
 		const char *val, struct sw_err *err)
 {
-	hid_t g = open_group(w, group);
-	int rc;
-
-	if (g < 0)
-		return sw_fail(err, SW_EIO, "cannot create group %s", group);
-	rc = write_str_attr(g, name, val, err);
-	H5Gclose(g);
-	return rc;
+	return h5io_put_str_in(w->file, group, name, val, err);
 }
 
 int h5w_set_i64(struct h5w *w, const char *group, const char *name, int64_t val,
 		struct sw_err *err)
 {
-	hid_t g = open_group(w, group);
-	int rc;
-
-	if (g < 0)
-		return sw_fail(err, SW_EIO, "cannot create group %s", group);
-	rc = write_attr(g, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &val, err);
-	H5Gclose(g);
-	return rc;
+	return h5io_put_i64_in(w->file, group, name, val, err);
 }
 
 int h5w_set_f64(struct h5w *w, const char *group, const char *name, double val,
 		struct sw_err *err)
 {
-	hid_t g = open_group(w, group);
+	return h5io_put_f64_in(w->file, group, name, val, err);
+}
+
+int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
+{
+	hid_t g = h5io_group(file, "/config");
 	int rc;
 
 	if (g < 0)
-		return sw_fail(err, SW_EIO, "cannot create group %s", group);
-	rc = write_attr(g, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &val, err);
+		return sw_fail(err, SW_EIO, "cannot create group /config");
+	if ((rc = h5io_put_str(g, "arch", c->arch, err)) ||
+	    (rc = h5io_put_i64(g, "vocab_size", c->vocab_size, err)) ||
+	    (rc = h5io_put_i64(g, "d_model", c->d_model, err)) ||
+	    (rc = h5io_put_i64(g, "n_layers", c->n_layers, err)) ||
+	    (rc = h5io_put_i64(g, "n_heads", c->n_heads, err)) ||
+	    (rc = h5io_put_i64(g, "n_kv_heads", c->n_kv_heads, err)) ||
+	    (rc = h5io_put_i64(g, "head_dim", c->head_dim, err)) ||
+	    (rc = h5io_put_i64(g, "d_ff", c->d_ff, err)) ||
+	    (rc = h5io_put_i64(g, "seq_len", c->seq_len, err)) ||
+	    (rc = h5io_put_f64(g, "rope_theta", c->rope_theta, err)) ||
+	    (rc = h5io_put_f64(g, "norm_eps", c->norm_eps, err)) ||
+	    (rc = h5io_put_i64(g, "tie_embeddings", c->tie_embeddings, err)) ||
+	    (rc = h5io_put_i64(g, "qk_norm", c->qk_norm, err)) ||
+	    (rc = h5io_put_str(g, "multipliers", c->multipliers, err))) {
+		/* rc says which failed */
+	}
 	H5Gclose(g);
 	return rc;
 }
 
 int h5w_write_config(struct h5w *w, const struct sw_config *c, struct sw_err *err)
 {
-	int rc;
-
-	if ((rc = h5w_set_str(w, "/config", "arch", c->arch, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "vocab_size", c->vocab_size, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "d_model", c->d_model, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "n_layers", c->n_layers, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "n_heads", c->n_heads, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "n_kv_heads", c->n_kv_heads, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "head_dim", c->head_dim, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "d_ff", c->d_ff, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "seq_len", c->seq_len, err)) ||
-	    (rc = h5w_set_f64(w, "/config", "rope_theta", c->rope_theta, err)) ||
-	    (rc = h5w_set_f64(w, "/config", "norm_eps", c->norm_eps, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "tie_embeddings", c->tie_embeddings, err)) ||
-	    (rc = h5w_set_i64(w, "/config", "qk_norm", c->qk_norm, err)) ||
-	    (rc = h5w_set_str(w, "/config", "multipliers", c->multipliers, err)))
-		return rc;
-	return SW_OK;
+	return h5io_write_config(w->file, c, err);
 }
 
 static int write_tensor_meta(hid_t d, const struct sw_tensor_info *t, struct sw_err *err)
@@ -769,17 +784,17 @@ static int write_tensor_meta(hid_t d, const struct sw_tensor_info *t, struct sw_
 	int64_t layer = t->layer;
 	int rc;
 
-	if ((rc = write_str_attr(d, "block", sw_block_name(t->block), err)) ||
-	    (rc = write_str_attr(d, "role", t->role, err)) ||
+	if ((rc = h5io_put_str(d, "block", sw_block_name(t->block), err)) ||
+	    (rc = h5io_put_str(d, "role", t->role, err)) ||
 	    (rc = write_attr(d, "layer", H5T_STD_I64LE, H5T_NATIVE_INT64, &layer, err)) ||
-	    (rc = write_str_attr(d, "kind", sw_kind_name(sw_kind_of_shape(t->rank, t->shape)), err)) ||
-	    (rc = write_str_attr(d, "mup", sw_mup_name(t->mup), err)))
+	    (rc = h5io_put_str(d, "kind", sw_kind_name(sw_kind_of_shape(t->rank, t->shape)), err)) ||
+	    (rc = h5io_put_str(d, "mup", sw_mup_name(t->mup), err)))
 		return rc;
 	if (t->group != SW_GROUP_UNKNOWN &&
-	    (rc = write_str_attr(d, "group", sw_group_name(t->group), err)))
+	    (rc = h5io_put_str(d, "group", sw_group_name(t->group), err)))
 		return rc;
 	if (t->norm_type != SW_NORM_NONE &&
-	    (rc = write_str_attr(d, "norm_type", sw_norm_type_name(t->norm_type), err)))
+	    (rc = h5io_put_str(d, "norm_type", sw_norm_type_name(t->norm_type), err)))
 		return rc;
 	if (t->n_heads > 0) {
 		int64_t nh = t->n_heads, hd = t->head_dim;
@@ -794,7 +809,7 @@ static int write_tensor_meta(hid_t d, const struct sw_tensor_info *t, struct sw_
 	    (rc = write_attr(d, "wd", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &t->wd, err)))
 		return rc;
 	if (t->wd_mode != SW_WD_UNKNOWN &&
-	    (rc = write_str_attr(d, "wd_mode", sw_wd_mode_name(t->wd_mode), err)))
+	    (rc = h5io_put_str(d, "wd_mode", sw_wd_mode_name(t->wd_mode), err)))
 		return rc;
 	return SW_OK;
 }
@@ -809,7 +824,7 @@ int h5w_write_tensor(struct h5w *w, const char *group,
 
 	if (strchr(t->name, '/') || !t->name[0])
 		return sw_fail(err, SW_ESOFTWARE, "tensor name '%s' cannot be a dataset name", t->name);
-	g = open_group(w, group);
+	g = h5io_group(w->file, group);
 	if (g < 0)
 		return sw_fail(err, SW_EIO, "cannot create group %s", group);
 	for (int i = 0; i < t->rank; i++)

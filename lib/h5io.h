@@ -30,6 +30,19 @@ int h5io_get_i64(hid_t obj, const char *objname, const char *attr, int64_t *v,
 int h5io_get_f64(hid_t obj, const char *objname, const char *attr, double *v,
 		 int *present, struct sw_err *err);
 
+/* Scalar attributes on an open object (replacing any of that name):
+ * strings variable-length UTF-8, integers int64, reals float64. */
+int h5io_put_str(hid_t obj, const char *name, const char *val, struct sw_err *err);
+int h5io_put_i64(hid_t obj, const char *name, int64_t val, struct sw_err *err);
+int h5io_put_f64(hid_t obj, const char *name, double val, struct sw_err *err);
+
+/* Open group path of file ("/" or "/config"), creating it (without
+ * timestamps) when missing; H5I_INVALID_HID on failure. */
+hid_t h5io_group(hid_t file, const char *path);
+
+/* /config attributes from c. */
+int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err);
+
 /* The innermost message on HDF5's error stack ("truncated file: eof = ..."),
  * or "" if none. */
 void h5io_last_error(char *buf, size_t len);

@@ -1,0 +1,91 @@
+/*
+ * trace.h - scalewatch trace v1: one HDF5 file per training run, appended
+ * while the run goes (DESIGN.md, "Trace format").
+ *
+ * Root attributes scalewatch_format = "trace", format_version = 1, and
+ * /config as in a checkpoint. Series are extendible chunked float64
+ * datasets under /series/, all aligned with the int64 dataset /series/step:
+ * row i of every series belongs to step[i]. A scalar series is 1-D; a
+ * per-layer or per-head series is 2-D [rows, ncols] with an attribute
+ * `columns` (an array of strings) naming its columns. /status (one int64)
+ * is 0 while the writer runs and 1 once it has closed the trace.
+ *
+ * The writer uses HDF5's single-writer/multiple-reader mode (libver latest,
+ * H5Fstart_swmr_write) and flushes after every append, so a reader opening
+ * the file with trace_open sees every row up to the last flush, also after
+ * the writer was killed with SIGKILL, without h5clear.
+ */
+#ifndef SW_TRACE_H
+#define SW_TRACE_H
+
+#include <stdint.h>
+
+#include "arch.h"
+#include "status.h"
+
+struct trace_series {
+	const char *name;               /* "loss", "residual_rms", ... */
+	int ncols;                      /* 0: 1-D scalar series; else 2-D */
+	const char *const *columns;     /* ncols names ("layer0", ...) or NULL */
+};
+
+/* ---- writer ---- */
+
+struct trace_writer;
+
+/*
+ * Create path (replacing any file there) with these series and /config
+ * from cfg (may be NULL), then switch to SWMR writing. No series may be
+ * added later. SW_ECANTCREAT if the file cannot be created.
+ */
+int trace_create(const char *path, const struct sw_config *cfg,
+		 const struct trace_series *series, int nseries,
+		 struct trace_writer **out, struct sw_err *err);
+
+/*
+ * Reopen an existing trace to go on appending after a resume from a
+ * checkpoint at keep_step: rows with step > keep_step are dropped. The
+ * series (names, column counts) must be those of the file: SW_EDATA if not.
+ */
+int trace_reopen(const char *path, const struct trace_series *series,
+		 int nseries, int64_t keep_step, struct trace_writer **out,
+		 struct sw_err *err);
+
+/*
+ * Append one row at step: values[i] holds series i's values (1 for a
+ * scalar series, ncols for a 2-D one; NaN for unknown), in the order the
+ * series were given. Flushes to disk before returning.
+ */
+int trace_append(struct trace_writer *w, int64_t step,
+		 const double *const *values, struct sw_err *err);
+
+/* Mark the trace finished (/status = 1), close, free w. */
+int trace_close(struct trace_writer *w, struct sw_err *err);
+
+/* ---- reader ---- */
+
+struct trace_reader;
+
+/* Open for reading, as an SWMR reader (works on a live or killed run). */
+int trace_open(const char *path, struct trace_reader **out, struct sw_err *err);
+void trace_reader_close(struct trace_reader *r);
+
+int trace_nseries(const struct trace_reader *r);
+const char *trace_series_name(const struct trace_reader *r, int i);
+int trace_series_ncols(const struct trace_reader *r, int i);          /* 0: scalar */
+const char *trace_column_name(const struct trace_reader *r, int i, int j);
+int trace_find_series(const struct trace_reader *r, const char *name); /* -1 if none */
+
+/* Rows every series has (the aligned length), as of the last refresh. */
+int64_t trace_rows(const struct trace_reader *r);
+/* Re-read the lengths of a live trace; *finished set when /status = 1. */
+int trace_refresh(struct trace_reader *r, int *finished, struct sw_err *err);
+
+/* Rows [row0, row0 + n) of step, or of series i (n x max(1, ncols) values,
+ * row-major), as stored. */
+int trace_read_steps(struct trace_reader *r, int64_t row0, int64_t n,
+		     int64_t *steps, struct sw_err *err);
+int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,
+	       double *out, struct sw_err *err);
+
+#endif
