@@ -18,8 +18,10 @@
 /*
  * The roles, in model order. order < 50: before the layers, 50..99: inside
  * a layer, >= 100: after the layers. hf: the Hugging Face name, inside
- * "model.layers.N." for in-layer roles. The multiplier names are ours
- * (Hugging Face Llama has no learnable multipliers).
+ * "model.layers.N." for in-layer roles. The multiplier names and the
+ * norm-everywhere norms (o_in_norm before o_proj, down_in_norm before
+ * down_proj: the optimal-norm paper's RMSNorm before every linear layer)
+ * are ours: Hugging Face Llama has neither.
  */
 static const struct role_row {
 	struct arch_role r;
@@ -39,9 +41,10 @@ static const struct role_row {
 	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier"},
 	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60}, "self_attn.q_norm.weight"},
 	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.k_norm.weight"},
-	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 62}, "self_attn.o_proj.weight"},
-	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 63}, "self_attn.o_proj.bias"},
-	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 64}, "self_attn.o_proj.multiplier"},
+	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62}, "self_attn.o_in_norm.weight"},
+	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63}, "self_attn.o_proj.weight"},
+	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64}, "self_attn.o_proj.bias"},
+	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 65}, "self_attn.o_proj.multiplier"},
 	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70}, "post_attention_layernorm.weight"},
 	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71}, "mlp.gate_proj.weight"},
 	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72}, "mlp.gate_proj.bias"},
@@ -49,9 +52,10 @@ static const struct role_row {
 	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74}, "mlp.up_proj.weight"},
 	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75}, "mlp.up_proj.bias"},
 	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier"},
-	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 77}, "mlp.down_proj.weight"},
-	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 78}, "mlp.down_proj.bias"},
-	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 79}, "mlp.down_proj.multiplier"},
+	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77}, "mlp.down_in_norm.weight"},
+	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78}, "mlp.down_proj.weight"},
+	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79}, "mlp.down_proj.bias"},
+	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier"},
 	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100}, "model.norm.weight"},
 	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110}, "lm_head.weight"},
 	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier"},
@@ -290,6 +294,14 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 			return sw_fail(err, SW_EDATA,
 				       "%s: shape %s disagrees with the config (%lld)",
 				       t->name, got, (long long)D);
+		return SW_OK;
+	}
+	if (!strcmp(t->role, "o_in_norm") || !strcmp(t->role, "down_in_norm")) {
+		int64_t n = t->role[0] == 'o' ? c->n_heads * hd : c->d_ff;
+		if (!shape_is(t, 1, n, 0))
+			return sw_fail(err, SW_EDATA,
+				       "%s: shape %s disagrees with the config (%lld)",
+				       t->name, got, (long long)n);
 		return SW_OK;
 	}
 	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm")) {

@@ -33,6 +33,8 @@ struct sw_config {
 	int tie_embeddings;     /* no lm_head tensor: the head is embed^T */
 	int qk_norm;
 	char multipliers[16];   /* none | scalar | row | col */
+	int norm_everywhere;    /* RMSNorm also before o_proj and down_proj */
+	int scale_vectors;      /* RMSNorms have learnable gains (default 1) */
 };
 
 /* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,

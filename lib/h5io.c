@@ -224,6 +224,12 @@ static int read_config(hid_t file, struct sw_config *c, struct sw_err *err)
 	    (rc = h5io_get_i64(g, "/config", "head_dim", &c->head_dim, &present, err)))
 		goto out;
 	c->qk_norm = v != 0;
+	if ((rc = h5io_get_i64(g, "/config", "norm_everywhere", &v, &present, err)))
+		goto out;
+	c->norm_everywhere = present && v != 0;
+	if ((rc = h5io_get_i64(g, "/config", "scale_vectors", &v, &present, err)))
+		goto out;
+	c->scale_vectors = !present || v != 0;
 	if (!arch_supported(c->arch)) {
 		rc = sw_fail(err, SW_EDATA, "/config: arch '%s' is not supported (%s)",
 			     c->arch, ARCH_SUPPORTED_LIST);
@@ -767,7 +773,9 @@ int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 	    (rc = h5io_put_f64(g, "norm_eps", c->norm_eps, err)) ||
 	    (rc = h5io_put_i64(g, "tie_embeddings", c->tie_embeddings, err)) ||
 	    (rc = h5io_put_i64(g, "qk_norm", c->qk_norm, err)) ||
-	    (rc = h5io_put_str(g, "multipliers", c->multipliers, err))) {
+	    (rc = h5io_put_str(g, "multipliers", c->multipliers, err)) ||
+	    (rc = h5io_put_i64(g, "norm_everywhere", c->norm_everywhere, err)) ||
+	    (rc = h5io_put_i64(g, "scale_vectors", c->scale_vectors, err))) {
 		/* rc says which failed */
 	}
 	H5Gclose(g);

@@ -296,6 +296,7 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 	}
 	c->tie_embeddings = cJSON_IsTrue(tie);
 	c->qk_norm = !strcmp(found, "qwen3");
+	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
 	rc = arch_config_check(c, err);
 	if (rc)

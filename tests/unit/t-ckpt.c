@@ -19,7 +19,7 @@
 static const struct sw_config cfg = {
 	.arch = "llama", .vocab_size = 11, .d_model = 4, .n_layers = 12, .n_heads = 2,
 	.n_kv_heads = 1, .head_dim = 2, .d_ff = 6, .seq_len = 8, .rope_theta = 1e4,
-	.norm_eps = 1e-5, .tie_embeddings = 1, .multipliers = "none",
+	.norm_eps = 1e-5, .tie_embeddings = 1, .multipliers = "none", .scale_vectors = 1,
 };
 
 static int count_entries(const char *dir)
