@@ -1,0 +1,806 @@
+/*
+ * model.c - the Llama model on the CPU (see model.h): one forward and one
+ * backward function per layer kind, named after the math, in the order of
+ * llm.c's train_gpt2.c: outputs, then saved values, then inputs, then
+ * weights, then sizes. Backward functions add into their gradients.
+ */
+#include "model.h"
+#include "rng.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SW_REAL_DOUBLE
+#define GEMM cblas_dgemm
+#else
+#define GEMM cblas_sgemm
+#endif
+
+/* ---- the layers, forward and backward ------------------------------- */
+
+/* out[n] = embed[token[n]] */
+static void encoder_forward(real *out, const int *tokens, const real *embed, int N, int C)
+{
+	for (int n = 0; n < N; n++)
+		memcpy(out + (size_t)n * C, embed + (size_t)tokens[n] * C, (size_t)C * sizeof(real));
+}
+
+static void encoder_backward(real *dembed, const real *dout, const int *tokens, int N, int C)
+{
+	/* serial over tokens: two tokens may share a row */
+	for (int n = 0; n < N; n++) {
+		real *d = dembed + (size_t)tokens[n] * C;
+		const real *g = dout + (size_t)n * C;
+#pragma omp simd
+		for (int i = 0; i < C; i++)
+			d[i] += g[i];
+	}
+}
+
+/* out = gain * x / sqrt(mean(x^2) + eps), per row of C; gain may be NULL */
+static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *gain,
+			    int N, int C, double eps)
+{
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < N; n++) {
+		const real *x = inp + (size_t)n * C;
+		real *y = out + (size_t)n * C;
+		double ss = 0;
+		for (int i = 0; i < C; i++)
+			ss += (double)x[i] * x[i];
+		real r = (real)(1.0 / sqrt(ss / C + eps));
+		rstd[n] = r;
+		for (int i = 0; i < C; i++)
+			y[i] = x[i] * r * (gain ? gain[i] : 1);
+	}
+}
+
+/*
+ * Backward of y = g * xhat, xhat = x * r, r = (mean(x^2) + eps)^(-1/2):
+ * dg += sum_n dy * xhat; dx = r * (dxhat - xhat * mean(dxhat * xhat)),
+ * dxhat = dy * g.
+ */
+static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const real *inp,
+			     const real *gain, const real *rstd, int N, int C)
+{
+#pragma omp parallel
+	{
+		int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+		/* each thread owns a slice of the gain's entries for dgain */
+		int c0 = (int)((long)C * tid / nth), c1 = (int)((long)C * (tid + 1) / nth);
+		if (dgain)
+			for (int n = 0; n < N; n++) {
+				const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+				real r = rstd[n];
+				for (int i = c0; i < c1; i++)
+					dgain[i] += dy[i] * x[i] * r;
+			}
+#pragma omp for schedule(static)
+		for (int n = 0; n < N; n++) {
+			const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+			real *dx = dinp + (size_t)n * C, r = rstd[n];
+			double dot = 0;
+			for (int i = 0; i < C; i++)
+				dot += (double)dy[i] * (gain ? gain[i] : 1) * x[i] * r;
+			real mean = (real)(dot / C);
+			for (int i = 0; i < C; i++) {
+				real xhat = x[i] * r, dxhat = dy[i] * (gain ? gain[i] : 1);
+				dx[i] += r * (dxhat - xhat * mean);
+			}
+		}
+	}
+}
+
+/* out (N, dout) = inp (N, din) W^T, W (dout, din) */
+static void matmul_forward(real *out, const real *inp, const real *w, int N, int din, int dout)
+{
+	GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, dout, din, 1, inp, din, w, din, 0, out, dout);
+}
+
+/* dinp += dout W; dW += dout^T inp */
+static void matmul_backward(real *dinp, real *dw, const real *dout, const real *inp,
+			    const real *w, int N, int din, int dout_)
+{
+	if (dinp)
+		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, din, dout_, 1, dout, dout_, w, din,
+		     1, dinp, din);
+	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, dout_, din, N, 1, dout, dout_, inp, din, 1,
+	     dw, din);
+}
+
+/*
+ * RoPE, rotate-half convention: for a head vector x and i < hd/2,
+ * (x_i, x_{i+hd/2}) turns by t * theta_i. In place on (N, nh, hd).
+ */
+static void rope_forward(real *x, const real *cos_, const real *sin_, int B, int T, int nh, int hd)
+{
+	int half = hd / 2;
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < B * T; n++) {
+		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
+		for (int h = 0; h < nh; h++) {
+			real *v = x + ((size_t)n * nh + h) * hd;
+			for (int i = 0; i < half; i++) {
+				real a = v[i], b = v[i + half];
+				v[i] = a * c[i] - b * s[i];
+				v[i + half] = b * c[i] + a * s[i];
+			}
+		}
+	}
+}
+
+/* The transpose of a rotation is the rotation back. In place. */
+static void rope_backward(real *dx, const real *cos_, const real *sin_, int B, int T, int nh, int hd)
+{
+	int half = hd / 2;
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < B * T; n++) {
+		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
+		for (int h = 0; h < nh; h++) {
+			real *v = dx + ((size_t)n * nh + h) * hd;
+			for (int i = 0; i < half; i++) {
+				real a = v[i], b = v[i + half];
+				v[i] = a * c[i] + b * s[i];
+				v[i + half] = b * c[i] - a * s[i];
+			}
+		}
+	}
+}
+
+/*
+ * Causal attention with GQA: out[b,t,h] = sum_{u<=t} P[b,h,t,u] v[b,u,g(h)],
+ * P = softmax_u(q[b,t,h] . k[b,u,g(h)] / sqrt(hd)), g(h) = h / (H/KV).
+ * q (N, H, hd), k and v (N, KV, hd), att (B, H, T, T), out (N, H, hd).
+ */
+static void attention_forward(real *out, real *att, const real *q, const real *k, const real *v,
+			      int B, int T, int H, int KV, int hd)
+{
+	int Q = H * hd, K = KV * hd, group = H / KV;
+	real scale = (real)(1.0 / sqrt((double)hd));
+
+#pragma omp parallel for collapse(2) schedule(static)
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < H; h++) {
+			int g = h / group;
+			for (int t = 0; t < T; t++) {
+				const real *qt = q + ((size_t)b * T + t) * Q + (size_t)h * hd;
+				real *p = att + (((size_t)b * H + h) * T + t) * T;
+				real maxv = -INFINITY;
+				for (int u = 0; u <= t; u++) {
+					const real *ku = k + ((size_t)b * T + u) * K + (size_t)g * hd;
+					real s = 0;
+#pragma omp simd reduction(+ : s)
+					for (int i = 0; i < hd; i++)
+						s += qt[i] * ku[i];
+					s *= scale;
+					p[u] = s;
+					maxv = s > maxv ? s : maxv;
+				}
+				double sum = 0;
+				for (int u = 0; u <= t; u++) {
+					p[u] = (real)exp((double)(p[u] - maxv));
+					sum += p[u];
+				}
+				real inv = (real)(1.0 / sum);
+				for (int u = 0; u <= t; u++)
+					p[u] *= inv;
+				for (int u = t + 1; u < T; u++)
+					p[u] = 0;
+				real *o = out + ((size_t)b * T + t) * Q + (size_t)h * hd;
+				memset(o, 0, (size_t)hd * sizeof(real));
+				for (int u = 0; u <= t; u++) {
+					const real *vu = v + ((size_t)b * T + u) * K + (size_t)g * hd;
+					real w = p[u];
+#pragma omp simd
+					for (int i = 0; i < hd; i++)
+						o[i] += w * vu[i];
+				}
+			}
+		}
+}
+
+/*
+ * Backward of the above. dP[t,u] = dout[t] . v[u]; the softmax backward
+ * dS[t,u] = P[t,u] (dP[t,u] - sum_j P[t,j] dP[t,j]); dq[t] += scale sum_u
+ * dS k[u], dk[u] += scale sum_t dS q[t], dv[u] += sum_t P[t,u] dout[t].
+ * Threads split the (b, KV-head) pairs: a KV head's gradients are written
+ * by one thread only, whatever the group size.
+ */
+static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
+			       const real *dout, const real *q, const real *k, const real *v,
+			       const real *att, int B, int T, int H, int KV, int hd)
+{
+	int Q = H * hd, K = KV * hd, group = H / KV;
+	real scale = (real)(1.0 / sqrt((double)hd));
+
+#pragma omp parallel for collapse(2) schedule(static)
+	for (int b = 0; b < B; b++)
+		for (int g = 0; g < KV; g++) {
+			real *dp = scratch + ((size_t)b * KV + g) * T;
+			for (int h = g * group; h < (g + 1) * group; h++)
+				for (int t = 0; t < T; t++) {
+					const real *p = att + (((size_t)b * H + h) * T + t) * T;
+					const real *dot_ = dout + ((size_t)b * T + t) * Q + (size_t)h * hd;
+					const real *qt = q + ((size_t)b * T + t) * Q + (size_t)h * hd;
+					real *dqt = dq + ((size_t)b * T + t) * Q + (size_t)h * hd;
+					double sum = 0;
+					for (int u = 0; u <= t; u++) {
+						const real *vu = v + ((size_t)b * T + u) * K + (size_t)g * hd;
+						real *dvu = dv + ((size_t)b * T + u) * K + (size_t)g * hd;
+						real s = 0, w = p[u];
+#pragma omp simd reduction(+ : s)
+						for (int i = 0; i < hd; i++) {
+							s += dot_[i] * vu[i];
+							dvu[i] += w * dot_[i];
+						}
+						dp[u] = s;
+						sum += (double)w * s;
+					}
+					for (int u = 0; u <= t; u++) {
+						const real *ku = k + ((size_t)b * T + u) * K + (size_t)g * hd;
+						real *dku = dk + ((size_t)b * T + u) * K + (size_t)g * hd;
+						real ds = p[u] * (dp[u] - (real)sum) * scale;
+#pragma omp simd
+						for (int i = 0; i < hd; i++) {
+							dqt[i] += ds * ku[i];
+							dku[i] += ds * qt[i];
+						}
+					}
+				}
+		}
+}
+
+static real sigmoid(real x)
+{
+	return 1 / (1 + (real)exp(-(double)x));
+}
+
+/* h = silu(gate) * up, silu(x) = x sigmoid(x) */
+static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++)
+		h[i] = gate[i] * sigmoid(gate[i]) * up[i];
+}
+
+/* d silu(x)/dx = s(x) (1 + x (1 - s(x))) */
+static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
+			    const real *up, size_t n)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		real s = sigmoid(gate[i]), g = gate[i];
+		dgate[i] += dh[i] * up[i] * s * (1 + g * (1 - s));
+		dup[i] += dh[i] * g * s;
+	}
+}
+
+static void residual_forward(real *out, const real *a, const real *b, size_t n)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++)
+		out[i] = a[i] + b[i];
+}
+
+/* probs = softmax(logits) in place, per row of V; losses = -log p[target] */
+static void softmax_crossentropy_forward(real *losses, real *probs, const int *targets,
+					 int N, int V)
+{
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < N; n++) {
+		real *p = probs + (size_t)n * V, maxv = -INFINITY;
+		double sum = 0;
+		for (int i = 0; i < V; i++)
+			maxv = p[i] > maxv ? p[i] : maxv;
+		for (int i = 0; i < V; i++) {
+			p[i] = (real)exp((double)(p[i] - maxv));
+			sum += p[i];
+		}
+		real inv = (real)(1.0 / sum);
+		for (int i = 0; i < V; i++)
+			p[i] *= inv;
+		if (targets)
+			losses[n] = (real)-log((double)p[targets[n]] > 1e-300 ? (double)p[targets[n]] : 1e-300);
+	}
+}
+
+/* dlogits = (probs - onehot(target)) * scale, in place over probs */
+static void softmax_crossentropy_backward(real *probs, const int *targets, int N, int V, real scale)
+{
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < N; n++) {
+		real *p = probs + (size_t)n * V;
+		for (int i = 0; i < V; i++)
+			p[i] *= scale;
+		p[targets[n]] -= scale;
+	}
+}
+
+/* ---- multipliers ----------------------------------------------------- */
+
+/* W_eff = s W (scalar), diag(r) W (row) or W diag(c) (col) */
+static void mult_apply(real *weff, const real *w, const real *mult, enum mult_mode mode,
+		       int64_t dout, int64_t din)
+{
+#pragma omp parallel for schedule(static)
+	for (int64_t i = 0; i < dout; i++)
+		for (int64_t j = 0; j < din; j++) {
+			real f = mode == MULT_SCALAR ? mult[0] : mode == MULT_ROW ? mult[i] : mult[j];
+			weff[i * din + j] = w[i * din + j] * f;
+		}
+}
+
+/* From dL/dW_eff: dW += dW_eff * mult; dmult += sum of dW_eff * W over
+ * the multiplier's reach (all, a row, a column). */
+static void mult_backward(real *dw, real *dmult, const real *dweff, const real *w,
+			  const real *mult, enum mult_mode mode, int64_t dout, int64_t din)
+{
+	double total = 0;
+
+	for (int64_t i = 0; i < dout; i++) {
+		double row = 0;
+		for (int64_t j = 0; j < din; j++) {
+			real f = mode == MULT_SCALAR ? mult[0] : mode == MULT_ROW ? mult[i] : mult[j];
+			real g = dweff[i * din + j];
+			dw[i * din + j] += g * f;
+			if (mode == MULT_COL)
+				dmult[j] += g * w[i * din + j];
+			else
+				row += (double)g * w[i * din + j];
+		}
+		if (mode == MULT_ROW)
+			dmult[i] += (real)row;
+		total += row;
+	}
+	if (mode == MULT_SCALAR)
+		dmult[0] += (real)total;
+}
+
+/* ---- building the model ---------------------------------------------- */
+
+static int add_tensor(struct model *m, const char *role, int layer, int rank,
+		      int64_t d0, int64_t d1, struct sw_err *err)
+{
+	struct model_tensor *t = &m->tensors[m->ntensors];
+
+	memset(t, 0, sizeof *t);
+	if (arch_info_for_role(&m->c, role, layer, &t->info) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "model: unknown role %s", role);
+	t->info.rank = rank;
+	t->info.shape[0] = d0;
+	t->info.shape[1] = d1;
+	sw_shape_numel(rank, t->info.shape, &t->info.numel);
+	t->info.kind = sw_kind_of_shape(rank, t->info.shape);
+	t->info.dtype = SW_DTYPE_F32;
+	strcpy(t->info.dtype_name, "F32");
+	t->info.lr = t->info.wd = NAN;
+	t->numel = (size_t)t->info.numel;
+	t->offset = m->nparams;
+	t->linear = -1;
+	m->nparams += t->numel;
+	m->ntensors++;
+	return SW_OK;
+}
+
+/* A linear layer and its multiplier. */
+static int add_linear(struct model *m, const char *role, int layer, int64_t dout,
+		      int64_t din, struct sw_err *err)
+{
+	char mrole[SW_ROLE_MAX];
+	struct model_linear *l = &m->linears[m->nlinears];
+	int rc;
+
+	if ((rc = add_tensor(m, role, layer, 2, dout, din, err)))
+		return rc;
+	l->tensor = m->ntensors - 1;
+	l->mult_tensor = -1;
+	l->dout = dout;
+	l->din = din;
+	m->tensors[l->tensor].linear = m->nlinears;
+	if (m->mult != MULT_NONE) {
+		int64_t n = m->mult == MULT_SCALAR ? 1 : m->mult == MULT_ROW ? dout : din;
+		snprintf(mrole, sizeof mrole, "%s_mult", role);
+		if ((rc = add_tensor(m, mrole, layer, 1, n, 0, err)))
+			return rc;
+		l->mult_tensor = m->ntensors - 1;
+	}
+	m->nlinears++;
+	return SW_OK;
+}
+
+static int enumerate(struct model *m, struct sw_err *err)
+{
+	const struct sw_config *c = &m->c;
+	int64_t C = c->d_model, Q = c->n_heads * c->head_dim, K = c->n_kv_heads * c->head_dim;
+	int gains = c->scale_vectors, rc = SW_OK;
+
+	rc = add_tensor(m, "embed", -1, 2, c->vocab_size, C, err);
+	for (int l = 0; l < c->n_layers && !rc; l++) {
+		if (gains && (rc = add_tensor(m, "attn_norm", l, 1, C, 0, err)))
+			break;
+		if ((rc = add_linear(m, "q", l, Q, C, err)) || (rc = add_linear(m, "k", l, K, C, err)) ||
+		    (rc = add_linear(m, "v", l, K, C, err)))
+			break;
+		if (c->qk_norm && gains &&
+		    ((rc = add_tensor(m, "q_norm", l, 1, c->head_dim, 0, err)) ||
+		     (rc = add_tensor(m, "k_norm", l, 1, c->head_dim, 0, err))))
+			break;
+		if (c->norm_everywhere && gains && (rc = add_tensor(m, "o_in_norm", l, 1, Q, 0, err)))
+			break;
+		if ((rc = add_linear(m, "o", l, C, Q, err)))
+			break;
+		if (gains && (rc = add_tensor(m, "ffn_norm", l, 1, C, 0, err)))
+			break;
+		if ((rc = add_linear(m, "gate", l, c->d_ff, C, err)) ||
+		    (rc = add_linear(m, "up", l, c->d_ff, C, err)))
+			break;
+		if (c->norm_everywhere && gains &&
+		    (rc = add_tensor(m, "down_in_norm", l, 1, c->d_ff, 0, err)))
+			break;
+		rc = add_linear(m, "down", l, C, c->d_ff, err);
+	}
+	if (!rc && gains)
+		rc = add_tensor(m, "final_norm", -1, 1, C, 0, err);
+	if (!rc && !c->tie_embeddings)
+		rc = add_linear(m, "lm_head", -1, c->vocab_size, C, err);
+	return rc;
+}
+
+int model_find(const struct model *m, const char *role, int layer)
+{
+	for (int i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].info.layer == layer && !strcmp(m->tensors[i].info.role, role))
+			return i;
+	return -1;
+}
+
+static real *at(const struct model *m, real *block, const char *role, int layer)
+{
+	int i = model_find(m, role, layer);
+	return i < 0 ? NULL : block + m->tensors[i].offset;
+}
+
+/* The effective weight of a linear tensor: w_eff with multipliers. */
+static real *eff(const struct model *m, real *block, real *eblock, const char *role, int layer)
+{
+	int i = model_find(m, role, layer);
+
+	if (i < 0)
+		return NULL;
+	if (m->mult == MULT_NONE)
+		return block + m->tensors[i].offset;
+	return eblock + m->eff_offset[m->tensors[i].linear];
+}
+
+/* Views for the forward/backward code: effective weights for the linear
+ * layers, the gains as stored. */
+static void set_ptrs(struct model *m, struct model_ptrs *p, real *block, real *eblock)
+{
+	p->embed = at(m, block, "embed", -1);
+	p->final_norm = at(m, block, "final_norm", -1);
+	p->lm_head = m->c.tie_embeddings ? p->embed : eff(m, block, eblock, "lm_head", -1);
+	for (int l = 0; l < m->c.n_layers; l++) {
+		struct layer_ptrs *lp = &p->layer[l];
+		lp->attn_norm = at(m, block, "attn_norm", l);
+		lp->wq = eff(m, block, eblock, "q", l);
+		lp->wk = eff(m, block, eblock, "k", l);
+		lp->wv = eff(m, block, eblock, "v", l);
+		lp->wo = eff(m, block, eblock, "o", l);
+		lp->q_norm = at(m, block, "q_norm", l);
+		lp->k_norm = at(m, block, "k_norm", l);
+		lp->o_in_norm = at(m, block, "o_in_norm", l);
+		lp->ffn_norm = at(m, block, "ffn_norm", l);
+		lp->wgate = eff(m, block, eblock, "gate", l);
+		lp->wup = eff(m, block, eblock, "up", l);
+		lp->wdown = eff(m, block, eblock, "down", l);
+		lp->down_in_norm = at(m, block, "down_in_norm", l);
+	}
+}
+
+int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
+{
+	int rc, maxt;
+
+	memset(m, 0, sizeof *m);
+	m->c = *c;
+	if ((rc = arch_config_check(c, err)))
+		return rc;
+	if (c->head_dim % 2)
+		return sw_fail(err, SW_EUSAGE, "head_dim %lld is odd: RoPE needs pairs", (long long)c->head_dim);
+	m->mult = !strcmp(c->multipliers, "scalar") ? MULT_SCALAR :
+		  !strcmp(c->multipliers, "row") ? MULT_ROW :
+		  !strcmp(c->multipliers, "col") ? MULT_COL : MULT_NONE;
+	maxt = 4 + (int)c->n_layers * 24;
+	m->tensors = calloc((size_t)maxt, sizeof *m->tensors);
+	m->linears = calloc((size_t)(c->n_layers * 7 + 1), sizeof *m->linears);
+	m->p.layer = calloc((size_t)c->n_layers, sizeof *m->p.layer);
+	m->g.layer = calloc((size_t)c->n_layers, sizeof *m->g.layer);
+	if (!m->tensors || !m->linears || !m->p.layer || !m->g.layer) {
+		model_free(m);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	if ((rc = enumerate(m, err))) {
+		model_free(m);
+		return rc;
+	}
+	m->params = calloc(m->nparams, sizeof(real));
+	m->grads = calloc(m->nparams, sizeof(real));
+	if (m->mult != MULT_NONE) {
+		m->eff_offset = calloc((size_t)m->nlinears, sizeof *m->eff_offset);
+		for (int i = 0; m->eff_offset && i < m->nlinears; i++) {
+			m->eff_offset[i] = m->eff_size;
+			m->eff_size += (size_t)(m->linears[i].dout * m->linears[i].din);
+		}
+		m->w_eff = calloc(m->eff_size, sizeof(real));
+		m->dw_eff = calloc(m->eff_size, sizeof(real));
+	}
+	if (!m->params || !m->grads ||
+	    (m->mult != MULT_NONE && (!m->eff_offset || !m->w_eff || !m->dw_eff))) {
+		model_free(m);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for %zu parameters", m->nparams);
+	}
+	set_ptrs(m, &m->p, m->params, m->w_eff);
+	set_ptrs(m, &m->g, m->grads, m->dw_eff);
+	return SW_OK;
+}
+
+void model_free(struct model *m)
+{
+	free(m->tensors);
+	free(m->linears);
+	free(m->params);
+	free(m->grads);
+	free(m->w_eff);
+	free(m->dw_eff);
+	free(m->eff_offset);
+	free(m->p.layer);
+	free(m->g.layer);
+	free(m->acts_block);
+	free(m->acts);
+	free(m->rope_cos);
+	free(m->rope_sin);
+	free(m->scratch);
+	memset(m, 0, sizeof *m);
+}
+
+void model_init(struct model *m, uint64_t seed)
+{
+	struct sw_rng r;
+	double std = 0.02, proj_std = 0.02 / sqrt(2.0 * (double)m->c.n_layers);
+
+	rng_seed(&r, seed);
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		real *p = m->params + t->offset;
+		if (t->info.kind == SW_KIND_MATRIX) {
+			double s = !strcmp(t->info.role, "o") || !strcmp(t->info.role, "down") ? proj_std : std;
+			for (size_t k = 0; k < t->numel; k++)
+				p[k] = (real)(s * rng_normal(&r));
+		} else {
+			for (size_t k = 0; k < t->numel; k++)
+				p[k] = 1;
+		}
+	}
+}
+
+int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
+{
+	const struct sw_config *c = &m->c;
+	size_t N = (size_t)B * T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
+	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff, V = (size_t)c->vocab_size,
+	       H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads, L = (size_t)c->n_layers,
+	       half = (size_t)c->head_dim / 2;
+	size_t per_layer = N * C * 6 + N * Q * 5 + N * K * 3 + N * H + N * KV + N * 4 +
+			   (size_t)B * H * T * T + N * F * 4;
+	size_t total = per_layer * L + N * C * 2 + N + N * V + N;
+	real *p;
+
+	if (B == m->B && T == m->T && m->acts_block)
+		return SW_OK;
+	if (c->seq_len && T > c->seq_len)
+		return sw_fail(err, SW_EUSAGE, "sequence of %d tokens is longer than seq_len %lld",
+			       T, (long long)c->seq_len);
+	free(m->acts_block);
+	free(m->acts);
+	free(m->rope_cos);
+	free(m->rope_sin);
+	free(m->scratch);
+	m->acts_block = malloc(total * sizeof(real));
+	m->acts = calloc(L, sizeof *m->acts);
+	m->rope_cos = malloc((size_t)T * half * sizeof(real));
+	m->rope_sin = malloc((size_t)T * half * sizeof(real));
+	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
+	 * the attention's per-(b, kv head) rows (B, KV, T) */
+	m->scratch_size = N * C * 2 + N * F * 3 + N * Q * 2 + N * K * 3 + (size_t)B * KV * T;
+	m->scratch = malloc(m->scratch_size * sizeof(real));
+	if (!m->acts_block || !m->acts || !m->rope_cos || !m->rope_sin || !m->scratch) {
+		m->B = m->T = 0;
+		return sw_fail(err, SW_ESOFTWARE,
+			       "out of memory for the activations of %d x %d tokens (%.1f GB)",
+			       B, T, (double)(total + m->scratch_size) * sizeof(real) / 1e9);
+	}
+	m->B = B;
+	m->T = T;
+	p = m->acts_block;
+#define TAKE(field, n) do { field = p; p += (n); } while (0)
+	for (size_t l = 0; l < L; l++) {
+		struct layer_acts *a = &m->acts[l];
+		TAKE(a->x_in, N * C); TAKE(a->n1, N * C); TAKE(a->n1_rstd, N);
+		TAKE(a->q_lin, N * Q); TAKE(a->k_lin, N * K); TAKE(a->q_rstd, N * H); TAKE(a->k_rstd, N * KV);
+		TAKE(a->q, N * Q); TAKE(a->k, N * K); TAKE(a->v, N * K);
+		TAKE(a->att, (size_t)B * H * T * T);
+		TAKE(a->att_out, N * Q); TAKE(a->o_in, N * Q); TAKE(a->o_in_rstd, N);
+		TAKE(a->attn_y, N * C); TAKE(a->x_mid, N * C); TAKE(a->n2, N * C); TAKE(a->n2_rstd, N);
+		TAKE(a->gate, N * F); TAKE(a->up, N * F); TAKE(a->h, N * F); TAKE(a->d_in, N * F);
+		TAKE(a->d_in_rstd, N); TAKE(a->mlp_y, N * C);
+	}
+	TAKE(m->x_final, N * C); TAKE(m->nf, N * C); TAKE(m->nf_rstd, N);
+	TAKE(m->logits, N * V); TAKE(m->losses, N);
+#undef TAKE
+	/* HF computes inv_freq = 1/theta^(2i/hd) and the angles in float32 */
+	for (int t = 0; t < T; t++)
+		for (size_t i = 0; i < half; i++) {
+			float inv = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim));
+			float ang = (float)t * inv;
+			m->rope_cos[(size_t)t * half + i] = (real)cosf(ang);
+			m->rope_sin[(size_t)t * half + i] = (real)sinf(ang);
+		}
+	return SW_OK;
+}
+
+/* ---- the whole model -------------------------------------------------- */
+
+void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T)
+{
+	const struct sw_config *c = &m->c;
+	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
+	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
+	double eps = c->norm_eps;
+	real *x;
+
+	/* effective weights W_eff = multiplier applied to W */
+	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+		const struct model_linear *l = &m->linears[i];
+		mult_apply(m->w_eff + m->eff_offset[i], m->params + m->tensors[l->tensor].offset,
+			   m->params + m->tensors[l->mult_tensor].offset, m->mult, l->dout, l->din);
+	}
+	encoder_forward(m->acts[0].x_in, tokens, m->p.embed, N, C);
+	for (int l = 0; l < c->n_layers; l++) {
+		struct layer_acts *a = &m->acts[l];
+		struct layer_ptrs *w = &m->p.layer[l];
+
+		rmsnorm_forward(a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
+		matmul_forward(a->q_lin, a->n1, w->wq, N, C, Q);
+		matmul_forward(a->k_lin, a->n1, w->wk, N, C, K);
+		matmul_forward(a->v, a->n1, w->wv, N, C, K);
+		if (c->qk_norm) {
+			rmsnorm_forward(a->q, a->q_rstd, a->q_lin, w->q_norm, N * H, hd, eps);
+			rmsnorm_forward(a->k, a->k_rstd, a->k_lin, w->k_norm, N * KV, hd, eps);
+		} else {
+			memcpy(a->q, a->q_lin, (size_t)N * Q * sizeof(real));
+			memcpy(a->k, a->k_lin, (size_t)N * K * sizeof(real));
+		}
+		rope_forward(a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
+		rope_forward(a->k, m->rope_cos, m->rope_sin, B, T, KV, hd);
+		attention_forward(a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
+		if (c->norm_everywhere) {
+			rmsnorm_forward(a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
+			matmul_forward(a->attn_y, a->o_in, w->wo, N, Q, C);
+		} else {
+			matmul_forward(a->attn_y, a->att_out, w->wo, N, Q, C);
+		}
+		residual_forward(a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
+
+		rmsnorm_forward(a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
+		matmul_forward(a->gate, a->n2, w->wgate, N, C, F);
+		matmul_forward(a->up, a->n2, w->wup, N, C, F);
+		swiglu_forward(a->h, a->gate, a->up, (size_t)N * F);
+		if (c->norm_everywhere) {
+			rmsnorm_forward(a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
+			matmul_forward(a->mlp_y, a->d_in, w->wdown, N, F, C);
+		} else {
+			matmul_forward(a->mlp_y, a->h, w->wdown, N, F, C);
+		}
+		x = l + 1 < c->n_layers ? m->acts[l + 1].x_in : m->x_final;
+		residual_forward(x, a->x_mid, a->mlp_y, (size_t)N * C);
+	}
+	rmsnorm_forward(m->nf, m->nf_rstd, m->x_final, m->p.final_norm, N, C, eps);
+	matmul_forward(m->logits, m->nf, m->p.lm_head, N, C, V);
+	softmax_crossentropy_forward(m->losses, m->logits, targets, N, V);
+	if (targets) {
+		double sum = 0;
+		for (int n = 0; n < N; n++)
+			sum += m->losses[n];
+		m->loss = sum / N;
+	}
+}
+
+void model_zero_grad(struct model *m)
+{
+	memset(m->grads, 0, m->nparams * sizeof(real));
+}
+
+void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
+{
+	const struct sw_config *c = &m->c;
+	int B = m->B, T = m->T, N = B * T, C = (int)c->d_model, H = (int)c->n_heads,
+	    KV = (int)c->n_kv_heads, hd = (int)c->head_dim, Q = H * hd, K = KV * hd,
+	    F = (int)c->d_ff, V = (int)c->vocab_size;
+	real *dres = m->scratch, *dn = dres + (size_t)N * C, *dF1 = dn + (size_t)N * C,
+	     *dF2 = dF1 + (size_t)N * F, *dF3 = dF2 + (size_t)N * F, *dq = dF3 + (size_t)N * F,
+	     *dq2 = dq + (size_t)N * Q, *dk = dq2 + (size_t)N * Q, *dk2 = dk + (size_t)N * K,
+	     *dv = dk2 + (size_t)N * K, *att_scratch = dv + (size_t)N * K;
+
+	if (m->mult != MULT_NONE)
+		memset(m->dw_eff, 0, m->eff_size * sizeof(real));
+	/* the loss is the mean over N tokens */
+	softmax_crossentropy_backward(m->logits, targets, N, V, (real)(loss_scale / N));
+	memset(dn, 0, (size_t)N * C * sizeof(real));
+	matmul_backward(dn, m->g.lm_head, m->logits, m->nf, m->p.lm_head, N, C, V);
+	memset(dres, 0, (size_t)N * C * sizeof(real));
+	rmsnorm_backward(dres, m->g.final_norm, dn, m->x_final, m->p.final_norm, m->nf_rstd, N, C);
+
+	for (int l = (int)c->n_layers - 1; l >= 0; l--) {
+		struct layer_acts *a = &m->acts[l];
+		struct layer_ptrs *w = &m->p.layer[l], *g = &m->g.layer[l];
+
+		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */
+		memset(dF1, 0, (size_t)N * F * sizeof(real));
+		if (c->norm_everywhere) {
+			memset(dF2, 0, (size_t)N * F * sizeof(real));
+			matmul_backward(dF2, g->wdown, dres, a->d_in, w->wdown, N, F, C);
+			rmsnorm_backward(dF1, g->down_in_norm, dF2, a->h, w->down_in_norm, a->d_in_rstd, N, F);
+		} else {
+			matmul_backward(dF1, g->wdown, dres, a->h, w->wdown, N, F, C);
+		}
+		memset(dF2, 0, (size_t)N * F * sizeof(real));
+		memset(dF3, 0, (size_t)N * F * sizeof(real));
+		swiglu_backward(dF2, dF3, dF1, a->gate, a->up, (size_t)N * F);
+		memset(dn, 0, (size_t)N * C * sizeof(real));
+		matmul_backward(dn, g->wgate, dF2, a->n2, w->wgate, N, C, F);
+		matmul_backward(dn, g->wup, dF3, a->n2, w->wup, N, C, F);
+		rmsnorm_backward(dres, g->ffn_norm, dn, a->x_mid, w->ffn_norm, a->n2_rstd, N, C);
+
+		/* x_mid = x_in + o(attn): dres flows to x_in unchanged */
+		memset(dq2, 0, (size_t)N * Q * sizeof(real));
+		if (c->norm_everywhere) {
+			memset(dq, 0, (size_t)N * Q * sizeof(real));
+			matmul_backward(dq, g->wo, dres, a->o_in, w->wo, N, Q, C);
+			rmsnorm_backward(dq2, g->o_in_norm, dq, a->att_out, w->o_in_norm, a->o_in_rstd, N, Q);
+		} else {
+			matmul_backward(dq2, g->wo, dres, a->att_out, w->wo, N, Q, C);
+		}
+		memset(dq, 0, (size_t)N * Q * sizeof(real));
+		memset(dk, 0, (size_t)N * K * sizeof(real));
+		memset(dv, 0, (size_t)N * K * sizeof(real));
+		attention_backward(dq, dk, dv, att_scratch, dq2, a->q, a->k, a->v, a->att, B, T, H, KV, hd);
+		rope_backward(dq, m->rope_cos, m->rope_sin, B, T, H, hd);
+		rope_backward(dk, m->rope_cos, m->rope_sin, B, T, KV, hd);
+		if (c->qk_norm) {
+			/* through the per-head norms to d(q_lin), d(k_lin) */
+			memset(dq2, 0, (size_t)N * Q * sizeof(real));
+			rmsnorm_backward(dq2, g->q_norm, dq, a->q_lin, w->q_norm, a->q_rstd, N * H, hd);
+			memcpy(dq, dq2, (size_t)N * Q * sizeof(real));
+			memset(dk2, 0, (size_t)N * K * sizeof(real));
+			rmsnorm_backward(dk2, g->k_norm, dk, a->k_lin, w->k_norm, a->k_rstd, N * KV, hd);
+			memcpy(dk, dk2, (size_t)N * K * sizeof(real));
+		}
+		memset(dn, 0, (size_t)N * C * sizeof(real));
+		matmul_backward(dn, g->wq, dq, a->n1, w->wq, N, C, Q);
+		matmul_backward(dn, g->wk, dk, a->n1, w->wk, N, C, K);
+		matmul_backward(dn, g->wv, dv, a->n1, w->wv, N, C, K);
+		rmsnorm_backward(dres, g->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd, N, C);
+	}
+	encoder_backward(m->g.embed, dres, tokens, N, C);
+
+	/* multipliers: from dL/dW_eff to dL/dW and dL/dmult */
+	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+		const struct model_linear *l = &m->linears[i];
+		const struct model_tensor *wt = &m->tensors[l->tensor], *mt = &m->tensors[l->mult_tensor];
+		mult_backward(m->grads + wt->offset, m->grads + mt->offset, m->dw_eff + m->eff_offset[i],
+			      m->params + wt->offset, m->params + mt->offset, m->mult, l->dout, l->din);
+	}
+}

@@ -1,0 +1,163 @@
+/*
+ * model.h - the Llama model on the CPU: parameters, forward, backward.
+ *
+ * Exactly what Hugging Face's LlamaForCausalLM computes, so a checkpoint
+ * converts to safetensors and loads there unchanged: token embedding;
+ * per layer x += o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x)))),
+ * x += down(silu(gate(n2(x))) * up(n2(x))); logits = head(nf(x)).
+ * RMSNorm y = g * x / sqrt(mean(x^2) + eps); RoPE in the rotate-half
+ * convention (dimension i pairs with i + hd/2, theta_i = rope_theta^(-2i/hd));
+ * attention scale 1/sqrt(hd), causal; GQA by sharing each KV head across
+ * its group of H/KV query heads. Options: QK-norm (per-head RMSNorm of q
+ * and k before RoPE), learnable multipliers (scalar, row or column, on
+ * every linear layer but the embedding), norms without gains
+ * (scale_vectors = 0), norm-everywhere (also RMSNorm before o and down).
+ *
+ * Letters, used in every shape comment:
+ *   B batch (sequences), T sequence length, C d_model, H query heads,
+ *   KV key/value heads, hd head dim, Q = H*hd, K = KV*hd, F d_ff, V vocab,
+ *   L layers, N = B*T tokens.
+ *
+ * As in llm.c, parameters, gradients and optimizer state live in flat
+ * blocks with one table (struct model_tensor) of where each tensor is;
+ * activations in another block. Backward adds into gradients (+=);
+ * model_zero_grad clears them.
+ *
+ * `real` is float; compiled with -DSW_REAL_DOUBLE (the gradient check test
+ * does) the same code runs in double.
+ */
+#ifndef SW_MODEL_H
+#define SW_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "status.h"
+#include "tensor.h"
+
+#ifdef SW_REAL_DOUBLE
+typedef double real;
+#else
+typedef float real;
+#endif
+
+enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL };
+
+/* One parameter tensor: metadata as the checkpoint stores it, and where
+ * its values are in the flat block. */
+struct model_tensor {
+	struct sw_tensor_info info;
+	size_t offset;                  /* into params, grads, moments */
+	size_t numel;
+	int linear;                     /* index into the model's linears, or -1 */
+};
+
+/* A linear layer y = W_eff x: W (dout, din), its multiplier (scalar, row
+ * or column; NULL without), the effective weight the forward pass uses. */
+struct model_linear {
+	int tensor, mult_tensor;        /* indices into tensors; mult -1 if none */
+	int64_t dout, din;
+};
+
+/* Pointers into a flat block (params or grads) for one layer. */
+struct layer_ptrs {
+	real *attn_norm;                /* (C) or NULL without scale vectors */
+	real *wq, *wk, *wv, *wo;        /* (Q, C) (K, C) (K, C) (C, Q) */
+	real *q_norm, *k_norm;          /* (hd) with QK-norm */
+	real *o_in_norm;                /* (Q) with norm-everywhere */
+	real *ffn_norm;                 /* (C) */
+	real *wgate, *wup, *wdown;      /* (F, C) (F, C) (C, F) */
+	real *down_in_norm;             /* (F) with norm-everywhere */
+};
+
+struct model_ptrs {
+	real *embed;                    /* (V, C) */
+	real *final_norm;               /* (C) */
+	real *lm_head;                  /* (V, C); the embedding when tied */
+	struct layer_ptrs *layer;       /* (L) */
+};
+
+/* Activations saved by the forward pass for the backward pass, per layer. */
+struct layer_acts {
+	real *x_in;                     /* (N, C) residual stream in */
+	real *n1, *n1_rstd;             /* (N, C), (N) */
+	real *q_lin, *k_lin;            /* (N, Q), (N, K) before QK-norm */
+	real *q_rstd, *k_rstd;          /* (N, H), (N, KV) QK-norm */
+	real *q, *k, *v;                /* (N, Q), (N, K), (N, K) as attention sees them */
+	real *att;                      /* (B, H, T, T) softmax probabilities */
+	real *att_out;                  /* (N, Q) before the o_in norm */
+	real *o_in, *o_in_rstd;         /* (N, Q), (N) with norm-everywhere */
+	real *attn_y;                   /* (N, C) attention sublayer output */
+	real *x_mid;                    /* (N, C) residual after attention */
+	real *n2, *n2_rstd;             /* (N, C), (N) */
+	real *gate, *up;                /* (N, F) */
+	real *h;                        /* (N, F) silu(gate) * up */
+	real *d_in, *d_in_rstd;         /* (N, F), (N) with norm-everywhere */
+	real *mlp_y;                    /* (N, C) MLP sublayer output */
+};
+
+struct model {
+	struct sw_config c;
+	enum mult_mode mult;
+	/* tensors */
+	int ntensors;
+	struct model_tensor *tensors;
+	int nlinears;
+	struct model_linear *linears;
+	size_t nparams;
+	real *params, *grads;           /* (nparams) */
+	struct model_ptrs p, g;         /* views into params and grads */
+	real *w_eff;                    /* effective linear weights with multipliers */
+	real *dw_eff;                   /* their gradients */
+	size_t *eff_offset;             /* (nlinears) into w_eff */
+	size_t eff_size;
+	/* activations for a batch of B x T */
+	int B, T;
+	real *acts_block;
+	struct layer_acts *acts;        /* (L) */
+	real *x_final;                  /* (N, C) */
+	real *nf, *nf_rstd;             /* (N, C), (N) */
+	real *logits;                   /* (N, V), softmax probabilities after forward */
+	real *losses;                   /* (N) per-token loss */
+	real *rope_cos, *rope_sin;      /* (T, hd/2) */
+	real *scratch;                  /* backward scratch */
+	size_t scratch_size;
+	double loss;                    /* mean loss of the last forward */
+};
+
+/* Build a model for config c (vocab, sizes, options) with multipliers
+ * mode from c->multipliers; parameters zero until model_init. */
+int model_build(struct model *m, const struct sw_config *c, struct sw_err *err);
+void model_free(struct model *m);
+
+/* Initialize: matrices N(0, 0.02^2) (o and down scaled by 1/sqrt(2L), as
+ * GPT-2/Llama reference code does), gains and multipliers 1. */
+void model_init(struct model *m, uint64_t seed);
+
+/* Make room for activations of B sequences of T tokens (T <= seq_len). */
+int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err);
+
+/* Index of the tensor with role and layer (-1 outside layers), or -1. */
+int model_find(const struct model *m, const char *role, int layer);
+
+/*
+ * Forward pass on tokens (B, T). With targets (B, T) computes the loss
+ * (mean over the B*T tokens, in m->loss) and leaves softmax probabilities
+ * in m->logits; targets may be NULL (logits only). Token ids are checked
+ * against V by the caller (data.c).
+ */
+void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T);
+
+/* Zero every gradient. */
+void model_zero_grad(struct model *m);
+
+/*
+ * Backward pass after model_forward with targets: adds dL/dtheta into
+ * m->grads, where L is the mean loss times loss_scale (1/accumulation
+ * steps for gradient accumulation).
+ */
+void model_backward(struct model *m, const int *tokens, const int *targets,
+		    double loss_scale);
+
+#endif
