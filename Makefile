@@ -23,7 +23,13 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86
 OPT      ?= -O3 -g
 SW_CFLAGS = $(OPT) -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE \
             -DSW_VERSION='"$(VERSION)"' $(HDF5_CFLAGS) -MMD -MP
-LDLIBS    = $(HDF5_LIBS) -llapacke -lopenblas -lcjson -lm
+# The OpenMP build of OpenBLAS: one thread pool (libgomp) for our loops and
+# BLAS. Linked by path with DT_RPATH so liblapack.so.3 and libopenblas.so.0
+# come from it whatever Debian's alternatives point to (the pthread build's
+# spinning threads halve sw-train's speed on two cores).
+OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_LIBS = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -llapacke -lopenblas
+LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) -lcjson -lm
 LDFLAGS  += -fopenmp
 
 ifdef SANITIZE
@@ -31,7 +37,7 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms
+TOOLS     = sw-ls sw-norms sw-train
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
@@ -41,8 +47,8 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)
 
-DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev liblapacke-dev libcjson-dev
-DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py
+DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev
+DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
 DEB_RUN   = gnuplot-nox
 DEB_ALL   = $(DEB_BUILD) $(DEB_TEST) $(DEB_RUN)
 
@@ -121,8 +127,9 @@ install: $(TOOL_BIN)
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 
-bench: all $(BUILD)/bench/norms-kernels
+bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/sgemm-peak
 	bench/norms
+	bench/train
 
 clean:
 	rm -rf build build-asan
@@ -130,4 +137,7 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 $(BUILD)/bench/norms-kernels: $(BUILD)/bench/norms-kernels.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/sgemm-peak: $(BUILD)/bench/sgemm-peak.o $(BUILD)/tools/common.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

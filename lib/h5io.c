@@ -665,6 +665,19 @@ hid_t h5io_group(hid_t file, const char *group)
 		return H5Gopen2(file, "/", H5P_DEFAULT);
 	if (H5Lexists(file, group, H5P_DEFAULT) > 0)
 		return H5Gopen2(file, group, H5P_DEFAULT);
+	/* parents first ("/optim_state" for "/optim_state/m"), without timestamps */
+	{
+		char parent[256];
+		const char *slash = strrchr(group, '/');
+		if (slash && slash != group && (size_t)(slash - group) < sizeof parent) {
+			hid_t pg;
+			memcpy(parent, group, (size_t)(slash - group));
+			parent[slash - group] = '\0';
+			if ((pg = h5io_group(file, parent)) < 0)
+				return H5I_INVALID_HID;
+			H5Gclose(pg);
+		}
+	}
 	gcpl = H5Pcreate(H5P_GROUP_CREATE);
 	if (gcpl >= 0)
 		H5Pset_obj_track_times(gcpl, 0);
@@ -860,6 +873,32 @@ out:
 		H5Pclose(dcpl);
 	if (space >= 0)
 		H5Sclose(space);
+	H5Gclose(g);
+	return rc;
+}
+
+int h5w_write_i32(struct h5w *w, const char *group, const char *name, int64_t rows,
+		  int64_t cols, const int *data, struct sw_err *err)
+{
+	hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+	hid_t g = h5io_group(w->file, group), sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID,
+	      d = H5I_INVALID_HID;
+	int rc = SW_OK;
+
+	if (g < 0)
+		return sw_fail(err, SW_EIO, "cannot create group %s", group);
+	sp = H5Screate_simple(2, dims, NULL);
+	dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	if (sp < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
+	    (d = H5Dcreate2(g, name, H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0 ||
+	    (rows * cols > 0 && H5Dwrite(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0))
+		rc = sw_fail(err, SW_EIO, "%s/%s: cannot write dataset", group, name);
+	if (d >= 0)
+		H5Dclose(d);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	if (sp >= 0)
+		H5Sclose(sp);
 	H5Gclose(g);
 	return rc;
 }

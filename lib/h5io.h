@@ -72,6 +72,10 @@ int h5w_write_tensor(struct h5w *w, const char *group,
 		     const struct sw_tensor_info *t, const float *data,
 		     int with_meta, struct sw_err *err);
 
+/* An int32 dataset path (e.g. "/batch/tokens") of rows x cols. */
+int h5w_write_i32(struct h5w *w, const char *group, const char *name, int64_t rows,
+		  int64_t cols, const int *data, struct sw_err *err);
+
 /* Close, fsync, rename into place, fsync the directory; frees w. */
 int h5w_commit(struct h5w *w, struct sw_err *err);
 /* Close and remove the temporary file; frees w. */

@@ -94,21 +94,51 @@ static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const re
 	}
 }
 
+/*
+ * The matrix products: each is split into row blocks across the OpenMP
+ * threads, and OpenBLAS (its OpenMP build, see the Makefile) runs each
+ * block single-threaded inside the parallel region. One pool of threads for
+ * the whole model, and every output element is computed by one call with a
+ * fixed split, so results are reproducible for a thread count.
+ */
+static void rows_of(int n, int *r0, int *r1)
+{
+	int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+	*r0 = (int)((long)n * tid / nth);
+	*r1 = (int)((long)n * (tid + 1) / nth);
+}
+
 /* out (N, dout) = inp (N, din) W^T, W (dout, din) */
 static void matmul_forward(real *out, const real *inp, const real *w, int N, int din, int dout)
 {
-	GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, dout, din, 1, inp, din, w, din, 0, out, dout);
+#pragma omp parallel
+	{
+		int r0, r1;
+		rows_of(N, &r0, &r1);
+		if (r1 > r0)
+			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, dout, din, 1,
+			     inp + (size_t)r0 * din, din, w, din, 0, out + (size_t)r0 * dout, dout);
+	}
 }
 
-/* dinp += dout W; dW += dout^T inp */
+/* dinp += dout W (split over tokens); dW += dout^T inp (split over W's rows) */
 static void matmul_backward(real *dinp, real *dw, const real *dout, const real *inp,
 			    const real *w, int N, int din, int dout_)
 {
-	if (dinp)
-		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, din, dout_, 1, dout, dout_, w, din,
-		     1, dinp, din);
-	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, dout_, din, N, 1, dout, dout_, inp, din, 1,
-	     dw, din);
+#pragma omp parallel
+	{
+		int r0, r1;
+		if (dinp) {
+			rows_of(N, &r0, &r1);
+			if (r1 > r0)
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, din, dout_, 1,
+				     dout + (size_t)r0 * dout_, dout_, w, din, 1, dinp + (size_t)r0 * din, din);
+		}
+		rows_of(dout_, &r0, &r1);
+		if (r1 > r0)
+			GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, din, N, 1, dout + r0, dout_,
+			     inp, din, 1, dw + (size_t)r0 * din, din);
+	}
 }
 
 /*

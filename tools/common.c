@@ -1,7 +1,9 @@
 /* common.c - the shared plumbing of every tool (see common.h). */
 #include "common.h"
 
+#include <cblas.h>
 #include <errno.h>
+#include <strings.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -175,4 +177,23 @@ double tool_parse_double(struct tool *t, const char *opt, const char *arg,
 	if (errno || end == arg || *end || !isfinite(v) || v < lo || v > hi)
 		tool_usage_error(t, "%s: '%s' is not a number in %g..%g", opt, arg, lo, hi);
 	return v;
+}
+
+void tool_blas_core(char **argv)
+{
+	const char *core = openblas_get_corename(), *want = NULL;
+
+	if (getenv("OPENBLAS_CORETYPE") || !core ||
+	    (strcasecmp(core, "prescott") && strcasecmp(core, "core2") && strcasecmp(core, "nehalem")))
+		return;
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+		want = "SkylakeX";
+	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		want = "Haswell";
+	if (!want || setenv("OPENBLAS_CORETYPE", want, 1) < 0)
+		return;
+	execv("/proc/self/exe", argv);
+	/* could not re-execute: go on with the slow kernels */
 }

@@ -91,6 +91,16 @@ int tool_stdout_broken(struct tool *t);
 /* Flush and close stdout, free the tool; the exit status. */
 int tool_finish(struct tool *t);
 
+/*
+ * OpenBLAS 0.3.21 runs its slowest (Prescott, SSE3) kernels on CPUs it
+ * does not recognize, 6x slower on an AVX-512 machine. When
+ * OPENBLAS_CORETYPE is unset, the core it chose is such a fallback and the
+ * CPU has AVX-512 (or AVX2 and FMA), set it to SkylakeX (Haswell) and
+ * execute the tool again: OpenBLAS reads it only when it loads. Call first
+ * thing in main of the tools that multiply large matrices.
+ */
+void tool_blas_core(char **argv);
+
 /* Bounds-checked numbers from the command line (exit 64 when bad). */
 long long tool_parse_int(struct tool *t, const char *opt, const char *arg,
 			 long long lo, long long hi);

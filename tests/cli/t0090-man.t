@@ -2,7 +2,7 @@
 # The man pages: mandoc -Tlint clean, a page for every tool, and every
 # EXAMPLES command (.Dl lines) runs and prints something, in a directory
 # laid out as the examples assume: run/*.h5 (a training run) and hf-model/
-# (a Hugging Face model).
+# (a Hugging Face model) and corpus.txt.
 . "$(dirname "$0")/../lib/tap.sh"
 
 MAN=$SW_TOP/man
@@ -24,8 +24,9 @@ test_expect_success 'every tool has a man page and --help' '
 	done
 '
 
-test_expect_success 'setup: a run and a Hugging Face model' '
+test_expect_success 'setup: a run, a Hugging Face model, a corpus' '
 	mkdir run &&
+	cp "$FIX/corpus.txt" corpus.txt &&
 	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
 	cp "$FIX/tiny.h5" run/ckpt-000200.h5 &&
 	cp -r "$FIX/tiny-hf" hf-model

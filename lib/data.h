@@ -1,0 +1,57 @@
+/*
+ * data.h - training tokens: llm.c token files (a 256 x int32 header: magic
+ * 20240520, version 1, token count; then uint16 tokens), nanoGPT's raw
+ * uint16 .bin, or raw text read as bytes (vocabulary 256). The file is
+ * mapped read-only; the last val_fraction of the tokens is held out for
+ * validation. Batches are windows of T + 1 tokens at pseudo-random offsets
+ * drawn from the caller's RNG, so a run is reproducible and resumable from
+ * the RNG state alone.
+ */
+#ifndef SW_DATA_H
+#define SW_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rng.h"
+#include "status.h"
+
+enum data_format { DATA_AUTO, DATA_LLMC, DATA_UINT16, DATA_BYTES };
+
+#define DATA_LLMC_MAGIC 20240520
+#define DATA_LLMC_HEADER_BYTES 1024
+
+struct dataset {
+	enum data_format format;        /* as detected */
+	const unsigned char *map;       /* the mapped file */
+	size_t map_len;
+	const void *tokens;             /* uint16 or bytes */
+	int64_t n;                      /* tokens in the file */
+	int64_t n_train;                /* [0, n_train) train, [n_train, n) val */
+	int max_token;                  /* largest id present */
+};
+
+/*
+ * Open and check: an llm.c header whose count disagrees with the file's
+ * size, an odd-sized uint16 file, or fewer than 2 tokens is SW_EDATA.
+ * DATA_AUTO: the llm.c magic, else .bin as uint16, else bytes.
+ */
+int data_open(const char *path, enum data_format fmt, double val_fraction,
+	      struct dataset *d, struct sw_err *err);
+void data_close(struct dataset *d);
+
+int data_token(const struct dataset *d, int64_t i);
+
+/* Every split must hold one window of T + 1 tokens: SW_EDATA if not. */
+int data_check(const struct dataset *d, int T, int vocab, struct sw_err *err);
+
+/* B training windows at random offsets: tokens[b, t] = x[o + t],
+ * targets[b, t] = x[o + t + 1]. */
+void data_train_batch(const struct dataset *d, struct sw_rng *r, int B, int T,
+		      int *tokens, int *targets);
+
+/* Validation batch number i: B consecutive windows, wrapping around. */
+void data_val_batch(const struct dataset *d, int64_t i, int B, int T, int *tokens,
+		    int *targets);
+
+#endif

@@ -1,0 +1,322 @@
+/* modelio.c - models and training state in checkpoints (see modelio.h). */
+#include "modelio.h"
+#include "ckpt.h"
+#include "h5io.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const opt_names[] = {"adamw", "muon", "scion"};
+static const char *const sched_names[] = {"constant", "cosine", "wsd"};
+static const char *const norm_wd_names[] = {"none", "all", "iwd"};
+
+const char *modelio_opt_name(enum opt_kind k) { return opt_names[k]; }
+const char *modelio_sched_name(enum sched_kind k) { return sched_names[k]; }
+const char *modelio_norm_wd_name(enum norm_wd n) { return norm_wd_names[n]; }
+
+static int name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(names[i], s))
+			return i;
+	return -1;
+}
+
+/* /optim: the optimizer's configuration, enough to rebuild it on resume. */
+static int write_optim(struct h5w *w, const struct optim_config *oc, const struct run_state *rs,
+		       struct sw_err *err)
+{
+	char key[64];
+	int rc;
+
+	if ((rc = h5w_set_str(w, "/optim", "optimizer", opt_names[oc->kind], err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "lr", oc->lr * optim_schedule(oc, rs->step > 0 ? rs->step - 1 : 0), err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "lr_max", oc->lr, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "lr_min", isnan(oc->lr_min) ? -1 : oc->lr_min, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "wd", oc->wd, err)) ||
+	    (rc = h5w_set_str(w, "/optim", "wd_mode", sw_wd_mode_name(oc->wd_mode), err)) ||
+	    (rc = h5w_set_str(w, "/optim", "norm_wd", norm_wd_names[oc->norm_wd], err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "beta1", oc->beta1, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "beta2", oc->beta2, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "eps", oc->eps, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "momentum", oc->momentum, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "mult_lr_ratio", oc->mult_lr_ratio, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "mult_wd", oc->mult_wd, err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "blockwise_lr", oc->blockwise, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "grad_clip", oc->grad_clip, err)) ||
+	    (rc = h5w_set_str(w, "/optim", "schedule", sched_names[oc->sched], err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "warmup", oc->warmup, err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "steps", oc->steps, err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "decay_frac", oc->decay_frac, err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "batch_size", (int64_t)rs->batch * rs->grad_accum, err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "micro_batch", rs->batch, err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "grad_accum", rs->grad_accum, err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "seq_len", rs->seq_len, err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "seed", (int64_t)rs->seed, err)))
+		return rc;
+	for (int b = 0; b < SW_BLOCK_COUNT; b++) {
+		snprintf(key, sizeof key, "block_ratio_%s", sw_block_name((enum sw_block)b));
+		if ((rc = h5w_set_f64(w, "/optim", key, oc->block_ratio[b], err)))
+			return rc;
+	}
+	for (int g = 1; g < SW_GROUP_COUNT; g++) {
+		snprintf(key, sizeof key, "group_ratio_%s", sw_group_name((enum sw_group)g));
+		if ((rc = h5w_set_f64(w, "/optim", key, oc->group_ratio[g], err)))
+			return rc;
+	}
+	return SW_OK;
+}
+
+int modelio_save(const char *path, const struct model *m, const struct optim *o,
+		 const struct run_state *rs, const struct modelio_extras *x,
+		 struct sw_err *err)
+{
+	int64_t last = rs->step > 0 ? rs->step - 1 : 0;     /* the update that made it */
+	struct h5w *w;
+	int rc;
+
+	if ((rc = h5w_create(path, "checkpoint", &w, err)))
+		return rc;
+	if ((rc = h5w_set_i64(w, "/", "step", rs->step, err)) ||
+	    (rc = h5w_set_i64(w, "/", "tokens", rs->tokens, err)) ||
+	    (rc = h5w_write_config(w, &m->c, err)))
+		goto fail;
+	if (!isnan(rs->train_loss) && (rc = h5w_set_f64(w, "/metrics", "train_loss", rs->train_loss, err)))
+		goto fail;
+	if (!isnan(rs->val_loss) && (rc = h5w_set_f64(w, "/metrics", "val_loss", rs->val_loss, err)))
+		goto fail;
+	if (o && (rc = write_optim(w, &o->cfg, rs, err)))
+		goto fail;
+	for (int i = 0; i < m->ntensors; i++) {
+		struct sw_tensor_info t = m->tensors[i].info;
+		const real *p = m->params + m->tensors[i].offset;
+		if (o)
+			optim_tensor_hparams(&o->cfg, &t, last, &t.lr, &t.wd, &t.wd_mode);
+		if ((rc = h5w_write_tensor(w, "/params", &t, p, 1, err)))
+			goto fail;
+		if (x && x->save_grads &&
+		    (rc = h5w_write_tensor(w, "/grads", &t, m->grads + m->tensors[i].offset, 0, err)))
+			goto fail;
+	}
+	if (x && x->save_grads && x->tokens &&
+	    ((rc = h5w_write_i32(w, "/batch", "tokens", x->rows, x->T, x->tokens, err)) ||
+	     (rc = h5w_write_i32(w, "/batch", "targets", x->rows, x->T, x->targets, err))))
+		goto fail;
+	if (o) {
+		for (int i = 0; i < m->ntensors; i++) {
+			const struct model_tensor *mt = &m->tensors[i];
+			/* float moments, written through the float32 path */
+			if ((rc = h5w_write_tensor(w, "/optim_state/m", &mt->info, o->m + mt->offset, 0, err)) ||
+			    (rc = h5w_write_tensor(w, "/optim_state/v", &mt->info, o->v + mt->offset, 0, err)))
+				goto fail;
+		}
+		if ((rc = h5w_set_i64(w, "/optim_state", "t", o->t, err)) ||
+		    (rc = h5w_set_i64(w, "/optim_state", "rng0", (int64_t)rs->rng.s[0], err)) ||
+		    (rc = h5w_set_i64(w, "/optim_state", "rng1", (int64_t)rs->rng.s[1], err)) ||
+		    (rc = h5w_set_i64(w, "/optim_state", "rng2", (int64_t)rs->rng.s[2], err)) ||
+		    (rc = h5w_set_i64(w, "/optim_state", "rng3", (int64_t)rs->rng.s[3], err)))
+			goto fail;
+	}
+	return h5w_commit(w, err);
+fail:
+	h5w_abort(w);
+	return rc;
+}
+
+int modelio_load(const char *path, struct model *m, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc;
+
+	if ((rc = ckpt_open(path, &ck, err)))
+		return rc;
+	if ((rc = model_build(m, &ckpt_meta(ck)->config, err)))
+		goto out;
+	/* every checkpoint tensor must have its place, and every model tensor
+	 * must be found */
+	for (size_t i = 0; i < ckpt_count(ck); i++) {
+		const struct sw_tensor_info *t = ckpt_info(ck, i);
+		if (model_find(m, t->role, t->layer) < 0) {
+			rc = sw_fail(err, SW_EDATA, "%s (role %s) has no place in the model", t->name, t->role);
+			goto out;
+		}
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+		struct ckpt_view v;
+		if (k < 0) {
+			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
+			goto out;
+		}
+		if ((int64_t)mt->numel != ckpt_info(ck, (size_t)k)->numel) {
+			rc = sw_fail(err, SW_EDATA, "%s: %lld values, the model needs %zu",
+				     mt->info.name, (long long)ckpt_info(ck, (size_t)k)->numel, mt->numel);
+			goto out;
+		}
+		if ((rc = ckpt_load(ck, (size_t)k, &v, err)))
+			goto out;
+		for (size_t j = 0; j < mt->numel; j++)
+			m->params[mt->offset + j] = (real)v.data[j];
+		ckpt_release(ck, &v);
+	}
+out:
+	if (rc && m->tensors)
+		model_free(m);
+	ckpt_close(ck);
+	return rc;
+}
+
+/* Read float32 dataset path of exactly n values. */
+static int read_f32(hid_t f, const char *path, size_t n, float *out, struct sw_err *err)
+{
+	hid_t d = H5Dopen2(f, path, H5P_DEFAULT), s;
+	hssize_t np;
+	int rc = SW_OK;
+
+	if (d < 0)
+		return sw_fail(err, SW_EDATA, "missing %s", path);
+	s = H5Dget_space(d);
+	np = s < 0 ? -1 : H5Sget_simple_extent_npoints(s);
+	if (np != (hssize_t)n)
+		rc = sw_fail(err, SW_EDATA, "%s: %lld values, expected %zu", path, (long long)np, n);
+	else if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+		rc = sw_fail(err, SW_EIO, "%s: cannot read", path);
+	if (s >= 0)
+		H5Sclose(s);
+	H5Dclose(d);
+	return rc;
+}
+
+static int read_optim_config(hid_t f, struct optim_config *oc, struct run_state *rs,
+			     struct sw_err *err)
+{
+	hid_t g = H5Gopen2(f, "/optim", H5P_DEFAULT);
+	char s[32], key[64];
+	int64_t v;
+	int rc, k;
+
+	if (g < 0)
+		return sw_fail(err, SW_EDATA, "no /optim group: not a checkpoint of sw-train");
+	optim_defaults(oc);
+#define STR(name, dst, names, n)                                                         \
+	do {                                                                             \
+		if ((rc = h5io_get_str(g, "/optim", name, s, sizeof s, NULL, err)))      \
+			goto out;                                                        \
+		if ((k = name_index(names, n, s)) < 0) {                                 \
+			rc = sw_fail(err, SW_EDATA, "/optim: unknown %s '%s'", name, s); \
+			goto out;                                                        \
+		}                                                                        \
+		dst = k;                                                                 \
+	} while (0)
+#define F64(name, dst)                                                                   \
+	do {                                                                             \
+		if ((rc = h5io_get_f64(g, "/optim", name, &dst, NULL, err)))             \
+			goto out;                                                        \
+	} while (0)
+#define I64(name, dst)                                                                   \
+	do {                                                                             \
+		if ((rc = h5io_get_i64(g, "/optim", name, &v, NULL, err)))               \
+			goto out;                                                        \
+		dst = v;                                                                 \
+	} while (0)
+	STR("optimizer", oc->kind, opt_names, 3);
+	STR("schedule", oc->sched, sched_names, 3);
+	STR("norm_wd", oc->norm_wd, norm_wd_names, 3);
+	F64("lr_max", oc->lr);
+	F64("lr_min", oc->lr_min);
+	if (oc->lr_min < 0)
+		oc->lr_min = NAN;
+	F64("wd", oc->wd);
+	F64("beta1", oc->beta1);
+	F64("beta2", oc->beta2);
+	F64("eps", oc->eps);
+	F64("momentum", oc->momentum);
+	F64("mult_lr_ratio", oc->mult_lr_ratio);
+	F64("mult_wd", oc->mult_wd);
+	F64("grad_clip", oc->grad_clip);
+	F64("decay_frac", oc->decay_frac);
+	I64("blockwise_lr", oc->blockwise);
+	I64("warmup", oc->warmup);
+	I64("steps", oc->steps);
+	I64("micro_batch", rs->batch);
+	I64("grad_accum", rs->grad_accum);
+	I64("seq_len", rs->seq_len);
+	I64("seed", rs->seed);
+	if ((rc = h5io_get_str(g, "/optim", "wd_mode", s, sizeof s, NULL, err)))
+		goto out;
+	if (sw_wd_mode_parse(s, &oc->wd_mode) < 0) {
+		rc = sw_fail(err, SW_EDATA, "/optim: unknown wd_mode '%s'", s);
+		goto out;
+	}
+	for (int b = 0; b < SW_BLOCK_COUNT; b++) {
+		snprintf(key, sizeof key, "block_ratio_%s", sw_block_name((enum sw_block)b));
+		F64(key, oc->block_ratio[b]);
+	}
+	for (int gi = 1; gi < SW_GROUP_COUNT; gi++) {
+		snprintf(key, sizeof key, "group_ratio_%s", sw_group_name((enum sw_group)gi));
+		F64(key, oc->group_ratio[gi]);
+	}
+#undef STR
+#undef F64
+#undef I64
+out:
+	H5Gclose(g);
+	return rc;
+}
+
+int modelio_load_state(const char *path, const struct model *m, struct optim *o,
+		       struct run_state *rs, struct sw_err *err)
+{
+	struct optim_config oc;
+	char name[SW_NAME_MAX + 32];
+	hid_t f, g = H5I_INVALID_HID;
+	int64_t v;
+	int rc;
+
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (f < 0)
+		return sw_fail(err, SW_EDATA, "not a readable HDF5 checkpoint");
+	memset(rs, 0, sizeof *rs);
+	if ((rc = h5io_get_i64(f, "/", "step", &rs->step, NULL, err)) ||
+	    (rc = h5io_get_i64(f, "/", "tokens", &rs->tokens, NULL, err)) ||
+	    (rc = read_optim_config(f, &oc, rs, err)))
+		goto out;
+	if ((rc = optim_init(o, &oc, m, err)))
+		goto out;
+	if (H5Lexists(f, "optim_state", H5P_DEFAULT) <= 0 ||
+	    (g = H5Gopen2(f, "/optim_state", H5P_DEFAULT)) < 0) {
+		rc = sw_fail(err, SW_EDATA, "no /optim_state: this checkpoint cannot be resumed");
+		goto out;
+	}
+	if ((rc = h5io_get_i64(g, "/optim_state", "t", &o->t, NULL, err)))
+		goto out;
+	for (int i = 0; i < 4; i++) {
+		char key[8];
+		snprintf(key, sizeof key, "rng%d", i);
+		if ((rc = h5io_get_i64(g, "/optim_state", key, &v, NULL, err)))
+			goto out;
+		rs->rng.s[i] = (uint64_t)v;
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		snprintf(name, sizeof name, "/optim_state/m/%s", mt->info.name);
+		if ((rc = read_f32(f, name, mt->numel, o->m + mt->offset, err)))
+			goto out;
+		snprintf(name, sizeof name, "/optim_state/v/%s", mt->info.name);
+		if ((rc = read_f32(f, name, mt->numel, o->v + mt->offset, err)))
+			goto out;
+	}
+	rs->train_loss = rs->val_loss = NAN;
+out:
+	if (rc && o->m)
+		optim_free(o);
+	if (g >= 0)
+		H5Gclose(g);
+	H5Fclose(f);
+	return rc;
+}

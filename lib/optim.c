@@ -1,0 +1,319 @@
+/* optim.c - AdamW, Muon, Scion, schedules, per-tensor hparams (see optim.h). */
+#include "optim.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SW_REAL_DOUBLE
+#define GEMM cblas_dgemm
+#else
+#define GEMM cblas_sgemm
+#endif
+
+void optim_defaults(struct optim_config *oc)
+{
+	memset(oc, 0, sizeof *oc);
+	oc->kind = OPT_ADAMW;
+	oc->lr = 1e-3;
+	oc->lr_min = NAN;               /* lr/20 (cosine), 0 (wsd), unless given */
+	oc->beta1 = 0.9;
+	oc->beta2 = 0.95;
+	oc->eps = 1e-8;
+	oc->momentum = NAN;             /* 0.95 (Muon), 0 (Scion) */
+	oc->wd = 0.1;
+	oc->wd_mode = SW_WD_COUPLED;
+	oc->norm_wd = NORM_WD_NONE;
+	oc->mult_lr_ratio = 1;
+	oc->mult_wd = 2e-3;
+	for (int b = 0; b < SW_BLOCK_COUNT; b++)
+		oc->block_ratio[b] = 1;
+	oc->block_ratio[SW_BLOCK_EMB] = 10;
+	oc->block_ratio[SW_BLOCK_QK] = 8;
+	oc->block_ratio[SW_BLOCK_FFN] = 6;
+	oc->block_ratio[SW_BLOCK_VO] = 4;
+	for (int g = 0; g < SW_GROUP_COUNT; g++)
+		oc->group_ratio[g] = 1;
+	oc->grad_clip = 1.0;
+	oc->sched = SCHED_COSINE;
+	oc->warmup = 0;
+	oc->steps = 1000;
+	oc->decay_frac = 0.2;
+}
+
+static double lr_min_of(const struct optim_config *oc)
+{
+	if (!isnan(oc->lr_min))
+		return oc->lr_min;
+	return oc->sched == SCHED_WSD ? 0 : oc->lr / 20;
+}
+
+double optim_schedule(const struct optim_config *oc, int64_t step)
+{
+	double lo = lr_min_of(oc) / oc->lr, p;
+	int64_t start;
+
+	if (step < oc->warmup)
+		return (double)(step + 1) / (double)oc->warmup;
+	switch (oc->sched) {
+	case SCHED_COSINE:
+		p = oc->steps > oc->warmup ? (double)(step - oc->warmup) / (double)(oc->steps - oc->warmup) : 1;
+		p = p < 0 ? 0 : p > 1 ? 1 : p;
+		return lo + (1 - lo) * 0.5 * (1 + cos(M_PI * p));
+	case SCHED_WSD:
+		start = oc->steps - (int64_t)llround(oc->decay_frac * (double)oc->steps);
+		if (start < oc->warmup)
+			start = oc->warmup;
+		if (step < start)
+			return 1;
+		p = oc->steps > start ? (double)(step - start) / (double)(oc->steps - start) : 1;
+		p = p > 1 ? 1 : p;
+		return 1 + (lo - 1) * p;
+	default:
+		return 1;
+	}
+}
+
+void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_info *t,
+			  int64_t step, double *lr, double *wd, enum sw_wd_mode *mode)
+{
+	double f = optim_schedule(oc, step), lo = lr_min_of(oc);
+
+	if (t->block == SW_BLOCK_MULT) {
+		*lr = oc->lr * oc->mult_lr_ratio * f;
+		*wd = oc->mult_wd;
+	} else {
+		if (oc->blockwise && step >= oc->warmup) {
+			/* eq. 5: only the peak is scaled; lr_min is shared, so the
+			 * block's lr decays from r lr_max to lr_min as the base does */
+			double decay = oc->lr > lo ? (f * oc->lr - lo) / (oc->lr - lo) : 1;
+			*lr = lo + (oc->block_ratio[t->block] * oc->lr - lo) * decay;
+		} else {
+			*lr = oc->lr * f;
+		}
+		*lr *= oc->group_ratio[t->group];
+		if (t->kind == SW_KIND_MATRIX)
+			*wd = oc->wd;
+		else if (t->block == SW_BLOCK_NORM)
+			*wd = oc->norm_wd == NORM_WD_ALL ? oc->wd :
+			      oc->norm_wd == NORM_WD_IWD && t->norm_type == SW_NORM_INPUT ? oc->wd : 0;
+		else
+			*wd = 0;
+	}
+	*mode = *wd > 0 ? oc->wd_mode : SW_WD_NONE;
+}
+
+int optim_init(struct optim *o, const struct optim_config *cfg, const struct model *m,
+	       struct sw_err *err)
+{
+	int64_t maxr = 1, maxn = 1;
+
+	memset(o, 0, sizeof *o);
+	o->cfg = *cfg;
+	if (isnan(o->cfg.momentum))
+		o->cfg.momentum = cfg->kind == OPT_MUON ? 0.95 : 0;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct sw_tensor_info *t = &m->tensors[i].info;
+		if (t->kind == SW_KIND_MATRIX) {
+			int64_t r = t->shape[0] < t->shape[1] ? t->shape[0] : t->shape[1];
+			maxr = r > maxr ? r : maxr;
+			maxn = t->numel > maxn ? t->numel : maxn;
+		}
+	}
+	/* Newton-Schulz: 3 r^2 + 2 n; then the momentum view and the update, 2 n */
+	o->work_size = (size_t)(3 * maxr * maxr + 4 * maxn);
+	o->m = calloc(m->nparams, sizeof *o->m);
+	o->v = calloc(m->nparams, sizeof *o->v);
+	o->work = cfg->kind == OPT_ADAMW ? NULL : malloc(o->work_size * sizeof(real));
+	if (!o->m || !o->v || (cfg->kind != OPT_ADAMW && !o->work)) {
+		optim_free(o);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for the optimizer state");
+	}
+	return SW_OK;
+}
+
+void optim_free(struct optim *o)
+{
+	free(o->m);
+	free(o->v);
+	free(o->work);
+	memset(o, 0, sizeof *o);
+}
+
+double optim_grad_norm(const struct model *m)
+{
+	double s = 0;
+
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		const real *g = m->grads + t->offset;
+		double ts = 0;
+		if (t->info.block == SW_BLOCK_MULT)
+			continue;
+#pragma omp parallel for simd reduction(+ : ts) schedule(static)
+		for (size_t k = 0; k < t->numel; k++)
+			ts += (double)g[k] * g[k];
+		s += ts;
+	}
+	return sqrt(s);
+}
+
+void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
+{
+	const real a = (real)3.4445, b = (real)-4.7750, c = (real)2.0315;
+	int tr = rows > cols, r = tr ? cols : rows, n = tr ? rows : cols;
+	real *A = work, *AA = A + (size_t)r * r, *Bm = AA + (size_t)r * r, *Y = Bm + (size_t)r * r,
+	     *Xr = Y + (size_t)r * n;
+	double nrm = 0;
+
+	/* Xr (r x n): G, or its transpose when tall */
+	if (tr) {
+		for (int i = 0; i < rows; i++)
+			for (int j = 0; j < cols; j++)
+				Xr[(size_t)j * n + i] = G[(size_t)i * cols + j];
+	} else {
+		memcpy(Xr, G, (size_t)r * n * sizeof(real));
+	}
+	for (size_t k = 0; k < (size_t)r * n; k++)
+		nrm += (double)Xr[k] * Xr[k];
+	nrm = sqrt(nrm) + 1e-7;
+	for (size_t k = 0; k < (size_t)r * n; k++)
+		Xr[k] = (real)(Xr[k] / nrm);
+	for (int step = 0; step < 5; step++) {
+		/* A = X X^T; B = b A + c A A; X = a X + B X */
+		GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r, r, n, 1, Xr, n, Xr, n, 0, A, r);
+		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, r, r, 1, A, r, A, r, 0, AA, r);
+		for (size_t k = 0; k < (size_t)r * r; k++)
+			Bm[k] = b * A[k] + c * AA[k];
+		memcpy(Y, Xr, (size_t)r * n * sizeof(real));
+		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, n, r, 1, Bm, r, Y, n, a, Xr, n);
+	}
+	if (tr) {
+		for (int i = 0; i < rows; i++)
+			for (int j = 0; j < cols; j++)
+				X[(size_t)i * cols + j] = Xr[(size_t)j * n + i];
+	} else {
+		memcpy(X, Xr, (size_t)r * n * sizeof(real));
+	}
+}
+
+/* PyTorch's AdamW: decay first, then p -= lr m_hat / (sqrt(v_hat) + eps). */
+static void adamw_tensor(const struct optim *o, real *p, const real *g, double clip, float *m,
+			 float *v, size_t n, double lr, double wd, enum sw_wd_mode mode)
+{
+	double b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps;
+	double bc1 = 1 - pow(b1, (double)o->t), bc2 = 1 - pow(b2, (double)o->t);
+	double decay = mode == SW_WD_COUPLED ? 1 - lr * wd : mode == SW_WD_INDEPENDENT ? 1 - wd : 1;
+	double step = lr / bc1, sbc2 = sqrt(bc2);
+
+#pragma omp parallel for simd schedule(static)
+	for (size_t k = 0; k < n; k++) {
+		float gk = (float)(g[k] * clip);
+		m[k] = (float)(b1 * m[k] + (1 - b1) * gk);
+		v[k] = (float)(b2 * v[k] + (1 - b2) * (double)gk * gk);
+		p[k] = (real)(p[k] * decay - step * m[k] / (sqrt((double)v[k]) / sbc2 + eps));
+	}
+}
+
+/* p <- p * decay - lr * u */
+static void apply_update(real *p, const real *u, size_t n, double lr, double wd,
+			 enum sw_wd_mode mode)
+{
+	double decay = mode == SW_WD_COUPLED ? 1 - lr * wd : mode == SW_WD_INDEPENDENT ? 1 - wd : 1;
+
+#pragma omp parallel for simd schedule(static)
+	for (size_t k = 0; k < n; k++)
+		p[k] = (real)(p[k] * decay - lr * u[k]);
+}
+
+/* Muon (Keller Jordan's): buf <- mom buf + (1 - mom) g; Nesterov
+ * g' = (1 - mom) g + mom buf; u = NS5(g') sqrt(max(1, rows/cols)). */
+static void muon_tensor(struct optim *o, real *p, const real *g, double clip, float *buf,
+			const struct sw_tensor_info *t, double lr, double wd, enum sw_wd_mode mode)
+{
+	int rows = (int)t->shape[0], cols = (int)t->shape[1];
+	size_t n = (size_t)t->numel;
+	double mom = o->cfg.momentum;
+	real *geff = o->work + o->work_size - 2 * n, *u = geff + n;
+
+	for (size_t k = 0; k < n; k++) {
+		double gk = g[k] * clip;
+		buf[k] = (float)(mom * buf[k] + (1 - mom) * gk);
+		geff[k] = (real)((1 - mom) * gk + mom * buf[k]);
+	}
+	optim_newton_schulz(u, geff, rows, cols, o->work);
+	double s = sqrt(rows > cols ? (double)rows / cols : 1.0);
+	for (size_t k = 0; k < n; k++)
+		u[k] *= (real)s;
+	apply_update(p, u, n, lr, wd, mode);
+}
+
+/*
+ * Scion, unconstrained: M <- mom M + (1 - mom) g; W <- W - lr lmo(M) with
+ * the linear minimization oracle of each layer's norm: hidden matrices
+ * (RMS->RMS) sqrt(d_out/d_in) NS5(M); the embedding (1->RMS) every token
+ * vector to RMS 1; the head (RMS->inf) sign(M)/d_in; vectors sign(M).
+ */
+static void scion_tensor(struct optim *o, real *p, const real *g, double clip, float *mbuf,
+			 const struct sw_tensor_info *t, double lr, double wd, enum sw_wd_mode mode)
+{
+	size_t n = (size_t)t->numel;
+	double mom = o->cfg.momentum;
+	real *mr = o->work + o->work_size - 2 * n, *u = mr + n;
+
+	for (size_t k = 0; k < n; k++) {
+		mbuf[k] = (float)(mom * mbuf[k] + (1 - mom) * g[k] * clip);
+		mr[k] = mbuf[k];
+	}
+	if (t->kind == SW_KIND_MATRIX && (t->block == SW_BLOCK_QK || t->block == SW_BLOCK_VO ||
+					  t->block == SW_BLOCK_FFN)) {
+		int rows = (int)t->shape[0], cols = (int)t->shape[1];
+		optim_newton_schulz(u, mr, rows, cols, o->work);
+		for (size_t k = 0; k < n; k++)
+			u[k] *= (real)sqrt((double)rows / cols);
+	} else if (!strcmp(t->role, "embed")) {
+		int64_t V = t->shape[0], C = t->shape[1];
+		for (int64_t i = 0; i < V; i++) {
+			double s = 0;
+			for (int64_t j = 0; j < C; j++)
+				s += (double)mr[i * C + j] * mr[i * C + j];
+			double f = s > 0 ? sqrt((double)C / s) : 0;
+			for (int64_t j = 0; j < C; j++)
+				u[i * C + j] = (real)(mr[i * C + j] * f);
+		}
+	} else {
+		double scale = t->kind == SW_KIND_MATRIX ? 1.0 / (double)t->shape[1] : 1.0;
+		for (size_t k = 0; k < n; k++)
+			u[k] = (real)(mr[k] > 0 ? scale : mr[k] < 0 ? -scale : 0);
+	}
+	apply_update(p, u, n, lr, wd, mode);
+}
+
+static int is_hidden_matrix(const struct sw_tensor_info *t)
+{
+	return t->kind == SW_KIND_MATRIX &&
+	       (t->block == SW_BLOCK_QK || t->block == SW_BLOCK_VO || t->block == SW_BLOCK_FFN);
+}
+
+void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scale)
+{
+	o->t++;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		const struct sw_tensor_info *t = &mt->info;
+		real *p = m->params + mt->offset;
+		const real *g = m->grads + mt->offset;
+		/* multipliers are left out of clipping */
+		double lr, wd, clip = t->block == SW_BLOCK_MULT ? 1 : clip_scale;
+		enum sw_wd_mode mode;
+
+		optim_tensor_hparams(&o->cfg, t, step, &lr, &wd, &mode);
+		if (o->cfg.kind == OPT_SCION)
+			scion_tensor(o, p, g, clip, o->m + mt->offset, t, lr, wd, mode);
+		else if (o->cfg.kind == OPT_MUON && is_hidden_matrix(t))
+			muon_tensor(o, p, g, clip, o->m + mt->offset, t, lr, wd, mode);
+		else
+			adamw_tensor(o, p, g, clip, o->m + mt->offset, o->v + mt->offset, mt->numel, lr, wd, mode);
+	}
+}

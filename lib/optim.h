@@ -1,0 +1,83 @@
+/*
+ * optim.h - optimizers and learning-rate schedules for lib/model.c.
+ *
+ * AdamW (PyTorch's update order), with weight decay coupled
+ * (W <- W - lr (G_hat + wd W), the spectra paper's AdamW) or independent
+ * (W <- W - wd W, whatever the learning rate); Muon and Scion for the
+ * hidden matrices (Newton-Schulz, 5 steps, coefficients 3.4445, -4.7750,
+ * 2.0315). Per-tensor learning rates and weight decays come from one
+ * function, optim_tensor_hparams, which the checkpoint writer also uses to
+ * record the lr/wd in force: Blockwise LR (sharpness paper eq. 5), the
+ * per-group ratios input:hidden:output (optimal-norm paper), the
+ * scale-vectors paper's IWD rule for norm gains, own lr/wd for learnable
+ * multipliers. Gradient clipping by the global norm leaves the
+ * multipliers out (the multipliers paper).
+ */
+#ifndef SW_OPTIM_H
+#define SW_OPTIM_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "status.h"
+
+enum opt_kind { OPT_ADAMW, OPT_MUON, OPT_SCION };
+enum sched_kind { SCHED_CONSTANT, SCHED_COSINE, SCHED_WSD };
+enum norm_wd { NORM_WD_NONE, NORM_WD_ALL, NORM_WD_IWD };
+
+struct optim_config {
+	enum opt_kind kind;
+	double lr;                      /* peak learning rate lr_max */
+	double lr_min;                  /* end of the decay (cosine, wsd) */
+	double beta1, beta2, eps;       /* AdamW */
+	double momentum;                /* Muon: 0.95; Scion: EMA weight of the past */
+	double wd;                      /* for matrices */
+	enum sw_wd_mode wd_mode;        /* coupled or independent */
+	enum norm_wd norm_wd;           /* gains: none, all, or IWD */
+	double mult_lr_ratio, mult_wd;  /* learnable multipliers */
+	int blockwise;                  /* Blockwise LR (eq. 5) */
+	double block_ratio[SW_BLOCK_COUNT];
+	double group_ratio[SW_GROUP_COUNT];
+	double grad_clip;               /* 0: off */
+	enum sched_kind sched;
+	int64_t warmup, steps;
+	double decay_frac;              /* wsd: the last fraction decays */
+};
+
+/* The defaults: AdamW, betas 0.9/0.95, eps 1e-8, wd 0.1 coupled, gains
+ * without wd, multipliers at lr x 1 with wd 2e-3, Blockwise ratios emb 10,
+ * qk 8, ffn 6, vo 4, norm 1 (out, mult 1), cosine to lr/20, clip 1. */
+void optim_defaults(struct optim_config *oc);
+
+struct optim {
+	struct optim_config cfg;
+	float *m, *v;                   /* (nparams) moments; Muon/Scion use m */
+	real *work;                     /* Newton-Schulz scratch */
+	size_t work_size;
+	int64_t t;                      /* updates done (bias correction) */
+};
+
+int optim_init(struct optim *o, const struct optim_config *cfg, const struct model *m,
+	       struct sw_err *err);
+void optim_free(struct optim *o);
+
+/* The schedule's factor at step (0-based): lr(step) / lr_max in [0, 1]. */
+double optim_schedule(const struct optim_config *oc, int64_t step);
+
+/* The lr, wd and wd mode tensor t gets at step. */
+void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_info *t,
+			  int64_t step, double *lr, double *wd, enum sw_wd_mode *mode);
+
+/* The global L2 norm of the gradient over every tensor but the multipliers. */
+double optim_grad_norm(const struct model *m);
+
+/* One update at step from m->grads, which stay as they are: the update
+ * uses them times clip_scale (1 when not clipping), multipliers excepted. */
+void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scale);
+
+/* Newton-Schulz orthogonalization of G (rows x cols) into X, 5 steps:
+ * X <- a X + (b A + c A A) X, A = X X^T, after X = G/||G||_F (on the
+ * transpose when rows > cols). work holds 3 x min^2 + rows x cols reals. */
+void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work);
+
+#endif

@@ -1,0 +1,145 @@
+#!/bin/sh
+# sw-train: it learns, writes what the tools read, is deterministic,
+# resumes bit for bit, stops on NaN keeping the last good checkpoint, and
+# survives SIGINT and SIGKILL the way the man page says.
+. "$(dirname "$0")/../lib/tap.sh"
+
+CORPUS=$FIX/corpus.txt
+SMALL="--batch 4 --seq-len 32 --d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --threads 2"
+
+# value of attribute $2 of object $3 in HDF5 file $1, via h5dump
+h5attr() {
+	h5dump -a "$3/$2" "$1" | sed -n 's/^ *(0): *//p' | tr -d '"'
+}
+
+test_expect_success 'a run learns: loss falls well below log(vocab)' '
+	sw-train --data "$CORPUS" --out run $SMALL --steps 120 --lr 3e-3 --warmup 10 \
+		--eval-every 60 --ckpt-every 60 --trace-every 10 >last &&
+	echo run/ckpt-000120.h5 >expect && test_cmp expect last &&
+	test -f run/ckpt-000060.h5 && test -f run/trace.h5 &&
+	loss=$(h5attr run/ckpt-000120.h5 train_loss /metrics) &&
+	val=$(h5attr run/ckpt-000120.h5 val_loss /metrics) &&
+	echo "train $loss val $val" &&
+	awk -v l="$loss" -v v="$val" "BEGIN { exit !(l < 2.5 && v < 2.7) }"
+'
+
+test_expect_success 'checkpoints carry what the tools rely on' '
+	sw-ls run/ckpt-000120.h5 >ls && test_line_count = 22 ls &&
+	q=/params/model.layers.1.self_attn.q_proj.weight &&
+	test "$(h5attr run/ckpt-000120.h5 block $q)" = qk &&
+	test "$(h5attr run/ckpt-000120.h5 wd_mode $q)" = coupled &&
+	test "$(h5attr run/ckpt-000120.h5 n_heads $q)" = 4 &&
+	test "$(h5attr run/ckpt-000120.h5 norm_type /params/model.norm.weight)" = input &&
+	test "$(h5attr run/ckpt-000120.h5 step /)" = 120 &&
+	test "$(h5attr run/ckpt-000120.h5 tokens /)" = $((120 * 4 * 32)) &&
+	test "$(h5attr run/ckpt-000120.h5 optimizer /optim)" = adamw &&
+	sw-norms --role lm_head run/ckpt-000060.h5 run/ckpt-000120.h5 >norms && test_line_count = 5 norms
+'
+
+# h5dump prints 6 digits
+test_expect_success 'the lr recorded per tensor is the schedule cosine to lr/20 gives' '
+	lr=$(h5attr run/ckpt-000120.h5 lr /params/model.embed_tokens.weight) &&
+	awk -v lr="$lr" "BEGIN { w = 3e-3 * (0.05 + 0.95 * 0.5 * (1 + cos(3.141592653589793 * 109 / 110)));
+		d = lr - w; if (d < 0) d = -d; exit !(d < 1e-5 * w) }"
+'
+
+test_expect_success 'same seed, same threads: the same bytes' '
+	sw-train --data "$CORPUS" --out a $SMALL --steps 12 --eval-every 6 --trace "" >/dev/null &&
+	sw-train --data "$CORPUS" --out b $SMALL --steps 12 --eval-every 6 --trace "" >/dev/null &&
+	cmp a/ckpt-000012.h5 b/ckpt-000012.h5
+'
+
+test_expect_success 'another seed: other weights' '
+	sw-train --data "$CORPUS" --out c $SMALL --steps 12 --seed 2 --trace "" >/dev/null &&
+	! cmp -s a/ckpt-000012.h5 c/ckpt-000012.h5
+'
+
+test_expect_success 'resume from a checkpoint: bit for bit the uninterrupted run' '
+	for opt in adamw muon scion; do
+		rm -rf full half &&
+		sw-train --data "$CORPUS" --out full $SMALL --steps 16 --ckpt-every 8 --optimizer $opt \
+			--qk-norm --multipliers row --warmup 3 --eval-every 4 --trace-every 4 >/dev/null &&
+		mkdir half && cp full/ckpt-000008.h5 half/ &&
+		sw-train --data "$CORPUS" --out half --resume half/ckpt-000008.h5 --threads 2 \
+			--trace "" >/dev/null &&
+		cmp full/ckpt-000016.h5 half/ckpt-000016.h5 || { echo "$opt differs"; exit 1; }
+	done
+'
+
+test_expect_success 'the optimizer state is saved: resuming without it is refused' '
+	sw-ls run/ckpt-000060.h5 >/dev/null &&
+	test_expect_code 65 sw-train --data "$CORPUS" --out r2 --resume "$FIX/tiny.h5" 2>err &&
+	grep -q "tiny.h5" err
+'
+
+test_expect_success 'a NaN stops the run, exit 65, the last good checkpoint kept' '
+	test_expect_code 65 sw-train --data "$CORPUS" --out nan $SMALL --steps 60 --ckpt-every 2 \
+		--lr 1000 --grad-clip 0 --optimizer muon --trace "" >out 2>err &&
+	test_line_count = 1 err && grep -q "is NaN at step" err &&
+	last=$(sed -n "s/.*last good checkpoint is //p" err) &&
+	sw-ls "$last" >/dev/null && test_line_count = 0 out &&
+	n=$(ls nan/ckpt-*.h5 | wc -l) && test "$last" = "$(ls nan/ckpt-*.h5 | tail -n 1)"
+'
+
+test_expect_success 'SIGINT writes a checkpoint and exits 130' '
+	sw-train --data "$CORPUS" --out int $SMALL --steps 100000 --trace "" >out 2>err &
+	pid=$! &&
+	i=0 && while [ ! -s int/trace.h5 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done &&
+	sleep 0.5 && kill -INT $pid &&
+	{ wait $pid; code=$?; } ; test $code = 130 &&
+	grep -q "interrupted at step" err &&
+	ck=$(ls int/ckpt-*.h5) && sw-ls "$ck" >/dev/null
+'
+
+test_expect_success 'SIGKILL while checkpoints are written: never a torn file' '
+	for delay in 0.3 0.5 0.7 0.9 1.1; do
+		sw-train --data "$CORPUS" --out kill --batch 2 --seq-len 16 --d-model 128 --n-layers 4 \
+			--n-heads 4 --steps 100000 --ckpt-every 1 --trace-every 1 --threads 2 >/dev/null 2>&1 &
+		pid=$! && sleep $delay && kill -9 $pid; wait $pid
+	done;
+	ls kill/ckpt-*.h5 >names && test -s names &&
+	while read -r f; do
+		sw-ls "$f" >/dev/null && h5dump -H "$f" >/dev/null || { echo "torn: $f"; exit 1; }
+	done <names
+'
+
+test_expect_success 'the trace of a killed run reads back' '
+	h5dump -H kill/trace.h5 >/dev/null 2>&1 || "$PY" -c "import h5py; h5py.File(\"kill/trace.h5\", \"r\", swmr=True)[\"series/loss\"][:]"
+'
+
+test_expect_success 'bad data: a token file whose count disagrees, exit 65' '
+	test_expect_code 65 sw-train --data "$FIX/bad/tokens-count.llmc" --out x $SMALL 2>err &&
+	test_line_count = 1 err && grep -q "header says" err
+'
+
+test_expect_success 'bad data: token ids beyond --vocab, exit 65' '
+	test_expect_code 65 sw-train --data "$CORPUS" --vocab 100 --out x $SMALL 2>err &&
+	grep -q "token id 121 is not below the vocabulary size 100" err
+'
+
+test_expect_success 'llm.c and nanoGPT token files read the same tokens as the text' '
+	sw-train --data "$FIX/corpus.llmc" --out l $SMALL --steps 3 --trace "" >/dev/null &&
+	sw-train --data "$FIX/corpus.bin" --out n $SMALL --steps 3 --trace "" >/dev/null &&
+	sw-train --data "$CORPUS" --out t $SMALL --steps 3 --trace "" >/dev/null &&
+	cmp l/ckpt-000003.h5 t/ckpt-000003.h5 && cmp n/ckpt-000003.h5 t/ckpt-000003.h5
+'
+
+test_expect_success 'usage errors exit 64' '
+	test_expect_code 64 sw-train --out x 2>err &&
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --optimizer sgd 2>err &&
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --n-heads 4 --n-kv-heads 3 2>err &&
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --lr -1 2>err
+'
+
+test_expect_success 'missing input: exit 66; unwritable output: exit 73' '
+	test_expect_code 66 sw-train --data nonexistent --out x 2>err &&
+	test_expect_code 73 sw-train --data "$CORPUS" --out /proc/nope $SMALL 2>err
+'
+
+test_expect_success '--save-grads: /grads and the batch in the checkpoint' '
+	sw-train --data "$CORPUS" --out g $SMALL --steps 1 --save-grads --trace "" >/dev/null &&
+	h5dump -H g/ckpt-000001.h5 >h &&
+	grep -q "GROUP \"grads\"" h && grep -q "DATASET \"tokens\"" h && grep -q "DATASET \"targets\"" h
+'
+
+test_done

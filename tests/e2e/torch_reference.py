@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""An independent implementation of sw-train's model and optimizer step, in
+PyTorch (float64), to check sw-train against (t0210-torch-crosscheck.t).
+
+usage: torch_reference.py CKPT_A CKPT_B
+
+CKPT_A and CKPT_B are consecutive checkpoints of one run written with
+--save-grads: B holds the batch of its step and the gradient sw-train
+computed for it at A's parameters. This script builds the Llama of A's
+/config in PyTorch from A's parameters (Hugging Face's LlamaForCausalLM
+math: RMSNorm, rotate-half RoPE, GQA, SwiGLU; QK-norm, learnable
+multipliers, norm-everywhere and norm gains as configured), runs forward
+and backward on B's batch, and applies one optimizer step (AdamW or Muon,
+as A's /optim says) from A's optimizer state. It prints one line per
+quantity: the relative error ||ours - reference|| / ||reference||:
+
+    loss REL
+    grad NAME REL FLOOR     (FLOOR: 1e-6 of the gradient's RMS, relative)
+    update NAME REL FLOOR   (the parameter change B - A against the
+                            reference's; FLOOR: float32 rounding of B)
+"""
+import math
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+torch.set_default_dtype(torch.float64)
+torch.set_num_threads(1)
+
+
+def load(path):
+    f = h5py.File(path, "r")
+    cfg = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["config"].attrs.items()}
+    params = {k: torch.tensor(np.array(v), dtype=torch.float64) for k, v in f["params"].items()}
+    return f, cfg, params
+
+
+def rmsnorm(x, g, eps):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y * g if g is not None else y
+
+
+def rope(x, theta, T):
+    # x (B, T, nh, hd); Hugging Face computes inv_freq and angles in float32
+    hd = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv.float()[None, :]
+    cos = torch.cat([ang.cos(), ang.cos()], -1).double()[None, :, None, :]
+    sin = torch.cat([ang.sin(), ang.sin()], -1).double()[None, :, None, :]
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    rot = torch.cat([-x2, x1], -1)
+    return x * cos + rot * sin
+
+
+def effective(p, name, mode):
+    w = p[name + ".weight"]
+    if mode == "none" or (name + ".multiplier") not in p:
+        return w
+    m = p[name + ".multiplier"]
+    if mode == "scalar":
+        return w * m[0]
+    if mode == "row":
+        return w * m[:, None]
+    return w * m[None, :]
+
+
+def forward(p, cfg, tok, tgt):
+    C, H, KV, hd = (int(cfg[k]) for k in ("d_model", "n_heads", "n_kv_heads", "head_dim"))
+    L, eps, theta = int(cfg["n_layers"]), float(cfg["norm_eps"]), float(cfg["rope_theta"])
+    mult, qkn = cfg["multipliers"], int(cfg["qk_norm"])
+    nev = int(cfg.get("norm_everywhere", 0))
+    B, T = tok.shape
+    g = lambda n: p.get(n)
+    x = p["model.embed_tokens.weight"][tok]
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        h = rmsnorm(x, g(pre + "input_layernorm.weight"), eps)
+        q = h @ effective(p, pre + "self_attn.q_proj", mult).T
+        k = h @ effective(p, pre + "self_attn.k_proj", mult).T
+        v = h @ effective(p, pre + "self_attn.v_proj", mult).T
+        q, k, v = q.view(B, T, H, hd), k.view(B, T, KV, hd), v.view(B, T, KV, hd)
+        if qkn:
+            q = rmsnorm(q, g(pre + "self_attn.q_norm.weight"), eps)
+            k = rmsnorm(k, g(pre + "self_attn.k_norm.weight"), eps)
+        q, k = rope(q, theta, T), rope(k, theta, T)
+        k = k.repeat_interleave(H // KV, dim=2)
+        v = v.repeat_interleave(H // KV, dim=2)
+        att = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)) / math.sqrt(hd) + mask
+        y = (att.softmax(-1) @ v.transpose(1, 2)).transpose(1, 2).reshape(B, T, H * hd)
+        if nev:
+            y = rmsnorm(y, g(pre + "self_attn.o_in_norm.weight"), eps)
+        x = x + y @ effective(p, pre + "self_attn.o_proj", mult).T
+        h = rmsnorm(x, g(pre + "post_attention_layernorm.weight"), eps)
+        a = torch.nn.functional.silu(h @ effective(p, pre + "mlp.gate_proj", mult).T)
+        a = a * (h @ effective(p, pre + "mlp.up_proj", mult).T)
+        if nev:
+            a = rmsnorm(a, g(pre + "mlp.down_in_norm.weight"), eps)
+        x = x + a @ effective(p, pre + "mlp.down_proj", mult).T
+    x = rmsnorm(x, g("model.norm.weight"), eps)
+    head = p["model.embed_tokens.weight"] if int(cfg["tie_embeddings"]) else effective(p, "lm_head", mult)
+    logits = x @ head.T
+    return torch.nn.functional.cross_entropy(logits.view(B * T, -1), tgt.view(-1))
+
+
+def lr_of(fa, name, step):
+    """The tensor's lr for the update at `step` is in B's attributes."""
+    return float(fa["params"][name].attrs["lr"]), float(fa["params"][name].attrs.get("wd", 0.0)), \
+        fa["params"][name].attrs.get("wd_mode", "none")
+
+
+def newton_schulz(G):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    X = G.clone()
+    tr = G.shape[0] > G.shape[1]
+    if tr:
+        X = X.T
+    X = X / (X.norm() + 1e-7)
+    for _ in range(5):
+        A = X @ X.T
+        X = a * X + (b * A + c * A @ A) @ X
+    return X.T if tr else X
+
+
+def main():
+    fa, cfg, pa = load(sys.argv[1])
+    fb, _, pb = load(sys.argv[2])
+    tok = torch.tensor(np.array(fb["batch/tokens"]), dtype=torch.long)
+    tgt = torch.tensor(np.array(fb["batch/targets"]), dtype=torch.long)
+    leaves = {k: v.clone().requires_grad_(True) for k, v in pa.items()}
+    loss = forward(leaves, cfg, tok, tgt)
+    loss.backward()
+    ours = float(fb["metrics"].attrs["train_loss"])
+    print("loss %.3g" % (abs(ours - loss.item()) / abs(loss.item())))
+    # an absolute floor, as atol + rtol |ref|: 1e-6 of the whole gradient's
+    # RMS per element. Some gradients are cancellations that float32
+    # cannot resolve to 1e-5 relative, e.g. a scalar multiplier of q or k
+    # before QK-norm, which the norm undoes up to eps.
+    n_all = sum(v.numel() for v in leaves.values())
+    g_rms = math.sqrt(sum(float((v.grad ** 2).sum()) for v in leaves.values()) / n_all)
+    for k, v in leaves.items():
+        ref = v.grad
+        g = torch.tensor(np.array(fb["grads"][k]))
+        rn = max(ref.norm().item(), 1e-300)
+        floor = 1e-6 * math.sqrt(ref.numel()) * g_rms / rn
+        print("grad %s %.3g %.3g" % (k, (g - ref).norm().item() / rn, floor))
+
+    # one optimizer step from A's state with the gradient sw-train used
+    opt = fa["optim"].attrs["optimizer"]
+    b1, b2, eps = (float(fa["optim"].attrs[k]) for k in ("beta1", "beta2", "eps"))
+    mom = float(fa["optim"].attrs["momentum"])
+    t = int(fa["optim_state"].attrs["t"]) + 1
+    clip = float(fa["optim"].attrs["grad_clip"])
+    gn = math.sqrt(sum(float((torch.tensor(np.array(fb["grads"][k])) ** 2).sum())
+                       for k in pa if fb["params"][k].attrs["block"] != "mult"))
+    scale = clip / gn if clip > 0 and gn > clip else 1.0
+    for k in pa:
+        info = fb["params"][k].attrs
+        lr, wd, mode = lr_of(fb, k, t)
+        g = torch.tensor(np.array(fb["grads"][k])) * (scale if info["block"] != "mult" else 1.0)
+        m0 = torch.tensor(np.array(fa["optim_state/m"][k]))
+        v0 = torch.tensor(np.array(fa["optim_state/v"][k]))
+        p = pa[k]
+        decay = 1 - lr * wd if mode == "coupled" else 1 - wd if mode == "independent" else 1
+        hidden = info["kind"] == "matrix" and info["block"] in ("qk", "vo", "ffn")
+        if opt == "muon" and hidden:
+            buf = mom * m0 + (1 - mom) * g
+            geff = (1 - mom) * g + mom * buf
+            u = newton_schulz(geff) * math.sqrt(max(1.0, p.shape[0] / p.shape[1]))
+            new = p * decay - lr * u
+        else:
+            m = b1 * m0 + (1 - b1) * g
+            v = b2 * v0 + (1 - b2) * g * g
+            mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+            new = p * decay - lr * mhat / (vhat.sqrt() + eps)
+        ref = new - p
+        got = pb[k] - p
+        # the new parameters are stored in float32: half an ulp of each is
+        # the floor of any comparison of the update
+        ulp = np.spacing(np.abs(np.array(pb[k], dtype=np.float32))).astype(np.float64)
+        floor = np.linalg.norm(ulp / 2) / max(ref.norm().item(), 1e-300)
+        print("update %s %.3g %.3g" % (k, (got - ref).norm().item() / max(ref.norm().item(), 1e-300), floor))
+
+
+main()

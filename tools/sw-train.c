@@ -1,0 +1,355 @@
+/*
+ * sw-train - train a small Llama on the CPU and write the checkpoints and
+ * the trace the other tools read. Options to struct train_config; the
+ * loop is lib/train.c, the model lib/model.c, the optimizers lib/optim.c.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/modelio.h"
+#include "../lib/train.h"
+#include "common.h"
+
+static const char usage[] =
+	"sw-train --data FILE --out DIR [options]";
+static const char help[] =
+	"Train a small Llama-style model on the CPU; write checkpoints OUT/ckpt-NNNNNN.h5\n"
+	"and the trace OUT/trace.h5. Prints the last checkpoint's path on stdout.\n"
+	"\n"
+	"Data:\n"
+	"  --data FILE            llm.c token file, nanoGPT uint16 .bin, or text (bytes)\n"
+	"  --data-format F        auto (default), llmc, uint16, bytes\n"
+	"  --vocab N              vocabulary size (default: largest token id + 1)\n"
+	"  --val-fraction X       the held-out tail of the tokens (0.1)\n"
+	"  --eval-every N         validation loss every N steps (0: off; default 100)\n"
+	"  --eval-batches N       batches per evaluation (4)\n"
+	"Model:\n"
+	"  --d-model N (128)  --n-layers N (2)  --n-heads N (4)  --n-kv-heads N (n-heads)\n"
+	"  --head-dim N (d-model/n-heads)  --d-ff N (4*d-model*2/3, rounded to 8)\n"
+	"  --seq-len N (64)  --rope-theta X (10000)  --norm-eps X (1e-5)\n"
+	"  --tie                  tie the head to the embedding\n"
+	"  --qk-norm              RMSNorm of q and k per head\n"
+	"  --multipliers M        none, scalar, row, col: learnable multipliers\n"
+	"  --no-scale-vectors     RMSNorm without gains\n"
+	"  --norm-everywhere      RMSNorm also before o_proj and down_proj\n"
+	"Optimization:\n"
+	"  --steps N (1000)  --batch N (8)  --grad-accum N (1)  --seed N (1)\n"
+	"  --optimizer O          adamw (default), muon, scion\n"
+	"  --lr X (1e-3)  --lr-min X  --warmup N (0)  --schedule S (cosine, constant, wsd)\n"
+	"  --decay-frac X         wsd: the decaying fraction of the steps (0.2)\n"
+	"  --beta1 X (0.9)  --beta2 X (0.95)  --eps X (1e-8)  --momentum X\n"
+	"  --wd X (0.1)  --wd-mode M (coupled, independent)\n"
+	"  --norm-wd W            weight decay of norm gains: none, all, iwd\n"
+	"  --mult-lr X  --mult-wd X   multipliers: lr ratio (1), weight decay (2e-3)\n"
+	"  --blockwise-lr [R]     Blockwise LR; R like emb=10,qk=8,ffn=6,vo=4,norm=1\n"
+	"  --group-lr I:H:O       lr ratios of the input, hidden, output groups\n"
+	"  --grad-clip X          clip the gradient norm (1; 0: off)\n"
+	"Output:\n"
+	"  --out DIR              checkpoints and trace go here\n"
+	"  --ckpt-every N         a checkpoint every N steps (0: only the last)\n"
+	"  --trace FILE           the trace ('' for none; default OUT/trace.h5)\n"
+	"  --trace-every N        a trace row every N steps (10)\n"
+	"  --save-grads           /grads and /batch in every checkpoint\n"
+	"  --resume CKPT          go on from a checkpoint (its model and optimizer)\n"
+	"  --threads N            threads (default: all cores)\n"
+	"  --help, --version\n"
+	"See sw-train(1).\n";
+
+enum {
+	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_VOCAB, O_VAL_FRACTION, O_EVAL_EVERY,
+	O_EVAL_BATCHES, O_D_MODEL, O_N_LAYERS, O_N_HEADS, O_N_KV_HEADS, O_HEAD_DIM, O_D_FF,
+	O_SEQ_LEN, O_ROPE_THETA, O_NORM_EPS, O_TIE, O_QK_NORM, O_MULTIPLIERS, O_NO_SCALE_VECTORS,
+	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
+	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
+	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
+	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static int pick(const char *arg, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(arg, names[i]))
+			return i;
+	return -1;
+}
+
+static void progress(void *ctx, const struct train_progress *p)
+{
+	struct tool *tl = ctx;
+
+	if (!tl->progress)
+		return;
+	fprintf(stderr, "\r\033[Ksw-train: step %lld/%lld  loss %.4f", (long long)p->step,
+		(long long)p->steps, p->loss);
+	if (!isnan(p->val_loss))
+		fprintf(stderr, "  val %.4f", p->val_loss);
+	fprintf(stderr, "  lr %.3g  |g| %.3g  %.0f tok/s  ETA %.0fs", p->lr, p->grad_norm,
+		p->tokens_per_s, p->eta_s);
+	if (p->checkpoint)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+/* "emb=10,qk=8" into the block ratios */
+static void parse_block_ratios(struct tool *tl, const char *arg, double *ratio)
+{
+	char buf[256], *save = NULL;
+
+	if (strlen(arg) >= sizeof buf)
+		tool_usage_error(tl, "--blockwise-lr: too long");
+	strcpy(buf, arg);
+	for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(it, '=');
+		enum sw_block b;
+		if (!eq)
+			tool_usage_error(tl, "--blockwise-lr: '%s' is not BLOCK=RATIO", it);
+		*eq = '\0';
+		if (sw_block_parse(it, &b) < 0)
+			tool_usage_error(tl, "--blockwise-lr: unknown block '%s'", it);
+		ratio[b] = tool_parse_double(tl, "--blockwise-lr", eq + 1, 0, 1e6);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"help", no_argument, NULL, OPT_HELP}, {"version", no_argument, NULL, OPT_VERSION},
+		{"data", required_argument, NULL, O_DATA},
+		{"data-format", required_argument, NULL, O_DATA_FORMAT},
+		{"vocab", required_argument, NULL, O_VOCAB},
+		{"val-fraction", required_argument, NULL, O_VAL_FRACTION},
+		{"eval-every", required_argument, NULL, O_EVAL_EVERY},
+		{"eval-batches", required_argument, NULL, O_EVAL_BATCHES},
+		{"d-model", required_argument, NULL, O_D_MODEL},
+		{"n-layers", required_argument, NULL, O_N_LAYERS},
+		{"n-heads", required_argument, NULL, O_N_HEADS},
+		{"n-kv-heads", required_argument, NULL, O_N_KV_HEADS},
+		{"head-dim", required_argument, NULL, O_HEAD_DIM},
+		{"d-ff", required_argument, NULL, O_D_FF},
+		{"seq-len", required_argument, NULL, O_SEQ_LEN},
+		{"rope-theta", required_argument, NULL, O_ROPE_THETA},
+		{"norm-eps", required_argument, NULL, O_NORM_EPS},
+		{"tie", no_argument, NULL, O_TIE},
+		{"qk-norm", no_argument, NULL, O_QK_NORM},
+		{"multipliers", required_argument, NULL, O_MULTIPLIERS},
+		{"no-scale-vectors", no_argument, NULL, O_NO_SCALE_VECTORS},
+		{"norm-everywhere", no_argument, NULL, O_NORM_EVERYWHERE},
+		{"steps", required_argument, NULL, O_STEPS},
+		{"batch", required_argument, NULL, O_BATCH},
+		{"grad-accum", required_argument, NULL, O_GRAD_ACCUM},
+		{"seed", required_argument, NULL, O_SEED},
+		{"optimizer", required_argument, NULL, O_OPTIMIZER},
+		{"lr", required_argument, NULL, O_LR},
+		{"lr-min", required_argument, NULL, O_LR_MIN},
+		{"warmup", required_argument, NULL, O_WARMUP},
+		{"schedule", required_argument, NULL, O_SCHEDULE},
+		{"decay-frac", required_argument, NULL, O_DECAY_FRAC},
+		{"beta1", required_argument, NULL, O_BETA1},
+		{"beta2", required_argument, NULL, O_BETA2},
+		{"eps", required_argument, NULL, O_EPS},
+		{"momentum", required_argument, NULL, O_MOMENTUM},
+		{"wd", required_argument, NULL, O_WD},
+		{"wd-mode", required_argument, NULL, O_WD_MODE},
+		{"norm-wd", required_argument, NULL, O_NORM_WD},
+		{"mult-lr", required_argument, NULL, O_MULT_LR},
+		{"mult-wd", required_argument, NULL, O_MULT_WD},
+		{"blockwise-lr", optional_argument, NULL, O_BLOCKWISE_LR},
+		{"group-lr", required_argument, NULL, O_GROUP_LR},
+		{"grad-clip", required_argument, NULL, O_GRAD_CLIP},
+		{"out", required_argument, NULL, O_OUT},
+		{"ckpt-every", required_argument, NULL, O_CKPT_EVERY},
+		{"trace", required_argument, NULL, O_TRACE},
+		{"trace-every", required_argument, NULL, O_TRACE_EVERY},
+		{"save-grads", no_argument, NULL, O_SAVE_GRADS},
+		{"resume", required_argument, NULL, O_RESUME},
+		{"threads", required_argument, NULL, O_THREADS},
+		{NULL, 0, NULL, 0}
+	};
+	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
+	static const char *const opts[] = {"adamw", "muon", "scion"};
+	static const char *const scheds[] = {"constant", "cosine", "wsd"};
+	static const char *const norm_wds[] = {"none", "all", "iwd"};
+	static const char *const mults[] = {"none", "scalar", "row", "col"};
+	struct tool tl;
+	struct train_config tc;
+	struct sw_config *c = &tc.model;
+	struct sw_err err;
+	int opt, k, threads = 0, d_ff = 0, head_dim = 0, kv = 0;
+
+	tool_blas_core(argv);
+	tool_init(&tl, "sw-train", usage, help, argc, argv);
+	memset(&tc, 0, sizeof tc);
+	optim_defaults(&tc.optim);
+	strcpy(c->arch, "llama");
+	c->d_model = 128;
+	c->n_layers = 2;
+	c->n_heads = 4;
+	c->seq_len = 64;
+	c->rope_theta = 10000;
+	c->norm_eps = 1e-5;
+	c->scale_vectors = 1;
+	strcpy(c->multipliers, "none");
+	tc.val_fraction = 0.1;
+	tc.eval_every = 100;
+	tc.eval_batches = 4;
+	tc.batch = 8;
+	tc.grad_accum = 1;
+	tc.seed = 1;
+	tc.trace_every = 10;
+	tc.interrupt = &interrupted;
+	tc.progress = progress;
+	tc.ctx = &tl;
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case O_DATA: tc.data_path = optarg; break;
+		case O_DATA_FORMAT:
+			if ((k = pick(optarg, formats, 4)) < 0)
+				tool_usage_error(&tl, "--data-format: auto, llmc, uint16 or bytes");
+			tc.data_format = (enum data_format)k;
+			break;
+		case O_VOCAB: c->vocab_size = tool_parse_int(&tl, "--vocab", optarg, 2, 1 << 20); break;
+		case O_VAL_FRACTION: tc.val_fraction = tool_parse_double(&tl, "--val-fraction", optarg, 0, 0.9); break;
+		case O_EVAL_EVERY: tc.eval_every = tool_parse_int(&tl, "--eval-every", optarg, 0, 1LL << 40); break;
+		case O_EVAL_BATCHES: tc.eval_batches = (int)tool_parse_int(&tl, "--eval-batches", optarg, 1, 1 << 20); break;
+		case O_D_MODEL: c->d_model = tool_parse_int(&tl, "--d-model", optarg, 2, 1 << 16); break;
+		case O_N_LAYERS: c->n_layers = tool_parse_int(&tl, "--n-layers", optarg, 1, 1024); break;
+		case O_N_HEADS: c->n_heads = tool_parse_int(&tl, "--n-heads", optarg, 1, 1024); break;
+		case O_N_KV_HEADS: kv = (int)tool_parse_int(&tl, "--n-kv-heads", optarg, 1, 1024); break;
+		case O_HEAD_DIM: head_dim = (int)tool_parse_int(&tl, "--head-dim", optarg, 2, 4096); break;
+		case O_D_FF: d_ff = (int)tool_parse_int(&tl, "--d-ff", optarg, 1, 1 << 20); break;
+		case O_SEQ_LEN: c->seq_len = tool_parse_int(&tl, "--seq-len", optarg, 1, 1 << 16); break;
+		case O_ROPE_THETA: c->rope_theta = tool_parse_double(&tl, "--rope-theta", optarg, 1, 1e12); break;
+		case O_NORM_EPS: c->norm_eps = tool_parse_double(&tl, "--norm-eps", optarg, 0, 1); break;
+		case O_TIE: c->tie_embeddings = 1; break;
+		case O_QK_NORM: c->qk_norm = 1; break;
+		case O_MULTIPLIERS:
+			if (pick(optarg, mults, 4) < 0)
+				tool_usage_error(&tl, "--multipliers: none, scalar, row or col");
+			strcpy(c->multipliers, optarg);
+			break;
+		case O_NO_SCALE_VECTORS: c->scale_vectors = 0; break;
+		case O_NORM_EVERYWHERE: c->norm_everywhere = 1; break;
+		case O_STEPS:
+			tc.optim.steps = tool_parse_int(&tl, "--steps", optarg, 0, 1LL << 40);
+			tc.steps_given = 1;
+			break;
+		case O_BATCH: tc.batch = (int)tool_parse_int(&tl, "--batch", optarg, 1, 1 << 16); break;
+		case O_GRAD_ACCUM: tc.grad_accum = (int)tool_parse_int(&tl, "--grad-accum", optarg, 1, 1 << 16); break;
+		case O_SEED: tc.seed = (uint64_t)tool_parse_int(&tl, "--seed", optarg, 0, 1LL << 62); break;
+		case O_OPTIMIZER:
+			if ((k = pick(optarg, opts, 3)) < 0)
+				tool_usage_error(&tl, "--optimizer: adamw, muon or scion");
+			tc.optim.kind = (enum opt_kind)k;
+			break;
+		case O_LR: tc.optim.lr = tool_parse_double(&tl, "--lr", optarg, 0, 1e3); break;
+		case O_LR_MIN: tc.optim.lr_min = tool_parse_double(&tl, "--lr-min", optarg, 0, 1e3); break;
+		case O_WARMUP: tc.optim.warmup = tool_parse_int(&tl, "--warmup", optarg, 0, 1LL << 40); break;
+		case O_SCHEDULE:
+			if ((k = pick(optarg, scheds, 3)) < 0)
+				tool_usage_error(&tl, "--schedule: constant, cosine or wsd");
+			tc.optim.sched = (enum sched_kind)k;
+			break;
+		case O_DECAY_FRAC: tc.optim.decay_frac = tool_parse_double(&tl, "--decay-frac", optarg, 0, 1); break;
+		case O_BETA1: tc.optim.beta1 = tool_parse_double(&tl, "--beta1", optarg, 0, 0.999999); break;
+		case O_BETA2: tc.optim.beta2 = tool_parse_double(&tl, "--beta2", optarg, 0, 0.999999); break;
+		case O_EPS: tc.optim.eps = tool_parse_double(&tl, "--eps", optarg, 0, 1); break;
+		case O_MOMENTUM: tc.optim.momentum = tool_parse_double(&tl, "--momentum", optarg, 0, 0.999999); break;
+		case O_WD: tc.optim.wd = tool_parse_double(&tl, "--wd", optarg, 0, 1e3); break;
+		case O_WD_MODE:
+			if (!strcmp(optarg, "coupled"))
+				tc.optim.wd_mode = SW_WD_COUPLED;
+			else if (!strcmp(optarg, "independent"))
+				tc.optim.wd_mode = SW_WD_INDEPENDENT;
+			else
+				tool_usage_error(&tl, "--wd-mode: coupled or independent");
+			break;
+		case O_NORM_WD:
+			if ((k = pick(optarg, norm_wds, 3)) < 0)
+				tool_usage_error(&tl, "--norm-wd: none, all or iwd");
+			tc.optim.norm_wd = (enum norm_wd)k;
+			break;
+		case O_MULT_LR: tc.optim.mult_lr_ratio = tool_parse_double(&tl, "--mult-lr", optarg, 0, 1e6); break;
+		case O_MULT_WD: tc.optim.mult_wd = tool_parse_double(&tl, "--mult-wd", optarg, 0, 1e3); break;
+		case O_BLOCKWISE_LR:
+			tc.optim.blockwise = 1;
+			if (optarg)
+				parse_block_ratios(&tl, optarg, tc.optim.block_ratio);
+			break;
+		case O_GROUP_LR: {
+			char buf[128], *a, *b;
+			if (strlen(optarg) >= sizeof buf)
+				tool_usage_error(&tl, "--group-lr: too long");
+			strcpy(buf, optarg);
+			a = strchr(buf, ':');
+			b = a ? strchr(a + 1, ':') : NULL;
+			if (!a || !b)
+				tool_usage_error(&tl, "--group-lr: INPUT:HIDDEN:OUTPUT, e.g. 1:0.125:1");
+			*a = *b = '\0';
+			tc.optim.group_ratio[SW_GROUP_INPUT] = tool_parse_double(&tl, "--group-lr", buf, 0, 1e6);
+			tc.optim.group_ratio[SW_GROUP_HIDDEN] = tool_parse_double(&tl, "--group-lr", a + 1, 0, 1e6);
+			tc.optim.group_ratio[SW_GROUP_OUTPUT] = tool_parse_double(&tl, "--group-lr", b + 1, 0, 1e6);
+			break;
+		}
+		case O_GRAD_CLIP: tc.optim.grad_clip = tool_parse_double(&tl, "--grad-clip", optarg, 0, 1e12); break;
+		case O_OUT: tc.out_dir = optarg; break;
+		case O_CKPT_EVERY: tc.ckpt_every = tool_parse_int(&tl, "--ckpt-every", optarg, 0, 1LL << 40); break;
+		case O_TRACE: tc.trace_path = optarg; break;
+		case O_TRACE_EVERY: tc.trace_every = tool_parse_int(&tl, "--trace-every", optarg, 0, 1LL << 40); break;
+		case O_SAVE_GRADS: tc.save_grads = 1; break;
+		case O_RESUME: tc.resume = optarg; break;
+		case O_THREADS: threads = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024); break;
+		default: tool_common_option(&tl, opt, optarg); break;
+		}
+	}
+	if (optind < argc)
+		tool_usage_error(&tl, "unexpected argument '%s'", argv[optind]);
+	if (!tc.data_path || !tc.out_dir)
+		tool_usage_error(&tl, "--data and --out are required");
+	c->n_kv_heads = kv ? kv : c->n_heads;
+	c->head_dim = head_dim ? head_dim : c->d_model / c->n_heads;
+	if (!head_dim && c->d_model % c->n_heads)
+		tool_usage_error(&tl, "--d-model %lld is not a multiple of --n-heads %lld (or give --head-dim)",
+				 (long long)c->d_model, (long long)c->n_heads);
+	/* Llama's SwiGLU width: 2/3 of 4 d, rounded up to a multiple of 8 */
+	c->d_ff = d_ff ? d_ff : ((c->d_model * 8 / 3 + 7) / 8) * 8;
+	if (c->n_heads % c->n_kv_heads)
+		tool_usage_error(&tl, "--n-heads must be a multiple of --n-kv-heads");
+	if (c->head_dim % 2)
+		tool_usage_error(&tl, "the head dimension must be even (RoPE rotates pairs)");
+	if (threads) {
+		omp_set_num_threads(threads);
+		openblas_set_num_threads(threads);
+	}
+	signal(SIGINT, on_sigint);
+
+	struct train_result res;
+	int rc = train_run(&tc, &res, &err);
+	if (tl.progress)
+		fputs("\r\033[K", stderr);
+	if (rc == TRAIN_INTERRUPTED) {
+		fprintf(stderr, "sw-train: %s\n", err.msg);
+		tool_finish(&tl);
+		return TRAIN_INTERRUPTED;
+	}
+	if (rc) {
+		fprintf(stderr, "sw-train: %s\n", err.msg);
+		tool_finish(&tl);
+		return rc;
+	}
+	printf("%s\n", res.checkpoint);
+	return tool_finish(&tl);
+}
