@@ -42,7 +42,9 @@
 #define TRACE_MAX_SERIES 65536
 #define TRACE_MAX_COLS   (1 << 20)     /* columns of one series */
 #define TRACE_MAX_NAME   255
-#define CHUNK_BYTES      16384         /* per chunk: 2048 rows of a scalar */
+/* Each flush rewrites the current chunk of every series: small chunks
+ * keep an append cheap, 512 rows of a scalar keep long traces in few. */
+#define CHUNK_BYTES      4096
 
 #ifdef F_OFD_SETLK
 #define LOCK_SET F_OFD_SETLK           /* per open file: survives other closes */

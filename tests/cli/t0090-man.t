@@ -1,8 +1,8 @@
 #!/bin/sh
 # The man pages: mandoc -Tlint clean, a page for every tool, and every
 # EXAMPLES command (.Dl lines) runs and prints something, in a directory
-# laid out as the examples assume: run/*.h5 (a training run) and hf-model/
-# (a Hugging Face model).
+# laid out as the examples assume: run/ (a training run: ckpt-*.h5 and its
+# trace, trace.h5) and hf-model/ (a Hugging Face model).
 . "$(dirname "$0")/../lib/tap.sh"
 
 MAN=$SW_TOP/man
@@ -28,6 +28,7 @@ test_expect_success 'setup: a run and a Hugging Face model' '
 	mkdir run &&
 	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
 	cp "$FIX/tiny.h5" run/ckpt-000200.h5 &&
+	"$SW_BIN/../tests/unit/mktrace" -n 12 run/trace.h5 >/dev/null &&
 	cp -r "$FIX/tiny-hf" hf-model
 '
 
