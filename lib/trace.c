@@ -363,6 +363,7 @@ static int create_layout(struct trace_writer *w, const struct sw_config *cfg,
 	static const double unknown = NAN;
 	hid_t root = H5I_INVALID_HID, gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
 	hid_t scalar = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
+	char what[TRACE_MAX_NAME + 32];     /* what failed, for the message */
 	int rc;
 
 	root = h5io_group(w->file, "/");
@@ -373,37 +374,37 @@ static int create_layout(struct trace_writer *w, const struct sw_config *cfg,
 	    (cfg && (rc = h5io_write_config(w->file, cfg, err))))
 		goto out;
 	/* creation order kept: readers list the series as the writer gave them */
-	rc = hdf5_fail(err, SW_EIO, "cannot create /series");
+	snprintf(what, sizeof what, "cannot create /series");
 	gcpl = H5Pcreate(H5P_GROUP_CREATE);
 	if (gcpl < 0 || H5Pset_obj_track_times(gcpl, 0) < 0 ||
 	    H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
 	    (g = H5Gcreate2(w->file, "series", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
-		goto out;
-	rc = hdf5_fail(err, SW_EIO, "cannot create /series/step");
+		goto fail;
+	snprintf(what, sizeof what, "cannot create /series/step");
 	w->step = create_series(g, "step", H5T_STD_I64LE, 0, H5T_NATIVE_INT64, &no_step);
 	if (w->step < 0)
-		goto out;
+		goto fail;
 	for (int i = 0; i < w->n; i++) {
-		char what[TRACE_MAX_NAME + 32];
 		snprintf(what, sizeof what, "cannot create /series/%s", series[i].name);
 		w->s[i].d = create_series(g, series[i].name, H5T_IEEE_F64LE, series[i].ncols,
 					  H5T_NATIVE_DOUBLE, &unknown);
-		if (w->s[i].d < 0) {
-			rc = hdf5_fail(err, SW_EIO, what);
-			goto out;
-		}
+		if (w->s[i].d < 0)
+			goto fail;
 		if (series[i].ncols && (rc = put_columns(w->s[i].d, &series[i], err)))
 			goto out;
 	}
-	rc = hdf5_fail(err, SW_EIO, "cannot create /status");
+	snprintf(what, sizeof what, "cannot create /status");
 	scalar = H5Screate(H5S_SCALAR);
 	dcpl = H5Pcreate(H5P_DATASET_CREATE);
 	if (scalar < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
 	    (w->status = H5Dcreate2(w->file, "status", H5T_STD_I64LE, scalar, H5P_DEFAULT,
 				    dcpl, H5P_DEFAULT)) < 0 ||
 	    H5Dwrite(w->status, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &running) < 0)
-		goto out;
+		goto fail;
 	rc = SW_OK;
+	goto out;
+fail:
+	rc = hdf5_fail(err, SW_EIO, what);
 out:
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
@@ -1102,6 +1103,23 @@ static int rows_to_keep(struct trace_reader *r, int64_t keep_step, int64_t *keep
 	return SW_OK;
 }
 
+/* Open /series/<name> for appending: its rows must be unlimited. */
+static int open_appendable(hid_t file, const char *name, hid_t *d, struct sw_err *err)
+{
+	char path[TRACE_MAX_NAME + 16];
+	hsize_t dims[2], max[2];
+	int rank, rc;
+
+	snprintf(path, sizeof path, "/series/%s", name);
+	if ((*d = H5Dopen2(file, path, H5P_DEFAULT)) < 0)
+		return hdf5_fail(err, SW_EDATA, path);
+	if ((rc = series_shape(*d, name, &rank, dims, max, err)))
+		return rc;
+	if (max[0] != H5S_UNLIMITED)
+		return sw_fail(err, SW_EDATA, "%s: rows not extendible, cannot append", path);
+	return SW_OK;
+}
+
 int trace_reopen(const char *path, const struct trace_series *series,
 		 int nseries, int64_t keep_step, struct trace_writer **out,
 		 struct sw_err *err)
@@ -1136,25 +1154,23 @@ int trace_reopen(const char *path, const struct trace_series *series,
 		rc = hdf5_fail(err, SW_ECANTCREAT, "cannot open for SWMR writing");
 		goto out;
 	}
-	rc = hdf5_fail(err, SW_EIO, "cannot open /series/step or /status");
-	if ((w->step = H5Dopen2(w->file, "/series/step", H5P_DEFAULT)) < 0 ||
-	    (w->status = H5Dopen2(w->file, "/status", H5P_DEFAULT)) < 0)
+	if ((w->status = H5Dopen2(w->file, "/status", H5P_DEFAULT)) < 0) {
+		rc = sw_fail(err, SW_EDATA, "no /status: not a trace this library wrote, cannot append");
 		goto out;
-	for (int i = 0; i < nseries; i++) {
-		char p[TRACE_MAX_NAME + 16];
-		snprintf(p, sizeof p, "/series/%s", series[i].name);
-		if ((w->s[i].d = H5Dopen2(w->file, p, H5P_DEFAULT)) < 0) {
-			rc = hdf5_fail(err, SW_EIO, "cannot open a series");
-			goto out;
-		}
 	}
-	/* drop the rows after keep_step (and a killed writer's partial row) */
+	if ((rc = open_appendable(w->file, "step", &w->step, err)))
+		goto out;
+	for (int i = 0; i < nseries; i++)
+		if ((rc = open_appendable(w->file, series[i].name, &w->s[i].d, err)))
+			goto out;
+	/* drop the rows after keep_step (and a killed writer's partial row);
+	 * all checked above, so no series is cut unless all are */
 	for (int i = 0; i <= nseries; i++) {
 		hid_t d = i < nseries ? w->s[i].d : w->step;
 		int ncols = i < nseries ? w->s[i].ncols : 0;
 		hsize_t size[2] = {(hsize_t)keep, (hsize_t)ncols};
 		if (H5Dset_extent(d, size) < 0) {
-			rc = hdf5_fail(err, SW_EDATA, "cannot drop rows (a series is not extendible)");
+			rc = hdf5_fail(err, SW_EIO, "cannot drop rows");
 			goto out;
 		}
 	}

@@ -55,7 +55,9 @@ int trace_create(const char *path, const struct sw_config *cfg,
 /*
  * Reopen an existing trace to go on appending after a resume from a
  * checkpoint at keep_step: rows with step > keep_step are dropped. The
- * series (names, column counts) must be those of the file: SW_EDATA if not.
+ * series (names, column counts) must be those of the file: SW_EDATA if not,
+ * or if the file cannot be appended to (no /status, fixed-size series);
+ * nothing is changed then.
  * Works on a trace whose writer was killed (HDF5's "open for writing" mark
  * is cleared, as h5clear -s does, once the lock shows no writer is left).
  * SW_ENOINPUT if there is no such file, SW_ECANTCREAT if another process
@@ -68,8 +70,9 @@ int trace_reopen(const char *path, const struct trace_series *series,
 /*
  * Append one row at step: values[i] holds series i's values (1 for a
  * scalar series, ncols for a 2-D one; NaN for unknown), in the order the
- * series were given; values[i] == NULL: all unknown. Flushes to disk
- * before returning. Steps must increase (SW_ESOFTWARE if not); SW_EIO if
+ * series were given; values[i] == NULL: all unknown. Flushes the file
+ * to the kernel before returning (a SIGKILL then loses nothing; there is
+ * no fsync, so a power failure may). Steps must increase (SW_ESOFTWARE if not); SW_EIO if
  * the write fails (a retry rewrites the same row).
  */
 int trace_append(struct trace_writer *w, int64_t step,

@@ -279,6 +279,10 @@ static void follow(struct printer *p, int64_t done)
 	struct sw_err err;
 	int finished = 0;
 
+	if (trace_refresh(p->r, &finished, &err)) {     /* closed already? */
+		tool_error(p->tl, p->file, &err);
+		return;
+	}
 	for (;;) {
 		int64_t rows = trace_rows(p->r);
 		int gone;

@@ -11,10 +11,12 @@
 
 MKTRACE=$SW_BIN/../tests/unit/mktrace
 
-# wait_lines N FILE: until FILE has N lines (10 s at most)
+# wait_lines N FILE: until FILE has N lines (10 s at most). A background
+# writer's ">FILE" happens when it starts, not when the shell goes on:
+# give each writer a FILE of its own, never one that held lines before.
 wait_lines() {
 	i=0
-	while [ "$(wc -l <"$2")" -lt "$1" ]; do
+	while [ "$(cat "$2" 2>/dev/null | wc -l)" -lt "$1" ]; do
 		i=$((i + 1))
 		if [ $i -gt 200 ]; then
 			echo "timed out waiting for $1 lines in $2"
@@ -148,12 +150,12 @@ test_expect_success 'closing the pipe early ends quietly' '
 # ---- SIGKILL: the trace reads back to the last flushed row --------------
 
 test_expect_success 'kill -9 of a writer mid-run' '
-	"$MKTRACE" -n 400 -i 5 killed.h5 >progress &
+	"$MKTRACE" -n 400 -i 5 killed.h5 >progress-killed &
 	pid=$! &&
-	wait_lines 20 progress; waited=$?
+	wait_lines 20 progress-killed; waited=$?
 	kill -9 $pid; wait $pid; st=$?
 	test $waited = 0 && test $st = 137 &&
-	wc -l <progress >flushed && test $(cat flushed) -lt 400
+	wc -l <progress-killed >flushed && test $(cat flushed) -lt 400
 '
 
 test_expect_success 'sw-trace reads it back to its last flush, every value exact, no h5clear' '
@@ -195,7 +197,8 @@ test_expect_success 'h5dump reads a copy after h5clear -s, the same steps' '
 '
 
 test_expect_success 'a resumed run reopens the killed trace: rows after the checkpoint dropped' '
-	"$MKTRACE" -r 25 -n 2 -b 100 killed.h5 >progress &&
+	"$MKTRACE" -r 25 -n 2 -b 100 killed.h5 >progress-resumed &&
+	test_line_count = 2 progress-resumed &&
 	sw-trace --series loss killed.h5 >actual &&
 	printf "step\tloss\n0\t8\n10\t7.75\n20\t7.5\n30\t107.25\n40\t107\n" >expect &&
 	test_cmp expect actual
@@ -204,20 +207,20 @@ test_expect_success 'a resumed run reopens the killed trace: rows after the chec
 # ---- --follow -----------------------------------------------------------
 
 test_expect_success '--follow prints the rows a running writer appends, stops when it closes' '
-	"$MKTRACE" -n 12 -i 100 live.h5 >progress &
+	"$MKTRACE" -n 12 -i 100 live.h5 >progress-live &
 	pid=$! &&
-	wait_lines 1 progress &&
+	wait_lines 1 progress-live &&
 	timeout 20 sw-trace --follow --series loss,residual_rms.layer0 live.h5 >actual 2>err &&
 	wait $pid &&
-	test_line_count = 12 progress && test_line_count = 0 err &&
+	test_line_count = 12 progress-live && test_line_count = 0 err &&
 	sw-trace --series loss,residual_rms.layer0 live.h5 >expect &&
 	test_line_count = 13 expect && test_cmp expect actual
 '
 
 test_expect_success '--follow --json --every: the same selection while following' '
-	"$MKTRACE" -n 8 -i 100 live2.h5 >progress &
+	"$MKTRACE" -n 8 -i 100 live2.h5 >progress-live2 &
 	pid=$! &&
-	wait_lines 1 progress &&
+	wait_lines 1 progress-live2 &&
 	timeout 20 sw-trace --follow --json --every 20 --series lr live2.h5 >actual &&
 	wait $pid &&
 	sw-trace --json --every 20 --series lr live2.h5 >expect &&
@@ -225,12 +228,12 @@ test_expect_success '--follow --json --every: the same selection while following
 '
 
 test_expect_success '--follow stops when the writer is killed, after its last rows' '
-	"$MKTRACE" -n 400 -i 10 dying.h5 >progress &
+	"$MKTRACE" -n 400 -i 10 dying.h5 >progress-dying &
 	pid=$! &&
-	wait_lines 1 progress &&
+	wait_lines 1 progress-dying &&
 	{ timeout 20 sw-trace --follow --series loss dying.h5 >actual 2>err & } &&
 	fpid=$! &&
-	wait_lines 15 progress; kill -9 $pid; wait $pid
+	wait_lines 15 progress-dying; kill -9 $pid; wait $pid
 	wait $fpid &&
 	echo "sw-trace: dying.h5: the writer is gone without closing the trace (killed?); stopped following" >expect-err &&
 	test_cmp expect-err err &&

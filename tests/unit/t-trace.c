@@ -146,15 +146,20 @@ static void put_strings(hid_t obj, const char *name, int n, const char *const *v
 	H5Tclose(t);
 }
 
+/* A trace-like file as another writer might make it (v110 format, as
+ * h5py with libver="latest"), with defect x. */
 static void make_file(const char *path, enum defect x)
 {
-	hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), g, d;
+	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f, g, d;
 	struct sw_err err;
 	int64_t steps[3] = {0, 10, 20}, status = 7;
 	double fsteps[3] = {0, 10, 20}, loss[3] = {3, 2.5, 2}, h[6] = {1, 2, 3, 4, 5, 6};
 	hsize_t n3[1] = {3}, n32[2] = {3, 2}, n311[3] = {3, 1, 1}, n1[1] = {1};
 	const char *const names[] = {"a", "b"};
 
+	H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+	f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+	H5Pclose(fapl);
 	if (x != NO_FORMAT)
 		h5io_put_str(f, "scalewatch_format", x == CHECKPOINT ? "checkpoint" : "trace", &err);
 	h5io_put_i64(f, "format_version", x == VERSION2 ? 2 : 1, &err);
@@ -227,6 +232,29 @@ static void malformed(const char *dir)
 			ok(rc == SW_EDATA && !r && !strcmp(err.msg, defects[x].msg), "%s: SW_EDATA, '%s'",
 			   defects[x].title, err.msg);
 		}
+		trace_reader_close(r);
+	}
+
+	/* reopening refuses what it cannot append to, and changes nothing */
+	{
+		static const char *const ab[] = {"a", "b"};
+		static const struct trace_series foreign[] = {{"heads", 2, ab}, {"loss", 0, NULL}};
+		struct trace_writer *w;
+		int64_t zero = 0;
+		hid_t f;
+
+		make_file(path, GOOD);
+		ok(trace_reopen(path, foreign, 2, 1000, &w, &err) == SW_EDATA &&
+		   !strcmp(err.msg, "no /status: not a trace this library wrote, cannot append"),
+		   "reopen of a trace without /status: SW_EDATA (%s)", err.msg);
+		f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+		H5Dclose(make_dataset(f, "status", H5T_NATIVE_INT64, 0, NULL, &zero));
+		H5Fclose(f);
+		ok(trace_reopen(path, foreign, 2, 10, &w, &err) == SW_EDATA &&
+		   !strcmp(err.msg, "/series/step: rows not extendible, cannot append"),
+		   "reopen of fixed-size series: SW_EDATA (%s)", err.msg);
+		ok(trace_open(path, &r, &err) == SW_OK && trace_rows(r) == 3,
+		   "no row dropped");
 		trace_reader_close(r);
 	}
 
