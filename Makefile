@@ -37,13 +37,15 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms sw-train
+TOOLS     = sw-ls sw-norms sw-trace sw-train
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
 TOOL_BIN  = $(TOOLS:%=$(BUILD)/bin/%)
 UNIT_SRC  = $(wildcard tests/unit/t*.c)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
+# helpers the tests run (not tests: only t*.c become .t files prove runs)
+TEST_HELPERS = $(BUILD)/tests/unit/mktrace
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)
 
@@ -75,7 +77,10 @@ $(GEN): $(BUILD)/fixtures/gen-fixtures.o $(LIB_A)
 $(BUILD)/tests/unit/%.t: $(BUILD)/tests/unit/%.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-unit: $(UNIT_BIN)
+$(TEST_HELPERS): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+unit: $(UNIT_BIN) $(TEST_HELPERS)
 
 # Install what is missing (as root), or print the exact command.
 deps:

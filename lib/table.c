@@ -2,6 +2,7 @@
 #include "table.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 static void put_tsv_string(FILE *f, const char *s)
 {
@@ -101,6 +102,23 @@ void table_num(struct table *t, double v)
 		fputs("null", t->out);
 	else
 		fputs(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", t->out);
+}
+
+void table_double(struct table *t, double v)
+{
+	char buf[32];
+
+	if (!isfinite(v)) {
+		table_num(t, v);
+		return;
+	}
+	for (int digits = 15; digits <= 17; digits++) {
+		snprintf(buf, sizeof buf, "%.*g", digits, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	cell(t);
+	fputs(buf, t->out);
 }
 
 void table_empty(struct table *t)

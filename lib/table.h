@@ -31,6 +31,9 @@ void table_init(struct table *t, FILE *out, enum table_format fmt,
 void table_str(struct table *t, const char *s);
 void table_int(struct table *t, int64_t v);
 void table_num(struct table *t, double v);
+/* A float64 value with the fewest digits (15 to 17) that read back to
+ * the same double: 0.1 prints as 0.1, 123456789012 as 123456789012. */
+void table_double(struct table *t, double v);
 void table_empty(struct table *t);
 void table_shape(struct table *t, int rank, const int64_t *shape);
 

@@ -14,6 +14,12 @@
  * H5Fstart_swmr_write) and flushes after every append, so a reader opening
  * the file with trace_open sees every row up to the last flush, also after
  * the writer was killed with SIGKILL, without h5clear.
+ *
+ * The writer holds an fcntl(2) write lock on the file while it writes:
+ * a second writer of the same file is refused, trace_reopen of a killed
+ * run's trace knows no writer is left before it clears HDF5's "open for
+ * writing" mark, and a reader can tell a writer that died (trace_abandoned)
+ * from one that is still running.
  */
 #ifndef SW_TRACE_H
 #define SW_TRACE_H
@@ -28,6 +34,9 @@ struct trace_series {
 	int ncols;                      /* 0: 1-D scalar series; else 2-D */
 	const char *const *columns;     /* ncols names ("layer0", ...) or NULL */
 };
+/* Series names are not empty, not "step", and hold none of / . , TAB NL
+ * (a column is selected as SERIES.COLUMN); column names hold none of
+ * , TAB NL. columns NULL for a 2-D series names them "0", "1", ... */
 
 /* ---- writer ---- */
 
@@ -36,7 +45,8 @@ struct trace_writer;
 /*
  * Create path (replacing any file there) with these series and /config
  * from cfg (may be NULL), then switch to SWMR writing. No series may be
- * added later. SW_ECANTCREAT if the file cannot be created.
+ * added later. SW_ECANTCREAT if the file cannot be created or another
+ * process is writing it; SW_ESOFTWARE for a bad series list.
  */
 int trace_create(const char *path, const struct sw_config *cfg,
 		 const struct trace_series *series, int nseries,
@@ -45,7 +55,13 @@ int trace_create(const char *path, const struct sw_config *cfg,
 /*
  * Reopen an existing trace to go on appending after a resume from a
  * checkpoint at keep_step: rows with step > keep_step are dropped. The
- * series (names, column counts) must be those of the file: SW_EDATA if not.
+ * series (names, column counts) must be those of the file: SW_EDATA if not,
+ * or if the file cannot be appended to (no /status, fixed-size series);
+ * nothing is changed then.
+ * Works on a trace whose writer was killed (HDF5's "open for writing" mark
+ * is cleared, as h5clear -s does, once the lock shows no writer is left).
+ * SW_ENOINPUT if there is no such file, SW_ECANTCREAT if another process
+ * is writing it.
  */
 int trace_reopen(const char *path, const struct trace_series *series,
 		 int nseries, int64_t keep_step, struct trace_writer **out,
@@ -54,19 +70,31 @@ int trace_reopen(const char *path, const struct trace_series *series,
 /*
  * Append one row at step: values[i] holds series i's values (1 for a
  * scalar series, ncols for a 2-D one; NaN for unknown), in the order the
- * series were given. Flushes to disk before returning.
+ * series were given; values[i] == NULL: all unknown. Flushes the file
+ * to the kernel before returning (a SIGKILL then loses nothing; there is
+ * no fsync, so a power failure may). Steps must increase (SW_ESOFTWARE if not); SW_EIO if
+ * the write fails (a retry rewrites the same row).
  */
 int trace_append(struct trace_writer *w, int64_t step,
 		 const double *const *values, struct sw_err *err);
 
-/* Mark the trace finished (/status = 1), close, free w. */
+/* Rows in the trace: those appended, after a reopen those kept too. */
+int64_t trace_writer_rows(const struct trace_writer *w);
+
+/* Mark the trace finished (/status = 1), close, free w (also on failure;
+ * w may be NULL). */
 int trace_close(struct trace_writer *w, struct sw_err *err);
 
 /* ---- reader ---- */
 
 struct trace_reader;
 
-/* Open for reading, as an SWMR reader (works on a live or killed run). */
+/* Open for reading, as an SWMR reader (works on a live or killed run).
+ * SW_ENOINPUT if it cannot be opened, SW_EDATA if it is not a trace v1:
+ * no or another scalewatch_format, another format_version, no
+ * /series/step, a series that is no numeric 1-D or 2-D dataset, a 2-D
+ * series without a `columns` attribute of ncols strings. /status is
+ * optional (a trace without it counts as finished). */
 int trace_open(const char *path, struct trace_reader **out, struct sw_err *err);
 void trace_reader_close(struct trace_reader *r);
 
@@ -80,6 +108,11 @@ int trace_find_series(const struct trace_reader *r, const char *name); /* -1 if 
 int64_t trace_rows(const struct trace_reader *r);
 /* Re-read the lengths of a live trace; *finished set when /status = 1. */
 int trace_refresh(struct trace_reader *r, int *finished, struct sw_err *err);
+/* 1 when the trace was not finished at the last refresh and no process
+ * holds the writer's lock now: its writer died without closing it
+ * (SIGKILL). 0 while a writer runs, once finished, or when file locks are
+ * not supported. Refresh after it to see the rows flushed before death. */
+int trace_abandoned(const struct trace_reader *r);
 
 /* Rows [row0, row0 + n) of step, or of series i (n x max(1, ncols) values,
  * row-major), as stored. */

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The man pages: mandoc -Tlint clean, a page for every tool, and every
 # EXAMPLES command (.Dl lines) runs and prints something, in a directory
-# laid out as the examples assume: run/*.h5 (a training run) and hf-model/
-# (a Hugging Face model) and corpus.txt.
+# laid out as the examples assume: run/ (a training run: ckpt-*.h5 and its
+# trace, trace.h5), hf-model/ (a Hugging Face model) and corpus.txt.
 . "$(dirname "$0")/../lib/tap.sh"
 
 MAN=$SW_TOP/man
@@ -29,6 +29,7 @@ test_expect_success 'setup: a run, a Hugging Face model, a corpus' '
 	cp "$FIX/corpus.txt" corpus.txt &&
 	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
 	cp "$FIX/tiny.h5" run/ckpt-000200.h5 &&
+	"$SW_BIN/../tests/unit/mktrace" -n 12 run/trace.h5 >/dev/null &&
 	cp -r "$FIX/tiny-hf" hf-model
 '
 
