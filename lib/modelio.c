@@ -296,8 +296,8 @@ int modelio_load_state(const char *path, const struct model *m, struct optim *o,
 	if ((rc = h5io_get_i64(g, "/optim_state", "t", &o->t, NULL, err)))
 		goto out;
 	for (int i = 0; i < 4; i++) {
-		char key[8];
-		snprintf(key, sizeof key, "rng%d", i);
+		char key[16];
+		snprintf(key, sizeof key, "rng%d", i & 3);
 		if ((rc = h5io_get_i64(g, "/optim_state", key, &v, NULL, err)))
 			goto out;
 		rs->rng.s[i] = (uint64_t)v;

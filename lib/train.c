@@ -94,12 +94,12 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 		for (int g = 0; g < NGAIN; g++)
 			cols[S_GAIN][ncols[S_GAIN]++] = name_fmt(tp, "layer%d.%s", l, gain_roles[g]);
 		for (int h = 0; h < H; h++) {
-			char b[16];
+			char b[24];
 			snprintf(b, sizeof b, ".head%d", h);
 			cols[S_QHEAD][ncols[S_QHEAD]++] = name_fmt(tp, "layer%d%s", l, b);
 		}
 		for (int h = 0; h < KV; h++) {
-			char b[16];
+			char b[24];
 			snprintf(b, sizeof b, ".head%d", h);
 			cols[S_KHEAD][ncols[S_KHEAD]++] = name_fmt(tp, "layer%d%s", l, b);
 		}

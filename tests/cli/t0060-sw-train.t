@@ -91,16 +91,21 @@ test_expect_success 'SIGINT writes a checkpoint and exits 130' '
 	ck=$(ls int/ckpt-*.h5) && sw-ls "$ck" >/dev/null
 '
 
+# kill -9 at several moments once checkpoints are being written (one per
+# step, a 1M-parameter model: most of the time goes to writing them)
 test_expect_success 'SIGKILL while checkpoints are written: never a torn file' '
-	for delay in 0.3 0.5 0.7 0.9 1.1; do
+	for delay in 0.05 0.2 0.35 0.5 0.65; do
+		rm -rf kill
 		sw-train --data "$CORPUS" --out kill --batch 2 --seq-len 16 --d-model 128 --n-layers 4 \
 			--n-heads 4 --steps 100000 --ckpt-every 1 --trace-every 1 --threads 2 >/dev/null 2>&1 &
-		pid=$! && sleep $delay && kill -9 $pid; wait $pid
-	done;
-	ls kill/ckpt-*.h5 >names && test -s names &&
-	while read -r f; do
-		sw-ls "$f" >/dev/null && h5dump -H "$f" >/dev/null || { echo "torn: $f"; exit 1; }
-	done <names
+		pid=$! && i=0 &&
+		while [ ! -f kill/ckpt-000001.h5 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done &&
+		sleep $delay && kill -9 $pid; wait $pid
+		ls kill/ckpt-*.h5 >names && test -s names &&
+		while read -r f; do
+			sw-ls "$f" >/dev/null && h5dump -H "$f" >/dev/null || { echo "torn: $f"; exit 1; }
+		done <names || exit 1
+	done
 '
 
 test_expect_success 'the trace of a killed run reads back' '
