@@ -62,4 +62,16 @@ long ckpt_find_role(const struct ckpt *ck, const char *role, int layer);
 int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err);
 void ckpt_release(struct ckpt *ck, struct ckpt_view *v);
 
+/*
+ * Companions of a tensor in a scalewatch HDF5 checkpoint: group/<name>
+ * for group "fisher" (the trainer's GNB estimate) or "grads". has: 1 if
+ * there, 0 if not (always 0 for safetensors). load: its numel values into
+ * out. The attribute reader gives an integer attribute of it (batch_tokens,
+ * draws), -1 if absent.
+ */
+int ckpt_has_aux(const struct ckpt *ck, const char *group, size_t i);
+int ckpt_load_aux(const struct ckpt *ck, const char *group, size_t i, float *out,
+		  struct sw_err *err);
+int64_t ckpt_aux_attr(const struct ckpt *ck, const char *group, size_t i, const char *attr);
+
 #endif

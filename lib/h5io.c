@@ -877,6 +877,31 @@ out:
 	return rc;
 }
 
+static int obj_put(struct h5w *w, const char *path, const char *name, const char *sval,
+		   int64_t ival, struct sw_err *err)
+{
+	hid_t o = H5Oopen(w->file, path, H5P_DEFAULT);
+	int rc;
+
+	if (o < 0)
+		return sw_fail(err, SW_ESOFTWARE, "%s: no such object", path);
+	rc = sval ? h5io_put_str(o, name, sval, err) : h5io_put_i64(o, name, ival, err);
+	H5Oclose(o);
+	return rc;
+}
+
+int h5w_obj_str(struct h5w *w, const char *path, const char *name, const char *val,
+		struct sw_err *err)
+{
+	return obj_put(w, path, name, val, 0, err);
+}
+
+int h5w_obj_i64(struct h5w *w, const char *path, const char *name, int64_t val,
+		struct sw_err *err)
+{
+	return obj_put(w, path, name, NULL, val, err);
+}
+
 int h5w_write_i32(struct h5w *w, const char *group, const char *name, int64_t rows,
 		  int64_t cols, const int *data, struct sw_err *err)
 {
@@ -925,4 +950,66 @@ void h5w_abort(struct h5w *w)
 		H5Fclose(w->file);
 	unlink(w->tmp);
 	free(w);
+}
+
+/* ---- companions of /params tensors (ckpt.h) -------------------------- */
+
+static int aux_path(const struct ckpt *ck, const char *group, size_t i, char *path, size_t len)
+{
+	return snprintf(path, len, "/%s/%s", group, ck->info[i].name) < (int)len ? 0 : -1;
+}
+
+int ckpt_has_aux(const struct ckpt *ck, const char *group, size_t i)
+{
+	char path[SW_NAME_MAX + 64];
+	htri_t g;
+
+	if (ck->meta.format != CKPT_HDF5 || i >= ck->n || aux_path(ck, group, i, path, sizeof path))
+		return 0;
+	g = H5Lexists(ck->h5, group, H5P_DEFAULT);
+	return g > 0 && H5Lexists(ck->h5, path, H5P_DEFAULT) > 0;
+}
+
+int ckpt_load_aux(const struct ckpt *ck, const char *group, size_t i, float *out,
+		  struct sw_err *err)
+{
+	char path[SW_NAME_MAX + 64];
+	hid_t d, s;
+	hssize_t n;
+	int rc = SW_OK;
+
+	if (!ckpt_has_aux(ck, group, i) || aux_path(ck, group, i, path, sizeof path))
+		return sw_fail(err, SW_EDATA, "no /%s for %s", group, i < ck->n ? ck->info[i].name : "?");
+	d = H5Dopen2(ck->h5, path, H5P_DEFAULT);
+	if (d < 0)
+		return sw_fail(err, SW_EDATA, "%s: cannot open dataset", path);
+	s = H5Dget_space(d);
+	n = s < 0 ? -1 : H5Sget_simple_extent_npoints(s);
+	if (n != (hssize_t)ck->info[i].numel)
+		rc = sw_fail(err, SW_EDATA, "%s: %lld values, its tensor has %lld", path,
+			     (long long)n, (long long)ck->info[i].numel);
+	else if (n > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+		rc = sw_fail(err, SW_EIO, "%s: cannot read", path);
+	if (s >= 0)
+		H5Sclose(s);
+	H5Dclose(d);
+	return rc;
+}
+
+int64_t ckpt_aux_attr(const struct ckpt *ck, const char *group, size_t i, const char *attr)
+{
+	char path[SW_NAME_MAX + 64];
+	int64_t v = -1;
+	int present = 0;
+	hid_t d;
+
+	if (!ckpt_has_aux(ck, group, i) || aux_path(ck, group, i, path, sizeof path))
+		return -1;
+	d = H5Dopen2(ck->h5, path, H5P_DEFAULT);
+	if (d < 0)
+		return -1;
+	if (h5io_get_i64(d, path, attr, &v, &present, NULL) || !present)
+		v = -1;
+	H5Dclose(d);
+	return v;
 }

@@ -72,6 +72,12 @@ int h5w_write_tensor(struct h5w *w, const char *group,
 		     const struct sw_tensor_info *t, const float *data,
 		     int with_meta, struct sw_err *err);
 
+/* Attributes of an object already written (e.g. "/fisher/lm_head.weight"). */
+int h5w_obj_str(struct h5w *w, const char *path, const char *name, const char *val,
+		struct sw_err *err);
+int h5w_obj_i64(struct h5w *w, const char *path, const char *name, int64_t val,
+		struct sw_err *err);
+
 /* An int32 dataset path (e.g. "/batch/tokens") of rows x cols. */
 int h5w_write_i32(struct h5w *w, const char *group, const char *name, int64_t rows,
 		  int64_t cols, const int *data, struct sw_err *err);

@@ -1,5 +1,6 @@
 /* linalg.c - row/column passes, sigma_max by Lanczos (see linalg.h). */
 #include "linalg.h"
+#include "par.h"
 #include "rng.h"
 
 #include <lapacke.h>
@@ -87,7 +88,7 @@ int linalg_row_col_sumsq(const float *W, int64_t rows, int64_t cols,
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
 	amax = frob + nth;
-#pragma omp parallel num_threads(nth)
+#pragma omp parallel num_threads(nth) PAR_IF((size_t)rows * cols)
 	{
 		int tid = omp_get_thread_num();
 		int64_t lo, hi;
@@ -216,7 +217,7 @@ static void gram_apply(struct gram *g, const double *v, double *z)
 		/* z = S W^T W S v */
 		for (int64_t j = 0; j < cols; j++)
 			g->x[j] = g->scale ? v[j] * g->scale[j] : v[j];
-#pragma omp parallel num_threads(g->nth)
+#pragma omp parallel num_threads(g->nth) PAR_IF((size_t)g->rows * g->cols)
 		{
 			int tid = omp_get_thread_num();
 			int64_t lo, hi;
@@ -230,7 +231,7 @@ static void gram_apply(struct gram *g, const double *v, double *z)
 		return;
 	}
 	/* z = W S^2 W^T v */
-#pragma omp parallel num_threads(g->nth)
+#pragma omp parallel num_threads(g->nth) PAR_IF((size_t)g->rows * g->cols)
 	{
 		int tid = omp_get_thread_num();
 		int64_t lo, hi;
@@ -241,7 +242,7 @@ static void gram_apply(struct gram *g, const double *v, double *z)
 	if (g->scale)
 		for (int64_t j = 0; j < cols; j++)
 			g->x[j] *= (double)g->scale[j] * g->scale[j];
-#pragma omp parallel num_threads(g->nth)
+#pragma omp parallel num_threads(g->nth) PAR_IF((size_t)g->rows * g->cols)
 	{
 		int tid = omp_get_thread_num();
 		int64_t lo, hi;

@@ -5,6 +5,7 @@
  * weights, then sizes. Backward functions add into their gradients.
  */
 #include "model.h"
+#include "par.h"
 #include "rng.h"
 
 #include <cblas.h>
@@ -44,7 +45,7 @@ static void encoder_backward(real *dembed, const real *dout, const int *tokens, 
 static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *gain,
 			    int N, int C, double eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * C)
 	for (int n = 0; n < N; n++) {
 		const real *x = inp + (size_t)n * C;
 		real *y = out + (size_t)n * C;
@@ -66,7 +67,7 @@ static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *
 static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const real *inp,
 			     const real *gain, const real *rstd, int N, int C)
 {
-#pragma omp parallel
+#pragma omp parallel PAR_IF((size_t)N * C)
 	{
 		int nth = omp_get_num_threads(), tid = omp_get_thread_num();
 		/* each thread owns a slice of the gain's entries for dgain */
@@ -111,7 +112,7 @@ static void rows_of(int n, int *r0, int *r1)
 /* out (N, dout) = inp (N, din) W^T, W (dout, din) */
 static void matmul_forward(real *out, const real *inp, const real *w, int N, int din, int dout)
 {
-#pragma omp parallel
+#pragma omp parallel PAR_IF_FLOPS((size_t)N * din * dout)
 	{
 		int r0, r1;
 		rows_of(N, &r0, &r1);
@@ -125,7 +126,7 @@ static void matmul_forward(real *out, const real *inp, const real *w, int N, int
 static void matmul_backward(real *dinp, real *dw, const real *dout, const real *inp,
 			    const real *w, int N, int din, int dout_)
 {
-#pragma omp parallel
+#pragma omp parallel PAR_IF_FLOPS((size_t)N * din * dout_)
 	{
 		int r0, r1;
 		if (dinp) {
@@ -148,7 +149,7 @@ static void matmul_backward(real *dinp, real *dw, const real *dout, const real *
 static void rope_forward(real *x, const real *cos_, const real *sin_, int B, int T, int nh, int hd)
 {
 	int half = hd / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)B * T * nh * hd)
 	for (int n = 0; n < B * T; n++) {
 		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
 		for (int h = 0; h < nh; h++) {
@@ -166,7 +167,7 @@ static void rope_forward(real *x, const real *cos_, const real *sin_, int B, int
 static void rope_backward(real *dx, const real *cos_, const real *sin_, int B, int T, int nh, int hd)
 {
 	int half = hd / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)B * T * nh * hd)
 	for (int n = 0; n < B * T; n++) {
 		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
 		for (int h = 0; h < nh; h++) {
@@ -191,7 +192,7 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 	int Q = H * hd, K = KV * hd, group = H / KV;
 	real scale = (real)(1.0 / sqrt((double)hd));
 
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++) {
 			int g = h / group;
@@ -246,7 +247,7 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 	int Q = H * hd, K = KV * hd, group = H / KV;
 	real scale = (real)(1.0 / sqrt((double)hd));
 
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
 	for (int b = 0; b < B; b++)
 		for (int g = 0; g < KV; g++) {
 			real *dp = scratch + ((size_t)b * KV + g) * T;
@@ -291,7 +292,7 @@ static real sigmoid(real x)
 /* h = silu(gate) * up, silu(x) = x sigmoid(x) */
 static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		h[i] = gate[i] * sigmoid(gate[i]) * up[i];
 }
@@ -300,7 +301,7 @@ static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
 static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
 			    const real *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
 		real s = sigmoid(gate[i]), g = gate[i];
 		dgate[i] += dh[i] * up[i] * s * (1 + g * (1 - s));
@@ -310,7 +311,7 @@ static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *
 
 static void residual_forward(real *out, const real *a, const real *b, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		out[i] = a[i] + b[i];
 }
@@ -319,7 +320,7 @@ static void residual_forward(real *out, const real *a, const real *b, size_t n)
 static void softmax_crossentropy_forward(real *losses, real *probs, const int *targets,
 					 int N, int V)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * V)
 	for (int n = 0; n < N; n++) {
 		real *p = probs + (size_t)n * V, maxv = -INFINITY;
 		double sum = 0;
@@ -340,7 +341,7 @@ static void softmax_crossentropy_forward(real *losses, real *probs, const int *t
 /* dlogits = (probs - onehot(target)) * scale, in place over probs */
 static void softmax_crossentropy_backward(real *probs, const int *targets, int N, int V, real scale)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * V)
 	for (int n = 0; n < N; n++) {
 		real *p = probs + (size_t)n * V;
 		for (int i = 0; i < V; i++)
@@ -355,7 +356,7 @@ static void softmax_crossentropy_backward(real *probs, const int *targets, int N
 static void mult_apply(real *weff, const real *w, const real *mult, enum mult_mode mode,
 		       int64_t dout, int64_t din)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)(dout * din))
 	for (int64_t i = 0; i < dout; i++)
 		for (int64_t j = 0; j < din; j++) {
 			real f = mode == MULT_SCALAR ? mult[0] : mode == MULT_ROW ? mult[i] : mult[j];
@@ -616,6 +617,30 @@ void model_init(struct model *m, uint64_t seed)
 	}
 }
 
+/* Activations (with the backward scratch) in reals, for model_alloc_acts
+ * and for callers that check memory first. */
+static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, size_t *scratch)
+{
+	size_t N = (size_t)B * T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
+	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff, V = (size_t)c->vocab_size,
+	       H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads, L = (size_t)c->n_layers;
+	size_t per_layer = N * C * 6 + N * Q * 5 + N * K * 3 + N * H + N * KV + N * 4 +
+			   (size_t)B * H * T * T + N * F * 4;
+
+	*total = per_layer * L + N * C * 2 + N + N * V + N;
+	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
+	 * the attention's per-(b, kv head) rows (B, KV, T) */
+	*scratch = N * C * 2 + N * F * 3 + N * Q * 2 + N * K * 3 + (size_t)B * KV * T;
+}
+
+double model_acts_bytes(const struct sw_config *c, int B, int T)
+{
+	size_t total, scratch;
+
+	acts_sizes(c, B, T, &total, &scratch);
+	return (double)(total + scratch) * sizeof(real);
+}
+
 int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 {
 	const struct sw_config *c = &m->c;
@@ -623,9 +648,7 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff, V = (size_t)c->vocab_size,
 	       H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads, L = (size_t)c->n_layers,
 	       half = (size_t)c->head_dim / 2;
-	size_t per_layer = N * C * 6 + N * Q * 5 + N * K * 3 + N * H + N * KV + N * 4 +
-			   (size_t)B * H * T * T + N * F * 4;
-	size_t total = per_layer * L + N * C * 2 + N + N * V + N;
+	size_t total;
 	real *p;
 
 	if (B == m->B && T == m->T && m->acts_block)
@@ -638,13 +661,11 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	free(m->rope_cos);
 	free(m->rope_sin);
 	free(m->scratch);
+	acts_sizes(c, B, T, &total, &m->scratch_size);
 	m->acts_block = malloc(total * sizeof(real));
 	m->acts = calloc(L, sizeof *m->acts);
 	m->rope_cos = malloc((size_t)T * half * sizeof(real));
 	m->rope_sin = malloc((size_t)T * half * sizeof(real));
-	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
-	 * the attention's per-(b, kv head) rows (B, KV, T) */
-	m->scratch_size = N * C * 2 + N * F * 3 + N * Q * 2 + N * K * 3 + (size_t)B * KV * T;
 	m->scratch = malloc(m->scratch_size * sizeof(real));
 	if (!m->acts_block || !m->acts || !m->rope_cos || !m->rope_sin || !m->scratch) {
 		m->B = m->T = 0;

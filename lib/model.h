@@ -135,6 +135,9 @@ void model_free(struct model *m);
  * GPT-2/Llama reference code does), gains and multipliers 1. */
 void model_init(struct model *m, uint64_t seed);
 
+/* Bytes model_alloc_acts needs for B x T (to check memory first). */
+double model_acts_bytes(const struct sw_config *c, int B, int T);
+
 /* Make room for activations of B sequences of T tokens (T <= seq_len). */
 int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err);
 

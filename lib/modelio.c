@@ -100,6 +100,16 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 		if (x && x->save_grads &&
 		    (rc = h5w_write_tensor(w, "/grads", &t, m->grads + m->tensors[i].offset, 0, err)))
 			goto fail;
+		if (x && x->fisher) {
+			char path[SW_NAME_MAX + 16];
+			snprintf(path, sizeof path, "/fisher/%s", t.name);
+			if ((rc = h5w_write_tensor(w, "/fisher", &t, x->fisher + m->tensors[i].offset, 0, err)) ||
+			    (rc = h5w_obj_str(w, path, "estimator", "gnb", err)) ||
+			    (rc = h5w_obj_i64(w, path, "batch_tokens", x->fisher_batch_tokens, err)) ||
+			    (rc = h5w_obj_i64(w, path, "draws", x->fisher_draws, err)) ||
+			    (rc = h5w_obj_i64(w, path, "seed", (int64_t)x->fisher_seed, err)))
+				goto fail;
+		}
 	}
 	if (x && x->save_grads && x->tokens &&
 	    ((rc = h5w_write_i32(w, "/batch", "tokens", x->rows, x->T, x->tokens, err)) ||

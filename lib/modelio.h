@@ -8,7 +8,9 @@
  * optimizer's configuration, /metrics, and /optim_state (moments, update
  * count, the data RNG's state) so that training resumes bit for bit.
  * Optionally /grads (the minibatch gradient of the last batch, true
- * labels) with the batch itself in /batch/tokens and /batch/targets.
+ * labels) with the batch itself in /batch/tokens and /batch/targets, and
+ * /fisher (a GNB estimate, sharpness.h) with its estimator, batch_tokens,
+ * draws and seed on every dataset.
  *
  * modelio_load builds a model from any checkpoint the tensor source reads:
  * scalewatch HDF5 or Hugging Face safetensors.
@@ -38,6 +40,10 @@ struct modelio_extras {
 	const int *tokens, *targets;    /* with grads: the batch (rows x T) */
 	int rows, T;
 	int save_grads;
+	const float *fisher;            /* (nparams) GNB estimate for /fisher, or NULL */
+	int64_t fisher_batch_tokens;
+	int fisher_draws;
+	uint64_t fisher_seed;
 };
 
 int modelio_save(const char *path, const struct model *m, const struct optim *o,

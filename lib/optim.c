@@ -1,5 +1,6 @@
 /* optim.c - AdamW, Muon, Scion, schedules, per-tensor hparams (see optim.h). */
 #include "optim.h"
+#include "par.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -151,7 +152,7 @@ double optim_grad_norm(const struct model *m)
 		double ts = 0;
 		if (t->info.block == SW_BLOCK_MULT)
 			continue;
-#pragma omp parallel for simd reduction(+ : ts) schedule(static)
+#pragma omp parallel for simd reduction(+ : ts) schedule(static) PAR_IF(t->numel)
 		for (size_t k = 0; k < t->numel; k++)
 			ts += (double)g[k] * g[k];
 		s += ts;
@@ -207,7 +208,7 @@ static void adamw_tensor(const struct optim *o, real *p, const real *g, double c
 	double decay = mode == SW_WD_COUPLED ? 1 - lr * wd : mode == SW_WD_INDEPENDENT ? 1 - wd : 1;
 	double step = lr / bc1, sbc2 = sqrt(bc2);
 
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t k = 0; k < n; k++) {
 		float gk = (float)(g[k] * clip);
 		m[k] = (float)(b1 * m[k] + (1 - b1) * gk);
@@ -222,7 +223,7 @@ static void apply_update(real *p, const real *u, size_t n, double lr, double wd,
 {
 	double decay = mode == SW_WD_COUPLED ? 1 - lr * wd : mode == SW_WD_INDEPENDENT ? 1 - wd : 1;
 
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t k = 0; k < n; k++)
 		p[k] = (real)(p[k] * decay - lr * u[k]);
 }

@@ -3,6 +3,7 @@
 #include "linalg.h"
 #include "model.h"
 #include "modelio.h"
+#include "sharpness.h"
 #include "trace.h"
 
 #include <errno.h>
@@ -259,6 +260,7 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 	struct trace_writer *tw = NULL;
 	char ckpt[4096], last_good[4096] = "", trace_path[4096], nb[32];
 	int *tok = NULL, *tgt = NULL, *all_tok = NULL, *all_tgt = NULL, rc;
+	float *fisher = NULL;
 	int B = tc->batch, A = tc->grad_accum, T;
 	double t0 = now_s(), t_last = t0, val = NAN;
 	int64_t tok_last = 0, first_step = 0;
@@ -316,6 +318,10 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 	}
 	if ((rc = plan_trace(&tp, &m, err)))
 		goto out;
+	if (tc->fisher_every > 0 && !(fisher = malloc(m.nparams * sizeof *fisher))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for /fisher");
+		goto out;
+	}
 	if (!tc->trace_path || tc->trace_path[0]) {
 		if (tc->trace_path)
 			snprintf(trace_path, sizeof trace_path, "%s", tc->trace_path);
@@ -406,7 +412,21 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		}
 		int stop = tc->interrupt && *tc->interrupt;
 		if ((tc->ckpt_every > 0 && rs.step % tc->ckpt_every == 0) || rs.step == o.cfg.steps || stop) {
-			struct modelio_extras x = {all_tok, all_tgt, A * B, T, tc->save_grads};
+			struct modelio_extras x = {all_tok, all_tgt, A * B, T, tc->save_grads,
+						   NULL, 0, 0, 0};
+			if (tc->fisher_every > 0 && rs.step % tc->fisher_every == 0) {
+				/* GNB on this step's batch at the new parameters, with
+				 * its own RNG: the run's data order is untouched */
+				struct sw_rng fr;
+				x.fisher_seed = rs.seed * 1000003ULL + (uint64_t)rs.step;
+				rng_seed(&fr, x.fisher_seed);
+				memset(fisher, 0, m.nparams * sizeof *fisher);
+				if ((rc = gnb_estimate(&m, all_tok, A * B, T, B, 1, &fr, fisher, NULL, NULL, err)))
+					goto out;
+				x.fisher = fisher;
+				x.fisher_batch_tokens = (int64_t)A * B * T;
+				x.fisher_draws = 1;
+			}
 			snprintf(ckpt, sizeof ckpt, "%s/ckpt-%06lld.h5", tc->out_dir, (long long)rs.step);
 			if ((rc = modelio_save(ckpt, &m, &o, &rs, &x, err)))
 				goto out;
@@ -451,6 +471,7 @@ out:
 		}
 	}
 	free_plan(&tp);
+	free(fisher);
 	free(tok);
 	free(tgt);
 	free(all_tok);

@@ -45,6 +45,7 @@ struct train_config {
 	int64_t eval_every;             /* 0: never */
 	int eval_batches;
 	int save_grads;                 /* /grads and /batch in every checkpoint */
+	int64_t fisher_every;           /* /fisher (GNB, 1 draw) in checkpoints at multiples */
 	const char *resume;             /* a checkpoint to go on from, or NULL */
 	int steps_given;                /* with resume: --steps overrides */
 	volatile sig_atomic_t *interrupt;

@@ -103,7 +103,8 @@ void tool_error(struct tool *t, const char *file, const struct sw_err *err)
 		fprintf(stderr, "%s: %s: %s\n", t->prog, file, err->msg);
 	else
 		fprintf(stderr, "%s: %s\n", t->prog, err->msg);
-	if (!t->status)
+	/* the first failure's status; a real error beats a --check finding */
+	if (!t->status || t->status == SW_ECHECK)
 		t->status = err->code ? err->code : SW_ESOFTWARE;
 }
 

@@ -56,6 +56,7 @@ static const char help[] =
 	"  --trace FILE           the trace ('' for none; default OUT/trace.h5)\n"
 	"  --trace-every N        a trace row every N steps (10)\n"
 	"  --save-grads           /grads and /batch in every checkpoint\n"
+	"  --fisher-every N       /fisher (GNB sharpness, 1 draw) in checkpoints at multiples of N\n"
 	"  --resume CKPT          go on from a checkpoint (its model and optimizer)\n"
 	"  --threads N            threads (default: all cores)\n"
 	"  --help, --version\n"
@@ -68,7 +69,7 @@ enum {
 	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
-	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS
+	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS, O_FISHER_EVERY
 };
 
 static volatile sig_atomic_t interrupted;
@@ -177,6 +178,7 @@ int main(int argc, char **argv)
 		{"save-grads", no_argument, NULL, O_SAVE_GRADS},
 		{"resume", required_argument, NULL, O_RESUME},
 		{"threads", required_argument, NULL, O_THREADS},
+		{"fisher-every", required_argument, NULL, O_FISHER_EVERY},
 		{NULL, 0, NULL, 0}
 	};
 	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
@@ -311,6 +313,7 @@ int main(int argc, char **argv)
 		case O_TRACE_EVERY: tc.trace_every = tool_parse_int(&tl, "--trace-every", optarg, 0, 1LL << 40); break;
 		case O_SAVE_GRADS: tc.save_grads = 1; break;
 		case O_RESUME: tc.resume = optarg; break;
+		case O_FISHER_EVERY: tc.fisher_every = tool_parse_int(&tl, "--fisher-every", optarg, 0, 1LL << 40); break;
 		case O_THREADS: threads = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024); break;
 		default: tool_common_option(&tl, opt, optarg); break;
 		}

@@ -2,7 +2,8 @@
 # The man pages: mandoc -Tlint clean, a page for every tool, and every
 # EXAMPLES command (.Dl lines) runs and prints something, in a directory
 # laid out as the examples assume: run/ (a training run: ckpt-*.h5 and its
-# trace, trace.h5), hf-model/ (a Hugging Face model) and corpus.txt.
+# trace, trace.h5), hf-model/ (a Hugging Face model), corpus.txt and
+# fisher-run/ (checkpoints with /fisher).
 . "$(dirname "$0")/../lib/tap.sh"
 
 MAN=$SW_TOP/man
@@ -30,7 +31,9 @@ test_expect_success 'setup: a run, a Hugging Face model, a corpus' '
 	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
 	cp "$FIX/tiny.h5" run/ckpt-000200.h5 &&
 	"$SW_BIN/../tests/unit/mktrace" -n 12 run/trace.h5 >/dev/null &&
-	cp -r "$FIX/tiny-hf" hf-model
+	cp -r "$FIX/tiny-hf" hf-model &&
+	"$SW_BIN/sw-train" --data corpus.txt --out fisher-run --steps 40 --ckpt-every 20 \
+		--fisher-every 20 --batch 4 --seq-len 32 --d-model 32 --n-layers 2 --trace "" >/dev/null
 '
 
 # The .Dl lines of EXAMPLES, with mdoc escapes undone.

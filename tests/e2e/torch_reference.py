@@ -184,4 +184,5 @@ def main():
         print("update %s %.3g %.3g" % (k, (got - ref).norm().item() / max(ref.norm().item(), 1e-300), floor))
 
 
-main()
+if __name__ == "__main__":
+    main()

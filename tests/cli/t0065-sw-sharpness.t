@@ -1,0 +1,147 @@
+#!/bin/sh
+# sw-sharpness: the table per block type, /fisher from the trainer, the
+# estimate computed on data, per layer and tensor, the distribution, the
+# ratios, and --check principle on estimates set by hand.
+. "$(dirname "$0")/../lib/tap.sh"
+
+CORPUS=$FIX/corpus.txt
+SMALL="--batch 4 --seq-len 32 --d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --threads 2"
+
+test_expect_success 'setup: a run with /fisher every 10 steps' '
+	sw-train --data "$CORPUS" --out run $SMALL --steps 20 --ckpt-every 10 --fisher-every 10 \
+		--trace "" >/dev/null &&
+	test -f run/ckpt-000010.h5 && test -f run/ckpt-000020.h5
+'
+
+test_expect_success 'the table: one row per block type present, the columns exactly' '
+	sw-sharpness run/ckpt-000020.h5 >out &&
+	head -n 1 out >header &&
+	printf "file\tstep\tblock\tnparams\tmean\tlog10_mean\tmean_log10\tq10_log10\tmedian_log10\tq90_log10\tzeros\n" >expect &&
+	test_cmp expect header &&
+	cut -f3 out | sed 1d | tr "\n" " " >blocks &&
+	printf "emb qk vo ffn norm out " >expect && test_cmp expect blocks
+'
+
+test_expect_success 'nparams per type are the model parameter counts' '
+	sw-ls --summary run/ckpt-000020.h5 | awk -F"\t" "NR > 1 && \$2 != \"total\" { print \$2, \$4 }" >counts &&
+	awk -F"\t" "NR > 1 { print \$3, \$4 }" out >ours &&
+	test_cmp counts ours
+'
+
+test_expect_success 'log10_mean is log10 of mean; quantiles ordered' '
+	awk -F"\t" "NR > 1 { d = \$6 - log(\$5) / log(10); if (d < 0) d = -d;
+		if (d > 1e-6 || !(\$8 <= \$9 && \$9 <= \$10)) bad = 1 } END { exit bad }" out
+'
+
+test_expect_success 'zeros: the embedding rows of absent tokens, a multiple of d_model' '
+	z=$(awk -F"\t" "\$3 == \"emb\" { print \$11 }" out) &&
+	test "$z" -gt 0 && test $((z % 32)) = 0
+'
+
+test_expect_success 'the trainer wrote /fisher: no data needed; --recompute needs it' '
+	test_expect_code 64 sw-sharpness --recompute run/ckpt-000020.h5 >/dev/null 2>err &&
+	grep -q "give --data" err
+'
+
+test_expect_success 'computed on data: same rows; another seed, other values' '
+	sw-sharpness --recompute --data "$CORPUS" --batch-tokens 512 --seq-len 32 run/ckpt-000020.h5 >a &&
+	sw-sharpness --recompute --data "$CORPUS" --batch-tokens 512 --seq-len 32 run/ckpt-000020.h5 >b &&
+	sw-sharpness --recompute --data "$CORPUS" --batch-tokens 512 --seq-len 32 --seed 2 run/ckpt-000020.h5 >c &&
+	test_cmp a b && ! cmp -s a c && test_line_count = 7 a
+'
+
+test_expect_success 'more draws: the estimate of S moves less between seeds' '
+	for s in 1 2 3 4; do
+		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 256 --seq-len 32 --seed $s \
+			--block ffn run/ckpt-000020.h5 | sed -n 2p | cut -f5 >>one &&
+		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 256 --seq-len 32 --seed $s \
+			--draws 16 --block ffn run/ckpt-000020.h5 | sed -n 2p | cut -f5 >>many || exit 1
+	done &&
+	spread() { awk "{ s += log(\$1); q += log(\$1)^2; n++ } END { print sqrt(q/n - (s/n)^2) }" "$1"; } &&
+	a=$(spread one) && b=$(spread many) && echo "spread of log S: 1 draw $a, 16 draws $b" &&
+	awk -v a="$a" -v b="$b" "BEGIN { exit !(b < a) }"
+'
+
+test_expect_success '--per-layer: the pooled mean is the size-weighted mean of the layers' '
+	sw-sharpness --per-layer --block ffn run/ckpt-000020.h5 >pl &&
+	test_line_count = 3 pl &&
+	awk -F"\t" "NR > 1 { s += \$5 * \$6; n += \$5 } END { printf \"%.6g\n\", s / n }" pl >pooled &&
+	awk -F"\t" "\$3 == \"ffn\" { printf \"%.6g\n\", \$5 }" out >expect &&
+	test_cmp expect pooled
+'
+
+test_expect_success '--per-tensor: a row per tensor, the selection applies' '
+	sw-sharpness --per-tensor --layer 1 run/ckpt-000020.h5 >pt &&
+	test_line_count = 10 pt && cut -f6 pt | sed 1d | sort -u >layers && echo 1 >expect && test_cmp expect layers
+'
+
+test_expect_success '--hist: per type, fractions sum to 1' '
+	sw-sharpness --hist 20 run/ckpt-000020.h5 >h &&
+	test_line_count = $((1 + 6 * 20)) h &&
+	awk -F"\t" "NR > 1 { f[\$3] += \$7 } END { for (b in f) { d = f[b] - 1; if (d < 0) d = -d; if (d > 1e-6) bad = 1 } exit bad }" h
+'
+
+test_expect_success '--ratios: S(norm)/S(type) beside the paper ratios' '
+	sw-sharpness --ratios run/ckpt-000020.h5 >r &&
+	awk -F"\t" "\$3 == \"norm\" { print \$5, \$6 }" r >nr && echo "1 1" >expect && test_cmp expect nr &&
+	awk -F"\t" "\$3 == \"emb\" { print \$6 }" r >pe && echo 10 >expect && test_cmp expect pe
+'
+
+# /fisher set by hand, so that the principle's truth is known
+set_fisher() {
+	"$PY" - "$1" "$2" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r+")
+S = dict(kv.split("=") for kv in sys.argv[2].split(","))
+for name, d in f["fisher"].items():
+    d[...] = float(S[f["params"][name].attrs["block"]])
+PY
+}
+
+if have_python_modules h5py; then
+	test_expect_success '--check principle: holds, exit 0' '
+		cp run/ckpt-000020.h5 good.h5 &&
+		set_fisher good.h5 emb=1e-6,qk=1e-4,ffn=2e-4,vo=3e-4,norm=1e-1,out=1e-3 &&
+		sw-sharpness --check principle --strict good.h5 >out 2>err &&
+		test_line_count = 0 err
+	'
+	test_expect_success '--check principle: QK above FFN breaks only --strict' '
+		cp run/ckpt-000020.h5 mid.h5 &&
+		set_fisher mid.h5 emb=1e-6,qk=5e-4,ffn=2e-4,vo=3e-4,norm=1e-1,out=1e-3 &&
+		sw-sharpness --check principle mid.h5 >out 2>err &&
+		test_expect_code 1 sw-sharpness --check principle --strict mid.h5 >out 2>err &&
+		test_line_count = 1 err && grep -q "S(qk) = 0.0005 is not below S(ffn) = 0.0002" err
+	'
+	test_expect_success '--check principle: Emb not the flattest, exit 1, the pairs named' '
+		cp run/ckpt-000020.h5 bad.h5 &&
+		set_fisher bad.h5 emb=2e-4,qk=1e-4,ffn=3e-4,vo=4e-4,norm=1e-1,out=1e-3 &&
+		test_expect_code 1 sw-sharpness --check principle bad.h5 >out 2>err &&
+		test_line_count = 1 err && grep -q "S(emb) = 0.0002 is not below S(qk) = 0.0001" err &&
+		test_line_count = 7 out
+	'
+else
+	test_skip '--check principle' 'python3-h5py not installed'
+fi
+
+test_expect_success 'a Hugging Face model from safetensors, on tokens it can read' '
+	awk "BEGIN { srand(1); for (i = 0; i < 3000; i++) printf \"%c\", 1 + int(rand() * 46) }" >small.txt &&
+	sw-sharpness --data small.txt --batch-tokens 64 --seq-len 16 "$FIX/tiny-hf" >hf &&
+	test_line_count = 7 hf
+'
+
+test_expect_success 'bad input: token ids beyond the vocabulary, exit 65' '
+	test_expect_code 65 sw-sharpness --data "$CORPUS" --batch-tokens 64 --seq-len 16 "$FIX/tiny-hf" 2>err &&
+	test_line_count = 1 err && grep -q "not below the vocabulary size 48" err
+'
+
+test_expect_success 'bad input: batch not a multiple of the sequence, exit 64' '
+	test_expect_code 64 sw-sharpness --recompute --data "$CORPUS" --batch-tokens 100 --seq-len 32 run/ckpt-000020.h5 2>err &&
+	test_one_error sw-sharpness run/ckpt-000020.h5
+'
+
+test_expect_success 'usage: one mode at a time; --strict needs --check' '
+	test_expect_code 64 sw-sharpness --per-layer --hist 3 run/ckpt-000020.h5 2>err &&
+	test_expect_code 64 sw-sharpness --strict run/ckpt-000020.h5 2>err
+'
+
+test_done
