@@ -135,6 +135,7 @@ install: $(TOOL_BIN)
 bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/sgemm-peak
 	bench/norms
 	bench/train
+	bench/sharpness
 
 clean:
 	rm -rf build build-asan
