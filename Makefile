@@ -37,7 +37,7 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms sw-sharpness sw-trace sw-train
+TOOLS     = sw-ls sw-norms sw-plot sw-sharpness sw-trace sw-train
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
@@ -127,8 +127,10 @@ lint-man:
 	mandoc -Tlint -W warning $(MANPAGES)
 
 install: $(TOOL_BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+		$(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 plots/*.gp $(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 

@@ -33,7 +33,8 @@ test_expect_success 'setup: a run, a Hugging Face model, a corpus' '
 	"$SW_BIN/../tests/unit/mktrace" -n 12 run/trace.h5 >/dev/null &&
 	cp -r "$FIX/tiny-hf" hf-model &&
 	"$SW_BIN/sw-train" --data corpus.txt --out fisher-run --steps 40 --ckpt-every 20 \
-		--fisher-every 20 --batch 4 --seq-len 32 --d-model 32 --n-layers 2 --trace "" >/dev/null
+		--fisher-every 20 --eval-every 20 --trace-every 5 --batch 4 --seq-len 32 --d-model 32 \
+		--n-layers 2 >/dev/null
 '
 
 # The .Dl lines of EXAMPLES, with mdoc escapes undone.

@@ -1,0 +1,13 @@
+# norms.gp - the output layer's RMS->inf norm over training, raw and with
+# the final norm gain folded in (the optimal-norm paper's quantity).
+#   sw-norms --role lm_head run/ckpt-*.h5 > n.tsv
+#   gnuplot -e "in='n.tsv'; out='norms.png'" plots/norms.gp
+_s = ARG0; _k = strlen(_s); while (_k > 0 && _s[_k:_k] ne "/") { _k = _k - 1 }
+DIR = _k > 0 ? _s[1:_k] : ""
+load DIR."common.gp"
+
+set logscale y 2
+set format y "2^{%L}"
+set xlabel "step"
+set ylabel "||W_{out}||_{RMS->inf}"
+call DIR."grouped.gp" "step" "rms_to_inf" "role" "linespoints"
