@@ -31,7 +31,7 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms
+TOOLS     = sw-ls sw-norms sw-spectrum
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
