@@ -123,6 +123,7 @@ install: $(TOOL_BIN)
 
 bench: all $(BUILD)/bench/norms-kernels
 	bench/norms
+	bench/spectrum
 
 clean:
 	rm -rf build build-asan

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The man pages: mandoc -Tlint clean, a page for every tool, and every
 # EXAMPLES command (.Dl lines) runs and prints something, in a directory
-# laid out as the examples assume: run/*.h5 (a training run) and hf-model/
-# (a Hugging Face model).
+# laid out as the examples assume: run/*.h5 (a training run), hf-model/
+# (a Hugging Face model) and sweep/ (an lr/wd x width sweep,
+# sw-gen-fixtures --sweep).
 . "$(dirname "$0")/../lib/tap.sh"
 
 MAN=$SW_TOP/man
@@ -24,11 +25,12 @@ test_expect_success 'every tool has a man page and --help' '
 	done
 '
 
-test_expect_success 'setup: a run and a Hugging Face model' '
+test_expect_success 'setup: a run, a Hugging Face model and a sweep' '
 	mkdir run &&
 	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
 	cp "$FIX/tiny.h5" run/ckpt-000200.h5 &&
-	cp -r "$FIX/tiny-hf" hf-model
+	cp -r "$FIX/tiny-hf" hf-model &&
+	sw-gen-fixtures --sweep sweep
 '
 
 # The .Dl lines of EXAMPLES, with mdoc escapes undone.
