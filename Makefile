@@ -121,7 +121,7 @@ install: $(TOOL_BIN)
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 
-bench: all $(BUILD)/bench/norms-kernels
+bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels
 	bench/norms
 	bench/spectrum
 
@@ -130,5 +130,5 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-$(BUILD)/bench/norms-kernels: $(BUILD)/bench/norms-kernels.o $(LIB_A)
+$(BUILD)/bench/%-kernels: $(BUILD)/bench/%-kernels.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

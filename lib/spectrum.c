@@ -13,7 +13,7 @@
 /* Hot loops are compiled for AVX2+FMA machines and for any x86-64; the
  * loader picks one at run time (as in linalg.c). */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define HOT
 #endif
