@@ -276,6 +276,19 @@ static void test_top(void)
 		free(f);
 	}
 
+	/* the zero matrix: every Krylov vector is null, the random refills
+	 * keep the basis growing, and the answer is exact */
+	{
+		float *z = calloc(300 * 200, sizeof *z);
+		double got[3] = {1, 1, 1};
+		struct spectrum_top_info info;
+		struct spec_view v = spectrum_view(z, 300, 200);
+		int rc = spectrum_top(&v, 3, 1e-5, got, NULL, &info, &err);
+		ok(rc == 0 && got[0] == 0 && got[2] == 0 && !strcmp(info.method, "lanczos") && info.steps == 1,
+		   "zero 300 x 200, top 3: zeros after one step (%d)", info.steps);
+		free(z);
+	}
+
 	/* small problems and k near n go to the full method */
 	{
 		double got[40], full[40];
