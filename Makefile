@@ -37,7 +37,7 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms sw-plot sw-sharpness sw-trace sw-train
+TOOLS     = sw-ls sw-norms sw-plot sw-sharpness sw-spectrum sw-trace sw-train
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
@@ -134,8 +134,9 @@ install: $(TOOL_BIN)
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 
-bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/sgemm-peak
+bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)/bench/sgemm-peak
 	bench/norms
+	bench/spectrum
 	bench/train
 	bench/sharpness
 
@@ -144,7 +145,7 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-$(BUILD)/bench/norms-kernels: $(BUILD)/bench/norms-kernels.o $(LIB_A)
+$(BUILD)/bench/%-kernels: $(BUILD)/bench/%-kernels.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/sgemm-peak: $(BUILD)/bench/sgemm-peak.o $(BUILD)/tools/common.o $(LIB_A)

@@ -2,10 +2,12 @@
 """Write a large scalewatch HDF5 v1 checkpoint for the benchmarks, with h5py.
 
 usage: mkckpt.py OUT.h5 [--vocab V] [--d D] [--layers L] [--spike S] [--seed N]
-                      [--no-embed]
+                      [--no-embed] [--head-dim HD] [--kv-heads KV] [--ffn F]
 
 Tensors: the embedding [V, D], q/k/v/o [D, D] of L layers, the final norm
 and an untied lm_head [V, D]: with V = 32000, D = 4096, L = 2 about 1.1 GB.
+Heads of HD (default 128); --kv-heads makes k, v [KV*HD, D] (GQA); --ffn F
+adds gate, up [F, D] and down [D, F] to every layer (a Llama MLP).
 Entries are Gaussian with variance 1/D; --spike S adds a rank-one term
 whose singular value is S times the bulk's edge (trained weights have a
 separated top singular value; S = 0 is pure noise, the hard case for
@@ -24,9 +26,14 @@ p.add_argument("--layers", type=int, default=2)
 p.add_argument("--spike", type=float, default=1.5)
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--no-embed", action="store_true", help="leave the embedding out")
+p.add_argument("--head-dim", type=int, default=128)
+p.add_argument("--kv-heads", type=int, default=0, help="0: as many as the heads")
+p.add_argument("--ffn", type=int, default=0, help="d_ff of an MLP per layer (0: none)")
 a = p.parse_args()
 rng = np.random.default_rng(a.seed)
 D, V = a.d, a.vocab
+H = D // a.head_dim
+KV = a.kv_heads or H
 
 
 def matrix(rows, cols):
@@ -54,16 +61,22 @@ with h5py.File(a.out + ".part", "w") as f:
                         step=np.int64(1000), tokens=np.int64(1000 * 2**20)))
     f.create_group("config").attrs.update(dict(
         arch="llama", vocab_size=np.int64(V), d_model=np.int64(D), n_layers=np.int64(a.layers),
-        n_heads=np.int64(D // 128), n_kv_heads=np.int64(D // 128), head_dim=np.int64(128),
-        d_ff=np.int64(4 * D), seq_len=np.int64(2048), rope_theta=10000.0, norm_eps=1e-5,
+        n_heads=np.int64(H), n_kv_heads=np.int64(KV), head_dim=np.int64(a.head_dim),
+        d_ff=np.int64(a.ffn or 4 * D), seq_len=np.int64(2048), rope_theta=10000.0, norm_eps=1e-5,
         tie_embeddings=np.int64(0), qk_norm=np.int64(0), multipliers="none"))
     f.create_group("params")
     if not a.no_embed:
         put(f, "model.embed_tokens.weight", matrix(V, D), "emb", "embed", -1, "vector-like", "input")
     for l in range(a.layers):
         for r, blk in (("q", "qk"), ("k", "qk"), ("v", "vo"), ("o", "vo")):
-            put(f, f"model.layers.{l}.self_attn.{r}_proj.weight", matrix(D, D), blk, r, l,
-                "matrix-like", "hidden", n_heads=np.int64(D // 128), head_dim=np.int64(128))
+            nh = KV if r in "kv" else H
+            shape = (D, H * a.head_dim) if r == "o" else (nh * a.head_dim, D)
+            put(f, f"model.layers.{l}.self_attn.{r}_proj.weight", matrix(*shape), blk, r, l,
+                "matrix-like", "hidden", n_heads=np.int64(nh), head_dim=np.int64(a.head_dim))
+        if a.ffn:
+            for r, shape in (("gate", (a.ffn, D)), ("up", (a.ffn, D)), ("down", (D, a.ffn))):
+                put(f, f"model.layers.{l}.mlp.{r}_proj.weight", matrix(*shape), "ffn", r, l,
+                    "matrix-like", "hidden")
     put(f, "model.norm.weight", (1 + 0.1 * rng.standard_normal(D)).astype(np.float32),
         "norm", "final_norm", -1, "vector-like", "output", norm_type="input")
     put(f, "lm_head.weight", matrix(V, D), "out", "lm_head", -1, "vector-like", "output")

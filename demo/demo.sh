@@ -2,9 +2,10 @@
 # make demo: the main job on the embedded default.
 #
 # For now (the foundation): write the fixture checkpoints (HDF5 and
-# safetensors, F32 and BF16, sharded) into demo/out/, list them with sw-ls
-# and print their operator norms with sw-norms. Later steps add training,
-# the other tools and the figures.
+# safetensors, F32 and BF16, sharded) into demo/out/, list them with sw-ls,
+# print their operator norms with sw-norms and their spectra with
+# sw-spectrum, and fit the spectra paper's exponents on a synthetic sweep.
+# Later steps add training, the other tools and the figures.
 set -eu
 bin=${1:-build/bin}
 out=demo/out
@@ -41,4 +42,13 @@ echo "== the output layer's RMS->inf norm, F32 HDF5 vs BF16 safetensors of the s
 awk -F'\t' 'NR == 1 || $6 ~ /^lm_head/ { print $1 "\t" $6 "\t" $10 }' "$out/norms.tsv" | pretty
 
 echo
-echo "demo: wrote $out/fixtures and $out/norms.tsv"
+echo "== sw-spectrum --summary --layer 0,-1 $out/fixtures/tiny.h5 (singular values 0.8^k by construction)"
+sw-spectrum --summary --layer 0,-1 "$out/fixtures/tiny.h5" | cut -f3,5,7- | pretty
+
+echo
+echo "== an lr/wd x width sweep: sigma_top fitted against sqrt(lr/wd) and d_model"
+sw-gen-fixtures --sweep "$out/sweep"
+sw-spectrum --fit --role q,up,down "$out/sweep"/*.h5 | pretty
+
+echo
+echo "demo: wrote $out/fixtures, $out/sweep and $out/norms.tsv"

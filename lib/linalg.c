@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Rows [lo, hi) of the split of rows into nth nearly equal parts. */
-static void split(int64_t rows, int nth, int tid, int64_t *lo, int64_t *hi)
+void linalg_split(int64_t rows, int nth, int tid, int64_t *lo, int64_t *hi)
 {
 	int64_t q = rows / nth, r = rows % nth;
 
@@ -92,7 +91,7 @@ int linalg_row_col_sumsq(const float *W, int64_t rows, int64_t cols,
 	{
 		int tid = omp_get_thread_num();
 		int64_t lo, hi;
-		split(rows, omp_get_num_threads(), tid, &lo, &hi);
+		linalg_split(rows, omp_get_num_threads(), tid, &lo, &hi);
 		rows_pass(W, lo, hi, cols, col_scale, row_sq, acc + (size_t)tid * (size_t)cols,
 			  &frob[tid], &amax[tid], &bad[tid]);
 	}
@@ -221,7 +220,7 @@ static void gram_apply(struct gram *g, const double *v, double *z)
 		{
 			int tid = omp_get_thread_num();
 			int64_t lo, hi;
-			split(g->rows, omp_get_num_threads(), tid, &lo, &hi);
+			linalg_split(g->rows, omp_get_num_threads(), tid, &lo, &hi);
 			gram_rows(g->W, lo, hi, cols, g->x, g->zt + (size_t)tid * (size_t)cols);
 		}
 		sum_threads(g, z);
@@ -235,7 +234,7 @@ static void gram_apply(struct gram *g, const double *v, double *z)
 	{
 		int tid = omp_get_thread_num();
 		int64_t lo, hi;
-		split(g->rows, omp_get_num_threads(), tid, &lo, &hi);
+		linalg_split(g->rows, omp_get_num_threads(), tid, &lo, &hi);
 		gramt_rows(g->W, lo, hi, cols, v, g->zt + (size_t)tid * (size_t)cols);
 	}
 	sum_threads(g, g->x);
@@ -246,7 +245,7 @@ static void gram_apply(struct gram *g, const double *v, double *z)
 	{
 		int tid = omp_get_thread_num();
 		int64_t lo, hi;
-		split(g->rows, omp_get_num_threads(), tid, &lo, &hi);
+		linalg_split(g->rows, omp_get_num_threads(), tid, &lo, &hi);
 		dots_rows(g->W, lo, hi, cols, g->x, z);
 	}
 }

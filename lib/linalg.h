@@ -15,6 +15,10 @@
 
 #include "status.h"
 
+/* Rows [lo, hi) of thread tid when rows are split into nth nearly equal
+ * parts: the partition of every OpenMP row pass. */
+void linalg_split(int64_t rows, int nth, int tid, int64_t *lo, int64_t *hi);
+
 struct mat_pass {
 	double frob_sq;         /* sum of w^2 */
 	double max_abs;         /* max |w| */

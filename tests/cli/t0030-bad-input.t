@@ -16,7 +16,7 @@ expect_error() {
 }
 
 while read -r code file pattern; do
-	for tool in sw-ls sw-norms; do
+	for tool in sw-ls sw-norms sw-spectrum; do
 		test_expect_success "$tool: $file: exit $code, '$pattern'" "
 			expect_error $tool $code \"\$B/$file\" \"$pattern\"
 		"
@@ -49,12 +49,14 @@ CASES
 # Data errors only a reader of the values sees: that tensor is named and
 # left out, the other tensors are printed
 for f in nan.h5 inf.h5 nan.safetensors; do
-	test_expect_success "sw-norms: $f: exit 65, NaN or Inf named, no row for it" "
-		test_expect_code 65 sw-norms \"\$B/$f\" >out 2>err &&
-		test_one_error sw-norms \"\$B/$f\" &&
-		grep -q 'down_proj.weight: 1 of 24 values are NaN or Inf' err &&
-		! grep -q down_proj out && grep -q up_proj out
-	"
+	for tool in sw-norms sw-spectrum; do
+		test_expect_success "$tool: $f: exit 65, NaN or Inf named, no row for it" "
+			test_expect_code 65 $tool \"\$B/$f\" >out 2>err &&
+			test_one_error $tool \"\$B/$f\" &&
+			grep -q 'down_proj.weight: 1 of 24 values are NaN or Inf' err &&
+			! grep -q down_proj out && grep -q up_proj out
+		"
+	done
 done
 
 test_expect_success 'a directory that is no model: exit 66' '

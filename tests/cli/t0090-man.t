@@ -2,8 +2,9 @@
 # The man pages: mandoc -Tlint clean, a page for every tool, and every
 # EXAMPLES command (.Dl lines) runs and prints something, in a directory
 # laid out as the examples assume: run/ (a training run: ckpt-*.h5 and its
-# trace, trace.h5), hf-model/ (a Hugging Face model), corpus.txt and
-# fisher-run/ (checkpoints with /fisher).
+# trace, trace.h5), hf-model/ (a Hugging Face model), corpus.txt,
+# fisher-run/ (checkpoints with /fisher) and sweep/ (an lr/wd x width
+# sweep, sw-gen-fixtures --sweep).
 . "$(dirname "$0")/../lib/tap.sh"
 
 MAN=$SW_TOP/man
@@ -25,13 +26,14 @@ test_expect_success 'every tool has a man page and --help' '
 	done
 '
 
-test_expect_success 'setup: a run, a Hugging Face model, a corpus' '
+test_expect_success 'setup: a run, a Hugging Face model, a corpus, a sweep' '
 	mkdir run &&
 	cp "$FIX/corpus.txt" corpus.txt &&
 	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
 	cp "$FIX/tiny.h5" run/ckpt-000200.h5 &&
 	"$SW_BIN/../tests/unit/mktrace" -n 12 run/trace.h5 >/dev/null &&
 	cp -r "$FIX/tiny-hf" hf-model &&
+	sw-gen-fixtures --sweep sweep &&
 	"$SW_BIN/sw-train" --data corpus.txt --out fisher-run --steps 40 --ckpt-every 20 \
 		--fisher-every 20 --eval-every 20 --trace-every 5 --batch 4 --seq-len 32 --d-model 32 \
 		--n-layers 2 >/dev/null

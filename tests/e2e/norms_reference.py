@@ -91,4 +91,5 @@ def main():
             print("\t".join(str(x) if isinstance(x, (str, int)) else "%.9g" % x for x in r))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+/*
+ * spectrum.h - singular-value spectra of weight matrices, for the spectra
+ * paper's checks (weight-decay-scaling-spectra, section 4: under AdamW in
+ * steady state every sigma_i(W) scales as sqrt(lr/wd), its shape unchanged).
+ *
+ * Full spectra come from the Gram matrix of the smaller side, formed in
+ * double precision from the float32 data (dsyrk on panels converted to
+ * double) and diagonalized by LAPACK dsyevd (values only): measured faster
+ * than sgesdd on the float32 matrix, and more accurate - sgesdd's float32
+ * bidiagonalization leaves sigma_i >= 1e-4 sigma_max with relative errors
+ * up to 1e-4, the Gram matrix in double leaves them below 1e-7 (the
+ * squared condition number costs 1e-8 of double's 1e-16).
+ *
+ * The top K values come from block Lanczos on the same Gram operator with
+ * full reorthogonalization and thick restarts, one fused pass over W per
+ * block step, stopped by a residual bound (see spectrum_top).
+ *
+ * Views address a row slice (one head of q, k, v) or a column slice (one
+ * head of o) in place: element (i, j) of a view is W[i * ld + j].
+ */
+#ifndef SW_SPECTRUM_H
+#define SW_SPECTRUM_H
+
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+/* --top's guaranteed relative accuracy of each sigma_i */
+#define SPECTRUM_TOP_REL_TOL 1e-5
+
+struct spec_view {
+	const float *W;         /* element (i, j) at W[i * ld + j] */
+	int64_t rows, cols;
+	int64_t ld;             /* >= cols */
+};
+
+/* The whole view, or head h's slice of an attention projection: rows
+ * [h*hd, (h+1)*hd) of q, k, v (by_cols 0), columns of o (by_cols 1). */
+struct spec_view spectrum_view(const float *W, int64_t rows, int64_t cols);
+struct spec_view spectrum_head_view(const float *W, int64_t rows, int64_t cols,
+				    int by_cols, int64_t head, int64_t head_dim);
+
+/* One pass over the view: sum of squares in double and the number of NaN
+ * or Inf entries. */
+struct spec_scan {
+	double frob_sq;
+	int64_t nonfinite;
+};
+void spectrum_scan(const struct spec_view *v, struct spec_scan *out);
+
+/*
+ * Every singular value, descending, into s (min(rows, cols) entries), and
+ * the view's squared Frobenius norm into *frob_sq (may be NULL). sigma_i
+ * >= 1e-4 sigma_max are within 1e-5 relative of a double-precision SVD of
+ * the float32 matrix (measured: below 1e-7); smaller ones carry an
+ * absolute error of about 1e-7 sigma_max. SW_EDATA naming how many values
+ * are NaN or Inf; SW_ESOFTWARE if memory runs out or LAPACK fails.
+ */
+int spectrum_full(const struct spec_view *v, double *s, double *frob_sq,
+		  struct sw_err *err);
+
+struct spectrum_top_info {
+	const char *method;     /* "lanczos", or "full" for small matrices */
+	int block;              /* block size of the Lanczos steps */
+	int steps;              /* block steps = passes over W (wide: 2 each) */
+	int restarts;
+	double rel_bound;       /* proven bound on each sigma_i's relative error */
+};
+
+/*
+ * The k largest singular values, descending, into s (k entries; k is cut
+ * to min(rows, cols)). Block Lanczos on the Gram operator of the smaller
+ * side, block size p = min(k, 16) (a value repeated up to p times comes
+ * out with its multiplicity), full reorthogonalization, thick restart
+ * keeping the best Ritz vectors. Stops when the top-k residual block R
+ * satisfies ||R||_F <= rel_tol * theta_k: by Kahan's theorem each Ritz value
+ * theta_i is then within ||R||_2 of its own eigenvalue of W^T W (with
+ * multiplicity), so each sigma_i = sqrt(theta_i) has relative error at most
+ * rel_tol / 2. Small matrices, or k near min(rows, cols), use
+ * spectrum_full. SW_EDATA for NaN/Inf, SW_ESOFTWARE if not converged
+ * after 5000 steps or out of memory.
+ */
+int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s,
+		 double *frob_sq, struct spectrum_top_info *info,
+		 struct sw_err *err);
+
+/* One row of --summary. stable rank ||W||_F^2 / sigma_max^2, effective
+ * rank exp(-sum p_i ln p_i) with p_i = sigma_i / sum sigma: extras from
+ * none of the papers (DESIGN.md). condition is inf when sigma_min = 0. */
+struct spectrum_summary {
+	double sigma_max, sigma_min;
+	double stable_rank, effective_rank, condition;
+	double frobenius;
+	int64_t count;
+};
+void spectrum_summarize(const double *s, int64_t n, double frob_sq,
+			struct spectrum_summary *out);
+
+/*
+ * The empirical spectral density of the positive sigma_i over bins
+ * log-spaced from the smallest positive to the largest sigma (a spectrum
+ * with one distinct value gets [sigma/1.01, sigma*1.01]). count is how many
+ * fall in [lo, hi) (the last bin is closed), density = count / (n (hi -
+ * lo)) with n all the values, so the bins integrate to the fraction of
+ * positive values. Returns the number of zero values (in no bin).
+ */
+struct spectrum_bin {
+	double lo, hi;
+	int64_t count;
+	double density;
+};
+int64_t spectrum_hist(const double *s, int64_t n, int bins, struct spectrum_bin *out);
+
+/*
+ * The tensor's equilibrium scale under AdamW from its own lr and wd (eta,
+ * lambda): sqrt(eta/lambda) for coupled weight decay (W <- W - eta(G +
+ * lambda W)), eta/sqrt(lambda) for independent (W <- W - lambda W), where
+ * the update and the decay balance. SW_EDATA naming what is missing: lr or
+ * wd unknown, wd_mode unknown or none, wd <= 0, lr <= 0.
+ */
+int spectrum_equilibrium_scale(const struct sw_tensor_info *t, double *scale,
+			       struct sw_err *err);
+
+#endif
