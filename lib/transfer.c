@@ -192,7 +192,7 @@ static void find_cols(const char *line, struct transfer_cols *c)
 	size_t len;
 
 	c->lr = c->batch = c->tokens = c->d_model = c->loss = c->out_norm = -1;
-	c->out_norm_folded = c->file = -1;
+	c->out_norm_folded = c->loss_kind = c->file = -1;
 	c->ncols = 0;
 	for (int i = 0; field(line, i, &s, &len) == 0; i++) {
 		c->ncols = i + 1;
@@ -203,6 +203,8 @@ static void find_cols(const char *line, struct transfer_cols *c)
 			c->out_norm_folded = i;
 		if (field_is(s, len, "file") && c->file < 0)
 			c->file = i;
+		if (field_is(s, len, "loss_kind") && c->loss_kind < 0)
+			c->loss_kind = i;
 	}
 }
 
@@ -266,6 +268,12 @@ int transfer_table_row(const struct transfer_cols *c, const char *line,
 
 	run_init(r);
 	r->from_table = 1;
+	strcpy(r->loss_kind, "loss");
+	if (c->loss_kind >= 0 && field(line, c->loss_kind, &s, &len) == 0 && len > 0 &&
+	    len < sizeof r->loss_kind) {
+		memcpy(r->loss_kind, s, len);
+		r->loss_kind[len] = '\0';
+	}
 	if (c->file >= 0 && field(line, c->file, &s, &len) == 0 && len > 0)
 		r->name = strndup(s, len);
 	else if (asprintf(&r->name, "-: line %zu", lineno) < 0)
@@ -326,8 +334,14 @@ static void choose_loss(struct transfer_run *runs, struct transfer_group *g)
 		all_val &= !isnan(runs[i].val_loss);
 		all_train &= !isnan(runs[i].train_loss);
 	}
-	g->loss_kind = runs[g->first].from_table ? "loss" : all_val ? "val_loss"
-		       : all_train ? "train_loss" : "mixed";
+	g->loss_kind = all_val ? "val_loss" : all_train ? "train_loss" : "mixed";
+	if (runs[g->first].from_table) {
+		/* a TSV says what its loss is, or nothing */
+		g->loss_kind = runs[g->first].loss_kind;
+		for (size_t i = g->first; i < g->first + g->runs; i++)
+			if (strcmp(runs[i].loss_kind, g->loss_kind))
+				g->loss_kind = "loss";
+	}
 	for (size_t i = g->first; i < g->first + g->runs; i++) {
 		struct transfer_run *r = &runs[i];
 		r->loss = all_val || (!all_train && !isnan(r->val_loss)) ? r->val_loss : r->train_loss;

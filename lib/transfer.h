@@ -10,7 +10,7 @@
  * A run comes from a checkpoint (transfer_read_ckpt: /optim lr_max and
  * batch_size, the root's tokens, /config d_model, /metrics val_loss and
  * train_loss, the head's norms) or from a row of a TSV with the columns
- * lr batch tokens d_model loss out_norm [out_norm_folded] [file]
+ * lr batch tokens d_model loss out_norm [out_norm_folded] [loss_kind] [file]
  * (transfer_table_*), so other tools' numbers can be piped in.
  */
 #ifndef SW_TRANSFER_H
@@ -29,6 +29,7 @@ struct transfer_run {
 	int64_t d_model;
 	double val_loss, train_loss;    /* NaN: unknown (a TSV's loss is val_loss) */
 	int from_table;
+	char loss_kind[16];             /* a TSV's loss_kind column, else "loss" */
 	double out_norm;                /* ||W_out||_{RMS->inf} */
 	double out_norm_folded;         /* of W_out diag(gamma_final); NaN: no gain */
 	/* set by transfer_analyze */
@@ -48,7 +49,8 @@ int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *
 /* The columns of a TSV header line. */
 struct transfer_cols {
 	int ncols;
-	int lr, batch, tokens, d_model, loss, out_norm, out_norm_folded, file;  /* -1: absent */
+	int lr, batch, tokens, d_model, loss, out_norm;         /* -1: absent */
+	int out_norm_folded, loss_kind, file;                   /* optional */
 };
 
 /* Is line (without its newline) a header naming the required columns?
@@ -75,7 +77,8 @@ struct transfer_group {
 	int64_t d_model;
 	int64_t tokens;         /* the geometric mean of its runs' tokens, rounded */
 	size_t first, runs;     /* runs[first .. first+runs) after transfer_analyze */
-	const char *loss_kind;  /* val_loss | train_loss | mixed (each run's val, else train) | loss */
+	const char *loss_kind;  /* val_loss | train_loss | mixed (each run's val, else
+				 * train); from a TSV its loss_kind when the runs agree, else loss */
 	size_t best;            /* index of the optimal run */
 	double lr, batch, loss; /* at the optimum (lr and loss refined when refined) */
 	double out_norm, out_norm_folded;  /* there (interpolated when refined) */

@@ -251,10 +251,10 @@ int main(int argc, char **argv)
 			continue;
 		}
 		m = ckpt_meta(ck);
-		if (first_file && qkdrift_same_model(&first, first_file, &m->config, &err)) {
-			tool_error(&tl, file, &err);
-		} else if (drift && !m->has_step) {
+		if (drift && !m->has_step) {
 			sw_fail(&err, SW_EDATA, "no step (a safetensors checkpoint has none): --drift orders checkpoints by step");
+			tool_error(&tl, file, &err);
+		} else if (first_file && qkdrift_same_model(&first, first_file, &m->config, &err)) {
 			tool_error(&tl, file, &err);
 		} else if (qkdrift_heads(ck, &tl.sel, &x.heads, &nh, &err)) {
 			tool_error(&tl, file, &err);

@@ -20,8 +20,8 @@ static const char usage[] =
 static const char help[] =
 	"FILE: the final checkpoint of each run of a sweep. With '-' (or no FILE),\n"
 	"stdin holds file names, one per line, or a TSV whose header names the\n"
-	"columns lr batch tokens d_model loss out_norm (out_norm_folded and file\n"
-	"optional, others ignored), as --table prints them.\n"
+	"columns lr batch tokens d_model loss out_norm (out_norm_folded, loss_kind\n"
+	"and file optional, others ignored), as --table prints them.\n"
 	"\n"
 	"Prints one row per model size and horizon (d_model, tokens): its runs, the\n"
 	"loss it ranks by, the optimal lr and batch, the loss there, the output\n"

@@ -39,6 +39,7 @@
  *                   and batch_size; --no-optim: no /optim group
  *   --val-loss X --train-loss X   /metrics (absent unless given)
  *   --out-norm N    (2)
+ *   --nan           a NaN in layer 0's q projection
  */
 #include <errno.h>
 #include <math.h>
@@ -53,7 +54,7 @@
 struct opts {
 	int64_t D, L, H, KV, V;
 	char mult[16];
-	int qk_norm, gains, tie, optim;
+	int qk_norm, gains, tie, optim, nan;
 	double rate, lr, batch, val_loss, train_loss, out_norm;
 	int64_t step, tokens;
 };
@@ -161,6 +162,8 @@ static void put_layer(struct h5w *w, const struct sw_config *c, const struct opt
 		for (int64_t j = 0; j < D; j++)
 			k[i * D + j] = (float)(rng_next(r) % 2 ? a : -a);
 	}
+	if (o->nan && l == 0)
+		q[D + 3] = NAN;
 	put(w, c, "q", l, H * hd, D, q);
 	put(w, c, "k", l, KV * hd, D, k);
 	if (mult) {
@@ -194,7 +197,7 @@ static void put_layer(struct h5w *w, const struct sw_config *c, const struct opt
 
 int main(int argc, char **argv)
 {
-	struct opts o = {16, 2, 4, 2, 32, "none", 0, 1, 0, 1, 0.25, 1e-3, 8, NAN, NAN, 2.0, 0, -1};
+	struct opts o = {16, 2, 4, 2, 32, "none", 0, 1, 0, 1, 0, 0.25, 1e-3, 8, NAN, NAN, 2.0, 0, -1};
 	struct sw_config c;
 	struct sw_rng r;
 	struct sw_err err;
@@ -214,6 +217,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--no-gains")) o.gains = 0;
 		else if (!strcmp(a, "--tie")) o.tie = 1;
 		else if (!strcmp(a, "--no-optim")) o.optim = 0;
+		else if (!strcmp(a, "--nan")) o.nan = 1;
 		else if (ARG("--rate")) o.rate = number(a, v);
 		else if (ARG("--step")) o.step = (int64_t)number(a, v);
 		else if (ARG("--tokens")) o.tokens = (int64_t)number(a, v);
