@@ -280,7 +280,8 @@ int main(int argc, char **argv)
 		ckpt_close(ck);
 	}
 	tool_progress_done(&tl);
-	qsort(e, n, sizeof *e, entry_cmp);
+	if (n)
+		qsort(e, n, sizeof *e, entry_cmp);
 	if (drift)
 		print_drift(&tl, e, n, nheads, check, max);
 	else

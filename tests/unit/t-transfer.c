@@ -219,7 +219,12 @@ static void table_rows(void)
 	ok(!strcmp(missing, "d_model loss out_norm"), "missing columns named: '%s'", missing);
 	rc = transfer_table_header("lr\tbatch\ttokens\td_model\tloss\tout_norm", &c) &&
 	     transfer_table_row(&c, "0.5\t2\t3\t4\t5\t6", 9, &r, &err) == SW_OK;
-	ok(rc && !strcmp(r.name, "-: line 9"), "no file column: named by its line (%s)", r.name);
+	ok(rc && !strcmp(r.name, "-: line 9") && !strcmp(r.loss_kind, "loss"),
+	   "no file column: named by its line (%s), loss_kind loss", r.name);
+	transfer_run_free(&r);
+	rc = transfer_table_header("lr\tbatch\ttokens\td_model\tloss\tout_norm\tloss_kind", &c) &&
+	     transfer_table_row(&c, "0.5\t2\t3\t4\t5\t6\ttrain_loss", 10, &r, &err) == SW_OK;
+	ok(rc && !strcmp(r.loss_kind, "train_loss"), "a loss_kind column is kept (%s)", r.loss_kind);
 	transfer_run_free(&r);
 }
 
