@@ -37,7 +37,7 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms sw-plot sw-sharpness sw-spectrum sw-trace sw-train
+TOOLS     = sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-trace sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
@@ -45,7 +45,7 @@ TOOL_BIN  = $(TOOLS:%=$(BUILD)/bin/%)
 UNIT_SRC  = $(wildcard tests/unit/t*.c)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 # helpers the tests run (not tests: only t*.c become .t files prove runs)
-TEST_HELPERS = $(BUILD)/tests/unit/mktrace
+TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)
 

@@ -1,0 +1,150 @@
+#!/bin/sh
+# sw-transfer and sw-qkdrift on a tiny real sweep made with sw-train (lr
+# 0.001, 0.003, 0.01 x batch 4, 8; checkpoints at 2048 and 4096 tokens):
+# the output is well formed and agrees with sw-norms, h5dump and the
+# trainer's trace on the same files; sw-qkdrift agrees with an independent
+# numpy computation (tests/e2e/qk_reference.py) where numpy and h5py exist.
+. "$(dirname "$0")/../lib/tap.sh"
+
+CORPUS=$FIX/corpus.txt
+SMALL="--seq-len 16 --d-model 16 --n-layers 2 --n-heads 4 --n-kv-heads 2 --threads 2 --schedule constant"
+REF=$SW_TOP/tests/e2e/qk_reference.py
+
+# value of attribute $2 of object $3 in HDF5 file $1, via h5dump
+h5attr() {
+	h5dump -a "$3/$2" "$1" | sed -n 's/^ *(0): *//p' | tr -d '"'
+}
+
+test_expect_success 'setup: a sweep of six runs, two horizons each (seconds)' '
+	mkdir sweep &&
+	for lr in 0.001 0.003 0.01; do for b in 4 8; do
+		steps=$((4096 / (b * 16))) &&
+		sw-train --data "$CORPUS" --out sweep/lr$lr-b$b $SMALL --batch $b --lr $lr \
+			--steps $steps --ckpt-every $((steps / 2)) --eval-every $((steps / 2)) \
+			--trace "" >/dev/null || exit 1
+	done; done &&
+	ls sweep/*/ckpt-*.h5 >ckpts && test_line_count = 12 ckpts
+'
+
+test_expect_success 'sw-transfer --table: one well-formed row per checkpoint' '
+	sw-transfer --table $(cat ckpts) >table &&
+	test_line_count = 13 table &&
+	awk -F"\t" "NR > 1 && (NF != 11 || \$4 !~ /^(2048|4096)\$/ || \$3 !~ /^(4|8)\$/ ||
+		\$2 !~ /^(0.001|0.003|0.01)\$/ || \$5 != 16 || \$7 != \"val_loss\" || !(\$6 > 0) ||
+		!(\$8 > 0) || !(\$9 > 0) || \$11 !~ /^[01]\$/) { print; bad = 1 } END { exit bad }" table
+'
+
+test_expect_success 'the table agrees with the files: lr_max, batch_size, tokens, val_loss (h5dump)' '
+	test_line_count = 13 table &&
+	sed 1d table | while IFS="	" read -r f lr b tok d loss kind n nf l2 opt; do
+		awk -v a="$lr" -v b="$(h5attr "$f" lr_max /optim)" -v c="$b" -v d="$(h5attr "$f" batch_size /optim)" \
+			-v e="$tok" -v g="$(h5attr "$f" tokens /)" -v x="$loss" -v y="$(h5attr "$f" val_loss /metrics)" \
+			"BEGIN { r = x - y; if (r < 0) r = -r; exit !(a == b && c == d && e == g && r < 1e-5 * y) }" ||
+		{ echo "$f disagrees"; exit 1; }
+	done
+'
+
+test_expect_success 'out_norm and out_norm_folded are sw-norms lm_head and lm_head_folded, digit for digit' '
+	for f in $(cat ckpts); do
+		printf "%s\t" "$f" && sw-norms --role lm_head "$f" | sed 1d | cut -f10 | paste - - || exit 1
+	done | sort >expect &&
+	sed 1d table | cut -f1,8,9 | sort >got &&
+	test_line_count = 12 got && test_cmp expect got
+'
+
+test_expect_success 'each horizon optimum is the lowest val_loss of that horizon, its norm the table s' '
+	sw-transfer $(cat ckpts) >groups &&
+	test_line_count = 3 groups &&
+	sed 1d table | sort -t "	" -k4,4n -k6,6g | awk -F"\t" "!seen[\$4]++ { print \$4, \$1, \$2, \$3, \$8 }" >expect &&
+	sed 1d groups | awk -F"\t" "{ print \$2, \$14, \$5, \$6, \$8 }" >got &&
+	test_cmp expect got &&
+	sed 1d table | awk -F"\t" "\$11 == 1 { print \$4, \$1 }" | sort -n >marked &&
+	cut -d" " -f1,2 expect >expect2 && test_cmp expect2 marked
+'
+
+test_expect_success '--summary: the exponents are the slopes through the two optima' '
+	sw-transfer --summary $(cat ckpts) >summary &&
+	test_line_count = 3 summary &&
+	sed 1d groups | awk -F"\t" "{ t[NR] = \$2; lr[NR] = \$5; b[NR] = \$6; n[NR] = \$8 }
+		END { dl = log(t[2] / t[1]); s = log(n[2] / n[1]) / log(2);
+		printf \"%.6f %.6f %.6f\n\", log(lr[2] / lr[1]) / dl, log(b[2] / b[1]) / dl, s < 0 ? -s : s }" >expect &&
+	sed -n 2p summary | awk -F"\t" "{ printf \"%.6f %.6f %.6f\n\", \$9, \$13, \$5 }" >got &&
+	test_cmp expect got
+'
+
+test_expect_success '--check: a wide tolerance passes, zero fails (two different optima)' '
+	sw-transfer --check 100 $(cat ckpts) >out 2>err && test_line_count = 0 err &&
+	spread=$(sed -n 2p summary | cut -f5) &&
+	if awk "BEGIN { exit !($spread > 0) }"; then
+		test_expect_code 1 sw-transfer --check 0 $(cat ckpts) >out 2>err &&
+		grep -q "^sw-transfer: check: the optimal output norms of 2 groups span" err
+	fi
+'
+
+test_expect_success 'sw-transfer --table | sw-transfer -: the same groups as from the files' '
+	sw-transfer --table $(cat ckpts) | sw-transfer - >piped &&
+	test_cmp groups piped
+'
+
+test_expect_success 'sw-norms | awk | sw-transfer -: another norm of the head, by file' '
+	sw-norms --role lm_head $(cat ckpts) | awk -F"\t" "\$6 == \"lm_head\" { print \$1 \"\t\" \$13 }" >spectral &&
+	awk -F"\t" -v OFS="\t" "NR == FNR { s[\$1] = \$2; next } FNR == 1 { print; next } { \$8 = s[\$1]; \$9 = \"\"; print }" \
+		spectral table | sw-transfer - >out &&
+	test_line_count = 3 out &&
+	sed 1d out | cut -f14 >files && sed 1d groups | cut -f14 >expect && test_cmp expect files &&
+	sed 1d out | while IFS="	" read -r d t r k lr b loss n rest; do
+		grep -q "	$n\$" spectral || { echo "norm $n is no spectral norm of sw-norms"; exit 1; }
+	done
+'
+
+test_expect_success 'sw-qkdrift on a run: well formed, product and ratio consistent' '
+	sw-qkdrift sweep/lr0.003-b4/ckpt-*.h5 >qk &&
+	test_line_count = 17 qk &&
+	awk -F"\t" "function near(a, b) { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; return d <= 1e-6 * m + 1e-12 }
+		NR > 1 { if (NF != 15 || \$2 !~ /^(32|64)\$/ || \$7 != \"matrices\" || !(\$8 > 0) || !(\$9 > 0) ||
+		\$6 != int(\$5 / 2) || !near(\$10, \$8 * \$9) || !near(\$11, log(\$8 / \$9) / log(2))) { print; bad = 1 } }
+		END { exit bad }" qk &&
+	sw-qkdrift --drift sweep/lr0.003-b4/ckpt-*.h5 >drift &&
+	test_line_count = 9 drift &&
+	awk -F"\t" "NR > 1 && (\$5 != 2 || \$6 != 32 || \$7 != 64 || \$8 !~ /^-?[0-9]/) { print; bad = 1 } END { exit bad }" drift
+'
+
+test_expect_success 'without gains: the heads add up to sw-norms RMS of q_proj and k_proj' '
+	sw-train --data "$CORPUS" --out nsv $SMALL --batch 4 --steps 16 --ckpt-every 8 --trace-every 8 \
+		--no-scale-vectors >/dev/null &&
+	sw-qkdrift nsv/ckpt-000016.h5 >qk &&
+	awk -F"\t" "NR > 1 { q[\$4] += \$8 * \$8; k[\$4] += \$9 * \$9; n[\$4]++ }
+		END { for (l in q) printf \"%d %.7g %.7g\n\", l, sqrt(q[l] / n[l]), sqrt(k[l] / n[l]) }" qk | sort >got &&
+	sw-norms --role q,k nsv/ckpt-000016.h5 | awk -F"\t" "NR > 1 { r[\$7, \$6] = \$15 }
+		END { for (l = 0; l < 2; l++) printf \"%d %.7g %.7g\n\", l, r[l, \"q\"], r[l, \"k\"] }" | sort >expect &&
+	test_cmp expect got
+'
+
+test_expect_success 'without gains and multipliers: the trace q_head_rms, k_head_rms at that step' '
+	sw-trace --series q_head_rms,k_head_rms nsv/trace.h5 | awk -F"\t" "NR == 1 { for (i = 2; i <= NF; i++) c[i] = \$i; next }
+		\$1 == 16 { for (i = 2; i <= NF; i++) printf \"%s %.9g\n\", c[i], \$i }" | sort >trace &&
+	awk -F"\t" "NR > 1 { printf \"q_head_rms.layer%d.head%d %.9g\n\", \$4, \$5, \$8;
+		if (\$5 % 2 == 0) printf \"k_head_rms.layer%d.head%d %.9g\n\", \$4, \$6, \$9 }" qk | sort >ours &&
+	test_line_count = 12 ours && test_cmp trace ours
+'
+
+if ! have_python_modules "numpy, h5py"; then
+	test_skip 'sw-qkdrift against numpy' 'python3-numpy or python3-h5py not installed'
+	test_done
+fi
+
+test_expect_success 'sw-qkdrift = numpy (float64) on the fixture and on runs with multipliers and QK-norm' '
+	sw-train --data "$CORPUS" --out col $SMALL --batch 4 --steps 8 --multipliers col --trace "" >/dev/null &&
+	sw-train --data "$CORPUS" --out scalar $SMALL --batch 4 --steps 8 --multipliers scalar --trace "" >/dev/null &&
+	sw-train --data "$CORPUS" --out qkn $SMALL --batch 4 --steps 8 --qk-norm --multipliers row --trace "" >/dev/null &&
+	for f in "$FIX/tiny.h5" col/ckpt-000008.h5 scalar/ckpt-000008.h5 qkn/ckpt-000008.h5 \
+		sweep/lr0.01-b8/ckpt-000032.h5; do
+		"$PY" "$REF" "$f" >expect &&
+		sw-qkdrift "$f" | sed 1d | cut -f4- >got &&
+		numbers_close 1e-6 expect got || { echo "$f differs"; exit 1; }
+	done &&
+	sw-qkdrift qkn/ckpt-000008.h5 >qk && grep -q "	qk_norm_gains	" qk &&
+	sw-qkdrift col/ckpt-000008.h5 >qk && grep -q "	matrices	.*	.*	.*	.*	[0-9.e-]*	[0-9.e-]*	[0-9.e-]*	[0-9.e-]*$" qk
+'
+
+test_done
