@@ -704,6 +704,16 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 
 /* ---- the whole model -------------------------------------------------- */
 
+void model_update_effective(struct model *m)
+{
+	/* W_eff = the multiplier applied to W */
+	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+		const struct model_linear *l = &m->linears[i];
+		mult_apply(m->w_eff + m->eff_offset[i], m->params + m->tensors[l->tensor].offset,
+			   m->params + m->tensors[l->mult_tensor].offset, m->mult, l->dout, l->din);
+	}
+}
+
 void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T)
 {
 	const struct sw_config *c = &m->c;
@@ -712,12 +722,7 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
 	double eps = c->norm_eps;
 	real *x;
 
-	/* effective weights W_eff = multiplier applied to W */
-	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
-		const struct model_linear *l = &m->linears[i];
-		mult_apply(m->w_eff + m->eff_offset[i], m->params + m->tensors[l->tensor].offset,
-			   m->params + m->tensors[l->mult_tensor].offset, m->mult, l->dout, l->din);
-	}
+	model_update_effective(m);
 	encoder_forward(m->acts[0].x_in, tokens, m->p.embed, N, C);
 	for (int l = 0; l < c->n_layers; l++) {
 		struct layer_acts *a = &m->acts[l];

@@ -152,6 +152,11 @@ int model_find(const struct model *m, const char *role, int layer);
  */
 void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T);
 
+/* Recompute the effective weights (multipliers applied) from the
+ * parameters; model_forward does it first. Call after an update when the
+ * effective weights are read before the next forward (trace statistics). */
+void model_update_effective(struct model *m);
+
 /* Zero every gradient. */
 void model_zero_grad(struct model *m);
 

@@ -162,7 +162,7 @@ static double rows_rms(const real *w, int64_t r0, int64_t r1, int64_t cols)
 
 /* Fill the vector series from the last forward's activations (the last
  * micro-batch) and the weights after the update. */
-static void trace_stats(struct trace_plan *tp, const struct model *m)
+static void trace_stats(struct trace_plan *tp, struct model *m)
 {
 	const struct sw_config *c = &m->c;
 	size_t N = (size_t)m->B * m->T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
@@ -170,6 +170,9 @@ static void trace_stats(struct trace_plan *tp, const struct model *m)
 	int L = (int)c->n_layers, hd = (int)c->head_dim;
 	double *res = tp->row[S_RESIDUAL], *ao = tp->row[S_ATTN_OUT], *mo = tp->row[S_MLP_OUT],
 	       *gain = tp->row[S_GAIN], *qh = tp->row[S_QHEAD], *kh = tp->row[S_KHEAD];
+
+	/* the per-head weight norms are of the weights after this update */
+	model_update_effective(m);
 
 	for (int l = 0; l < L; l++) {
 		const struct layer_acts *a = &m->acts[l];

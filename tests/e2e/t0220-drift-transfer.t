@@ -128,6 +128,17 @@ test_expect_success 'without gains and multipliers: the trace q_head_rms, k_head
 	test_line_count = 12 ours && test_cmp trace ours
 '
 
+test_expect_success 'with row multipliers too: the trace is of the weights after the update' '
+	sw-train --data "$CORPUS" --out nsvm $SMALL --batch 4 --steps 16 --ckpt-every 8 --trace-every 8 \
+		--no-scale-vectors --multipliers row --mult-wd 0 >/dev/null &&
+	sw-qkdrift nsvm/ckpt-000016.h5 >qkm &&
+	sw-trace --series q_head_rms,k_head_rms nsvm/trace.h5 | awk -F"\t" "NR == 1 { for (i = 2; i <= NF; i++) c[i] = \$i; next }
+		\$1 == 16 { for (i = 2; i <= NF; i++) printf \"%s %.6g\n\", c[i], \$i }" | sort >trace &&
+	awk -F"\t" "NR > 1 { printf \"q_head_rms.layer%d.head%d %.6g\n\", \$4, \$5, \$8;
+		if (\$5 % 2 == 0) printf \"k_head_rms.layer%d.head%d %.6g\n\", \$4, \$6, \$9 }" qkm | sort >ours &&
+	test_line_count = 12 ours && test_cmp trace ours
+'
+
 if ! have_python_modules "numpy, h5py"; then
 	test_skip 'sw-qkdrift against numpy' 'python3-numpy or python3-h5py not installed'
 	test_done
