@@ -21,10 +21,20 @@ test_expect_success 'setup: a run with a trace and /fisher, and the tables' '
 	sw-sharpness run/ckpt-000040.h5 >sharpness.tsv &&
 	sw-sharpness run/ckpt-*.h5 >sharpness-steps.tsv &&
 	sw-sharpness --hist 30 run/ckpt-000040.h5 >sharpness-hist.tsv &&
-	sw-norms --role lm_head run/ckpt-*.h5 >norms.tsv
+	sw-norms --role lm_head run/ckpt-*.h5 >norms.tsv &&
+	sw-spectrum --role down --layer 1 run/ckpt-*.h5 >spectrum.tsv &&
+	sw-gen-fixtures --sweep sweep &&
+	sw-spectrum --normalize --role down --layer 0 sweep/d32-*.h5 >spectrum-normalized.tsv &&
+	sw-spectrum --hist 20 --role down run/ckpt-000040.h5 >esd.tsv &&
+	sw-qkdrift run/ckpt-*.h5 >qkdrift.tsv &&
+	awk "BEGIN { print \"lr\tbatch\ttokens\td_model\tloss\tout_norm\";
+		for (d = 1; d <= 3; d++) for (e = -4; e <= -1; e++) for (b = 8; b <= 32; b *= 2)
+			printf \"%g\t%d\t%d\t64\t%g\t%g\n\", 10^e, b, 1000 * 4^d, 3 + (e + 2 + d / 4)^2 + (b / 16 - d / 2)^2 / 10, 2^(7 + e + 2 + d / 4) }" >runs.tsv &&
+	sw-transfer --table - <runs.tsv >transfer.tsv &&
+	sw-transfer - <runs.tsv >transfer-fits.tsv
 '
 
-for kind in training residual sharpness sharpness-steps sharpness-hist norms; do
+for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift; do
 	test_expect_success "$kind: a PNG of the set size and an SVG" "
 		sw-plot $kind $kind.tsv -o $kind.png 2>err && test_line_count = 0 err &&
 		head -c 8 $kind.png | od -A n -t x1 | grep -q '89 50 4e 47 0d 0a 1a 0a' &&
@@ -72,8 +82,8 @@ test_expect_success 'an existing figure is replaced whole, never left half-writt
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 7 list &&
-	for k in training residual sharpness sharpness-steps sharpness-hist norms; do
+	sw-plot --list >list && test_line_count = 13 list &&
+	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
 '
