@@ -132,10 +132,11 @@ install: $(TOOL_BIN)
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 
-bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/sgemm-peak
+bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/sgemm-peak $(BUILD)/bench/tokenize-naive
 	bench/norms
 	bench/train
 	bench/sharpness
+	bench/tokenize
 
 clean:
 	rm -rf build build-asan
@@ -143,6 +144,9 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 $(BUILD)/bench/norms-kernels: $(BUILD)/bench/norms-kernels.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/tokenize-naive: $(BUILD)/bench/tokenize-naive.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/sgemm-peak: $(BUILD)/bench/sgemm-peak.o $(BUILD)/tools/common.o $(LIB_A)

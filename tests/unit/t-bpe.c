@@ -220,6 +220,15 @@ static void test_against_naive(void)
 			total += nc.len[i];
 		b = train1(cases[c].p, (const char *)s, cases[c].n, cases[c].vocab, &st);
 		ok(merges_are(b, m, nm) && nm > 20, "%s: the same %d merges as the rescan", cases[c].what, nm);
+		struct naive_corpus dd = {0};
+		struct bpe_merge *m2 = malloc((size_t)cases[c].vocab * sizeof *m2);
+		naive_add(&dd, cases[c].p, s, cases[c].n);
+		naive_dedup(&dd);
+		int nm2 = naive_train(&dd, cases[c].vocab, m2);
+		ok(nm2 == nm && !memcmp(m, m2, (size_t)nm * sizeof *m) && (dd.n < nc.n || dd.n == 1),
+		   "%s: the rescan over the %zu distinct pieces (of %zu) agrees", cases[c].what, dd.n, nc.n);
+		naive_free(&dd);
+		free(m2);
 		ok(b && st.tokens == total, "%s: the same final token count (%zu)", cases[c].what, total);
 		/* encoding the corpus gives the trainer's final segmentation */
 		size_t nw = naive_encode(m, nm, cases[c].p, s, cases[c].n, want);
