@@ -17,8 +17,9 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-tokenize train [--vocab N] [--pretokenize words|none] -o TOKENIZER [FILE ...]\n"
-	"       sw-tokenize encode -t TOKENIZER -o TOKENS [FILE ...]\n"
+	"sw-tokenize train [--json] [--vocab N] [--pretokenize words|none] -o TOKENIZER\n"
+	"                  [FILE ...]\n"
+	"       sw-tokenize encode [--json] -t TOKENIZER -o TOKENS [FILE ...]\n"
 	"       sw-tokenize decode -t TOKENIZER [-o FILE] [TOKENS ...]\n"
 	"       sw-tokenize info [--json] [--tokens] [TOKENIZER ...]";
 static const char help[] =
@@ -36,7 +37,7 @@ static const char help[] =
 	"  --vocab N              vocabulary size, 257..65536 (2048)\n"
 	"  --pretokenize P        words: merges stay within words (default); none\n"
 	"  --tokens               info: one row per token\n"
-	"  --json                 info: JSON Lines instead of TSV\n"
+	"  --json                 JSON Lines instead of TSV (train, encode, info)\n"
 	"  --help, --version\n"
 	"\n"
 	"With no FILE, or FILE '-', train, encode and decode read standard input;\n"
@@ -106,14 +107,15 @@ static int feed_input(struct tool *tl, const char *name, feed_fn fn, void *ctx,
 	while (!final) {
 		size_t consumed;
 		ssize_t r;
-		if (cap - len < BLOCK) {
-			unsigned char *b = realloc(buf, len + 2 * (size_t)BLOCK);
+		if (cap - len < BLOCK) {        /* geometric: a long piece may pile up */
+			size_t c = cap > len + BLOCK ? 2 * cap : 2 * (len + BLOCK);
+			unsigned char *b = realloc(buf, c);
 			if (!b) {
 				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 				break;
 			}
 			buf = b;
-			cap = len + 2 * (size_t)BLOCK;
+			cap = c;
 		}
 		if ((r = read_some(fd, buf, cap, len, err)) < 0) {
 			rc = err->code;
@@ -124,8 +126,10 @@ static int feed_input(struct tool *tl, const char *name, feed_fn fn, void *ctx,
 		*bytes += (uint64_t)r;
 		if ((rc = fn(ctx, buf, len, final, &consumed, err)))
 			break;
-		memmove(buf, buf + consumed, len - consumed);
-		len -= consumed;
+		if (consumed > 0) {
+			memmove(buf, buf + consumed, len - consumed);
+			len -= consumed;
+		}
 		tool_progress(tl, "%s: %.0f MB", name, (double)*bytes / 1e6);
 	}
 	free(buf);
@@ -579,8 +583,10 @@ int main(int argc, char **argv)
 	}
 	if ((o.vocab_set || o.pretok_set) && o.cmd != CMD_TRAIN)
 		tool_usage_error(&tl, "--vocab and --pretokenize are options of train");
-	if ((json || o.tokens) && o.cmd != CMD_INFO)
-		tool_usage_error(&tl, "--json and --tokens are options of info");
+	if (json && o.cmd == CMD_DECODE)
+		tool_usage_error(&tl, "decode writes bytes: --json is an option of train, encode and info");
+	if (o.tokens && o.cmd != CMD_INFO)
+		tool_usage_error(&tl, "--tokens is an option of info");
 	if (o.tokenizer && (o.cmd == CMD_TRAIN || o.cmd == CMD_INFO))
 		tool_usage_error(&tl, "-t is an option of encode and decode");
 	if (!o.tokenizer && (o.cmd == CMD_ENCODE || o.cmd == CMD_DECODE))

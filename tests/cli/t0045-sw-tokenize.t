@@ -115,7 +115,9 @@ test_expect_success 'info: the summary and the tokens' '
 		END { exit bad }" toks &&
 	sw-tokenize info --json --tokens tok.bpe >json && test_line_count = 300 json &&
 	sed -n 11p json | grep -q "\"bytes\": \"\\\\\\\\n\"" &&
-	echo tok.bpe | sw-tokenize info >stdin.info && test_line_count = 2 stdin.info
+	echo tok.bpe | sw-tokenize info >stdin.info && test_line_count = 2 stdin.info &&
+	sw-tokenize encode --json -t tok.bpe -o j.llmc "$CORPUS" >json && test_line_count = 1 json &&
+	grep -q "^{\"file\": \".*corpus.txt\", \"bytes\": 32768, \"tokens\": [0-9]*, \"bytes_per_token\": " json
 '
 
 test_expect_success 'a malformed tokenizer: exit 65 with the line, no output' '
@@ -188,6 +190,8 @@ test_expect_success 'usage errors: exit 64' '
 	test_expect_code 64 sw-tokenize encode -t tok.bpe "$CORPUS" 2>err &&
 	test_expect_code 64 sw-tokenize decode -t tok.bpe --vocab 300 corpus.llmc 2>err &&
 	test_expect_code 64 sw-tokenize info --bogus tok.bpe 2>err &&
+	test_expect_code 64 sw-tokenize decode --json -t tok.bpe corpus.llmc 2>err &&
+	test_expect_code 64 sw-tokenize encode --tokens -t tok.bpe -o x "$CORPUS" 2>err &&
 	test_no_file x
 '
 

@@ -507,6 +507,7 @@ static void test_file(void)
 		}
 		ok(disk && dlen == len && !memcmp(disk, text, len) && !bpe_load(path, &back, &err) &&
 		   bpe_vocab(back) == bpe_vocab(t), "bpe_save writes the text, bpe_load reads it");
+		bpe_free(back);
 		ok(bpe_load(dir, &back, &err) == SW_ENOINPUT, "bpe_load of a directory: SW_ENOINPUT");
 		snprintf(path, sizeof path, "%s/none.bpe", dir);
 		ok(bpe_load(path, &back, &err) == SW_ENOINPUT, "bpe_load of nothing: SW_ENOINPUT");
