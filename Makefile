@@ -37,7 +37,8 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-trace sw-train sw-transfer
+TOOLS     = sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize sw-trace \
+            sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
@@ -134,11 +135,13 @@ install: $(TOOL_BIN)
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 
-bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)/bench/sgemm-peak
+bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)/bench/sgemm-peak \
+		$(BUILD)/bench/tokenize-naive
 	bench/norms
 	bench/spectrum
 	bench/train
 	bench/sharpness
+	bench/tokenize
 
 clean:
 	rm -rf build build-asan
@@ -146,6 +149,9 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 $(BUILD)/bench/%-kernels: $(BUILD)/bench/%-kernels.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/tokenize-naive: $(BUILD)/bench/tokenize-naive.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/sgemm-peak: $(BUILD)/bench/sgemm-peak.o $(BUILD)/tools/common.o $(LIB_A)

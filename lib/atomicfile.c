@@ -61,6 +61,17 @@ int atomic_commit(const char *tmp, const char *final, struct sw_err *err)
 	return SW_OK;
 }
 
+int atomic_finish(int fd, const char *tmp, const char *final, int rc, struct sw_err *err)
+{
+	if (close(fd) < 0 && !rc)
+		rc = sw_fail(err, SW_EIO, "%s: close: %s", final, strerror(errno));
+	if (rc) {
+		unlink(tmp);
+		return rc;
+	}
+	return atomic_commit(tmp, final, err);
+}
+
 int atomic_write_all(int fd, const void *buf, size_t len, const char *what,
 		     struct sw_err *err)
 {

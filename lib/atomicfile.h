@@ -22,6 +22,10 @@ int atomic_create(const char *final, char *tmp, size_t len, int *fd,
  * removed. Does not close any descriptor. */
 int atomic_commit(const char *tmp, const char *final, struct sw_err *err);
 
+/* Close fd, open on tmp; then if rc is SW_OK and the close went well,
+ * commit tmp to final, else remove tmp. Returns rc or the first failure. */
+int atomic_finish(int fd, const char *tmp, const char *final, int rc, struct sw_err *err);
+
 /* Write all of buf to fd (retrying short writes); SW_EIO on failure. */
 int atomic_write_all(int fd, const void *buf, size_t len, const char *what,
 		     struct sw_err *err);
