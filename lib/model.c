@@ -16,8 +16,10 @@
 
 #ifdef SW_REAL_DOUBLE
 #define GEMM cblas_dgemm
+#define EXP exp
 #else
 #define GEMM cblas_sgemm
+#define EXP expf        /* float exp: accurate to an ulp, twice as fast */
 #endif
 
 /* ---- the layers, forward and backward ------------------------------- */
@@ -212,7 +214,7 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 				}
 				double sum = 0;
 				for (int u = 0; u <= t; u++) {
-					p[u] = (real)exp((double)(p[u] - maxv));
+					p[u] = EXP(p[u] - maxv);
 					sum += p[u];
 				}
 				real inv = (real)(1.0 / sum);
@@ -286,7 +288,7 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 
 static real sigmoid(real x)
 {
-	return 1 / (1 + (real)exp(-(double)x));
+	return 1 / (1 + EXP(-x));
 }
 
 /* h = silu(gate) * up, silu(x) = x sigmoid(x) */
@@ -327,7 +329,7 @@ static void softmax_crossentropy_forward(real *losses, real *probs, const int *t
 		for (int i = 0; i < V; i++)
 			maxv = p[i] > maxv ? p[i] : maxv;
 		for (int i = 0; i < V; i++) {
-			p[i] = (real)exp((double)(p[i] - maxv));
+			p[i] = EXP(p[i] - maxv);
 			sum += p[i];
 		}
 		real inv = (real)(1.0 / sum);

@@ -243,14 +243,30 @@ static int eval_loss(struct model *m, const struct dataset *d, int nbatches, int
 	return isfinite(*out) ? SW_OK : SW_EDATA;
 }
 
+/* mkdir -p: the output directory and any missing parents */
 static int ensure_dir(const char *dir, struct sw_err *err)
 {
+	char path[4096];
 	struct stat st;
+	size_t n = strlen(dir);
 
-	if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
-		return SW_OK;
-	return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s", dir,
-		       strerror(errno ? errno : ENOTDIR));
+	if (n == 0 || n >= sizeof path)
+		return sw_fail(err, SW_ECANTCREAT, "%s: bad output directory name", dir);
+	memcpy(path, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0777) < 0 && errno != EEXIST)
+			return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s",
+				       dir, strerror(errno));
+		if (i < n)
+			path[i] = '/';
+	}
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s", dir,
+			       strerror(errno ? errno : ENOTDIR));
+	return SW_OK;
 }
 
 int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err)

@@ -180,21 +180,30 @@ double tool_parse_double(struct tool *t, const char *opt, const char *arg,
 	return v;
 }
 
-void tool_blas_core(char **argv)
+void tool_runtime(char **argv)
 {
 	const char *core = openblas_get_corename(), *want = NULL;
+	int again = 0;
 
-	if (getenv("OPENBLAS_CORETYPE") || !core ||
-	    (strcasecmp(core, "prescott") && strcasecmp(core, "core2") && strcasecmp(core, "nehalem")))
-		return;
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-		want = "SkylakeX";
-	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-		want = "Haswell";
-	if (!want || setenv("OPENBLAS_CORETYPE", want, 1) < 0)
-		return;
-	execv("/proc/self/exe", argv);
-	/* could not re-execute: go on with the slow kernels */
+	/* OpenMP threads that wait by spinning take the core a descheduled
+	 * teammate needs when another process holds one: 8x slower on two
+	 * busy cores. Sleeping costs microseconds per parallel region. */
+	if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0)
+		again = 1;
+	if (!getenv("OPENBLAS_CORETYPE") && core &&
+	    (!strcasecmp(core, "prescott") || !strcasecmp(core, "core2") ||
+	     !strcasecmp(core, "nehalem"))) {
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+			want = "SkylakeX";
+		else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+			want = "Haswell";
+		if (want && setenv("OPENBLAS_CORETYPE", want, 1) == 0)
+			again = 1;
+	}
+	/* both are read when the libraries load: run again to take effect */
+	if (again)
+		execv("/proc/self/exe", argv);
+	/* could not re-execute: go on as we are */
 }

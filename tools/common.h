@@ -92,14 +92,18 @@ int tool_stdout_broken(struct tool *t);
 int tool_finish(struct tool *t);
 
 /*
- * OpenBLAS 0.3.21 runs its slowest (Prescott, SSE3) kernels on CPUs it
- * does not recognize, 6x slower on an AVX-512 machine. When
- * OPENBLAS_CORETYPE is unset, the core it chose is such a fallback and the
- * CPU has AVX-512 (or AVX2 and FMA), set it to SkylakeX (Haswell) and
- * execute the tool again: OpenBLAS reads it only when it loads. Call first
- * thing in main of the tools that multiply large matrices.
+ * The runtime settings the libraries read only when they load, so they
+ * are set here and the tool executes itself again (once; when both are
+ * already set nothing happens). Call first thing in main.
+ *   OMP_WAIT_POLICY=passive unless set: idle OpenMP threads sleep instead
+ *     of spinning, which on a machine where another process holds a core
+ *     makes a two-thread run several times slower than one thread.
+ *   OPENBLAS_CORETYPE: OpenBLAS 0.3.21 runs its slowest (Prescott, SSE3)
+ *     kernels on CPUs it does not recognize, 6x slower on an AVX-512
+ *     machine; when it chose such a fallback and the CPU has AVX-512 (or
+ *     AVX2 and FMA), SkylakeX (Haswell).
  */
-void tool_blas_core(char **argv);
+void tool_runtime(char **argv);
 
 /* Bounds-checked numbers from the command line (exit 64 when bad). */
 long long tool_parse_int(struct tool *t, const char *opt, const char *arg,

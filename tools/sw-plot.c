@@ -175,6 +175,7 @@ int main(int argc, char **argv)
 	int opt, list = 0, status;
 	pid_t pid;
 
+	tool_runtime(argv);
 	tool_init(&tl, "sw-plot", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
 		if (opt == 'o')

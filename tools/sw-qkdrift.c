@@ -222,6 +222,7 @@ int main(int argc, char **argv)
 	struct tool tl;
 
 	memset(&first, 0, sizeof first);
+	tool_runtime(argv);
 	tool_init(&tl, "sw-qkdrift", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {

@@ -507,7 +507,7 @@ int main(int argc, char **argv)
 	const char *file;
 	int opt, modes = 0, nfiles = 0;
 
-	tool_blas_core(argv);
+	tool_runtime(argv);
 	tool_init(&tl, "sw-sharpness", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {

@@ -81,9 +81,10 @@ test_expect_success '--check: a wide tolerance passes, zero fails (two different
 	fi
 '
 
+# the table carries norms to 9 digits, so log2 of them may differ in the last
 test_expect_success 'sw-transfer --table | sw-transfer -: the same groups as from the files' '
 	sw-transfer --table $(cat ckpts) | sw-transfer - >piped &&
-	test_cmp groups piped
+	numbers_close 1e-8 groups piped
 '
 
 test_expect_success 'sw-norms | awk | sw-transfer -: another norm of the head, by file' '
