@@ -52,10 +52,10 @@ MANPAGES  = $(wildcard man/*.1 man/*.5)
 
 DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev
 DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
-DEB_RUN   = gnuplot-nox
+DEB_RUN   = gnuplot-nox fortunes
 DEB_ALL   = $(DEB_BUILD) $(DEB_TEST) $(DEB_RUN)
 
-.PHONY: all deps check check-asan test-suite unit demo fixtures install clean lint-man bench
+.PHONY: all deps check check-asan test-suite unit demo figures fixtures install clean lint-man bench
 
 all: $(TOOL_BIN) $(GEN)
 
@@ -123,6 +123,11 @@ fixtures: $(GEN)
 demo: deps
 	$(MAKE) all
 	@sh demo/demo.sh $(BUILD)/bin
+
+# the README's figures: the demo's, committed under demo/figures
+figures: demo
+	mkdir -p demo/figures
+	cp demo/out/*.png demo/figures/
 
 lint-man:
 	mandoc -Tlint -W warning $(MANPAGES)

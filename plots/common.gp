@@ -44,5 +44,10 @@ do for [i = 1:8] {
 # in must not hold a single quote).
 groups(name) = system(sprintf("awk -F'\t' -v c='%s' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } k && !s[$k]++ { print $k }' '%s' | tr '\\n' ' '", name, in))
 
+# The same values, shortened for a key when NAME is "file": the path
+# components every value shares, leading and trailing, are dropped, so
+# run-a/ckpt-000600.h5 and run-b/ckpt-000600.h5 read "run-a" and "run-b".
+labels(name) = name ne "file" ? groups(name) : system(sprintf("awk -F'\t' -v c='%s' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } k && !s[$k]++ { n++; m[n] = split($k, t, \"/\"); for (j = 1; j <= m[n]; j++) p[n, j] = t[j] } END { lo = 1; while (n > 1) { for (i = 1; i <= n; i++) if (lo >= m[i] || p[i, lo] != p[1, lo]) break; if (i <= n) break; lo++ } hi = 0; while (n > 1) { for (i = 1; i <= n; i++) if (m[i] - hi <= lo || p[i, m[i] - hi] != p[1, m[1] - hi]) break; if (i <= n) break; hi++ } for (i = 1; i <= n; i++) { a = n > 1 ? lo : m[i]; l = p[i, a]; for (j = a + 1; j <= m[i] - hi; j++) l = l \"/\" p[i, j]; print l } }' '%s' | tr '\\n' ' '", name, in))
+
 # Which column NAME is (0 if none).
 colnum(name) = int(system(sprintf("awk -F'\t' -v c='%s' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) { print i; exit } print 0; exit }' '%s'", name, in)))

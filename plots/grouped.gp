@@ -7,6 +7,7 @@
 _gx = ARG1; _gy = ARG2; _gg = ARG3; _gs = ARG4
 _gfc = ARGC >= 6 ? ARG5 : ""; _gfv = ARGC >= 6 ? ARG6 : ""
 _G = groups(_gg)
+_L = labels(_gg)
 if (words(_G) == 0) { print "no rows to plot in ".in; exit status 65 }
 do for [_i = 1:words(_G)] {
 	eval sprintf('set table $G%d', _i)
@@ -16,6 +17,6 @@ do for [_i = 1:words(_G)] {
 }
 _cmd = "plot "
 do for [_i = 1:words(_G)] {
-	_cmd = _cmd . sprintf("$G%d using 1:2 with %s linetype %d title '%s'%s", _i, _gs, (_i - 1) % 8 + 1, word(_G, _i), _i < words(_G) ? ", " : "")
+	_cmd = _cmd . sprintf("$G%d using 1:2 with %s linetype %d title '%s'%s", _i, _gs, (_i - 1) % 8 + 1, word(_L, _i), _i < words(_G) ? ", " : "")
 }
 eval _cmd

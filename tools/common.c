@@ -26,6 +26,9 @@ void tool_init(struct tool *t, const char *prog, const char *usage,
 	/* "| head" ends the tool quietly: die of SIGPIPE even if the parent
 	 * ignored it, as every Unix filter does */
 	signal(SIGPIPE, SIG_DFL);
+	/* a file size limit (ulimit -f) makes write fail with EFBIG, reported
+	 * like a full disk, instead of killing the tool mid-file */
+	signal(SIGXFSZ, SIG_IGN);
 }
 
 void tool_usage_error(struct tool *t, const char *fmt, ...)
