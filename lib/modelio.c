@@ -169,9 +169,18 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err)
 		}
 		if ((rc = ckpt_load(ck, (size_t)k, &v, err)))
 			goto out;
-		for (size_t j = 0; j < mt->numel; j++)
+		/* a forward pass through a NaN gives NaN everywhere: say where */
+		size_t bad = 0;
+		for (size_t j = 0; j < mt->numel; j++) {
 			m->params[mt->offset + j] = (real)v.data[j];
+			bad += !isfinite(v.data[j]);
+		}
 		ckpt_release(ck, &v);
+		if (bad) {
+			rc = sw_fail(err, SW_EDATA, "%s: %zu of %zu values are NaN or Inf",
+				     ckpt_info(ck, (size_t)k)->name, bad, mt->numel);
+			goto out;
+		}
 	}
 out:
 	if (rc && m->tensors)

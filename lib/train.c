@@ -288,8 +288,6 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 	memset(&o, 0, sizeof o);
 	memset(&tp, 0, sizeof tp);
 	memset(&rs, 0, sizeof rs);
-	if ((rc = ensure_dir(tc->out_dir, err)))
-		return rc;
 	if ((rc = data_open(tc->data_path, tc->data_format, tc->val_fraction, &d, err))) {
 		sw_err_prefix(err, "%s", tc->data_path);
 		return rc;
@@ -325,6 +323,9 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		sw_err_prefix(err, "%s", tc->data_path);
 		goto out;
 	}
+	/* only now: a run refused for its data leaves no directory behind */
+	if ((rc = ensure_dir(tc->out_dir, err)))
+		goto out;
 	if ((rc = model_alloc_acts(&m, B, T, err)))
 		goto out;
 	tok = malloc((size_t)B * T * sizeof *tok);

@@ -1,0 +1,228 @@
+#!/bin/sh
+# The bad-input table, across every tool: each malformed file (most made
+# by gen-fixtures under fixtures/bad) gives one line on stderr, "TOOL:
+# FILE: what is wrong", and the documented exit status (DESIGN.md: 64
+# usage, 65 bad data, 66 cannot open, 73 cannot create, 74 I/O error);
+# nothing but the header on stdout; no output file under its final name
+# and nothing changed where the user's data was. Under check-asan the same
+# runs must give no sanitizer report (a report changes the exit status).
+. "$(dirname "$0")/../lib/tap.sh"
+
+B=$FIX/bad
+
+# expect_error TOOL CODE FILE PATTERN: the tool fails on FILE alone
+expect_error() {
+	test_expect_code "$2" "$1" "$3" >out 2>err &&
+	test_one_error "$1" "$3" &&
+	grep -q -- "$4" err &&
+	test_line_count -le 1 out
+}
+
+while read -r code file pattern; do
+	for tool in sw-ls sw-norms sw-spectrum; do
+		test_expect_success "$tool: $file: exit $code, '$pattern'" "
+			expect_error $tool $code \"\$B/$file\" \"$pattern\"
+		"
+	done
+done <<'CASES'
+65 truncated.h5 truncated file
+65 not-scalewatch.h5 not a scalewatch checkpoint
+65 missing-attr.h5 missing attribute 'block'
+65 wrong-shape.h5 shape 4x3 disagrees with the config (4x4)
+65 unknown-block.h5 unknown block 'attention'
+65 trace.h5 not a checkpoint
+65 version2.h5 format_version 2 is not supported
+65 empty.safetensors empty file
+65 lying-header.safetensors header length 4096 runs past the end
+65 huge-header.safetensors exceeds 100 MB
+65 overlap.safetensors overlap
+65 gap.safetensors gap
+65 out-of-file.safetensors beyond the data
+65 truncated-data.safetensors truncated file
+65 unknown-dtype.safetensors unknown dtype 'F13'
+65 numel-overflow.safetensors element count overflows
+65 lying-length.safetensors span 12 bytes, shape and dtype need 16
+65 bad-json.safetensors not valid JSON
+65 wrong-shape.safetensors shape 5 disagrees with the config (4)
+65 gpt2 architecture 'GPT2LMHeadModel' is not supported
+66 noconfig no config.json beside it
+66 nonexistent.h5 No such file or directory
+CASES
+
+# Data errors only a reader of the values sees: that tensor is named and
+# left out, the other tensors are printed
+for f in nan.h5 inf.h5 nan.safetensors; do
+	for tool in sw-norms sw-spectrum; do
+		test_expect_success "$tool: $f: exit 65, NaN or Inf named, no row for it" "
+			test_expect_code 65 $tool \"\$B/$f\" >out 2>err &&
+			test_one_error $tool \"\$B/$f\" &&
+			grep -q 'down_proj.weight: 1 of 24 values are NaN or Inf' err &&
+			! grep -q down_proj out && grep -q up_proj out
+		"
+	done
+done
+
+test_expect_success 'a directory that is no model: exit 66' '
+	mkdir empty-dir &&
+	expect_error sw-norms 66 empty-dir "is a directory" &&
+	expect_error sw-ls 66 empty-dir "is a directory"
+'
+
+test_expect_success 'a FIFO is refused, never read (no hang)' '
+	mkfifo fifo &&
+	expect_error sw-norms 66 fifo "not a regular file"
+'
+
+test_expect_success 'a device is refused' '
+	expect_error sw-ls 66 /dev/zero "not a regular file"
+'
+
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	# root reads anything: run the tool as nobody
+	as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+else
+	as_user() { "$@"; }
+fi
+test_expect_success 'permission denied: exit 66' '
+	cp "$FIX/tiny.h5" secret.h5 && chmod 000 secret.h5 &&
+	test_expect_code 66 as_user "$SW_BIN/sw-norms" secret.h5 >out 2>err &&
+	test_one_error sw-norms secret.h5 && grep -q "Permission denied" err
+'
+
+test_expect_success 'the good file after a bad one is still processed' '
+	test_expect_code 65 sw-norms "$B/overlap.safetensors" "$FIX/wide.h5" >out 2>err &&
+	test_line_count = 11 out && test_line_count = 1 err
+'
+
+# ---- the other readers: traces, sweeps, runs, token files, tokenizers ----
+
+# a token file of ids below 8 (the bad fixtures' vocabulary), llm.c format
+"$PY" -c '
+import struct
+n = 600
+open("v8.llmc", "wb").write(struct.pack("<256i", 20240520, 1, n, *[0] * 253)
+                           + struct.pack("<%dH" % n, *[(3 * i) % 8 for i in range(n)]))'
+
+for tool in sw-sharpness sw-qkdrift sw-transfer sw-trace; do
+	test_expect_success "$tool: truncated.h5: exit 65, 'truncated'" "
+		expect_error $tool 65 \"\$B/truncated.h5\" 'truncated'
+	"
+done
+
+test_expect_success 'sw-trace: a checkpoint is not a trace: exit 65' '
+	expect_error sw-trace 65 "$FIX/tiny.h5" "not a trace" &&
+	expect_error sw-trace 65 "$B/trace.h5" "missing group /series"
+'
+
+test_expect_success 'sw-sharpness --data: NaN in a weight is named, exit 65' '
+	test_expect_code 65 sw-sharpness --data v8.llmc "$B/nan.h5" >out 2>err &&
+	test_one_error sw-sharpness "$B/nan.h5" &&
+	grep -q "down_proj.weight: 1 of 24 values are NaN or Inf" err &&
+	test_expect_code 65 sw-sharpness --data v8.llmc "$B/inf.h5" >out 2>err &&
+	grep -q "NaN or Inf" err
+'
+
+test_expect_success 'sw-sharpness: no /fisher and no --data: exit 64' '
+	expect_error sw-sharpness 64 "$FIX/tiny.h5" "no /fisher in the checkpoint: give --data"
+'
+
+test_expect_success 'sw-qkdrift: NaN in a q projection: exit 65, the head named' '
+	expect_error sw-qkdrift 65 "$B/nan-q.h5" "layer 0 head 0: the q/k projections"
+'
+
+test_expect_success 'sw-qkdrift: checkpoints of two models: exit 65' '
+	test_expect_code 65 sw-qkdrift "$FIX/tiny.h5" "$FIX/wide.h5" >out 2>err &&
+	test_one_error sw-qkdrift "$FIX/wide.h5" && grep -q "another model" err
+'
+
+test_expect_success 'sw-transfer: a checkpoint without /optim: exit 65' '
+	expect_error sw-transfer 65 "$FIX/tiny.h5" "/optim: missing attribute"
+'
+
+# sw-train: every data error is found before anything is written
+train_error() {
+	code=$1 data=$2 pattern=$3
+	shift 3
+	test_expect_code "$code" sw-train --data "$data" --steps 2 --out run "$@" >out 2>err &&
+	test_one_error sw-train "$data" && grep -q -- "$pattern" err &&
+	test_line_count = 0 out && ! test -e run
+}
+
+test_expect_success 'sw-train: a token file whose count disagrees with its size: exit 65' '
+	train_error 65 "$B/tokens-count.llmc" "header says 32778 tokens, the file holds 100"
+'
+
+test_expect_success 'sw-train: token ids >= --vocab: exit 65' '
+	train_error 65 "$FIX/corpus.llmc" "token id 121 is not below the vocabulary size 16" --vocab 16
+'
+
+test_expect_success 'sw-train: an empty token file: exit 65' '
+	: >empty.llmc && train_error 65 empty.llmc "empty file"
+'
+
+test_expect_success 'sw-train: --data a directory, a FIFO, nothing: exit 66, no hang' '
+	mkdir dir && train_error 66 dir "not a regular file" &&
+	mkfifo tokfifo && train_error 66 tokfifo "not a regular file" &&
+	train_error 66 nonexistent.llmc "No such file or directory"
+'
+
+test_expect_success 'sw-train --resume: a truncated checkpoint: exit 65' '
+	test_expect_code 65 sw-train --data "$FIX/corpus.llmc" --resume "$B/truncated.h5" --out run >out 2>err &&
+	test_one_error sw-train "$B/truncated.h5" && grep -q truncated err && ! test -e run
+'
+
+test_expect_success 'sw-train --out under a regular file: exit 73' '
+	echo mine >afile &&
+	test_expect_code 73 sw-train --data "$FIX/corpus.llmc" --steps 2 --out afile/run >out 2>err &&
+	test_one_error sw-train afile/run && grep -q "Not a directory" err &&
+	echo mine | cmp -s - afile
+'
+
+# sw-tokenize: tokenizer files and token files
+sw-tokenize train --vocab 300 -o tok.bpe "$FIX/corpus.txt" >/dev/null 2>&1
+
+test_expect_success 'sw-tokenize: a tokenizer that is no tokenizer: exit 65' '
+	test_expect_code 65 sw-tokenize encode -t "$B/truncated.h5" -o x.tok "$FIX/corpus.txt" >out 2>err &&
+	test_one_error sw-tokenize "$B/truncated.h5" && grep -q "not a scalewatch BPE tokenizer" err &&
+	! test -e x.tok
+'
+
+test_expect_success 'sw-tokenize: a truncated tokenizer: exit 65, the line named' '
+	head -c 60 tok.bpe >trunc.bpe &&
+	test_expect_code 65 sw-tokenize encode -t trunc.bpe -o x.tok "$FIX/corpus.txt" >out 2>err &&
+	test_one_error sw-tokenize trunc.bpe && grep -q "line 5: no newline at the end" err &&
+	! test -e x.tok
+'
+
+test_expect_success 'sw-tokenize decode: a token count that lies: exit 65' '
+	test_expect_code 65 sw-tokenize decode -t tok.bpe -o text "$B/tokens-count.llmc" >out 2>err &&
+	test_one_error sw-tokenize "$B/tokens-count.llmc" && grep -q "header says 32778 tokens" err &&
+	! test -e text
+'
+
+test_expect_success 'sw-tokenize decode: an id >= the vocabulary: exit 65' '
+	"$PY" -c "
+import struct
+open(\"big.llmc\", \"wb\").write(struct.pack(\"<256i\", 20240520, 1, 50, *[0] * 253)
+                              + struct.pack(\"<50H\", *([5] * 49 + [4000])))" &&
+	echo mine >text &&
+	test_expect_code 65 sw-tokenize decode -t tok.bpe -o text big.llmc >out 2>err &&
+	test_one_error sw-tokenize big.llmc && grep -q "id 4000 is not below the vocabulary size 300" err &&
+	echo mine | cmp -s - text
+'
+
+test_expect_success 'sw-tokenize: a directory as tokenizer or input: exit 66' '
+	mkdir -p tdir &&
+	test_expect_code 66 sw-tokenize encode -t tdir -o x.tok "$FIX/corpus.txt" >out 2>err &&
+	test_one_error sw-tokenize tdir &&
+	test_expect_code 66 sw-tokenize encode -t tok.bpe -o x.tok tdir >out 2>err &&
+	test_one_error sw-tokenize tdir && ! test -e x.tok
+'
+
+test_expect_success 'sw-plot: a TSV that is binary garbage: exit 65, no figure' '
+	head -c 4096 "$FIX/tiny.h5" >garbage.tsv &&
+	test_expect_code 65 sw-plot norms garbage.tsv -o fig.png >out 2>err &&
+	test_line_count = 1 err && ! test -e fig.png
+'
+
+test_done
