@@ -5,10 +5,80 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/*
+ * The temporary files alive now. This is the one piece of process-wide
+ * state in lib/, as in git's tempfile.c: a signal handler can reach
+ * nothing else. Slots are claimed and released by the thread that writes
+ * (tools write their outputs from one thread); the handler only reads. A
+ * name that finds no free slot is simply not cleaned up on a signal.
+ */
+#define LIVE_SLOTS 16
+static char live_name[LIVE_SLOTS][PATH_MAX + 64];
+static volatile sig_atomic_t live_used[LIVE_SLOTS];
+
+static void live_add(const char *tmp)
+{
+	if (strlen(tmp) >= sizeof live_name[0])
+		return;
+	for (int i = 0; i < LIVE_SLOTS; i++)
+		if (!live_used[i]) {
+			strcpy(live_name[i], tmp);
+			atomic_signal_fence(memory_order_seq_cst);   /* the name before the flag */
+			live_used[i] = 1;
+			return;
+		}
+}
+
+static void live_remove(const char *tmp)
+{
+	for (int i = 0; i < LIVE_SLOTS; i++)
+		if (live_used[i] && !strcmp(live_name[i], tmp)) {
+			live_used[i] = 0;
+			return;
+		}
+}
+
+static void remove_live_and_die(int sig)
+{
+	int saved = errno;
+
+	for (int i = 0; i < LIVE_SLOTS; i++)
+		if (live_used[i])
+			unlink(live_name[i]);     /* async-signal-safe */
+	errno = saved;
+	signal(sig, SIG_DFL);
+	raise(sig);                               /* the status says which signal */
+}
+
+void atomic_cleanup_on_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		struct sigaction old, sa;
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN &&
+		    sigs[i] != SIGPIPE)
+			continue;       /* nohup and friends: ignored stays ignored */
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = remove_live_and_die;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESETHAND;
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+void atomic_discard(const char *tmp)
+{
+	unlink(tmp);
+	live_remove(tmp);
+}
 
 int atomic_create(const char *final, char *tmp, size_t len, int *fd,
 		  struct sw_err *err)
@@ -22,8 +92,10 @@ int atomic_create(const char *final, char *tmp, size_t len, int *fd,
 		if (n < 0 || (size_t)n >= len)
 			return sw_fail(err, SW_ECANTCREAT, "%s: path too long", final);
 		*fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (*fd >= 0)
+		if (*fd >= 0) {
+			live_add(tmp);
 			return SW_OK;
+		}
 		if (errno != EEXIST)
 			return sw_fail(err, SW_ECANTCREAT, "%s: cannot create: %s",
 				       final, strerror(errno));
@@ -48,14 +120,15 @@ int atomic_commit(const char *tmp, const char *final, struct sw_err *err)
 
 	if (fsync_path(tmp, O_RDONLY) < 0) {
 		int e = errno;
-		unlink(tmp);
+		atomic_discard(tmp);
 		return sw_fail(err, SW_EIO, "%s: fsync: %s", final, strerror(e));
 	}
 	if (rename(tmp, final) < 0) {
 		int e = errno;
-		unlink(tmp);
+		atomic_discard(tmp);
 		return sw_fail(err, SW_ECANTCREAT, "%s: rename: %s", final, strerror(e));
 	}
+	live_remove(tmp);
 	snprintf(dir, sizeof dir, "%s", final);
 	fsync_path(dirname(dir), O_RDONLY | O_DIRECTORY);
 	return SW_OK;
@@ -66,7 +139,7 @@ int atomic_finish(int fd, const char *tmp, const char *final, int rc, struct sw_
 	if (close(fd) < 0 && !rc)
 		rc = sw_fail(err, SW_EIO, "%s: close: %s", final, strerror(errno));
 	if (rc) {
-		unlink(tmp);
+		atomic_discard(tmp);
 		return rc;
 	}
 	return atomic_commit(tmp, final, err);

@@ -4,7 +4,9 @@
  * Nothing a user wrote is ever lost and no reader ever sees a torn file:
  * every output (checkpoints, safetensors, config.json) is created as
  * "FINAL.tmp.PID.N" in FINAL's directory, fsynced, and renamed over FINAL
- * only once complete; the directory is fsynced after the rename.
+ * only once complete; the directory is fsynced after the rename. The
+ * temporary files alive are remembered, so that a tool killed by a signal
+ * (Ctrl-C, kill) removes them on its way out instead of leaving litter.
  */
 #ifndef SW_ATOMICFILE_H
 #define SW_ATOMICFILE_H
@@ -25,6 +27,14 @@ int atomic_commit(const char *tmp, const char *final, struct sw_err *err);
 /* Close fd, open on tmp; then if rc is SW_OK and the close went well,
  * commit tmp to final, else remove tmp. Returns rc or the first failure. */
 int atomic_finish(int fd, const char *tmp, const char *final, int rc, struct sw_err *err);
+
+/* Remove tmp (an output abandoned before its commit). */
+void atomic_discard(const char *tmp);
+
+/* Make SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE remove the temporary
+ * files alive before the process dies of them (signals ignored at start
+ * stay ignored). Called once by every tool, at start. */
+void atomic_cleanup_on_signals(void);
 
 /* Write all of buf to fd (retrying short writes); SW_EIO on failure. */
 int atomic_write_all(int fd, const void *buf, size_t len, const char *what,

@@ -59,7 +59,7 @@ void tokfile_abort(struct tokfile_writer *w)
 	if (w->fd < 0)
 		return;
 	close(w->fd);
-	unlink(w->tmp);
+	atomic_discard(w->tmp);
 	w->fd = -1;
 }
 

@@ -3,6 +3,8 @@
 #
 #   in    the TSV a scalewatch tool printed (one header line)
 #   out   the figure: .png, .pdf or .svg picks the terminal (cairo)
+#   to    optional: where to write it instead of out (sw-plot passes
+#         /dev/stdout and writes the bytes itself, to catch a full disk)
 #
 # Paper style: sans-serif at readable sizes, the Okabe-Ito palette (safe
 # for colour-blind readers) in a fixed order, keys outside the data.
@@ -23,7 +25,7 @@ if (_ext eq ".png") {
 	print "out must end in .png, .pdf or .svg: ".out
 	exit status 64
 } } }
-set output out
+set output (exists("to") ? to : out)
 set datafile separator "\t"
 set datafile missing "nan"
 set border 3 linewidth 1

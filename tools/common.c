@@ -1,5 +1,6 @@
 /* common.c - the shared plumbing of every tool (see common.h). */
 #include "common.h"
+#include "../lib/atomicfile.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -29,6 +30,8 @@ void tool_init(struct tool *t, const char *prog, const char *usage,
 	/* a file size limit (ulimit -f) makes write fail with EFBIG, reported
 	 * like a full disk, instead of killing the tool mid-file */
 	signal(SIGXFSZ, SIG_IGN);
+	/* Ctrl-C or kill while an output is half-written: remove it */
+	atomic_cleanup_on_signals();
 }
 
 void tool_usage_error(struct tool *t, const char *fmt, ...)

@@ -1,8 +1,9 @@
 /*
  * sw-plot - a paper-ready figure from a TSV a scalewatch tool printed:
  * checks the TSV has the columns the figure needs, then runs the gnuplot
- * script plots/KIND.gp on it, writing the figure under a temporary name
- * and renaming it into place.
+ * script plots/KIND.gp on it. gnuplot writes the figure to a pipe and we
+ * write it under a temporary name, renamed into place once complete:
+ * gnuplot itself says nothing when its output hits a full disk.
  */
 #include <errno.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/atomicfile.h"
 #include "common.h"
 
 static const char usage[] = "sw-plot KIND IN.tsv -o OUT.png|OUT.pdf|OUT.svg\n       sw-plot --list";
@@ -160,6 +162,60 @@ static int have_gnuplot(void)
 	return 0;
 }
 
+/*
+ * Run gnuplot -e expr script with its stdout on a pipe, and copy what it
+ * writes to fd. Every byte is read even after a write failed, so gnuplot
+ * never blocks; the first failure is the result.
+ */
+static int run_gnuplot(const char *expr, const char *script, int fd, const char *out,
+		       struct sw_err *err)
+{
+	static char buf[1 << 16];
+	int p[2], status, rc = SW_OK;
+	size_t total = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(p) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "pipe: %s", strerror(errno));
+	fflush(stdout);
+	if ((pid = fork()) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return sw_fail(err, SW_ESOFTWARE, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		close(p[0]);
+		if (dup2(p[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		close(p[1]);
+		execlp("gnuplot", "gnuplot", "-e", expr, script, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	while ((n = read(p[0], buf, sizeof buf)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (!rc)
+				rc = sw_fail(err, SW_EIO, "reading gnuplot's output: %s", strerror(errno));
+			break;
+		}
+		total += (size_t)n;
+		if (!rc)
+			rc = atomic_write_all(fd, buf, (size_t)n, out, err);
+	}
+	close(p[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return rc ? rc : sw_fail(err, SW_ESOFTWARE, "waitpid: %s", strerror(errno));
+	if (rc)
+		return rc;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) || total == 0)
+		return sw_fail(err, SW_EDATA, "gnuplot failed on this TSV (%s)", script);
+	return SW_OK;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -171,9 +227,8 @@ int main(int argc, char **argv)
 	struct sw_err err;
 	const struct kind *k = NULL;
 	const char *out = NULL, *in, *ext;
-	char dir[PATH_MAX], script[PATH_MAX + 64], tmp[PATH_MAX], expr[3 * PATH_MAX], missing[64];
-	int opt, list = 0, status;
-	pid_t pid;
+	char dir[PATH_MAX], script[PATH_MAX + 64], tmp[PATH_MAX + 64], expr[3 * PATH_MAX], missing[64];
+	int opt, list = 0, fd, rc;
 
 	tool_runtime(argv);
 	tool_init(&tl, "sw-plot", usage, help, argc, argv);
@@ -229,28 +284,14 @@ int main(int argc, char **argv)
 		return tool_finish(&tl);
 	}
 	snprintf(script, sizeof script, "%s/%s.gp", dir, k->name);
-	/* gnuplot writes a temporary name with the same extension; renamed on success */
-	if (snprintf(tmp, sizeof tmp, "%.*s.tmp.%ld%s", (int)(ext - out), out, (long)getpid(), ext) >= (int)sizeof tmp ||
-	    snprintf(expr, sizeof expr, "in='%s'; out='%s'", in, tmp) >= (int)sizeof expr)
+	if (snprintf(expr, sizeof expr, "in='%s'; out='%s'; to='/dev/stdout'", in, out) >= (int)sizeof expr)
 		tool_usage_error(&tl, "file name too long");
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		/* gnuplot's own messages go to stderr; nothing on our stdout */
-		dup2(STDERR_FILENO, STDOUT_FILENO);
-		execlp("gnuplot", "gnuplot", "-e", expr, script, (char *)NULL);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-		unlink(tmp);
-		sw_fail(&err, pid < 0 ? SW_ESOFTWARE : SW_EDATA, "gnuplot failed on this TSV (%s)", script);
-		tool_error(&tl, in, &err);
+	if (atomic_create(out, tmp, sizeof tmp, &fd, &err)) {
+		tool_error(&tl, NULL, &err);
 		return tool_finish(&tl);
 	}
-	if (rename(tmp, out) < 0) {
-		unlink(tmp);
-		sw_fail(&err, SW_ECANTCREAT, "rename: %s", strerror(errno));
-		tool_error(&tl, out, &err);
-	}
+	rc = run_gnuplot(expr, script, fd, out, &err);
+	if (atomic_finish(fd, tmp, out, rc, &err))
+		tool_error(&tl, rc == SW_EDATA ? in : NULL, &err);
 	return tool_finish(&tl);
 }

@@ -252,7 +252,7 @@ static int cmd_train(struct tool *tl, const struct opts *o)
 	return tool_finish(tl);
 abort_output:
 	close(fd);
-	unlink(tmp);
+	atomic_discard(tmp);
 	return fail(tl, file, &err);
 }
 

@@ -225,4 +225,19 @@ test_expect_success 'sw-plot: a TSV that is binary garbage: exit 65, no figure' 
 	test_line_count = 1 err && ! test -e fig.png
 '
 
+# (a shell starts background commands with SIGINT ignored: perl restores it)
+test_expect_success 'killed while writing (SIGTERM, SIGINT, SIGHUP): no temporary file left' '
+	for sig in TERM INT HUP; do
+		rm -f fifo-in && mkfifo fifo-in &&
+		{ perl -e "\$SIG{INT} = q(DEFAULT); exec @ARGV" \
+			sw-tokenize train --vocab 300 -o killed.bpe fifo-in >out 2>err & } &&
+		pid=$! && n=0 &&
+		while ! ls | grep -q "^killed.bpe.tmp." && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done &&
+		ls | grep -q "^killed.bpe.tmp." &&
+		kill -$sig $pid && exec 3>fifo-in && exec 3>&- &&
+		{ wait $pid; st=$?; } ; test $st -gt 128 &&
+		! ls | grep -q "^killed.bpe" || exit 1
+	done
+'
+
 test_done
