@@ -406,7 +406,9 @@ int bpe_load_from_memory(const char *buf, size_t len, struct bpe **out, struct s
 		return sw_fail(err, SW_EDATA, "the file ends before the 'pretokenizer' line");
 	{
 		char name[16];
-		if (n < 13 || memcmp(s, "pretokenizer ", 13) || n - 13 >= sizeof name)
+		/* a NUL would end the name early: "words\0" is not "words" */
+		if (n < 13 || memcmp(s, "pretokenizer ", 13) || n - 13 >= sizeof name ||
+		    memchr(s + 13, '\0', n - 13))
 			return sw_fail(err, SW_EDATA, "line %zu: expected 'pretokenizer words' or 'pretokenizer none'",
 				       c.line);
 		memcpy(name, s + 13, n - 13);
