@@ -32,6 +32,19 @@ void h5io_last_error(char *buf, size_t len)
 	char tmp[256] = "";
 
 	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error, tmp);  /* innermost first */
+	/* a failed system call: HDF5 dumps its arguments ("file write failed:
+	 * time = ..., errno = 28, ..."); the errno says it in one line */
+	const char *e = strstr(tmp, "errno = ");
+	if (e) {
+		int code = atoi(e + 8);
+		char *colon = strchr(tmp, ':');
+		if (colon)
+			*colon = '\0';
+		if (code > 0) {
+			snprintf(buf, len, "%s: %s", tmp, strerror(code));
+			return;
+		}
+	}
 	snprintf(buf, len, "%s", tmp);
 }
 

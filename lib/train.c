@@ -427,8 +427,11 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 			tp.row[S_OUT_NORM][0] = out_norm(&m);
 			for (int i = 0; i < tp.ns; i++)
 				rowp[i] = tp.row[i];
-			if ((rc = trace_append(tw, rs.step, rowp, err)))
+			/* the rows flushed before stay: the trace is the run's log */
+			if ((rc = trace_append(tw, rs.step, rowp, err))) {
+				sw_err_prefix(err, "%s", trace_path);
 				goto out;
+			}
 		}
 		int stop = tc->interrupt && *tc->interrupt;
 		if ((tc->ckpt_every > 0 && rs.step % tc->ckpt_every == 0) || rs.step == o.cfg.steps || stop) {
@@ -487,6 +490,7 @@ out:
 		struct sw_err e2;
 		if (trace_close(tw, &e2) && !rc) {
 			*err = e2;
+			sw_err_prefix(err, "%s", trace_path);
 			rc = e2.code;
 		}
 	}

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <math.h>
 #include <signal.h>
+#include <hdf5.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,10 @@ void tool_init(struct tool *t, const char *prog, const char *usage,
 	signal(SIGXFSZ, SIG_IGN);
 	/* Ctrl-C or kill while an output is half-written: remove it */
 	atomic_cleanup_on_signals();
+	/* libhdf5 1.10's exit handler closes files left open and crashes on
+	 * one whose close already failed (a full disk); we close every file
+	 * ourselves, so the handler has nothing to do */
+	H5dont_atexit();
 }
 
 void tool_usage_error(struct tool *t, const char *fmt, ...)

@@ -225,7 +225,71 @@ test_expect_success 'sw-plot: a TSV that is binary garbage: exit 65, no figure' 
 	test_line_count = 1 err && ! test -e fig.png
 '
 
-# (a shell starts background commands with SIGINT ignored: perl restores it)
+# ---- disk full: a 64 KiB tmpfs when we may mount one, else ulimit -f ----
+# Each writer: exit 74, one line naming the file, nothing under the final
+# name (or the user's earlier file there, byte for byte), no temporary file.
+mkdir -p full
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=64k tmpfs full 2>/dev/null; then
+	FULL_HOW=tmpfs
+	# what is left of the 64 KiB after the users' earlier files: nothing
+	fill_disk() { cat /dev/zero >full/filler 2>/dev/null; true; }
+	limited() { "$@"; }
+else
+	FULL_HOW=ulimit
+	fill_disk() { true; }
+	limited() { (ulimit -f 1 && exec "$@"); }
+fi
+no_temp_left() { ! ls -a full | grep -q '\.tmp'; }
+
+test_expect_success "disk full ($FULL_HOW): sw-train's checkpoint: exit 74, nothing left" '
+	test_expect_code 74 limited sw-train --data "$FIX/corpus.llmc" --steps 2 --ckpt-every 1 \
+		--d-model 64 --trace "" --eval-every 0 --out full/run >out 2>err &&
+	test_one_error sw-train full/run/ckpt-000001.h5 &&
+	test -z "$(ls full/run)" && no_temp_left
+'
+
+# the trace is the run's log, written as it goes: it keeps the rows
+# flushed before the disk filled, and sw-trace reads them (a trace that
+# could not be started is removed)
+test_expect_success "disk full ($FULL_HOW): sw-train's trace: exit 74, the rows before kept" '
+	test_expect_code 74 limited sw-train --data "$FIX/corpus.llmc" --steps 300 --ckpt-every 0 \
+		--d-model 16 --eval-every 0 --trace-every 1 --out full/run2 >out 2>err &&
+	test_one_error sw-train full/run2/trace.h5 && test $(wc -c <err) -lt 200 &&
+	{ ! test -e full/run2/trace.h5 ||
+	  { sw-trace full/run2/trace.h5 >rows && test $(wc -l <rows) -lt 301; }; } &&
+	rm -rf full/run2
+'
+
+rm -f full/filler
+test_expect_success "disk full ($FULL_HOW): sw-tokenize train and encode keep the earlier files" '
+	sw-tokenize train --vocab 300 -o tok300.bpe "$FIX/corpus.txt" &&
+	sw-tokenize encode -t tok300.bpe -o enc.tok "$FIX/corpus.txt" &&
+	echo "the user s tokenizer" >full/tok.bpe && echo "the user s tokens" >full/x.tok &&
+	cp full/tok.bpe keep.bpe && cp full/x.tok keep.tok && fill_disk &&
+	test_expect_code 74 limited sw-tokenize train --vocab 300 -o full/tok.bpe "$FIX/corpus.txt" >out 2>err &&
+	test_one_error sw-tokenize full/tok.bpe && test_cmp keep.bpe full/tok.bpe &&
+	test_expect_code 74 limited sw-tokenize encode -t tok300.bpe -o full/x.tok "$FIX/corpus.txt" >out 2>err &&
+	test_one_error sw-tokenize full/x.tok && test_cmp keep.tok full/x.tok && no_temp_left
+'
+rm -f full/filler
+
+test_expect_success "disk full ($FULL_HOW): sw-plot keeps the earlier figure" '
+	sw-norms "$FIX/tiny.h5" >norms.tsv &&
+	echo "the user s figure" >full/fig.png && cp full/fig.png keep.png && fill_disk &&
+	test_expect_code 74 limited sw-plot norms norms.tsv -o full/fig.png >out 2>err &&
+	grep "^sw-plot:" err >err1 && mv err1 err &&
+	test_one_error sw-plot full/fig.png && test_cmp keep.png full/fig.png && no_temp_left
+'
+
+test_expect_success "disk full ($FULL_HOW): a table on stdout: exit 74" '
+	test_expect_code 74 limited sh -c "sw-spectrum \"\$1\" >full/spectrum.tsv" sh "$FIX/tiny.h5" 2>err &&
+	test_line_count = 1 err && grep -q "write error" err
+'
+rm -f full/filler
+[ "$FULL_HOW" = tmpfs ] && umount full
+
+# (a shell starts background commands with SIGINT ignored: perl restores it;
+# the writer's end opens without blocking: a reader killed already is none)
 test_expect_success 'killed while writing (SIGTERM, SIGINT, SIGHUP): no temporary file left' '
 	for sig in TERM INT HUP; do
 		rm -f fifo-in && mkfifo fifo-in &&
@@ -234,7 +298,8 @@ test_expect_success 'killed while writing (SIGTERM, SIGINT, SIGHUP): no temporar
 		pid=$! && n=0 &&
 		while ! ls | grep -q "^killed.bpe.tmp." && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done &&
 		ls | grep -q "^killed.bpe.tmp." &&
-		kill -$sig $pid && exec 3>fifo-in && exec 3>&- &&
+		kill -$sig $pid &&
+		perl -MFcntl -e "sysopen(my \$f, q(fifo-in), O_WRONLY | O_NONBLOCK)" &&
 		{ wait $pid; st=$?; } ; test $st -gt 128 &&
 		! ls | grep -q "^killed.bpe" || exit 1
 	done
