@@ -9,9 +9,27 @@
 #
 # Reruns reuse what is there: delete demo/out (or a part of it) to redo.
 # Usage: demo/demo.sh [BIN_DIR]   (make demo passes build/bin)
+#
+# SW_DEMO_TINY=1 runs the same job in miniature (the committed corpus,
+# tiny models, a few steps: seconds) into SW_DEMO_OUT; the end-to-end test
+# tests/e2e/t0250-mini-demo.t does that.
 set -eu
 bin=${1:-build/bin}
-out=demo/out
+out=${SW_DEMO_OUT:-demo/out}
+top=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${SW_DEMO_TINY:-0}" = 1 ]; then
+	CORPUS=$top/fixtures/corpus.txt VOCAB=300
+	MAIN_D=32 MAIN_T=32 MAIN_B=4 MAIN_STEPS=40 WARMUP=4
+	SWEEP_D=16 SWEEP_T=16 HORIZON=2048 LRS="0.002 0.008" BATCHES="4 8"
+	SPEC_DS="16 32" SPEC_STEPS=30
+else
+	CORPUS="" VOCAB=2048
+	MAIN_D=128 MAIN_T=64 MAIN_B=16 MAIN_STEPS=2500 WARMUP=100
+	SWEEP_D=64 SWEEP_T=64 HORIZON=262144 LRS="0.001 0.002 0.004 0.008" BATCHES="4 8 16"
+	SPEC_DS="64 128" SPEC_STEPS=600
+fi
+EVERY=$((MAIN_STEPS / 10))
+step6() { printf %06d "$1"; }
 PATH=$bin:$PATH
 export PATH
 mkdir -p "$out"
@@ -32,7 +50,9 @@ pretty() {
 # ---- 1. the corpus and the tokenizer ------------------------------------
 
 FORTUNES=/usr/share/games/fortunes
-if [ ! -s "$out/fortunes.txt" ]; then
+if [ -n "$CORPUS" ] && [ ! -s "$out/fortunes.txt" ]; then
+	cp "$CORPUS" "$out/fortunes.txt"
+elif [ ! -s "$out/fortunes.txt" ]; then
 	if [ ! -d "$FORTUNES" ]; then
 		echo "demo: $FORTUNES is missing: install Debian's fortunes (make deps does)" >&2
 		exit 66
@@ -41,20 +61,22 @@ if [ ! -s "$out/fortunes.txt" ]; then
 fi
 if [ ! -s "$out/fortunes.tok" ]; then
 	say "a BPE tokenizer on $(wc -c <"$out/fortunes.txt") bytes of fortunes ($(elapsed))"
-	sw-tokenize train --vocab 2048 -o "$out/tokenizer.bpe" "$out/fortunes.txt" | pretty
+	sw-tokenize train --vocab $VOCAB -o "$out/tokenizer.bpe" "$out/fortunes.txt" | pretty
 	sw-tokenize encode -t "$out/tokenizer.bpe" -o "$out/fortunes.tok" "$out/fortunes.txt" | pretty
 fi
-DATA="--data $out/fortunes.tok --vocab 2048"
+DATA="--data $out/fortunes.tok --vocab $VOCAB"
 
 # ---- 2. the main run -----------------------------------------------------
 
 MAIN=$out/main
-if [ ! -s "$MAIN/ckpt-002500.h5" ]; then
-	say "training: d_model 128, 4 layers, GQA 4/2 heads, 2500 steps of 16 x 64 tokens ($(elapsed))"
+FINAL=$MAIN/ckpt-$(step6 $MAIN_STEPS).h5
+if [ ! -s "$FINAL" ]; then
+	say "training: d_model $MAIN_D, 4 layers, GQA 4/2 heads, $MAIN_STEPS steps of $MAIN_B x $MAIN_T tokens ($(elapsed))"
 	rm -rf "$MAIN"
-	sw-train $DATA --out "$MAIN" --d-model 128 --n-layers 4 --n-heads 4 --n-kv-heads 2 \
-		--seq-len 64 --batch 16 --steps 2500 --warmup 100 --lr 3e-3 --wd 0.1 \
-		--ckpt-every 250 --fisher-every 250 --eval-every 250 --trace-every 10 >/dev/null
+	sw-train $DATA --out "$MAIN" --d-model $MAIN_D --n-layers 4 --n-heads 4 --n-kv-heads 2 \
+		--seq-len $MAIN_T --batch $MAIN_B --steps $MAIN_STEPS --warmup $WARMUP --lr 3e-3 --wd 0.1 \
+		--ckpt-every $EVERY --fisher-every $EVERY --eval-every $EVERY \
+		--trace-every $((EVERY / 25 > 0 ? EVERY / 25 : 1)) >/dev/null
 fi
 
 # ---- 3. the sweeps -------------------------------------------------------
@@ -62,15 +84,15 @@ fi
 # norm transfer: lr x batch, checkpoints at three horizons of tokens
 SWEEP=$out/sweep-lr-batch
 if [ ! -d "$SWEEP/done" ]; then
-	say "an lr x batch sweep: 4 x 3 runs, d_model 64, horizons 64k, 128k, 256k tokens ($(elapsed))"
+	say "an lr x batch sweep: lr $LRS x batch $BATCHES, d_model $SWEEP_D, horizons of $((HORIZON / 4)), $((HORIZON / 2)), $HORIZON tokens ($(elapsed))"
 	rm -rf "$SWEEP"
-	for lr in 0.001 0.002 0.004 0.008; do
-		for b in 4 8 16; do
-			s=$((262144 / (b * 64)))
-			sw-train $DATA --out "$SWEEP/lr$lr-b$b" --d-model 64 --n-layers 2 --n-heads 4 \
-				--seq-len 64 --batch $b --lr $lr --warmup $((s / 20)) --steps $s \
+	for lr in $LRS; do
+		for b in $BATCHES; do
+			s=$((HORIZON / (b * SWEEP_T)))
+			sw-train $DATA --out "$SWEEP/lr$lr-b$b" --d-model $SWEEP_D --n-layers 2 --n-heads 4 \
+				--seq-len $SWEEP_T --batch $b --lr $lr --warmup $((s / 20)) --steps $s \
 				--ckpt-every $((s / 4)) --eval-every $((s / 4)) --trace "" >/dev/null
-			rm -f "$SWEEP/lr$lr-b$b/ckpt-$(printf %06d $((s * 3 / 4))).h5"
+			rm -f "$SWEEP/lr$lr-b$b/ckpt-$(step6 $((s * 3 / 4))).h5"
 		done
 	done
 	mkdir "$SWEEP/done"
@@ -79,14 +101,14 @@ fi
 # spectra: lr x wd at two widths, constant lr after warmup (the AdamW steady state)
 SPEC=$out/sweep-lr-wd
 if [ ! -d "$SPEC/done" ]; then
-	say "an lr x wd x width sweep: 2 x 2 x 2 runs of 600 steps ($(elapsed))"
+	say "an lr x wd x width sweep: 2 x 2 x 2 runs of $SPEC_STEPS steps ($(elapsed))"
 	rm -rf "$SPEC"
-	for d in 64 128; do
+	for d in $SPEC_DS; do
 		for lr in 0.003 0.01; do
 			for wd in 0.3 1.0; do
 				sw-train $DATA --out "$SPEC/d$d-lr$lr-wd$wd" --d-model $d --n-layers 2 \
 					--n-heads 4 --seq-len 64 --batch 8 --lr $lr --wd $wd --schedule constant \
-					--warmup 50 --steps 600 --eval-every 0 --trace "" >/dev/null
+					--warmup $((SPEC_STEPS / 12)) --steps $SPEC_STEPS --eval-every 0 --trace "" >/dev/null
 			done
 		done
 	done
@@ -96,7 +118,6 @@ fi
 # ---- 4. every tool, every figure -----------------------------------------
 
 say "the tools ($(elapsed))"
-FINAL=$MAIN/ckpt-002500.h5
 sw-ls --summary "$FINAL" >"$out/params.tsv"
 pretty <"$out/params.tsv"
 
@@ -107,11 +128,13 @@ sw-sharpness "$MAIN"/ckpt-*.h5 >"$out/sharpness-steps.tsv"
 sw-sharpness "$FINAL" >"$out/sharpness.tsv"
 sw-sharpness --hist 60 "$FINAL" >"$out/sharpness-hist.tsv"
 sw-sharpness --ratios "$MAIN"/ckpt-*.h5 >"$out/sharpness-ratios.tsv"
-sw-spectrum --role down --layer 1 "$MAIN"/ckpt-000250.h5 "$MAIN"/ckpt-001000.h5 "$FINAL" >"$out/spectrum.tsv"
+sw-spectrum --role down --layer 1 "$MAIN/ckpt-$(step6 $EVERY).h5" "$MAIN/ckpt-$(step6 $((4 * EVERY))).h5" \
+	"$FINAL" >"$out/spectrum.tsv"
 sw-spectrum --summary "$FINAL" >"$out/spectrum-summary.tsv"
 sw-spectrum --hist 40 --role down --layer 1 "$FINAL" >"$out/esd.tsv"
-sw-spectrum --normalize --role down --layer 1 "$SPEC"/d128-*/ckpt-000600.h5 >"$out/spectrum-normalized.tsv"
-sw-spectrum --fit "$SPEC"/*/ckpt-000600.h5 >"$out/spectrum-fit.tsv"
+SPEC_LAST=ckpt-$(step6 $SPEC_STEPS).h5
+sw-spectrum --normalize --role down --layer 1 "$SPEC"/d${SPEC_DS##* }-*/$SPEC_LAST >"$out/spectrum-normalized.tsv"
+sw-spectrum --fit "$SPEC"/*/$SPEC_LAST >"$out/spectrum-fit.tsv"
 sw-qkdrift "$MAIN"/ckpt-*.h5 >"$out/qkdrift.tsv"
 sw-qkdrift --drift "$MAIN"/ckpt-*.h5 >"$out/qkdrift-drift.tsv"
 sw-transfer --table "$SWEEP"/*/ckpt-*.h5 >"$out/transfer.tsv"

@@ -1,0 +1,48 @@
+#!/bin/sh
+# make demo in miniature (demo/demo.sh with SW_DEMO_TINY=1: the committed
+# corpus, tiny models, seconds): the whole job runs through every tool and
+# every figure kind, and a rerun reuses what is there.
+. "$(dirname "$0")/../lib/tap.sh"
+
+if ! command -v gnuplot >/dev/null 2>&1; then
+	test_skip 'the miniature demo' 'gnuplot not installed'
+	test_done
+fi
+
+KINDS="training residual norms sharpness sharpness-steps sharpness-hist spectrum
+	spectrum-normalized esd qkdrift transfer transfer-fits"
+
+test_expect_success 'the miniature demo runs to the end' '
+	SW_DEMO_TINY=1 SW_DEMO_OUT=out sh "$SW_TOP/demo/demo.sh" "$SW_BIN" >log 2>err &&
+	grep -q "^== done in" log
+'
+
+test_expect_success 'every figure kind: a PNG of sane size' '
+	for k in $KINDS; do
+		test "$(od -A n -t x1 -N 4 out/$k.png)" = " 89 50 4e 47" &&
+		size=$(od -A n -t u1 -j 16 -N 8 out/$k.png |
+			awk "{ print \$3 * 256 + \$4, \$7 * 256 + \$8 }") &&
+		set -- $size && test "$1" -ge 400 && test "$2" -ge 300 || {
+			echo "$k: bad PNG"; exit 1; }
+	done
+'
+
+test_expect_success 'every table beside its figure, with a header and rows' '
+	for k in $KINDS params spectrum-summary spectrum-fit qkdrift-drift sharpness-ratios; do
+		test $(wc -l <out/$k.tsv) -ge 2 || { echo "$k.tsv: empty"; exit 1; }
+	done
+'
+
+test_expect_success 'the tokenizer, the main run, both sweeps' '
+	test -s out/tokenizer.bpe && test -s out/fortunes.tok &&
+	test -s out/main/ckpt-000040.h5 && test -s out/main/trace.h5 &&
+	test $(ls out/sweep-lr-batch/*/ckpt-*.h5 | wc -l) = 12 &&
+	test $(ls out/sweep-lr-wd/*/ckpt-000030.h5 | wc -l) = 8
+'
+
+test_expect_success 'a rerun trains nothing again' '
+	SW_DEMO_TINY=1 SW_DEMO_OUT=out sh "$SW_TOP/demo/demo.sh" "$SW_BIN" >log2 2>err &&
+	! grep -q "^== training" log2 && ! grep -q "^== an lr" log2 && grep -q "^== done in" log2
+'
+
+test_done
