@@ -58,6 +58,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	ck->h5 = H5I_INVALID_HID;
 	ck->h5fd = -1;
+	st_meta_init(&ck->st_meta);
 	ck->meta.train_loss = ck->meta.val_loss = NAN;
 	if (S_ISDIR(st.st_mode)) {
 		rc = resolve_directory(path, ck->path, sizeof ck->path, err);
@@ -113,6 +114,7 @@ void ckpt_close(struct ckpt *ck)
 		return;
 	h5ckpt_close(ck);
 	stckpt_close(ck);
+	st_meta_free(&ck->st_meta);
 	free(ck->info);
 	free(ck->loc);
 	free(ck->scratch);
@@ -122,6 +124,7 @@ void ckpt_close(struct ckpt *ck)
 const struct ckpt_meta *ckpt_meta(const struct ckpt *ck) { return &ck->meta; }
 size_t ckpt_count(const struct ckpt *ck) { return ck->n; }
 const struct sw_tensor_info *ckpt_info(const struct ckpt *ck, size_t i) { return &ck->info[i]; }
+const struct st_meta *ckpt_st_meta(const struct ckpt *ck) { return &ck->st_meta; }
 
 long ckpt_find_role(const struct ckpt *ck, const char *role, int layer)
 {

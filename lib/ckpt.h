@@ -59,6 +59,14 @@ const struct sw_tensor_info *ckpt_info(const struct ckpt *ck, size_t i);
 /* Index of the tensor with this role (and layer, -1 outside layers), or -1. */
 long ckpt_find_role(const struct ckpt *ck, const char *role, int layer);
 
+/*
+ * The safetensors "__metadata__" maps of every shard, merged (empty for
+ * HDF5). When it holds the scalewatch.* keys sw-convert writes, ckpt_open
+ * already took step, tokens and each tensor's lr, wd and wd_mode from it.
+ */
+struct st_meta;
+const struct st_meta *ckpt_st_meta(const struct ckpt *ck);
+
 int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err);
 void ckpt_release(struct ckpt *ck, struct ckpt_view *v);
 

@@ -10,6 +10,7 @@
 #include <limits.h>
 
 #include "ckpt.h"
+#include "safetensors.h"
 
 struct ckpt_loc {               /* where tensor i's bytes are */
 	int shard;              /* safetensors: index into shards */
@@ -37,6 +38,7 @@ struct ckpt {
 	/* safetensors */
 	struct ckpt_shard *shards;
 	int nshards;
+	struct st_meta st_meta;         /* __metadata__ of every shard, merged */
 	/* the reused conversion buffer */
 	float *scratch;
 	size_t scratch_cap;

@@ -355,6 +355,164 @@ out:
 	return rc;
 }
 
+/* ---- __metadata__ -------------------------------------------------- */
+
+void st_meta_init(struct st_meta *m)
+{
+	memset(m, 0, sizeof *m);
+}
+
+void st_meta_free(struct st_meta *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->kv[i].key);
+		free(m->kv[i].value);
+	}
+	free(m->kv);
+	st_meta_init(m);
+}
+
+static long meta_find(const struct st_meta *m, const char *key)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (!strcmp(m->kv[i].key, key))
+			return (long)i;
+	return -1;
+}
+
+const char *st_meta_get(const struct st_meta *m, const char *key)
+{
+	long i = meta_find(m, key);
+	return i < 0 ? NULL : m->kv[i].value;
+}
+
+int st_meta_set(struct st_meta *m, const char *key, const char *value,
+		struct sw_err *err)
+{
+	long i = meta_find(m, key);
+	char *v = strdup(value), *k = i < 0 ? strdup(key) : NULL;
+
+	if (!v || (i < 0 && !k)) {
+		free(v);
+		free(k);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	if (i >= 0) {
+		free(m->kv[i].value);
+		m->kv[i].value = v;
+		return SW_OK;
+	}
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 32;
+		struct st_kv *p = realloc(m->kv, cap * sizeof *p);
+		if (!p) {
+			free(v);
+			free(k);
+			return sw_fail(err, SW_ESOFTWARE, "out of memory");
+		}
+		m->kv = p;
+		m->cap = cap;
+	}
+	m->kv[m->n].key = k;
+	m->kv[m->n].value = v;
+	m->n++;
+	return SW_OK;
+}
+
+int st_parse_metadata(const char *json, size_t len, struct st_meta *m,
+		      struct sw_err *err)
+{
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	const cJSON *md, *item;
+	int rc = SW_OK;
+
+	if (!root || !cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return sw_fail(err, SW_EDATA, "safetensors header is not a JSON object");
+	}
+	md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+	if (md && !cJSON_IsObject(md))
+		rc = sw_fail(err, SW_EDATA, "__metadata__ is not an object");
+	else if (md)
+		cJSON_ArrayForEach(item, md) {
+			if (!item->string || !cJSON_IsString(item)) {
+				rc = sw_fail(err, SW_EDATA, "__metadata__ values must be strings");
+				break;
+			}
+			if ((rc = st_meta_set(m, item->string, item->valuestring, err)))
+				break;
+		}
+	cJSON_Delete(root);
+	return rc;
+}
+
+/* text is a whole decimal integer that fits int64 */
+static int parse_int_text(const char *text, int64_t *v)
+{
+	char *end;
+	long long x;
+
+	if (!(text[0] == '-' || (text[0] >= '0' && text[0] <= '9')))
+		return -1;
+	errno = 0;
+	x = strtoll(text, &end, 10);
+	if (errno || *end || end == text || (text[0] == '-' && !text[1]))
+		return -1;
+	*v = x;
+	return 0;
+}
+
+/* text is a whole real number (strtod's syntax, no leading space) */
+static int parse_real_text(const char *text, double *v)
+{
+	char *end;
+
+	if (!text[0] || text[0] == ' ' || (text[0] >= '\t' && text[0] <= '\r'))
+		return -1;
+	*v = strtod(text, &end);
+	return *end ? -1 : 0;
+}
+
+void st_value_decode(const char *text, struct st_value *v)
+{
+	memset(v, 0, sizeof *v);
+	if (text[0] == '\'') {
+		v->type = ST_VSTR;
+		v->s = text + 1;
+	} else if (parse_int_text(text, &v->i) == 0) {
+		v->type = ST_VINT;
+	} else if (parse_real_text(text, &v->d) == 0) {
+		v->type = ST_VREAL;
+	} else {
+		v->type = ST_VSTR;
+		v->s = text;
+	}
+}
+
+int st_value_encode(const struct st_value *v, char *buf, size_t len)
+{
+	int n;
+
+	if (v->type == ST_VINT) {
+		n = snprintf(buf, len, "%lld", (long long)v->i);
+	} else if (v->type == ST_VREAL) {
+		/* 17 significant digits round-trip every double */
+		if (isnan(v->d))
+			n = snprintf(buf, len, "nan");
+		else if (isinf(v->d))
+			n = snprintf(buf, len, v->d > 0 ? "inf" : "-inf");
+		else
+			n = snprintf(buf, len, "%.17g", v->d);
+		if (n > 0 && (size_t)n < len && strspn(buf, "-0123456789") == (size_t)n)
+			n = snprintf(buf + n, len - (size_t)n, ".0") + n;
+	} else {
+		struct st_value back;
+		st_value_decode(v->s, &back);
+		n = snprintf(buf, len, "%s%s", back.type == ST_VSTR && back.s == v->s ? "" : "'", v->s);
+	}
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 /* ---- the ckpt back end ---------------------------------------------- */
 
 /* Read a whole small file (config.json, index) into a malloc'ed buffer. */
@@ -397,13 +555,15 @@ static void dir_of(const char *path, char *dir, size_t len)
 }
 
 static int open_shard_(struct ckpt_shard *sh, struct st_entry **e, size_t *n,
-		       uint64_t *data_start, struct sw_err *err);
+		       uint64_t *data_start, struct st_meta *meta, struct sw_err *err);
 
-/* Open one shard: check the header, return its entries. */
+/* Open one shard: check the header, return its entries, add its
+ * __metadata__ to meta. */
 static int open_shard(struct ckpt_shard *sh, struct st_entry **e, size_t *n,
-		      uint64_t *data_start, int sharded, struct sw_err *err)
+		      uint64_t *data_start, struct st_meta *meta, int sharded,
+		      struct sw_err *err)
 {
-	int rc = open_shard_(sh, e, n, data_start, err);
+	int rc = open_shard_(sh, e, n, data_start, meta, err);
 
 	/* name the shard only when the user named another file */
 	if (rc && sharded && !strstr(err->msg, sh->path))
@@ -412,7 +572,7 @@ static int open_shard(struct ckpt_shard *sh, struct st_entry **e, size_t *n,
 }
 
 static int open_shard_(struct ckpt_shard *sh, struct st_entry **e, size_t *n,
-		       uint64_t *data_start, struct sw_err *err)
+		       uint64_t *data_start, struct st_meta *meta, struct sw_err *err)
 {
 	unsigned char lenbuf[8];
 	uint64_t hlen = 0;
@@ -447,6 +607,8 @@ static int open_shard_(struct ckpt_shard *sh, struct st_entry **e, size_t *n,
 	}
 	*data_start = 8 + hlen;
 	rc = st_parse_header(json, hlen, sh->size - 8 - hlen, e, n, err);
+	if (!rc)
+		rc = st_parse_metadata(json, hlen, meta, err);
 	free(json);
 	return rc;
 }
@@ -481,6 +643,63 @@ static const char *base_name(const char *p)
 {
 	const char *slash = strrchr(p, '/');
 	return slash ? slash + 1 : p;
+}
+
+/* Number key of the scalewatch metadata into *v (unchanged when absent). */
+static int meta_number(const struct st_meta *m, const char *key, int integer,
+		       double *v, int *present, struct sw_err *err)
+{
+	const char *text = st_meta_get(m, key);
+	struct st_value x;
+
+	if (present)
+		*present = text != NULL;
+	if (!text)
+		return SW_OK;
+	st_value_decode(text, &x);
+	if (x.type == ST_VSTR || (integer && x.type != ST_VINT))
+		return sw_fail(err, SW_EDATA, "__metadata__: %s = '%.40s' is not %s", key,
+			       text, integer ? "an integer" : "a number");
+	*v = x.type == ST_VINT ? (double)x.i : x.d;
+	return SW_OK;
+}
+
+/*
+ * A checkpoint sw-convert exported carries its scalewatch attributes in
+ * the metadata (scalewatch-format(5)): take step, tokens, the losses and
+ * each tensor's lr, wd and wd_mode from there, as the HDF5 reader would.
+ */
+static int apply_scalewatch_meta(struct ckpt *ck, struct sw_err *err)
+{
+	const struct st_meta *m = &ck->st_meta;
+	char key[SW_NAME_MAX + 64];
+	double step = 0, tokens = 0;
+	int rc, has_step, has_tokens;
+
+	if ((rc = meta_number(m, "scalewatch.step", 1, &step, &has_step, err)) ||
+	    (rc = meta_number(m, "scalewatch.tokens", 1, &tokens, &has_tokens, err)) ||
+	    (rc = meta_number(m, "scalewatch.metrics.train_loss", 0, &ck->meta.train_loss, NULL, err)) ||
+	    (rc = meta_number(m, "scalewatch.metrics.val_loss", 0, &ck->meta.val_loss, NULL, err)))
+		return rc;
+	ck->meta.has_step = has_step && has_tokens;
+	ck->meta.step = (int64_t)step;
+	ck->meta.tokens = (int64_t)tokens;
+	for (size_t i = 0; i < ck->n; i++) {
+		struct sw_tensor_info *t = &ck->info[i];
+		const char *mode;
+
+		snprintf(key, sizeof key, "scalewatch.params.%s.lr", t->name);
+		if ((rc = meta_number(m, key, 0, &t->lr, NULL, err)))
+			return rc;
+		snprintf(key, sizeof key, "scalewatch.params.%s.wd", t->name);
+		if ((rc = meta_number(m, key, 0, &t->wd, NULL, err)))
+			return rc;
+		snprintf(key, sizeof key, "scalewatch.params.%s.wd_mode", t->name);
+		if ((mode = st_meta_get(m, key)) && sw_wd_mode_parse(mode, &t->wd_mode) < 0)
+			return sw_fail(err, SW_EDATA, "__metadata__: %s = '%.40s' is not a wd_mode",
+				       key, mode);
+	}
+	return SW_OK;
 }
 
 static int find_index(const struct st_index_entry *idx, size_t n, const char *name)
@@ -554,7 +773,8 @@ int stckpt_open(struct ckpt *ck, struct sw_err *err)
 		uint64_t data_start = 0;
 		void *p;
 
-		if ((rc = open_shard(&ck->shards[s], &e, &n, &data_start, is_index, err)))
+		if ((rc = open_shard(&ck->shards[s], &e, &n, &data_start, &ck->st_meta,
+				     is_index, err)))
 			goto out;
 		p = realloc(ck->info, (total + n + 1) * sizeof *ck->info);
 		if (p)
@@ -597,7 +817,8 @@ int stckpt_open(struct ckpt *ck, struct sw_err *err)
 			}
 		}
 	}
-	ck->meta.has_step = 0;
+	if ((rc = apply_scalewatch_meta(ck, err)))
+		goto out;
 	ck->meta.head_tied = ckpt_find_role(ck, "lm_head", -1) < 0 &&
 			     ckpt_find_role(ck, "embed", -1) >= 0 &&
 			     ck->meta.config.tie_embeddings;
@@ -667,6 +888,13 @@ struct stw {
 int stw_create(const char *final_path, const struct sw_tensor_info *t, size_t n,
 	       enum sw_dtype dtype, struct stw **out, struct sw_err *err)
 {
+	return stw_create_meta(final_path, t, n, dtype, NULL, out, err);
+}
+
+int stw_create_meta(const char *final_path, const struct sw_tensor_info *t, size_t n,
+		    enum sw_dtype dtype, const struct st_meta *meta, struct stw **out,
+		    struct sw_err *err)
+{
 	struct stw *w;
 	cJSON *root = NULL;
 	char *json = NULL;
@@ -690,6 +918,16 @@ int stw_create(const char *final_path, const struct sw_tensor_info *t, size_t n,
 	if (!w->numel || !w->chunk || !root) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto fail;
+	}
+	if (meta && meta->n) {
+		cJSON *md = cJSON_AddObjectToObject(root, "__metadata__");
+		for (size_t i = 0; md && i < meta->n; i++)
+			if (!cJSON_AddStringToObject(md, meta->kv[i].key, meta->kv[i].value))
+				md = NULL;
+		if (!md) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto fail;
+		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		cJSON *e = cJSON_AddObjectToObject(root, t[i].name), *shape, *offs;
@@ -797,6 +1035,46 @@ void stw_abort(struct stw *w)
 	free(w);
 }
 
+/* Write root as pretty JSON to final_path, atomically; frees root. */
+static int write_json(const char *final_path, cJSON *root, struct sw_err *err)
+{
+	char tmp[PATH_MAX], *json = cJSON_Print(root);
+	int rc, fd = -1;
+
+	cJSON_Delete(root);
+	if (!json)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	rc = atomic_create(final_path, tmp, sizeof tmp, &fd, err);
+	if (!rc) {
+		rc = atomic_write_all(fd, json, strlen(json), final_path, err);
+		if (!rc)
+			rc = atomic_write_all(fd, "\n", 1, final_path, err);
+		rc = atomic_finish(fd, tmp, final_path, rc, err);
+	}
+	free(json);
+	return rc;
+}
+
+int st_write_index(const char *final_path, uint64_t total_size,
+		   const char *const *name, const char *const *shard, size_t n,
+		   struct sw_err *err)
+{
+	cJSON *root = cJSON_CreateObject(), *md, *map;
+
+	if (!root || !(md = cJSON_AddObjectToObject(root, "metadata")) ||
+	    !cJSON_AddNumberToObject(md, "total_size", (double)total_size) ||
+	    !(map = cJSON_AddObjectToObject(root, "weight_map"))) {
+		cJSON_Delete(root);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!cJSON_AddStringToObject(map, name[i], shard[i])) {
+			cJSON_Delete(root);
+			return sw_fail(err, SW_ESOFTWARE, "out of memory");
+		}
+	return write_json(final_path, root, err);
+}
+
 int st_write_config(const char *final_path, const struct sw_config *c,
 		    const char *torch_dtype, struct sw_err *err)
 {
@@ -806,8 +1084,6 @@ int st_write_config(const char *final_path, const struct sw_config *c,
 	};
 	const char *hf = "LlamaForCausalLM";
 	cJSON *root = cJSON_CreateObject(), *arr;
-	char tmp[PATH_MAX], *json = NULL;
-	int rc, fd = -1;
 
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!strcmp(c->arch, names[i].arch))
@@ -833,23 +1109,5 @@ int st_write_config(const char *final_path, const struct sw_config *c,
 	cJSON_AddBoolToObject(root, "mlp_bias", 0);
 	cJSON_AddStringToObject(root, "hidden_act", "silu");
 	cJSON_AddStringToObject(root, "torch_dtype", torch_dtype);
-	json = cJSON_Print(root);
-	cJSON_Delete(root);
-	if (!json)
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	rc = atomic_create(final_path, tmp, sizeof tmp, &fd, err);
-	if (!rc)
-		rc = atomic_write_all(fd, json, strlen(json), final_path, err);
-	if (!rc)
-		rc = atomic_write_all(fd, "\n", 1, final_path, err);
-	free(json);
-	if (fd >= 0 && close(fd) < 0 && !rc)
-		rc = sw_fail(err, SW_EIO, "%s: close: %s", final_path, strerror(errno));
-	if (fd >= 0) {
-		if (rc)
-			unlink(tmp);
-		else
-			rc = atomic_commit(tmp, final_path, err);
-	}
-	return rc;
+	return write_json(final_path, root, err);
 }
