@@ -37,7 +37,7 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize sw-trace \
+TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize sw-trace \
             sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)

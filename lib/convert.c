@@ -1,0 +1,723 @@
+/* convert.c - HDF5 checkpoints to safetensors and back (see convert.h). */
+#include "convert.h"
+#include "ckpt_impl.h"
+#include "h5io.h"
+#include "safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define META_PREFIX "scalewatch."
+#define INDEX_NAME "model.safetensors.index.json"
+#define SINGLE_NAME "model.safetensors"
+
+void convert_opts_init(struct convert_opts *o)
+{
+	o->dtype = SW_DTYPE_F32;
+	o->shard_size = 5000000000ULL;
+	o->force = 0;
+}
+
+/* ---- names -------------------------------------------------------- */
+
+int convert_hf_has_role(const char *arch, const char *role)
+{
+	static const char *const llama[] = {
+		"embed", "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up",
+		"down", "final_norm", "lm_head",
+	};
+
+	for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++)
+		if (!strcmp(role, llama[i]))
+			return 1;
+	/* Qwen2 has q, k, v biases; Qwen3 per-head QK-norm */
+	if (!strcmp(arch, "qwen2"))
+		return !strcmp(role, "q_bias") || !strcmp(role, "k_bias") || !strcmp(role, "v_bias");
+	if (!strcmp(arch, "qwen3"))
+		return !strcmp(role, "q_norm") || !strcmp(role, "k_norm");
+	return 0;
+}
+
+int convert_meta_key(const char *obj, const char *attr, char *buf, size_t len)
+{
+	int n;
+
+	if (!strcmp(obj, "/"))
+		n = snprintf(buf, len, META_PREFIX "%s", attr);
+	else if (!strncmp(obj, "/params/", 8))
+		n = snprintf(buf, len, META_PREFIX "params.%s.%s", obj + 8, attr);
+	else
+		n = snprintf(buf, len, META_PREFIX "%s.%s", obj[0] == '/' ? obj + 1 : obj, attr);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int convert_meta_parse_key(const char *key, char *obj, size_t olen, char *attr,
+			   size_t alen)
+{
+	const char *rest, *dot, *last;
+	int n;
+
+	if (strncmp(key, META_PREFIX, strlen(META_PREFIX)))
+		return -1;
+	rest = key + strlen(META_PREFIX);
+	dot = strchr(rest, '.');
+	if (!dot) {                     /* a root attribute */
+		n = snprintf(obj, olen, "/");
+		last = rest - 1;
+	} else if (!strncmp(rest, "params.", 7)) {
+		last = strrchr(rest, '.');
+		if (last <= rest + 7)   /* no tensor name */
+			return -1;
+		n = snprintf(obj, olen, "/params/%.*s", (int)(last - rest - 7), rest + 7);
+	} else {
+		if (strchr(dot + 1, '.') || dot == rest)
+			return -1;
+		last = dot;
+		n = snprintf(obj, olen, "/%.*s", (int)(dot - rest), rest);
+	}
+	if (n < 0 || (size_t)n >= olen || !last[1] || strlen(last + 1) >= alen)
+		return -1;
+	strcpy(attr, last + 1);
+	return 0;
+}
+
+int convert_parse_size(const char *s, uint64_t *bytes)
+{
+	static const struct { const char *unit; double scale; } units[] = {
+		{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+		{"TiB", 1099511627776.0},
+	};
+	char *end;
+	double v;
+
+	if (!s[0] || !(s[0] == '.' || (s[0] >= '0' && s[0] <= '9')))
+		return -1;
+	v = strtod(s, &end);
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+		if (!strcasecmp(end, units[i].unit)) {
+			v *= units[i].scale;
+			if (!(v >= 1 && v < 9.2e18))
+				return -1;
+			*bytes = (uint64_t)v;
+			return 0;
+		}
+	return -1;
+}
+
+/* ---- errors ------------------------------------------------------- */
+
+/* The file a failure is about; a message that starts with that file's
+ * path loses it (the tool prints the file first). */
+static void blame(struct convert_result *r, struct sw_err *err, const char *file)
+{
+	size_t n = strlen(file);
+
+	snprintf(r->culprit, sizeof r->culprit, "%s", file);
+	if (err && !strncmp(err->msg, file, n) && !strncmp(err->msg + n, ": ", 2))
+		memmove(err->msg, err->msg + n + 2, strlen(err->msg + n + 2) + 1);
+}
+
+/* A failure inside the temporary directory: name the file as it would
+ * have been under out ("tmp/model.safetensors: write: ..." becomes the
+ * culprit out/model.safetensors and the message "write: ..."). */
+static void blame_in_tmpdir(struct convert_result *r, struct sw_err *err,
+			    const char *tmpdir, const char *out)
+{
+	size_t n = strlen(tmpdir);
+	const char *colon;
+
+	if (strncmp(err->msg, tmpdir, n) || err->msg[n] != '/' ||
+	    !(colon = strstr(err->msg + n, ": "))) {
+		blame(r, err, out);
+		return;
+	}
+	snprintf(r->culprit, sizeof r->culprit, "%s%.*s", out, (int)(colon - err->msg - n),
+		 err->msg + n);
+	memmove(err->msg, colon + 2, strlen(colon + 2) + 1);
+}
+
+/* Refuse to replace out without force (and a directory by a file). */
+static int check_out(const char *out, const struct convert_opts *o, int want_dir,
+		     int *exists, struct sw_err *err)
+{
+	struct stat st;
+
+	*exists = lstat(out, &st) == 0;
+	if (!*exists)
+		return SW_OK;
+	if (!o->force)
+		return sw_fail(err, SW_ECANTCREAT, "exists (--force replaces it)");
+	if (want_dir && !S_ISDIR(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "exists and is not a directory");
+	if (!want_dir && S_ISDIR(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "is a directory");
+	return SW_OK;
+}
+
+/* ---- HDF5 -> safetensors ------------------------------------------ */
+
+/* What Hugging Face Llama cannot hold: the tensor, or the option, named. */
+static int check_representable(const struct ckpt *ck, struct sw_err *err)
+{
+	const struct sw_config *c = &ck->meta.config;
+
+	for (size_t i = 0; i < ck->n; i++) {
+		const struct sw_tensor_info *t = &ck->info[i];
+		if (convert_hf_has_role(c->arch, t->role))
+			continue;
+		if (t->block == SW_BLOCK_MULT)
+			return sw_fail(err, SW_EDATA,
+				       "%s: a learnable multiplier (role %s); Hugging Face %s has none, "
+				       "so this model cannot be converted", t->name, t->role, c->arch);
+		return sw_fail(err, SW_EDATA, "%s: role %s has no place in Hugging Face %s",
+			       t->name, t->role, c->arch);
+	}
+	if (strcmp(c->multipliers, "none"))
+		return sw_fail(err, SW_EDATA, "/config: multipliers = %s; Hugging Face %s has none",
+			       c->multipliers, c->arch);
+	if (c->norm_everywhere)
+		return sw_fail(err, SW_EDATA, "/config: norm_everywhere; Hugging Face %s has no "
+			       "RMSNorm before o_proj and down_proj", c->arch);
+	if (!c->scale_vectors)
+		return sw_fail(err, SW_EDATA, "/config: scale_vectors = 0; Hugging Face %s has no "
+			       "RMSNorm without gains", c->arch);
+	if (c->qk_norm && strcmp(c->arch, "qwen3"))
+		return sw_fail(err, SW_EDATA, "/config: qk_norm; Hugging Face %s has no QK-norm",
+			       c->arch);
+	return SW_OK;
+}
+
+struct attr_walk {
+	struct st_meta *meta;
+	const char *obj;
+	int rc;
+	struct sw_err *err;
+};
+
+/* One scalar attribute into the metadata, typed (st_value_encode). */
+static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+	struct attr_walk *w = data;
+	char key[SW_NAME_MAX + 128], text[1100], s[1024];
+	struct st_value v = {0};
+	H5T_class_t cls = H5T_NO_CLASS;
+	hssize_t npoints = -1;
+	hid_t a, t, sp;
+
+	(void)info;
+	/* the format's own marks are the writer's; names with dots do not fit a key */
+	if ((!strcmp(w->obj, "/") && (!strcmp(name, "scalewatch_format") ||
+				      !strcmp(name, "format_version"))) || strchr(name, '.'))
+		return 0;
+	if ((a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) {
+		w->rc = sw_fail(w->err, SW_EDATA, "%s: cannot open attribute '%s'", w->obj, name);
+		return -1;
+	}
+	if ((t = H5Aget_type(a)) >= 0) {
+		cls = H5Tget_class(t);
+		H5Tclose(t);
+	}
+	if ((sp = H5Aget_space(a)) >= 0) {
+		npoints = H5Sget_simple_extent_npoints(sp);
+		H5Sclose(sp);
+	}
+	H5Aclose(a);
+	if (npoints != 1)
+		return 0;       /* arrays are no scalewatch attribute */
+	if (cls == H5T_STRING) {
+		v.type = ST_VSTR;
+		v.s = s;
+		w->rc = h5io_get_str(loc, w->obj, name, s, sizeof s, NULL, w->err);
+	} else if (cls == H5T_INTEGER || cls == H5T_ENUM) {
+		v.type = ST_VINT;
+		w->rc = h5io_get_i64(loc, w->obj, name, &v.i, NULL, w->err);
+	} else if (cls == H5T_FLOAT) {
+		v.type = ST_VREAL;
+		w->rc = h5io_get_f64(loc, w->obj, name, &v.d, NULL, w->err);
+	} else {
+		return 0;
+	}
+	if (!w->rc && (convert_meta_key(w->obj, name, key, sizeof key) < 0 ||
+		       st_value_encode(&v, text, sizeof text) < 0))
+		w->rc = sw_fail(w->err, SW_EDATA, "%s: attribute '%s' is too long to carry",
+				w->obj, name);
+	if (!w->rc)
+		w->rc = st_meta_set(w->meta, key, text, w->err);
+	return w->rc ? -1 : 0;
+}
+
+/* The attributes of object obj of the checkpoint into meta (none if the
+ * object is absent). */
+static int collect_attrs(hid_t file, const char *obj, struct st_meta *meta, struct sw_err *err)
+{
+	struct attr_walk w = {meta, obj, SW_OK, err};
+	hsize_t idx = 0;
+
+	if (strcmp(obj, "/") && H5Lexists(file, obj, H5P_DEFAULT) <= 0)
+		return SW_OK;
+	if (H5Aiterate_by_name(file, obj, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &w,
+			       H5P_DEFAULT) < 0 && !w.rc)
+		w.rc = sw_fail(err, SW_EDATA, "%s: cannot list its attributes", obj);
+	return w.rc;
+}
+
+/* Tensors [lo, hi) of ck form one file; shard k of n. */
+struct shard_plan {
+	size_t lo, hi;
+	char name[64];
+};
+
+static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
+		       struct shard_plan **out, int *nout, struct sw_err *err)
+{
+	struct shard_plan *p = calloc(ck->n ? ck->n : 1, sizeof *p);
+	uint64_t cur = 0;
+	int n = 0;
+
+	if (!p)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	/* as save_pretrained: a new file when the next tensor would pass the
+	 * limit; a tensor larger than the limit gets a file of its own */
+	for (size_t i = 0; i < ck->n; i++) {
+		uint64_t b = (uint64_t)ck->info[i].numel * (uint64_t)size;
+		if (n == 0 || (cur > 0 && cur + b > limit)) {
+			p[n].lo = i;
+			n++;
+			cur = 0;
+		}
+		p[n - 1].hi = i + 1;
+		cur += b;
+	}
+	if (n == 0)
+		n = 1;          /* no tensors: one empty file */
+	for (int k = 0; k < n; k++)
+		if (n == 1)
+			snprintf(p[k].name, sizeof p[k].name, SINGLE_NAME);
+		else
+			snprintf(p[k].name, sizeof p[k].name, "model-%05d-of-%05d.safetensors",
+				 k + 1, n);
+	*out = p;
+	*nout = n;
+	return SW_OK;
+}
+
+/* The metadata of one shard: the checkpoint's, and its tensors'. */
+static int shard_meta(const struct ckpt *ck, const struct shard_plan *p,
+		      const struct st_meta *global, struct st_meta *m, struct sw_err *err)
+{
+	char obj[SW_NAME_MAX + 16];
+	int rc = SW_OK;
+
+	st_meta_init(m);
+	for (size_t i = 0; i < global->n && !rc; i++)
+		rc = st_meta_set(m, global->kv[i].key, global->kv[i].value, err);
+	for (size_t i = p->lo; i < p->hi && !rc; i++) {
+		snprintf(obj, sizeof obj, "/params/%s", ck->info[i].name);
+		rc = collect_attrs(ck->h5, obj, m, err);
+	}
+	if (rc)
+		st_meta_free(m);
+	return rc;
+}
+
+static int write_shard(struct ckpt *ck, const struct shard_plan *p, const char *path,
+		       const struct st_meta *m, enum sw_dtype dtype,
+		       struct convert_result *r, struct sw_err *err)
+{
+	struct stw *w;
+	int rc = stw_create_meta(path, ck->info + p->lo, p->hi - p->lo, dtype, m, &w, err);
+
+	for (size_t i = p->lo; i < p->hi && !rc; i++) {
+		struct ckpt_view v;
+		if ((rc = ckpt_load(ck, i, &v, err))) {
+			blame(r, err, ck->path);
+			break;
+		}
+		rc = stw_write(w, v.data, v.numel, err);
+		ckpt_release(ck, &v);
+		r->tensors++;
+		r->bytes += (uint64_t)ck->info[i].numel * (uint64_t)sw_dtype_size(dtype);
+	}
+	if (rc) {
+		stw_abort(w);
+		return rc;
+	}
+	return stw_commit(w, err);
+}
+
+/* The files of one export, in the order they are published: the shards,
+ * config.json, and last the file a reader opens (index or single file). */
+struct export_files {
+	const char **name;      /* (nshards + 2) */
+	int n;
+};
+
+/* The files of an export in the order they are published: the shards,
+ * config.json, the index; or config.json, model.safetensors. A reader
+ * opens the last one, so it comes when the rest is there. */
+static void export_list(const struct shard_plan *plan, int nshards, struct export_files *f)
+{
+	f->n = 0;
+	for (int k = 0; k < nshards && nshards > 1; k++)
+		f->name[f->n++] = plan[k].name;
+	f->name[f->n++] = "config.json";
+	f->name[f->n++] = nshards > 1 ? INDEX_NAME : SINGLE_NAME;
+}
+
+static void remove_export(const char *dir, const struct export_files *f)
+{
+	char path[PATH_MAX + 80];
+
+	for (int i = 0; i < f->n; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, f->name[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+static int is_ours(const struct export_files *f, const char *name)
+{
+	for (int i = 0; i < f->n; i++)
+		if (!strcmp(f->name[i], name))
+			return 1;
+	return 0;
+}
+
+static void fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+static void parent_dir(const char *path, char *dir, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		snprintf(dir, len, ".");
+	else if (slash == path)
+		snprintf(dir, len, "/");
+	else
+		snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/*
+ * Put the finished export in tmpdir at out: a new out is the renamed
+ * directory; an existing one (--force) gets the files moved in, the file
+ * readers open last, then loses the previous export's other files
+ * (model*.safetensors, the index) and nothing else of the user's.
+ */
+static int publish(const char *tmpdir, const char *out, int exists,
+		   const struct export_files *f, struct sw_err *err)
+{
+	char from[PATH_MAX + 80], to[PATH_MAX + 80], parent[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if (!exists) {
+		if (rename(tmpdir, out) < 0)
+			return sw_fail(err, SW_ECANTCREAT, "%s: rename: %s", out, strerror(errno));
+		parent_dir(out, parent, sizeof parent);
+		fsync_dir(parent);
+		return SW_OK;
+	}
+	for (int i = 0; i < f->n; i++) {
+		snprintf(from, sizeof from, "%s/%s", tmpdir, f->name[i]);
+		snprintf(to, sizeof to, "%s/%s", out, f->name[i]);
+		if (rename(from, to) < 0)
+			return sw_fail(err, SW_ECANTCREAT, "%s: rename: %s", to, strerror(errno));
+	}
+	rmdir(tmpdir);
+	if ((d = opendir(out))) {
+		while ((de = readdir(d)))
+			if ((!strcmp(de->d_name, SINGLE_NAME) || !strcmp(de->d_name, INDEX_NAME) ||
+			     !fnmatch("model-[0-9]*-of-[0-9]*.safetensors", de->d_name, 0)) &&
+			    !is_ours(f, de->d_name)) {
+				snprintf(to, sizeof to, "%s/%s", out, de->d_name);
+				unlink(to);
+			}
+		closedir(d);
+	}
+	fsync_dir(out);
+	return SW_OK;
+}
+
+static int make_tmpdir(const char *out, char *tmpdir, size_t len, struct sw_err *err)
+{
+	mode_t mask;
+
+	if (snprintf(tmpdir, len, "%s.tmp.XXXXXX", out) >= (int)len)
+		return sw_fail(err, SW_ECANTCREAT, "path too long");
+	if (!mkdtemp(tmpdir))
+		return sw_fail(err, SW_ECANTCREAT, "cannot create: %s", strerror(errno));
+	/* mkdtemp makes it 0700; a directory the user made would be 0777 & ~umask */
+	mask = umask(0);
+	umask(mask);
+	chmod(tmpdir, 0777 & ~mask);
+	return SW_OK;
+}
+
+static int to_safetensors(struct ckpt *ck, const char *out, const struct convert_opts *o,
+			  struct convert_result *r, struct sw_err *err)
+{
+	static const char *const groups[] = {"/", "/config", "/optim", "/metrics"};
+	struct sw_config c = ck->meta.config;
+	struct shard_plan *plan = NULL;
+	struct export_files files = {0};
+	struct st_meta global;
+	char tmpdir[PATH_MAX], path[PATH_MAX + 80];
+	const char **names = NULL, **shard_of = NULL;
+	int rc, nshards = 0, exists, made = 0;
+
+	st_meta_init(&global);
+	r->to_safetensors = 1;
+	if ((rc = check_representable(ck, err))) {
+		blame(r, err, ck->path);
+		return rc;
+	}
+	if ((rc = check_out(out, o, 1, &exists, err))) {
+		blame(r, err, out);
+		return rc;
+	}
+	rc = st_meta_set(&global, "format", "pt", err);     /* transformers wants it */
+	for (size_t g = 0; g < sizeof groups / sizeof groups[0] && !rc; g++)
+		rc = collect_attrs(ck->h5, groups[g], &global, err);
+	if (!rc)
+		rc = plan_shards(ck, o->shard_size, sw_dtype_size(o->dtype), &plan, &nshards, err);
+	if (!rc) {
+		files.name = calloc((size_t)nshards + 2, sizeof *files.name);
+		names = calloc(ck->n + 1, sizeof *names);
+		shard_of = calloc(ck->n + 1, sizeof *shard_of);
+		if (!files.name || !names || !shard_of)
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	if (rc) {
+		blame(r, err, ck->path);
+		goto out;
+	}
+	export_list(plan, nshards, &files);
+	if ((rc = make_tmpdir(out, tmpdir, sizeof tmpdir, err))) {
+		blame(r, err, out);
+		goto out;
+	}
+	made = 1;
+	c.tie_embeddings = ckpt_find_role(ck, "lm_head", -1) < 0;
+	snprintf(path, sizeof path, "%s/config.json", tmpdir);
+	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
+	for (int k = 0; k < nshards && !rc; k++) {
+		struct st_meta m;
+		if ((rc = shard_meta(ck, &plan[k], &global, &m, err))) {
+			blame(r, err, ck->path);
+			goto out;
+		}
+		snprintf(path, sizeof path, "%s/%s", tmpdir, plan[k].name);
+		rc = write_shard(ck, &plan[k], path, &m, o->dtype, r, err);
+		st_meta_free(&m);
+		for (size_t i = plan[k].lo; i < plan[k].hi; i++) {
+			names[i] = ck->info[i].name;
+			shard_of[i] = plan[k].name;
+		}
+	}
+	if (!rc && nshards > 1) {
+		snprintf(path, sizeof path, "%s/" INDEX_NAME, tmpdir);
+		rc = st_write_index(path, r->bytes, names, shard_of, ck->n, err);
+	}
+	if (!rc)
+		rc = publish(tmpdir, out, exists, &files, err);
+	if (rc) {
+		if (!r->culprit[0])
+			blame_in_tmpdir(r, err, tmpdir, out);
+		goto out;
+	}
+	made = 0;
+	r->shards = nshards;
+out:
+	if (made)       /* nothing of a failed export stays, under any name */
+		remove_export(tmpdir, &files);
+	st_meta_free(&global);
+	free(plan);
+	free(files.name);
+	free(names);
+	free(shard_of);
+	return rc;
+}
+
+/* ---- safetensors -> HDF5 ------------------------------------------ */
+
+/* The metadata's model sizes must be config.json's: a config.json edited
+ * since the export would make the restored /config lie. */
+static int check_meta_config(const struct ckpt *ck, struct sw_err *err)
+{
+	const struct sw_config *c = &ck->meta.config;
+	const struct { const char *key; int64_t v; } sizes[] = {
+		{"vocab_size", c->vocab_size}, {"d_model", c->d_model},
+		{"n_layers", c->n_layers}, {"n_heads", c->n_heads},
+		{"n_kv_heads", c->n_kv_heads}, {"head_dim", c->head_dim}, {"d_ff", c->d_ff},
+	};
+	char key[64];
+
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		const char *text;
+		struct st_value v;
+		snprintf(key, sizeof key, META_PREFIX "config.%s", sizes[i].key);
+		if (!(text = st_meta_get(&ck->st_meta, key)))
+			continue;
+		st_value_decode(text, &v);
+		if (v.type != ST_VINT || v.i != sizes[i].v)
+			return sw_fail(err, SW_EDATA, "__metadata__: %s = %.32s disagrees with "
+				       "config.json (%lld)", key, text, (long long)sizes[i].v);
+	}
+	return SW_OK;
+}
+
+/* A tensor's block, role, layer and kind in the metadata must be what its
+ * name and shape say: the tools trust these attributes. */
+static int check_meta_tensor(const struct ckpt *ck, const struct sw_tensor_info *t,
+			     struct sw_err *err)
+{
+	char want[4][SW_ROLE_MAX], key[SW_NAME_MAX + 64];
+	const char *attrs[4] = {"block", "role", "layer", "kind"};
+
+	snprintf(want[0], sizeof want[0], "%s", sw_block_name(t->block));
+	snprintf(want[1], sizeof want[1], "%s", t->role);
+	snprintf(want[2], sizeof want[2], "%d", t->layer);
+	snprintf(want[3], sizeof want[3], "%s", sw_kind_name(t->kind));
+	for (int a = 0; a < 4; a++) {
+		const char *got;
+		snprintf(key, sizeof key, META_PREFIX "params.%s.%s", t->name, attrs[a]);
+		if ((got = st_meta_get(&ck->st_meta, key)) && strcmp(got, want[a]))
+			return sw_fail(err, SW_EDATA, "__metadata__: %s = '%.32s' disagrees with "
+				       "the tensor (%s)", key, got, want[a]);
+	}
+	return SW_OK;
+}
+
+/* Restore the attributes the metadata carries, typed, on the objects
+ * written: the root, /config, /optim, /metrics and /params datasets. */
+static int restore_attrs(struct h5w *w, const struct ckpt *ck, struct sw_err *err)
+{
+	const struct st_meta *m = &ck->st_meta;
+	char obj[SW_NAME_MAX + 16], attr[64];
+	hid_t file = h5w_file(w);
+
+	for (size_t i = 0; i < m->n; i++) {
+		struct st_value v;
+		hid_t o;
+		int rc;
+
+		if (convert_meta_parse_key(m->kv[i].key, obj, sizeof obj, attr, sizeof attr) < 0)
+			continue;
+		if (!strcmp(obj, "/") && (!strcmp(attr, "scalewatch_format") ||
+					  !strcmp(attr, "format_version")))
+			continue;
+		if (!strcmp(obj, "/") || !strncmp(obj, "/params/", 8)) {
+			/* a tensor the file does not hold: nothing to restore */
+			if (strcmp(obj, "/") && H5Lexists(file, obj, H5P_DEFAULT) <= 0)
+				continue;
+			o = H5Oopen(file, obj, H5P_DEFAULT);
+		} else if (!strcmp(obj, "/config") || !strcmp(obj, "/optim") ||
+			   !strcmp(obj, "/metrics")) {
+			o = h5io_group(file, obj);
+		} else {
+			continue;       /* not a group of the format (scalewatch-format(5)) */
+		}
+		if (o < 0)
+			return sw_fail(err, SW_EIO, "%s: cannot open", obj);
+		st_value_decode(m->kv[i].value, &v);
+		rc = v.type == ST_VINT ? h5io_put_i64(o, attr, v.i, err) :
+		     v.type == ST_VREAL ? h5io_put_f64(o, attr, v.d, err) :
+					  h5io_put_str(o, attr, v.s, err);
+		H5Oclose(o);
+		if (rc) {
+			sw_err_prefix(err, "%s", obj);
+			return rc;
+		}
+	}
+	return SW_OK;
+}
+
+static int to_hdf5(struct ckpt *ck, const char *out, const struct convert_opts *o,
+		   struct convert_result *r, struct sw_err *err)
+{
+	const struct ckpt_meta *cm = &ck->meta;
+	struct h5w *w = NULL;
+	int rc, exists;
+
+	r->to_safetensors = 0;
+	if ((rc = check_meta_config(ck, err))) {
+		blame(r, err, ck->path);
+		return rc;
+	}
+	for (size_t i = 0; i < ck->n; i++)
+		if ((rc = check_meta_tensor(ck, &ck->info[i], err))) {
+			blame(r, err, ck->path);
+			return rc;
+		}
+	if ((rc = check_out(out, o, 0, &exists, err)) ||
+	    (rc = h5w_create(out, "checkpoint", &w, err))) {
+		blame(r, err, out);
+		return rc;
+	}
+	/* what the safetensors do not say: step 0, tokens 0 */
+	rc = h5w_set_i64(w, "/", "step", cm->has_step ? cm->step : 0, err);
+	if (!rc)
+		rc = h5w_set_i64(w, "/", "tokens", cm->has_step ? cm->tokens : 0, err);
+	if (!rc)
+		rc = h5w_write_config(w, &cm->config, err);
+	for (size_t i = 0; i < ck->n && !rc; i++) {
+		struct ckpt_view v;
+		if ((rc = ckpt_load(ck, i, &v, err))) {
+			blame(r, err, ck->path);
+			h5w_abort(w);
+			return rc;
+		}
+		rc = h5w_write_tensor(w, "/params", &ck->info[i], v.data, 1, err);
+		ckpt_release(ck, &v);
+		r->tensors++;
+		r->bytes += (uint64_t)ck->info[i].numel * 4;
+	}
+	if (!rc)
+		rc = restore_attrs(w, ck, err);
+	if (rc)
+		h5w_abort(w);
+	else
+		rc = h5w_commit(w, err);
+	if (rc)
+		blame(r, err, out);
+	else
+		r->shards = 1;
+	return rc;
+}
+
+int convert_run(const char *in, const char *out, const struct convert_opts *o,
+		struct convert_result *r, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if ((rc = ckpt_open(in, &ck, err))) {
+		blame(r, err, in);
+		return rc;
+	}
+	if (ck->meta.format == CKPT_HDF5)
+		rc = to_safetensors(ck, out, o, r, err);
+	else
+		rc = to_hdf5(ck, out, o, r, err);
+	ckpt_close(ck);
+	return rc;
+}

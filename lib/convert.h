@@ -1,0 +1,79 @@
+/*
+ * convert.h - scalewatch HDF5 checkpoints to Hugging Face safetensors and
+ * back: the work of sw-convert.
+ *
+ * HDF5 -> a directory that transformers' LlamaForCausalLM.from_pretrained
+ * loads: config.json and model.safetensors, or, above a shard size, the
+ * shards model-0000K-of-0000N.safetensors and model.safetensors.index.json;
+ * F32 or BF16 (rounded to nearest even). Every scalar attribute of the
+ * checkpoint (the root's step and tokens, /config, /optim, /metrics, each
+ * /params dataset's block, role, lr, wd, ...) goes into the safetensors
+ * "__metadata__" under a scalewatch.* key (scalewatch-format(5)).
+ *
+ * Safetensors (one file, a sharded set or their directory, config.json
+ * beside) -> one scalewatch HDF5 v1 checkpoint with every attribute the
+ * tools need, from config.json and the architecture (lib/arch.c), then
+ * from the scalewatch.* metadata where present: so HDF5 -> safetensors ->
+ * HDF5 gives back every tensor bit for bit (F32) and every attribute.
+ * Optimizer state, gradients and Fisher estimates are not carried.
+ *
+ * Hugging Face Llama has no learnable multipliers, no norm-everywhere
+ * norms and no gain-less RMSNorm: such a model is refused (SW_EDATA)
+ * naming the tensor (or the /config option), never exported wrong.
+ *
+ * One tensor in memory at a time. Outputs appear whole or not at all: the
+ * HDF5 file through h5io's temporary name, the directory built under a
+ * temporary name beside OUT and renamed into place; an existing OUT is
+ * replaced only with force.
+ */
+#ifndef SW_CONVERT_H
+#define SW_CONVERT_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+struct convert_opts {
+	enum sw_dtype dtype;    /* safetensors out: SW_DTYPE_F32 or SW_DTYPE_BF16 */
+	uint64_t shard_size;    /* safetensors out: most tensor bytes in one file */
+	int force;              /* replace an existing OUT */
+};
+
+struct convert_result {
+	int to_safetensors;     /* the direction IN's format chose */
+	size_t tensors;
+	int shards;             /* safetensors files written (1: model.safetensors) */
+	uint64_t bytes;         /* tensor data written */
+	char culprit[PATH_MAX]; /* on failure: the file the message is about */
+};
+
+/* F32, 5 GB shards (save_pretrained's default), no force. */
+void convert_opts_init(struct convert_opts *o);
+
+/* Convert in to out, the direction by in's format. On failure err says
+ * what is wrong and r->culprit which file (in, out, or a file under out). */
+int convert_run(const char *in, const char *out, const struct convert_opts *o,
+		struct convert_result *r, struct sw_err *err);
+
+/* 1 if Hugging Face's class for arch (llama, mistral, qwen2, qwen3) has a
+ * tensor of this role, 0 if not (multipliers, norm-everywhere norms, ...). */
+int convert_hf_has_role(const char *arch, const char *role);
+
+/*
+ * The metadata key of attribute attr of HDF5 object obj ("/", "/config",
+ * "/params/model.norm.weight"): "scalewatch.step", "scalewatch.config.arch",
+ * "scalewatch.params.model.norm.weight.lr". -1 if it does not fit len.
+ */
+int convert_meta_key(const char *obj, const char *attr, char *buf, size_t len);
+
+/* And back; -1 if key is not a well-formed scalewatch.* key. */
+int convert_meta_parse_key(const char *key, char *obj, size_t olen, char *attr,
+			   size_t alen);
+
+/* "10MB" (10^6), "2GiB" (2^30), "4096", "1.5GB" -> bytes; -1 if bad. */
+int convert_parse_size(const char *s, uint64_t *bytes);
+
+#endif

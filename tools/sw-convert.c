@@ -1,0 +1,76 @@
+/*
+ * sw-convert - a scalewatch HDF5 checkpoint to a Hugging Face safetensors
+ * directory (config.json, model.safetensors or shards and their index),
+ * and safetensors back to scalewatch HDF5; the direction from IN's
+ * format. The work is in lib/convert.c; this parses and reports.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/convert.h"
+#include "common.h"
+
+static const char usage[] =
+	"sw-convert [--dtype f32 | bf16] [--force] [--shard-size SIZE] IN OUT";
+static const char help[] =
+	"Convert a scalewatch HDF5 checkpoint IN to a Hugging Face safetensors\n"
+	"directory OUT (config.json, model.safetensors or model-0000K-of-0000N.safetensors\n"
+	"and model.safetensors.index.json), or Hugging Face safetensors IN (a file,\n"
+	"an index, or their directory, config.json beside) to a scalewatch HDF5\n"
+	"checkpoint OUT. The scalewatch attributes travel in the safetensors metadata.\n"
+	"\n"
+	"  --dtype T         safetensors out: f32 (default, exact) or bf16 (nearest even)\n"
+	"  --force           replace an existing OUT\n"
+	"  --shard-size SIZE safetensors out: at most SIZE bytes of tensors per file\n"
+	"                    (10MB, 2GiB, 4096; default 5GB)\n"
+	"  --help, --version\n"
+	"See sw-convert(1).\n";
+
+enum { O_DTYPE = OPT_TOOL_FIRST, O_FORCE, O_SHARD_SIZE };
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"dtype", required_argument, NULL, O_DTYPE},
+		{"force", no_argument, NULL, O_FORCE},
+		{"shard-size", required_argument, NULL, O_SHARD_SIZE},
+		{"help", no_argument, NULL, OPT_HELP},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0}
+	};
+	struct convert_opts o;
+	struct convert_result r;
+	struct sw_err err;
+	struct tool tl;
+	int opt;
+
+	tool_runtime(argv);
+	tool_init(&tl, "sw-convert", usage, help, argc, argv);
+	convert_opts_init(&o);
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case O_DTYPE:
+			if (!strcmp(optarg, "f32") || !strcmp(optarg, "F32"))
+				o.dtype = SW_DTYPE_F32;
+			else if (!strcmp(optarg, "bf16") || !strcmp(optarg, "BF16"))
+				o.dtype = SW_DTYPE_BF16;
+			else
+				tool_usage_error(&tl, "--dtype: '%s' is not f32 or bf16", optarg);
+			break;
+		case O_FORCE: o.force = 1; break;
+		case O_SHARD_SIZE:
+			if (convert_parse_size(optarg, &o.shard_size) < 0)
+				tool_usage_error(&tl, "--shard-size: '%s' is not a size like 10MB, 2GiB or 4096",
+						 optarg);
+			break;
+		default:
+			tool_common_option(&tl, opt, optarg);
+			tool_usage_error(&tl, "unknown option");
+		}
+	}
+	if (argc - optind != 2)
+		tool_usage_error(&tl, "needs IN and OUT");
+	if (convert_run(argv[optind], argv[optind + 1], &o, &r, &err))
+		tool_error(&tl, r.culprit[0] ? r.culprit : argv[optind], &err);
+	return tool_finish(&tl);
+}
