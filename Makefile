@@ -46,7 +46,7 @@ TOOL_BIN  = $(TOOLS:%=$(BUILD)/bin/%)
 UNIT_SRC  = $(wildcard tests/unit/t*.c)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 # helpers the tests run (not tests: only t*.c become .t files prove runs)
-TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth
+TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)
 
