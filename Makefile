@@ -7,6 +7,7 @@
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
 #   make deps          install the Debian packages the build and tests need
+#   make fuzz          each libFuzzer target for FUZZ_SECONDS (clang; tests/fuzz/)
 
 VERSION   = 0.1.0
 PREFIX   ?= /usr/local
@@ -47,15 +48,19 @@ UNIT_SRC  = $(wildcard tests/unit/t*.c)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 # helpers the tests run (not tests: only t*.c become .t files prove runs)
 TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits
+# every fuzz target's seeds and regressions, replayed by a gcc build (tests/fuzz/replay.c)
+FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer
+FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)
 
 DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev
 DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
 DEB_RUN   = gnuplot-nox fortunes
-DEB_ALL   = $(DEB_BUILD) $(DEB_TEST) $(DEB_RUN)
+DEB_FUZZ  = clang libclang-rt-dev libomp-dev
+DEB_ALL   = $(DEB_BUILD) $(DEB_TEST) $(DEB_RUN) $(DEB_FUZZ)
 
-.PHONY: all deps check check-asan test-suite unit demo figures fixtures install clean lint-man bench
+.PHONY: all deps check check-asan test-suite unit fuzz demo figures fixtures install clean lint-man bench
 
 all: $(TOOL_BIN) $(GEN)
 
@@ -81,7 +86,10 @@ $(BUILD)/tests/unit/%.t: $(BUILD)/tests/unit/%.o $(LIB_A)
 $(TEST_HELPERS): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-unit: $(UNIT_BIN) $(TEST_HELPERS)
+$(FUZZ_REPLAY): $(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/fuzz-%.o $(BUILD)/tests/fuzz/replay.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+unit: $(UNIT_BIN) $(TEST_HELPERS) $(FUZZ_REPLAY)
 
 # Install what is missing (as root), or print the exact command.
 deps:
@@ -99,7 +107,7 @@ deps:
 	  echo "run:  sudo apt-get install -y$$missing"; exit 1; \
 	fi
 
-PROVE_FILES = $(BUILD)/tests/unit/*.t tests/cli/*.t tests/e2e/*.t
+PROVE_FILES = $(BUILD)/tests/unit/*.t tests/cli/*.t tests/e2e/*.t tests/fuzz/*.t
 
 test-suite: all unit
 	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j2 -e '' $(PROVE_FILES)
@@ -116,6 +124,33 @@ check-asan:
 	UBSAN_OPTIONS=exitcode=87:print_stacktrace=1:halt_on_error=1 \
 	SW_SANITIZED=1 SW_BIN=$(abspath build-asan/bin) SW_TOP=$(CURDIR) \
 	  prove -j2 -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES))
+
+# libFuzzer targets: the library again, built by clang with the fuzzer's
+# coverage and ASan+UBSan, in its own directory. make fuzz runs each of
+# FUZZ_TARGETS for FUZZ_SECONDS (tests/fuzz/run-fuzz.sh); a crash, hang,
+# leak or failed invariant fails it.
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD    = build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS   = -O1 -g -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE $(HDF5_CFLAGS) -MMD -MP -Wno-pass-failed \
+		$(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LIB_A    = $(FUZZ_BUILD)/libscalewatch.a
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_LIB_A): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz-%: $(FUZZ_BUILD)/tests/fuzz/fuzz-%.o $(FUZZ_LIB_A)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -fopenmp -o $@ $^ $(LDLIBS)
+
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+	sh tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 fixtures: $(GEN)
 	$(GEN) fixtures
@@ -149,9 +184,9 @@ bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)
 	bench/tokenize
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 
 $(BUILD)/bench/%-kernels: $(BUILD)/bench/%-kernels.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -14,12 +14,86 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
+int data_llmc_parse(const void *buf, size_t len, const uint16_t **id, size_t *n,
+		    struct sw_err *err)
+{
+	int32_t h[3];
+
+	*id = NULL;
+	*n = 0;
+	if (len < DATA_LLMC_HEADER_BYTES)
+		return sw_fail(err, SW_EDATA, "%zu bytes: not an llm.c token file (its header is %d bytes)",
+			       len, DATA_LLMC_HEADER_BYTES);
+	memcpy(h, buf, sizeof h);
+	if (h[0] != DATA_LLMC_MAGIC)
+		return sw_fail(err, SW_EDATA, "not an llm.c token file (magic %d, expected %d)", h[0],
+			       DATA_LLMC_MAGIC);
+	if (h[1] != 1)
+		return sw_fail(err, SW_EDATA, "llm.c token file version %d (expected 1)", h[1]);
+	/* 2 * count in 64 bits: a count near INT32_MAX must not wrap */
+	if (h[2] < 0 || (uint64_t)DATA_LLMC_HEADER_BYTES + 2 * (uint64_t)h[2] != len)
+		return sw_fail(err, SW_EDATA, "header says %d tokens, the file holds %zu%s", h[2],
+			       (len - DATA_LLMC_HEADER_BYTES) / 2, len % 2 ? " and a half" : "");
+	*id = (const uint16_t *)((const unsigned char *)buf + DATA_LLMC_HEADER_BYTES);
+	*n = (size_t)h[2];
+	return SW_OK;
+}
+
+int data_parse(const void *buf, size_t len, enum data_format fmt, const char *name,
+	       double val_fraction, struct dataset *d, struct sw_err *err)
+{
+	int32_t magic = 0;
+	const uint16_t *id;
+	size_t n;
+	int rc;
+
+	memset(d, 0, sizeof *d);
+	if (len == 0)
+		return sw_fail(err, SW_EDATA, "empty file");
+	if (len >= sizeof magic)
+		memcpy(&magic, buf, sizeof magic);
+	if (fmt == DATA_AUTO)
+		fmt = magic == DATA_LLMC_MAGIC ? DATA_LLMC :
+		      name && ends_with(name, ".bin") ? DATA_UINT16 : DATA_BYTES;
+	switch (fmt) {
+	case DATA_LLMC:
+		if ((rc = data_llmc_parse(buf, len, &id, &n, err)))
+			return rc;
+		d->tokens = id;
+		d->n = (int64_t)n;
+		break;
+	case DATA_UINT16:
+		if (len % 2)
+			return sw_fail(err, SW_EDATA, "an odd number of bytes for uint16 tokens");
+		d->tokens = buf;
+		d->n = (int64_t)(len / 2);
+		break;
+	default:
+		d->tokens = buf;
+		d->n = (int64_t)len;
+		break;
+	}
+	d->format = fmt;
+	if (d->n < 2) {
+		memset(d, 0, sizeof *d);
+		return sw_fail(err, SW_EDATA, "fewer than 2 tokens");
+	}
+	for (int64_t i = 0; i < d->n; i++) {
+		int t = data_token(d, i);
+		d->max_token = t > d->max_token ? t : d->max_token;
+	}
+	if (!(val_fraction >= 0 && val_fraction < 1))
+		val_fraction = 0;
+	d->n_train = d->n - (int64_t)((double)d->n * val_fraction);
+	return SW_OK;
+}
+
 int data_open(const char *path, enum data_format fmt, double val_fraction,
 	      struct dataset *d, struct sw_err *err)
 {
 	struct stat st;
-	int fd;
-	int32_t header[3] = {0, 0, 0};
+	const unsigned char *map;
+	int fd, rc;
 
 	memset(d, 0, sizeof *d);
 	if (stat(path, &st) < 0)
@@ -31,62 +105,17 @@ int data_open(const char *path, enum data_format fmt, double val_fraction,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
-	d->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
-	if (d->map == MAP_FAILED) {
-		d->map = NULL;
+	if (map == MAP_FAILED)
 		return sw_fail(err, SW_EIO, "mmap: %s", strerror(errno));
+	rc = data_parse(map, (size_t)st.st_size, fmt, path, val_fraction, d, err);
+	if (rc) {
+		munmap((void *)map, (size_t)st.st_size);
+		return rc;
 	}
+	d->map = map;
 	d->map_len = (size_t)st.st_size;
-	if (d->map_len >= sizeof header)
-		memcpy(header, d->map, sizeof header);
-	if (fmt == DATA_AUTO)
-		fmt = header[0] == DATA_LLMC_MAGIC ? DATA_LLMC : ends_with(path, ".bin") ? DATA_UINT16 : DATA_BYTES;
-	d->format = fmt;
-	switch (fmt) {
-	case DATA_LLMC:
-		if (d->map_len < DATA_LLMC_HEADER_BYTES || header[0] != DATA_LLMC_MAGIC) {
-			data_close(d);
-			return sw_fail(err, SW_EDATA, "not an llm.c token file (magic %d, expected %d)",
-				       header[0], DATA_LLMC_MAGIC);
-		}
-		if (header[1] != 1) {
-			data_close(d);
-			return sw_fail(err, SW_EDATA, "llm.c token file version %d (expected 1)", header[1]);
-		}
-		if (header[2] < 0 || (uint64_t)DATA_LLMC_HEADER_BYTES + 2 * (uint64_t)header[2] != d->map_len) {
-			int64_t have = ((int64_t)d->map_len - DATA_LLMC_HEADER_BYTES) / 2;
-			data_close(d);
-			return sw_fail(err, SW_EDATA,
-				       "header says %d tokens, the file holds %lld", header[2], (long long)have);
-		}
-		d->tokens = d->map + DATA_LLMC_HEADER_BYTES;
-		d->n = header[2];
-		break;
-	case DATA_UINT16:
-		if (d->map_len % 2) {
-			data_close(d);
-			return sw_fail(err, SW_EDATA, "an odd number of bytes for uint16 tokens");
-		}
-		d->tokens = d->map;
-		d->n = (int64_t)d->map_len / 2;
-		break;
-	default:
-		d->tokens = d->map;
-		d->n = (int64_t)d->map_len;
-		break;
-	}
-	if (d->n < 2) {
-		data_close(d);
-		return sw_fail(err, SW_EDATA, "fewer than 2 tokens");
-	}
-	for (int64_t i = 0; i < d->n; i++) {
-		int t = data_token(d, i);
-		d->max_token = t > d->max_token ? t : d->max_token;
-	}
-	if (!(val_fraction >= 0 && val_fraction < 1))
-		val_fraction = 0;
-	d->n_train = d->n - (int64_t)((double)d->n * val_fraction);
 	return SW_OK;
 }
 

@@ -23,7 +23,7 @@ enum data_format { DATA_AUTO, DATA_LLMC, DATA_UINT16, DATA_BYTES };
 
 struct dataset {
 	enum data_format format;        /* as detected */
-	const unsigned char *map;       /* the mapped file */
+	const unsigned char *map;       /* the mapped file; NULL from data_parse */
 	size_t map_len;
 	const void *tokens;             /* uint16 or bytes */
 	int64_t n;                      /* tokens in the file */
@@ -32,9 +32,26 @@ struct dataset {
 };
 
 /*
- * Open and check: an llm.c header whose count disagrees with the file's
- * size, an odd-sized uint16 file, or fewer than 2 tokens is SW_EDATA.
- * DATA_AUTO: the llm.c magic, else .bin as uint16, else bytes.
+ * Check buf[0, len) as tokens of format fmt and describe them in d, which
+ * points into buf (buf must outlive it; data_close on it is a no-op).
+ * DATA_AUTO: the llm.c magic, else uint16 when name (may be NULL) ends in
+ * .bin, else bytes. The checks are data_open's; a bytes-in function so the
+ * reader can be fuzzed.
+ */
+int data_parse(const void *buf, size_t len, enum data_format fmt, const char *name,
+	       double val_fraction, struct dataset *d, struct sw_err *err);
+
+/* Check buf[0, len) as an llm.c token file (header and count against the
+ * size, zero tokens allowed); *id points at its *n tokens (buf 2-byte
+ * aligned for *id to be used as an array, as malloc and mmap give). */
+int data_llmc_parse(const void *buf, size_t len, const uint16_t **id, size_t *n,
+		    struct sw_err *err);
+
+/*
+ * Map the file and check it with data_parse: an llm.c header whose count
+ * disagrees with the file's size, an odd-sized uint16 file, or fewer than
+ * 2 tokens is SW_EDATA. DATA_AUTO: the llm.c magic, else .bin as uint16,
+ * else bytes.
  */
 int data_open(const char *path, enum data_format fmt, double val_fraction,
 	      struct dataset *d, struct sw_err *err);

@@ -66,23 +66,5 @@ void tokfile_abort(struct tokfile_writer *w)
 int tokfile_parse(const void *buf, size_t len, const uint16_t **id, size_t *n,
 		  struct sw_err *err)
 {
-	int32_t h[3];
-
-	*id = NULL;
-	*n = 0;
-	if (len < DATA_LLMC_HEADER_BYTES)
-		return sw_fail(err, SW_EDATA, "%zu bytes: not an llm.c token file (its header is %d bytes)",
-			       len, DATA_LLMC_HEADER_BYTES);
-	memcpy(h, buf, sizeof h);
-	if (h[0] != DATA_LLMC_MAGIC)
-		return sw_fail(err, SW_EDATA, "not an llm.c token file (magic %d, expected %d)", h[0],
-			       DATA_LLMC_MAGIC);
-	if (h[1] != 1)
-		return sw_fail(err, SW_EDATA, "llm.c token file version %d (expected 1)", h[1]);
-	if (h[2] < 0 || (uint64_t)DATA_LLMC_HEADER_BYTES + 2 * (uint64_t)h[2] != len)
-		return sw_fail(err, SW_EDATA, "header says %d tokens, the file holds %zu%s", h[2],
-			       (len - DATA_LLMC_HEADER_BYTES) / 2, len % 2 ? " and a half" : "");
-	*id = (const uint16_t *)((const unsigned char *)buf + DATA_LLMC_HEADER_BYTES);
-	*n = (size_t)h[2];
-	return SW_OK;
+	return data_llmc_parse(buf, len, id, n, err);
 }

@@ -74,6 +74,33 @@ int main(void)
 	write_file(path, "", 0, NULL, 0);
 	ok(data_open(path, DATA_AUTO, 0, &d, &err) == SW_EDATA, "empty file refused");
 	ok(data_open(dir, DATA_AUTO, 0, &d, &err) == SW_ENOINPUT, "a directory refused");
+	/* data_parse: the same checks on bytes in memory (what fuzz-tokens feeds) */
+	static int32_t mem[256 + 50] = {20240520, 1, 100};
+	memcpy(mem + 256, tok, sizeof tok);
+	ok(data_parse(mem, 1024 + 200, DATA_AUTO, NULL, 0.5, &d, &err) == SW_OK && d.format == DATA_LLMC &&
+	   d.n == 100 && d.n_train == 50 && d.max_token == 1049 && !d.map && data_token(&d, 3) == 1021,
+	   "data_parse: llm.c in memory, nothing mapped");
+	data_close(&d);
+	ok(data_parse(mem, 1024 + 199, DATA_LLMC, NULL, 0, &d, &err) == SW_EDATA &&
+	   strstr(err.msg, "and a half") && !d.tokens && !d.n, "data_parse: a byte short: %s", err.msg);
+	mem[2] = INT32_MAX;
+	ok(data_parse(mem, 1024 + 200, DATA_AUTO, NULL, 0, &d, &err) == SW_EDATA &&
+	   strstr(err.msg, "2147483647 tokens"), "data_parse: count INT32_MAX does not wrap: %s", err.msg);
+	mem[2] = 0;
+	ok(data_parse(mem, 1024, DATA_AUTO, NULL, 0, &d, &err) == SW_EDATA && strstr(err.msg, "fewer than 2"),
+	   "data_parse: zero tokens refused (tokfile_parse allows them)");
+	ok(data_parse(mem, 1023, DATA_LLMC, NULL, 0, &d, &err) == SW_EDATA && strstr(err.msg, "1023 bytes"),
+	   "data_parse: shorter than the header: %s", err.msg);
+	ok(data_parse(tok, 200, DATA_AUTO, "x.bin", 0, &d, &err) == SW_OK && d.format == DATA_UINT16 && d.n == 100,
+	   "data_parse: a name ending in .bin is uint16");
+	ok(data_parse(tok, 200, DATA_AUTO, NULL, 0, &d, &err) == SW_OK && d.format == DATA_BYTES && d.n == 200,
+	   "data_parse: no name, no magic: bytes");
+	ok(data_parse(tok, 1, DATA_BYTES, NULL, 0, &d, &err) == SW_EDATA, "data_parse: one byte is too few");
+	ok(data_parse(tok, 0, DATA_AUTO, NULL, 0, &d, &err) == SW_EDATA && strstr(err.msg, "empty"),
+	   "data_parse: empty");
+	ok(data_parse(tok, 200, DATA_BYTES, NULL, 2.0, &d, &err) == SW_OK && d.n_train == 200,
+	   "data_parse: a val_fraction outside [0, 1) holds nothing out");
+
 	snprintf(path, sizeof path, "rm -rf %s", dir);
 	if (system(path))
 		return 1;

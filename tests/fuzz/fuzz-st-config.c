@@ -1,0 +1,46 @@
+/*
+ * fuzz-st-config - a Hugging Face config.json (st_parse_config). The input
+ * is the file. Beyond "no crash", an accepted config describes a model the
+ * tools can size without overflow: a supported Llama-family arch, every
+ * size in 1 .. 2^31 - 1 (seq_len may be 0), n_heads a multiple of
+ * n_kv_heads, n_heads x head_dim below 2^31, finite nonnegative norm_eps
+ * and rope_theta, no multipliers, gains present, QK-norm exactly for qwen3;
+ * and the architecture's own check (arch_config_check) agrees. A refusal
+ * is SW_EDATA with a message.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../../lib/safetensors.h"
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const int64_t big = (int64_t)1 << 31;
+	struct sw_config c;
+	struct sw_err err = {0};
+	char *json = fuzz_copy(data, size);
+	int rc;
+
+	rc = st_parse_config(json, size, &c, &err);
+	free(json);
+	if (rc) {
+		FUZZ_REFUSED(rc, err);
+		return 0;
+	}
+	FUZZ_ASSERT(memchr(c.arch, '\0', sizeof c.arch) && arch_supported(c.arch));
+	FUZZ_ASSERT(c.vocab_size > 0 && c.vocab_size < big);
+	FUZZ_ASSERT(c.d_model > 0 && c.d_model < big);
+	FUZZ_ASSERT(c.n_layers > 0 && c.n_layers < big);
+	FUZZ_ASSERT(c.n_heads > 0 && c.n_heads < big);
+	FUZZ_ASSERT(c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0);
+	FUZZ_ASSERT(c.head_dim > 0 && c.n_heads * c.head_dim < big);
+	FUZZ_ASSERT(c.d_ff > 0 && c.d_ff < big);
+	FUZZ_ASSERT(c.seq_len >= 0 && c.seq_len < big);
+	FUZZ_ASSERT(isfinite(c.norm_eps) && c.norm_eps >= 0);
+	FUZZ_ASSERT(isfinite(c.rope_theta) && c.rope_theta >= 0);
+	FUZZ_ASSERT(!strcmp(c.multipliers, "none") && c.scale_vectors && !c.norm_everywhere);
+	FUZZ_ASSERT(c.qk_norm == !strcmp(c.arch, "qwen3"));
+	FUZZ_ASSERT(arch_config_check(&c, &err) == SW_OK);
+	return 0;
+}
