@@ -320,6 +320,14 @@ out:
 	free(s);
 }
 
+static int any_tensor_has_lr(const struct ckpt *ck)
+{
+	for (size_t i = 0; i < ckpt_count(ck); i++)
+		if (!isnan(ckpt_info(ck, i)->lr))
+			return 1;
+	return 0;
+}
+
 static void spectrum_file(struct run *r)
 {
 	const struct ckpt_meta *m = ckpt_meta(r->ck);
@@ -328,9 +336,12 @@ static void spectrum_file(struct run *r)
 	struct sw_tensor_info tied;
 	int want_tied = 0;
 
-	if ((r->o->normalize || r->o->mode == MODE_FIT) && m->format == CKPT_SAFETENSORS) {
+	if ((r->o->normalize || r->o->mode == MODE_FIT) && m->format == CKPT_SAFETENSORS &&
+	    !any_tensor_has_lr(r->ck)) {
+		/* one message for the file, not one per matrix; an export by
+		 * sw-convert carries lr, wd and wd_mode in its metadata */
 		struct sw_err err;
-		sw_fail(&err, SW_EDATA, "safetensors carry no per-tensor lr, wd and wd_mode: %s needs a scalewatch checkpoint",
+		sw_fail(&err, SW_EDATA, "safetensors without scalewatch metadata carry no per-tensor lr, wd and wd_mode: %s needs them",
 			r->o->normalize ? "--normalize" : "--fit");
 		tool_error(r->tl, r->file, &err);
 		return;

@@ -156,6 +156,17 @@ test_expect_success '--normalize on safetensors (no per-tensor lr/wd): one error
 	grep -q "no per-tensor lr, wd and wd_mode" err && test_line_count = 1 out
 '
 
+test_expect_success '--normalize on an sw-convert export: the lr, wd and wd_mode its metadata carries' '
+	sw-convert "$FIX/tiny.h5" export >/dev/null &&
+	sw-spectrum --normalize --summary "$FIX/tiny.h5" | sed 1d | cut -f3- >from-h5 &&
+	sw-spectrum --normalize --summary export | sed 1d | cut -f3- >from-st &&
+	test_line_count -gt 5 from-h5 && test_cmp from-h5 from-st &&
+	sw-spectrum --normalize --summary --role lm_head export | sed 1d | cut -f7 >top &&
+	sw-spectrum --summary --role lm_head export | sed 1d | cut -f7 >raw &&
+	awk "{ printf \"%.6f\n\", \$1 / sqrt(3e-3 / 0.1) }" raw >expect &&
+	awk "{ printf \"%.6f\n\", \$1 }" top >got && test_cmp expect got
+'
+
 test_expect_success '--hist 4: log-spaced bins from sigma_min to sigma_max, 4 values each' '
 	sw-spectrum --hist 4 --role lm_head "$FIX/tiny.h5" >hist &&
 	head -n 1 hist >header &&
