@@ -19,11 +19,11 @@
  * (tools write their outputs from one thread); the handler only reads. A
  * name that finds no free slot is simply not cleaned up on a signal.
  */
-#define LIVE_SLOTS 16
+#define LIVE_SLOTS 64
 static char live_name[LIVE_SLOTS][PATH_MAX + 64];
-static volatile sig_atomic_t live_used[LIVE_SLOTS];
+static volatile sig_atomic_t live_used[LIVE_SLOTS];     /* 0 free, 1 a file, 2 a directory */
 
-static void live_add(const char *tmp)
+static void live_add(const char *tmp, int is_dir)
 {
 	if (strlen(tmp) >= sizeof live_name[0])
 		return;
@@ -31,7 +31,7 @@ static void live_add(const char *tmp)
 		if (!live_used[i]) {
 			strcpy(live_name[i], tmp);
 			atomic_signal_fence(memory_order_seq_cst);   /* the name before the flag */
-			live_used[i] = 1;
+			live_used[i] = is_dir ? 2 : 1;
 			return;
 		}
 }
@@ -50,8 +50,11 @@ static void remove_live_and_die(int sig)
 	int saved = errno;
 
 	for (int i = 0; i < LIVE_SLOTS; i++)
-		if (live_used[i])
+		if (live_used[i] == 1)
 			unlink(live_name[i]);     /* async-signal-safe */
+	for (int i = 0; i < LIVE_SLOTS; i++)
+		if (live_used[i] == 2)
+			rmdir(live_name[i]);      /* emptied by the loop above */
 	errno = saved;
 	signal(sig, SIG_DFL);
 	raise(sig);                               /* the status says which signal */
@@ -74,6 +77,16 @@ void atomic_cleanup_on_signals(void)
 	}
 }
 
+void atomic_remember(const char *path, int is_dir)
+{
+	live_add(path, is_dir);
+}
+
+void atomic_forget(const char *path)
+{
+	live_remove(path);
+}
+
 void atomic_discard(const char *tmp)
 {
 	unlink(tmp);
@@ -93,7 +106,7 @@ int atomic_create(const char *final, char *tmp, size_t len, int *fd,
 			return sw_fail(err, SW_ECANTCREAT, "%s: path too long", final);
 		*fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		if (*fd >= 0) {
-			live_add(tmp);
+			live_add(tmp, 0);
 			return SW_OK;
 		}
 		if (errno != EEXIST)

@@ -31,6 +31,13 @@ int atomic_finish(int fd, const char *tmp, const char *final, int rc, struct sw_
 /* Remove tmp (an output abandoned before its commit). */
 void atomic_discard(const char *tmp);
 
+/* Remove path too if a signal kills the tool, until atomic_forget(path):
+ * for outputs complete but not yet in place, such as the files of a
+ * temporary directory renamed into place as a whole. is_dir: rmdir, after
+ * every file. Without a free slot (64 in all) the path is not cleaned up. */
+void atomic_remember(const char *path, int is_dir);
+void atomic_forget(const char *path);
+
 /* Make SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE remove the temporary
  * files alive before the process dies of them (signals ignored at start
  * stay ignored). Called once by every tool, at start. */

@@ -1,5 +1,6 @@
 /* convert.c - HDF5 checkpoints to safetensors and back (see convert.h). */
 #include "convert.h"
+#include "atomicfile.h"
 #include "ckpt_impl.h"
 #include "h5io.h"
 #include "safetensors.h"
@@ -374,6 +375,25 @@ static void export_list(const struct shard_plan *plan, int nshards, struct expor
 	f->name[f->n++] = nshards > 1 ? INDEX_NAME : SINGLE_NAME;
 }
 
+/* A signal before the export is in place removes its files and tmpdir too
+ * (atomic_remember); forget(0) once it is in place or removed. */
+static void remember_export(const char *dir, const struct export_files *f, int forget)
+{
+	char path[PATH_MAX + 80];
+
+	for (int i = 0; i < f->n; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, f->name[i]);
+		if (forget)
+			atomic_forget(path);
+		else
+			atomic_remember(path, 0);
+	}
+	if (forget)
+		atomic_forget(dir);
+	else
+		atomic_remember(dir, 1);
+}
+
 static void remove_export(const char *dir, const struct export_files *f)
 {
 	char path[PATH_MAX + 80];
@@ -479,7 +499,7 @@ static int to_safetensors(struct ckpt *ck, const char *out, const struct convert
 	struct shard_plan *plan = NULL;
 	struct export_files files = {0};
 	struct st_meta global;
-	char tmpdir[PATH_MAX], path[PATH_MAX + 80];
+	char tmpdir[PATH_MAX] = "", path[PATH_MAX + 80];
 	const char **names = NULL, **shard_of = NULL;
 	int rc, nshards = 0, exists, made = 0;
 
@@ -515,6 +535,7 @@ static int to_safetensors(struct ckpt *ck, const char *out, const struct convert
 		goto out;
 	}
 	made = 1;
+	remember_export(tmpdir, &files, 0);
 	c.tie_embeddings = ckpt_find_role(ck, "lm_head", -1) < 0;
 	snprintf(path, sizeof path, "%s/config.json", tmpdir);
 	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
@@ -548,6 +569,8 @@ static int to_safetensors(struct ckpt *ck, const char *out, const struct convert
 out:
 	if (made)       /* nothing of a failed export stays, under any name */
 		remove_export(tmpdir, &files);
+	if (files.name && tmpdir[0])
+		remember_export(tmpdir, &files, 1);
 	st_meta_free(&global);
 	free(plan);
 	free(files.name);
