@@ -27,7 +27,7 @@ static herr_t first_error(unsigned n, const H5E_error2_t *e, void *data)
 	return 0;
 }
 
-void h5io_last_error(char *buf, size_t len)
+int h5io_last_error(char *buf, size_t len)
 {
 	char tmp[256] = "";
 
@@ -42,10 +42,17 @@ void h5io_last_error(char *buf, size_t len)
 			*colon = '\0';
 		if (code > 0) {
 			snprintf(buf, len, "%s: %s", tmp, strerror(code));
-			return;
+			return code;
 		}
 	}
 	snprintf(buf, len, "%s", tmp);
+	return 0;
+}
+
+int h5io_create_status(int errno_code)
+{
+	return errno_code == ENOSPC || errno_code == EDQUOT || errno_code == EFBIG ||
+	       errno_code == EIO ? SW_EIO : SW_ECANTCREAT;
 }
 
 /* Open attribute attr of obj; SW_OK with *a < 0 if absent and optional. */
@@ -654,13 +661,18 @@ int h5w_create(const char *final_path, const char *kind, struct h5w **out,
 	if (fcpl >= 0)
 		H5Pset_obj_track_times(fcpl, 0);
 	w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl >= 0 ? fcpl : H5P_DEFAULT, H5P_DEFAULT);
-	if (fcpl >= 0)
-		H5Pclose(fcpl);
 	if (w->file < 0) {
+		char why[256];
+		int e = h5io_last_error(why, sizeof why);   /* before another call clears it */
+		if (fcpl >= 0)
+			H5Pclose(fcpl);
 		unlink(w->tmp);
 		free(w);
-		return sw_fail(err, SW_ECANTCREAT, "%s: cannot create HDF5 file", final_path);
+		return sw_fail(err, h5io_create_status(e), "%s: cannot create HDF5 file%s%s",
+			       final_path, why[0] ? ": " : "", why);
 	}
+	if (fcpl >= 0)
+		H5Pclose(fcpl);
 	if ((rc = h5w_set_str(w, "/", "scalewatch_format", kind, err)) ||
 	    (rc = h5w_set_i64(w, "/", "format_version", 1, err))) {
 		h5w_abort(w);

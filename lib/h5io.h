@@ -44,8 +44,14 @@ hid_t h5io_group(hid_t file, const char *path);
 int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err);
 
 /* The innermost message on HDF5's error stack ("truncated file: eof = ..."),
- * or "" if none. */
-void h5io_last_error(char *buf, size_t len);
+ * or "" if none. Returns the errno of the failed system call it reports
+ * (ENOSPC on a full disk), else 0. */
+int h5io_last_error(char *buf, size_t len);
+
+/* The exit status for an output that failed with that errno: an I/O
+ * error (74) for a full disk, quota or file-size limit or EIO, else
+ * cannot create (73). */
+int h5io_create_status(int errno_code);
 
 struct h5w;
 

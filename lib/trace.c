@@ -82,8 +82,10 @@ static int writer_lock_held(int fd)
 static int hdf5_fail(struct sw_err *err, int code, const char *what)
 {
 	char why[256];
+	int e = h5io_last_error(why, sizeof why);
 
-	h5io_last_error(why, sizeof why);
+	if (code == SW_ECANTCREAT)
+		code = h5io_create_status(e);
 	return sw_fail(err, code, "%s%s%s", what, why[0] ? ": " : "", why);
 }
 

@@ -18,13 +18,16 @@ expect_error() {
 	test_line_count -le 1 out
 }
 
-while read -r code file pattern; do
-	for tool in sw-ls sw-norms sw-spectrum; do
-		test_expect_success "$tool: $file: exit $code, '$pattern'" "
-			expect_error $tool $code \"\$B/$file\" \"$pattern\"
-		"
-	done
-done <<'CASES'
+# sw-convert IN OUT: the same error, and no OUT (nor OUT.tmp.*) made
+expect_convert_error() {
+	test_expect_code "$1" sw-convert "$2" converted >out 2>err &&
+	test_one_error sw-convert "$2" &&
+	grep -q -- "$3" err &&
+	test_line_count = 0 out &&
+	! ls -d converted* 2>/dev/null
+}
+
+cat >cases <<'CASES'
 65 truncated.h5 truncated file
 65 not-scalewatch.h5 not a scalewatch checkpoint
 65 missing-attr.h5 missing attribute 'block'
@@ -48,6 +51,17 @@ done <<'CASES'
 66 noconfig no config.json beside it
 66 nonexistent.h5 No such file or directory
 CASES
+
+while read -r code file pattern; do
+	for tool in sw-ls sw-norms sw-spectrum; do
+		test_expect_success "$tool: $file: exit $code, '$pattern'" "
+			expect_error $tool $code \"\$B/$file\" \"$pattern\"
+		"
+	done
+	test_expect_success "sw-convert: $file: exit $code, '$pattern', nothing written" "
+		expect_convert_error $code \"\$B/$file\" \"$pattern\"
+	"
+done <cases
 
 # Data errors only a reader of the values sees: that tensor is named and
 # left out, the other tensors are printed
@@ -280,6 +294,17 @@ test_expect_success "disk full ($FULL_HOW): sw-plot keeps the earlier figure" '
 	grep "^sw-plot:" err >err1 && mv err1 err &&
 	test_one_error sw-plot full/fig.png && test_cmp keep.png full/fig.png && no_temp_left
 '
+
+rm -f full/filler
+test_expect_success "disk full ($FULL_HOW): sw-convert both ways: exit 74, nothing under the final names" '
+	sw-convert "$FIX/tiny.h5" st-export >/dev/null && fill_disk &&
+	test_expect_code 74 limited sw-convert "$FIX/wide.h5" full/export >out 2>err &&
+	test_line_count = 1 err && grep -q "^sw-convert: full/export" err &&
+	test_expect_code 74 limited sw-convert st-export full/back.h5 >out 2>err &&
+	test_one_error sw-convert full/back.h5 &&
+	! ls full | grep -q "^export\|^back" && no_temp_left
+'
+rm -f full/filler
 
 test_expect_success "disk full ($FULL_HOW): a table on stdout: exit 74" '
 	test_expect_code 74 limited sh -c "sw-spectrum \"\$1\" >full/spectrum.tsv" sh "$FIX/tiny.h5" 2>err &&
