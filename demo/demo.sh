@@ -5,7 +5,9 @@
 #   2. a small Llama trained for 2500 steps: checkpoints with /fisher, a trace
 #   3. an lr x batch sweep (norm transfer) and an lr x wd x width sweep
 #      (spectra), short runs
-#   4. every tool on them, every figure kind into demo/out/, TSVs beside
+#   4. every tool on them (the final model exported to Hugging Face
+#      safetensors and back by sw-convert), every figure kind into
+#      demo/out/, TSVs beside
 #
 # Reruns reuse what is there: delete demo/out (or a part of it) to redo.
 # Usage: demo/demo.sh [BIN_DIR]   (make demo passes build/bin)
@@ -120,6 +122,20 @@ fi
 say "the tools ($(elapsed))"
 sw-ls --summary "$FINAL" >"$out/params.tsv"
 pretty <"$out/params.tsv"
+
+# the final model for PyTorch/transformers, and back: the same numbers
+rm -rf "$out/hf" "$out/hf-back.h5"
+sw-convert "$FINAL" "$out/hf" >/dev/null
+sw-convert "$out/hf" "$out/hf-back.h5" >/dev/null
+sw-norms "$FINAL" | cut -f2- >"$out/norms-h5.tsv"
+sw-norms "$out/hf" | cut -f2- >"$out/norms-hf.tsv"
+sw-norms "$out/hf-back.h5" | cut -f2- >"$out/norms-back.tsv"
+if cmp -s "$out/norms-h5.tsv" "$out/norms-hf.tsv" && cmp -s "$out/norms-h5.tsv" "$out/norms-back.tsv"; then
+	echo "sw-convert: $out/hf (Hugging Face safetensors) and back: every norm identical"
+else
+	echo "demo: sw-convert changed the norms of $FINAL" >&2
+	exit 70
+fi
 
 sw-trace --series loss,val_loss,lr,grad_norm,out_norm "$MAIN/trace.h5" >"$out/training.tsv"
 sw-trace --series residual_rms "$MAIN/trace.h5" >"$out/residual.tsv"

@@ -37,7 +37,9 @@ test_expect_success 'the tokenizer, the main run, both sweeps' '
 	test -s out/tokenizer.bpe && test -s out/fortunes.tok &&
 	test -s out/main/ckpt-000040.h5 && test -s out/main/trace.h5 &&
 	test $(ls out/sweep-lr-batch/*/ckpt-*.h5 | wc -l) = 12 &&
-	test $(ls out/sweep-lr-wd/*/ckpt-000030.h5 | wc -l) = 8
+	test $(ls out/sweep-lr-wd/*/ckpt-000030.h5 | wc -l) = 8 &&
+	test -s out/hf/config.json && test -s out/hf/model.safetensors && test -s out/hf-back.h5 &&
+	grep -q "sw-convert: out/hf (Hugging Face safetensors) and back: every norm identical" log
 '
 
 test_expect_success 'a rerun trains nothing again' '
