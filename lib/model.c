@@ -187,6 +187,10 @@ static void rope_backward(real *dx, const real *cos_, const real *sin_, int B, i
  * Causal attention with GQA: out[b,t,h] = sum_{u<=t} P[b,h,t,u] v[b,u,g(h)],
  * P = softmax_u(q[b,t,h] . k[b,u,g(h)] / sqrt(hd)), g(h) = h / (H/KV).
  * q (N, H, hd), k and v (N, KV, hd), att (B, H, T, T), out (N, H, hd).
+ * Per (b, h) two matrix products: S = scale Q_h K_g^T (whole T x T, the
+ * upper triangle then masked: a GEMM on the square beats a loop on the
+ * triangle), and O_h = P V_g, P being zero above the diagonal. The GEMMs
+ * run inside the parallel loop, each on one thread.
  */
 static void attention_forward(real *out, real *att, const real *q, const real *k, const real *v,
 			      int B, int T, int H, int KV, int hd)
@@ -198,20 +202,17 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++) {
 			int g = h / group;
+			const real *qh = q + (size_t)b * T * Q + (size_t)h * hd;
+			const real *kg = k + (size_t)b * T * K + (size_t)g * hd;
+			const real *vg = v + (size_t)b * T * K + (size_t)g * hd;
+			real *pbh = att + ((size_t)b * H + h) * T * T;
+
+			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, qh, Q, kg, K,
+			     0, pbh, T);
 			for (int t = 0; t < T; t++) {
-				const real *qt = q + ((size_t)b * T + t) * Q + (size_t)h * hd;
-				real *p = att + (((size_t)b * H + h) * T + t) * T;
-				real maxv = -INFINITY;
-				for (int u = 0; u <= t; u++) {
-					const real *ku = k + ((size_t)b * T + u) * K + (size_t)g * hd;
-					real s = 0;
-#pragma omp simd reduction(+ : s)
-					for (int i = 0; i < hd; i++)
-						s += qt[i] * ku[i];
-					s *= scale;
-					p[u] = s;
-					maxv = s > maxv ? s : maxv;
-				}
+				real *p = pbh + (size_t)t * T, maxv = -INFINITY;
+				for (int u = 0; u <= t; u++)
+					maxv = p[u] > maxv ? p[u] : maxv;
 				double sum = 0;
 				for (int u = 0; u <= t; u++) {
 					p[u] = EXP(p[u] - maxv);
@@ -222,25 +223,18 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 					p[u] *= inv;
 				for (int u = t + 1; u < T; u++)
 					p[u] = 0;
-				real *o = out + ((size_t)b * T + t) * Q + (size_t)h * hd;
-				memset(o, 0, (size_t)hd * sizeof(real));
-				for (int u = 0; u <= t; u++) {
-					const real *vu = v + ((size_t)b * T + u) * K + (size_t)g * hd;
-					real w = p[u];
-#pragma omp simd
-					for (int i = 0; i < hd; i++)
-						o[i] += w * vu[i];
-				}
 			}
+			GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, pbh, T, vg, K,
+			     0, out + (size_t)b * T * Q + (size_t)h * hd, Q);
 		}
 }
 
 /*
- * Backward of the above. dP[t,u] = dout[t] . v[u]; the softmax backward
- * dS[t,u] = P[t,u] (dP[t,u] - sum_j P[t,j] dP[t,j]); dq[t] += scale sum_u
- * dS k[u], dk[u] += scale sum_t dS q[t], dv[u] += sum_t P[t,u] dout[t].
- * Threads split the (b, KV-head) pairs: a KV head's gradients are written
- * by one thread only, whatever the group size.
+ * Backward of the above, per (b, h): dP = dO_h V_g^T; dV_g += P^T dO_h;
+ * the softmax backward dS[t,u] = P[t,u] (dP[t,u] - sum_j P[t,j] dP[t,j]);
+ * dQ_h += scale dS K_g; dK_g += scale dS^T Q_h. Threads split the
+ * (b, KV-head) pairs, so a KV head's gradients are written by one thread
+ * only, whatever the group size; dP lives in that pair's T x T scratch.
  */
 static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 			       const real *dout, const real *q, const real *k, const real *v,
@@ -252,37 +246,38 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
 	for (int b = 0; b < B; b++)
 		for (int g = 0; g < KV; g++) {
-			real *dp = scratch + ((size_t)b * KV + g) * T;
-			for (int h = g * group; h < (g + 1) * group; h++)
+			real *ds = scratch + ((size_t)b * KV + g) * T * T;
+			const real *kg = k + (size_t)b * T * K + (size_t)g * hd;
+			const real *vg = v + (size_t)b * T * K + (size_t)g * hd;
+			real *dkg = dk + (size_t)b * T * K + (size_t)g * hd;
+			real *dvg = dv + (size_t)b * T * K + (size_t)g * hd;
+
+			for (int h = g * group; h < (g + 1) * group; h++) {
+				const real *pbh = att + ((size_t)b * H + h) * T * T;
+				const real *doh = dout + (size_t)b * T * Q + (size_t)h * hd;
+				const real *qh = q + (size_t)b * T * Q + (size_t)h * hd;
+				real *dqh = dq + (size_t)b * T * Q + (size_t)h * hd;
+
+				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1, doh, Q, vg, K,
+				     0, ds, T);
+				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, pbh, T, doh, Q,
+				     1, dvg, K);
 				for (int t = 0; t < T; t++) {
-					const real *p = att + (((size_t)b * H + h) * T + t) * T;
-					const real *dot_ = dout + ((size_t)b * T + t) * Q + (size_t)h * hd;
-					const real *qt = q + ((size_t)b * T + t) * Q + (size_t)h * hd;
-					real *dqt = dq + ((size_t)b * T + t) * Q + (size_t)h * hd;
+					const real *p = pbh + (size_t)t * T;
+					real *d = ds + (size_t)t * T;
 					double sum = 0;
-					for (int u = 0; u <= t; u++) {
-						const real *vu = v + ((size_t)b * T + u) * K + (size_t)g * hd;
-						real *dvu = dv + ((size_t)b * T + u) * K + (size_t)g * hd;
-						real s = 0, w = p[u];
-#pragma omp simd reduction(+ : s)
-						for (int i = 0; i < hd; i++) {
-							s += dot_[i] * vu[i];
-							dvu[i] += w * dot_[i];
-						}
-						dp[u] = s;
-						sum += (double)w * s;
-					}
-					for (int u = 0; u <= t; u++) {
-						const real *ku = k + ((size_t)b * T + u) * K + (size_t)g * hd;
-						real *dku = dk + ((size_t)b * T + u) * K + (size_t)g * hd;
-						real ds = p[u] * (dp[u] - (real)sum) * scale;
-#pragma omp simd
-						for (int i = 0; i < hd; i++) {
-							dqt[i] += ds * ku[i];
-							dku[i] += ds * qt[i];
-						}
-					}
+					for (int u = 0; u <= t; u++)
+						sum += (double)p[u] * d[u];
+					for (int u = 0; u <= t; u++)
+						d[u] = p[u] * (d[u] - (real)sum) * scale;
+					for (int u = t + 1; u < T; u++)
+						d[u] = 0;
 				}
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, ds, T, kg, K,
+				     1, dqh, Q);
+				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, ds, T, qh, Q,
+				     1, dkg, K);
+			}
 		}
 }
 
@@ -631,8 +626,9 @@ static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, s
 
 	*total = per_layer * L + N * C * 2 + N + N * V + N;
 	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
-	 * the attention's per-(b, kv head) rows (B, KV, T) */
-	*scratch = N * C * 2 + N * F * 3 + N * Q * 2 + N * K * 3 + (size_t)B * KV * T;
+	 * the attention's T x T dP per (b, kv head): (B, KV, T, T), a fraction
+	 * 1/(L group) of the saved probabilities */
+	*scratch = N * C * 2 + N * F * 3 + N * Q * 2 + N * K * 3 + (size_t)B * KV * T * T;
 }
 
 double model_acts_bytes(const struct sw_config *c, int B, int T)
