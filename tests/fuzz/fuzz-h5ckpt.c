@@ -585,6 +585,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(f && fwrite(base, 1, base_len, f) == base_len && fclose(f) == 0);
 	edit(&in);
 	rc = ckpt_open(path, &ck, &err);
+	if (getenv("SW_FUZZ_VERBOSE"))         /* what the reader said, to review a corpus */
+		fprintf(stderr, "fuzz-h5ckpt: %s\n", rc ? err.msg : "accepted");
 	if (rc) {
 		FUZZ_REFUSED(rc, err);
 		FUZZ_ASSERT(size > 0);          /* the unedited checkpoint is valid */
