@@ -548,8 +548,10 @@ out:
 	return rc;
 }
 
-/* Contiguous, unfiltered little-endian float32 with its storage allocated:
- * then the bytes at H5Dget_offset are the tensor, ready to map. */
+/* Contiguous, unfiltered little-endian float32 with its storage allocated
+ * at a 4-byte aligned offset: then the bytes at H5Dget_offset are the
+ * tensor, ready to map (HDF5 may place data at any byte offset, and a
+ * float read at a misaligned address is undefined behaviour). */
 static int mappable(struct ckpt *ck, hid_t d, int64_t numel, haddr_t *offset)
 {
 	hid_t dcpl = H5Dget_create_plist(d), ft = H5Dget_type(d);
@@ -559,7 +561,7 @@ static int mappable(struct ckpt *ck, hid_t d, int64_t numel, haddr_t *offset)
 	    H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
 	    H5Pget_external_count(dcpl) == 0 && H5Tequal(ft, H5T_IEEE_F32LE) > 0) {
 		*offset = H5Dget_offset(d);
-		ok = *offset != HADDR_UNDEF &&
+		ok = *offset != HADDR_UNDEF && *offset % sizeof(float) == 0 &&
 		     H5Dget_storage_size(d) == (hsize_t)numel * sizeof(float);
 	}
 	if (dcpl >= 0)
