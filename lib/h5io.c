@@ -380,6 +380,21 @@ out:
 	return rc;
 }
 
+/* A tensor's lr or wd: NaN when absent (unknown), else finite and
+ * nonnegative, since sw-spectrum divides by sqrt(lr/wd). */
+static int get_rate(hid_t d, const char *obj, const char *attr, double *v, struct sw_err *err)
+{
+	int rc, present;
+
+	*v = NAN;
+	if ((rc = h5io_get_f64(d, obj, attr, v, &present, err)))
+		return rc;
+	if (present && !(isfinite(*v) && *v >= 0))
+		return sw_fail(err, SW_EDATA, "%s: %s = %g is not a finite nonnegative number",
+			       obj, attr, *v);
+	return SW_OK;
+}
+
 /* The metadata attributes of /params/<name>, checked against the config. */
 static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c,
 			    struct sw_tensor_info *t, struct sw_err *err)
@@ -425,9 +440,7 @@ static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c
 		return rc;
 	if (present && sw_group_parse(s, &t->group) < 0)
 		return sw_fail(err, SW_EDATA, "%s: unknown group '%s'", obj, s);
-	t->lr = t->wd = NAN;
-	if ((rc = h5io_get_f64(d, obj, "lr", &t->lr, &present, err)) ||
-	    (rc = h5io_get_f64(d, obj, "wd", &t->wd, &present, err)))
+	if ((rc = get_rate(d, obj, "lr", &t->lr, err)) || (rc = get_rate(d, obj, "wd", &t->wd, err)))
 		return rc;
 	t->wd_mode = SW_WD_UNKNOWN;
 	if ((rc = h5io_get_str(d, obj, "wd_mode", s, sizeof s, &present, err)))
