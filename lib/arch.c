@@ -2,6 +2,7 @@
 #include "arch.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,8 +107,11 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 			       (long long)c->n_heads, (long long)c->n_kv_heads);
 	if (c->n_heads * c->head_dim >= big)
 		return sw_fail(err, SW_EDATA, "config: n_heads*head_dim is out of range");
-	if (!(c->norm_eps >= 0) || !(c->rope_theta >= 0))
-		return sw_fail(err, SW_EDATA, "config: norm_eps or rope_theta is not a nonnegative number");
+	/* config.json's reader already refuses Inf; an HDF5 attribute can hold it */
+	if (!(isfinite(c->norm_eps) && c->norm_eps >= 0) ||
+	    !(isfinite(c->rope_theta) && c->rope_theta >= 0))
+		return sw_fail(err, SW_EDATA,
+			       "config: norm_eps or rope_theta is not a finite nonnegative number");
 	if (strcmp(c->multipliers, "none") && strcmp(c->multipliers, "scalar") &&
 	    strcmp(c->multipliers, "row") && strcmp(c->multipliers, "col"))
 		return sw_fail(err, SW_EDATA,

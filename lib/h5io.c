@@ -387,6 +387,21 @@ out:
 	return rc;
 }
 
+/* A tensor's lr or wd: NaN when absent (unknown), else finite and
+ * nonnegative, since sw-spectrum divides by sqrt(lr/wd). */
+static int get_rate(hid_t d, const char *obj, const char *attr, double *v, struct sw_err *err)
+{
+	int rc, present;
+
+	*v = NAN;
+	if ((rc = h5io_get_f64(d, obj, attr, v, &present, err)))
+		return rc;
+	if (present && !(isfinite(*v) && *v >= 0))
+		return sw_fail(err, SW_EDATA, "%s: %s = %g is not a finite nonnegative number",
+			       obj, attr, *v);
+	return SW_OK;
+}
+
 /* The metadata attributes of /params/<name>, checked against the config. */
 static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c,
 			    struct sw_tensor_info *t, struct sw_err *err)
@@ -432,9 +447,7 @@ static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c
 		return rc;
 	if (present && sw_group_parse(s, &t->group) < 0)
 		return sw_fail(err, SW_EDATA, "%s: unknown group '%s'", obj, s);
-	t->lr = t->wd = NAN;
-	if ((rc = h5io_get_f64(d, obj, "lr", &t->lr, &present, err)) ||
-	    (rc = h5io_get_f64(d, obj, "wd", &t->wd, &present, err)))
+	if ((rc = get_rate(d, obj, "lr", &t->lr, err)) || (rc = get_rate(d, obj, "wd", &t->wd, err)))
 		return rc;
 	t->wd_mode = SW_WD_UNKNOWN;
 	if ((rc = h5io_get_str(d, obj, "wd_mode", s, sizeof s, &present, err)))
@@ -555,8 +568,10 @@ out:
 	return rc;
 }
 
-/* Contiguous, unfiltered little-endian float32 with its storage allocated:
- * then the bytes at H5Dget_offset are the tensor, ready to map. */
+/* Contiguous, unfiltered little-endian float32 with its storage allocated
+ * at a 4-byte aligned offset: then the bytes at H5Dget_offset are the
+ * tensor, ready to map (HDF5 may place data at any byte offset, and a
+ * float read at a misaligned address is undefined behaviour). */
 static int mappable(struct ckpt *ck, hid_t d, int64_t numel, haddr_t *offset)
 {
 	hid_t dcpl = H5Dget_create_plist(d), ft = H5Dget_type(d);
@@ -566,7 +581,7 @@ static int mappable(struct ckpt *ck, hid_t d, int64_t numel, haddr_t *offset)
 	    H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
 	    H5Pget_external_count(dcpl) == 0 && H5Tequal(ft, H5T_IEEE_F32LE) > 0) {
 		*offset = H5Dget_offset(d);
-		ok = *offset != HADDR_UNDEF &&
+		ok = *offset != HADDR_UNDEF && *offset % sizeof(float) == 0 &&
 		     H5Dget_storage_size(d) == (hsize_t)numel * sizeof(float);
 	}
 	if (dcpl >= 0)

@@ -15,13 +15,14 @@
  *
  * Beyond "no crash", the reader must then refuse with SW_EDATA (SW_EIO
  * from a load) and a message, or accept with metadata consistent with
- * itself: a config that arch_config_check accepts, every tensor of rank
+ * itself: a config that arch_config_check accepts (finite norm_eps and
+ * rope_theta, as from config.json), every tensor of rank
  * <= SW_MAX_RANK with numel the product of its shape, its kind what its
  * shape says, its layer inside the stack, its block the one its known
  * role has and its shape the one the config gives it, no known role twice
- * in a layer, a tied head only without lm_head, every tensor loadable to
- * exactly numel float32 values; and no HDF5 handle left open after
- * ckpt_close. The unedited file (empty input) must be accepted.
+ * in a layer, lr and wd unknown or finite and nonnegative, a tied head
+ * only without lm_head, every tensor loadable to exactly numel float32
+ * values; and no HDF5 handle left open after ckpt_close. The unedited file (empty input) must be accepted.
  */
 #include <fcntl.h>
 #include <hdf5.h>
@@ -530,6 +531,9 @@ static void check(struct ckpt *ck)
 	FUZZ_ASSERT(m->format == CKPT_HDF5 && m->has_step);
 	FUZZ_ASSERT(memchr(c->arch, '\0', sizeof c->arch) && arch_supported(c->arch));
 	FUZZ_ASSERT(arch_config_check(c, &err) == SW_OK);
+	/* what config.json's reader guarantees, the HDF5 reader must too */
+	FUZZ_ASSERT(isfinite(c->norm_eps) && c->norm_eps >= 0);
+	FUZZ_ASSERT(isfinite(c->rope_theta) && c->rope_theta >= 0);
 	for (size_t i = 0; i < n; i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
 		const struct arch_role *role = arch_role_find(t->role);
@@ -548,6 +552,9 @@ static void check(struct ckpt *ck)
 		FUZZ_ASSERT(t->kind == sw_kind_of_shape(t->rank, t->shape));
 		FUZZ_ASSERT(t->layer >= -1 && t->layer < c->n_layers);
 		FUZZ_ASSERT((unsigned)t->block < SW_BLOCK_COUNT);
+		/* sqrt(lr/wd) is computed from these: unknown (NaN) or usable */
+		FUZZ_ASSERT(isnan(t->lr) || (isfinite(t->lr) && t->lr >= 0));
+		FUZZ_ASSERT(isnan(t->wd) || (isfinite(t->wd) && t->wd >= 0));
 		FUZZ_ASSERT(t->dtype == SW_DTYPE_F32 || t->dtype == SW_DTYPE_F64 || t->dtype == SW_DTYPE_F16);
 		if (role) {
 			FUZZ_ASSERT(role->block == t->block);
@@ -585,6 +592,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(f && fwrite(base, 1, base_len, f) == base_len && fclose(f) == 0);
 	edit(&in);
 	rc = ckpt_open(path, &ck, &err);
+	if (getenv("SW_FUZZ_VERBOSE"))         /* what the reader said, to review a corpus */
+		fprintf(stderr, "fuzz-h5ckpt: %s\n", rc ? err.msg : "accepted");
 	if (rc) {
 		FUZZ_REFUSED(rc, err);
 		FUZZ_ASSERT(size > 0);          /* the unedited checkpoint is valid */

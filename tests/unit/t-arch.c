@@ -108,6 +108,13 @@ int main(void)
 	bad = cfg;
 	strcpy(bad.multipliers, "diag");
 	ok(arch_config_check(&bad, &err) == SW_EDATA, "unknown multipliers refused");
+	bad = cfg;
+	bad.rope_theta = INFINITY;
+	ok(arch_config_check(&bad, &err) == SW_EDATA && strstr(err.msg, "finite"),
+	   "rope_theta = Inf refused (found by fuzz-h5ckpt)");
+	bad = cfg;
+	bad.norm_eps = NAN;
+	ok(arch_config_check(&bad, &err) == SW_EDATA, "norm_eps = NaN refused");
 	ok(arch_supported("qwen2") && !arch_supported("gpt2"), "Llama family only");
 	return tap_done();
 }

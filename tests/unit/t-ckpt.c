@@ -170,6 +170,26 @@ int main(void)
 		}
 	}
 
+	/* a stored lr or wd must be usable: finite and nonnegative (fuzz-h5ckpt) */
+	{
+		const char *name = "/params/model.layers.5.self_attn.q_proj.weight";
+		const double bad[] = {-1.0, INFINITY, NAN};
+		for (int i = 0; i < 3; i++) {
+			hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), sp = H5Screate(H5S_SCALAR);
+			hid_t d = H5Dopen2(f, name, H5P_DEFAULT), a;
+			if (H5Aexists(d, "wd") > 0)
+				H5Adelete(d, "wd");
+			a = H5Acreate2(d, "wd", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+			H5Awrite(a, H5T_NATIVE_DOUBLE, &bad[i]);
+			H5Aclose(a);
+			H5Dclose(d);
+			H5Sclose(sp);
+			H5Fclose(f);
+			ok(ckpt_open(path, &ck, &err) == SW_EDATA && strstr(err.msg, "wd = ") &&
+			   strstr(err.msg, "finite nonnegative"), "wd = %g refused: %s", bad[i], err.msg);
+		}
+	}
+
 	/* an aborted write leaves nothing; a committed one replaces the old file */
 	{
 		struct h5w *w;
