@@ -127,9 +127,21 @@ static int fsync_path(const char *path, int flags)
 	return rc;
 }
 
-int atomic_commit(const char *tmp, const char *final, struct sw_err *err)
+void atomic_fsync_dir(const char *dir)
+{
+	fsync_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
+void atomic_fsync_parent(const char *path)
 {
 	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof dir, "%s", path);
+	atomic_fsync_dir(dirname(dir));
+}
+
+int atomic_commit(const char *tmp, const char *final, struct sw_err *err)
+{
 
 	if (fsync_path(tmp, O_RDONLY) < 0) {
 		int e = errno;
@@ -142,8 +154,7 @@ int atomic_commit(const char *tmp, const char *final, struct sw_err *err)
 		return sw_fail(err, SW_ECANTCREAT, "%s: rename: %s", final, strerror(e));
 	}
 	live_remove(tmp);
-	snprintf(dir, sizeof dir, "%s", final);
-	fsync_path(dirname(dir), O_RDONLY | O_DIRECTORY);
+	atomic_fsync_parent(final);
 	return SW_OK;
 }
 

@@ -24,6 +24,11 @@ int atomic_create(const char *final, char *tmp, size_t len, int *fd,
  * removed. Does not close any descriptor. */
 int atomic_commit(const char *tmp, const char *final, struct sw_err *err);
 
+/* fsync the directory dir (after a rename in it), and the directory that
+ * holds path; failures ignored, as after atomic_commit's own rename. */
+void atomic_fsync_dir(const char *dir);
+void atomic_fsync_parent(const char *path);
+
 /* Close fd, open on tmp; then if rc is SW_OK and the close went well,
  * commit tmp to final, else remove tmp. Returns rc or the first failure. */
 int atomic_finish(int fd, const char *tmp, const char *final, int rc, struct sw_err *err);

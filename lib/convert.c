@@ -413,28 +413,6 @@ static int is_ours(const struct export_files *f, const char *name)
 	return 0;
 }
 
-static void fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-}
-
-static void parent_dir(const char *path, char *dir, size_t len)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (!slash)
-		snprintf(dir, len, ".");
-	else if (slash == path)
-		snprintf(dir, len, "/");
-	else
-		snprintf(dir, len, "%.*s", (int)(slash - path), path);
-}
-
 /*
  * Put the finished export in tmpdir at out: a new out is the renamed
  * directory; an existing one (--force) gets the files moved in, the file
@@ -444,15 +422,14 @@ static void parent_dir(const char *path, char *dir, size_t len)
 static int publish(const char *tmpdir, const char *out, int exists,
 		   const struct export_files *f, struct sw_err *err)
 {
-	char from[PATH_MAX + 80], to[PATH_MAX + 80], parent[PATH_MAX];
+	char from[PATH_MAX + 80], to[PATH_MAX + 80];
 	struct dirent *de;
 	DIR *d;
 
 	if (!exists) {
 		if (rename(tmpdir, out) < 0)
 			return sw_fail(err, SW_ECANTCREAT, "%s: rename: %s", out, strerror(errno));
-		parent_dir(out, parent, sizeof parent);
-		fsync_dir(parent);
+		atomic_fsync_parent(out);
 		return SW_OK;
 	}
 	for (int i = 0; i < f->n; i++) {
@@ -472,7 +449,7 @@ static int publish(const char *tmpdir, const char *out, int exists,
 			}
 		closedir(d);
 	}
-	fsync_dir(out);
+	atomic_fsync_dir(out);
 	return SW_OK;
 }
 
