@@ -1,15 +1,33 @@
-/* ckpt.c - the tensor source: format detection, views, model order (ckpt.h). */
-#include "ckpt_impl.h"
+/*
+ * ckpt.c - the tensor source: format detection, model order, views and
+ * attributes over the two readers, h5read.c and stread.c (see ckpt.h).
+ */
+#include "ckpt.h"
+#include "h5read.h"
+#include "stread.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+struct ckpt {
+	char path[PATH_MAX];            /* the file opened (a directory resolved) */
+	struct ckpt_meta meta;
+	size_t n;
+	struct sw_tensor_info *info;    /* (n) in model order */
+	size_t *src;                    /* (n) each tensor's index in its reader */
+	struct h5src *h5;               /* one of the two readers */
+	struct stsrc *st;
+	struct ckpt_scratch scratch;
+	struct attr_map attrs;          /* HDF5: built by the first ckpt_attrs */
+	int attrs_built;
+};
 
 static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 
@@ -44,10 +62,64 @@ static int resolve_directory(const char *dir, char *out, size_t len, struct sw_e
 		       "is a directory (no model.safetensors or model.safetensors.index.json in it)");
 }
 
+/* qsort context without globals: sort an array of (info, reader index) pairs. */
+struct pair {
+	struct sw_tensor_info info;
+	size_t src;
+};
+
+static int pair_cmp(const void *a, const void *b)
+{
+	return arch_model_order_cmp(&((const struct pair *)a)->info,
+				    &((const struct pair *)b)->info);
+}
+
+/*
+ * Take the reader's tensors (file order) into model order, remembering
+ * where each came from; refuse two tensors claiming one known role and
+ * layer; say whether the head is the embedding.
+ */
+static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, struct sw_err *err)
+{
+	struct pair *p = malloc((n ? n : 1) * sizeof *p);
+
+	ck->info = info;
+	ck->n = n;
+	ck->src = malloc((n ? n : 1) * sizeof *ck->src);
+	if (!p || !ck->src) {
+		free(p);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		p[i].info = info[i];
+		p[i].src = i;
+	}
+	qsort(p, n, sizeof *p, pair_cmp);
+	for (size_t i = 0; i < n; i++) {
+		info[i] = p[i].info;
+		ck->src[i] = p[i].src;
+	}
+	free(p);
+	/* after sorting, two tensors with one known role and layer are adjacent */
+	for (size_t i = 1; i < n; i++) {
+		const struct sw_tensor_info *a = &info[i - 1], *b = &info[i];
+		if (arch_role_find(a->role) && a->layer == b->layer &&
+		    strcmp(a->role, b->role) == 0)
+			return sw_fail(err, SW_EDATA,
+				       "%s and %s both claim role %s in layer %d",
+				       a->name, b->name, a->role, a->layer);
+	}
+	ck->meta.head_tied = ckpt_find_role(ck, "lm_head", -1) < 0 &&
+			     ckpt_find_role(ck, "embed", -1) >= 0 && ck->meta.config.tie_embeddings;
+	return SW_OK;
+}
+
 int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 {
+	struct sw_tensor_info *info = NULL;
 	struct ckpt *ck;
 	struct stat st;
+	size_t n = 0;
 	int rc, fd;
 
 	*out = NULL;
@@ -56,9 +128,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 	ck = calloc(1, sizeof *ck);
 	if (!ck)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	ck->h5 = H5I_INVALID_HID;
-	ck->h5fd = -1;
-	st_meta_init(&ck->st_meta);
+	attrmap_init(&ck->attrs);
 	ck->meta.train_loss = ck->meta.val_loss = NAN;
 	if (S_ISDIR(st.st_mode)) {
 		rc = resolve_directory(path, ck->path, sizeof ck->path, err);
@@ -90,20 +160,18 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 		goto fail;
 	}
 	if (looks_like_hdf5(fd, (uint64_t)st.st_size)) {
-		ck->h5fd = fd;
-		ck->h5size = (uint64_t)st.st_size;
-		ck->meta.format = CKPT_HDF5;
-		rc = h5ckpt_open(ck, err);
+		rc = h5src_open(ck->path, fd, (uint64_t)st.st_size, &ck->h5, &ck->meta, &info, &n, err);
 	} else {
 		close(fd);
-		ck->meta.format = CKPT_SAFETENSORS;
-		rc = stckpt_open(ck, err);
+		rc = stsrc_open(ck->path, &ck->st, &ck->meta, &info, &n, err);
 	}
-	if (rc)
+	if (rc || (rc = take_tensors(ck, info, n, err)))
 		goto fail;
 	*out = ck;
 	return SW_OK;
 fail:
+	if (!ck->info)
+		free(info);
 	ckpt_close(ck);
 	return rc;
 }
@@ -112,19 +180,19 @@ void ckpt_close(struct ckpt *ck)
 {
 	if (!ck)
 		return;
-	h5ckpt_close(ck);
-	stckpt_close(ck);
-	st_meta_free(&ck->st_meta);
+	h5src_close(ck->h5);
+	stsrc_close(ck->st);
+	attrmap_free(&ck->attrs);
+	ckptsrc_scratch_free(&ck->scratch);
 	free(ck->info);
-	free(ck->loc);
-	free(ck->scratch);
+	free(ck->src);
 	free(ck);
 }
 
 const struct ckpt_meta *ckpt_meta(const struct ckpt *ck) { return &ck->meta; }
+const char *ckpt_path(const struct ckpt *ck) { return ck->path; }
 size_t ckpt_count(const struct ckpt *ck) { return ck->n; }
 const struct sw_tensor_info *ckpt_info(const struct ckpt *ck, size_t i) { return &ck->info[i]; }
-const struct st_meta *ckpt_st_meta(const struct ckpt *ck) { return &ck->st_meta; }
 
 long ckpt_find_role(const struct ckpt *ck, const char *role, int layer)
 {
@@ -145,120 +213,91 @@ int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err
 		return sw_fail(err, SW_EDATA, "%s: dtype %s cannot be read as float32",
 			       ck->info[i].name, ck->info[i].dtype_name);
 	v->numel = ck->info[i].numel;
-	rc = ck->meta.format == CKPT_HDF5 ? h5ckpt_load(ck, i, v, err)
-					   : stckpt_load(ck, i, v, err);
+	rc = ck->h5 ? h5src_load(ck->h5, &ck->info[i], &ck->scratch, v, err)
+		    : stsrc_load(ck->st, ck->src[i], &ck->info[i], &ck->scratch, v, err);
 	if (rc)
-		ckpt_release(ck, v);
+		ckptsrc_release(v);
 	return rc;
 }
 
 void ckpt_release(struct ckpt *ck, struct ckpt_view *v)
 {
-	if (v->map_base)
-		munmap(v->map_base, v->map_len);
-	if (v->uses_scratch)
-		ck->scratch_busy = 0;
-	free(v->owned);
-	memset(v, 0, sizeof *v);
+	(void)ck;
+	ckptsrc_release(v);
 }
 
-int ckpt_map(int fd, uint64_t file_size, uint64_t offset, uint64_t len,
-	     struct ckpt_view *v, const void **bytes, struct sw_err *err)
-{
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start, delta;
-	void *base;
+/* ---- attributes ----------------------------------------------------- */
 
-	if (offset > file_size || len > file_size - offset)
-		return sw_fail(err, SW_EDATA,
-			       "data at offset %llu, %llu bytes, lies beyond the end of the file (%llu bytes)",
-			       (unsigned long long)offset, (unsigned long long)len,
-			       (unsigned long long)file_size);
-	if (len == 0) {
-		static const float none[1];
-		*bytes = none;
+int ckpt_attrs(struct ckpt *ck, const struct attr_map **out, struct sw_err *err)
+{
+	int rc;
+
+	if (ck->st) {
+		*out = stsrc_attrs(ck->st);
 		return SW_OK;
 	}
-	start = offset / page * page;
-	delta = offset - start;
-	base = mmap(NULL, (size_t)(len + delta), PROT_READ, MAP_PRIVATE, fd, (off_t)start);
-	if (base == MAP_FAILED)
-		return sw_fail(err, SW_EIO, "mmap: %s", strerror(errno));
-	/* one sequential pass first, then repeated ones: read ahead */
-	madvise(base, (size_t)(len + delta), MADV_WILLNEED);
-	v->map_base = base;
-	v->map_len = (size_t)(len + delta);
-	*bytes = (const unsigned char *)base + delta;
+	if (!ck->attrs_built) {
+		/* the tensors' keys in model order, as an export lists them */
+		attrmap_free(&ck->attrs);
+		if ((rc = h5src_attrs(ck->h5, ck->info, ck->n, &ck->attrs, err)))
+			return rc;
+		ck->attrs_built = 1;
+	}
+	*out = &ck->attrs;
 	return SW_OK;
 }
 
-int ckpt_buffer(struct ckpt *ck, int64_t numel, struct ckpt_view *v,
-		float **buf, struct sw_err *err)
+int ckpt_attr_number(struct ckpt *ck, const char *obj, const char *attr, int integer,
+		     double *v, int *present, struct sw_err *err)
 {
-	size_t n = numel > 0 ? (size_t)numel : 1;
+	const struct attr_map *m;
+	int rc;
 
-	if ((uint64_t)numel > SIZE_MAX / sizeof(float))
-		return sw_fail(err, SW_EDATA, "tensor of %lld elements is too large", (long long)numel);
-	if (!ck->scratch_busy) {
-		if (ck->scratch_cap < n) {
-			free(ck->scratch);
-			ck->scratch = malloc(n * sizeof(float));
-			ck->scratch_cap = ck->scratch ? n : 0;
-			if (!ck->scratch)
-				return sw_fail(err, SW_ESOFTWARE,
-					       "out of memory for a tensor of %lld elements", (long long)numel);
-		}
-		ck->scratch_busy = 1;
-		v->uses_scratch = 1;
-		*buf = ck->scratch;
-		return SW_OK;
-	}
-	v->owned = malloc(n * sizeof(float));
-	if (!v->owned)
-		return sw_fail(err, SW_ESOFTWARE,
-			       "out of memory for a tensor of %lld elements", (long long)numel);
-	*buf = v->owned;
-	return SW_OK;
+	if ((rc = ckpt_attrs(ck, &m, err)))
+		return rc;
+	return attrmap_number(m, obj, attr, integer, v, present, err);
 }
 
-/* qsort context without globals: sort an array of (info, loc) pairs. */
-struct pair {
-	struct sw_tensor_info info;
-	struct ckpt_loc loc;
-};
-
-static int pair_cmp(const void *a, const void *b)
+int ckpt_attr_integer(struct ckpt *ck, const char *obj, const char *attr, int64_t *v,
+		      int *present, struct sw_err *err)
 {
-	return arch_model_order_cmp(&((const struct pair *)a)->info,
-				    &((const struct pair *)b)->info);
+	const struct attr_map *m;
+	int rc;
+
+	if ((rc = ckpt_attrs(ck, &m, err)))
+		return rc;
+	return attrmap_integer(m, obj, attr, v, present, err);
 }
 
-int ckpt_sort_and_check(struct ckpt *ck, struct sw_err *err)
+int ckpt_attr_string(struct ckpt *ck, const char *obj, const char *attr, char *buf,
+		     size_t len, int *present, struct sw_err *err)
 {
-	struct pair *p;
+	const struct attr_map *m;
+	int rc;
 
-	if (ck->n == 0)
-		return SW_OK;
-	p = malloc(ck->n * sizeof *p);
-	if (!p)
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	for (size_t i = 0; i < ck->n; i++) {
-		p[i].info = ck->info[i];
-		p[i].loc = ck->loc[i];
-	}
-	qsort(p, ck->n, sizeof *p, pair_cmp);
-	for (size_t i = 0; i < ck->n; i++) {
-		ck->info[i] = p[i].info;
-		ck->loc[i] = p[i].loc;
-	}
-	free(p);
-	/* after sorting, two tensors with one known role and layer are adjacent */
-	for (size_t i = 1; i < ck->n; i++) {
-		const struct sw_tensor_info *a = &ck->info[i - 1], *b = &ck->info[i];
-		if (arch_role_find(a->role) && a->layer == b->layer &&
-		    strcmp(a->role, b->role) == 0)
-			return sw_fail(err, SW_EDATA,
-				       "%s and %s both claim role %s in layer %d",
-				       a->name, b->name, a->role, a->layer);
-	}
-	return SW_OK;
+	if ((rc = ckpt_attrs(ck, &m, err)))
+		return rc;
+	return attrmap_string(m, obj, attr, buf, len, present, err);
+}
+
+/* ---- companions ----------------------------------------------------- */
+
+int ckpt_has_aux(const struct ckpt *ck, const char *group, size_t i)
+{
+	return ck->h5 && i < ck->n && h5src_has_aux(ck->h5, group, ck->info[i].name);
+}
+
+int ckpt_load_aux(const struct ckpt *ck, const char *group, size_t i, float *out,
+		  struct sw_err *err)
+{
+	if (!ck->h5 || i >= ck->n)
+		return sw_fail(err, SW_EDATA, "no /%s for %s", group, i < ck->n ? ck->info[i].name : "?");
+	return h5src_load_aux(ck->h5, group, &ck->info[i], out, err);
+}
+
+int64_t ckpt_aux_attr(const struct ckpt *ck, const char *group, size_t i, const char *attr)
+{
+	if (!ck->h5 || i >= ck->n)
+		return -1;
+	return h5src_aux_attr(ck->h5, group, ck->info[i].name, attr);
 }

@@ -2,10 +2,12 @@
  * ckpt.h - the tensor source: one checkpoint, whatever its file format.
  *
  * ckpt_open reads and validates the metadata of a scalewatch HDF5 v1
- * checkpoint or of a Hugging Face safetensors checkpoint (one file, a
- * sharded set through model.safetensors.index.json, or a directory holding
- * either; config.json beside it gives the architecture). Tensors come in
- * model order (embedding, layers 0..L-1 numerically, final norm, head).
+ * checkpoint (through h5read.c) or of a Hugging Face safetensors checkpoint
+ * (through stread.c: one file, a sharded set through
+ * model.safetensors.index.json, or a directory holding either; config.json
+ * beside it gives the architecture). Tensors come in model order
+ * (embedding, layers 0..L-1 numerically, final norm, head). This is the
+ * only way lib/ and the tools read a checkpoint.
  *
  * ckpt_load gives one tensor's data as float32 without copying where it
  * can: contiguous float32 data is mmapped in place; other data (bf16, f16,
@@ -20,32 +22,12 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "attrmap.h"
+#include "ckptsrc.h"
 #include "status.h"
 #include "tensor.h"
 
-enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS };
-
-struct ckpt_meta {
-	enum ckpt_format format;
-	struct sw_config config;
-	int has_step;           /* step and tokens known (HDF5 always) */
-	int64_t step, tokens;
-	double train_loss, val_loss;  /* NaN: unknown */
-	int head_tied;          /* no lm_head tensor: the head is the embedding */
-};
-
 struct ckpt;
-
-struct ckpt_view {
-	const float *data;      /* numel float32 values, valid until release */
-	int64_t numel;
-	int mapped;             /* 1: read in place from the file */
-	/* private to ckpt.c */
-	void *map_base;
-	size_t map_len;
-	float *owned;
-	int uses_scratch;
-};
 
 /* Open and validate. SW_ENOINPUT if it cannot be opened, SW_EDATA if it is
  * not a valid checkpoint, SW_EIO on read errors. */
@@ -53,6 +35,8 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err);
 void ckpt_close(struct ckpt *ck);
 
 const struct ckpt_meta *ckpt_meta(const struct ckpt *ck);
+/* The file opened: the path given, or the file found in a directory. */
+const char *ckpt_path(const struct ckpt *ck);
 size_t ckpt_count(const struct ckpt *ck);
 const struct sw_tensor_info *ckpt_info(const struct ckpt *ck, size_t i);
 
@@ -60,22 +44,39 @@ const struct sw_tensor_info *ckpt_info(const struct ckpt *ck, size_t i);
 long ckpt_find_role(const struct ckpt *ck, const char *role, int layer);
 
 /*
- * The safetensors "__metadata__" maps of every shard, merged (empty for
- * HDF5). When it holds the scalewatch.* keys sw-convert writes, ckpt_open
- * already took step, tokens and each tensor's lr, wd and wd_mode from it.
+ * Every scalewatch attribute of the checkpoint as one map of
+ * scalewatch-format(5) keys (attrmap.h): "scalewatch.step",
+ * "scalewatch.optim.lr_max", "scalewatch.params.NAME.lr", ... From an
+ * HDF5 checkpoint the attributes of /, /config, /optim, /metrics,
+ * /optim_state and every /params dataset (read on first use); from
+ * safetensors the shards' "__metadata__", merged (every key, not only the
+ * scalewatch ones). ckpt_open already took step, tokens, the losses and
+ * each tensor's lr, wd and wd_mode from it.
  */
-struct st_meta;
-const struct st_meta *ckpt_st_meta(const struct ckpt *ck);
+int ckpt_attrs(struct ckpt *ck, const struct attr_map **out, struct sw_err *err);
+
+/*
+ * One attribute of it: obj "/", "/optim", "/params/NAME", ...; *present
+ * says whether it is there (NULL: it must be, else SW_EDATA). A number
+ * (integer: an integer) or a string (SW_EDATA when of the other type).
+ */
+int ckpt_attr_number(struct ckpt *ck, const char *obj, const char *attr, int integer,
+		     double *v, int *present, struct sw_err *err);
+int ckpt_attr_integer(struct ckpt *ck, const char *obj, const char *attr, int64_t *v,
+		      int *present, struct sw_err *err);
+int ckpt_attr_string(struct ckpt *ck, const char *obj, const char *attr, char *buf,
+		     size_t len, int *present, struct sw_err *err);
 
 int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err);
 void ckpt_release(struct ckpt *ck, struct ckpt_view *v);
 
 /*
- * Companions of a tensor in a scalewatch HDF5 checkpoint: group/<name>
- * for group "fisher" (the trainer's GNB estimate) or "grads". has: 1 if
- * there, 0 if not (always 0 for safetensors). load: its numel values into
- * out. The attribute reader gives an integer attribute of it (batch_tokens,
- * draws), -1 if absent.
+ * Companions of tensor i in a scalewatch HDF5 checkpoint: group/<name>
+ * for group "fisher" (the trainer's GNB estimate), "grads", or
+ * "optim_state/m" and "optim_state/v" (the optimizer's moments). has: 1
+ * if there, 0 if not (always 0 for safetensors). load: its numel values
+ * into out. aux_attr: an integer attribute of it (batch_tokens, draws),
+ * -1 if absent.
  */
 int ckpt_has_aux(const struct ckpt *ck, const char *group, size_t i);
 int ckpt_load_aux(const struct ckpt *ck, const char *group, size_t i, float *out,

@@ -1,9 +1,9 @@
 /* convert.c - HDF5 checkpoints to safetensors and back (see convert.h). */
 #include "convert.h"
 #include "atomicfile.h"
-#include "ckpt_impl.h"
-#include "h5io.h"
-#include "safetensors.h"
+#include "ckpt.h"
+#include "h5write.h"
+#include "stwrite.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define META_PREFIX "scalewatch."
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
 
@@ -45,49 +44,6 @@ int convert_hf_has_role(const char *arch, const char *role)
 		return !strcmp(role, "q_bias") || !strcmp(role, "k_bias") || !strcmp(role, "v_bias");
 	if (!strcmp(arch, "qwen3"))
 		return !strcmp(role, "q_norm") || !strcmp(role, "k_norm");
-	return 0;
-}
-
-int convert_meta_key(const char *obj, const char *attr, char *buf, size_t len)
-{
-	int n;
-
-	if (!strcmp(obj, "/"))
-		n = snprintf(buf, len, META_PREFIX "%s", attr);
-	else if (!strncmp(obj, "/params/", 8))
-		n = snprintf(buf, len, META_PREFIX "params.%s.%s", obj + 8, attr);
-	else
-		n = snprintf(buf, len, META_PREFIX "%s.%s", obj[0] == '/' ? obj + 1 : obj, attr);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
-int convert_meta_parse_key(const char *key, char *obj, size_t olen, char *attr,
-			   size_t alen)
-{
-	const char *rest, *dot, *last;
-	int n;
-
-	if (strncmp(key, META_PREFIX, strlen(META_PREFIX)))
-		return -1;
-	rest = key + strlen(META_PREFIX);
-	dot = strchr(rest, '.');
-	if (!dot) {                     /* a root attribute */
-		n = snprintf(obj, olen, "/");
-		last = rest - 1;
-	} else if (!strncmp(rest, "params.", 7)) {
-		last = strrchr(rest, '.');
-		if (last <= rest + 7)   /* no tensor name */
-			return -1;
-		n = snprintf(obj, olen, "/params/%.*s", (int)(last - rest - 7), rest + 7);
-	} else {
-		if (strchr(dot + 1, '.') || dot == rest)
-			return -1;
-		last = dot;
-		n = snprintf(obj, olen, "/%.*s", (int)(dot - rest), rest);
-	}
-	if (n < 0 || (size_t)n >= olen || !last[1] || strlen(last + 1) >= alen)
-		return -1;
-	strcpy(attr, last + 1);
 	return 0;
 }
 
@@ -170,10 +126,10 @@ static int check_out(const char *out, const struct convert_opts *o, int want_dir
 /* What Hugging Face Llama cannot hold: the tensor, or the option, named. */
 static int check_representable(const struct ckpt *ck, struct sw_err *err)
 {
-	const struct sw_config *c = &ck->meta.config;
+	const struct sw_config *c = &ckpt_meta(ck)->config;
 
-	for (size_t i = 0; i < ck->n; i++) {
-		const struct sw_tensor_info *t = &ck->info[i];
+	for (size_t i = 0; i < ckpt_count(ck); i++) {
+		const struct sw_tensor_info *t = ckpt_info(ck, i);
 		if (convert_hf_has_role(c->arch, t->role))
 			continue;
 		if (t->block == SW_BLOCK_MULT)
@@ -198,80 +154,6 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 	return SW_OK;
 }
 
-struct attr_walk {
-	struct st_meta *meta;
-	const char *obj;
-	int rc;
-	struct sw_err *err;
-};
-
-/* One scalar attribute into the metadata, typed (st_value_encode). */
-static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
-{
-	struct attr_walk *w = data;
-	char key[SW_NAME_MAX + 128], text[1100], s[1024];
-	struct st_value v = {0};
-	H5T_class_t cls = H5T_NO_CLASS;
-	hssize_t npoints = -1;
-	hid_t a, t, sp;
-
-	(void)info;
-	/* the format's own marks are the writer's; names with dots do not fit a key */
-	if ((!strcmp(w->obj, "/") && (!strcmp(name, "scalewatch_format") ||
-				      !strcmp(name, "format_version"))) || strchr(name, '.'))
-		return 0;
-	if ((a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) {
-		w->rc = sw_fail(w->err, SW_EDATA, "%s: cannot open attribute '%s'", w->obj, name);
-		return -1;
-	}
-	if ((t = H5Aget_type(a)) >= 0) {
-		cls = H5Tget_class(t);
-		H5Tclose(t);
-	}
-	if ((sp = H5Aget_space(a)) >= 0) {
-		npoints = H5Sget_simple_extent_npoints(sp);
-		H5Sclose(sp);
-	}
-	H5Aclose(a);
-	if (npoints != 1)
-		return 0;       /* arrays are no scalewatch attribute */
-	if (cls == H5T_STRING) {
-		v.type = ST_VSTR;
-		v.s = s;
-		w->rc = h5io_get_str(loc, w->obj, name, s, sizeof s, NULL, w->err);
-	} else if (cls == H5T_INTEGER || cls == H5T_ENUM) {
-		v.type = ST_VINT;
-		w->rc = h5io_get_i64(loc, w->obj, name, &v.i, NULL, w->err);
-	} else if (cls == H5T_FLOAT) {
-		v.type = ST_VREAL;
-		w->rc = h5io_get_f64(loc, w->obj, name, &v.d, NULL, w->err);
-	} else {
-		return 0;
-	}
-	if (!w->rc && (convert_meta_key(w->obj, name, key, sizeof key) < 0 ||
-		       st_value_encode(&v, text, sizeof text) < 0))
-		w->rc = sw_fail(w->err, SW_EDATA, "%s: attribute '%s' is too long to carry",
-				w->obj, name);
-	if (!w->rc)
-		w->rc = st_meta_set(w->meta, key, text, w->err);
-	return w->rc ? -1 : 0;
-}
-
-/* The attributes of object obj of the checkpoint into meta (none if the
- * object is absent). */
-static int collect_attrs(hid_t file, const char *obj, struct st_meta *meta, struct sw_err *err)
-{
-	struct attr_walk w = {meta, obj, SW_OK, err};
-	hsize_t idx = 0;
-
-	if (strcmp(obj, "/") && H5Lexists(file, obj, H5P_DEFAULT) <= 0)
-		return SW_OK;
-	if (H5Aiterate_by_name(file, obj, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &w,
-			       H5P_DEFAULT) < 0 && !w.rc)
-		w.rc = sw_fail(err, SW_EDATA, "%s: cannot list its attributes", obj);
-	return w.rc;
-}
-
 /* Tensors [lo, hi) of ck form one file; shard k of n. */
 struct shard_plan {
 	size_t lo, hi;
@@ -281,7 +163,8 @@ struct shard_plan {
 static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
 		       struct shard_plan **out, int *nout, struct sw_err *err)
 {
-	struct shard_plan *p = calloc(ck->n ? ck->n : 1, sizeof *p);
+	size_t count = ckpt_count(ck);
+	struct shard_plan *p = calloc(count ? count : 1, sizeof *p);
 	uint64_t cur = 0;
 	int n = 0;
 
@@ -289,8 +172,8 @@ static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	/* as save_pretrained: a new file when the next tensor would pass the
 	 * limit; a tensor larger than the limit gets a file of its own */
-	for (size_t i = 0; i < ck->n; i++) {
-		uint64_t b = (uint64_t)ck->info[i].numel * (uint64_t)size;
+	for (size_t i = 0; i < count; i++) {
+		uint64_t b = (uint64_t)ckpt_info(ck, i)->numel * (uint64_t)size;
 		if (n == 0 || (cur > 0 && cur + b > limit)) {
 			p[n].lo = i;
 			n++;
@@ -312,42 +195,60 @@ static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
 	return SW_OK;
 }
 
-/* The metadata of one shard: the checkpoint's, and its tensors'. */
-static int shard_meta(const struct ckpt *ck, const struct shard_plan *p,
-		      const struct st_meta *global, struct st_meta *m, struct sw_err *err)
+/* The index of the tensor named name, or -1. */
+static long find_name(const struct ckpt *ck, const char *name)
 {
-	char obj[SW_NAME_MAX + 16];
+	for (size_t i = 0; i < ckpt_count(ck); i++)
+		if (!strcmp(ckpt_info(ck, i)->name, name))
+			return (long)i;
+	return -1;
+}
+
+/*
+ * The metadata of one shard: the checkpoint's (global), then its tensors'
+ * attributes (ckpt_attrs lists them tensor by tensor in model order).
+ */
+static int shard_meta(const struct ckpt *ck, const struct shard_plan *p,
+		      const struct attr_map *global, const struct attr_map *all,
+		      struct attr_map *m, struct sw_err *err)
+{
+	char obj[SW_NAME_MAX + 16], attr[64];
 	int rc = SW_OK;
 
-	st_meta_init(m);
+	attrmap_init(m);
 	for (size_t i = 0; i < global->n && !rc; i++)
-		rc = st_meta_set(m, global->kv[i].key, global->kv[i].value, err);
-	for (size_t i = p->lo; i < p->hi && !rc; i++) {
-		snprintf(obj, sizeof obj, "/params/%s", ck->info[i].name);
-		rc = collect_attrs(ck->h5, obj, m, err);
+		rc = attrmap_set(m, global->kv[i].key, global->kv[i].value, err);
+	for (size_t i = 0; i < all->n && !rc; i++) {
+		long k;
+		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) < 0 ||
+		    strncmp(obj, "/params/", 8))
+			continue;
+		k = find_name(ck, obj + 8);
+		if (k >= (long)p->lo && k < (long)p->hi)
+			rc = attrmap_set(m, all->kv[i].key, all->kv[i].value, err);
 	}
 	if (rc)
-		st_meta_free(m);
+		attrmap_free(m);
 	return rc;
 }
 
-static int write_shard(struct ckpt *ck, const struct shard_plan *p, const char *path,
-		       const struct st_meta *m, enum sw_dtype dtype,
+static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan *p,
+		       const char *path, const struct attr_map *m, enum sw_dtype dtype,
 		       struct convert_result *r, struct sw_err *err)
 {
 	struct stw *w;
-	int rc = stw_create_meta(path, ck->info + p->lo, p->hi - p->lo, dtype, m, &w, err);
+	int rc = stw_create_meta(path, ckpt_info(ck, p->lo), p->hi - p->lo, dtype, m, &w, err);
 
 	for (size_t i = p->lo; i < p->hi && !rc; i++) {
 		struct ckpt_view v;
 		if ((rc = ckpt_load(ck, i, &v, err))) {
-			blame(r, err, ck->path);
+			blame(r, err, in);
 			break;
 		}
 		rc = stw_write(w, v.data, v.numel, err);
 		ckpt_release(ck, &v);
 		r->tensors++;
-		r->bytes += (uint64_t)ck->info[i].numel * (uint64_t)sw_dtype_size(dtype);
+		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * (uint64_t)sw_dtype_size(dtype);
 	}
 	if (rc) {
 		stw_abort(w);
@@ -468,42 +369,50 @@ static int make_tmpdir(const char *out, char *tmpdir, size_t len, struct sw_err 
 	return SW_OK;
 }
 
-static int to_safetensors(struct ckpt *ck, const char *out, const struct convert_opts *o,
-			  struct convert_result *r, struct sw_err *err)
+static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
+			  const struct convert_opts *o, struct convert_result *r, struct sw_err *err)
 {
-	static const char *const groups[] = {"/", "/config", "/optim", "/metrics"};
-	struct sw_config c = ck->meta.config;
+	struct sw_config c = ckpt_meta(ck)->config;
 	struct shard_plan *plan = NULL;
 	struct export_files files = {0};
-	struct st_meta global;
+	const struct attr_map *all = NULL;
+	struct attr_map global;
+	char obj[SW_NAME_MAX + 16], attr[64];
+	size_t count = ckpt_count(ck);
 	char tmpdir[PATH_MAX] = "", path[PATH_MAX + 80];
 	const char **names = NULL, **shard_of = NULL;
 	int rc, nshards = 0, exists, made = 0;
 
-	st_meta_init(&global);
+	attrmap_init(&global);
 	r->to_safetensors = 1;
 	if ((rc = check_representable(ck, err))) {
-		blame(r, err, ck->path);
+		blame(r, err, in);
 		return rc;
 	}
 	if ((rc = check_out(out, o, 1, &exists, err))) {
 		blame(r, err, out);
 		return rc;
 	}
-	rc = st_meta_set(&global, "format", "pt", err);     /* transformers wants it */
-	for (size_t g = 0; g < sizeof groups / sizeof groups[0] && !rc; g++)
-		rc = collect_attrs(ck->h5, groups[g], &global, err);
+	rc = attrmap_set(&global, "format", "pt", err);     /* transformers wants it */
+	if (!rc)
+		rc = ckpt_attrs(ck, &all, err);
+	/* the root, /config, /optim, /metrics: what a model needs, not how to resume it */
+	for (size_t i = 0; !rc && i < all->n; i++)
+		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
+		    (!strcmp(obj, "/") || !strcmp(obj, "/config") || !strcmp(obj, "/optim") ||
+		     !strcmp(obj, "/metrics")))
+			rc = attrmap_set(&global, all->kv[i].key, all->kv[i].value, err);
 	if (!rc)
 		rc = plan_shards(ck, o->shard_size, sw_dtype_size(o->dtype), &plan, &nshards, err);
 	if (!rc) {
 		files.name = calloc((size_t)nshards + 2, sizeof *files.name);
-		names = calloc(ck->n + 1, sizeof *names);
-		shard_of = calloc(ck->n + 1, sizeof *shard_of);
+		names = calloc(count + 1, sizeof *names);
+		shard_of = calloc(count + 1, sizeof *shard_of);
 		if (!files.name || !names || !shard_of)
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
 	if (rc) {
-		blame(r, err, ck->path);
+		blame(r, err, in);
 		goto out;
 	}
 	export_list(plan, nshards, &files);
@@ -517,22 +426,22 @@ static int to_safetensors(struct ckpt *ck, const char *out, const struct convert
 	snprintf(path, sizeof path, "%s/config.json", tmpdir);
 	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
 	for (int k = 0; k < nshards && !rc; k++) {
-		struct st_meta m;
-		if ((rc = shard_meta(ck, &plan[k], &global, &m, err))) {
-			blame(r, err, ck->path);
+		struct attr_map m;
+		if ((rc = shard_meta(ck, &plan[k], &global, all, &m, err))) {
+			blame(r, err, in);
 			goto out;
 		}
 		snprintf(path, sizeof path, "%s/%s", tmpdir, plan[k].name);
-		rc = write_shard(ck, &plan[k], path, &m, o->dtype, r, err);
-		st_meta_free(&m);
+		rc = write_shard(ck, in, &plan[k], path, &m, o->dtype, r, err);
+		attrmap_free(&m);
 		for (size_t i = plan[k].lo; i < plan[k].hi; i++) {
-			names[i] = ck->info[i].name;
+			names[i] = ckpt_info(ck, i)->name;
 			shard_of[i] = plan[k].name;
 		}
 	}
 	if (!rc && nshards > 1) {
 		snprintf(path, sizeof path, "%s/" INDEX_NAME, tmpdir);
-		rc = st_write_index(path, r->bytes, names, shard_of, ck->n, err);
+		rc = st_write_index(path, r->bytes, names, shard_of, count, err);
 	}
 	if (!rc)
 		rc = publish(tmpdir, out, exists, &files, err);
@@ -548,7 +457,7 @@ out:
 		remove_export(tmpdir, &files);
 	if (files.name && tmpdir[0])
 		remember_export(tmpdir, &files, 1);
-	st_meta_free(&global);
+	attrmap_free(&global);
 	free(plan);
 	free(files.name);
 	free(names);
@@ -560,9 +469,9 @@ out:
 
 /* The metadata's model sizes must be config.json's: a config.json edited
  * since the export would make the restored /config lie. */
-static int check_meta_config(const struct ckpt *ck, struct sw_err *err)
+static int check_meta_config(const struct ckpt *ck, const struct attr_map *m, struct sw_err *err)
 {
-	const struct sw_config *c = &ck->meta.config;
+	const struct sw_config *c = &ckpt_meta(ck)->config;
 	const struct { const char *key; int64_t v; } sizes[] = {
 		{"vocab_size", c->vocab_size}, {"d_model", c->d_model},
 		{"n_layers", c->n_layers}, {"n_heads", c->n_heads},
@@ -572,12 +481,12 @@ static int check_meta_config(const struct ckpt *ck, struct sw_err *err)
 
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
 		const char *text;
-		struct st_value v;
-		snprintf(key, sizeof key, META_PREFIX "config.%s", sizes[i].key);
-		if (!(text = st_meta_get(&ck->st_meta, key)))
+		struct attr_value v;
+		snprintf(key, sizeof key, ATTRMAP_PREFIX "config.%s", sizes[i].key);
+		if (!(text = attrmap_get(m, key)))
 			continue;
-		st_value_decode(text, &v);
-		if (v.type != ST_VINT || v.i != sizes[i].v)
+		attrmap_decode(text, &v);
+		if (v.type != ATTR_INT || v.i != sizes[i].v)
 			return sw_fail(err, SW_EDATA, "__metadata__: %s = %.32s disagrees with "
 				       "config.json (%lld)", key, text, (long long)sizes[i].v);
 	}
@@ -586,7 +495,7 @@ static int check_meta_config(const struct ckpt *ck, struct sw_err *err)
 
 /* A tensor's block, role, layer and kind in the metadata must be what its
  * name and shape say: the tools trust these attributes. */
-static int check_meta_tensor(const struct ckpt *ck, const struct sw_tensor_info *t,
+static int check_meta_tensor(const struct attr_map *m, const struct sw_tensor_info *t,
 			     struct sw_err *err)
 {
 	char want[4][SW_ROLE_MAX], key[SW_NAME_MAX + 64];
@@ -598,8 +507,8 @@ static int check_meta_tensor(const struct ckpt *ck, const struct sw_tensor_info 
 	snprintf(want[3], sizeof want[3], "%s", sw_kind_name(t->kind));
 	for (int a = 0; a < 4; a++) {
 		const char *got;
-		snprintf(key, sizeof key, META_PREFIX "params.%s.%s", t->name, attrs[a]);
-		if ((got = st_meta_get(&ck->st_meta, key)) && strcmp(got, want[a]))
+		snprintf(key, sizeof key, ATTRMAP_PREFIX "params.%s.%s", t->name, attrs[a]);
+		if ((got = attrmap_get(m, key)) && strcmp(got, want[a]))
 			return sw_fail(err, SW_EDATA, "__metadata__: %s = '%.32s' disagrees with "
 				       "the tensor (%s)", key, got, want[a]);
 	}
@@ -608,18 +517,17 @@ static int check_meta_tensor(const struct ckpt *ck, const struct sw_tensor_info 
 
 /* Restore the attributes the metadata carries, typed, on the objects
  * written: the root, /config, /optim, /metrics and /params datasets. */
-static int restore_attrs(struct h5w *w, const struct ckpt *ck, struct sw_err *err)
+static int restore_attrs(struct h5w *w, const struct attr_map *m, struct sw_err *err)
 {
-	const struct st_meta *m = &ck->st_meta;
 	char obj[SW_NAME_MAX + 16], attr[64];
 	hid_t file = h5w_file(w);
 
 	for (size_t i = 0; i < m->n; i++) {
-		struct st_value v;
+		struct attr_value v;
 		hid_t o;
 		int rc;
 
-		if (convert_meta_parse_key(m->kv[i].key, obj, sizeof obj, attr, sizeof attr) < 0)
+		if (attrmap_parse_key(m->kv[i].key, obj, sizeof obj, attr, sizeof attr) < 0)
 			continue;
 		if (!strcmp(obj, "/") && (!strcmp(attr, "scalewatch_format") ||
 					  !strcmp(attr, "format_version")))
@@ -637,9 +545,9 @@ static int restore_attrs(struct h5w *w, const struct ckpt *ck, struct sw_err *er
 		}
 		if (o < 0)
 			return sw_fail(err, SW_EIO, "%s: cannot open", obj);
-		st_value_decode(m->kv[i].value, &v);
-		rc = v.type == ST_VINT ? h5io_put_i64(o, attr, v.i, err) :
-		     v.type == ST_VREAL ? h5io_put_f64(o, attr, v.d, err) :
+		attrmap_decode(m->kv[i].value, &v);
+		rc = v.type == ATTR_INT ? h5io_put_i64(o, attr, v.i, err) :
+		     v.type == ATTR_REAL ? h5io_put_f64(o, attr, v.d, err) :
 					  h5io_put_str(o, attr, v.s, err);
 		H5Oclose(o);
 		if (rc) {
@@ -650,21 +558,22 @@ static int restore_attrs(struct h5w *w, const struct ckpt *ck, struct sw_err *er
 	return SW_OK;
 }
 
-static int to_hdf5(struct ckpt *ck, const char *out, const struct convert_opts *o,
-		   struct convert_result *r, struct sw_err *err)
+static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
+		   const struct convert_opts *o, struct convert_result *r, struct sw_err *err)
 {
-	const struct ckpt_meta *cm = &ck->meta;
+	const struct ckpt_meta *cm = ckpt_meta(ck);
+	const struct attr_map *m;
 	struct h5w *w = NULL;
 	int rc, exists;
 
 	r->to_safetensors = 0;
-	if ((rc = check_meta_config(ck, err))) {
-		blame(r, err, ck->path);
+	if ((rc = ckpt_attrs(ck, &m, err)) || (rc = check_meta_config(ck, m, err))) {
+		blame(r, err, in);
 		return rc;
 	}
-	for (size_t i = 0; i < ck->n; i++)
-		if ((rc = check_meta_tensor(ck, &ck->info[i], err))) {
-			blame(r, err, ck->path);
+	for (size_t i = 0; i < ckpt_count(ck); i++)
+		if ((rc = check_meta_tensor(m, ckpt_info(ck, i), err))) {
+			blame(r, err, in);
 			return rc;
 		}
 	if ((rc = check_out(out, o, 0, &exists, err)) ||
@@ -678,20 +587,20 @@ static int to_hdf5(struct ckpt *ck, const char *out, const struct convert_opts *
 		rc = h5w_set_i64(w, "/", "tokens", cm->has_step ? cm->tokens : 0, err);
 	if (!rc)
 		rc = h5w_write_config(w, &cm->config, err);
-	for (size_t i = 0; i < ck->n && !rc; i++) {
+	for (size_t i = 0; i < ckpt_count(ck) && !rc; i++) {
 		struct ckpt_view v;
 		if ((rc = ckpt_load(ck, i, &v, err))) {
-			blame(r, err, ck->path);
+			blame(r, err, in);
 			h5w_abort(w);
 			return rc;
 		}
-		rc = h5w_write_tensor(w, "/params", &ck->info[i], v.data, 1, err);
+		rc = h5w_write_tensor(w, "/params", ckpt_info(ck, i), v.data, 1, err);
 		ckpt_release(ck, &v);
 		r->tensors++;
-		r->bytes += (uint64_t)ck->info[i].numel * 4;
+		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * 4;
 	}
 	if (!rc)
-		rc = restore_attrs(w, ck, err);
+		rc = restore_attrs(w, m, err);
 	if (rc)
 		h5w_abort(w);
 	else
@@ -714,10 +623,10 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		blame(r, err, in);
 		return rc;
 	}
-	if (ck->meta.format == CKPT_HDF5)
-		rc = to_safetensors(ck, out, o, r, err);
+	if (ckpt_meta(ck)->format == CKPT_HDF5)
+		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
 	else
-		rc = to_hdf5(ck, out, o, r, err);
+		rc = to_hdf5(ck, ckpt_path(ck), out, o, r, err);
 	ckpt_close(ck);
 	return rc;
 }

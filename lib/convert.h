@@ -62,17 +62,6 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
  * tensor of this role, 0 if not (multipliers, norm-everywhere norms, ...). */
 int convert_hf_has_role(const char *arch, const char *role);
 
-/*
- * The metadata key of attribute attr of HDF5 object obj ("/", "/config",
- * "/params/model.norm.weight"): "scalewatch.step", "scalewatch.config.arch",
- * "scalewatch.params.model.norm.weight.lr". -1 if it does not fit len.
- */
-int convert_meta_key(const char *obj, const char *attr, char *buf, size_t len);
-
-/* And back; -1 if key is not a well-formed scalewatch.* key. */
-int convert_meta_parse_key(const char *key, char *obj, size_t olen, char *attr,
-			   size_t alen);
-
 /* "10MB" (10^6), "2GiB" (2^30), "4096", "1.5GB" -> bytes; -1 if bad. */
 int convert_parse_size(const char *s, uint64_t *bytes);
 

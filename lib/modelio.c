@@ -1,9 +1,8 @@
 /* modelio.c - models and training state in checkpoints (see modelio.h). */
 #include "modelio.h"
 #include "ckpt.h"
-#include "h5io.h"
+#include "h5write.h"
 
-#include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,153 +188,131 @@ out:
 	return rc;
 }
 
-/* Read float32 dataset path of exactly n values. */
-static int read_f32(hid_t f, const char *path, size_t n, float *out, struct sw_err *err)
-{
-	hid_t d = H5Dopen2(f, path, H5P_DEFAULT), s;
-	hssize_t np;
-	int rc = SW_OK;
-
-	if (d < 0)
-		return sw_fail(err, SW_EDATA, "missing %s", path);
-	s = H5Dget_space(d);
-	np = s < 0 ? -1 : H5Sget_simple_extent_npoints(s);
-	if (np != (hssize_t)n)
-		rc = sw_fail(err, SW_EDATA, "%s: %lld values, expected %zu", path, (long long)np, n);
-	else if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-		rc = sw_fail(err, SW_EIO, "%s: cannot read", path);
-	if (s >= 0)
-		H5Sclose(s);
-	H5Dclose(d);
-	return rc;
-}
-
-static int read_optim_config(hid_t f, struct optim_config *oc, struct run_state *rs,
+/* The optimizer's configuration and the run's shape from /optim. */
+static int read_optim_config(struct ckpt *ck, struct optim_config *oc, struct run_state *rs,
 			     struct sw_err *err)
 {
-	hid_t g = H5Gopen2(f, "/optim", H5P_DEFAULT);
 	char s[32], key[64];
-	int64_t v;
-	int rc, k;
+	double v;
+	int64_t iv;
+	int rc, k, present;
 
-	if (g < 0)
+	if ((rc = ckpt_attr_string(ck, "/optim", "optimizer", s, sizeof s, &present, err)))
+		return rc;
+	if (!present)
 		return sw_fail(err, SW_EDATA, "no /optim group: not a checkpoint of sw-train");
 	optim_defaults(oc);
 #define STR(name, dst, names, n)                                                         \
 	do {                                                                             \
-		if ((rc = h5io_get_str(g, "/optim", name, s, sizeof s, NULL, err)))      \
-			goto out;                                                        \
-		if ((k = name_index(names, n, s)) < 0) {                                 \
-			rc = sw_fail(err, SW_EDATA, "/optim: unknown %s '%s'", name, s); \
-			goto out;                                                        \
-		}                                                                        \
+		if ((rc = ckpt_attr_string(ck, "/optim", name, s, sizeof s, NULL, err)))  \
+			return rc;                                                       \
+		if ((k = name_index(names, n, s)) < 0)                                   \
+			return sw_fail(err, SW_EDATA, "/optim: unknown %s '%s'", name, s);  \
 		dst = k;                                                                 \
 	} while (0)
-#define F64(name, dst)                                                                   \
+#define NUM(name, dst)                                                                   \
 	do {                                                                             \
-		if ((rc = h5io_get_f64(g, "/optim", name, &dst, NULL, err)))             \
-			goto out;                                                        \
-	} while (0)
-#define I64(name, dst)                                                                   \
-	do {                                                                             \
-		if ((rc = h5io_get_i64(g, "/optim", name, &v, NULL, err)))               \
-			goto out;                                                        \
+		if ((rc = ckpt_attr_number(ck, "/optim", name, 0, &v, NULL, err)))         \
+			return rc;                                                       \
 		dst = v;                                                                 \
+	} while (0)
+#define INT(name, dst)                                                                   \
+	do {                                                                             \
+		if ((rc = ckpt_attr_integer(ck, "/optim", name, &iv, NULL, err)))          \
+			return rc;                                                       \
+		dst = iv;                                                                \
 	} while (0)
 	STR("optimizer", oc->kind, opt_names, 3);
 	STR("schedule", oc->sched, sched_names, 3);
 	STR("norm_wd", oc->norm_wd, norm_wd_names, 3);
-	F64("lr_max", oc->lr);
-	F64("lr_min", oc->lr_min);
+	NUM("lr_max", oc->lr);
+	NUM("lr_min", oc->lr_min);
 	if (oc->lr_min < 0)
 		oc->lr_min = NAN;
-	F64("wd", oc->wd);
-	F64("beta1", oc->beta1);
-	F64("beta2", oc->beta2);
-	F64("eps", oc->eps);
-	F64("momentum", oc->momentum);
-	F64("mult_lr_ratio", oc->mult_lr_ratio);
-	F64("mult_wd", oc->mult_wd);
-	F64("grad_clip", oc->grad_clip);
-	F64("decay_frac", oc->decay_frac);
-	I64("blockwise_lr", oc->blockwise);
-	I64("warmup", oc->warmup);
-	I64("steps", oc->steps);
-	I64("micro_batch", rs->batch);
-	I64("grad_accum", rs->grad_accum);
-	I64("seq_len", rs->seq_len);
-	I64("seed", rs->seed);
-	if ((rc = h5io_get_str(g, "/optim", "wd_mode", s, sizeof s, NULL, err)))
-		goto out;
-	if (sw_wd_mode_parse(s, &oc->wd_mode) < 0) {
-		rc = sw_fail(err, SW_EDATA, "/optim: unknown wd_mode '%s'", s);
-		goto out;
-	}
+	NUM("wd", oc->wd);
+	NUM("beta1", oc->beta1);
+	NUM("beta2", oc->beta2);
+	NUM("eps", oc->eps);
+	NUM("momentum", oc->momentum);
+	NUM("mult_lr_ratio", oc->mult_lr_ratio);
+	NUM("mult_wd", oc->mult_wd);
+	NUM("grad_clip", oc->grad_clip);
+	NUM("decay_frac", oc->decay_frac);
+	INT("blockwise_lr", oc->blockwise);
+	INT("warmup", oc->warmup);
+	INT("steps", oc->steps);
+	INT("micro_batch", rs->batch);
+	INT("grad_accum", rs->grad_accum);
+	INT("seq_len", rs->seq_len);
+	INT("seed", rs->seed);
+	if ((rc = ckpt_attr_string(ck, "/optim", "wd_mode", s, sizeof s, NULL, err)))
+		return rc;
+	if (sw_wd_mode_parse(s, &oc->wd_mode) < 0)
+		return sw_fail(err, SW_EDATA, "/optim: unknown wd_mode '%s'", s);
 	for (int b = 0; b < SW_BLOCK_COUNT; b++) {
 		snprintf(key, sizeof key, "block_ratio_%s", sw_block_name((enum sw_block)b));
-		F64(key, oc->block_ratio[b]);
+		NUM(key, oc->block_ratio[b]);
 	}
 	for (int gi = 1; gi < SW_GROUP_COUNT; gi++) {
 		snprintf(key, sizeof key, "group_ratio_%s", sw_group_name((enum sw_group)gi));
-		F64(key, oc->group_ratio[gi]);
+		NUM(key, oc->group_ratio[gi]);
 	}
 #undef STR
-#undef F64
-#undef I64
-out:
-	H5Gclose(g);
-	return rc;
+#undef NUM
+#undef INT
+	return SW_OK;
 }
 
 int modelio_load_state(const char *path, const struct model *m, struct optim *o,
 		       struct run_state *rs, struct sw_err *err)
 {
 	struct optim_config oc;
-	char name[SW_NAME_MAX + 32];
-	hid_t f, g = H5I_INVALID_HID;
+	struct ckpt *ck;
 	int64_t v;
-	int rc;
+	int rc, present;
 
-	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-	f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-	if (f < 0)
-		return sw_fail(err, SW_EDATA, "not a readable HDF5 checkpoint");
+	if ((rc = ckpt_open(path, &ck, err)))
+		return rc;
 	memset(rs, 0, sizeof *rs);
-	if ((rc = h5io_get_i64(f, "/", "step", &rs->step, NULL, err)) ||
-	    (rc = h5io_get_i64(f, "/", "tokens", &rs->tokens, NULL, err)) ||
-	    (rc = read_optim_config(f, &oc, rs, err)))
+	if (ckpt_meta(ck)->format != CKPT_HDF5) {
+		rc = sw_fail(err, SW_EDATA, "a safetensors checkpoint has no /optim_state: it cannot be resumed");
+		goto out;
+	}
+	rs->step = ckpt_meta(ck)->step;
+	rs->tokens = ckpt_meta(ck)->tokens;
+	if ((rc = read_optim_config(ck, &oc, rs, err)))
 		goto out;
 	if ((rc = optim_init(o, &oc, m, err)))
 		goto out;
-	if (H5Lexists(f, "optim_state", H5P_DEFAULT) <= 0 ||
-	    (g = H5Gopen2(f, "/optim_state", H5P_DEFAULT)) < 0) {
+	if ((rc = ckpt_attr_integer(ck, "/optim_state", "t", &v, &present, err)))
+		goto out;
+	if (!present) {
 		rc = sw_fail(err, SW_EDATA, "no /optim_state: this checkpoint cannot be resumed");
 		goto out;
 	}
-	if ((rc = h5io_get_i64(g, "/optim_state", "t", &o->t, NULL, err)))
-		goto out;
+	o->t = v;
 	for (int i = 0; i < 4; i++) {
 		char key[16];
 		snprintf(key, sizeof key, "rng%d", i & 3);
-		if ((rc = h5io_get_i64(g, "/optim_state", key, &v, NULL, err)))
+		if ((rc = ckpt_attr_integer(ck, "/optim_state", key, &v, NULL, err)))
 			goto out;
 		rs->rng.s[i] = (uint64_t)v;
 	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
-		snprintf(name, sizeof name, "/optim_state/m/%s", mt->info.name);
-		if ((rc = read_f32(f, name, mt->numel, o->m + mt->offset, err)))
+		long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+		if (k < 0) {
+			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
 			goto out;
-		snprintf(name, sizeof name, "/optim_state/v/%s", mt->info.name);
-		if ((rc = read_f32(f, name, mt->numel, o->v + mt->offset, err)))
+		}
+		if ((rc = ckpt_load_aux(ck, "optim_state/m", (size_t)k, o->m + mt->offset, err)) ||
+		    (rc = ckpt_load_aux(ck, "optim_state/v", (size_t)k, o->v + mt->offset, err)))
 			goto out;
 	}
 	rs->train_loss = rs->val_loss = NAN;
 out:
 	if (rc && o->m)
 		optim_free(o);
-	if (g >= 0)
-		H5Gclose(g);
-	H5Fclose(f);
+	ckpt_close(ck);
 	return rc;
 }

@@ -2,7 +2,6 @@
 #include "transfer.h"
 #include "ckpt.h"
 #include "fit.h"
-#include "h5io.h"
 #include "norms.h"
 
 #include <errno.h>
@@ -24,41 +23,41 @@ static void run_init(struct transfer_run *r)
 	r->out_norm = r->out_norm_folded = r->loss = NAN;
 }
 
-/* /optim: the peak learning rate (lr_max; lr, the value at the step, when
- * there is no lr_max) and batch_size. Read with HDF5 directly: ckpt.h
- * gives tensors and the model, not the optimizer. */
-static int read_optim(const char *path, double *lr, double *batch, struct sw_err *err)
+/* Whether the checkpoint has any attribute of /optim. */
+static int has_optim(struct ckpt *ck)
 {
-	hid_t f, g = H5I_INVALID_HID;
-	int rc, present;
+	static const char prefix[] = ATTRMAP_PREFIX "optim.";
+	const struct attr_map *m;
 
-	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-	f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-	if (f < 0)
-		return sw_fail(err, SW_EDATA, "not a readable HDF5 file");
-	if (H5Lexists(f, "optim", H5P_DEFAULT) <= 0) {
-		rc = sw_fail(err, SW_EDATA,
-			     "no /optim group: the run's lr and batch_size are unknown (give them in a TSV on stdin, '-')");
-		goto out;
-	}
-	if ((g = H5Gopen2(f, "optim", H5P_DEFAULT)) < 0) {
-		rc = sw_fail(err, SW_EDATA, "/optim is not a group");
-		goto out;
-	}
-	if ((rc = h5io_get_f64(g, "/optim", "lr_max", lr, &present, err)))
-		goto out;
-	if (!present && (rc = h5io_get_f64(g, "/optim", "lr", lr, NULL, err)))
-		goto out;
-	if ((rc = h5io_get_f64(g, "/optim", "batch_size", batch, NULL, err)))
-		goto out;
+	if (ckpt_attrs(ck, &m, NULL))
+		return 0;
+	for (size_t i = 0; i < m->n; i++)
+		if (!strncmp(m->kv[i].key, prefix, sizeof prefix - 1))
+			return 1;
+	return 0;
+}
+
+/* /optim: the peak learning rate (lr_max; lr, the value at the step, when
+ * there is no lr_max) and batch_size. */
+static int read_optim(struct ckpt *ck, double *lr, double *batch, struct sw_err *err)
+{
+	static const char unknown[] = "give the run's lr and batch_size in a TSV on stdin, '-'";
+	int rc, has_lr_max, has_lr = 0, has_batch;
+
+	if ((rc = ckpt_attr_number(ck, "/optim", "lr_max", 0, lr, &has_lr_max, err)) ||
+	    (!has_lr_max && (rc = ckpt_attr_number(ck, "/optim", "lr", 0, lr, &has_lr, err))) ||
+	    (rc = ckpt_attr_number(ck, "/optim", "batch_size", 0, batch, &has_batch, err)))
+		return rc;
+	if (!has_optim(ck))
+		return sw_fail(err, SW_EDATA, "no /optim group: the run's lr and batch_size are unknown (%s)",
+			       unknown);
+	if (!has_lr_max && !has_lr)
+		return sw_fail(err, SW_EDATA, "/optim: missing attribute 'lr_max' (or 'lr') (%s)", unknown);
+	if (!has_batch)
+		return sw_fail(err, SW_EDATA, "/optim: missing attribute 'batch_size' (%s)", unknown);
 	if (!(*lr > 0) || !isfinite(*lr) || !(*batch > 0) || !isfinite(*batch))
-		rc = sw_fail(err, SW_EDATA, "/optim: lr %g and batch_size %g must be positive", *lr, *batch);
-out:
-	if (g >= 0 && H5Gclose(g) < 0 && !rc)
-		rc = sw_fail(err, SW_EIO, "/optim: cannot close");
-	if (H5Fclose(f) < 0 && !rc)
-		rc = sw_fail(err, SW_EIO, "cannot close the file");
-	return rc;
+		return sw_fail(err, SW_EDATA, "/optim: lr %g and batch_size %g must be positive", *lr, *batch);
+	return SW_OK;
 }
 
 /* Summarize tensor i (columns scaled by gamma) as sw-norms does. */
@@ -134,9 +133,10 @@ int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *
 	if ((rc = ckpt_open(path, &ck, err)))
 		return rc;
 	m = ckpt_meta(ck);
-	if (m->format != CKPT_HDF5 || !m->has_step) {
+	if (!m->has_step) {
+		/* an export of sw-convert keeps them in its metadata; others have none */
 		rc = sw_fail(err, SW_EDATA,
-			     "a safetensors checkpoint has no /optim, tokens or loss: give its lr, batch, tokens, d_model, loss and out_norm in a TSV on stdin ('-')");
+			     "a safetensors checkpoint without scalewatch metadata has no /optim, tokens or loss: give its lr, batch, tokens, d_model, loss and out_norm in a TSV on stdin ('-')");
 		goto out;
 	}
 	r->tokens = m->tokens;
@@ -151,7 +151,7 @@ int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *
 		rc = sw_fail(err, SW_EDATA, "tokens = %lld: the horizon must be positive", (long long)r->tokens);
 		goto out;
 	}
-	if ((rc = read_optim(path, &r->lr, &r->batch, err)))
+	if ((rc = read_optim(ck, &r->lr, &r->batch, err)))
 		goto out;
 	rc = head_norms(ck, &r->out_norm, &r->out_norm_folded, err);
 out:

@@ -14,7 +14,7 @@
 
 #include "../lib/ckpt.h"
 #include "../lib/data.h"
-#include "../lib/h5io.h"
+#include "../lib/h5write.h"
 #include "../lib/modelio.h"
 #include "../lib/sharpness.h"
 #include "common.h"

@@ -48,7 +48,7 @@
 #include <string.h>
 
 #include "../../lib/arch.h"
-#include "../../lib/h5io.h"
+#include "../../lib/h5write.h"
 #include "../../lib/rng.h"
 
 struct opts {

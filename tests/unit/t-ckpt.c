@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "../../lib/ckpt.h"
-#include "../../lib/h5io.h"
-#include "../../lib/safetensors.h"
+#include "../../lib/h5write.h"
+#include "../../lib/stwrite.h"
 #include "tap.h"
 
 static const struct sw_config cfg = {

@@ -16,6 +16,7 @@
 #include "../../lib/convert.h"
 #include "../../lib/dtype.h"
 #include "../../lib/safetensors.h"
+#include "../../lib/stwrite.h"
 #include "tap.h"
 
 static const struct sw_config cfg = {
@@ -44,17 +45,17 @@ static void test_keys(void)
 	char key[512], obj[512], attr[64];
 
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		ok(convert_meta_key(cases[i].obj, cases[i].attr, key, sizeof key) == 0 &&
+		ok(attrmap_key(cases[i].obj, cases[i].attr, key, sizeof key) == 0 &&
 		   !strcmp(key, cases[i].key), "key of %s %s: %s", cases[i].obj, cases[i].attr, key);
-		ok(convert_meta_parse_key(cases[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
+		ok(attrmap_parse_key(cases[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
 		   !strcmp(obj, cases[i].obj) && !strcmp(attr, cases[i].attr),
 		   "and back: %s -> %s %s", cases[i].key, obj, attr);
 	}
-	ok(convert_meta_parse_key("format", obj, sizeof obj, attr, sizeof attr) < 0 &&
-	   convert_meta_parse_key("scalewatch.", obj, sizeof obj, attr, sizeof attr) < 0 &&
-	   convert_meta_parse_key("scalewatch.params.lr", obj, sizeof obj, attr, sizeof attr) < 0 &&
-	   convert_meta_parse_key("scalewatch.config.a.b", obj, sizeof obj, attr, sizeof attr) < 0 &&
-	   convert_meta_parse_key("scalewatch.config.", obj, sizeof obj, attr, sizeof attr) < 0,
+	ok(attrmap_parse_key("format", obj, sizeof obj, attr, sizeof attr) < 0 &&
+	   attrmap_parse_key("scalewatch.", obj, sizeof obj, attr, sizeof attr) < 0 &&
+	   attrmap_parse_key("scalewatch.params.lr", obj, sizeof obj, attr, sizeof attr) < 0 &&
+	   attrmap_parse_key("scalewatch.config.a.b", obj, sizeof obj, attr, sizeof attr) < 0 &&
+	   attrmap_parse_key("scalewatch.config.", obj, sizeof obj, attr, sizeof attr) < 0,
 	   "not scalewatch keys: refused");
 }
 
@@ -105,42 +106,42 @@ static void test_values(void)
 	static const char *const strs[] = {"llama", "coupled", "", "1", "-2", "1.5", "nan",
 					   "inf", "'quoted", "1e5", " 3"};
 	char buf[128];
-	struct st_value v, back;
+	struct attr_value v, back;
 
 	for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
-		v = (struct st_value){.type = ST_VREAL, .d = reals[i]};
-		st_value_encode(&v, buf, sizeof buf);
-		st_value_decode(buf, &back);
-		ok(back.type == ST_VREAL && back.d == reals[i], "real %.17g as '%s', back exactly",
+		v = (struct attr_value){.type = ATTR_REAL, .d = reals[i]};
+		attrmap_encode(&v, buf, sizeof buf);
+		attrmap_decode(buf, &back);
+		ok(back.type == ATTR_REAL && back.d == reals[i], "real %.17g as '%s', back exactly",
 		   reals[i], buf);
 	}
-	v = (struct st_value){.type = ST_VREAL, .d = 10000.0};
-	st_value_encode(&v, buf, sizeof buf);
+	v = (struct attr_value){.type = ATTR_REAL, .d = 10000.0};
+	attrmap_encode(&v, buf, sizeof buf);
 	ok(!strcmp(buf, "10000.0"), "a whole real keeps a point: %s", buf);
-	v = (struct st_value){.type = ST_VREAL, .d = NAN};
-	st_value_encode(&v, buf, sizeof buf);
-	st_value_decode(buf, &back);
-	ok(!strcmp(buf, "nan") && back.type == ST_VREAL && isnan(back.d), "NaN");
-	v = (struct st_value){.type = ST_VREAL, .d = -INFINITY};
-	st_value_encode(&v, buf, sizeof buf);
-	st_value_decode(buf, &back);
-	ok(back.type == ST_VREAL && back.d == -INFINITY, "-inf: '%s'", buf);
+	v = (struct attr_value){.type = ATTR_REAL, .d = NAN};
+	attrmap_encode(&v, buf, sizeof buf);
+	attrmap_decode(buf, &back);
+	ok(!strcmp(buf, "nan") && back.type == ATTR_REAL && isnan(back.d), "NaN");
+	v = (struct attr_value){.type = ATTR_REAL, .d = -INFINITY};
+	attrmap_encode(&v, buf, sizeof buf);
+	attrmap_decode(buf, &back);
+	ok(back.type == ATTR_REAL && back.d == -INFINITY, "-inf: '%s'", buf);
 	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-		v = (struct st_value){.type = ST_VINT, .i = ints[i]};
-		st_value_encode(&v, buf, sizeof buf);
-		st_value_decode(buf, &back);
-		ok(back.type == ST_VINT && back.i == ints[i], "integer %s", buf);
+		v = (struct attr_value){.type = ATTR_INT, .i = ints[i]};
+		attrmap_encode(&v, buf, sizeof buf);
+		attrmap_decode(buf, &back);
+		ok(back.type == ATTR_INT && back.i == ints[i], "integer %s", buf);
 	}
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
-		v = (struct st_value){.type = ST_VSTR, .s = strs[i]};
-		st_value_encode(&v, buf, sizeof buf);
-		st_value_decode(buf, &back);
-		ok(back.type == ST_VSTR && !strcmp(back.s, strs[i]), "string '%s' as '%s'", strs[i], buf);
+		v = (struct attr_value){.type = ATTR_STR, .s = strs[i]};
+		attrmap_encode(&v, buf, sizeof buf);
+		attrmap_decode(buf, &back);
+		ok(back.type == ATTR_STR && !strcmp(back.s, strs[i]), "string '%s' as '%s'", strs[i], buf);
 	}
-	v = (struct st_value){.type = ST_VSTR, .s = "llama"};
-	st_value_encode(&v, buf, sizeof buf);
+	v = (struct attr_value){.type = ATTR_STR, .s = "llama"};
+	attrmap_encode(&v, buf, sizeof buf);
 	ok(!strcmp(buf, "llama"), "a plain string stays plain");
-	ok(st_value_encode(&(struct st_value){.type = ST_VSTR, .s = "abcdefgh"}, buf, 8) < 0,
+	ok(attrmap_encode(&(struct attr_value){.type = ATTR_STR, .s = "abcdefgh"}, buf, 8) < 0,
 	   "too long for the buffer: -1");
 }
 
@@ -203,7 +204,8 @@ static void test_bf16(const char *dir)
 static void test_meta_file(const char *dir)
 {
 	struct sw_tensor_info t;
-	struct st_meta m, back;
+	struct attr_map m, back;
+	const struct attr_map *got;
 	struct stw *w;
 	struct ckpt *ck = NULL;
 	struct sw_err err;
@@ -211,16 +213,16 @@ static void test_meta_file(const char *dir)
 	float x[4] = {1, 2, 3, 4};
 	int same;
 
-	st_meta_init(&m);
-	ok(st_meta_set(&m, "format", "pt", &err) == SW_OK &&
-	   st_meta_set(&m, "scalewatch.step", "1200", &err) == SW_OK &&
-	   st_meta_set(&m, "scalewatch.tokens", "99", &err) == SW_OK &&
-	   st_meta_set(&m, "scalewatch.config.arch", "llama", &err) == SW_OK &&
-	   st_meta_set(&m, "scalewatch.params.model.norm.weight.lr", "0.0025", &err) == SW_OK &&
-	   st_meta_set(&m, "scalewatch.params.model.norm.weight.wd_mode", "none", &err) == SW_OK &&
-	   st_meta_set(&m, "scalewatch.step", "1300", &err) == SW_OK && m.n == 6,
+	attrmap_init(&m);
+	ok(attrmap_set(&m, "format", "pt", &err) == SW_OK &&
+	   attrmap_set(&m, "scalewatch.step", "1200", &err) == SW_OK &&
+	   attrmap_set(&m, "scalewatch.tokens", "99", &err) == SW_OK &&
+	   attrmap_set(&m, "scalewatch.config.arch", "llama", &err) == SW_OK &&
+	   attrmap_set(&m, "scalewatch.params.model.norm.weight.lr", "0.0025", &err) == SW_OK &&
+	   attrmap_set(&m, "scalewatch.params.model.norm.weight.wd_mode", "none", &err) == SW_OK &&
+	   attrmap_set(&m, "scalewatch.step", "1300", &err) == SW_OK && m.n == 6,
 	   "map: six keys, a second set replaces");
-	ok(!strcmp(st_meta_get(&m, "scalewatch.step"), "1300") && !st_meta_get(&m, "nope"),
+	ok(!strcmp(attrmap_get(&m, "scalewatch.step"), "1300") && !attrmap_get(&m, "nope"),
 	   "get: the last value; NULL when absent");
 	memset(&t, 0, sizeof t);
 	arch_info_for_role(&cfg, "final_norm", -1, &t);
@@ -235,30 +237,31 @@ static void test_meta_file(const char *dir)
 	ok(ckpt_open(path, &ck, &err) == SW_OK, "and read: %s", ck ? "ok" : err.msg);
 	if (!ck)
 		return;
-	st_meta_init(&back);
-	for (size_t i = 0; i < ckpt_st_meta(ck)->n; i++)
-		st_meta_set(&back, ckpt_st_meta(ck)->kv[i].key, ckpt_st_meta(ck)->kv[i].value, &err);
+	attrmap_init(&back);
+	if (ckpt_attrs(ck, &got, &err) == SW_OK)
+		for (size_t i = 0; i < got->n; i++)
+			attrmap_set(&back, got->kv[i].key, got->kv[i].value, &err);
 	same = back.n == m.n;
 	for (size_t i = 0; same && i < m.n; i++)
-		same = st_meta_get(&back, m.kv[i].key) &&
-		       !strcmp(st_meta_get(&back, m.kv[i].key), m.kv[i].value);
+		same = attrmap_get(&back, m.kv[i].key) &&
+		       !strcmp(attrmap_get(&back, m.kv[i].key), m.kv[i].value);
 	ok(same, "every key and value back (%zu)", back.n);
 	ok(ckpt_meta(ck)->has_step && ckpt_meta(ck)->step == 1300 && ckpt_meta(ck)->tokens == 99,
 	   "step and tokens from the metadata");
 	ok(ckpt_info(ck, 0)->lr == 0.0025 && isnan(ckpt_info(ck, 0)->wd) &&
 	   ckpt_info(ck, 0)->wd_mode == SW_WD_NONE, "lr and wd_mode from the metadata, wd unknown");
 	ckpt_close(ck);
-	st_meta_free(&back);
+	attrmap_free(&back);
 	/* a metadata value of the wrong type is bad data */
-	st_meta_set(&m, "scalewatch.step", "soon", &err);
+	attrmap_set(&m, "scalewatch.step", "soon", &err);
 	ok(stw_create_meta(path, &t, 1, SW_DTYPE_F32, &m, &w, &err) == SW_OK &&
 	   stw_write(w, x, 4, &err) == SW_OK && stw_commit(w, &err) == SW_OK &&
 	   ckpt_open(path, &ck, &err) == SW_EDATA && strstr(err.msg, "scalewatch.step"),
 	   "step 'soon': refused (%s)", err.msg);
-	st_meta_free(&m);
+	attrmap_free(&m);
 	ok(st_parse_metadata("{\"__metadata__\":{\"a\":1}}", 23, &m, &err) == SW_EDATA,
 	   "a number in __metadata__: refused");
-	st_meta_free(&m);
+	attrmap_free(&m);
 }
 
 static void test_sizes(void)

@@ -1,0 +1,89 @@
+/* ckptsrc.c - views of tensor data for the checkpoint readers (ckptsrc.h). */
+#include "ckptsrc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int ckptsrc_map(int fd, uint64_t file_size, uint64_t offset, uint64_t len,
+		struct ckpt_view *v, const void **bytes, struct sw_err *err)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start, delta;
+	void *base;
+
+	if (offset > file_size || len > file_size - offset)
+		return sw_fail(err, SW_EDATA,
+			       "data at offset %llu, %llu bytes, lies beyond the end of the file (%llu bytes)",
+			       (unsigned long long)offset, (unsigned long long)len,
+			       (unsigned long long)file_size);
+	if (len == 0) {
+		static const float none[1];
+		*bytes = none;
+		return SW_OK;
+	}
+	start = offset / page * page;
+	delta = offset - start;
+	base = mmap(NULL, (size_t)(len + delta), PROT_READ, MAP_PRIVATE, fd, (off_t)start);
+	if (base == MAP_FAILED)
+		return sw_fail(err, SW_EIO, "mmap: %s", strerror(errno));
+	/* one sequential pass first, then repeated ones: read ahead */
+	madvise(base, (size_t)(len + delta), MADV_WILLNEED);
+	v->map_base = base;
+	v->map_len = (size_t)(len + delta);
+	*bytes = (const unsigned char *)base + delta;
+	return SW_OK;
+}
+
+int ckptsrc_buffer(struct ckpt_scratch *s, int64_t numel, struct ckpt_view *v,
+		   float **buf, struct sw_err *err)
+{
+	size_t n = numel > 0 ? (size_t)numel : 1;
+
+	if ((uint64_t)numel > SIZE_MAX / sizeof(float))
+		return sw_fail(err, SW_EDATA, "tensor of %lld elements is too large", (long long)numel);
+	if (!s->busy) {
+		if (s->cap < n) {
+			free(s->buf);
+			s->buf = malloc(n * sizeof(float));
+			s->cap = s->buf ? n : 0;
+			if (!s->buf)
+				return sw_fail(err, SW_ESOFTWARE,
+					       "out of memory for a tensor of %lld elements", (long long)numel);
+		}
+		s->busy = 1;
+		v->scratch = s;
+		*buf = s->buf;
+		return SW_OK;
+	}
+	v->owned = malloc(n * sizeof(float));
+	if (!v->owned)
+		return sw_fail(err, SW_ESOFTWARE,
+			       "out of memory for a tensor of %lld elements", (long long)numel);
+	*buf = v->owned;
+	return SW_OK;
+}
+
+void ckptsrc_unmap(struct ckpt_view *v)
+{
+	if (v->map_base)
+		munmap(v->map_base, v->map_len);
+	v->map_base = NULL;
+	v->map_len = 0;
+}
+
+void ckptsrc_release(struct ckpt_view *v)
+{
+	ckptsrc_unmap(v);
+	if (v->scratch)
+		v->scratch->busy = 0;
+	free(v->owned);
+	memset(v, 0, sizeof *v);
+}
+
+void ckptsrc_scratch_free(struct ckpt_scratch *s)
+{
+	free(s->buf);
+	memset(s, 0, sizeof *s);
+}

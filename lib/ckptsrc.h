@@ -1,0 +1,70 @@
+/*
+ * ckptsrc.h - what the two checkpoint readers share and hand to ckpt.c:
+ * the description of a checkpoint (struct ckpt_meta), one tensor's data
+ * as float32 (struct ckpt_view: a range of the file mapped in place, or a
+ * buffer the data was converted into) and the two ways of making a view.
+ *
+ * The readers, h5read.c (scalewatch HDF5) and stread.c (Hugging Face
+ * safetensors), depend on this module and on nothing above it; ckpt.c,
+ * the tensor source the tools use, sits on top of both and calls them.
+ */
+#ifndef SW_CKPTSRC_H
+#define SW_CKPTSRC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "status.h"
+#include "tensor.h"
+
+enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS };
+
+struct ckpt_meta {
+	enum ckpt_format format;
+	struct sw_config config;
+	int has_step;           /* step and tokens known (HDF5 always) */
+	int64_t step, tokens;
+	double train_loss, val_loss;  /* NaN: unknown */
+	int head_tied;          /* no lm_head tensor: the head is the embedding */
+};
+
+struct ckpt_view {
+	const float *data;      /* numel float32 values, valid until release */
+	int64_t numel;
+	int mapped;             /* 1: read in place from the file */
+	/* private to ckptsrc.c */
+	void *map_base;
+	size_t map_len;
+	float *owned;
+	struct ckpt_scratch *scratch;   /* the buffer lent to this view, or NULL */
+};
+
+/* The conversion buffer of one checkpoint, reused from tensor to tensor;
+ * a second view while it is lent gets a buffer of its own. */
+struct ckpt_scratch {
+	float *buf;
+	size_t cap;
+	int busy;
+};
+
+/*
+ * Map len bytes at offset of the open file fd (file_size bytes) into v;
+ * *bytes points at them. SW_EDATA if the range lies outside the file.
+ */
+int ckptsrc_map(int fd, uint64_t file_size, uint64_t offset, uint64_t len,
+		struct ckpt_view *v, const void **bytes, struct sw_err *err);
+
+/* A buffer of numel floats for v: the scratch buffer when free. */
+int ckptsrc_buffer(struct ckpt_scratch *s, int64_t numel, struct ckpt_view *v,
+		   float **buf, struct sw_err *err);
+
+/* Unmap the range of v, if any, once its bytes were converted. */
+void ckptsrc_unmap(struct ckpt_view *v);
+
+/* Give back what v holds (mapping, buffer); v is zeroed. */
+void ckptsrc_release(struct ckpt_view *v);
+
+void ckptsrc_scratch_free(struct ckpt_scratch *s);
+
+#endif

@@ -1,0 +1,628 @@
+/*
+ * h5read.c - the scalewatch HDF5 checkpoint reader, a back end of ckpt.c
+ * (see h5read.h).
+ */
+#include "h5read.h"
+#include "h5io.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct h5src {
+	hid_t file;
+	int fd;                 /* the same file, for mapping */
+	uint64_t size;
+	int userblock;          /* nonzero: offsets are not file offsets: never map */
+};
+
+static int read_config(hid_t file, struct sw_config *c, struct sw_err *err)
+{
+	hid_t g;
+	int rc, present;
+	int64_t v;
+
+	if (H5Lexists(file, "config", H5P_DEFAULT) <= 0)
+		return sw_fail(err, SW_EDATA, "missing group /config");
+	g = H5Gopen2(file, "config", H5P_DEFAULT);
+	if (g < 0)
+		return sw_fail(err, SW_EDATA, "/config is not a group");
+	memset(c, 0, sizeof *c);
+	if ((rc = h5io_get_str(g, "/config", "arch", c->arch, sizeof c->arch, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "vocab_size", &c->vocab_size, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "d_model", &c->d_model, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "n_layers", &c->n_layers, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "n_heads", &c->n_heads, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "n_kv_heads", &c->n_kv_heads, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "d_ff", &c->d_ff, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "seq_len", &c->seq_len, NULL, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "rope_theta", &c->rope_theta, NULL, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "norm_eps", &c->norm_eps, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "tie_embeddings", &v, NULL, err)))
+		goto out;
+	c->tie_embeddings = v != 0;
+	if ((rc = h5io_get_i64(g, "/config", "qk_norm", &v, NULL, err)) ||
+	    (rc = h5io_get_str(g, "/config", "multipliers", c->multipliers,
+			       sizeof c->multipliers, NULL, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "head_dim", &c->head_dim, &present, err)))
+		goto out;
+	c->qk_norm = v != 0;
+	if ((rc = h5io_get_i64(g, "/config", "norm_everywhere", &v, &present, err)))
+		goto out;
+	c->norm_everywhere = present && v != 0;
+	if ((rc = h5io_get_i64(g, "/config", "scale_vectors", &v, &present, err)))
+		goto out;
+	c->scale_vectors = !present || v != 0;
+	if (!arch_supported(c->arch)) {
+		rc = sw_fail(err, SW_EDATA, "/config: arch '%s' is not supported (%s)",
+			     c->arch, ARCH_SUPPORTED_LIST);
+		goto out;
+	}
+	if (!present) {
+		if (c->n_heads <= 0 || c->d_model % c->n_heads) {
+			rc = sw_fail(err, SW_EDATA,
+				     "/config: d_model is not a multiple of n_heads and head_dim is not given");
+			goto out;
+		}
+		c->head_dim = c->d_model / c->n_heads;
+	}
+	rc = arch_config_check(c, err);
+out:
+	H5Gclose(g);
+	return rc;
+}
+
+static int read_metrics(hid_t file, struct ckpt_meta *m, struct sw_err *err)
+{
+	hid_t g;
+	int rc, present;
+
+	m->train_loss = m->val_loss = NAN;
+	if (H5Lexists(file, "metrics", H5P_DEFAULT) <= 0)
+		return SW_OK;
+	g = H5Gopen2(file, "metrics", H5P_DEFAULT);
+	if (g < 0)
+		return sw_fail(err, SW_EDATA, "/metrics is not a group");
+	rc = h5io_get_f64(g, "/metrics", "train_loss", &m->train_loss, &present, err);
+	if (!rc)
+		rc = h5io_get_f64(g, "/metrics", "val_loss", &m->val_loss, &present, err);
+	H5Gclose(g);
+	return rc;
+}
+
+struct name_list {
+	char **names;
+	size_t n, cap;
+	int failed;
+};
+
+static herr_t collect_name(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+	struct name_list *l = data;
+
+	(void)g;
+	(void)info;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char **p = realloc(l->names, cap * sizeof *p);
+		if (!p) {
+			l->failed = 1;
+			return -1;
+		}
+		l->names = p;
+		l->cap = cap;
+	}
+	l->names[l->n] = strdup(name);
+	if (!l->names[l->n]) {
+		l->failed = 1;
+		return -1;
+	}
+	l->n++;
+	return 0;
+}
+
+static void free_names(struct name_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->names[i]);
+	free(l->names);
+}
+
+/* The stored type of a dataset: float32/64/16, anything else is bad data. */
+static int dataset_dtype(hid_t d, const char *name, struct sw_tensor_info *t,
+			 struct sw_err *err)
+{
+	hid_t ft = H5Dget_type(d);
+	size_t size;
+	int rc = SW_OK;
+
+	if (ft < 0)
+		return sw_fail(err, SW_EDATA, "%s: cannot read its type", name);
+	size = H5Tget_size(ft);
+	if (H5Tget_class(ft) != H5T_FLOAT)
+		rc = sw_fail(err, SW_EDATA, "%s: not a floating-point dataset", name);
+	else if (size == 4)
+		t->dtype = SW_DTYPE_F32;
+	else if (size == 8)
+		t->dtype = SW_DTYPE_F64;
+	else if (size == 2)
+		t->dtype = SW_DTYPE_F16;
+	else
+		rc = sw_fail(err, SW_EDATA, "%s: floating-point type of %zu bytes", name, size);
+	if (!rc)
+		snprintf(t->dtype_name, sizeof t->dtype_name, "%s",
+			 t->dtype == SW_DTYPE_F32 ? "F32" : t->dtype == SW_DTYPE_F64 ? "F64" : "F16");
+	H5Tclose(ft);
+	return rc;
+}
+
+static int dataset_shape(hid_t d, const char *name, struct sw_tensor_info *t,
+			 struct sw_err *err)
+{
+	hid_t s = H5Dget_space(d);
+	hsize_t dims[SW_MAX_RANK];
+	int rank, rc = SW_OK;
+
+	if (s < 0)
+		return sw_fail(err, SW_EDATA, "%s: cannot read its shape", name);
+	if (H5Sget_simple_extent_type(s) == H5S_NULL) {
+		rc = sw_fail(err, SW_EDATA, "%s: has no data space", name);
+		goto out;
+	}
+	rank = H5Sget_simple_extent_ndims(s);
+	if (rank < 0 || rank > SW_MAX_RANK) {
+		rc = sw_fail(err, SW_EDATA, "%s: rank %d is not supported", name, rank);
+		goto out;
+	}
+	H5Sget_simple_extent_dims(s, dims, NULL);
+	t->rank = rank;
+	for (int i = 0; i < rank; i++) {
+		if (dims[i] > (hsize_t)INT64_MAX) {
+			rc = sw_fail(err, SW_EDATA, "%s: dimension too large", name);
+			goto out;
+		}
+		t->shape[i] = (int64_t)dims[i];
+	}
+	if (sw_shape_numel(rank, t->shape, &t->numel) < 0)
+		rc = sw_fail(err, SW_EDATA, "%s: element count overflows", name);
+out:
+	H5Sclose(s);
+	return rc;
+}
+
+/* A tensor's lr or wd: NaN when absent (unknown), else finite and
+ * nonnegative, since sw-spectrum divides by sqrt(lr/wd). */
+static int get_rate(hid_t d, const char *obj, const char *attr, double *v, struct sw_err *err)
+{
+	int rc, present;
+
+	*v = NAN;
+	if ((rc = h5io_get_f64(d, obj, attr, v, &present, err)))
+		return rc;
+	if (present && !(isfinite(*v) && *v >= 0))
+		return sw_fail(err, SW_EDATA, "%s: %s = %g is not a finite nonnegative number",
+			       obj, attr, *v);
+	return SW_OK;
+}
+
+/* The metadata attributes of /params/<name>, checked against the config. */
+static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c,
+			    struct sw_tensor_info *t, struct sw_err *err)
+{
+	char s[64], obj[SW_NAME_MAX + 16];
+	const struct arch_role *role;
+	int64_t v;
+	int rc, present;
+
+	snprintf(obj, sizeof obj, "/params/%s", name);
+	if (strlen(name) >= sizeof t->name)
+		return sw_fail(err, SW_EDATA, "%s: name too long", obj);
+	strcpy(t->name, name);
+	if ((rc = dataset_dtype(d, obj, t, err)) || (rc = dataset_shape(d, obj, t, err)))
+		return rc;
+
+	if ((rc = h5io_get_str(d, obj, "block", s, sizeof s, NULL, err)))
+		return rc;
+	if (sw_block_parse(s, &t->block) < 0)
+		return sw_fail(err, SW_EDATA, "%s: unknown block '%s'", obj, s);
+	if ((rc = h5io_get_str(d, obj, "role", t->role, sizeof t->role, NULL, err)))
+		return rc;
+	if ((rc = h5io_get_i64(d, obj, "layer", &v, NULL, err)))
+		return rc;
+	if (v < -1 || v >= c->n_layers)
+		return sw_fail(err, SW_EDATA, "%s: layer %lld is outside 0..%lld",
+			       obj, (long long)v, (long long)c->n_layers - 1);
+	t->layer = (int)v;
+	if ((rc = h5io_get_str(d, obj, "kind", s, sizeof s, NULL, err)))
+		return rc;
+	if (sw_kind_parse(s, &t->kind) < 0)
+		return sw_fail(err, SW_EDATA, "%s: unknown kind '%s'", obj, s);
+	if (t->kind != sw_kind_of_shape(t->rank, t->shape))
+		return sw_fail(err, SW_EDATA, "%s: kind '%s' disagrees with its shape",
+			       obj, s);
+	if ((rc = h5io_get_str(d, obj, "mup", s, sizeof s, NULL, err)))
+		return rc;
+	if (sw_mup_parse(s, &t->mup) < 0)
+		return sw_fail(err, SW_EDATA, "%s: unknown mup class '%s'", obj, s);
+
+	t->group = SW_GROUP_UNKNOWN;
+	if ((rc = h5io_get_str(d, obj, "group", s, sizeof s, &present, err)))
+		return rc;
+	if (present && sw_group_parse(s, &t->group) < 0)
+		return sw_fail(err, SW_EDATA, "%s: unknown group '%s'", obj, s);
+	if ((rc = get_rate(d, obj, "lr", &t->lr, err)) || (rc = get_rate(d, obj, "wd", &t->wd, err)))
+		return rc;
+	t->wd_mode = SW_WD_UNKNOWN;
+	if ((rc = h5io_get_str(d, obj, "wd_mode", s, sizeof s, &present, err)))
+		return rc;
+	if (present && sw_wd_mode_parse(s, &t->wd_mode) < 0)
+		return sw_fail(err, SW_EDATA, "%s: unknown wd_mode '%s'", obj, s);
+
+	role = arch_role_find(t->role);
+	if (role && role->block != t->block)
+		return sw_fail(err, SW_EDATA, "%s: block '%s' disagrees with role '%s' (%s)",
+			       obj, sw_block_name(t->block), t->role, sw_block_name(role->block));
+	if (role && (role->in_layer ? t->layer < 0 : t->layer != -1))
+		return sw_fail(err, SW_EDATA, "%s: layer %d is wrong for role '%s'",
+			       obj, t->layer, t->role);
+	t->norm_type = SW_NORM_NONE;
+	if (t->block == SW_BLOCK_NORM) {
+		if ((rc = h5io_get_str(d, obj, "norm_type", s, sizeof s, NULL, err)))
+			return rc;
+		if (sw_norm_type_parse(s, &t->norm_type) < 0)
+			return sw_fail(err, SW_EDATA, "%s: unknown norm_type '%s'", obj, s);
+	}
+	t->n_heads = t->head_dim = 0;
+	if (!strcmp(t->role, "q") || !strcmp(t->role, "k") ||
+	    !strcmp(t->role, "v") || !strcmp(t->role, "o")) {
+		int64_t nh, hd;
+		if ((rc = h5io_get_i64(d, obj, "n_heads", &nh, NULL, err)) ||
+		    (rc = h5io_get_i64(d, obj, "head_dim", &hd, NULL, err)))
+			return rc;
+		if (nh <= 0 || hd <= 0 || nh > c->n_heads || hd > (int64_t)1 << 20)
+			return sw_fail(err, SW_EDATA, "%s: n_heads %lld, head_dim %lld out of range",
+				       obj, (long long)nh, (long long)hd);
+		t->n_heads = (int)nh;
+		t->head_dim = (int)hd;
+	}
+	rc = arch_check_shape(c, t, err);
+	if (rc)
+		sw_err_prefix(err, "/params");
+	return rc;
+}
+
+void h5src_close(struct h5src *s)
+{
+	if (!s)
+		return;
+	if (s->file >= 0)
+		H5Fclose(s->file);
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s);
+}
+
+int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
+	       struct ckpt_meta *m, struct sw_tensor_info **info_out, size_t *n_out,
+	       struct sw_err *err)
+{
+	struct name_list names = {0};
+	struct sw_tensor_info *info = NULL;
+	struct h5src *s;
+	char str[64], why[256];
+	hid_t params = H5I_INVALID_HID, fcpl;
+	int64_t version;
+	int rc;
+
+	*out = NULL;
+	*info_out = NULL;
+	*n_out = 0;
+	if (!(s = calloc(1, sizeof *s))) {
+		close(fd);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	s->fd = fd;
+	s->size = size;
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (s->file < 0) {
+		h5io_last_error(why, sizeof why);
+		rc = sw_fail(err, SW_EDATA, "not a readable HDF5 file (truncated or corrupt)%s%s",
+			     why[0] ? ": " : "", why);
+		goto out;
+	}
+	fcpl = H5Fget_create_plist(s->file);
+	if (fcpl >= 0) {
+		hsize_t ub = 0;
+		H5Pget_userblock(fcpl, &ub);
+		s->userblock = ub != 0;
+		H5Pclose(fcpl);
+	}
+	m->format = CKPT_HDF5;
+	rc = h5io_get_str(s->file, "/", "scalewatch_format", str, sizeof str, NULL, err);
+	if (rc) {
+		rc = sw_fail(err, SW_EDATA, "not a scalewatch checkpoint (no scalewatch_format attribute)");
+		goto out;
+	}
+	if (strcmp(str, "checkpoint") != 0) {
+		rc = sw_fail(err, SW_EDATA, "is a scalewatch '%s', not a checkpoint", str);
+		goto out;
+	}
+	if ((rc = h5io_get_i64(s->file, "/", "format_version", &version, NULL, err)))
+		goto out;
+	if (version != 1) {
+		rc = sw_fail(err, SW_EDATA, "format_version %lld is not supported (this build reads 1)",
+			     (long long)version);
+		goto out;
+	}
+	if ((rc = h5io_get_i64(s->file, "/", "step", &m->step, NULL, err)) ||
+	    (rc = h5io_get_i64(s->file, "/", "tokens", &m->tokens, NULL, err)))
+		goto out;
+	m->has_step = 1;
+	if ((rc = read_config(s->file, &m->config, err)) || (rc = read_metrics(s->file, m, err)))
+		goto out;
+
+	if (H5Lexists(s->file, "params", H5P_DEFAULT) <= 0) {
+		rc = sw_fail(err, SW_EDATA, "missing group /params");
+		goto out;
+	}
+	params = H5Gopen2(s->file, "params", H5P_DEFAULT);
+	if (params < 0) {
+		rc = sw_fail(err, SW_EDATA, "/params is not a group");
+		goto out;
+	}
+	if (H5Literate(params, H5_INDEX_NAME, H5_ITER_INC, NULL, collect_name, &names) < 0) {
+		rc = names.failed ? sw_fail(err, SW_ESOFTWARE, "out of memory")
+				  : sw_fail(err, SW_EDATA, "cannot list /params");
+		goto out;
+	}
+	info = calloc(names.n ? names.n : 1, sizeof *info);
+	if (!info) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < names.n; i++) {
+		hid_t obj = H5Oopen(params, names.names[i], H5P_DEFAULT);
+		if (obj < 0 || H5Iget_type(obj) != H5I_DATASET) {
+			if (obj >= 0)
+				H5Oclose(obj);
+			rc = sw_fail(err, SW_EDATA, "/params/%s is not a dataset", names.names[i]);
+			goto out;
+		}
+		rc = read_tensor_meta(obj, names.names[i], &m->config, &info[i], err);
+		H5Oclose(obj);
+		if (rc)
+			goto out;
+	}
+	*info_out = info;
+	*n_out = names.n;
+	info = NULL;
+	*out = s;
+	s = NULL;
+out:
+	free_names(&names);
+	free(info);
+	if (params >= 0)
+		H5Gclose(params);
+	h5src_close(s);
+	return rc;
+}
+
+/* Contiguous, unfiltered little-endian float32 with its storage allocated
+ * at a 4-byte aligned offset: then the bytes at H5Dget_offset are the
+ * tensor, ready to map (HDF5 may place data at any byte offset, and a
+ * float read at a misaligned address is undefined behaviour). */
+static int mappable(const struct h5src *s, hid_t d, int64_t numel, haddr_t *offset)
+{
+	hid_t dcpl = H5Dget_create_plist(d), ft = H5Dget_type(d);
+	int ok = 0;
+
+	if (dcpl >= 0 && ft >= 0 && !s->userblock &&
+	    H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
+	    H5Pget_external_count(dcpl) == 0 && H5Tequal(ft, H5T_IEEE_F32LE) > 0) {
+		*offset = H5Dget_offset(d);
+		ok = *offset != HADDR_UNDEF && *offset % sizeof(float) == 0 &&
+		     H5Dget_storage_size(d) == (hsize_t)numel * sizeof(float);
+	}
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	if (ft >= 0)
+		H5Tclose(ft);
+	return ok;
+}
+
+int h5src_load(struct h5src *s, const struct sw_tensor_info *t, struct ckpt_scratch *scratch,
+	       struct ckpt_view *v, struct sw_err *err)
+{
+	char path[SW_NAME_MAX + 16], why[256];
+	haddr_t offset;
+	hid_t d;
+	int rc;
+
+	snprintf(path, sizeof path, "/params/%s", t->name);
+	d = H5Dopen2(s->file, path, H5P_DEFAULT);
+	if (d < 0)
+		return sw_fail(err, SW_EDATA, "%s: cannot open dataset", path);
+	if (mappable(s, d, t->numel, &offset)) {
+		const void *bytes;
+		rc = ckptsrc_map(s->fd, s->size, (uint64_t)offset,
+				 (uint64_t)t->numel * sizeof(float), v, &bytes, err);
+		if (!rc) {
+			v->data = bytes;
+			v->mapped = 1;
+		}
+	} else {
+		float *buf;
+		rc = ckptsrc_buffer(scratch, t->numel, v, &buf, err);
+		if (!rc && t->numel > 0 &&
+		    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+			h5io_last_error(why, sizeof why);
+			rc = sw_fail(err, SW_EIO, "%s: cannot read data%s%s", path,
+				     why[0] ? ": " : "", why);
+		}
+		if (!rc)
+			v->data = buf;
+	}
+	if (rc && err && !strstr(err->msg, t->name))
+		sw_err_prefix(err, "%s", t->name);
+	H5Dclose(d);
+	return rc;
+}
+
+/* ---- companions of /params tensors ----------------------------------- */
+
+static int aux_path(const char *group, const char *name, char *path, size_t len)
+{
+	return snprintf(path, len, "/%s/%s", group, name) < (int)len ? 0 : -1;
+}
+
+int h5src_has_aux(const struct h5src *s, const char *group, const char *name)
+{
+	char path[SW_NAME_MAX + 64];
+
+	if (aux_path(group, name, path, sizeof path))
+		return 0;
+	return H5Lexists(s->file, group, H5P_DEFAULT) > 0 &&
+	       H5Lexists(s->file, path, H5P_DEFAULT) > 0;
+}
+
+int h5src_load_aux(const struct h5src *s, const char *group, const struct sw_tensor_info *t,
+		   float *out, struct sw_err *err)
+{
+	char path[SW_NAME_MAX + 64];
+	hid_t d, sp;
+	hssize_t n;
+	int rc = SW_OK;
+
+	if (!h5src_has_aux(s, group, t->name) || aux_path(group, t->name, path, sizeof path))
+		return sw_fail(err, SW_EDATA, "no /%s for %s", group, t->name);
+	d = H5Dopen2(s->file, path, H5P_DEFAULT);
+	if (d < 0)
+		return sw_fail(err, SW_EDATA, "%s: cannot open dataset", path);
+	sp = H5Dget_space(d);
+	n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+	if (n != (hssize_t)t->numel)
+		rc = sw_fail(err, SW_EDATA, "%s: %lld values, its tensor has %lld", path,
+			     (long long)n, (long long)t->numel);
+	else if (n > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+		rc = sw_fail(err, SW_EIO, "%s: cannot read", path);
+	if (sp >= 0)
+		H5Sclose(sp);
+	H5Dclose(d);
+	return rc;
+}
+
+int64_t h5src_aux_attr(const struct h5src *s, const char *group, const char *name,
+		       const char *attr)
+{
+	char path[SW_NAME_MAX + 64];
+	int64_t v = -1;
+	int present = 0;
+	hid_t d;
+
+	if (!h5src_has_aux(s, group, name) || aux_path(group, name, path, sizeof path))
+		return -1;
+	d = H5Dopen2(s->file, path, H5P_DEFAULT);
+	if (d < 0)
+		return -1;
+	if (h5io_get_i64(d, path, attr, &v, &present, NULL) || !present)
+		v = -1;
+	H5Dclose(d);
+	return v;
+}
+
+/* ---- every attribute, as scalewatch-format(5) keys ------------------- */
+
+struct attr_walk {
+	struct attr_map *map;
+	const char *obj;
+	int rc;
+	struct sw_err *err;
+};
+
+/* One scalar attribute into the map, typed (attrmap_encode). */
+static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+	struct attr_walk *w = data;
+	char key[SW_NAME_MAX + 128], text[1100], str[1024];
+	struct attr_value v = {0};
+	H5T_class_t cls = H5T_NO_CLASS;
+	hssize_t npoints = -1;
+	hid_t a, t, sp;
+
+	(void)info;
+	/* the format's own marks are the writer's; names with dots do not fit a key */
+	if ((!strcmp(w->obj, "/") && (!strcmp(name, "scalewatch_format") ||
+				      !strcmp(name, "format_version"))) || strchr(name, '.'))
+		return 0;
+	if ((a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) {
+		w->rc = sw_fail(w->err, SW_EDATA, "%s: cannot open attribute '%s'", w->obj, name);
+		return -1;
+	}
+	if ((t = H5Aget_type(a)) >= 0) {
+		cls = H5Tget_class(t);
+		H5Tclose(t);
+	}
+	if ((sp = H5Aget_space(a)) >= 0) {
+		npoints = H5Sget_simple_extent_npoints(sp);
+		H5Sclose(sp);
+	}
+	H5Aclose(a);
+	if (npoints != 1)
+		return 0;       /* arrays are no scalewatch attribute */
+	if (cls == H5T_STRING) {
+		v.type = ATTR_STR;
+		v.s = str;
+		w->rc = h5io_get_str(loc, w->obj, name, str, sizeof str, NULL, w->err);
+	} else if (cls == H5T_INTEGER || cls == H5T_ENUM) {
+		v.type = ATTR_INT;
+		w->rc = h5io_get_i64(loc, w->obj, name, &v.i, NULL, w->err);
+	} else if (cls == H5T_FLOAT) {
+		v.type = ATTR_REAL;
+		w->rc = h5io_get_f64(loc, w->obj, name, &v.d, NULL, w->err);
+	} else {
+		return 0;
+	}
+	if (!w->rc && (attrmap_key(w->obj, name, key, sizeof key) < 0 ||
+		       attrmap_encode(&v, text, sizeof text) < 0))
+		w->rc = sw_fail(w->err, SW_EDATA, "%s: attribute '%s' is too long to carry",
+				w->obj, name);
+	if (!w->rc)
+		w->rc = attrmap_set(w->map, key, text, w->err);
+	return w->rc ? -1 : 0;
+}
+
+/* The attributes of object obj into map (none if the object is absent). */
+static int collect_attrs(hid_t file, const char *obj, struct attr_map *map, struct sw_err *err)
+{
+	struct attr_walk w = {map, obj, SW_OK, err};
+	hsize_t idx = 0;
+
+	if (strcmp(obj, "/") && H5Lexists(file, obj, H5P_DEFAULT) <= 0)
+		return SW_OK;
+	if (H5Aiterate_by_name(file, obj, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &w,
+			       H5P_DEFAULT) < 0 && !w.rc)
+		w.rc = sw_fail(err, SW_EDATA, "%s: cannot list its attributes", obj);
+	return w.rc;
+}
+
+int h5src_attrs(const struct h5src *s, const struct sw_tensor_info *t, size_t n,
+		struct attr_map *map, struct sw_err *err)
+{
+	static const char *const groups[] = {"/", "/config", "/optim", "/metrics", "/optim_state"};
+	char obj[SW_NAME_MAX + 16];
+	int rc;
+
+	for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+		if ((rc = collect_attrs(s->file, groups[g], map, err)))
+			return rc;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(obj, sizeof obj, "/params/%s", t[i].name);
+		if ((rc = collect_attrs(s->file, obj, map, err)))
+			return rc;
+	}
+	return SW_OK;
+}
