@@ -1,9 +1,13 @@
 /* norms.c - operator norms of a weight matrix (see norms.h). */
 #include "norms.h"
+#include "ckpt.h"
 #include "linalg.h"
+#include "select.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Count the NaN/Inf entries (only when the fast pass found some). */
 static int64_t count_nonfinite(const float *W, int64_t n)
@@ -16,7 +20,7 @@ static int64_t count_nonfinite(const float *W, int64_t n)
 }
 
 int norms_summarize(const float *W, int64_t rows, int64_t cols,
-		    const float *col_scale, struct mat_summary *s,
+		    const float *col_scale, enum norms_what what, struct mat_summary *s,
 		    struct sw_err *err)
 {
 	double *row_sq = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *row_sq);
@@ -45,6 +49,10 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 		s->max_col_sq = fmax(s->max_col_sq, col_sq[j]);
 	s->frob_sq = pass.frob_sq;
 	s->max_abs = pass.max_abs;
+	s->sigma_max = NAN;
+	s->lanczos_steps = 0;
+	if (what == NORMS_NO_SPECTRAL)
+		goto out;
 	if ((rc = linalg_sigma_max(W, rows, cols, col_scale, NORMS_SIGMA_REL_TOL, &sig, err)))
 		goto out;
 	s->sigma_max = sig.sigma;
@@ -70,4 +78,185 @@ void norms_of_operator(const struct mat_summary *s, int transposed, struct op_no
 	o->frobenius = sqrt(s->frob_sq);
 	o->rms = sqrt(s->frob_sq / ((double)o->d_out * (double)o->d_in));
 	o->max_abs = s->max_abs;
+}
+
+static void op_norms_unknown(struct op_norms *o)
+{
+	o->d_out = o->d_in = 0;
+	o->rms_to_inf = o->rms_to_rms = o->one_to_rms = NAN;
+	o->spectral = o->frobenius = o->rms = o->max_abs = NAN;
+}
+
+int norms_output_head(const float *head, int64_t vocab, int64_t d_model, const float *gamma,
+		      enum norms_what what, struct head_norms *out, struct sw_err *err)
+{
+	struct mat_summary s;
+	int rc;
+
+	op_norms_unknown(&out->folded);
+	if ((rc = norms_summarize(head, vocab, d_model, NULL, what, &s, err)))
+		return rc;
+	norms_of_operator(&s, 0, &out->raw);
+	if (!gamma)
+		return SW_OK;
+	if ((rc = norms_summarize(head, vocab, d_model, gamma, what, &s, err)))
+		return rc;
+	norms_of_operator(&s, 0, &out->folded);
+	return SW_OK;
+}
+
+/* ---- over a checkpoint -------------------------------------------------- */
+
+/* The tensor that stores the head: lm_head, or the embedding when tied. */
+static long head_tensor(const struct ckpt *ck)
+{
+	long head = ckpt_find_role(ck, "lm_head", -1);
+
+	if (head < 0 && ckpt_meta(ck)->head_tied)
+		head = ckpt_find_role(ck, "embed", -1);
+	return head;
+}
+
+/*
+ * Load tensor i and summarize it with its columns scaled by the final
+ * norm's gain when folded (checked to have one entry per column).
+ */
+static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_what what,
+			    struct mat_summary *s, struct sw_err *err)
+{
+	const struct sw_tensor_info *t = ckpt_info(ck, i);
+	struct ckpt_view v, gv;
+	long g = -1;
+	int rc;
+
+	memset(&gv, 0, sizeof gv);
+	if (t->rank != 2)
+		return sw_fail(err, SW_EDATA, "%s is not a matrix", t->name);
+	if (folded) {
+		g = ckpt_find_role(ck, "final_norm", -1);
+		if (g < 0)
+			return sw_fail(err, SW_EDATA, "no final norm gain to fold into %s", t->name);
+		if (ckpt_info(ck, (size_t)g)->numel != t->shape[1])
+			return sw_fail(err, SW_EDATA, "final norm gain has %lld entries, the head %lld columns",
+				       (long long)ckpt_info(ck, (size_t)g)->numel, (long long)t->shape[1]);
+		if ((rc = ckpt_load(ck, (size_t)g, &gv, err)))
+			return rc;
+	}
+	if ((rc = ckpt_load(ck, i, &v, err))) {
+		ckpt_release(ck, &gv);
+		return rc;
+	}
+	rc = norms_summarize(v.data, t->shape[0], t->shape[1], folded ? gv.data : NULL, what, s, err);
+	ckpt_release(ck, &v);
+	ckpt_release(ck, &gv);
+	if (rc && !strstr(err->msg, t->name))
+		sw_err_prefix(err, "%s", t->name);
+	return rc;
+}
+
+int norms_output_head_ckpt(struct ckpt *ck, enum norms_what what, struct head_norms *out,
+			   struct sw_err *err)
+{
+	long head = head_tensor(ck);
+	struct mat_summary s;
+	int rc;
+
+	op_norms_unknown(&out->folded);
+	if (head < 0)
+		return sw_fail(err, SW_EDATA, "no output head (lm_head, or an embedding tied to it)");
+	if ((rc = summarize_tensor(ck, (size_t)head, 0, what, &s, err)))
+		return rc;
+	norms_of_operator(&s, 0, &out->raw);
+	if (ckpt_find_role(ck, "final_norm", -1) < 0)
+		return SW_OK;   /* no final norm gain: nothing to fold */
+	if ((rc = summarize_tensor(ck, (size_t)head, 1, what, &s, err)))
+		return rc;
+	norms_of_operator(&s, 0, &out->folded);
+	return SW_OK;
+}
+
+static void add_row(struct norms_row *rows, size_t *n, enum norms_row_kind kind, size_t tensor,
+		    const struct sw_tensor_info *info, const char *role)
+{
+	struct norms_row *r = &rows[(*n)++];
+
+	r->kind = kind;
+	r->tensor = tensor;
+	r->info = *info;
+	snprintf(r->info.role, sizeof r->info.role, "%s", role);
+}
+
+/* The folded head's row goes with --role lm_head_folded and with lm_head. */
+static int folded_selected(const struct sw_select *sel, const struct sw_tensor_info *h)
+{
+	return select_match(sel, h->name, h->block, "lm_head_folded", -1) ||
+	       select_match(sel, h->name, h->block, "lm_head", -1);
+}
+
+int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_row **out,
+	       size_t *nout, struct sw_err *err)
+{
+	size_t count = ckpt_count(ck), n = 0;
+	long head = head_tensor(ck), gain = ckpt_find_role(ck, "final_norm", -1);
+	struct norms_row *rows = malloc((count + 3) * sizeof *rows);
+	struct sw_tensor_info h;
+
+	*out = NULL;
+	*nout = 0;
+	if (!rows)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (size_t i = 0; i < count; i++) {
+		const struct sw_tensor_info *t = ckpt_info(ck, i);
+		if (t->kind == SW_KIND_MATRIX && select_match_info(sel, t))
+			add_row(rows, &n, NORMS_ROW_TENSOR, i, t, t->role);
+		if ((long)i == head && !ckpt_meta(ck)->head_tied && gain >= 0 &&
+		    folded_selected(sel, t))
+			add_row(rows, &n, NORMS_ROW_FOLDED_HEAD, i, t, "lm_head_folded");
+	}
+	if (head >= 0 && ckpt_meta(ck)->head_tied) {
+		/* the tied head is listed under its own name, after the layers */
+		h = *ckpt_info(ck, (size_t)head);
+		arch_info_for_role(&ckpt_meta(ck)->config, "lm_head", -1, &h);
+		if (select_match_info(sel, &h))
+			add_row(rows, &n, NORMS_ROW_TIED_HEAD, (size_t)head, &h, "lm_head");
+		if (gain >= 0 && folded_selected(sel, &h))
+			add_row(rows, &n, NORMS_ROW_FOLDED_HEAD, (size_t)head, &h, "lm_head_folded");
+	}
+	*out = rows;
+	*nout = n;
+	return SW_OK;
+}
+
+int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cache *cache,
+		  struct op_norms *out, struct sw_err *err)
+{
+	const struct sw_tensor_info *t = ckpt_info(ck, row->tensor);
+	int is_embed = !strcmp(t->role, "embed"), rc;
+	struct mat_summary s;
+
+	switch (row->kind) {
+	case NORMS_ROW_TENSOR:
+		if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, &s, err)))
+			return rc;
+		if (is_embed) {
+			cache->embed = s;
+			cache->have_embed = 1;
+		}
+		/* the embedding maps one-hot tokens to vectors: its transpose */
+		norms_of_operator(&s, is_embed, out);
+		return SW_OK;
+	case NORMS_ROW_TIED_HEAD:
+		if (cache->have_embed)
+			s = cache->embed;       /* one tensor, two operators */
+		else if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, &s, err)))
+			return rc;
+		norms_of_operator(&s, 0, out);
+		return SW_OK;
+	case NORMS_ROW_FOLDED_HEAD:
+		if ((rc = summarize_tensor(ck, row->tensor, 1, NORMS_ALL, &s, err)))
+			return rc;
+		norms_of_operator(&s, 0, out);
+		return SW_OK;
+	}
+	return sw_fail(err, SW_ESOFTWARE, "unknown norms row kind %d", (int)row->kind);
 }

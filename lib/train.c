@@ -1,5 +1,6 @@
 /* train.c - the training loop (see train.h). */
 #include "train.h"
+#include "norms.h"
 #include "linalg.h"
 #include "model.h"
 #include "modelio.h"
@@ -210,21 +211,15 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 	}
 }
 
-/* ||W_out||_{RMS->inf} = sqrt(d_in) max_i ||W_i||_2 of the head as used */
+/* ||W_out||_{RMS->inf} of the head as used (norms.h); NaN if it has NaNs */
 static double out_norm(const struct model *m)
 {
-	int64_t V = m->c.vocab_size, C = m->c.d_model;
-	double best = 0;
+	struct head_norms hn;
 
-	for (int64_t i = 0; i < V; i++) {
-		double s = 0;
-		for (int64_t j = 0; j < C; j++) {
-			double x = m->p.lm_head[i * C + j];
-			s += x * x;
-		}
-		best = s > best ? s : best;
-	}
-	return sqrt((double)C) * sqrt(best);
+	if (norms_output_head(m->p.lm_head, m->c.vocab_size, m->c.d_model, NULL,
+			      NORMS_NO_SPECTRAL, &hn, NULL))
+		return NAN;
+	return hn.raw.rms_to_inf;
 }
 
 /* ---- the loop ----------------------------------------------------------- */

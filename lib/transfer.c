@@ -60,69 +60,9 @@ static int read_optim(struct ckpt *ck, double *lr, double *batch, struct sw_err 
 	return SW_OK;
 }
 
-/* Summarize tensor i (columns scaled by gamma) as sw-norms does. */
-static int summarize(struct ckpt *ck, size_t i, const float *gamma, struct mat_summary *s,
-		     struct sw_err *err)
-{
-	const struct sw_tensor_info *t = ckpt_info(ck, i);
-	struct ckpt_view v;
-	int rc;
-
-	if ((rc = ckpt_load(ck, i, &v, err)))
-		return rc;
-	rc = norms_summarize(v.data, t->shape[0], t->shape[1], gamma, s, err);
-	ckpt_release(ck, &v);
-	if (rc)
-		sw_err_prefix(err, "%s", t->name);
-	return rc;
-}
-
-/*
- * ||W_out||_{RMS->inf} of the head (the embedding when tied, as the map
- * d_model -> vocab) and of W_out diag(gamma) with the final norm's gain:
- * norms_summarize and norms_of_operator, so the numbers are sw-norms'
- * lm_head and lm_head_folded rows to the last digit.
- */
-static int head_norms(struct ckpt *ck, double *raw, double *folded, struct sw_err *err)
-{
-	const struct ckpt_meta *m = ckpt_meta(ck);
-	long head = ckpt_find_role(ck, "lm_head", -1), g = ckpt_find_role(ck, "final_norm", -1);
-	const struct sw_tensor_info *t;
-	struct mat_summary s;
-	struct op_norms n;
-	struct ckpt_view gv;
-	int rc;
-
-	if (head < 0 && m->head_tied)
-		head = ckpt_find_role(ck, "embed", -1);
-	if (head < 0)
-		return sw_fail(err, SW_EDATA, "no output head (lm_head, or an embedding tied to it)");
-	t = ckpt_info(ck, (size_t)head);
-	if (t->rank != 2)
-		return sw_fail(err, SW_EDATA, "%s is not a matrix", t->name);
-	if ((rc = summarize(ck, (size_t)head, NULL, &s, err)))
-		return rc;
-	norms_of_operator(&s, 0, &n);
-	*raw = n.rms_to_inf;
-	*folded = NAN;
-	if (g < 0)
-		return SW_OK;   /* no final norm gain: nothing to fold */
-	if (ckpt_info(ck, (size_t)g)->numel != t->shape[1])
-		return sw_fail(err, SW_EDATA, "final norm gain has %lld entries, the head %lld columns",
-			       (long long)ckpt_info(ck, (size_t)g)->numel, (long long)t->shape[1]);
-	if ((rc = ckpt_load(ck, (size_t)g, &gv, err)))
-		return rc;
-	rc = summarize(ck, (size_t)head, gv.data, &s, err);
-	ckpt_release(ck, &gv);
-	if (rc)
-		return rc;
-	norms_of_operator(&s, 0, &n);
-	*folded = n.rms_to_inf;
-	return SW_OK;
-}
-
 int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *err)
 {
+	struct head_norms hn;
 	struct ckpt *ck = NULL;
 	const struct ckpt_meta *m;
 	int rc;
@@ -153,7 +93,10 @@ int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *
 	}
 	if ((rc = read_optim(ck, &r->lr, &r->batch, err)))
 		goto out;
-	rc = head_norms(ck, &r->out_norm, &r->out_norm_folded, err);
+	/* sw-norms' lm_head and lm_head_folded rows, to the last digit */
+	rc = norms_output_head_ckpt(ck, NORMS_NO_SPECTRAL, &hn, err);
+	r->out_norm = hn.raw.rms_to_inf;
+	r->out_norm_folded = hn.folded.rms_to_inf;
 out:
 	ckpt_close(ck);
 	return rc;

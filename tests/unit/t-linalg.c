@@ -146,7 +146,7 @@ int main(void)
 		}
 		for (int64_t i = 0; i < rows * cols; i++)
 			f[i] = (float)q[i];
-		ok(norms_summarize(f, rows, cols, NULL, &sm, &err) == 0, "summarize diag(r) Q");
+		ok(norms_summarize(f, rows, cols, NULL, NORMS_ALL, &sm, &err) == 0, "summarize diag(r) Q");
 		norms_of_operator(&sm, 0, &n);
 		ok(close_rel(n.rms_to_inf, sqrt(90.0) * max_r, 1e-6), "RMS->inf = sqrt(d_in) max_i r_i (%.9g)", n.rms_to_inf);
 		ok(close_rel(n.spectral, max_r, 1e-6), "spectral = max r_i");
@@ -196,7 +196,7 @@ int main(void)
 		f[9 * cols + 1] = INFINITY;
 		linalg_row_col_sumsq(f, rows, cols, NULL, rs, cs, &p, &err);
 		ok(p.bad_rows == 2, "two rows with NaN/Inf found");
-		ok(norms_summarize(f, rows, cols, NULL, &(struct mat_summary){0}, &err) == SW_EDATA &&
+		ok(norms_summarize(f, rows, cols, NULL, NORMS_ALL, &(struct mat_summary){0}, &err) == SW_EDATA &&
 		   strstr(err.msg, "2 of 1961 values are NaN or Inf"), "norms_summarize refuses NaN: %s", err.msg);
 		free(f);
 	}
