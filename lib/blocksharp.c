@@ -1,0 +1,343 @@
+/* blocksharp.c - the blockwise sharpness of a checkpoint (see blocksharp.h). */
+#include "blocksharp.h"
+#include "ckpt.h"
+#include "h5write.h"
+#include "model.h"
+#include "modelio.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void blocksharp_free(struct blocksharp_estimate *e)
+{
+	free(e->info);
+	free(e->offset);
+	free(e->h);
+	memset(e, 0, sizeof *e);
+}
+
+/* Room for n tensors and total values. */
+static int estimate_alloc(struct blocksharp_estimate *e, size_t n, size_t total,
+			  struct sw_err *err)
+{
+	e->n = (int)n;
+	e->total = (int64_t)total;
+	e->info = calloc(n ? n : 1, sizeof *e->info);
+	e->offset = calloc(n ? n : 1, sizeof *e->offset);
+	e->h = calloc(total ? total : 1, sizeof *e->h);
+	if (!e->info || !e->offset || !e->h)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	return SW_OK;
+}
+
+/* /fisher from the checkpoint: 1 if every tensor has one, 0 if not. */
+static int from_fisher(struct ckpt *ck, struct blocksharp_estimate *e, int *have,
+		       struct sw_err *err)
+{
+	size_t n = ckpt_count(ck), total = 0;
+	int rc;
+
+	*have = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!ckpt_has_aux(ck, "fisher", i))
+			return SW_OK;
+		total += (size_t)ckpt_info(ck, i)->numel;
+	}
+	if ((rc = estimate_alloc(e, n, total, err)))
+		return rc;
+	total = 0;
+	for (size_t i = 0; i < n; i++) {
+		e->info[i] = *ckpt_info(ck, i);
+		e->offset[i] = total;
+		if ((rc = ckpt_load_aux(ck, "fisher", i, e->h + total, err)))
+			return rc;
+		total += (size_t)e->info[i].numel;
+	}
+	e->source = "fisher";
+	*have = 1;
+	return SW_OK;
+}
+
+static double mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	double kb = 0;
+
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* The inputs and sampled labels of every draw, for an independent check. */
+static int dump_labels(const char *path, const int *inputs, const int *labels, int draws, int B,
+		       int T, struct sw_err *err)
+{
+	struct h5w *w;
+	int rc;
+
+	if ((rc = h5w_create(path, "gnb-labels", &w, err)))
+		return rc;
+	if ((rc = h5w_write_i32(w, "/", "tokens", (int64_t)draws * B, T, inputs, err)) ||
+	    (rc = h5w_write_i32(w, "/", "labels", (int64_t)draws * B, T, labels, err)) ||
+	    (rc = h5w_set_i64(w, "/", "draws", draws, err)) ||
+	    (rc = h5w_set_i64(w, "/", "batch_tokens", (int64_t)B * T, err))) {
+		h5w_abort(w);
+		return rc;
+	}
+	return h5w_commit(w, err);
+}
+
+/* Compute the estimate with the model on tokens from the data file. */
+static int compute(const char *path, const struct blocksharp_opts *o,
+		   struct blocksharp_estimate *e, struct sw_err *err)
+{
+	struct model m;
+	struct dataset d;
+	struct sw_rng r;
+	int rc, T, B, mb;
+	int *tok = NULL, *tgt = NULL, *labels = NULL, *inputs = NULL;
+	real *probs = NULL;
+	double need, have = mem_available();
+
+	if (!o->data)
+		return sw_fail(err, SW_EUSAGE, "no /fisher in the checkpoint: give --data");
+	if ((rc = modelio_load(path, &m, err)))
+		return rc;
+	if ((rc = data_open(o->data, o->fmt, 0, &d, err))) {
+		sw_err_prefix(err, "%s", o->data);
+		model_free(&m);
+		return rc;
+	}
+	T = o->seq_len ? o->seq_len : (int)(m.c.seq_len && m.c.seq_len < 512 ? m.c.seq_len : 512);
+	if (o->batch_tokens % T) {
+		rc = sw_fail(err, SW_EUSAGE, "--batch-tokens %lld is not a multiple of the sequence length %d",
+			     (long long)o->batch_tokens, T);
+		goto out;
+	}
+	B = (int)(o->batch_tokens / T);
+	if ((rc = data_check(&d, T, (int)m.c.vocab_size, err))) {
+		sw_err_prefix(err, "%s", o->data);
+		goto out;
+	}
+	/* the largest micro-batch dividing B whose activations take at most
+	 * a quarter of the free memory (or the one asked for) */
+	mb = o->micro ? o->micro : B;
+	while (!o->micro && mb > 1 && (B % mb || model_acts_bytes(&m.c, mb, T) > have / 4))
+		mb--;
+	if (B % mb) {
+		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences", mb, B);
+		goto out;
+	}
+	need = model_acts_bytes(&m.c, mb, T) + 4.0 * (double)m.nparams * 4 +
+	       (mb == B ? (double)mb * T * m.c.vocab_size * sizeof(real) : 0);
+	if (have > 0 && need > have) {
+		rc = sw_fail(err, SW_ESOFTWARE,
+			     "needs %.1f GB (parameters, gradient, estimate, activations), %.1f GB available",
+			     need / 1e9, have / 1e9);
+		goto out;
+	}
+	if ((rc = estimate_alloc(e, (size_t)m.ntensors, m.nparams, err)))
+		goto out;
+	tok = malloc((size_t)B * T * sizeof *tok);
+	tgt = malloc((size_t)B * T * sizeof *tgt);
+	if (o->dump) {
+		labels = malloc((size_t)o->draws * B * T * sizeof *labels);
+		inputs = malloc((size_t)o->draws * B * T * sizeof *inputs);
+	}
+	if (mb == B)
+		probs = malloc((size_t)B * T * m.c.vocab_size * sizeof *probs);
+	if (!tok || !tgt || (o->dump && (!labels || !inputs)) || (mb == B && !probs)) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < m.ntensors; i++) {
+		e->info[i] = m.tensors[i].info;
+		e->offset[i] = m.tensors[i].offset;
+	}
+	rng_seed(&r, o->seed);
+	if (o->same_batch) {
+		data_train_batch(&d, &r, B, T, tok, tgt);
+		rc = gnb_estimate(&m, tok, B, T, mb, o->draws, &r, e->h, labels, probs, err);
+		for (int k = 0; inputs && k < o->draws; k++)
+			memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
+	} else {
+		/* a fresh batch for every draw; each adds N g^2, averaged at the end */
+		for (int k = 0; k < o->draws && !rc; k++) {
+			data_train_batch(&d, &r, B, T, tok, tgt);
+			rc = gnb_estimate(&m, tok, B, T, mb, 1, &r, e->h,
+					  labels ? labels + (size_t)k * B * T : NULL, probs, err);
+			if (inputs)
+				memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
+		}
+		for (size_t i = 0; !rc && i < m.nparams; i++)
+			e->h[i] /= (float)o->draws;
+	}
+	if (!rc && o->dump)
+		rc = dump_labels(o->dump, inputs, labels, o->draws, B, T, err);
+	e->source = "computed";
+out:
+	free(tok);
+	free(tgt);
+	free(labels);
+	free(inputs);
+	free(probs);
+	data_close(&d);
+	model_free(&m);
+	return rc;
+}
+
+int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
+			struct blocksharp_estimate *e, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc, have = 0;
+
+	memset(e, 0, sizeof *e);
+	if ((rc = ckpt_open(path, &ck, err)))
+		return rc;
+	e->has_step = ckpt_meta(ck)->has_step;
+	e->step = ckpt_meta(ck)->step;
+	if (!o->recompute && !o->dump)
+		rc = from_fisher(ck, e, &have, err);
+	ckpt_close(ck);
+	if (rc || have)
+		return rc;
+	return compute(path, o, e, err);
+}
+
+/* Copy the estimates of the tensors matching (block, layer, tensor, sel)
+ * into vals; returns the count. */
+static int64_t gather(const struct blocksharp_estimate *e, const struct sw_select *sel, int block,
+		      int layer, int tensor, float *vals)
+{
+	int64_t n = 0;
+
+	for (int i = 0; i < e->n; i++) {
+		const struct sw_tensor_info *t = &e->info[i];
+		if ((block >= 0 && (int)t->block != block) || (layer != -2 && t->layer != layer) ||
+		    (tensor >= 0 && i != tensor) || !select_match_info(sel, t))
+			continue;
+		memcpy(vals + n, e->h + e->offset[i], (size_t)t->numel * sizeof *vals);
+		n += t->numel;
+	}
+	return n;
+}
+
+static float *scratch(const struct blocksharp_estimate *e, struct sw_err *err)
+{
+	float *vals = malloc((size_t)(e->total + 1) * sizeof *vals);
+
+	if (!vals)
+		sw_fail(err, SW_ESOFTWARE, "out of memory");
+	return vals;
+}
+
+int blocksharp_stats(const struct blocksharp_estimate *e, const struct sw_select *sel,
+		     int block, int layer, int tensor, struct gnb_stats *s, int64_t *count,
+		     struct sw_err *err)
+{
+	float *vals = scratch(e, err);
+	int rc = SW_OK;
+
+	if (!vals)
+		return SW_ESOFTWARE;
+	*count = gather(e, sel, block, layer, tensor, vals);
+	if (*count)
+		rc = gnb_stats_of(vals, *count, s, err);
+	free(vals);
+	return rc;
+}
+
+int blocksharp_type_means(const struct blocksharp_estimate *e, const struct sw_select *sel,
+			  double S[SW_BLOCK_COUNT], struct sw_err *err)
+{
+	for (int b = 0; b < SW_BLOCK_COUNT; b++) {
+		struct gnb_stats s;
+		int64_t n;
+		int rc;
+
+		S[b] = NAN;
+		if ((rc = blocksharp_stats(e, sel, b, -2, -1, &s, &n, err)))
+			return rc;
+		if (n)
+			S[b] = s.mean;
+	}
+	return SW_OK;
+}
+
+int blocksharp_hist(const struct blocksharp_estimate *e, const struct sw_select *sel, int bins,
+		    int64_t *count, double *fraction, int present[SW_BLOCK_COUNT], double *lo_out,
+		    double *width, struct sw_err *err)
+{
+	float *vals = scratch(e, err);
+	double lo = INFINITY, hi = -INFINITY, w;
+	int64_t n;
+
+	if (!vals)
+		return SW_ESOFTWARE;
+	n = gather(e, sel, -1, -2, -1, vals);
+	for (int64_t i = 0; i < n; i++)
+		if (vals[i] > 0) {
+			double x = log10((double)vals[i]);
+			lo = x < lo ? x : lo;
+			hi = x > hi ? x : hi;
+		}
+	if (!(hi >= lo)) {
+		free(vals);
+		return sw_fail(err, SW_EDATA, "every estimate is zero: no distribution to print");
+	}
+	w = hi > lo ? (hi - lo) / bins : 1;
+	for (int b = 0; b < SW_BLOCK_COUNT; b++) {
+		int64_t nb = gather(e, sel, b, -2, -1, vals), nz = 0, *c = count + (size_t)b * bins;
+
+		present[b] = nb > 0;
+		memset(c, 0, (size_t)bins * sizeof *c);
+		for (int64_t i = 0; i < nb; i++)
+			if (vals[i] > 0) {
+				int k = (int)((log10((double)vals[i]) - lo) / w);
+				c[k >= bins ? bins - 1 : k < 0 ? 0 : k]++;
+				nz++;
+			}
+		for (int k = 0; k < bins; k++)
+			fraction[(size_t)b * bins + k] = nz ? (double)c[k] / (double)nz : 0;
+	}
+	free(vals);
+	*lo_out = lo;
+	*width = w;
+	return SW_OK;
+}
+
+int blocksharp_principle(const double S[SW_BLOCK_COUNT], int strict,
+			 struct blocksharp_violation v[16], struct sw_err *err)
+{
+	static const enum sw_block five[] = {
+		SW_BLOCK_EMB, SW_BLOCK_QK, SW_BLOCK_VO, SW_BLOCK_FFN, SW_BLOCK_NORM
+	};
+	static const enum sw_block chain[] = {SW_BLOCK_QK, SW_BLOCK_FFN, SW_BLOCK_VO};
+	int n = 0;
+
+	for (size_t i = 0; i < 5; i++)
+		if (isnan(S[five[i]])) {
+			sw_fail(err, SW_EDATA, "no %s parameters: Principle (1) needs all five types",
+				sw_block_name(five[i]));
+			return -1;
+		}
+	for (size_t i = 0; i < 5; i++) {
+		enum sw_block b = five[i];
+		if (b != SW_BLOCK_NORM && !(S[b] < S[SW_BLOCK_NORM]))
+			v[n++] = (struct blocksharp_violation){b, SW_BLOCK_NORM, 1};
+		if (b != SW_BLOCK_EMB && !(S[SW_BLOCK_EMB] < S[b]))
+			v[n++] = (struct blocksharp_violation){SW_BLOCK_EMB, b, 0};
+	}
+	for (int i = 0; strict && i + 1 < 3; i++)
+		if (!(S[chain[i]] < S[chain[i + 1]]))
+			v[n++] = (struct blocksharp_violation){chain[i], chain[i + 1], 0};
+	return n;
+}
