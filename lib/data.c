@@ -14,6 +14,18 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
+int data_format_parse(const char *s, enum data_format *out)
+{
+	static const char *const names[] = {"auto", "llmc", "uint16", "bytes"};
+
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(s, names[i])) {
+			*out = (enum data_format)i;
+			return 0;
+		}
+	return -1;
+}
+
 int data_llmc_parse(const void *buf, size_t len, const uint16_t **id, size_t *n,
 		    struct sw_err *err)
 {

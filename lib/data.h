@@ -18,6 +18,9 @@
 
 enum data_format { DATA_AUTO, DATA_LLMC, DATA_UINT16, DATA_BYTES };
 
+/* "auto", "llmc", "uint16", "bytes" (--data-format): 0, or -1 if unknown. */
+int data_format_parse(const char *s, enum data_format *out);
+
 #define DATA_LLMC_MAGIC 20240520
 #define DATA_LLMC_HEADER_BYTES 1024
 

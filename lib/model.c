@@ -389,11 +389,19 @@ static void mult_backward(real *dw, real *dmult, const real *dweff, const real *
 
 /* ---- building the model ---------------------------------------------- */
 
+/* The next tensor; while model_build counts (no tensors yet), only counted. */
 static int add_tensor(struct model *m, const char *role, int layer, int rank,
 		      int64_t d0, int64_t d1, struct sw_err *err)
 {
-	struct model_tensor *t = &m->tensors[m->ntensors];
+	struct model_tensor *t;
 
+	if (!m->tensors) {
+		m->ntensors++;
+		return SW_OK;
+	}
+	if (m->ntensors >= m->tensors_cap)
+		return sw_fail(err, SW_ESOFTWARE, "model: more tensors than counted (%d)", m->tensors_cap);
+	t = &m->tensors[m->ntensors];
 	memset(t, 0, sizeof *t);
 	if (arch_info_for_role(&m->c, role, layer, &t->info) < 0)
 		return sw_fail(err, SW_ESOFTWARE, "model: unknown role %s", role);
@@ -418,11 +426,20 @@ static int add_linear(struct model *m, const char *role, int layer, int64_t dout
 		      int64_t din, struct sw_err *err)
 {
 	char mrole[SW_ROLE_MAX];
-	struct model_linear *l = &m->linears[m->nlinears];
+	struct model_linear *l;
 	int rc;
 
+	if (m->tensors && m->nlinears >= m->linears_cap)
+		return sw_fail(err, SW_ESOFTWARE, "model: more linear layers than counted (%d)",
+			       m->linears_cap);
 	if ((rc = add_tensor(m, role, layer, 2, dout, din, err)))
 		return rc;
+	if (!m->tensors) {      /* counting: the weight, and its multiplier */
+		m->nlinears++;
+		m->ntensors += m->mult != MULT_NONE;
+		return SW_OK;
+	}
+	l = &m->linears[m->nlinears];
 	l->tensor = m->ntensors - 1;
 	l->mult_tensor = -1;
 	l->dout = dout;
@@ -530,7 +547,7 @@ static void set_ptrs(struct model *m, struct model_ptrs *p, real *block, real *e
 
 int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 {
-	int rc, maxt;
+	int rc;
 
 	memset(m, 0, sizeof *m);
 	m->c = *c;
@@ -541,9 +558,14 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 	m->mult = !strcmp(c->multipliers, "scalar") ? MULT_SCALAR :
 		  !strcmp(c->multipliers, "row") ? MULT_ROW :
 		  !strcmp(c->multipliers, "col") ? MULT_COL : MULT_NONE;
-	maxt = 4 + (int)c->n_layers * 24;
-	m->tensors = calloc((size_t)maxt, sizeof *m->tensors);
-	m->linears = calloc((size_t)(c->n_layers * 7 + 1), sizeof *m->linears);
+	/* count the tensors and linear layers, then lay them out */
+	if ((rc = enumerate(m, err)))
+		return rc;
+	m->tensors_cap = m->ntensors;
+	m->linears_cap = m->nlinears;
+	m->ntensors = m->nlinears = 0;
+	m->tensors = calloc((size_t)m->tensors_cap + 1, sizeof *m->tensors);
+	m->linears = calloc((size_t)m->linears_cap + 1, sizeof *m->linears);
 	m->p.layer = calloc((size_t)c->n_layers, sizeof *m->p.layer);
 	m->g.layer = calloc((size_t)c->n_layers, sizeof *m->g.layer);
 	if (!m->tensors || !m->linears || !m->p.layer || !m->g.layer) {

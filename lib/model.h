@@ -101,9 +101,9 @@ struct model {
 	struct sw_config c;
 	enum mult_mode mult;
 	/* tensors */
-	int ntensors;
-	struct model_tensor *tensors;
-	int nlinears;
+	int ntensors, tensors_cap;
+	struct model_tensor *tensors;   /* NULL while model_build counts them */
+	int nlinears, linears_cap;
 	struct model_linear *linears;
 	size_t nparams;
 	real *params, *grads;           /* (nparams) */

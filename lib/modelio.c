@@ -8,22 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const opt_names[] = {"adamw", "muon", "scion"};
-static const char *const sched_names[] = {"constant", "cosine", "wsd"};
-static const char *const norm_wd_names[] = {"none", "all", "iwd"};
-
-const char *modelio_opt_name(enum opt_kind k) { return opt_names[k]; }
-const char *modelio_sched_name(enum sched_kind k) { return sched_names[k]; }
-const char *modelio_norm_wd_name(enum norm_wd n) { return norm_wd_names[n]; }
-
-static int name_index(const char *const *names, int n, const char *s)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(names[i], s))
-			return i;
-	return -1;
-}
-
 /* /optim: the optimizer's configuration, enough to rebuild it on resume. */
 static int write_optim(struct h5w *w, const struct optim_config *oc, const struct run_state *rs,
 		       struct sw_err *err)
@@ -31,13 +15,13 @@ static int write_optim(struct h5w *w, const struct optim_config *oc, const struc
 	char key[64];
 	int rc;
 
-	if ((rc = h5w_set_str(w, "/optim", "optimizer", opt_names[oc->kind], err)) ||
-	    (rc = h5w_set_f64(w, "/optim", "lr", oc->lr * optim_schedule(oc, rs->step > 0 ? rs->step - 1 : 0), err)) ||
+	if ((rc = h5w_set_str(w, "/optim", "optimizer", optim_kind_name(oc->kind), err)) ||
+	    (rc = h5w_set_f64(w, "/optim", "lr", optim_lr_at(oc, optim_last_update(rs->step)), err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "lr_max", oc->lr, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "lr_min", isnan(oc->lr_min) ? -1 : oc->lr_min, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "wd", oc->wd, err)) ||
 	    (rc = h5w_set_str(w, "/optim", "wd_mode", sw_wd_mode_name(oc->wd_mode), err)) ||
-	    (rc = h5w_set_str(w, "/optim", "norm_wd", norm_wd_names[oc->norm_wd], err)) ||
+	    (rc = h5w_set_str(w, "/optim", "norm_wd", optim_norm_wd_name(oc->norm_wd), err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "beta1", oc->beta1, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "beta2", oc->beta2, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "eps", oc->eps, err)) ||
@@ -46,7 +30,7 @@ static int write_optim(struct h5w *w, const struct optim_config *oc, const struc
 	    (rc = h5w_set_f64(w, "/optim", "mult_wd", oc->mult_wd, err)) ||
 	    (rc = h5w_set_i64(w, "/optim", "blockwise_lr", oc->blockwise, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "grad_clip", oc->grad_clip, err)) ||
-	    (rc = h5w_set_str(w, "/optim", "schedule", sched_names[oc->sched], err)) ||
+	    (rc = h5w_set_str(w, "/optim", "schedule", optim_sched_name(oc->sched), err)) ||
 	    (rc = h5w_set_i64(w, "/optim", "warmup", oc->warmup, err)) ||
 	    (rc = h5w_set_i64(w, "/optim", "steps", oc->steps, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "decay_frac", oc->decay_frac, err)) ||
@@ -73,7 +57,7 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 		 const struct run_state *rs, const struct modelio_extras *x,
 		 struct sw_err *err)
 {
-	int64_t last = rs->step > 0 ? rs->step - 1 : 0;     /* the update that made it */
+	int64_t last = optim_last_update(rs->step);     /* the update that made it */
 	struct h5w *w;
 	int rc;
 
@@ -195,20 +179,19 @@ static int read_optim_config(struct ckpt *ck, struct optim_config *oc, struct ru
 	char s[32], key[64];
 	double v;
 	int64_t iv;
-	int rc, k, present;
+	int rc, present;
 
 	if ((rc = ckpt_attr_string(ck, "/optim", "optimizer", s, sizeof s, &present, err)))
 		return rc;
 	if (!present)
 		return sw_fail(err, SW_EDATA, "no /optim group: not a checkpoint of sw-train");
 	optim_defaults(oc);
-#define STR(name, dst, names, n)                                                         \
+#define STR(name, dst, parse)                                                            \
 	do {                                                                             \
 		if ((rc = ckpt_attr_string(ck, "/optim", name, s, sizeof s, NULL, err)))  \
 			return rc;                                                       \
-		if ((k = name_index(names, n, s)) < 0)                                   \
+		if (parse(s, &dst) < 0)                                                  \
 			return sw_fail(err, SW_EDATA, "/optim: unknown %s '%s'", name, s);  \
-		dst = k;                                                                 \
 	} while (0)
 #define NUM(name, dst)                                                                   \
 	do {                                                                             \
@@ -222,9 +205,9 @@ static int read_optim_config(struct ckpt *ck, struct optim_config *oc, struct ru
 			return rc;                                                       \
 		dst = iv;                                                                \
 	} while (0)
-	STR("optimizer", oc->kind, opt_names, 3);
-	STR("schedule", oc->sched, sched_names, 3);
-	STR("norm_wd", oc->norm_wd, norm_wd_names, 3);
+	STR("optimizer", oc->kind, optim_kind_parse);
+	STR("schedule", oc->sched, optim_sched_parse);
+	STR("norm_wd", oc->norm_wd, optim_norm_wd_parse);
 	NUM("lr_max", oc->lr);
 	NUM("lr_min", oc->lr_min);
 	if (oc->lr_min < 0)

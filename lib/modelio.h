@@ -59,9 +59,4 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err);
 int modelio_load_state(const char *path, const struct model *m, struct optim *o,
 		       struct run_state *rs, struct sw_err *err);
 
-/* Names of the option values, as stored in /optim. */
-const char *modelio_opt_name(enum opt_kind k);
-const char *modelio_sched_name(enum sched_kind k);
-const char *modelio_norm_wd_name(enum norm_wd n);
-
 #endif

@@ -13,6 +13,35 @@
 #define GEMM cblas_sgemm
 #endif
 
+static const char *const kind_names[] = {"adamw", "muon", "scion"};
+static const char *const sched_names[] = {"constant", "cosine", "wsd"};
+static const char *const norm_wd_names[] = {"none", "all", "iwd"};
+
+const char *optim_kind_name(enum opt_kind k) { return kind_names[k]; }
+const char *optim_sched_name(enum sched_kind s) { return sched_names[s]; }
+const char *optim_norm_wd_name(enum norm_wd n) { return norm_wd_names[n]; }
+
+static int name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(names[i], s))
+			return i;
+	return -1;
+}
+
+#define PARSER(fn, type, names)                                         \
+	int fn(const char *s, type *out)                                \
+	{                                                               \
+		int k = name_index(names, sizeof names / sizeof names[0], s); \
+		if (k >= 0)                                             \
+			*out = (type)k;                                 \
+		return k < 0 ? -1 : 0;                                  \
+	}
+PARSER(optim_kind_parse, enum opt_kind, kind_names)
+PARSER(optim_sched_parse, enum sched_kind, sched_names)
+PARSER(optim_norm_wd_parse, enum norm_wd, norm_wd_names)
+#undef PARSER
+
 void optim_defaults(struct optim_config *oc)
 {
 	memset(oc, 0, sizeof *oc);
@@ -76,10 +105,15 @@ double optim_schedule(const struct optim_config *oc, int64_t step)
 	}
 }
 
+double optim_lr_at(const struct optim_config *oc, int64_t step)
+{
+	return oc->lr * optim_schedule(oc, step);
+}
+
 void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_info *t,
 			  int64_t step, double *lr, double *wd, enum sw_wd_mode *mode)
 {
-	double f = optim_schedule(oc, step), lo = lr_min_of(oc);
+	double f = optim_schedule(oc, step), base = optim_lr_at(oc, step), lo = lr_min_of(oc);
 
 	if (t->block == SW_BLOCK_MULT) {
 		*lr = oc->lr * oc->mult_lr_ratio * f;
@@ -88,10 +122,10 @@ void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_
 		if (oc->blockwise && step >= oc->warmup) {
 			/* eq. 5: only the peak is scaled; lr_min is shared, so the
 			 * block's lr decays from r lr_max to lr_min as the base does */
-			double decay = oc->lr > lo ? (f * oc->lr - lo) / (oc->lr - lo) : 1;
+			double decay = oc->lr > lo ? (base - lo) / (oc->lr - lo) : 1;
 			*lr = lo + (oc->block_ratio[t->block] * oc->lr - lo) * decay;
 		} else {
-			*lr = oc->lr * f;
+			*lr = base;
 		}
 		*lr *= oc->group_ratio[t->group];
 		if (t->kind == SW_KIND_MATRIX)
@@ -250,6 +284,13 @@ static void muon_tensor(struct optim *o, real *p, const real *g, double clip, fl
 	apply_update(p, u, n, lr, wd, mode);
 }
 
+/* The matrices Muon and Scion orthogonalize: q, k, v, o and the MLP. */
+static int is_hidden_matrix(const struct sw_tensor_info *t)
+{
+	return t->kind == SW_KIND_MATRIX &&
+	       (t->block == SW_BLOCK_QK || t->block == SW_BLOCK_VO || t->block == SW_BLOCK_FFN);
+}
+
 /*
  * Scion, unconstrained: M <- mom M + (1 - mom) g; W <- W - lr lmo(M) with
  * the linear minimization oracle of each layer's norm: hidden matrices
@@ -267,8 +308,7 @@ static void scion_tensor(struct optim *o, real *p, const real *g, double clip, f
 		mbuf[k] = (float)(mom * mbuf[k] + (1 - mom) * g[k] * clip);
 		mr[k] = mbuf[k];
 	}
-	if (t->kind == SW_KIND_MATRIX && (t->block == SW_BLOCK_QK || t->block == SW_BLOCK_VO ||
-					  t->block == SW_BLOCK_FFN)) {
+	if (is_hidden_matrix(t)) {
 		int rows = (int)t->shape[0], cols = (int)t->shape[1];
 		optim_newton_schulz(u, mr, rows, cols, o->work);
 		for (size_t k = 0; k < n; k++)
@@ -289,12 +329,6 @@ static void scion_tensor(struct optim *o, real *p, const real *g, double clip, f
 			u[k] = (real)(mr[k] > 0 ? scale : mr[k] < 0 ? -scale : 0);
 	}
 	apply_update(p, u, n, lr, wd, mode);
-}
-
-static int is_hidden_matrix(const struct sw_tensor_info *t)
-{
-	return t->kind == SW_KIND_MATRIX &&
-	       (t->block == SW_BLOCK_QK || t->block == SW_BLOCK_VO || t->block == SW_BLOCK_FFN);
 }
 
 void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scale)

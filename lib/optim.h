@@ -44,6 +44,15 @@ struct optim_config {
 	double decay_frac;              /* wsd: the last fraction decays */
 };
 
+/* One-word names, as in /optim and on sw-train's command line; the
+ * parsers return -1 for an unknown name. */
+const char *optim_kind_name(enum opt_kind k);
+const char *optim_sched_name(enum sched_kind s);
+const char *optim_norm_wd_name(enum norm_wd n);
+int optim_kind_parse(const char *s, enum opt_kind *out);
+int optim_sched_parse(const char *s, enum sched_kind *out);
+int optim_norm_wd_parse(const char *s, enum norm_wd *out);
+
 /* The defaults: AdamW, betas 0.9/0.95, eps 1e-8, wd 0.1 coupled, gains
  * without wd, multipliers at lr x 1 with wd 2e-3, Blockwise ratios emb 10,
  * qk 8, ffn 6, vo 4, norm 1 (out, mult 1), cosine to lr/20, clip 1. */
@@ -63,6 +72,16 @@ void optim_free(struct optim *o);
 
 /* The schedule's factor at step (0-based): lr(step) / lr_max in [0, 1]. */
 double optim_schedule(const struct optim_config *oc, int64_t step);
+
+/* The base learning rate of the update at step (0-based): lr_max times the
+ * schedule. The update that produced a checkpoint of `steps` updates is
+ * step steps - 1 (optim_last_update). Per-tensor rates:
+ * optim_tensor_hparams. */
+double optim_lr_at(const struct optim_config *oc, int64_t step);
+static inline int64_t optim_last_update(int64_t steps)
+{
+	return steps > 0 ? steps - 1 : 0;
+}
 
 /* The lr, wd and wd mode tensor t gets at step. */
 void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_info *t,

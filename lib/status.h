@@ -19,6 +19,7 @@ enum sw_status {
 	SW_ESOFTWARE = 70,   /* internal error (a bug, or out of memory) */
 	SW_ECANTCREAT = 73,  /* cannot create output */
 	SW_EIO = 74,         /* I/O error while reading or writing */
+	SW_EINTERRUPTED = 130,  /* stopped by SIGINT after saving (128 + SIGINT, as a shell says) */
 };
 
 struct sw_err {

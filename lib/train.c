@@ -207,7 +207,7 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 		double s = 0;
 		for (size_t k = 0; k < t->numel; k++)
 			s += m->params[t->offset + k];
-		tp->row[tp->ns - 1][i] = s / (double)t->numel;
+		tp->row[S_MULT][i] = s / (double)t->numel;     /* present: there are multipliers */
 	}
 }
 
@@ -385,7 +385,7 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		}
 		if (o.cfg.grad_clip > 0 && gnorm > o.cfg.grad_clip)
 			clip = o.cfg.grad_clip / gnorm;
-		lr = o.cfg.lr * optim_schedule(&o.cfg, step);      /* the base lr */
+		lr = optim_lr_at(&o.cfg, step);
 		optim_step(&o, &m, step, clip);         /* m.grads stay raw for /grads */
 		rs.step++;
 		rs.tokens += (int64_t)A * B * T;
@@ -467,8 +467,7 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 			tc->progress(tc->ctx, &p);
 		}
 		if (stop) {
-			rc = TRAIN_INTERRUPTED;
-			sw_fail(err, TRAIN_INTERRUPTED, "interrupted at step %lld; wrote %s",
+			rc = sw_fail(err, SW_EINTERRUPTED, "interrupted at step %lld; wrote %s",
 				(long long)rs.step, last_good);
 			goto out;
 		}

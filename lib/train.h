@@ -61,10 +61,8 @@ struct train_result {
 
 /* Train. SW_OK, or: SW_EDATA for bad data or a NaN loss (err says at
  * which step and which checkpoint is the last good one), SW_ENOINPUT,
- * SW_ECANTCREAT, SW_EIO, SW_ESOFTWARE; 130 when interrupted (after the
- * checkpoint was written). */
+ * SW_ECANTCREAT, SW_EIO, SW_ESOFTWARE; SW_EINTERRUPTED when interrupted
+ * (after the checkpoint was written). */
 int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err);
-
-#define TRAIN_INTERRUPTED 130
 
 #endif

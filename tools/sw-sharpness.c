@@ -234,7 +234,6 @@ int main(int argc, char **argv)
 		{"threads", required_argument, NULL, O_THREADS},
 		{NULL, 0, NULL, 0}
 	};
-	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
 	struct opts o = {.est = {.batch_tokens = 8192, .draws = 1, .seed = 1}, .mode = BY_TYPE};
 	struct tool tl;
 	struct table tb;
@@ -246,16 +245,10 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_DATA: o.est.data = optarg; break;
-		case O_DATA_FORMAT: {
-			int k = -1;
-			for (int i = 0; i < 4; i++)
-				if (!strcmp(optarg, formats[i]))
-					k = i;
-			if (k < 0)
+		case O_DATA_FORMAT:
+			if (data_format_parse(optarg, &o.est.fmt) < 0)
 				tool_usage_error(&tl, "--data-format: auto, llmc, uint16 or bytes");
-			o.est.fmt = (enum data_format)k;
 			break;
-		}
 		case O_BATCH_TOKENS: o.est.batch_tokens = tool_parse_int(&tl, "--batch-tokens", optarg, 1, 1LL << 32); break;
 		case O_SEQ_LEN: o.est.seq_len = (int)tool_parse_int(&tl, "--seq-len", optarg, 1, 1 << 16); break;
 		case O_MICRO_BATCH: o.est.micro = (int)tool_parse_int(&tl, "--micro-batch", optarg, 1, 1 << 20); break;

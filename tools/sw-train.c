@@ -343,10 +343,10 @@ int main(int argc, char **argv)
 	int rc = train_run(&tc, &res, &err);
 	if (tl.progress)
 		fputs("\r\033[K", stderr);
-	if (rc == TRAIN_INTERRUPTED) {
+	if (rc == SW_EINTERRUPTED) {
 		fprintf(stderr, "sw-train: %s\n", err.msg);
 		tool_finish(&tl);
-		return TRAIN_INTERRUPTED;
+		return SW_EINTERRUPTED;
 	}
 	if (rc) {
 		fprintf(stderr, "sw-train: %s\n", err.msg);
