@@ -60,7 +60,7 @@ hm(h) = MARK[(h / 8) % 6 + 1]
 if (_nl <= 16) {
 	_cols = _nl <= 3 ? _nl : _nl <= 4 ? 2 : _nl <= 6 ? 3 : 4
 	_rows = int(ceil(_nl / real(_cols)))
-	set multiplot layout _rows,_cols margins 0.1,0.8,0.12,0.9 spacing 0.025,0.07 \
+	set multiplot layout _rows,_cols margins 0.1,0.8,0.12,0.9 spacing 0.05,0.07 \
 		title "Q/K scales per head over training (from the effective matrices; our extension of Fig. 4a)"
 	unset key
 	do for [_l = 1:_nl] {
