@@ -52,9 +52,9 @@ do for [_p = 1:2] {
 	# ticks at the values found, when few enough to be read
 	_lines = sorted(_y)
 	call DIR."lines.gp" "V"
-	if (V_n <= 8) {
+	if (V_n <= 6) {
 		set ytics ()
-		do for [_j = 1:V_n] { set ytics add (gprintf("%g", real(V[_j])) real(V[_j])) }
+		do for [_j = 1:V_n] { set ytics add (gprintf("%.3g", real(V[_j])) real(V[_j])) }
 	} else {
 		set ytics autofreq
 		call DIR."logtics.gp" "y" _lo _hi
