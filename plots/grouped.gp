@@ -1,22 +1,18 @@
 # grouped.gp - one curve per value of a column:
-#   call DIR."grouped.gp" XCOL YCOL GROUPCOL STYLE [FILTERCOL FILTERVALUE]
+#   call DIR."grouped.gp" XCOL YCOL GROUPCOL STYLE
 # plots column YCOL against XCOL of `in`, one curve per distinct value of
-# GROUPCOL (in the order they appear), optionally only rows whose
-# FILTERCOL equals FILTERVALUE. gnuplot breaks a line at every skipped
-# point, so each group is first copied into a data block of its own.
+# GROUPCOL (in the order they appear), STYLE one of lines, linespoints,
+# steps (literals of the caller). The key says the value, or GT[i] when
+# the caller filled the array GT (one title per value of groups(GROUPCOL))
+# and set GT_OWN = 1.
 _gx = ARG1; _gy = ARG2; _gg = ARG3; _gs = ARG4
-_gfc = ARGC >= 6 ? ARG5 : ""; _gfv = ARGC >= 6 ? ARG6 : ""
-_G = groups(_gg)
-_L = labels(_gg)
-if (words(_G) == 0) { print "no rows to plot in ".in; exit status 65 }
-do for [_i = 1:words(_G)] {
-	eval sprintf('set table $G%d', _i)
-	plot in using (column(_gx)):(column(_gy)) with table \
-		if (strcol(_gg) eq word(_G, _i) && (_gfc eq "" || strcol(_gfc) eq _gfv))
-	unset table
+_lines = groups(_gg)
+call DIR."lines.gp" "GV"
+if (GV_n == 0) { print "no rows to plot"; exit status 65 }
+if (!exists("GT_OWN") || !GT_OWN) {
+	array GT[GV_n]
+	do for [_i = 1:GV_n] { GT[_i] = GV[_i] }
 }
-_cmd = "plot "
-do for [_i = 1:words(_G)] {
-	_cmd = _cmd . sprintf("$G%d using 1:2 with %s linetype %d title '%s'%s", _i, _gs, (_i - 1) % 8 + 1, word(_L, _i), _i < words(_G) ? ", " : "")
-}
-eval _cmd
+# only the caller's literals are spliced into the command
+_gp = _gs eq "linespoints" ? "pointtype MARK[(_i - 1) % 6 + 1]" : ""
+eval sprintf("plot for [_i = 1:GV_n] blocks(_gg, _gx.' '._gy, _i) using 1:2 with %s linetype (_i - 1) %% 8 + 1 %s title GT[_i]", _gs, _gp)

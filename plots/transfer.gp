@@ -1,20 +1,69 @@
 # transfer.gp - loss against the output layer's norm ||W_out||_{RMS->inf}
-# for every run of a sweep, one colour per horizon D (tokens), the
-# loss-optimal run of each horizon ringed (the optimal-norm paper's Fig. 1).
+# for every run of a sweep (the optimal-norm paper's Fig. 1): a panel per
+# horizon D (tokens) on one norm axis, a colour per learning rate, a marker
+# per batch size, the loss-optimal run of each horizon ringed and its norm
+# marked, so the norm transfer (the same optimal norm at every horizon)
+# reads across the panels.
 #   sw-transfer --table sweep/*/ckpt-*.h5 > t.tsv
 #   gnuplot -e "in='t.tsv'; out='transfer.png'" plots/transfer.gp
 _s = ARG0; _k = strlen(_s); while (_k > 0 && _s[_k:_k] ne "/") { _k = _k - 1 }
 DIR = _k > 0 ? _s[1:_k] : ""
 load DIR."common.gp"
+
+# the horizons, learning rates and batch sizes, sorted; compared as numbers
+_lines = sorted("tokens")
+call DIR."lines.gp" "H"
+_lines = sorted("lr")
+call DIR."lines.gp" "LR"
+_lines = sorted("batch")
+call DIR."lines.gp" "BT"
+_nh = H_n; _nl = LR_n; _nb = BT_n
+if (_nh < 1) { print "no rows to plot"; exit status 65 }
+stats in using "out_norm" name "N" nooutput
+stats in using "loss" name "L" nooutput
+if (N_min <= 0) { print "an output norm is not positive"; exit status 65 }
+
+# each horizon's optimal norm (0: none), before any range is set (stats
+# skip points outside a set range)
+array OPT[_nh]
+do for [_p = 1:_nh] {
+	_T = real(H[_p])
+	stats in using ((column("tokens") == _T && column("optimal") == 1) ? column("out_norm") : NaN) name "O" nooutput
+	OPT[_p] = O_records > 0 ? O_max : 0
+}
+
+_cols = _nh <= 4 ? _nh : 4
+_rows = int(ceil(_nh / 4.0))
+# one norm axis and one loss axis for every panel, labelled at the edges
+set multiplot layout _rows,_cols margins 0.1,0.83,0.13,0.92 spacing 0.025,0.14
 set logscale x 2
 set format x "2^{%L}"
-set xlabel "||W_{out}||_{RMS->inf}"
-set ylabel "loss at the horizon (nats/token)"
-set key title "tokens D"
-_G = groups("tokens")
-_cmd = "plot "
-do for [_i = 1:words(_G)] {
-	_cmd = _cmd . sprintf("in using (strcol('tokens') eq '%s' ? column('out_norm') : NaN):(column('loss')) with points linetype %d pointtype 7 title '%s', ", word(_G, _i), (_i - 1) % 8 + 1, word(_G, _i))
+set xrange [N_min / 1.25:N_max * 1.25]
+set yrange [L_min - 0.06 * (L_max - L_min + 0.01):L_max + 0.06 * (L_max - L_min + 0.01)]
+set xlabel OUTNORM
+unset key
+do for [_p = 1:_nh] {
+	_T = real(H[_p])
+	at(v) = column("tokens") == _T ? v : NaN
+	set title sprintf("D = %s tokens", H[_p]) noenhanced
+	unset arrow
+	unset label
+	if (OPT[_p] > 0) {
+		set arrow from OPT[_p], graph 0 to OPT[_p], graph 1 nohead dashtype 2 linewidth 1 linecolor rgb "#555555"
+		set label sprintf("2^{%.2f}", log(OPT[_p]) / log(2)) at OPT[_p], graph 1 offset 0.5,-1 left
+	}
+	if (_p == _nh) {
+		# the key, right of the panels: lr by colour, batch by marker
+		set key at screen 0.845, 0.92 left top title "" samplen 1
+	}
+	if ((_p - 1) % _cols != 0) { unset ylabel; set format y "" } else { set ylabel "loss at the horizon (nats/token)"; set format y "%g" }
+	plot for [_i = 1:_nl] for [_j = 1:_nb] in \
+		using (at(column("lr") == real(LR[_i]) && column("batch") == real(BT[_j]) ? column("out_norm") : NaN)):"loss" \
+		with points linetype (_i - 1) % 8 + 1 pointtype MARK[(_j - 1) % 6 + 1] pointsize 1.6 notitle, \
+	     in using (at(column("optimal") == 1 ? column("out_norm") : NaN)):"loss" \
+		with points linecolor rgb "#000000" pointtype 6 pointsize 3.5 linewidth 2 notitle, \
+	     for [_i = 1:_nl] NaN with points linetype (_i - 1) % 8 + 1 pointtype 7 pointsize 1.6 title "lr ".LR[_i], \
+	     for [_j = 1:_nb] NaN with points linecolor rgb "#555555" pointtype MARK[(_j - 1) % 6 + 1] pointsize 1.6 title "batch ".BT[_j], \
+	     NaN with points linecolor rgb "#000000" pointtype 6 pointsize 3.5 linewidth 2 title "optimum"
 }
-_cmd = _cmd . "in using (column('optimal') == 1 ? column('out_norm') : NaN):(column('loss')) with points linetype 7 pointtype 6 pointsize 3.5 linewidth 2 title 'optimum'"
-eval _cmd
+unset multiplot

@@ -97,4 +97,125 @@ test_expect_success 'the key names files by what differs: run-x, run-y, not the 
 	grep -q ">run-x<" two.svg && grep -q ">run-y<" two.svg && ! grep -q "sweep/run-x" two.svg
 '
 
+test_expect_success 'each figure says what a referee asks (read from its SVG)' '
+	grep -q ">raw<" norms.svg && grep -q ">γ-folded: W_out·diag(γ)<" norms.svg &&
+	! grep -q ">lm_head_folded<" norms.svg &&
+	grep -q ">learning rate (×10<" training.svg && grep -q "‖W<" training.svg &&
+	grep -q ">step 20<" spectrum.svg && grep -q ">step 40<" spectrum.svg &&
+	grep -q ">model.layers.1.mlp.down_proj.weight<" spectrum.svg && ! grep -q ">ckpt-000040.h5<" spectrum.svg &&
+	grep -q ">model.layers.0.mlp.down_proj.weight, step " spectrum-normalized.svg &&
+	grep -q "∫p dσ = 1<" esd.svg &&
+	grep -q ">Principle (1): S(emb) ≪ S(qk) &lt; S(ffn) &lt; S(vo) ≪ S(norm)<" sharpness.svg &&
+	grep -q ">last checkpoint<" qkdrift.svg && grep -q ">head 1<" qkdrift.svg && grep -q ">layer 1<" qkdrift.svg &&
+	grep -q ">RMS of the residual stream entering the layer<" residual.svg &&
+	grep -q ">lr 0.0001<" transfer.svg && grep -q ">batch 32<" transfer.svg
+'
+
+test_expect_success 'transfer-fits prints the exponents sw-transfer --summary fits, with their s.e.' '
+	sw-transfer --summary - <runs.tsv >summary.tsv &&
+	awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next } \$1 == \"all\" {
+		printf \"%.2f ± %.2f\n%.2f ± %.2f\n\", \$c[\"lr_exponent\"], \$c[\"lr_exponent_se\"],
+			\$c[\"batch_exponent\"], \$c[\"batch_exponent_se\"] }" summary.tsv >expect &&
+	test_line_count = 2 expect &&
+	while read -r e; do grep -q ">$e<" transfer-fits.svg || { echo "no $e"; exit 1; }; done <expect
+'
+
+# ---- no name and no cell becomes a command (issue 21, D1) ----------------
+# sw-plot stages the table in a private directory under TMPDIR and runs
+# gnuplot there: a command that ran would leave its file in that directory,
+# which then stays (only sw-plot's own files are removed), or in the cwd.
+splot() { TMPDIR="$TRASH/tmp" sw-plot "$@"; }
+nothing_ran() { ! test -e PWNED && test -z "$(ls -A "$TRASH/tmp")"; }
+
+test_expect_success 'a table named "<touch PWNED;cat t.tsv": the figure, nothing run' '
+	mkdir tmp && cp norms.tsv t.tsv && cp norms.tsv "<touch PWNED;cat t.tsv" &&
+	splot norms "<touch PWNED;cat t.tsv" -o lt.png 2>err && test_line_count = 0 err &&
+	cmp lt.png norms.png && nothing_ran
+'
+
+test_expect_success 'names starting with | in and out: the figure, nothing run' '
+	cp norms.tsv "|touch PWNED" &&
+	splot norms "|touch PWNED" -o "|touch PWNED.png" 2>err && test_line_count = 0 err &&
+	cmp "|touch PWNED.png" norms.png && nothing_ran
+'
+
+test_expect_success "names with ', \", spaces and a newline, in and out" '
+	in=$(printf "it'\''s a \"table\"\nof norms.tsv") && out=$(printf "<fig> '\''1'\'' \"x\"\n.png") &&
+	cp norms.tsv "$in" && splot norms "$in" -o "$out" 2>err && test_line_count = 0 err &&
+	cmp "$out" norms.png && nothing_ran
+'
+
+test_expect_success 'the table on stdin (-)' '
+	splot norms - -o stdin.png <norms.tsv && cmp stdin.png norms.png && nothing_ran
+'
+
+# every string cell, and an extra header cell, carry gnuplot's and the
+# shell's ways to run a command: backquotes, @macros, quotes closing a
+# string around system(), $(...)
+PAYLOAD='x`touch PWNED`'\''"@M $(touch PWNED);touch PWNED;'\''.system("touch PWNED").'\'' '
+export PAYLOAD
+test_expect_success 'cells and a header holding commands: every kind draws them as text' '
+	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift; do
+		awk -F"\t" -v OFS="\t" -v P="$PAYLOAD" "
+			NR == 1 { for (i = 1; i <= NF; i++) if (\$i ~ /^(file|name|block|role|source|loss_kind)\$/) m[i] = 1
+				  print \$0, P; next }
+			{ for (i in m) \$i = P \$i; print \$0, P }" $kind.tsv >h-$kind.tsv &&
+		head -n 1 h-$kind.tsv | grep -q "touch PWNED" &&
+		splot $kind h-$kind.tsv -o h-$kind.png 2>err && test_line_count = 0 err &&
+		test "$(png_size h-$kind.png)" = 1400x900 && nothing_ran || { echo "$kind"; cat err; exit 1; }
+	done &&
+	splot spectrum h-spectrum.tsv -o h-spectrum.svg && grep -qF ">${PAYLOAD}model.layers.1.mlp.down_proj.weight<" h-spectrum.svg
+'
+
+test_expect_success 'commands in the group columns (numbers expected): refused or drawn, nothing run' '
+	for kind in transfer transfer-fits qkdrift training; do
+		awk -F"\t" -v OFS="\t" -v P="$PAYLOAD" "
+			NR == 1 { for (i = 1; i <= NF; i++) if (\$i ~ /^(d_model|tokens|layer|head|lr|batch)\$/) m[i] = 1; print; next }
+			{ for (i in m) \$i = P \$i; print }" $kind.tsv >n-$kind.tsv &&
+		{ splot $kind n-$kind.tsv -o n-$kind.png 2>err; rc=$?; } &&
+		{ test $rc = 0 || { test $rc = 65 && test_one_error sw-plot n-$kind.tsv; }; } &&
+		nothing_ran || { echo "$kind: $rc"; cat err; exit 1; }
+	done
+'
+
+test_expect_success 'gnuplot reads no init file (~/.gnuplot)' '
+	mkdir home && echo "system \"touch $TRASH/INIT\"" >home/.gnuplot &&
+	HOME=$TRASH/home gnuplot -e "exit" && test -e INIT && rm INIT &&
+	HOME=$TRASH/home splot norms norms.tsv -o init.png && ! test -e INIT && nothing_ran
+'
+
+test_expect_success 'the scripts on their own refuse a name gnuplot would run' '
+	test_expect_code 64 gnuplot -e "in=\"<touch PWNED\"; out=\"x.png\"" "$SW_TOP/plots/norms.gp" 2>err &&
+	test_expect_code 64 gnuplot -e "in=\"norms.tsv\"; out=\"|touch PWNED\"" "$SW_TOP/plots/norms.gp" 2>err &&
+	test_expect_code 64 gnuplot -e "in=\"a'\''b.tsv\"; out=\"x.png\"" "$SW_TOP/plots/norms.gp" 2>err &&
+	! test -e PWNED && ! test -e x.png
+'
+
+test_expect_success 'a bad table: one line naming it, exit 65, no figure, nothing left' '
+	printf "step\trole\trms_to_inf\n1\tlm_head\n" >ragged.tsv &&
+	test_expect_code 65 splot norms ragged.tsv -o bad.png 2>err &&
+	test_one_error sw-plot ragged.tsv && grep -q "line 2: 2 fields, the header has 3" err &&
+	printf "step\trole\trms_to_inf\n1\tlm\000head\t2\n" >nul.tsv &&
+	test_expect_code 65 splot norms nul.tsv -o bad.png 2>err &&
+	test_one_error sw-plot nul.tsv && grep -q "line 2: a NUL byte" err &&
+	head -n 1 norms.tsv >header.tsv &&
+	test_expect_code 65 splot norms header.tsv -o bad.png 2>err &&
+	test_one_error sw-plot header.tsv && grep -q "no rows below the header" err &&
+	awk -F"\t" -v OFS="\t" "NR > 1 { \$10 = \"x\" } 1" norms.tsv >words.tsv &&
+	test_expect_code 65 splot norms words.tsv -o bad.png 2>err &&
+	test_one_error sw-plot words.tsv && grep -q "gnuplot failed on this table: " err &&
+	mkdir adir && test_expect_code 66 splot norms adir -o bad.png 2>err && test_one_error sw-plot adir &&
+	! test -e bad.png && ls | grep -c "bad.png" >n; echo 0 >expect; test_cmp expect n && nothing_ran
+'
+
+test_expect_success 'killed while gnuplot runs: no stage, no half figure left' '
+	mkdir fake && printf "#!/bin/sh\ntouch \"\$MARK\"\nexec sleep 5\n" >fake/gnuplot && chmod +x fake/gnuplot &&
+	PATH="$TRASH/fake:$PATH" MARK="$TRASH/started" TMPDIR="$TRASH/tmp" sw-plot norms norms.tsv -o sig.png 2>err &
+	pid=$! && i=0 &&
+	while ! test -e started && test $i -lt 100; do sleep 0.1; i=$((i + 1)); done &&
+	test -e started && test -n "$(ls -A tmp)" &&
+	kill -TERM $pid && { wait $pid; rc=$?; } && test $rc = 143 &&
+	test -z "$(ls -A tmp)" && ! ls sig.png* 2>/dev/null
+'
+
 test_done
