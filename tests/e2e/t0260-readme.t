@@ -187,4 +187,20 @@ test_expect_success 'runner: -u writes the file with the output as printed, patt
 	grep "^upd.actual: commands run: 2, not as shown: 0" out
 '
 
+# README.md itself. Its examples use gnuplot (sw-plot) and h5dump.
+if ! command -v gnuplot >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; then
+	test_skip "README.md: every example prints what it shows" 'gnuplot or h5dump not installed'
+	test_done
+fi
+
+update=
+[ -n "${SW_README_UPDATE:-}" ] && update=$SW_TOP/README.actual
+test_expect_success 'README.md: every example prints what it shows' '
+	(cd "$SW_TOP" && sh "$RUN" ${update:+-u "$update"} README.md) >out 2>&1 ||
+		{ cat out; false; } &&
+	n=$(grep -c "^ *\$ " "$SW_TOP/README.md") && test "$n" -gt 0 &&
+	echo "README.md: commands run: $n, not as shown: 0" >expect &&
+	test_cmp expect out
+'
+
 test_done
