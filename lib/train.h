@@ -24,6 +24,7 @@
 
 struct train_progress {
 	int64_t step, steps;            /* updates done, planned */
+	int64_t tokens;                 /* tokens seen */
 	double loss, val_loss;          /* val_loss NaN when not evaluated */
 	double lr, grad_norm;
 	double tokens_per_s, elapsed_s, eta_s;
