@@ -4,6 +4,7 @@
 #include "linalg.h"
 #include "model.h"
 #include "modelio.h"
+#include "rundir.h"
 #include "sharpness.h"
 #include "trace.h"
 
@@ -238,6 +239,7 @@ struct trainer {
 	struct run_state rs;            /* step, tokens, the sampler: what a checkpoint resumes */
 	struct trace_plan tp;
 	struct trace_writer *tw;        /* NULL: no trace */
+	struct rundir_claim claim;      /* out_dir: what of an earlier run goes, the trace appended? */
 	int B, A, T;
 	int *tok, *tgt;                 /* (B, T) one micro-batch */
 	int *all_tok, *all_tgt;         /* (A*B, T) the step's batch: /batch and /fisher */
@@ -247,6 +249,7 @@ struct trainer {
 	char last_good[4096];           /* the last checkpoint written or resumed from */
 	double t0, t_last;              /* run start, last progress report */
 	int64_t tok_last, first_step;   /* tokens at the last report, step at start */
+	int64_t first_tokens;           /* tokens at start */
 };
 
 /* What one step did: for the trace, the checkpoint and the report. */
@@ -342,7 +345,7 @@ static int start_model(struct trainer *t, struct sw_err *err)
 	return SW_OK;
 }
 
-/* The trace: a new one, or the resumed run's, appended to. */
+/* The trace: the resumed run's, appended to, or a new one. */
 static int open_trace(struct trainer *t, struct sw_err *err)
 {
 	const struct train_config *tc = t->tc;
@@ -354,17 +357,19 @@ static int open_trace(struct trainer *t, struct sw_err *err)
 		snprintf(t->trace_path, sizeof t->trace_path, "%s", tc->trace_path);
 	else
 		snprintf(t->trace_path, sizeof t->trace_path, "%s/trace.h5", tc->out_dir);
-	rc = tc->resume ? trace_reopen(t->trace_path, t->tp.s, t->tp.ns, t->rs.step, &t->tw, err)
-			: trace_create(t->trace_path, &t->m.c, t->tp.s, t->tp.ns, &t->tw, err);
+	rc = t->claim.append ? trace_reopen(t->trace_path, t->tp.s, t->tp.ns, t->rs.step, &t->tw, err)
+			     : trace_create(t->trace_path, &t->m.c, t->tp.s, t->tp.ns, &t->tw, err);
 	if (rc)
 		sw_err_prefix(err, "%s", t->trace_path);
 	return rc;
 }
 
 /* Everything before the first step: data, model, checks, the output
- * directory, buffers, the trace. */
+ * directory, buffers, the trace; then, the run started, what --force
+ * replaces of an earlier run is removed. */
 static int trainer_open(struct trainer *t, const struct train_config *tc, struct sw_err *err)
 {
+	char note[1024];
 	size_t bt;
 	int rc;
 
@@ -385,6 +390,9 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 		sw_err_prefix(err, "%s", tc->data_path);
 		return rc;
 	}
+	if ((rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
+			       &t->claim, err)))
+		return rc;
 	/* only now: a run refused for its data leaves no directory behind */
 	if ((rc = ensure_dir(tc->out_dir, err)) || (rc = model_alloc_acts(&t->m, t->B, t->T, err)))
 		return rc;
@@ -399,10 +407,12 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 		return rc;
 	if (tc->fisher_every > 0 && !(t->fisher = malloc(t->m.nparams * sizeof *t->fisher)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for /fisher");
-	if ((rc = open_trace(t, err)))
+	if ((rc = open_trace(t, err)) || (rc = rundir_clear(&t->claim, note, sizeof note, err)))
 		return rc;
+	if (note[0] && tc->note)
+		tc->note(tc->ctx, note);
 	t->first_step = t->rs.step;
-	t->tok_last = t->rs.tokens;
+	t->first_tokens = t->tok_last = t->rs.tokens;
 	return SW_OK;
 }
 
@@ -417,6 +427,7 @@ static int trainer_close(struct trainer *t, int rc, struct sw_err *err)
 			rc = e2.code;
 		}
 	}
+	rundir_claim_free(&t->claim);
 	free_plan(&t->tp);
 	free(t->fisher);
 	free(t->tok);
@@ -560,6 +571,7 @@ static void report(struct trainer *t, const struct step_log *s)
 	double now = now_s();
 	struct train_progress p = {
 		.step = t->rs.step, .steps = t->o.cfg.steps, .tokens = t->rs.tokens,
+		.tokens_run = t->rs.tokens - t->first_tokens,
 		.loss = s->loss, .val_loss = s->val_loss, .lr = s->lr, .grad_norm = s->grad_norm,
 		.tokens_per_s = (double)(t->rs.tokens - t->tok_last) / (now - t->t_last + 1e-12),
 		.elapsed_s = now - t->t0,
