@@ -17,10 +17,12 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-train --data FILE --out DIR [options]";
+	"sw-train --data FILE --out DIR [--force] [--log] [--resume CKPT] [options]";
 static const char help[] =
 	"Train a small Llama-style model on the CPU; write checkpoints OUT/ckpt-NNNNNN.h5\n"
-	"and the trace OUT/trace.h5. Prints the last checkpoint's path on stdout.\n"
+	"and the trace OUT/trace.h5. Prints the last checkpoint's path on stdout. An OUT\n"
+	"holding another run is refused (exit 73) unless --resume continues it there or\n"
+	"--force replaces it.\n"
 	"\n"
 	"Data:\n"
 	"  --data FILE            llm.c token file, nanoGPT uint16 .bin, or text (bytes)\n"
