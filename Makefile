@@ -6,7 +6,9 @@
 #   make demo          the main job on the embedded default (see README)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
-#   make deps          install the Debian packages the build and tests need
+#   make deps          install the Debian packages building and running need
+#                      (make check adds the tests' own, deps-check; make fuzz
+#                      clang's, deps-fuzz)
 #   make fuzz          each libFuzzer target for FUZZ_SECONDS (clang; tests/fuzz/)
 
 VERSION   = 0.1.0
@@ -54,13 +56,16 @@ FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)
 
+# Debian packages, installed by need: make deps what building and running
+# (the demo included) need, make check the tests' references and tools too,
+# make fuzz clang
 DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev
-DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
 DEB_RUN   = gnuplot-nox fortunes
+DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
-DEB_ALL   = $(DEB_BUILD) $(DEB_TEST) $(DEB_RUN) $(DEB_FUZZ)
 
-.PHONY: all deps check check-asan test-suite unit fuzz demo figures fixtures install clean lint-man bench
+.PHONY: all deps deps-check deps-fuzz check check-asan test-suite unit fuzz fuzz-targets demo figures \
+	fixtures install clean lint-man bench
 
 all: $(TOOL_BIN) $(GEN)
 
@@ -91,28 +96,47 @@ $(FUZZ_REPLAY): $(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/fuzz-%.o $(BUI
 
 unit: $(UNIT_BIN) $(TEST_HELPERS) $(FUZZ_REPLAY)
 
-# Install what is missing (as root), or print the exact command.
-deps:
-	@missing=""; for p in $(DEB_ALL); do \
+# $(call install_debs,TARGET,PACKAGES): install the packages missing (as
+# root), showing apt's lines (one or more per package: Get, Unpacking,
+# Setting up), after an apt-get update when the package lists lack one; or
+# print the exact command. The deps targets run one after the other (each
+# needs the one before), never two apt-get at once.
+define install_debs
+	@missing=""; for p in $(2); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
-	if [ -z "$$missing" ]; then echo "deps: all installed"; exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then \
-	  echo "deps: installing$$missing"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 || \
-	  { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing; }; \
-	else \
-	  echo "deps: missing:$$missing"; \
-	  echo "run:  sudo apt-get install -y$$missing"; exit 1; \
-	fi
+	if [ -z "$$missing" ]; then echo "$(1): installed already: $(strip $(2))"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "$(1): missing:$$missing"; \
+	  echo "run:  sudo apt-get install -y --no-install-recommends$$missing"; exit 1; \
+	fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	for p in $$missing; do \
+	  apt-cache show $$p >/dev/null 2>&1 || { echo "$(1): apt-get update (no $$p in the package lists)"; \
+	    apt-get update -q || exit 1; break; }; \
+	done; \
+	echo "$(1): apt-get install$$missing"; \
+	apt-get install -y -q --no-install-recommends $$missing
+endef
+
+# what building and running need (make, make demo)
+deps:
+	$(call install_debs,deps,$(DEB_BUILD) $(DEB_RUN))
+
+# and the tests' (make check): prove, mandoc, h5dump, the Python references
+deps-check: deps
+	$(call install_debs,deps-check,$(DEB_TEST))
+
+# and clang's libFuzzer (make fuzz)
+deps-fuzz: deps
+	$(call install_debs,deps-fuzz,$(DEB_FUZZ))
 
 PROVE_FILES = $(BUILD)/tests/unit/*.t tests/cli/*.t tests/e2e/*.t tests/fuzz/*.t
 
 test-suite: all unit
 	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j2 -e '' $(PROVE_FILES)
 
-check: deps
+check: deps-check
 	$(MAKE) test-suite
 	$(MAKE) check-asan
 
@@ -149,8 +173,12 @@ $(FUZZ_LIB_A): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 $(FUZZ_BUILD)/fuzz-%: $(FUZZ_BUILD)/tests/fuzz/fuzz-%.o $(FUZZ_LIB_A)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -fopenmp -o $@ $^ $(LDLIBS)
 
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+# clang first: the targets are built once it is there
+fuzz: deps-fuzz
+	$(MAKE) fuzz-targets
 	sh tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-targets: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
 
 fixtures: $(GEN)
 	$(GEN) fixtures

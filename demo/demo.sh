@@ -12,6 +12,11 @@
 # Reruns reuse what is there: delete demo/out (or a part of it) to redo.
 # Usage: demo/demo.sh [BIN_DIR]   (make demo passes build/bin)
 #
+# Progress: each phase says first how long it is expected to take, from
+# sw-train's rate measured by a few seconds of trial runs of the same
+# models on this machine now; sw-train --log prints a line per evaluation
+# and checkpoint (step, loss, tokens/s, ETA) on stderr.
+#
 # SW_DEMO_TINY=1 runs the same job in miniature (the committed corpus,
 # tiny models, a few steps: seconds) into SW_DEMO_OUT; the end-to-end test
 # tests/e2e/t0250-mini-demo.t does that.
@@ -36,9 +41,36 @@ PATH=$bin:$PATH
 export PATH
 mkdir -p "$out"
 T0=$(date +%s)
+EXPECTED=0      # seconds of training the phases that ran expected
 
 say() { printf '\n== %s\n' "$*"; }
-elapsed() { echo "$(( $(date +%s) - T0 )) s"; }
+elapsed() { mins "$(( $(date +%s) - T0 ))"; }
+
+# "5 min 06 s"
+mins() {
+	awk -v s="$1" 'BEGIN { s = int(s + 0.5); if (s >= 60) printf "%d min %02d s", s / 60, s % 60
+		else printf "%d s", s }'
+}
+
+# sw-train's tokens/s for a model and batch ($1: its options) here and now:
+# the difference of a 2-step and a (2 + $2)-step run, which leaves out
+# start-up and the checkpoint ($3: tokens per step)
+rate() {
+	r=$out/.rate
+	rm -rf "$r"
+	a=$(date +%s.%N)
+	sw-train $DATA --out "$r" $1 --steps 2 --eval-every 0 --trace "" >/dev/null
+	rm -rf "$r"
+	b=$(date +%s.%N)
+	sw-train $DATA --out "$r" $1 --steps $((2 + $2)) --eval-every 0 --trace "" >/dev/null
+	c=$(date +%s.%N)
+	rm -rf "$r"
+	awk -v a="$a" -v b="$b" -v c="$c" -v n="$(($2 * $3))" \
+		'BEGIN { d = (c - b) - (b - a); if (d <= 0) d = c - b; printf "%.0f", n / d }'
+}
+
+# seconds for $1 tokens at $2 tokens/s
+secs_for() { awk -v n="$1" -v r="$2" 'BEGIN { printf "%.0f", n / r }'; }
 
 # align a TSV for reading (column(1) is not on every machine)
 pretty() {
@@ -62,7 +94,7 @@ elif [ ! -s "$out/fortunes.txt" ]; then
 	cat $(ls -d "$FORTUNES"/* | grep -v -E '\.(dat|u8)$') >"$out/fortunes.txt"
 fi
 if [ ! -s "$out/fortunes.tok" ]; then
-	say "a BPE tokenizer on $(wc -c <"$out/fortunes.txt") bytes of fortunes ($(elapsed))"
+	say "a BPE tokenizer on $(wc -c <"$out/fortunes.txt") bytes of fortunes; expected seconds (at $(elapsed))"
 	sw-tokenize train --vocab $VOCAB -o "$out/tokenizer.bpe" "$out/fortunes.txt" | pretty
 	sw-tokenize encode -t "$out/tokenizer.bpe" -o "$out/fortunes.tok" "$out/fortunes.txt" | pretty
 fi
@@ -72,13 +104,16 @@ DATA="--data $out/fortunes.tok --vocab $VOCAB"
 
 MAIN=$out/main
 FINAL=$MAIN/ckpt-$(step6 $MAIN_STEPS).h5
+MODEL="--d-model $MAIN_D --n-layers 4 --n-heads 4 --n-kv-heads 2 --seq-len $MAIN_T --batch $MAIN_B"
 if [ ! -s "$FINAL" ]; then
-	say "training: d_model $MAIN_D, 4 layers, GQA 4/2 heads, $MAIN_STEPS steps of $MAIN_B x $MAIN_T tokens ($(elapsed))"
+	r=$(rate "$MODEL" 8 $((MAIN_B * MAIN_T)))
+	t=$(secs_for $((MAIN_STEPS * MAIN_B * MAIN_T)) "$r")
+	EXPECTED=$((EXPECTED + t))
+	say "training: d_model $MAIN_D, 4 layers, GQA 4/2 heads, $MAIN_STEPS steps of $MAIN_B x $MAIN_T tokens; expected $(mins "$t") at $r tokens/s (at $(elapsed))"
 	rm -rf "$MAIN"
-	sw-train $DATA --out "$MAIN" --d-model $MAIN_D --n-layers 4 --n-heads 4 --n-kv-heads 2 \
-		--seq-len $MAIN_T --batch $MAIN_B --steps $MAIN_STEPS --warmup $WARMUP --lr 3e-3 --wd 0.1 \
+	sw-train $DATA --out "$MAIN" $MODEL --steps $MAIN_STEPS --warmup $WARMUP --lr 3e-3 --wd 0.1 \
 		--ckpt-every $EVERY --fisher-every $EVERY --eval-every $EVERY \
-		--trace-every $((EVERY / 25 > 0 ? EVERY / 25 : 1)) >/dev/null
+		--trace-every $((EVERY / 25 > 0 ? EVERY / 25 : 1)) --log >/dev/null
 fi
 
 # ---- 3. the sweeps -------------------------------------------------------
@@ -86,15 +121,22 @@ fi
 # norm transfer: lr x batch, checkpoints at three horizons of tokens
 SWEEP=$out/sweep-lr-batch
 if [ ! -d "$SWEEP/done" ]; then
-	say "an lr x batch sweep: lr $LRS x batch $BATCHES, d_model $SWEEP_D, horizons of $((HORIZON / 4)), $((HORIZON / 2)), $HORIZON tokens ($(elapsed))"
+	runs=$(( $(echo $LRS | wc -w) * $(echo $BATCHES | wc -w) )) i=0
+	r=$(rate "--d-model $SWEEP_D --n-layers 2 --n-heads 4 --seq-len $SWEEP_T --batch 8" 20 $((8 * SWEEP_T)))
+	t=$(secs_for $((runs * HORIZON)) "$r")
+	EXPECTED=$((EXPECTED + t))
+	say "an lr x batch sweep: lr $LRS x batch $BATCHES, d_model $SWEEP_D, horizons of $((HORIZON / 4)), $((HORIZON / 2)), $HORIZON tokens; expected $(mins "$t") at $r tokens/s (at $(elapsed))"
 	rm -rf "$SWEEP"
+	t1=$(date +%s)
 	for lr in $LRS; do
 		for b in $BATCHES; do
 			s=$((HORIZON / (b * SWEEP_T)))
 			sw-train $DATA --out "$SWEEP/lr$lr-b$b" --d-model $SWEEP_D --n-layers 2 --n-heads 4 \
 				--seq-len $SWEEP_T --batch $b --lr $lr --warmup $((s / 20)) --steps $s \
-				--ckpt-every $((s / 4)) --eval-every $((s / 4)) --trace "" >/dev/null
+				--ckpt-every $((s / 4)) --eval-every $((s / 4)) --trace "" --log >/dev/null
 			rm -f "$SWEEP/lr$lr-b$b/ckpt-$(step6 $((s * 3 / 4))).h5"
+			i=$((i + 1))
+			echo "sweep: $i of $runs runs done, about $(mins $(( ($(date +%s) - t1) * (runs - i) / i ))) left"
 		done
 	done
 	mkdir "$SWEEP/done"
@@ -103,14 +145,25 @@ fi
 # spectra: lr x wd at two widths, constant lr after warmup (the AdamW steady state)
 SPEC=$out/sweep-lr-wd
 if [ ! -d "$SPEC/done" ]; then
-	say "an lr x wd x width sweep: 2 x 2 x 2 runs of $SPEC_STEPS steps ($(elapsed))"
+	t=0
+	for d in $SPEC_DS; do
+		r=$(rate "--d-model $d --n-layers 2 --n-heads 4 --seq-len 64 --batch 8" 20 512)
+		t=$((t + $(secs_for $((4 * SPEC_STEPS * 512)) "$r")))
+	done
+	EXPECTED=$((EXPECTED + t))
+	say "an lr x wd x width sweep: 2 x 2 x 2 runs of $SPEC_STEPS steps; expected $(mins "$t") (at $(elapsed))"
 	rm -rf "$SPEC"
+	t1=$(date +%s) i=0
 	for d in $SPEC_DS; do
 		for lr in 0.003 0.01; do
 			for wd in 0.3 1.0; do
+				# a checkpoint, and a --log line, at the end only
 				sw-train $DATA --out "$SPEC/d$d-lr$lr-wd$wd" --d-model $d --n-layers 2 \
 					--n-heads 4 --seq-len 64 --batch 8 --lr $lr --wd $wd --schedule constant \
-					--warmup $((SPEC_STEPS / 12)) --steps $SPEC_STEPS --eval-every 0 --trace "" >/dev/null
+					--warmup $((SPEC_STEPS / 12)) --steps $SPEC_STEPS --eval-every 0 \
+					--ckpt-every $SPEC_STEPS --trace "" --log >/dev/null
+				i=$((i + 1))
+				echo "sweep: $i of 8 runs done, about $(mins $(( ($(date +%s) - t1) * (8 - i) / i ))) left"
 			done
 		done
 	done
@@ -119,7 +172,7 @@ fi
 
 # ---- 4. every tool, every figure -----------------------------------------
 
-say "the tools ($(elapsed))"
+say "the tools, then the figures: no training, reading what was written; expected well under a minute (at $(elapsed))"
 sw-ls --summary "$FINAL" >"$out/params.tsv"
 pretty <"$out/params.tsv"
 
@@ -141,7 +194,8 @@ sw-trace --series loss,val_loss,lr,grad_norm,out_norm "$MAIN/trace.h5" >"$out/tr
 sw-trace --series residual_rms "$MAIN/trace.h5" >"$out/residual.tsv"
 sw-norms --role lm_head "$MAIN"/ckpt-*.h5 >"$out/norms.tsv"
 sw-sharpness "$MAIN"/ckpt-*.h5 >"$out/sharpness-steps.tsv"
-sw-sharpness "$FINAL" >"$out/sharpness.tsv"
+# the last step's rows of the table over training (computed once)
+awk -F'\t' -v f="$FINAL" 'NR == 1 || $1 == f' "$out/sharpness-steps.tsv" >"$out/sharpness.tsv"
 sw-sharpness --hist 60 "$FINAL" >"$out/sharpness-hist.tsv"
 sw-sharpness --ratios "$MAIN"/ckpt-*.h5 >"$out/sharpness-ratios.tsv"
 sw-spectrum --role down --layer 1 "$MAIN/ckpt-$(step6 $EVERY).h5" "$MAIN/ckpt-$(step6 $((4 * EVERY))).h5" \
@@ -157,7 +211,7 @@ sw-transfer --table "$SWEEP"/*/ckpt-*.h5 >"$out/transfer.tsv"
 sw-transfer "$SWEEP"/*/ckpt-*.h5 >"$out/transfer-fits.tsv"
 sw-transfer --summary "$SWEEP"/*/ckpt-*.h5 >"$out/transfer-summary.tsv" || true
 
-say "figures ($(elapsed))"
+say "figures (at $(elapsed))"
 for kind in training residual norms sharpness sharpness-steps sharpness-hist spectrum \
 	spectrum-normalized esd qkdrift transfer transfer-fits; do
 	sw-plot "$kind" "$out/$kind.tsv" -o "$out/$kind.png"
@@ -179,4 +233,4 @@ cut -f2,5,6,7,8,10 "$out/transfer-fits.tsv" | pretty
 echo
 echo "spectra: sigma_top and ||W||_rms against sqrt(lr/wd) and d_model (the paper: slopes 1 and 0.75):"
 pretty <"$out/spectrum-fit.tsv" | cut -c1-160
-say "done in $(elapsed): tables and figures in $out/"
+say "done in $(elapsed) (the training expected $(mins $EXPECTED)): tables and figures in $out/"

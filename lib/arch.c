@@ -77,6 +77,11 @@ const struct arch_role *arch_role_find(const char *s)
 	return row ? &row->r : NULL;
 }
 
+const struct arch_role *arch_role_at(size_t i)
+{
+	return i < NROLES ? &roles[i].r : NULL;
+}
+
 int arch_supported(const char *arch)
 {
 	return !strcmp(arch, "llama") || !strcmp(arch, "mistral") ||
@@ -212,7 +217,7 @@ static int parse_layer(const char *s, const char **end)
 static int set_other(struct sw_tensor_info *t, const char *name, int layer)
 {
 	snprintf(t->name, sizeof t->name, "%s", name);
-	snprintf(t->role, sizeof t->role, "other");
+	snprintf(t->role, sizeof t->role, "%s", ARCH_ROLE_OTHER);
 	t->block = SW_BLOCK_OTHER;
 	t->mup = SW_MUP_VECTOR_LIKE;
 	t->group = SW_GROUP_UNKNOWN;

@@ -56,8 +56,15 @@ struct arch_role {
 	int order;              /* position in model order (see below) */
 };
 
+/* The role of a tensor the architecture does not know (block other). */
+#define ARCH_ROLE_OTHER "other"
+
 /* The role named s, or NULL if the architecture has no such role. */
 const struct arch_role *arch_role_find(const char *s);
+
+/* The i-th role of the table in model order, or NULL when i is past the
+ * end: to list the roles (--role's valid values) from this one source. */
+const struct arch_role *arch_role_at(size_t i);
 
 /*
  * Fill t's metadata (block, mup, group, norm_type, n_heads, head_dim, name

@@ -1,13 +1,30 @@
 /* select.c - the shared tensor selection options (see select.h). */
 #include "select.h"
+#include "arch.h"
 
 #include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 void select_init(struct sw_select *s)
 {
 	memset(s, 0, sizeof *s);
+}
+
+void select_tool_roles(struct sw_select *s, const char *const *roles)
+{
+	s->tool_roles = roles;
+}
+
+/* Keep "--opt arg" in the description, "..." at its end when full. */
+static void describe(struct sw_select *s, const char *opt, const char *arg)
+{
+	size_t n = strlen(s->desc), room = sizeof s->desc - n;
+	int w = snprintf(s->desc + n, room, "%s%s %s", n ? " " : "", opt, arg);
+
+	if (w < 0 || (size_t)w >= room)
+		strcpy(s->desc + sizeof s->desc - 4, "...");
 }
 
 /* Call fn on each comma-separated item of arg. */
@@ -46,8 +63,40 @@ static int add_block(struct sw_select *s, const char *item, struct sw_err *err)
 	return SW_OK;
 }
 
+/* A role --role takes: one of the architecture's table, other, or the
+ * tool's own. A typo would otherwise select nothing, silently. */
+static int role_known(const struct sw_select *s, const char *role)
+{
+	if (arch_role_find(role) || !strcmp(role, ARCH_ROLE_OTHER))
+		return 1;
+	for (const char *const *r = s->tool_roles; r && *r; r++)
+		if (!strcmp(*r, role))
+			return 1;
+	return 0;
+}
+
+/* "embed, embed_mult, ..., other" and the tool's own roles */
+static void role_list(const struct sw_select *s, char *buf, size_t len)
+{
+	const struct arch_role *r;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; (r = arch_role_at(i)) && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s, ", r->name);
+	for (const char *const *t = s->tool_roles; t && *t && n < len; t++)
+		n += (size_t)snprintf(buf + n, len - n, "%s, ", *t);
+	if (n < len)
+		snprintf(buf + n, len - n, "%s", ARCH_ROLE_OTHER);
+}
+
 static int add_role(struct sw_select *s, const char *item, struct sw_err *err)
 {
+	if (!role_known(s, item)) {
+		char valid[400];
+		role_list(s, valid, sizeof valid);
+		return sw_fail(err, SW_EUSAGE, "unknown role '%.40s' (%s)", item, valid);
+	}
 	if (s->nroles == SELECT_MAX || strlen(item) >= SW_ROLE_MAX)
 		return sw_fail(err, SW_EUSAGE, "too many roles, or role '%s' too long", item);
 	strcpy(s->roles[s->nroles++], item);
@@ -98,19 +147,31 @@ static int add_layer(struct sw_select *s, const char *item, struct sw_err *err)
 	return SW_OK;
 }
 
+/* One option's values, described when all were good. */
+static int add_option(struct sw_select *s, const char *opt, const char *arg, const char *what,
+		      int (*fn)(struct sw_select *, const char *, struct sw_err *),
+		      struct sw_err *err)
+{
+	int rc = each_item(s, arg, what, fn, err);
+
+	if (!rc)
+		describe(s, opt, arg);
+	return rc;
+}
+
 int select_add_blocks(struct sw_select *s, const char *arg, struct sw_err *err)
 {
-	return each_item(s, arg, "block", add_block, err);
+	return add_option(s, "--block", arg, "block", add_block, err);
 }
 
 int select_add_roles(struct sw_select *s, const char *arg, struct sw_err *err)
 {
-	return each_item(s, arg, "role", add_role, err);
+	return add_option(s, "--role", arg, "role", add_role, err);
 }
 
 int select_add_layers(struct sw_select *s, const char *arg, struct sw_err *err)
 {
-	return each_item(s, arg, "layer", add_layer, err);
+	return add_option(s, "--layer", arg, "layer", add_layer, err);
 }
 
 int select_add_name(struct sw_select *s, const char *glob, struct sw_err *err)
@@ -118,7 +179,18 @@ int select_add_name(struct sw_select *s, const char *glob, struct sw_err *err)
 	if (s->nglobs == SELECT_MAX || strlen(glob) >= SW_NAME_MAX || !glob[0])
 		return sw_fail(err, SW_EUSAGE, "too many --name patterns, or pattern empty or too long");
 	strcpy(s->globs[s->nglobs++], glob);
+	describe(s, "--name", glob);
 	return SW_OK;
+}
+
+int select_given(const struct sw_select *s)
+{
+	return s->blocks || s->nroles || s->nranges || s->nglobs;
+}
+
+const char *select_describe(const struct sw_select *s)
+{
+	return s->desc;
 }
 
 int select_match(const struct sw_select *s, const char *name,

@@ -4,9 +4,15 @@
  *
  * Each option may be given several times and takes comma-separated values;
  * a tensor is selected when it matches every option given (any of the
- * values within one option). --layer takes numbers and ranges (0,3-5);
- * -1 selects the tensors outside the layer stack. --name takes shell globs
+ * values within one option). --block and --role take known names only (a
+ * typo is a usage error naming the valid ones): the block types, and the
+ * roles of the architecture's table (arch.h), "other", and the tool's own
+ * (select_tool_roles). --layer takes numbers and ranges (0,3-5); -1
+ * selects the tensors outside the layer stack. --name takes shell globs
  * (fnmatch), matched against the whole tensor name.
+ *
+ * The options are also kept as given (select_describe), so that a tool can
+ * say which selection matched nothing in a file.
  */
 #ifndef SW_SELECT_H
 #define SW_SELECT_H
@@ -22,15 +28,29 @@ struct sw_select {
 	char roles[SELECT_MAX][SW_ROLE_MAX];
 	int layer_lo[SELECT_MAX], layer_hi[SELECT_MAX];
 	char globs[SELECT_MAX][SW_NAME_MAX];
+	const char *const *tool_roles;  /* NULL-terminated; roles only this tool prints */
+	char desc[256];                 /* the options as given: "--role q,k --layer 0" */
 };
 
 void select_init(struct sw_select *s);
+
+/* Roles a tool prints beyond the architecture's (sw-norms' lm_head_folded),
+ * accepted by --role; call before select_add_roles. NULL-terminated, kept
+ * by pointer. */
+void select_tool_roles(struct sw_select *s, const char *const *roles);
 
 /* Add the values of one option; SW_EUSAGE with a message on bad values. */
 int select_add_blocks(struct sw_select *s, const char *arg, struct sw_err *err);
 int select_add_roles(struct sw_select *s, const char *arg, struct sw_err *err);
 int select_add_layers(struct sw_select *s, const char *arg, struct sw_err *err);
 int select_add_name(struct sw_select *s, const char *glob, struct sw_err *err);
+
+/* Was any selection option given? */
+int select_given(const struct sw_select *s);
+
+/* The options given, as the user wrote them ("" for none; "..." ends a
+ * description too long to keep). */
+const char *select_describe(const struct sw_select *s);
 
 int select_match(const struct sw_select *s, const char *name,
 		 enum sw_block block, const char *role, int layer);

@@ -4,6 +4,7 @@
 #include "linalg.h"
 #include "model.h"
 #include "modelio.h"
+#include "rundir.h"
 #include "sharpness.h"
 #include "trace.h"
 
@@ -54,11 +55,12 @@ static const char *const gain_roles[] = {"q", "k", "v", "o", "gate", "up", "down
 #define NGAIN 7
 
 struct trace_plan {
-	struct trace_series s[S_COUNT];
+	struct trace_series s[S_COUNT]; /* the series written: multiplier only when there are some */
 	int ns;
+	int kind[S_COUNT];              /* series i is S_* kind[i] */
 	char **names;                   /* every column name, to free */
 	int nnames;
-	double *row[S_COUNT];
+	double *row[S_COUNT];           /* by S_*: the values of the row being written */
 	int nmult, nweight;
 	int *weight_tensor, *mult_tensor;
 };
@@ -129,13 +131,14 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 			free(cols[k]);
 			continue;
 		}
+		tp->kind[tp->ns] = k;
 		tp->s[tp->ns].name = k < S_RESIDUAL ? scalar_names[k] : vector_names[k - S_RESIDUAL];
 		tp->s[tp->ns].ncols = k < S_RESIDUAL ? 0 : ncols[k];
 		tp->s[tp->ns].columns = k < S_RESIDUAL ? NULL : cols[k];
 		if (k < S_RESIDUAL)
 			free(cols[k]);
-		tp->row[tp->ns] = calloc((size_t)(ncols[k] > 0 ? ncols[k] : 1), sizeof(double));
-		if (!tp->row[tp->ns])
+		tp->row[k] = calloc((size_t)(ncols[k] > 0 ? ncols[k] : 1), sizeof(double));
+		if (!tp->row[k])
 			return sw_fail(err, SW_ESOFTWARE, "out of memory");
 		tp->ns++;
 	}
@@ -144,10 +147,10 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 
 static void free_plan(struct trace_plan *tp)
 {
-	for (int i = 0; i < tp->ns; i++) {
+	for (int i = 0; i < tp->ns; i++)
 		free((void *)tp->s[i].columns);
-		free(tp->row[i]);
-	}
+	for (int k = 0; k < S_COUNT; k++)
+		free(tp->row[k]);
 	for (int i = 0; i < tp->nnames; i++)
 		free(tp->names[i]);
 	free(tp->names);
@@ -207,7 +210,7 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 		double s = 0;
 		for (size_t k = 0; k < t->numel; k++)
 			s += m->params[t->offset + k];
-		tp->row[S_MULT][i] = s / (double)t->numel;     /* present: there are multipliers */
+		tp->row[S_MULT][i] = s / (double)t->numel;
 	}
 }
 
@@ -223,6 +226,39 @@ static double out_norm(const struct model *m)
 }
 
 /* ---- the loop ----------------------------------------------------------- */
+
+/*
+ * Everything a run holds between steps. Letters as in model.h: B sequences
+ * per micro-batch, A micro-batches per step, T tokens per sequence.
+ */
+struct trainer {
+	const struct train_config *tc;
+	struct dataset d;
+	struct model m;
+	struct optim o;
+	struct run_state rs;            /* step, tokens, the sampler: what a checkpoint resumes */
+	struct trace_plan tp;
+	struct trace_writer *tw;        /* NULL: no trace */
+	struct rundir_claim claim;      /* out_dir: what of an earlier run goes, the trace appended? */
+	int B, A, T;
+	int *tok, *tgt;                 /* (B, T) one micro-batch */
+	int *all_tok, *all_tgt;         /* (A*B, T) the step's batch: /batch and /fisher */
+	float *fisher;                  /* (nparams) the GNB estimate, with fisher_every */
+	char trace_path[4096];
+	char ckpt[4096];                /* the checkpoint written at this step */
+	char last_good[4096];           /* the last checkpoint written or resumed from */
+	double t0, t_last;              /* run start, last progress report */
+	int64_t tok_last, first_step;   /* tokens at the last report, step at start */
+	int64_t first_tokens;           /* tokens at start */
+};
+
+/* What one step did: for the trace, the checkpoint and the report. */
+struct step_log {
+	int64_t step;                   /* the update's index (the step before it) */
+	double loss, grad_norm, lr;
+	double val_loss;                /* NaN when not evaluated at this step */
+	int checkpointed;
+};
 
 static int eval_loss(struct model *m, const struct dataset *d, int nbatches, int B, int T,
 		     int *tok, int *tgt, double *out)
@@ -264,239 +300,323 @@ static int ensure_dir(const char *dir, struct sw_err *err)
 	return SW_OK;
 }
 
-int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err)
+/* "stopped; the last good checkpoint is ..." after a non-finite value */
+static int stopped(struct trainer *t, const char *what, double v, int64_t step, struct sw_err *err)
 {
-	struct dataset d;
-	struct model m;
-	struct optim o;
-	struct run_state rs;
-	struct trace_plan tp;
-	struct trace_writer *tw = NULL;
-	char ckpt[4096], last_good[4096] = "", trace_path[4096], nb[32];
-	int *tok = NULL, *tgt = NULL, *all_tok = NULL, *all_tgt = NULL, rc;
-	float *fisher = NULL;
-	int B = tc->batch, A = tc->grad_accum, T;
-	double t0 = now_s(), t_last = t0, val = NAN;
-	int64_t tok_last = 0, first_step = 0;
+	char nb[32];
 
-	memset(&m, 0, sizeof m);
-	memset(&o, 0, sizeof o);
-	memset(&tp, 0, sizeof tp);
-	memset(&rs, 0, sizeof rs);
-	if ((rc = data_open(tc->data_path, tc->data_format, tc->val_fraction, &d, err))) {
+	return sw_fail(err, SW_EDATA, "%s is %s at step %lld: stopped; the last good checkpoint is %s",
+		       what, num_str(v, nb, sizeof nb), (long long)step,
+		       t->last_good[0] ? t->last_good : "(none yet)");
+}
+
+/* The model, optimizer and run state: from the checkpoint to resume, or
+ * new from the configuration and the seed. */
+static int start_model(struct trainer *t, struct sw_err *err)
+{
+	const struct train_config *tc = t->tc;
+	struct sw_config c = tc->model;
+	int rc;
+
+	if (tc->resume) {
+		if ((rc = modelio_load(tc->resume, &t->m, err)) ||
+		    (rc = modelio_load_state(tc->resume, &t->m, &t->o, &t->rs, err))) {
+			sw_err_prefix(err, "%s", tc->resume);
+			return rc;
+		}
+		if (tc->steps_given)
+			t->o.cfg.steps = tc->optim.steps;
+		t->B = t->rs.batch;
+		t->A = t->rs.grad_accum;
+		snprintf(t->last_good, sizeof t->last_good, "%s", tc->resume);
+		return SW_OK;
+	}
+	if (!c.vocab_size)
+		c.vocab_size = t->d.max_token + 1;
+	if ((rc = model_build(&t->m, &c, err)) || (rc = optim_init(&t->o, &tc->optim, &t->m, err)))
+		return rc;
+	model_init(&t->m, tc->seed);
+	memset(&t->rs, 0, sizeof t->rs);
+	rng_seed(&t->rs.rng, tc->seed ^ 0xda7a5eedULL);
+	t->rs.batch = t->B;
+	t->rs.grad_accum = t->A;
+	t->rs.seq_len = (int)c.seq_len;
+	t->rs.seed = tc->seed;
+	return SW_OK;
+}
+
+/* The trace: the resumed run's, appended to, or a new one. */
+static int open_trace(struct trainer *t, struct sw_err *err)
+{
+	const struct train_config *tc = t->tc;
+	int rc;
+
+	if (tc->trace_path && !tc->trace_path[0])
+		return SW_OK;
+	if (tc->trace_path)
+		snprintf(t->trace_path, sizeof t->trace_path, "%s", tc->trace_path);
+	else
+		snprintf(t->trace_path, sizeof t->trace_path, "%s/trace.h5", tc->out_dir);
+	rc = t->claim.append ? trace_reopen(t->trace_path, t->tp.s, t->tp.ns, t->rs.step, &t->tw, err)
+			     : trace_create(t->trace_path, &t->m.c, t->tp.s, t->tp.ns, &t->tw, err);
+	if (rc)
+		sw_err_prefix(err, "%s", t->trace_path);
+	return rc;
+}
+
+/* Everything before the first step: data, model, checks, the output
+ * directory, buffers, the trace; then, the run started, what --force
+ * replaces of an earlier run is removed. */
+static int trainer_open(struct trainer *t, const struct train_config *tc, struct sw_err *err)
+{
+	char note[1024];
+	size_t bt;
+	int rc;
+
+	memset(t, 0, sizeof *t);
+	t->tc = tc;
+	t->B = tc->batch;
+	t->A = tc->grad_accum;
+	t->t0 = t->t_last = now_s();
+	if ((rc = data_open(tc->data_path, tc->data_format, tc->val_fraction, &t->d, err))) {
 		sw_err_prefix(err, "%s", tc->data_path);
 		return rc;
 	}
-	if (tc->resume) {
-		if ((rc = modelio_load(tc->resume, &m, err)) ||
-		    (rc = modelio_load_state(tc->resume, &m, &o, &rs, err))) {
-			sw_err_prefix(err, "%s", tc->resume);
-			goto out;
-		}
-		if (tc->steps_given)
-			o.cfg.steps = tc->optim.steps;
-		B = rs.batch;
-		A = rs.grad_accum;
-		snprintf(last_good, sizeof last_good, "%s", tc->resume);
-	} else {
-		struct sw_config c = tc->model;
-		if (!c.vocab_size)
-			c.vocab_size = d.max_token + 1;
-		if ((rc = model_build(&m, &c, err)) || (rc = optim_init(&o, &tc->optim, &m, err)))
-			goto out;
-		model_init(&m, tc->seed);
-		memset(&rs, 0, sizeof rs);
-		rng_seed(&rs.rng, tc->seed ^ 0xda7a5eedULL);
-		rs.batch = B;
-		rs.grad_accum = A;
-		rs.seq_len = (int)c.seq_len;
-		rs.seed = tc->seed;
-	}
-	T = (int)m.c.seq_len;
-	rs.train_loss = rs.val_loss = NAN;
-	if ((rc = data_check(&d, T, (int)m.c.vocab_size, err))) {
+	if ((rc = start_model(t, err)))
+		return rc;
+	t->T = (int)t->m.c.seq_len;
+	t->rs.train_loss = t->rs.val_loss = NAN;
+	if ((rc = data_check(&t->d, t->T, (int)t->m.c.vocab_size, err))) {
 		sw_err_prefix(err, "%s", tc->data_path);
-		goto out;
+		return rc;
 	}
+	if ((rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
+			       &t->claim, err)))
+		return rc;
 	/* only now: a run refused for its data leaves no directory behind */
-	if ((rc = ensure_dir(tc->out_dir, err)))
-		goto out;
-	if ((rc = model_alloc_acts(&m, B, T, err)))
-		goto out;
-	tok = malloc((size_t)B * T * sizeof *tok);
-	tgt = malloc((size_t)B * T * sizeof *tgt);
-	all_tok = malloc((size_t)A * B * T * sizeof *all_tok);
-	all_tgt = malloc((size_t)A * B * T * sizeof *all_tgt);
-	if (!tok || !tgt || !all_tok || !all_tgt) {
-		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-		goto out;
-	}
-	if ((rc = plan_trace(&tp, &m, err)))
-		goto out;
-	if (tc->fisher_every > 0 && !(fisher = malloc(m.nparams * sizeof *fisher))) {
-		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for /fisher");
-		goto out;
-	}
-	if (!tc->trace_path || tc->trace_path[0]) {
-		if (tc->trace_path)
-			snprintf(trace_path, sizeof trace_path, "%s", tc->trace_path);
-		else
-			snprintf(trace_path, sizeof trace_path, "%s/trace.h5", tc->out_dir);
-		rc = tc->resume ? trace_reopen(trace_path, tp.s, tp.ns, rs.step, &tw, err)
-				: trace_create(trace_path, &m.c, tp.s, tp.ns, &tw, err);
-		if (rc) {
-			sw_err_prefix(err, "%s", trace_path);
-			goto out;
-		}
-	}
+	if ((rc = ensure_dir(tc->out_dir, err)) || (rc = model_alloc_acts(&t->m, t->B, t->T, err)))
+		return rc;
+	bt = (size_t)t->B * t->T;
+	t->tok = malloc(bt * sizeof *t->tok);
+	t->tgt = malloc(bt * sizeof *t->tgt);
+	t->all_tok = malloc(t->A * bt * sizeof *t->all_tok);
+	t->all_tgt = malloc(t->A * bt * sizeof *t->all_tgt);
+	if (!t->tok || !t->tgt || !t->all_tok || !t->all_tgt)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	if ((rc = plan_trace(&t->tp, &t->m, err)))
+		return rc;
+	if (tc->fisher_every > 0 && !(t->fisher = malloc(t->m.nparams * sizeof *t->fisher)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for /fisher");
+	if ((rc = open_trace(t, err)) || (rc = rundir_clear(&t->claim, note, sizeof note, err)))
+		return rc;
+	if (note[0] && tc->note)
+		tc->note(tc->ctx, note);
+	t->first_step = t->rs.step;
+	t->first_tokens = t->tok_last = t->rs.tokens;
+	return SW_OK;
+}
 
-	first_step = rs.step;
-	tok_last = rs.tokens;
-	while (rs.step < o.cfg.steps) {
-		int64_t step = rs.step;
-		double loss = 0, gnorm, clip = 1, lr;
-		int evaluated = 0, checkpointed = 0;
-
-		/* next batch, forward, backward: A micro-batches, mean loss */
-		model_zero_grad(&m);
-		for (int a = 0; a < A; a++) {
-			data_train_batch(&d, &rs.rng, B, T, tok, tgt);
-			memcpy(all_tok + (size_t)a * B * T, tok, (size_t)B * T * sizeof *tok);
-			memcpy(all_tgt + (size_t)a * B * T, tgt, (size_t)B * T * sizeof *tgt);
-			model_forward(&m, tok, tgt, B, T);
-			if (!isfinite(m.loss)) {
-				rc = sw_fail(err, SW_EDATA,
-					     "loss is %s at step %lld: stopped; the last good checkpoint is %s",
-					     num_str(m.loss, nb, sizeof nb), (long long)step + 1,
-					     last_good[0] ? last_good : "(none yet)");
-				goto out;
-			}
-			loss += m.loss / A;
-			model_backward(&m, tok, tgt, 1.0 / A);
-		}
-		/* clip, update */
-		gnorm = optim_grad_norm(&m);
-		if (!isfinite(gnorm)) {
-			rc = sw_fail(err, SW_EDATA,
-				     "gradient norm is %s at step %lld: stopped; the last good checkpoint is %s",
-				     num_str(gnorm, nb, sizeof nb), (long long)step + 1,
-				     last_good[0] ? last_good : "(none yet)");
-			goto out;
-		}
-		if (o.cfg.grad_clip > 0 && gnorm > o.cfg.grad_clip)
-			clip = o.cfg.grad_clip / gnorm;
-		lr = optim_lr_at(&o.cfg, step);
-		optim_step(&o, &m, step, clip);         /* m.grads stay raw for /grads */
-		rs.step++;
-		rs.tokens += (int64_t)A * B * T;
-		rs.train_loss = loss;
-
-		/* trace stats come from this step's last forward, before eval
-		 * reuses the activations */
-		int trace_now = tw && tc->trace_every > 0 &&
-				(rs.step % tc->trace_every == 0 || rs.step == o.cfg.steps);
-		if (trace_now)
-			trace_stats(&tp, &m);
-		if (tc->eval_every > 0 && d.n > d.n_train &&
-		    (rs.step % tc->eval_every == 0 || rs.step == o.cfg.steps)) {
-			if (eval_loss(&m, &d, tc->eval_batches, B, T, tok, tgt, &val)) {
-				rc = sw_fail(err, SW_EDATA,
-					     "validation loss is %s at step %lld: stopped; the last good checkpoint is %s",
-					     num_str(val, nb, sizeof nb), (long long)rs.step,
-					     last_good[0] ? last_good : "(none yet)");
-				goto out;
-			}
-			rs.val_loss = val;
-			evaluated = 1;
-		} else {
-			rs.val_loss = NAN;
-		}
-		if (trace_now) {
-			const double *rowp[S_COUNT];
-			tp.row[S_LOSS][0] = loss;
-			tp.row[S_VAL_LOSS][0] = evaluated ? val : NAN;
-			tp.row[S_LR][0] = lr;
-			tp.row[S_GRAD_NORM][0] = gnorm;
-			tp.row[S_TOKENS][0] = (double)rs.tokens;
-			tp.row[S_SECONDS][0] = now_s() - t0;
-			tp.row[S_OUT_NORM][0] = out_norm(&m);
-			for (int i = 0; i < tp.ns; i++)
-				rowp[i] = tp.row[i];
-			/* the rows flushed before stay: the trace is the run's log */
-			if ((rc = trace_append(tw, rs.step, rowp, err))) {
-				sw_err_prefix(err, "%s", trace_path);
-				goto out;
-			}
-		}
-		int stop = tc->interrupt && *tc->interrupt;
-		if ((tc->ckpt_every > 0 && rs.step % tc->ckpt_every == 0) || rs.step == o.cfg.steps || stop) {
-			struct modelio_extras x = {all_tok, all_tgt, A * B, T, tc->save_grads,
-						   NULL, 0, 0, 0};
-			if (tc->fisher_every > 0 && rs.step % tc->fisher_every == 0) {
-				/* GNB on this step's batch at the new parameters, with
-				 * its own RNG: the run's data order is untouched */
-				struct sw_rng fr;
-				x.fisher_seed = rs.seed * 1000003ULL + (uint64_t)rs.step;
-				rng_seed(&fr, x.fisher_seed);
-				memset(fisher, 0, m.nparams * sizeof *fisher);
-				if ((rc = gnb_estimate(&m, all_tok, A * B, T, B, 1, &fr, fisher, NULL, NULL, err)))
-					goto out;
-				x.fisher = fisher;
-				x.fisher_batch_tokens = (int64_t)A * B * T;
-				x.fisher_draws = 1;
-			}
-			snprintf(ckpt, sizeof ckpt, "%s/ckpt-%06lld.h5", tc->out_dir, (long long)rs.step);
-			if ((rc = modelio_save(ckpt, &m, &o, &rs, &x, err)))
-				goto out;
-			snprintf(last_good, sizeof last_good, "%s", ckpt);
-			checkpointed = 1;
-		}
-		if (tc->progress) {
-			double t = now_s();
-			struct train_progress p = {
-				.step = rs.step, .steps = o.cfg.steps, .loss = loss,
-				.val_loss = evaluated ? val : NAN, .lr = lr, .grad_norm = gnorm,
-				.tokens_per_s = (double)(rs.tokens - tok_last) / (t - t_last + 1e-12),
-				.elapsed_s = t - t0,
-				.checkpoint = checkpointed ? ckpt : NULL,
-			};
-			p.eta_s = p.elapsed_s / (double)(rs.step - first_step) *
-				  (double)(o.cfg.steps - rs.step);
-			t_last = t;
-			tok_last = rs.tokens;
-			tc->progress(tc->ctx, &p);
-		}
-		if (stop) {
-			rc = sw_fail(err, SW_EINTERRUPTED, "interrupted at step %lld; wrote %s",
-				(long long)rs.step, last_good);
-			goto out;
-		}
-	}
-	rc = SW_OK;
-out:
-	if (res) {
-		snprintf(res->checkpoint, sizeof res->checkpoint, "%s", last_good);
-		res->step = rs.step;
-		res->loss = rs.train_loss;
-		res->val_loss = rs.val_loss;
-	}
-	if (tw) {
+/* Free everything; the trace's close may fail (rc is returned if set). */
+static int trainer_close(struct trainer *t, int rc, struct sw_err *err)
+{
+	if (t->tw) {
 		struct sw_err e2;
-		if (trace_close(tw, &e2) && !rc) {
+		if (trace_close(t->tw, &e2) && !rc) {
 			*err = e2;
-			sw_err_prefix(err, "%s", trace_path);
+			sw_err_prefix(err, "%s", t->trace_path);
 			rc = e2.code;
 		}
 	}
-	free_plan(&tp);
-	free(fisher);
-	free(tok);
-	free(tgt);
-	free(all_tok);
-	free(all_tgt);
-	optim_free(&o);
-	if (m.tensors)
-		model_free(&m);
-	data_close(&d);
+	rundir_claim_free(&t->claim);
+	free_plan(&t->tp);
+	free(t->fisher);
+	free(t->tok);
+	free(t->tgt);
+	free(t->all_tok);
+	free(t->all_tgt);
+	optim_free(&t->o);
+	if (t->m.tensors)
+		model_free(&t->m);
+	data_close(&t->d);
 	return rc;
+}
+
+/* Micro-batch a of the step: the next B sequences of the sampler, kept in
+ * the step's batch. */
+static void next_batch(struct trainer *t, int a)
+{
+	size_t bt = (size_t)t->B * t->T;
+
+	data_train_batch(&t->d, &t->rs.rng, t->B, t->T, t->tok, t->tgt);
+	memcpy(t->all_tok + a * bt, t->tok, bt * sizeof *t->tok);
+	memcpy(t->all_tgt + a * bt, t->tgt, bt * sizeof *t->tgt);
+}
+
+/* Zero grad, then per micro-batch: next batch, forward, backward; the
+ * gradient is of the mean loss over the A micro-batches. */
+static int forward_backward(struct trainer *t, struct step_log *s, struct sw_err *err)
+{
+	struct model *m = &t->m;
+
+	s->loss = 0;
+	model_zero_grad(m);
+	for (int a = 0; a < t->A; a++) {
+		next_batch(t, a);
+		model_forward(m, t->tok, t->tgt, t->B, t->T);
+		if (!isfinite(m->loss))
+			return stopped(t, "loss", m->loss, s->step + 1, err);
+		s->loss += m->loss / t->A;
+		model_backward(m, t->tok, t->tgt, 1.0 / t->A);
+	}
+	return SW_OK;
+}
+
+/* Clip and update; the step is done. */
+static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
+{
+	double clip = 1;
+
+	s->grad_norm = optim_grad_norm(&t->m);
+	if (!isfinite(s->grad_norm))
+		return stopped(t, "gradient norm", s->grad_norm, s->step + 1, err);
+	if (t->o.cfg.grad_clip > 0 && s->grad_norm > t->o.cfg.grad_clip)
+		clip = t->o.cfg.grad_clip / s->grad_norm;
+	s->lr = optim_lr_at(&t->o.cfg, s->step);
+	optim_step(&t->o, &t->m, s->step, clip);        /* m.grads stay raw for /grads */
+	t->rs.step++;
+	t->rs.tokens += (int64_t)t->A * t->B * t->T;
+	t->rs.train_loss = s->loss;
+	return SW_OK;
+}
+
+/* Is this (done) step one of every n, or the last? */
+static int due(const struct trainer *t, int64_t every)
+{
+	return every > 0 && (t->rs.step % every == 0 || t->rs.step == t->o.cfg.steps);
+}
+
+/* The validation loss when due (and there is a validation split). */
+static int evaluate(struct trainer *t, struct step_log *s, struct sw_err *err)
+{
+	double val;
+
+	t->rs.val_loss = NAN;
+	if (!due(t, t->tc->eval_every) || t->d.n <= t->d.n_train)
+		return SW_OK;
+	if (eval_loss(&t->m, &t->d, t->tc->eval_batches, t->B, t->T, t->tok, t->tgt, &val))
+		return stopped(t, "validation loss", val, t->rs.step, err);
+	t->rs.val_loss = s->val_loss = val;
+	return SW_OK;
+}
+
+/* A trace row: the scalars of the step and the series trace_stats filled. */
+static int trace_row(struct trainer *t, const struct step_log *s, struct sw_err *err)
+{
+	struct trace_plan *tp = &t->tp;
+	const double *rowp[S_COUNT];
+	int rc;
+
+	tp->row[S_LOSS][0] = s->loss;
+	tp->row[S_VAL_LOSS][0] = s->val_loss;
+	tp->row[S_LR][0] = s->lr;
+	tp->row[S_GRAD_NORM][0] = s->grad_norm;
+	tp->row[S_TOKENS][0] = (double)t->rs.tokens;
+	tp->row[S_SECONDS][0] = now_s() - t->t0;
+	tp->row[S_OUT_NORM][0] = out_norm(&t->m);
+	for (int i = 0; i < tp->ns; i++)
+		rowp[i] = tp->row[tp->kind[i]];
+	/* the rows flushed before stay: the trace is the run's log */
+	if ((rc = trace_append(t->tw, t->rs.step, rowp, err)))
+		sw_err_prefix(err, "%s", t->trace_path);
+	return rc;
+}
+
+/* A checkpoint when due, at the end, or when stopping; /fisher in it at
+ * multiples of fisher_every. */
+static int checkpoint(struct trainer *t, struct step_log *s, int stop, struct sw_err *err)
+{
+	const struct train_config *tc = t->tc;
+	struct run_state *rs = &t->rs;
+	struct modelio_extras x = {t->all_tok, t->all_tgt, t->A * t->B, t->T, tc->save_grads,
+				   NULL, 0, 0, 0};
+	int rc;
+
+	if (!due(t, tc->ckpt_every) && rs->step != t->o.cfg.steps && !stop)
+		return SW_OK;
+	if (tc->fisher_every > 0 && rs->step % tc->fisher_every == 0) {
+		/* GNB on this step's batch at the new parameters, with its own
+		 * RNG: the run's data order is untouched */
+		struct sw_rng fr;
+		x.fisher_seed = rs->seed * 1000003ULL + (uint64_t)rs->step;
+		rng_seed(&fr, x.fisher_seed);
+		memset(t->fisher, 0, t->m.nparams * sizeof *t->fisher);
+		if ((rc = gnb_estimate(&t->m, t->all_tok, t->A * t->B, t->T, t->B, 1, &fr, t->fisher,
+				       NULL, NULL, err)))
+			return rc;
+		x.fisher = t->fisher;
+		x.fisher_batch_tokens = (int64_t)t->A * t->B * t->T;
+		x.fisher_draws = 1;
+	}
+	snprintf(t->ckpt, sizeof t->ckpt, "%s/ckpt-%06lld.h5", tc->out_dir, (long long)rs->step);
+	if ((rc = modelio_save(t->ckpt, &t->m, &t->o, rs, &x, err)))
+		return rc;
+	snprintf(t->last_good, sizeof t->last_good, "%s", t->ckpt);
+	s->checkpointed = 1;
+	return SW_OK;
+}
+
+/* The progress callback: the step, its rates since the last report. */
+static void report(struct trainer *t, const struct step_log *s)
+{
+	double now = now_s();
+	struct train_progress p = {
+		.step = t->rs.step, .steps = t->o.cfg.steps, .tokens = t->rs.tokens,
+		.tokens_run = t->rs.tokens - t->first_tokens,
+		.loss = s->loss, .val_loss = s->val_loss, .lr = s->lr, .grad_norm = s->grad_norm,
+		.tokens_per_s = (double)(t->rs.tokens - t->tok_last) / (now - t->t_last + 1e-12),
+		.elapsed_s = now - t->t0,
+		.checkpoint = s->checkpointed ? t->ckpt : NULL,
+	};
+
+	if (!t->tc->progress)
+		return;
+	p.eta_s = p.elapsed_s / (double)(t->rs.step - t->first_step) * (double)(t->o.cfg.steps - t->rs.step);
+	t->t_last = now;
+	t->tok_last = t->rs.tokens;
+	t->tc->progress(t->tc->ctx, &p);
+}
+
+int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err)
+{
+	struct trainer t;
+	int rc = trainer_open(&t, tc, err);
+
+	while (!rc && t.rs.step < t.o.cfg.steps) {
+		struct step_log s = {.step = t.rs.step, .val_loss = NAN};
+		int trace_now, stop;
+
+		if ((rc = forward_backward(&t, &s, err)) || (rc = update(&t, &s, err)))
+			break;
+		/* the trace's activation statistics are this step's, before
+		 * evaluation reuses the activations */
+		trace_now = t.tw && due(&t, tc->trace_every);
+		if (trace_now)
+			trace_stats(&t.tp, &t.m);
+		if ((rc = evaluate(&t, &s, err)) || (trace_now && (rc = trace_row(&t, &s, err))))
+			break;
+		stop = tc->interrupt && *tc->interrupt;
+		if ((rc = checkpoint(&t, &s, stop, err)))
+			break;
+		report(&t, &s);
+		if (stop)
+			rc = sw_fail(err, SW_EINTERRUPTED, "interrupted at step %lld; wrote %s",
+				     (long long)t.rs.step, t.last_good);
+	}
+	if (res) {
+		snprintf(res->checkpoint, sizeof res->checkpoint, "%s", t.last_good);
+		res->step = t.rs.step;
+		res->loss = t.rs.train_loss;
+		res->val_loss = t.rs.val_loss;
+	}
+	return trainer_close(&t, rc, err);
 }

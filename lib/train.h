@@ -3,7 +3,9 @@
  * forward, zero grad, backward, clip, update, trace, evaluate, checkpoint.
  *
  * Checkpoints go to OUT/ckpt-NNNNNN.h5 (atomically) every ckpt_every
- * steps and at the end; the trace (trace.h) gets a row every trace_every
+ * steps and at the end, into a directory that holds no other run (the
+ * rule of rundir.h: refused, or with force the earlier run's files
+ * removed once this run has started); the trace (trace.h) gets a row every trace_every
  * steps with the loss, learning rate, gradient norm, tokens, seconds, the
  * validation loss when evaluated, and the per-layer and per-head series
  * the papers plot. A NaN or Inf loss stops the run before the update,
@@ -24,6 +26,8 @@
 
 struct train_progress {
 	int64_t step, steps;            /* updates done, planned */
+	int64_t tokens;                 /* tokens seen */
+	int64_t tokens_run;             /* tokens seen by this process (since a resume) */
 	double loss, val_loss;          /* val_loss NaN when not evaluated */
 	double lr, grad_norm;
 	double tokens_per_s, elapsed_s, eta_s;
@@ -47,9 +51,11 @@ struct train_config {
 	int save_grads;                 /* /grads and /batch in every checkpoint */
 	int64_t fisher_every;           /* /fisher (GNB, 1 draw) in checkpoints at multiples */
 	const char *resume;             /* a checkpoint to go on from, or NULL */
+	int force;                      /* replace a run out_dir holds (rundir.h) */
 	int steps_given;                /* with resume: --steps overrides */
 	volatile sig_atomic_t *interrupt;
 	void (*progress)(void *ctx, const struct train_progress *p);
+	void (*note)(void *ctx, const char *msg);       /* what force removed; may be NULL */
 	void *ctx;
 };
 
@@ -61,7 +67,7 @@ struct train_result {
 
 /* Train. SW_OK, or: SW_EDATA for bad data or a NaN loss (err says at
  * which step and which checkpoint is the last good one), SW_ENOINPUT,
- * SW_ECANTCREAT, SW_EIO, SW_ESOFTWARE; SW_EINTERRUPTED when interrupted
+ * SW_ECANTCREAT (also: out_dir holds another run), SW_EIO, SW_ESOFTWARE; SW_EINTERRUPTED when interrupted
  * (after the checkpoint was written). */
 int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err);
 

@@ -119,6 +119,29 @@ void tool_error(struct tool *t, const char *file, const struct sw_err *err)
 		t->status = err->code ? err->code : SW_ESOFTWARE;
 }
 
+void tool_selected(struct tool *t, const char *file, size_t count, const char *what)
+{
+	if (count || !select_given(&t->sel)) {
+		t->files_matched++;
+		return;
+	}
+	t->files_unmatched++;
+	tool_progress_done(t);
+	fflush(stdout);
+	fprintf(stderr, "%s: %s: no %s matches the selection (%s)\n", t->prog, file, what,
+		select_describe(&t->sel));
+}
+
+/* The exit status so far; a selection that matched nothing in any file
+ * read is bad data (65), as a real error would be, so that "&&" stops:
+ * a table of only its header is no result. */
+static int selection_status(const struct tool *t)
+{
+	if (t->files_unmatched && !t->files_matched && (!t->status || t->status == SW_ECHECK))
+		return SW_EDATA;
+	return t->status;
+}
+
 void tool_progress(struct tool *t, const char *fmt, ...)
 {
 	va_list ap;
@@ -146,7 +169,7 @@ int tool_stdout_broken(struct tool *t)
 
 int tool_finish(struct tool *t)
 {
-	int status = t->status;
+	int status = selection_status(t);
 
 	tool_progress_done(t);
 	if (fflush(stdout) != 0 || ferror(stdout)) {

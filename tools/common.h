@@ -42,7 +42,9 @@ enum {
 	"  --json         JSON Lines instead of TSV\n"                                      \
 	"  --help, --version\n"                                                             \
 	"\n"                                                                                \
-	"With no FILE, or FILE '-', file names are read from stdin, one per line.\n"
+	"A selection matching nothing in a file is said on stderr (exit 65 if it\n"         \
+	"matched in no file). With no FILE, or FILE '-', file names are read from\n"       \
+	"stdin, one per line.\n"
 
 struct tool {
 	const char *prog;
@@ -57,6 +59,7 @@ struct tool {
 	int from_stdin;
 	char *line;
 	size_t line_cap;
+	long files_matched, files_unmatched;    /* by the selection (tool_selected) */
 };
 
 void tool_init(struct tool *t, const char *prog, const char *usage,
@@ -79,6 +82,15 @@ const char *tool_next_file(struct tool *t);
 
 /* Report err as "sw-TOOL: FILE: msg" and remember its status. */
 void tool_error(struct tool *t, const char *file, const struct sw_err *err);
+
+/*
+ * What the selection chose in file: count things of the kind the tool
+ * computes on (what: "tensor", "matrix", "layer"). With a selection given
+ * and count 0 it says so, "sw-TOOL: FILE: no matrix matches the selection
+ * (--block norm)"; tool_finish then exits 65 if the selection matched
+ * nothing in every file read (0 when it matched in some).
+ */
+void tool_selected(struct tool *t, const char *file, size_t count, const char *what);
 
 /* Progress line on stderr when it is a terminal; done clears it. */
 void tool_progress(struct tool *t, const char *fmt, ...)

@@ -51,22 +51,31 @@ static void tied_head_info(const struct ckpt *ck, struct sw_tensor_info *h)
 	arch_info_for_role(&ckpt_meta(ck)->config, "lm_head", -1, h);
 }
 
-static void list_file(struct tool *tl, struct table *tb, const char *file, struct ckpt *ck)
+/* The rows listed. */
+static size_t list_file(struct tool *tl, struct table *tb, const char *file, struct ckpt *ck)
 {
+	size_t n = 0;
+
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
-		if (select_match_info(&tl->sel, t))
+		if (select_match_info(&tl->sel, t)) {
 			list_row(tb, file, t, t->dtype_name, t->numel);
+			n++;
+		}
 	}
 	if (ckpt_meta(ck)->head_tied && ckpt_find_role(ck, "embed", -1) >= 0) {
 		struct sw_tensor_info h;
 		tied_head_info(ck, &h);
-		if (select_match_info(&tl->sel, &h))
+		if (select_match_info(&tl->sel, &h)) {
 			list_row(tb, file, &h, "tied", 0);
+			n++;
+		}
 	}
+	return n;
 }
 
-static void summary_file(struct tool *tl, struct table *tb, const char *file, struct ckpt *ck)
+/* The tensors counted. */
+static size_t summary_file(struct tool *tl, struct table *tb, const char *file, struct ckpt *ck)
 {
 	int64_t count[SW_BLOCK_COUNT] = {0}, params[SW_BLOCK_COUNT] = {0}, total = 0, ntotal = 0;
 
@@ -95,6 +104,7 @@ static void summary_file(struct tool *tl, struct table *tb, const char *file, st
 	table_int(tb, total);
 	table_num(tb, total ? 1.0 : 0.0);
 	table_end_row(tb);
+	return (size_t)ntotal;
 }
 
 int main(int argc, char **argv)
@@ -131,10 +141,8 @@ int main(int argc, char **argv)
 			tool_error(&tl, file, &err);
 			continue;
 		}
-		if (summary)
-			summary_file(&tl, &tb, file, ck);
-		else
-			list_file(&tl, &tb, file, ck);
+		tool_selected(&tl, file, summary ? summary_file(&tl, &tb, file, ck)
+						 : list_file(&tl, &tb, file, ck), "tensor");
 		ckpt_close(ck);
 	}
 	return tool_finish(&tl);

@@ -69,6 +69,7 @@ static void norms_file(struct tool *tl, struct table *tb, const char *file, stru
 		tool_error(tl, file, &err);
 		return;
 	}
+	tool_selected(tl, file, n, "matrix");   /* rows are of matrices only */
 	for (size_t k = 0; k < n && !tool_stdout_broken(tl); k++) {
 		struct op_norms norms;
 
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
 		TOOL_COMMON_OPTIONS,
 		{NULL, 0, NULL, 0}
 	};
+	/* the folded head's row (norms_plan) has a role of its own */
+	static const char *const own_roles[] = {"lm_head_folded", NULL};
 	struct tool tl;
 	struct table tb;
 	const char *file;
@@ -94,6 +97,7 @@ int main(int argc, char **argv)
 
 	tool_runtime(argv);
 	tool_init(&tl, "sw-norms", usage, help, argc, argv);
+	select_tool_roles(&tl.sel, own_roles);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1)
 		tool_common_option(&tl, opt, optarg);
 	tool_files_begin(&tl, optind);

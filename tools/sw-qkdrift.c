@@ -30,7 +30,8 @@ static const char help[] =
 	"                 relative change of the product from the first to the last step\n"
 	"  --check MAX    with --drift: exit 1 when any |slope| (or |mult_slope|)\n"
 	"                 exceeds MAX, naming the layer and head\n"
-	"  --layer LIST   only these layers (0,3-5)\n"
+	"  --layer LIST   only these layers (0,3-5); a file with none of them is said\n"
+	"                 on stderr (exit 65 if no file had one)\n"
 	"  --json         JSON Lines instead of TSV\n"
 	"  --help, --version\n"
 	"\n"
@@ -259,6 +260,9 @@ int main(int argc, char **argv)
 			tool_error(&tl, file, &err);
 		} else if (qkdrift_heads(ck, &tl.sel, &x.heads, &nh, &err)) {
 			tool_error(&tl, file, &err);
+		} else if (!nh) {
+			tool_selected(&tl, file, 0, "layer");   /* --layer matched none of its layers */
+			free(x.heads);
 		} else if (!(x.file = strdup(file)) || (n == cap && grow(&e, &cap))) {
 			sw_fail(&err, SW_ESOFTWARE, "out of memory");
 			tool_error(&tl, file, &err);
@@ -267,6 +271,7 @@ int main(int argc, char **argv)
 			ckpt_close(ck);
 			break;
 		} else {
+			tool_selected(&tl, file, nh, "layer");
 			if (!first_file) {
 				first = m->config;
 				first_file = x.file;

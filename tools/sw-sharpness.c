@@ -187,6 +187,17 @@ static int print_file(struct tool *tl, struct table *tb, const char *file, const
 	return rc;
 }
 
+/* Does the selection match a tensor of the estimate? Says so if not. */
+static int selected(struct tool *tl, const char *file, const struct blocksharp_estimate *e)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < e->n; i++)
+		n += (size_t)select_match_info(&tl->sel, &e->info[i]);
+	tool_selected(tl, file, n, "tensor");
+	return n > 0;
+}
+
 /* --check principle: a line per violation; SW_ECHECK if any. */
 static int check_principle(struct tool *tl, const char *file, const struct opts *o,
 			   const struct blocksharp_estimate *e, struct sw_err *err)
@@ -302,6 +313,10 @@ int main(int argc, char **argv)
 			      (long long)o.est.batch_tokens, o.est.draws);
 		rc = blocksharp_estimate(file, &o.est, &e, &err);
 		tool_progress_done(&tl);
+		if (!rc && !selected(&tl, file, &e)) {
+			blocksharp_free(&e);
+			continue;
+		}
 		if (!rc)
 			rc = print_file(&tl, &tb, file, &o, &e, &err);
 		if (!rc && o.check) {

@@ -145,6 +145,8 @@ static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set
 		tool_error(r->tl, r->file, &err);
 		return;
 	}
+	/* spectra are of matrices only; per head, of attention projections */
+	tool_selected(r->tl, r->file, n, r->o->so.per_head ? "attention projection" : "matrix");
 	for (size_t k = 0; k < n && !tool_stdout_broken(r->tl); k++) {
 		const struct sw_tensor_info *t = &jobs[k].info;
 		struct spectra_result res;

@@ -17,10 +17,12 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-train --data FILE --out DIR [options]";
+	"sw-train --data FILE --out DIR [--force] [--log] [--resume CKPT] [options]";
 static const char help[] =
 	"Train a small Llama-style model on the CPU; write checkpoints OUT/ckpt-NNNNNN.h5\n"
-	"and the trace OUT/trace.h5. Prints the last checkpoint's path on stdout.\n"
+	"and the trace OUT/trace.h5. Prints the last checkpoint's path on stdout. An OUT\n"
+	"holding another run is refused (exit 73) unless --resume continues it there or\n"
+	"--force replaces it.\n"
 	"\n"
 	"Data:\n"
 	"  --data FILE            llm.c token file, nanoGPT uint16 .bin, or text (bytes)\n"
@@ -57,7 +59,10 @@ static const char help[] =
 	"  --trace-every N        a trace row every N steps (10)\n"
 	"  --save-grads           /grads and /batch in every checkpoint\n"
 	"  --fisher-every N       /fisher (GNB sharpness, 1 draw) in checkpoints at multiples of N\n"
-	"  --resume CKPT          go on from a checkpoint (its model and optimizer)\n"
+	"  --resume CKPT          go on from a checkpoint (its model and optimizer);\n"
+	"                         into the checkpoint's directory, its run goes on there\n"
+	"  --force                replace the run DIR holds (its checkpoints and trace)\n"
+	"  --log                  a line on stderr per evaluation and checkpoint\n"
 	"  --threads N            threads (default: all cores)\n"
 	"  --help, --version\n"
 	"See sw-train(1).\n";
@@ -69,7 +74,8 @@ enum {
 	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
-	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS, O_FISHER_EVERY
+	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS, O_FISHER_EVERY,
+	O_FORCE, O_LOG
 };
 
 static volatile sig_atomic_t interrupted;
@@ -88,21 +94,92 @@ static int pick(const char *arg, const char *const *names, int n)
 	return -1;
 }
 
-static void progress(void *ctx, const struct train_progress *p)
-{
-	struct tool *tl = ctx;
+/* What the progress callback needs. */
+struct report {
+	struct tool *tl;
+	const char *out;
+	int log;                        /* --log: a line per evaluation and checkpoint */
+	int periodic;                   /* the run evaluates or checkpoints every so many steps */
+	int64_t last_tokens;            /* tokens_run at the last log line */
+	double last_s;                  /* elapsed_s at the last log line */
+};
 
-	if (!tl->progress)
-		return;
-	fprintf(stderr, "\r\033[Ksw-train: step %lld/%lld  loss %.4f", (long long)p->step,
+/* "42s", "5m06s", "2h03m" */
+static const char *duration(double s, char *buf, size_t len)
+{
+	long t = isfinite(s) && s > 0 ? (long)(s + 0.5) : 0;
+
+	if (t < 60)
+		snprintf(buf, len, "%lds", t);
+	else if (t < 3600)
+		snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	return buf;
+}
+
+/* --log: at each evaluation and checkpoint and at the end; a run that does
+ * neither every so many steps, at every tenth of its steps. */
+static int log_due(const struct report *r, const struct train_progress *p)
+{
+	int64_t tenth = (p->steps + 9) / 10;
+
+	return p->step == p->steps || !isnan(p->val_loss) || p->checkpoint ||
+	       (!r->periodic && p->step % tenth == 0);
+}
+
+/* A log line: the rate since the line before, the time left at the rate
+ * since the start. */
+static void log_line(struct report *r, const struct train_progress *p)
+{
+	double dt = p->elapsed_s - r->last_s;
+	char el[32], eta[32];
+
+	fprintf(stderr, "sw-train: %s: step %lld/%lld  loss %.4f", r->out, (long long)p->step,
 		(long long)p->steps, p->loss);
 	if (!isnan(p->val_loss))
 		fprintf(stderr, "  val %.4f", p->val_loss);
-	fprintf(stderr, "  lr %.3g  |g| %.3g  %.0f tok/s  ETA %.0fs", p->lr, p->grad_norm,
-		p->tokens_per_s, p->eta_s);
+	fprintf(stderr, "  lr %.3g  %.0f tok/s  elapsed %s  ETA %s", p->lr,
+		dt > 0 ? (double)(p->tokens_run - r->last_tokens) / dt : 0.0,
+		duration(p->elapsed_s, el, sizeof el), duration(p->eta_s, eta, sizeof eta));
 	if (p->checkpoint)
-		fputc('\n', stderr);
+		fprintf(stderr, "  %s", strrchr(p->checkpoint, '/') ? strrchr(p->checkpoint, '/') + 1
+								: p->checkpoint);
+	fputc('\n', stderr);
+	r->last_tokens = p->tokens_run;
+	r->last_s = p->elapsed_s;
+}
+
+/* On a terminal a bar redrawn every step (a checkpoint's stays); with
+ * --log, log lines, on a terminal between the bar's redraws. */
+static void progress(void *ctx, const struct train_progress *p)
+{
+	struct report *r = ctx;
+	char eta[32];
+
+	if (r->log && log_due(r, p)) {
+		if (r->tl->progress)
+			fputs("\r\033[K", stderr);
+		log_line(r, p);
+	} else if (r->tl->progress) {
+		fprintf(stderr, "\r\033[Ksw-train: step %lld/%lld  loss %.4f", (long long)p->step,
+			(long long)p->steps, p->loss);
+		if (!isnan(p->val_loss))
+			fprintf(stderr, "  val %.4f", p->val_loss);
+		fprintf(stderr, "  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s", p->lr, p->grad_norm,
+			p->tokens_per_s, duration(p->eta_s, eta, sizeof eta));
+		if (p->checkpoint && !r->log)
+			fputc('\n', stderr);
+	}
 	fflush(stderr);
+}
+
+/* What --force removed of an earlier run. */
+static void note(void *ctx, const char *msg)
+{
+	struct report *r = ctx;
+
+	fprintf(stderr, "sw-train: %s: --force: %s\n", r->out, msg);
 }
 
 /* "emb=10,qk=8" into the block ratios */
@@ -179,6 +256,8 @@ int main(int argc, char **argv)
 		{"resume", required_argument, NULL, O_RESUME},
 		{"threads", required_argument, NULL, O_THREADS},
 		{"fisher-every", required_argument, NULL, O_FISHER_EVERY},
+		{"force", no_argument, NULL, O_FORCE},
+		{"log", no_argument, NULL, O_LOG},
 		{NULL, 0, NULL, 0}
 	};
 	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
@@ -187,6 +266,7 @@ int main(int argc, char **argv)
 	static const char *const norm_wds[] = {"none", "all", "iwd"};
 	static const char *const mults[] = {"none", "scalar", "row", "col"};
 	struct tool tl;
+	struct report rep;
 	struct train_config tc;
 	struct sw_config *c = &tc.model;
 	struct sw_err err;
@@ -212,9 +292,12 @@ int main(int argc, char **argv)
 	tc.grad_accum = 1;
 	tc.seed = 1;
 	tc.trace_every = 10;
+	memset(&rep, 0, sizeof rep);
+	rep.tl = &tl;
 	tc.interrupt = &interrupted;
 	tc.progress = progress;
-	tc.ctx = &tl;
+	tc.note = note;
+	tc.ctx = &rep;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_DATA: tc.data_path = optarg; break;
@@ -313,6 +396,8 @@ int main(int argc, char **argv)
 		case O_TRACE_EVERY: tc.trace_every = tool_parse_int(&tl, "--trace-every", optarg, 0, 1LL << 40); break;
 		case O_SAVE_GRADS: tc.save_grads = 1; break;
 		case O_RESUME: tc.resume = optarg; break;
+		case O_FORCE: tc.force = 1; break;
+		case O_LOG: rep.log = 1; break;
 		case O_FISHER_EVERY: tc.fisher_every = tool_parse_int(&tl, "--fisher-every", optarg, 0, 1LL << 40); break;
 		case O_THREADS: threads = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024); break;
 		default: tool_common_option(&tl, opt, optarg); break;
@@ -322,6 +407,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "unexpected argument '%s'", argv[optind]);
 	if (!tc.data_path || !tc.out_dir)
 		tool_usage_error(&tl, "--data and --out are required");
+	rep.out = tc.out_dir;
+	rep.periodic = (tc.eval_every > 0 && tc.val_fraction > 0) || tc.ckpt_every > 0;
 	c->n_kv_heads = kv ? kv : c->n_heads;
 	c->head_dim = head_dim ? head_dim : c->d_model / c->n_heads;
 	if (!head_dim && c->d_model % c->n_heads)

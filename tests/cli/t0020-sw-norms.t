@@ -66,7 +66,8 @@ test_expect_success 'tied head: lm_head.weight from the embedding, as d_model ->
 '
 
 test_expect_success 'only matrices: norm gains are not rows' '
-	sw-norms --block norm "$FIX/tiny.h5" >out && test_line_count = 1 out
+	test_expect_code 65 sw-norms --block norm "$FIX/tiny.h5" >out 2>err && test_line_count = 1 out &&
+	grep -q "no matrix matches the selection (--block norm)" err
 '
 
 test_expect_success 'many files, one table: a norm-over-training series' '

@@ -111,8 +111,8 @@ test_expect_success '--per-head: the heads sum of sigma^2 is the whole ||W||_F^2
 '
 
 test_expect_success '--per-head: other matrices have no rows' '
-	sw-spectrum --per-head --role up,lm_head "$FIX/tiny.h5" >out &&
-	test_line_count = 1 out
+	test_expect_code 65 sw-spectrum --per-head --role up,lm_head "$FIX/tiny.h5" >out 2>err &&
+	test_line_count = 1 out && grep -q "no attention projection matches the selection" err
 '
 
 test_expect_success '--top 3: the first three of the full spectrum' '

@@ -23,7 +23,7 @@ within() {
 
 while IFS='|' read -r name flags convert; do
 	test_expect_success "$name: PyTorch on the export = scalewatch on the checkpoint" "
-		eval sw-train \$TRAIN --out run $flags >/dev/null &&
+		rm -rf run && eval sw-train \$TRAIN --out run $flags >/dev/null &&
 		sw-convert $convert run/ckpt-000020.h5 st &&
 		\"\$LOGITS\" run/ckpt-000020.h5 \$TOKENS >ours.tsv &&
 		\"\$PY\" \"\$REF\" logits st ours.tsv \$TOKENS >report && within report &&
@@ -36,7 +36,7 @@ untied, GQA, sharded|--n-heads 4 --n-kv-heads 2|--shard-size 20KB
 VARIANTS
 
 test_expect_success 'BF16 export: every value the F32 one rounded to nearest even' '
-	eval sw-train $TRAIN --out run --n-heads 4 --n-kv-heads 2 --tie >/dev/null &&
+	rm -rf run && eval sw-train $TRAIN --out run --n-heads 4 --n-kv-heads 2 --tie >/dev/null &&
 	sw-convert run/ckpt-000020.h5 f32 && sw-convert --dtype bf16 run/ckpt-000020.h5 bf16 &&
 	"$PY" "$REF" bf16 f32 bf16 >report && echo "bf16 0" >expect && test_cmp expect report
 '

@@ -42,6 +42,16 @@ test_expect_success 'the tokenizer, the main run, both sweeps' '
 	grep -q "sw-convert: out/hf (Hugging Face safetensors) and back: every norm identical" log
 '
 
+test_expect_success 'progress: each training phase its expected duration, a line per evaluation' '
+	grep -q "^== training: .*; expected [0-9]* s at [0-9]* tokens/s (at " log &&
+	grep -q "^== an lr x batch sweep: .*; expected [0-9]* s at [0-9]* tokens/s (at " log &&
+	grep -q "^== an lr x wd x width sweep: .*; expected [0-9]* s (at " log &&
+	grep "^sw-train: out/main: step" err >main && sed "s/  .*//" main >steps &&
+	printf "sw-train: out/main: step %s/40\n" 4 8 12 16 20 24 28 32 36 40 >expect && test_cmp expect steps &&
+	grep -c "tok/s  elapsed [0-9]*s  ETA [0-9]*s" main >n && echo 10 >expect && test_cmp expect n &&
+	grep -c "^sweep: [0-9]* of [0-9]* runs done, about [0-9]* s left" log >n && echo 12 >expect && test_cmp expect n
+'
+
 test_expect_success 'a rerun trains nothing again' '
 	SW_DEMO_TINY=1 SW_DEMO_OUT=out sh "$SW_TOP/demo/demo.sh" "$SW_BIN" >log2 2>err &&
 	! grep -q "^== training" log2 && ! grep -q "^== an lr" log2 && grep -q "^== done in" log2
