@@ -92,6 +92,7 @@ int main(int argc, char **argv)
 	const char *file;
 	int opt;
 
+	tool_std_fds();
 	tool_runtime(argv);
 	tool_init(&tl, "sw-norms", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1)

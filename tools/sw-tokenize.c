@@ -553,6 +553,7 @@ int main(int argc, char **argv)
 	struct tool tl;
 	int opt, i, json = 0;
 
+	tool_std_fds();
 	tool_runtime(argv);
 	tool_init(&tl, "sw-tokenize", usage, help, argc, argv);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "--version")))
