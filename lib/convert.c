@@ -246,6 +246,12 @@ static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan 
 			break;
 		}
 		rc = stw_write(w, v.data, v.numel, err);
+		/* a file that shrank explains a failed write too (EFAULT) */
+		if (ckptsrc_check(&v, err)) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+			blame(r, err, in);
+			rc = SW_EIO;
+		}
 		ckpt_release(ck, &v);
 		r->tensors++;
 		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * (uint64_t)sw_dtype_size(dtype);
@@ -566,6 +572,13 @@ static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
 			return rc;
 		}
 		rc = h5w_write_tensor(w, "/params", ckpt_info(ck, i), v.data, 1, err);
+		if (ckptsrc_check(&v, err)) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+			ckpt_release(ck, &v);
+			blame(r, err, in);
+			h5w_abort(w);
+			return SW_EIO;
+		}
 		ckpt_release(ck, &v);
 		r->tensors++;
 		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * 4;

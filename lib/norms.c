@@ -154,6 +154,9 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 		return rc;
 	}
 	rc = norms_summarize(v.data, t->shape[0], t->shape[1], folded ? gv.data : NULL, what, s, err);
+	/* a file that shrank meanwhile explains any result: none is kept */
+	if (ckptsrc_check(&v, err) || ckptsrc_check(&gv, err))
+		rc = SW_EIO;
 	ckpt_release(ck, &v);
 	ckpt_release(ck, &gv);
 	if (rc && !strstr(err->msg, t->name))

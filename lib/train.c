@@ -224,13 +224,16 @@ static double out_norm(const struct model *m)
 
 /* ---- the loop ----------------------------------------------------------- */
 
+/* SW_EDATA: the loss is not finite; SW_EIO (err set): the data file shrank */
 static int eval_loss(struct model *m, const struct dataset *d, int nbatches, int B, int T,
-		     int *tok, int *tgt, double *out)
+		     int *tok, int *tgt, double *out, struct sw_err *err)
 {
 	double sum = 0;
+	int rc;
 
 	for (int i = 0; i < nbatches; i++) {
-		data_val_batch(d, i, B, T, tok, tgt);
+		if ((rc = data_val_batch(d, i, B, T, tok, tgt, err)))
+			return rc;
 		model_forward(m, tok, tgt, B, T);
 		sum += m->loss;
 	}
@@ -360,7 +363,10 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		/* next batch, forward, backward: A micro-batches, mean loss */
 		model_zero_grad(&m);
 		for (int a = 0; a < A; a++) {
-			data_train_batch(&d, &rs.rng, B, T, tok, tgt);
+			if ((rc = data_train_batch(&d, &rs.rng, B, T, tok, tgt, err))) {
+				sw_err_prefix(err, "%s", tc->data_path);
+				goto out;
+			}
 			memcpy(all_tok + (size_t)a * B * T, tok, (size_t)B * T * sizeof *tok);
 			memcpy(all_tgt + (size_t)a * B * T, tgt, (size_t)B * T * sizeof *tgt);
 			model_forward(&m, tok, tgt, B, T);
@@ -399,7 +405,11 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 			trace_stats(&tp, &m);
 		if (tc->eval_every > 0 && d.n > d.n_train &&
 		    (rs.step % tc->eval_every == 0 || rs.step == o.cfg.steps)) {
-			if (eval_loss(&m, &d, tc->eval_batches, B, T, tok, tgt, &val)) {
+			if ((rc = eval_loss(&m, &d, tc->eval_batches, B, T, tok, tgt, &val, err))) {
+				if (rc == SW_EIO) {
+					sw_err_prefix(err, "%s", tc->data_path);
+					goto out;
+				}
 				rc = sw_fail(err, SW_EDATA,
 					     "validation loss is %s at step %lld: stopped; the last good checkpoint is %s",
 					     num_str(val, nb, sizeof nb), (long long)rs.step,
