@@ -7,8 +7,10 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,7 +19,8 @@
  * state in lib/, as in git's tempfile.c: a signal handler can reach
  * nothing else. Slots are claimed and released by the thread that writes
  * (tools write their outputs from one thread); the handler only reads. A
- * name that finds no free slot is simply not cleaned up on a signal.
+ * name that finds no free slot is simply not cleaned up on a signal; a
+ * directory takes one slot whatever it holds.
  */
 #define LIVE_SLOTS 64
 static char live_name[LIVE_SLOTS][PATH_MAX + 64];
@@ -45,6 +48,62 @@ static void live_remove(const char *tmp)
 		}
 }
 
+/* What the getdents64 system call fills its buffer with. */
+struct dirent64_raw {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+/*
+ * One pass over the directory open at fd, unlinking every entry but . and
+ * .. (subdirectories fail and stay: the tools make none). Returns how many
+ * were removed. Only system calls that are async-signal-safe (getdents64
+ * through syscall(), unlinkat, lseek) and no allocation: the handler calls
+ * it, and the directory may hold any number of files.
+ */
+static int unlink_entries(int fd)
+{
+	_Alignas(8) char buf[4096];
+	int removed = 0;
+	long n;
+
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return 0;
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+		for (long off = 0; off < n;) {
+			const struct dirent64_raw *de = (const void *)(buf + off);
+			const char *name = de->d_name;
+			off += de->d_reclen;
+			if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+				continue;
+			removed += unlinkat(fd, name, 0) == 0;
+		}
+	return removed;
+}
+
+/*
+ * Remove the directory at path with every file in it. Opened by name, so
+ * a directory already renamed into place is not touched. Passes repeat
+ * while they remove something: another thread may still be adding a file
+ * while a signal handler runs.
+ */
+static void remove_dir_and_files(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (int pass = 0; pass < 8; pass++) {
+		int removed = unlink_entries(fd);
+		if (rmdir(path) == 0 || (errno != ENOTEMPTY && errno != EEXIST) || !removed)
+			break;
+	}
+	close(fd);
+}
+
 static void remove_live_and_die(int sig)
 {
 	int saved = errno;
@@ -54,7 +113,7 @@ static void remove_live_and_die(int sig)
 			unlink(live_name[i]);     /* async-signal-safe */
 	for (int i = 0; i < LIVE_SLOTS; i++)
 		if (live_used[i] == 2)
-			rmdir(live_name[i]);      /* emptied by the loop above */
+			remove_dir_and_files(live_name[i]);
 	errno = saved;
 	signal(sig, SIG_DFL);
 	raise(sig);                               /* the status says which signal */
@@ -85,6 +144,12 @@ void atomic_remember(const char *path, int is_dir)
 void atomic_forget(const char *path)
 {
 	live_remove(path);
+}
+
+void atomic_remove_dir(const char *dir)
+{
+	remove_dir_and_files(dir);
+	live_remove(dir);
 }
 
 void atomic_discard(const char *tmp)

@@ -37,11 +37,16 @@ int atomic_finish(int fd, const char *tmp, const char *final, int rc, struct sw_
 void atomic_discard(const char *tmp);
 
 /* Remove path too if a signal kills the tool, until atomic_forget(path):
- * for outputs complete but not yet in place, such as the files of a
- * temporary directory renamed into place as a whole. is_dir: rmdir, after
- * every file. Without a free slot (64 in all) the path is not cleaned up. */
+ * for outputs complete but not yet in place, such as a temporary
+ * directory renamed into place as a whole. is_dir: the directory with
+ * every file in it, however many (after the files remembered alone).
+ * Without a free slot (64 in all) the path is not cleaned up. */
 void atomic_remember(const char *path, int is_dir);
 void atomic_forget(const char *path);
+
+/* Remove the directory dir with every file in it (it holds no
+ * subdirectory), and forget it. */
+void atomic_remove_dir(const char *dir);
 
 /* Make SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE remove the temporary
  * files alive before the process dies of them (signals ignored at start

@@ -163,14 +163,19 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	}
 	rng_seed(&r, o->seed);
 	if (o->same_batch) {
-		data_train_batch(&d, &r, B, T, tok, tgt);
-		rc = gnb_estimate(&m, tok, B, T, mb, o->draws, &r, e->h, labels, probs, err);
+		if ((rc = data_train_batch(&d, &r, B, T, tok, tgt, err)))
+			sw_err_prefix(err, "%s", o->data);
+		else
+			rc = gnb_estimate(&m, tok, B, T, mb, o->draws, &r, e->h, labels, probs, err);
 		for (int k = 0; inputs && k < o->draws; k++)
 			memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 	} else {
 		/* a fresh batch for every draw; each adds N g^2, averaged at the end */
 		for (int k = 0; k < o->draws && !rc; k++) {
-			data_train_batch(&d, &r, B, T, tok, tgt);
+			if ((rc = data_train_batch(&d, &r, B, T, tok, tgt, err))) {
+				sw_err_prefix(err, "%s", o->data);
+				break;
+			}
 			rc = gnb_estimate(&m, tok, B, T, mb, 1, &r, e->h,
 					  labels ? labels + (size_t)k * B * T : NULL, probs, err);
 			if (inputs)

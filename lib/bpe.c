@@ -206,10 +206,9 @@ struct bpe_merge bpe_merge_at(const struct bpe *b, int k)
 	return b->merge[k];
 }
 
-const unsigned char *bpe_token_bytes(const struct bpe *b, int id, size_t *len)
+size_t bpe_token_len(const struct bpe *b, int id)
 {
-	*len = b->tok_len[id];
-	return b->bytes + b->tok_off[id];
+	return b->tok_len[id];
 }
 
 /*
@@ -220,8 +219,9 @@ static int build(enum bpe_pretok p, const struct bpe_merge *m, size_t n, struct 
 		 size_t *bad, struct sw_err *err)
 {
 	struct bpe *b;
-	uint64_t total = 256;
+	uint64_t total = 256, flat = 256;
 	uint32_t cap = 64;
+	uint16_t *depth = NULL;
 	int rc = SW_ESOFTWARE;
 
 	*out = NULL;
@@ -243,7 +243,8 @@ static int build(enum bpe_pretok p, const struct bpe_merge *m, size_t n, struct 
 	b->tok_len = malloc((size_t)b->vocab * sizeof *b->tok_len);
 	b->rank_key = malloc((size_t)cap * sizeof *b->rank_key);
 	b->rank_val = malloc((size_t)cap * sizeof *b->rank_val);
-	if (!b->merge || !b->tok_off || !b->tok_len || !b->rank_key || !b->rank_val) {
+	depth = calloc((size_t)b->vocab, sizeof *depth);
+	if (!b->merge || !b->tok_off || !b->tok_len || !b->rank_key || !b->rank_val || !depth) {
 		sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto fail;
 	}
@@ -274,7 +275,6 @@ static int build(enum bpe_pretok p, const struct bpe_merge *m, size_t n, struct 
 		b->rank_key[i] = key;
 		b->rank_val[i] = (int32_t)k;
 		b->tok_len[id] = b->tok_len[l] + b->tok_len[r];   /* both <= 2^28 */
-		b->tok_off[id] = (uint32_t)total;
 		total += b->tok_len[id];
 		if (total > BPE_MAX_TOKEN_BYTES) {
 			*bad = k;
@@ -282,21 +282,32 @@ static int build(enum bpe_pretok p, const struct bpe_merge *m, size_t n, struct 
 				     id, BPE_MAX_TOKEN_BYTES);
 			goto fail;
 		}
+		/* both halves are earlier, so their depths are known */
+		depth[id] = (uint16_t)(1 + (depth[l] > depth[r] ? depth[l] : depth[r]));
+		b->max_depth = depth[id] > b->max_depth ? depth[id] : b->max_depth;
+		b->tok_off[id] = (uint32_t)flat;
+		if (b->tok_len[id] <= BPE_FLAT_MAX)
+			flat += b->tok_len[id];
 	}
-	if (!(b->bytes = malloc(total))) {
+	if (!(b->bytes = malloc(flat))) {
 		sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto fail;
 	}
 	for (int id = 0; id < 256; id++)
 		b->bytes[id] = (unsigned char)id;
+	/* a short token's halves are shorter still: their bytes are there */
 	for (size_t k = 0; k < n; k++) {
 		uint32_t id = (uint32_t)(256 + k), l = m[k].left, r = m[k].right;
+		if (b->tok_len[id] > BPE_FLAT_MAX)
+			continue;
 		memcpy(b->bytes + b->tok_off[id], b->bytes + b->tok_off[l], b->tok_len[l]);
 		memcpy(b->bytes + b->tok_off[id] + b->tok_len[l], b->bytes + b->tok_off[r], b->tok_len[r]);
 	}
+	free(depth);
 	*out = b;
 	return SW_OK;
 fail:
+	free(depth);
 	bpe_free(b);
 	return rc;
 }
@@ -824,21 +835,71 @@ int bpe_encode(struct bpe_encoder *e, const void *buf, size_t len, int final,
 	return SW_OK;
 }
 
+int bpe_decode_stream(const struct bpe *b, const uint16_t *id, size_t n, bpe_emit_fn emit,
+		      void *ctx, struct sw_err *err)
+{
+	unsigned char *buf = malloc(BPE_DECODE_CHUNK);
+	uint16_t *stack = malloc(((size_t)b->max_depth + 1) * sizeof *stack);
+	size_t used = 0;
+	int rc = SW_OK;
+
+	if (!buf || !stack) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		size_t sp = 0;
+		if (id[i] >= b->vocab) {
+			rc = sw_fail(err, SW_EDATA, "token %zu: id %u is not below the vocabulary size %d",
+				     i, id[i], b->vocab);
+			break;
+		}
+		/*
+		 * The token's merge tree, left to right, down to short tokens:
+		 * each pop pushes at most one pending right half per level, so
+		 * the stack holds max_depth + 1 ids at most, and the bytes go
+		 * out a chunk at a time, however long the token.
+		 */
+		stack[sp++] = id[i];
+		while (sp && !rc) {
+			uint16_t t = stack[--sp];
+			uint32_t len = b->tok_len[t];
+			if (len > BPE_FLAT_MAX) {
+				stack[sp++] = b->merge[t - 256].right;
+				stack[sp++] = b->merge[t - 256].left;
+				continue;
+			}
+			if (used + len > BPE_DECODE_CHUNK) {
+				rc = emit(ctx, buf, used, err);
+				used = 0;
+			}
+			memcpy(buf + used, b->bytes + b->tok_off[t], len);
+			used += len;
+		}
+	}
+	if (!rc && used)
+		rc = emit(ctx, buf, used, err);
+out:
+	free(buf);
+	free(stack);
+	return rc;
+}
+
+static int append_bytes(void *ctx, const void *p, size_t len, struct sw_err *err)
+{
+	struct bpe_bytes *out = ctx;
+
+	if (bpe_grow(&out->p, &out->cap, out->n + len, 1))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	memcpy(out->p + out->n, p, len);
+	out->n += len;
+	return SW_OK;
+}
+
 int bpe_decode(const struct bpe *b, const uint16_t *id, size_t n, struct bpe_bytes *out,
 	       struct sw_err *err)
 {
-	for (size_t i = 0; i < n; i++) {
-		uint32_t t = id[i], len;
-		if ((int)t >= b->vocab)
-			return sw_fail(err, SW_EDATA, "token %zu: id %u is not below the vocabulary size %d",
-				       i, t, b->vocab);
-		len = b->tok_len[t];
-		if (bpe_grow(&out->p, &out->cap, out->n + len, 1))
-			return sw_fail(err, SW_ESOFTWARE, "out of memory");
-		memcpy(out->p + out->n, b->bytes + b->tok_off[t], len);
-		out->n += len;
-	}
-	return SW_OK;
+	return bpe_decode_stream(b, id, n, append_bytes, out, err);
 }
 
 void bpe_tokens_free(struct bpe_tokens *t)

@@ -109,8 +109,9 @@ int bpe_vocab(const struct bpe *b);                 /* 256 + merges */
 enum bpe_pretok bpe_pretokenizer(const struct bpe *b);
 /* Merge k (token 256 + k), k < vocab - 256. */
 struct bpe_merge bpe_merge_at(const struct bpe *b, int k);
-/* The bytes of token id (< vocab). */
-const unsigned char *bpe_token_bytes(const struct bpe *b, int id, size_t *len);
+/* The length in bytes of token id (< vocab); bpe_decode_stream gives its
+ * bytes. */
+size_t bpe_token_len(const struct bpe *b, int id);
 
 /* ---- training ---- */
 
@@ -167,7 +168,21 @@ void bpe_encoder_free(struct bpe_encoder *e);
  */
 int bpe_encode(struct bpe_encoder *e, const void *buf, size_t len, int final,
 	       size_t *consumed, struct bpe_tokens *out, struct sw_err *err);
-/* Append the bytes of the tokens to out; SW_EDATA for an id >= vocab. */
+/*
+ * The bytes of the tokens id[0, n), in order, handed to emit in pieces of
+ * at most BPE_DECODE_CHUNK bytes; emit's failure stops it. Memory is
+ * bounded by a constant (the chunk and a stack of the deepest merge
+ * tree), not by how long the tokens are: a token of 2^26 bytes is never
+ * held whole. SW_EDATA for an id >= vocab (the tokens before it were
+ * emitted).
+ */
+#define BPE_DECODE_CHUNK 65536
+typedef int (*bpe_emit_fn)(void *ctx, const void *bytes, size_t len, struct sw_err *err);
+int bpe_decode_stream(const struct bpe *b, const uint16_t *id, size_t n, bpe_emit_fn emit,
+		      void *ctx, struct sw_err *err);
+
+/* Append the bytes of the tokens to out (which grows to hold them all);
+ * SW_EDATA for an id >= vocab. */
 int bpe_decode(const struct bpe *b, const uint16_t *id, size_t n, struct bpe_bytes *out,
 	       struct sw_err *err);
 

@@ -17,13 +17,21 @@ struct bpe {
 	enum bpe_pretok pretok;
 	int vocab;                      /* 256 + n_merges */
 	struct bpe_merge *merge;        /* (vocab - 256) */
-	uint32_t *tok_off, *tok_len;    /* (vocab) the bytes of each token in bytes */
+	uint32_t *tok_len;              /* (vocab) each token's length in bytes */
+	/* The bytes of the short tokens (length <= BPE_FLAT_MAX) at tok_off
+	 * in bytes; a longer token is its merge's two halves, expanded when
+	 * decoded: a tokenizer's memory does not grow with its tokens'
+	 * lengths (26 doubling merges make a token of 2^26 bytes). */
+	uint32_t *tok_off;              /* (vocab) */
 	unsigned char *bytes;
+	int max_depth;                  /* the deepest merge tree: a byte 0, a merge 1 + its halves' */
 	/* merge rank by pair: open addressing, key = left << 16 | right */
 	uint32_t *rank_key;             /* (rank_mask + 1), BPE_NO_KEY when empty */
 	int32_t *rank_val;
 	uint32_t rank_mask;
 };
+
+#define BPE_FLAT_MAX 64
 
 /* No merge has this key: its ids would be 65535, but merges only refer to
  * tokens below their own id, at most 65535. */

@@ -1,7 +1,6 @@
 /* ckptsrc.c - views of tensor data for the checkpoint readers (ckptsrc.h). */
 #include "ckptsrc.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,7 +10,7 @@ int ckptsrc_map(int fd, uint64_t file_size, uint64_t offset, uint64_t len,
 		struct ckpt_view *v, const void **bytes, struct sw_err *err)
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start, delta;
-	void *base;
+	int rc;
 
 	if (offset > file_size || len > file_size - offset)
 		return sw_fail(err, SW_EDATA,
@@ -25,14 +24,11 @@ int ckptsrc_map(int fd, uint64_t file_size, uint64_t offset, uint64_t len,
 	}
 	start = offset / page * page;
 	delta = offset - start;
-	base = mmap(NULL, (size_t)(len + delta), PROT_READ, MAP_PRIVATE, fd, (off_t)start);
-	if (base == MAP_FAILED)
-		return sw_fail(err, SW_EIO, "mmap: %s", strerror(errno));
+	if ((rc = mapguard_map(fd, start, (size_t)(len + delta), &v->map, err)))
+		return rc;
 	/* one sequential pass first, then repeated ones: read ahead */
-	madvise(base, (size_t)(len + delta), MADV_WILLNEED);
-	v->map_base = base;
-	v->map_len = (size_t)(len + delta);
-	*bytes = (const unsigned char *)base + delta;
+	madvise(v->map.base, v->map.len, MADV_WILLNEED);
+	*bytes = (const unsigned char *)v->map.base + delta;
 	return SW_OK;
 }
 
@@ -67,10 +63,16 @@ int ckptsrc_buffer(struct ckpt_scratch *s, int64_t numel, struct ckpt_view *v,
 
 void ckptsrc_unmap(struct ckpt_view *v)
 {
-	if (v->map_base)
-		munmap(v->map_base, v->map_len);
-	v->map_base = NULL;
-	v->map_len = 0;
+	if (mapguard_shrank(&v->map))
+		v->shrank = 1;
+	mapguard_unmap(&v->map);
+}
+
+int ckptsrc_check(const struct ckpt_view *v, struct sw_err *err)
+{
+	if (v->shrank)
+		return sw_fail(err, SW_EIO, "the file shrank while it was read");
+	return mapguard_check(&v->map, err);
 }
 
 void ckptsrc_release(struct ckpt_view *v)

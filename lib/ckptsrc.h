@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "mapguard.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -34,8 +35,8 @@ struct ckpt_view {
 	int64_t numel;
 	int mapped;             /* 1: read in place from the file */
 	/* private to ckptsrc.c */
-	void *map_base;
-	size_t map_len;
+	struct mapguard map;    /* the range of the file mapped, if any */
+	int shrank;             /* the file shrank while its data was converted */
 	float *owned;
 	struct ckpt_scratch *scratch;   /* the buffer lent to this view, or NULL */
 };
@@ -50,7 +51,9 @@ struct ckpt_scratch {
 
 /*
  * Map len bytes at offset of the open file fd (file_size bytes) into v;
- * *bytes points at them. SW_EDATA if the range lies outside the file.
+ * *bytes points at them. SW_EDATA if the range lies outside the file. fd
+ * stays open until the view is released. The mapping survives the file
+ * shrinking meanwhile (lib/mapguard.h): ckptsrc_check says so.
  */
 int ckptsrc_map(int fd, uint64_t file_size, uint64_t offset, uint64_t len,
 		struct ckpt_view *v, const void **bytes, struct sw_err *err);
@@ -59,8 +62,17 @@ int ckptsrc_map(int fd, uint64_t file_size, uint64_t offset, uint64_t len,
 int ckptsrc_buffer(struct ckpt_scratch *s, int64_t numel, struct ckpt_view *v,
 		   float **buf, struct sw_err *err);
 
-/* Unmap the range of v, if any, once its bytes were converted. */
+/* Unmap the range of v, if any, once its bytes were converted (whether the
+ * file shrank meanwhile is kept for ckptsrc_check). */
 void ckptsrc_unmap(struct ckpt_view *v);
+
+/*
+ * After a view's data was used, before anything computed from it is
+ * trusted: SW_EIO "the file shrank while it was read" if the file was
+ * truncated while v's range was mapped (the data read as zeros), whether
+ * the view reads the mapping in place or was converted from it.
+ */
+int ckptsrc_check(const struct ckpt_view *v, struct sw_err *err);
 
 /* Give back what v holds (mapping, buffer); v is zeroed. */
 void ckptsrc_release(struct ckpt_view *v);

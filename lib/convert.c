@@ -246,6 +246,12 @@ static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan 
 			break;
 		}
 		rc = stw_write(w, v.data, v.numel, err);
+		/* a file that shrank explains a failed write too (EFAULT) */
+		if (ckptsrc_check(&v, err)) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+			blame(r, err, in);
+			rc = SW_EIO;
+		}
 		ckpt_release(ck, &v);
 		r->tensors++;
 		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * (uint64_t)sw_dtype_size(dtype);
@@ -274,36 +280,6 @@ static void export_list(const struct shard_plan *plan, int nshards, struct expor
 		f->name[f->n++] = plan[k].name;
 	f->name[f->n++] = "config.json";
 	f->name[f->n++] = nshards > 1 ? INDEX_NAME : SINGLE_NAME;
-}
-
-/* A signal before the export is in place removes its files and tmpdir too
- * (atomic_remember); forget(0) once it is in place or removed. */
-static void remember_export(const char *dir, const struct export_files *f, int forget)
-{
-	char path[PATH_MAX + 80];
-
-	for (int i = 0; i < f->n; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, f->name[i]);
-		if (forget)
-			atomic_forget(path);
-		else
-			atomic_remember(path, 0);
-	}
-	if (forget)
-		atomic_forget(dir);
-	else
-		atomic_remember(dir, 1);
-}
-
-static void remove_export(const char *dir, const struct export_files *f)
-{
-	char path[PATH_MAX + 80];
-
-	for (int i = 0; i < f->n; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, f->name[i]);
-		unlink(path);
-	}
-	rmdir(dir);
 }
 
 static int is_ours(const struct export_files *f, const char *name)
@@ -362,6 +338,8 @@ static int make_tmpdir(const char *out, char *tmpdir, size_t len, struct sw_err 
 		return sw_fail(err, SW_ECANTCREAT, "path too long");
 	if (!mkdtemp(tmpdir))
 		return sw_fail(err, SW_ECANTCREAT, "cannot create: %s", strerror(errno));
+	/* a signal before the export is in place removes it, whatever it holds */
+	atomic_remember(tmpdir, 1);
 	/* mkdtemp makes it 0700; a directory the user made would be 0777 & ~umask */
 	mask = umask(0);
 	umask(mask);
@@ -421,7 +399,6 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 		goto out;
 	}
 	made = 1;
-	remember_export(tmpdir, &files, 0);
 	c.tie_embeddings = ckpt_find_role(ck, "lm_head", -1) < 0;
 	snprintf(path, sizeof path, "%s/config.json", tmpdir);
 	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
@@ -454,9 +431,9 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 	r->shards = nshards;
 out:
 	if (made)       /* nothing of a failed export stays, under any name */
-		remove_export(tmpdir, &files);
-	if (files.name && tmpdir[0])
-		remember_export(tmpdir, &files, 1);
+		atomic_remove_dir(tmpdir);
+	else if (tmpdir[0])
+		atomic_forget(tmpdir);
 	attrmap_free(&global);
 	free(plan);
 	free(files.name);
@@ -595,6 +572,13 @@ static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
 			return rc;
 		}
 		rc = h5w_write_tensor(w, "/params", ckpt_info(ck, i), v.data, 1, err);
+		if (ckptsrc_check(&v, err)) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+			ckpt_release(ck, &v);
+			blame(r, err, in);
+			h5w_abort(w);
+			return SW_EIO;
+		}
 		ckpt_release(ck, &v);
 		r->tensors++;
 		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * 4;

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,7 +103,7 @@ int data_open(const char *path, enum data_format fmt, double val_fraction,
 	      struct dataset *d, struct sw_err *err)
 {
 	struct stat st;
-	const unsigned char *map;
+	struct mapguard g;
 	int fd, rc;
 
 	memset(d, 0, sizeof *d);
@@ -117,24 +116,33 @@ int data_open(const char *path, enum data_format fmt, double val_fraction,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED)
-		return sw_fail(err, SW_EIO, "mmap: %s", strerror(errno));
-	rc = data_parse(map, (size_t)st.st_size, fmt, path, val_fraction, d, err);
-	if (rc) {
-		munmap((void *)map, (size_t)st.st_size);
+	if ((rc = mapguard_map(fd, 0, (size_t)st.st_size, &g, err))) {
+		close(fd);
 		return rc;
 	}
-	d->map = map;
-	d->map_len = (size_t)st.st_size;
+	rc = data_parse(g.base, (size_t)st.st_size, fmt, path, val_fraction, d, err);
+	/* parse read every token: a file cut meanwhile gave zeros */
+	if (!rc)
+		rc = mapguard_check(&g, err);
+	if (rc) {
+		mapguard_unmap(&g);
+		close(fd);
+		memset(d, 0, sizeof *d);
+		return rc;
+	}
+	d->map = g.base;
+	d->map_len = g.len;
+	d->guard = g;   /* keeps fd open until data_close */
 	return SW_OK;
 }
 
 void data_close(struct dataset *d)
 {
-	if (d->map)
-		munmap((void *)d->map, d->map_len);
+	int fd = d->guard.base ? d->guard.fd : -1;
+
+	mapguard_unmap(&d->guard);
+	if (fd >= 0)
+		close(fd);
 	memset(d, 0, sizeof *d);
 }
 
@@ -169,8 +177,8 @@ static void window(const struct dataset *d, int64_t o, int T, int *tokens, int *
 	}
 }
 
-void data_train_batch(const struct dataset *d, struct sw_rng *r, int B, int T,
-		      int *tokens, int *targets)
+int data_train_batch(const struct dataset *d, struct sw_rng *r, int B, int T,
+		     int *tokens, int *targets, struct sw_err *err)
 {
 	uint64_t span = (uint64_t)(d->n_train - T);       /* offsets 0 .. n_train - T - 1 */
 
@@ -178,10 +186,11 @@ void data_train_batch(const struct dataset *d, struct sw_rng *r, int B, int T,
 		int64_t o = (int64_t)(rng_next(r) % span);
 		window(d, o, T, tokens + (size_t)b * T, targets + (size_t)b * T);
 	}
+	return mapguard_check(&d->guard, err);
 }
 
-void data_val_batch(const struct dataset *d, int64_t i, int B, int T, int *tokens,
-		    int *targets)
+int data_val_batch(const struct dataset *d, int64_t i, int B, int T, int *tokens,
+		   int *targets, struct sw_err *err)
 {
 	int64_t nval = d->n - d->n_train, per = nval / (T + 1);
 
@@ -189,4 +198,5 @@ void data_val_batch(const struct dataset *d, int64_t i, int B, int T, int *token
 		int64_t w = per > 0 ? (i * B + b) % per : 0;
 		window(d, d->n_train + w * (T + 1), T, tokens + (size_t)b * T, targets + (size_t)b * T);
 	}
+	return mapguard_check(&d->guard, err);
 }

@@ -2,8 +2,9 @@
  * data.h - training tokens: llm.c token files (a 256 x int32 header: magic
  * 20240520, version 1, token count; then uint16 tokens), nanoGPT's raw
  * uint16 .bin, or raw text read as bytes (vocabulary 256). The file is
- * mapped read-only; the last val_fraction of the tokens is held out for
- * validation. Batches are windows of T + 1 tokens at pseudo-random offsets
+ * mapped read-only (lib/mapguard.h: a file truncated meanwhile makes the
+ * batch functions fail with SW_EIO, never SIGBUS); the last val_fraction
+ * of the tokens is held out for validation. Batches are windows of T + 1 tokens at pseudo-random offsets
  * drawn from the caller's RNG, so a run is reproducible and resumable from
  * the RNG state alone.
  */
@@ -13,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mapguard.h"
 #include "rng.h"
 #include "status.h"
 
@@ -28,6 +30,7 @@ struct dataset {
 	enum data_format format;        /* as detected */
 	const unsigned char *map;       /* the mapped file; NULL from data_parse */
 	size_t map_len;
+	struct mapguard guard;          /* the mapping and its open file; empty from data_parse */
 	const void *tokens;             /* uint16 or bytes */
 	int64_t n;                      /* tokens in the file */
 	int64_t n_train;                /* [0, n_train) train, [n_train, n) val */
@@ -66,12 +69,17 @@ int data_token(const struct dataset *d, int64_t i);
 int data_check(const struct dataset *d, int T, int vocab, struct sw_err *err);
 
 /* B training windows at random offsets: tokens[b, t] = x[o + t],
- * targets[b, t] = x[o + t + 1]. */
-void data_train_batch(const struct dataset *d, struct sw_rng *r, int B, int T,
-		      int *tokens, int *targets);
+ * targets[b, t] = x[o + t + 1]. SW_EIO "the file shrank while it was
+ * read" if the file was truncated since data_open (the batch is not the
+ * file's). */
+int data_train_batch(const struct dataset *d, struct sw_rng *r, int B, int T,
+		     int *tokens, int *targets, struct sw_err *err)
+	__attribute__((warn_unused_result));
 
-/* Validation batch number i: B consecutive windows, wrapping around. */
-void data_val_batch(const struct dataset *d, int64_t i, int B, int T, int *tokens,
-		    int *targets);
+/* Validation batch number i: B consecutive windows, wrapping around;
+ * SW_EIO as data_train_batch. */
+int data_val_batch(const struct dataset *d, int64_t i, int B, int T, int *tokens,
+		   int *targets, struct sw_err *err)
+	__attribute__((warn_unused_result));
 
 #endif

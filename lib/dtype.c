@@ -1,6 +1,8 @@
 /* dtype.c - float formats to float32 (see dtype.h). */
 #include "dtype.h"
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -52,7 +54,32 @@ float sw_f16_to_f32(uint16_t h)
 	return f;
 }
 
-int sw_to_f32(enum sw_dtype dtype, const void *src, float *dst, size_t n)
+/*
+ * d narrowed to f: as good as float32 gets? NaN and Inf stay what they are
+ * (the readers' NaN checks name them), a normal float32 is d to 24 bits as
+ * any float32 is; zero or a subnormal only when exact (float32 data stored
+ * as F64 reads back bit for bit), else digits are lost: 1e-300 would be 0.
+ */
+static int f64_fits(double d, float f)
+{
+	if (!isfinite(d) || d == 0)
+		return 1;
+	if (isinf(f))
+		return 0;
+	return fabsf(f) >= FLT_MIN || (double)f == d;
+}
+
+static int f64_refused(double d, float f, size_t i, struct sw_err *err)
+{
+	if (isinf(f))
+		return sw_fail(err, SW_EDATA, "value %.9g at index %zu is beyond float32's range "
+			       "(largest %.9g), in which the tools compute", d, i, (double)FLT_MAX);
+	return sw_fail(err, SW_EDATA, "value %.9g at index %zu is below float32's normal range "
+		       "(smallest %.9g), in which the tools compute: it would become %s", d, i,
+		       (double)FLT_MIN, f == 0 ? "0" : "a subnormal with fewer digits");
+}
+
+int sw_to_f32(enum sw_dtype dtype, const void *src, float *dst, size_t n, struct sw_err *err)
 {
 	const unsigned char *p = src;
 
@@ -79,9 +106,11 @@ int sw_to_f32(enum sw_dtype dtype, const void *src, float *dst, size_t n)
 			double d;
 			memcpy(&d, p + 8 * i, 8);
 			dst[i] = (float)d;
+			if (!f64_fits(d, dst[i]))
+				return f64_refused(d, dst[i], i, err);
 		}
 		return 0;
 	default:
-		return -1;
+		return sw_fail(err, SW_EDATA, "not a floating-point dtype (%d)", (int)dtype);
 	}
 }

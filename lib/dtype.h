@@ -1,9 +1,14 @@
 /*
  * dtype.h - conversions between the stored float formats and float32.
  *
- * Safetensors checkpoints hold F32, F16 or BF16 (little-endian); the tools
- * compute on float32. BF16 is the top half of a float32, so widening is
- * exact; narrowing rounds to nearest even and keeps NaN a NaN.
+ * Safetensors checkpoints hold F32, F16 or BF16 (little-endian), rarely
+ * F64; the tools compute on float32. BF16 is the top half of a float32, so
+ * widening is exact; narrowing rounds to nearest even and keeps NaN a NaN.
+ * F64 narrows to the nearest float32, and only where float32 holds the
+ * value as well as it holds any (scalewatch-format(5), "Values"): a finite
+ * value beyond float32's range, or a nonzero one below its normal range
+ * that float32 can hold only as zero or as a subnormal with fewer digits
+ * (not exactly), is refused: its norms would come out Inf, or 0.
  */
 #ifndef SW_DTYPE_H
 #define SW_DTYPE_H
@@ -11,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
 #include "tensor.h"
 
 float sw_bf16_to_f32(uint16_t h);
@@ -18,9 +24,10 @@ uint16_t sw_f32_to_bf16(float f);
 float sw_f16_to_f32(uint16_t h);
 
 /*
- * Widen n little-endian elements of dtype at src (any alignment) to
- * float32 at dst. Returns 0, or -1 for a dtype it cannot convert.
+ * n little-endian elements of dtype at src (any alignment) as float32 at
+ * dst. SW_EDATA for a dtype it cannot convert, or an F64 value float32
+ * cannot hold (the message names the value and its index).
  */
-int sw_to_f32(enum sw_dtype dtype, const void *src, float *dst, size_t n);
+int sw_to_f32(enum sw_dtype dtype, const void *src, float *dst, size_t n, struct sw_err *err);
 
 #endif

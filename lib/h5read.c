@@ -3,6 +3,7 @@
  * (see h5read.h).
  */
 #include "h5read.h"
+#include "dtype.h"
 #include "h5io.h"
 
 #include <limits.h>
@@ -434,6 +435,27 @@ static int mappable(const struct h5src *s, hid_t d, int64_t numel, haddr_t *offs
 	return ok;
 }
 
+/* An F64 dataset read as double and narrowed by dtype.c, which refuses a
+ * value float32 cannot hold (HDF5's own conversion gives Inf or 0). */
+static int read_f64(hid_t d, const char *path, int64_t numel, float *out, struct sw_err *err)
+{
+	double *tmp = malloc((size_t)numel * sizeof *tmp);
+	char why[256];
+	int rc;
+
+	if (!tmp)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for a tensor of %lld elements",
+			       (long long)numel);
+	if (H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, tmp) < 0) {
+		h5io_last_error(why, sizeof why);
+		rc = sw_fail(err, SW_EIO, "%s: cannot read data%s%s", path, why[0] ? ": " : "", why);
+	} else {
+		rc = sw_to_f32(SW_DTYPE_F64, tmp, out, (size_t)numel, err);
+	}
+	free(tmp);
+	return rc;
+}
+
 int h5src_load(struct h5src *s, const struct sw_tensor_info *t, struct ckpt_scratch *scratch,
 	       struct ckpt_view *v, struct sw_err *err)
 {
@@ -457,7 +479,9 @@ int h5src_load(struct h5src *s, const struct sw_tensor_info *t, struct ckpt_scra
 	} else {
 		float *buf;
 		rc = ckptsrc_buffer(scratch, t->numel, v, &buf, err);
-		if (!rc && t->numel > 0 &&
+		if (!rc && t->numel > 0 && t->dtype == SW_DTYPE_F64)
+			rc = read_f64(d, path, t->numel, buf, err);
+		else if (!rc && t->numel > 0 &&
 		    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
 			h5io_last_error(why, sizeof why);
 			rc = sw_fail(err, SW_EIO, "%s: cannot read data%s%s", path,

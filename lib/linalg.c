@@ -34,17 +34,18 @@ HOT static void rows_pass(const float *W, int64_t lo, int64_t hi, int64_t cols,
 
 	for (int64_t i = lo; i < hi; i++) {
 		const float *w = W + i * cols;
-		double s = 0;
+		double s = 0, rmd = 0;
 		float rm = 0;
 
 		if (scale) {
-#pragma omp simd reduction(+ : s) reduction(max : rm)
+			/* the product in double: two floats near 3e38 overflow
+			 * float, never double, so a finite norm stays finite */
+#pragma omp simd reduction(+ : s) reduction(max : rmd)
 			for (int64_t j = 0; j < cols; j++) {
-				float x = w[j] * scale[j];
-				double d = x;
+				double d = (double)w[j] * (double)scale[j];
 				s += d * d;
 				col_acc[j] += d * d;
-				rm = fabsf(x) > rm ? fabsf(x) : rm;
+				rmd = fabs(d) > rmd ? fabs(d) : rmd;
 			}
 		} else {
 #pragma omp simd reduction(+ : s) reduction(max : rm)
@@ -61,6 +62,7 @@ HOT static void rows_pass(const float *W, int64_t lo, int64_t hi, int64_t cols,
 			nbad++;
 		f += s;
 		m = rm > m ? rm : m;
+		m = rmd > m ? rmd : m;
 	}
 	*frob = f;
 	*amax = m;

@@ -589,8 +589,13 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 	}
 	if (!m->params || !m->grads ||
 	    (m->mult != MULT_NONE && (!m->eff_offset || !m->w_eff || !m->dw_eff))) {
+		/* said before model_free zeroes the counts */
+		size_t nparams = m->nparams;
+		double bytes = 2.0 * ((double)m->nparams + (double)m->eff_size) * sizeof(real);
 		model_free(m);
-		return sw_fail(err, SW_ESOFTWARE, "out of memory for %zu parameters", m->nparams);
+		return sw_fail(err, SW_ESOFTWARE,
+			       "out of memory for %zu parameters (%.3g GB for them and their gradients)",
+			       nparams, bytes / 1e9);
 	}
 	set_ptrs(m, &m->p, m->params, m->w_eff);
 	set_ptrs(m, &m->g, m->grads, m->dw_eff);

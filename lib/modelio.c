@@ -158,7 +158,13 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err)
 			m->params[mt->offset + j] = (real)v.data[j];
 			bad += !isfinite(v.data[j]);
 		}
+		/* a file that shrank meanwhile: the values are not the file's */
+		rc = ckptsrc_check(&v, err);
 		ckpt_release(ck, &v);
+		if (rc) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, (size_t)k)->name);
+			goto out;
+		}
 		if (bad) {
 			rc = sw_fail(err, SW_EDATA, "%s: %zu of %zu values are NaN or Inf",
 				     ckpt_info(ck, (size_t)k)->name, bad, mt->numel);

@@ -38,8 +38,15 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 	if ((rc = linalg_row_col_sumsq(W, rows, cols, col_scale, row_sq, col_sq, &pass, err)))
 		goto out;
 	if (pass.bad_rows) {
-		rc = sw_fail(err, SW_EDATA, "%lld of %lld values are NaN or Inf",
-			     (long long)count_nonfinite(W, rows * cols), (long long)(rows * cols));
+		/* products are taken in double: a finite W and scale give finite sums */
+		int64_t bad = count_nonfinite(W, rows * cols);
+		if (bad || !col_scale)
+			rc = sw_fail(err, SW_EDATA, "%lld of %lld values are NaN or Inf",
+				     (long long)bad, (long long)(rows * cols));
+		else
+			rc = sw_fail(err, SW_EDATA, "%lld of the %lld column scales folded in "
+				     "(the final norm's gain) are NaN or Inf",
+				     (long long)count_nonfinite(col_scale, cols), (long long)cols);
 		goto out;
 	}
 	s->max_row_sq = s->max_col_sq = 0;
@@ -147,6 +154,9 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 		return rc;
 	}
 	rc = norms_summarize(v.data, t->shape[0], t->shape[1], folded ? gv.data : NULL, what, s, err);
+	/* a file that shrank meanwhile explains any result: none is kept */
+	if (ckptsrc_check(&v, err) || ckptsrc_check(&gv, err))
+		rc = SW_EIO;
 	ckpt_release(ck, &v);
 	ckpt_release(ck, &gv);
 	if (rc && !strstr(err->msg, t->name))

@@ -249,6 +249,13 @@ static int layer_heads(struct ckpt *ck, int layer, struct qk_head *out, struct s
 		}
 	}
 out:
+	/* a file that shrank meanwhile explains any result: none is kept */
+	for (int i = 0; i < NPARTS; i++)
+		if (p[i].t && ckptsrc_check(&p[i].v, err)) {
+			sw_err_prefix(err, "%s", p[i].t->name);
+			rc = SW_EIO;
+			break;
+		}
 	free(qcs);
 	free(kcs);
 	for (int i = NPARTS - 1; i >= 0; i--)

@@ -197,6 +197,11 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 			    (rc = view_spectrum(&v, o->top, r->s, &r->n, &r->frob_sq[0], err)))
 				sw_err_prefix(err, "%s", t->name);
 		}
+		/* a file that shrank meanwhile explains any result: none is kept */
+		if (ckptsrc_check(&cv, err)) {
+			sw_err_prefix(err, "%s", t->name);
+			rc = SW_EIO;
+		}
 		ckpt_release(ck, &cv);
 		if (rc)
 			return rc;

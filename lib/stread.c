@@ -385,9 +385,10 @@ int stsrc_load(struct stsrc *s, size_t k, const struct sw_tensor_info *t,
 	}
 	if ((rc = ckptsrc_buffer(scratch, t->numel, v, &buf, err)))
 		return rc;
-	if (sw_to_f32(t->dtype, bytes, buf, (size_t)t->numel) < 0)
-		return sw_fail(err, SW_EDATA, "%s: dtype %s cannot be read as float32",
-			       t->name, t->dtype_name);
+	if ((rc = sw_to_f32(t->dtype, bytes, buf, (size_t)t->numel, err))) {
+		sw_err_prefix(err, "%s", t->name);
+		return rc;
+	}
 	ckptsrc_unmap(v);
 	v->data = buf;
 	return SW_OK;

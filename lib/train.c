@@ -260,13 +260,16 @@ struct step_log {
 	int checkpointed;
 };
 
+/* SW_EDATA: the loss is not finite; SW_EIO (err set): the data file shrank */
 static int eval_loss(struct model *m, const struct dataset *d, int nbatches, int B, int T,
-		     int *tok, int *tgt, double *out)
+		     int *tok, int *tgt, double *out, struct sw_err *err)
 {
 	double sum = 0;
+	int rc;
 
 	for (int i = 0; i < nbatches; i++) {
-		data_val_batch(d, i, B, T, tok, tgt);
+		if ((rc = data_val_batch(d, i, B, T, tok, tgt, err)))
+			return rc;
 		model_forward(m, tok, tgt, B, T);
 		sum += m->loss;
 	}
@@ -443,13 +446,18 @@ static int trainer_close(struct trainer *t, int rc, struct sw_err *err)
 
 /* Micro-batch a of the step: the next B sequences of the sampler, kept in
  * the step's batch. */
-static void next_batch(struct trainer *t, int a)
+static int next_batch(struct trainer *t, int a, struct sw_err *err)
 {
 	size_t bt = (size_t)t->B * t->T;
+	int rc;
 
-	data_train_batch(&t->d, &t->rs.rng, t->B, t->T, t->tok, t->tgt);
+	if ((rc = data_train_batch(&t->d, &t->rs.rng, t->B, t->T, t->tok, t->tgt, err))) {
+		sw_err_prefix(err, "%s", t->tc->data_path);
+		return rc;
+	}
 	memcpy(t->all_tok + a * bt, t->tok, bt * sizeof *t->tok);
 	memcpy(t->all_tgt + a * bt, t->tgt, bt * sizeof *t->tgt);
+	return SW_OK;
 }
 
 /* Zero grad, then per micro-batch: next batch, forward, backward; the
@@ -457,11 +465,13 @@ static void next_batch(struct trainer *t, int a)
 static int forward_backward(struct trainer *t, struct step_log *s, struct sw_err *err)
 {
 	struct model *m = &t->m;
+	int rc;
 
 	s->loss = 0;
 	model_zero_grad(m);
 	for (int a = 0; a < t->A; a++) {
-		next_batch(t, a);
+		if ((rc = next_batch(t, a, err)))
+			return rc;
 		model_forward(m, t->tok, t->tgt, t->B, t->T);
 		if (!isfinite(m->loss))
 			return stopped(t, "loss", m->loss, s->step + 1, err);
@@ -499,11 +509,17 @@ static int due(const struct trainer *t, int64_t every)
 static int evaluate(struct trainer *t, struct step_log *s, struct sw_err *err)
 {
 	double val;
+	int rc;
 
 	t->rs.val_loss = NAN;
 	if (!due(t, t->tc->eval_every) || t->d.n <= t->d.n_train)
 		return SW_OK;
-	if (eval_loss(&t->m, &t->d, t->tc->eval_batches, t->B, t->T, t->tok, t->tgt, &val))
+	rc = eval_loss(&t->m, &t->d, t->tc->eval_batches, t->B, t->T, t->tok, t->tgt, &val, err);
+	if (rc == SW_EIO) {
+		sw_err_prefix(err, "%s", t->tc->data_path);
+		return rc;
+	}
+	if (rc)
 		return stopped(t, "validation loss", val, t->rs.step, err);
 	t->rs.val_loss = s->val_loss = val;
 	return SW_OK;

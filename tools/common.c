@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <strings.h>
 #include <math.h>
 #include <signal.h>
@@ -12,6 +13,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+void tool_std_fds(void)
+{
+	/* read-only for stdout, write-only for stdin: using them fails as
+	 * the closed descriptor would have */
+	static const int mode[3] = {O_WRONLY, O_RDONLY, O_WRONLY};
+
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		/* the lowest free descriptor is this one: 0, 1, 2 are taken in order */
+		int got = open("/dev/null", mode[fd]);
+		if (got != fd) {
+			/* no /dev/null: stop before a file can take the slot */
+			static const char msg[] = ": cannot open /dev/null for a closed standard descriptor\n";
+			if (fd != STDERR_FILENO) {
+				const char *prog = program_invocation_short_name;
+				ssize_t ignored = write(STDERR_FILENO, prog, strlen(prog));
+				ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+				(void)ignored;
+			}
+			_exit(SW_ESOFTWARE);
+		}
+	}
+}
 
 void tool_init(struct tool *t, const char *prog, const char *usage,
 	       const char *help, int argc, char **argv)
@@ -97,8 +123,10 @@ const char *tool_next_file(struct tool *t)
 		return t->argi < t->argc ? t->argv[t->argi++] : NULL;
 	for (;;) {
 		ssize_t n = getline(&t->line, &t->line_cap, stdin);
-		if (n < 0)
+		if (n < 0) {
+			tool_stdin_failed(t);
 			return NULL;
+		}
 		while (n > 0 && (t->line[n - 1] == '\n' || t->line[n - 1] == '\r'))
 			t->line[--n] = '\0';
 		if (n > 0)
@@ -163,25 +191,53 @@ void tool_progress_done(struct tool *t)
 
 int tool_stdout_broken(struct tool *t)
 {
-	(void)t;
-	return ferror(stdout) != 0;
+	int e = errno;  /* the failed write's, when asked right after it */
+
+	if (!ferror(stdout))
+		return 0;
+	if (!t->stdout_errno)
+		t->stdout_errno = e ? e : EIO;
+	return 1;
+}
+
+int tool_stdin_failed(struct tool *t)
+{
+	struct sw_err err;
+	int e = errno;  /* the failed read's, when asked right after it */
+
+	if (!ferror(stdin))
+		return 0;
+	if (!t->stdin_reported) {
+		t->stdin_reported = 1;
+		if (!e)
+			e = EIO;
+		sw_fail(&err, sw_errno_status(e), "cannot read: %s", strerror(e));
+		tool_error(t, "stdin", &err);
+	}
+	return 1;
 }
 
 int tool_finish(struct tool *t)
 {
-	int status = selection_status(t);
+	int status = selection_status(t), failed = 0;
 
 	tool_progress_done(t);
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		if (errno != EPIPE) {
-			fprintf(stderr, "%s: write error: %s\n", t->prog, strerror(errno));
-			if (!status)
-				status = SW_EIO;
-		}
+	/* the first failure's errno: an earlier write's, this flush's, the close's */
+	if (ferror(stdout))
+		tool_stdout_broken(t);
+	errno = 0;
+	if (fflush(stdout) != 0 && !t->stdout_errno)
+		t->stdout_errno = errno ? errno : EIO;
+	failed = t->stdout_errno != 0;
+	errno = 0;
+	if (fclose(stdout) != 0 && !failed) {
+		t->stdout_errno = errno ? errno : EIO;
+		failed = 1;
 	}
-	if (fclose(stdout) != 0 && !status && errno != EPIPE) {
-		fprintf(stderr, "%s: write error: %s\n", t->prog, strerror(errno));
-		status = SW_EIO;
+	if (failed && t->stdout_errno != EPIPE) {
+		fprintf(stderr, "%s: write error: %s\n", t->prog, strerror(t->stdout_errno));
+		if (!status)
+			status = SW_EIO;
 	}
 	free(t->line);
 	t->line = NULL;

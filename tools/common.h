@@ -60,7 +60,20 @@ struct tool {
 	char *line;
 	size_t line_cap;
 	long files_matched, files_unmatched;    /* by the selection (tool_selected) */
+	int stdout_errno;       /* errno when stdout first failed, 0 before */
+	int stdin_reported;     /* a read error of stdin was reported */
 };
+
+/*
+ * Make sure fds 0, 1 and 2 are open, before anything else is: a file the
+ * tool opens must never become its stdin, stdout or stderr (a message
+ * would land in a checkpoint). A closed one is opened on /dev/null, 0
+ * write-only and 1 read-only, so that reading names from a closed stdin
+ * or printing a table to a closed stdout still fails as it would have
+ * (EBADF), while a tool that prints nothing there succeeds; 2 write-only
+ * (the messages are lost, as the user asked). Call first thing in main.
+ */
+void tool_std_fds(void);
 
 void tool_init(struct tool *t, const char *prog, const char *usage,
 	       const char *help, int argc, char **argv);
@@ -97,8 +110,21 @@ void tool_progress(struct tool *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tool_progress_done(struct tool *t);
 
-/* Did writing stdout fail? 1 if a reader left (EPIPE): stop quietly. */
+/*
+ * Has a write to stdout failed (ferror: a full disk, a closed stdout, a
+ * reader that left)? Then stop producing output; the first time it says
+ * so it keeps errno for tool_finish, which reports the failure (quietly
+ * for EPIPE: "| head" ends the tool without a message).
+ */
 int tool_stdout_broken(struct tool *t);
+
+/*
+ * Did reading stdin fail (a directory, a closed stdin), rather than end?
+ * Reported once as "sw-TOOL: stdin: ..." with its exit status (66 for a
+ * directory, else 74); 1 if so. For tools that read stdin themselves;
+ * tool_next_file calls it.
+ */
+int tool_stdin_failed(struct tool *t);
 
 /* Flush and close stdout, free the tool; the exit status. */
 int tool_finish(struct tool *t);

@@ -95,6 +95,7 @@ int main(int argc, char **argv)
 	const char *file;
 	int opt;
 
+	tool_std_fds();
 	tool_runtime(argv);
 	tool_init(&tl, "sw-norms", usage, help, argc, argv);
 	select_tool_roles(&tl.sel, own_roles);

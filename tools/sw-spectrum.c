@@ -269,6 +269,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 	int opt;
 
+	tool_std_fds();
 	tool_runtime(argv);
 	tool_init(&tl, "sw-spectrum", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {

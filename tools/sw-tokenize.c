@@ -353,8 +353,10 @@ struct sink {
 	int fd;                 /* -o: the temporary file; else -1 (stdout) */
 };
 
-static int sink_write(struct sink *s, const void *p, size_t n, struct sw_err *err)
+static int sink_write(void *ctx, const void *p, size_t n, struct sw_err *err)
 {
+	struct sink *s = ctx;
+
 	if (s->fd >= 0)
 		return atomic_write_all(s->fd, p, n, s->name, err);
 	if (fwrite(p, 1, n, stdout) != n)
@@ -362,11 +364,11 @@ static int sink_write(struct sink *s, const void *p, size_t n, struct sw_err *er
 	return SW_OK;
 }
 
-/* Decode one token file into s, 64K tokens at a time; nothing of a file
+/* Decode one token file into s, streamed: memory holds the token file and
+ * a constant, however many bytes its tokens expand to; nothing of a file
  * whose ids do not all fit the vocabulary. */
 static int decode_file(const struct bpe *b, const char *file, struct sink *s, struct sw_err *err)
 {
-	struct bpe_bytes out = {0};
 	unsigned char *buf;
 	const uint16_t *id;
 	size_t len, n;
@@ -381,13 +383,9 @@ static int decode_file(const struct bpe *b, const char *file, struct sink *s, st
 					     i, id[i], bpe_vocab(b));
 				break;
 			}
-		for (size_t i = 0; i < n && !rc; i += 65536) {
-			out.n = 0;
-			if (!(rc = bpe_decode(b, id + i, n - i < 65536 ? n - i : 65536, &out, err)))
-				rc = sink_write(s, out.p, out.n, err);
-		}
+		if (!rc)
+			rc = bpe_decode_stream(b, id, n, sink_write, s, err);
 	}
-	bpe_bytes_free(&out);
 	free(buf);
 	return rc;
 }
@@ -422,12 +420,29 @@ static int cmd_decode(struct tool *tl, const struct opts *o)
 
 /* ---- info ---- */
 
-/* The bytes of a token as ASCII: printable characters as they are, \\,
- * \t, \n, \r, and \xHH for every other byte. out holds 4 * n + 1. */
-static void escape_bytes(const unsigned char *p, size_t n, char *out)
+/* A token's bytes as ASCII, built a chunk at a time: printable characters
+ * as they are, \\, \t, \n, \r, and \xHH for every other byte. */
+struct escaped {
+	char *s;
+	size_t n, cap;
+};
+
+static int escape_chunk(void *ctx, const void *bytes, size_t n, struct sw_err *err)
 {
 	static const char hex[] = "0123456789abcdef";
+	struct escaped *e = ctx;
+	const unsigned char *p = bytes;
+	char *out;
 
+	if (e->cap < e->n + 4 * n + 1) {
+		size_t cap = 2 * (e->n + 4 * n + 1);
+		char *s = realloc(e->s, cap);
+		if (!s)
+			return sw_fail(err, SW_ESOFTWARE, "out of memory");
+		e->s = s;
+		e->cap = cap;
+	}
+	out = e->s + e->n;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = p[i];
 		if (c == '\\' || c == '\t' || c == '\n' || c == '\r') {
@@ -443,38 +458,34 @@ static void escape_bytes(const unsigned char *p, size_t n, char *out)
 		}
 	}
 	*out = '\0';
+	e->n = (size_t)(out - e->s);
+	return SW_OK;
 }
 
 static int info_tokens(struct tool *tl, const char *file, const struct bpe *b, struct sw_err *err)
 {
 	static const char *const cols[] = {"file", "id", "left", "right", "length", "bytes"};
 	struct table tb;
-	char *esc = NULL;
-	size_t cap = 0;
+	struct escaped esc = {0};
+	int rc = SW_OK;
 
 	table_init(&tb, stdout, tl->fmt, cols, 6);
 	if (tl->fmt == TABLE_TSV)
 		table_header(&tb);
 	for (int id = 0; id < bpe_vocab(b) && !tool_stdout_broken(tl); id++) {
-		size_t len;
-		const unsigned char *p = bpe_token_bytes(b, id, &len);
-		if (cap < 4 * len + 1) {
-			char *e = realloc(esc, 4 * len + 1);
-			if (!e) {
-				free(esc);
-				return sw_fail(err, SW_ESOFTWARE, "out of memory");
-			}
-			esc = e;
-			cap = 4 * len + 1;
-		}
-		escape_bytes(p, len, esc);
+		size_t len = bpe_token_len(b, id);
+		uint16_t tid = (uint16_t)id;
+		esc.n = 0;
+		if ((rc = escape_chunk(&esc, "", 0, err)) ||
+		    (rc = bpe_decode_stream(b, &tid, 1, escape_chunk, &esc, err)))
+			break;
 		if (tl->fmt == TABLE_TSV) {
 			/* not through table_str: it would escape our backslashes again */
 			if (id < 256)
-				printf("%s\t%d\t\t\t%zu\t%s\n", file, id, len, esc);
+				printf("%s\t%d\t\t\t%zu\t%s\n", file, id, len, esc.s);
 			else
 				printf("%s\t%d\t%u\t%u\t%zu\t%s\n", file, id, bpe_merge_at(b, id - 256).left,
-				       bpe_merge_at(b, id - 256).right, len, esc);
+				       bpe_merge_at(b, id - 256).right, len, esc.s);
 			continue;
 		}
 		table_str(&tb, file);
@@ -487,11 +498,11 @@ static int info_tokens(struct tool *tl, const char *file, const struct bpe *b, s
 			table_int(&tb, bpe_merge_at(b, id - 256).right);
 		}
 		table_int(&tb, (int64_t)len);
-		table_str(&tb, esc);
+		table_str(&tb, esc.s);
 		table_end_row(&tb);
 	}
-	free(esc);
-	return SW_OK;
+	free(esc.s);
+	return rc;
 }
 
 static int cmd_info(struct tool *tl, const struct opts *o)
@@ -516,11 +527,8 @@ static int cmd_info(struct tool *tl, const struct opts *o)
 			if (info_tokens(tl, file, b, &err))
 				tool_error(tl, file, &err);
 		} else {
-			for (int id = 0; id < bpe_vocab(b); id++) {
-				size_t len;
-				bpe_token_bytes(b, id, &len);
-				longest = len > longest ? len : longest;
-			}
+			for (int id = 0; id < bpe_vocab(b); id++)
+				longest = bpe_token_len(b, id) > longest ? bpe_token_len(b, id) : longest;
 			table_str(&tb, file);
 			table_int(&tb, bpe_vocab(b));
 			table_int(&tb, bpe_vocab(b) - 256);
@@ -553,6 +561,7 @@ int main(int argc, char **argv)
 	struct tool tl;
 	int opt, i, json = 0;
 
+	tool_std_fds();
 	tool_runtime(argv);
 	tool_init(&tl, "sw-tokenize", usage, help, argc, argv);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "--version")))

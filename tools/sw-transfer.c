@@ -141,6 +141,8 @@ static void read_table(struct sweep *s, const char *header)
 		if (add_run(s, &r))
 			break;
 	}
+	if (len < 0)
+		tool_stdin_failed(s->tl);
 	free(line);
 }
 
@@ -159,6 +161,7 @@ static void read_stdin(struct sweep *s)
 			break;
 	}
 	if (len < 0) {
+		tool_stdin_failed(s->tl);
 		free(line);
 		return;
 	}
@@ -339,6 +342,7 @@ int main(int argc, char **argv)
 	int opt, table = 0, summary = 0, check = 0, folded = 0;
 	double tol = 0;
 
+	tool_std_fds();
 	tool_runtime(argv);
 	tool_init(&tl, "sw-transfer", usage, help, argc, argv);
 	s.tl = &tl;

@@ -29,9 +29,9 @@ static void check_windows(const struct dataset *d, int T, int vocab)
 	/* validation windows only when data_check left a validation split */
 	for (int pass = 0; pass < (d->n > d->n_train ? 3 : 2); pass++) {
 		if (pass < 2)
-			data_train_batch(d, &r, B, T, x, y);
+			FUZZ_ASSERT(data_train_batch(d, &r, B, T, x, y, NULL) == SW_OK);
 		else
-			data_val_batch(d, 7, B, T, x, y);
+			FUZZ_ASSERT(data_val_batch(d, 7, B, T, x, y, NULL) == SW_OK);
 		for (int i = 0; i < B * T; i++)
 			FUZZ_ASSERT(x[i] >= 0 && x[i] < vocab && y[i] >= 0 && y[i] < vocab);
 		for (int b = 0; b < B; b++)

@@ -85,6 +85,36 @@ static int die_while_writing(const char *final, const char *exportdir, int sig)
 	return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
 }
 
+/* In a child: a remembered directory with nfiles files in it (more than
+ * the 64 slots of remembered names), then die of SIGTERM. */
+static int die_with_full_dir(const char *exportdir, int nfiles)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		char path[4096];
+		atomic_cleanup_on_signals();
+		if (mkdir(exportdir, 0777) < 0)
+			_exit(2);
+		atomic_remember(exportdir, 1);
+		for (int i = 0; i < nfiles; i++) {
+			int fd;
+			snprintf(path, sizeof path, "%s/model-%05d.safetensors", exportdir, i);
+			if ((fd = open(path, O_WRONLY | O_CREAT, 0666)) < 0)
+				_exit(3);
+			close(fd);
+		}
+		if (entries(exportdir) != nfiles)
+			_exit(4);
+		raise(SIGTERM);
+		_exit(5);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/t-atomicfile.XXXXXX", final[128], tmp[4096], exportdir[128];
@@ -120,6 +150,20 @@ int main(void)
 		   "killed by %s: temporary file, remembered file and directory removed, the old file intact",
 		   strsignal(sigs[i]));
 	}
+
+	rc = die_with_full_dir(exportdir, 300);
+	ok(rc == SW_OK + SIGTERM && !exists(exportdir) && entries(dir) == 1,
+	   "killed with a remembered directory of 300 files: the directory is gone (got %d)", rc);
+
+	mkdir(exportdir, 0777);
+	for (int i = 0; i < 100; i++) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/f%d", exportdir, i);
+		close(open(path, O_WRONLY | O_CREAT, 0666));
+	}
+	atomic_remember(exportdir, 1);
+	atomic_remove_dir(exportdir);
+	ok(!exists(exportdir), "atomic_remove_dir: a directory of 100 files removed");
 
 	unlink(final);
 	rmdir(exportdir);

@@ -559,6 +559,68 @@ static void test_file(void)
 	bpe_free(t);
 }
 
+/* What a streamed decode gave: length, largest piece, whether every byte
+ * was the next of "abab..." (offset by start). */
+struct stream_check {
+	size_t n, largest, start;
+	int pattern_ok;
+};
+
+static int check_piece(void *ctx, const void *bytes, size_t len, struct sw_err *err)
+{
+	struct stream_check *c = ctx;
+	const unsigned char *p = bytes;
+
+	(void)err;
+	for (size_t i = 0; i < len; i++)
+		c->pattern_ok &= p[i] == ((c->start + c->n + i) % 2 ? 'b' : 'a');
+	c->n += len;
+	c->largest = len > c->largest ? len : c->largest;
+	return SW_OK;
+}
+
+/* 26 doubling merges: token 256 + k is "ab" repeated 2^k times */
+static void test_long_tokens(void)
+{
+	struct bpe_merge m[26];
+	struct stream_check c = {0, 0, 0, 1};
+	struct sw_err err;
+	struct bpe *b;
+	uint16_t ids[3] = {281, 256, 270};
+
+	m[0] = (struct bpe_merge){'a', 'b'};
+	for (int k = 1; k < 26; k++)
+		m[k] = (struct bpe_merge){(uint16_t)(255 + k), (uint16_t)(255 + k)};
+	ok(bpe_from_merges(BPE_PRETOK_WORDS, m, 26, &b, &err) == SW_OK && bpe_token_len(b, 281) == 1u << 26 &&
+	   bpe_token_len(b, 256) == 2, "doubling merges: token 281 is 2^26 bytes long");
+	int rc = bpe_decode_stream(b, ids, 3, check_piece, &c, &err);
+	ok(rc == SW_OK && c.n == (1u << 26) + 2 + (1u << 15) && c.pattern_ok,
+	   "streamed decode: every byte of 2^26 + 2 + 2^15, in order (%zu)", c.n);
+	ok(c.largest <= BPE_DECODE_CHUNK, "in pieces of at most %d bytes (largest %zu)",
+	   BPE_DECODE_CHUNK, c.largest);
+	ids[1] = 282;
+	c = (struct stream_check){0, 0, 0, 1};
+	ok(bpe_decode_stream(b, ids, 3, check_piece, &c, &err) == SW_EDATA && strstr(err.msg, "token 1:") &&
+	   c.n <= (1u << 26), "an id >= vocab after a long token: SW_EDATA (%s)", err.msg);
+	bpe_free(b);
+
+	/* a merge tree as deep as it gets: each token one byte longer */
+	struct bpe_merge chain[300];
+	chain[0] = (struct bpe_merge){'x', 'y'};
+	for (int k = 1; k < 300; k++)
+		chain[k] = (struct bpe_merge){(uint16_t)(255 + k), (uint16_t)(k % 2 ? 'x' : 'y')};
+	ok(bpe_from_merges(BPE_PRETOK_NONE, chain, 300, &b, &err) == SW_OK, "a chain of 300 merges");
+	struct bpe_bytes d = {0};
+	uint16_t last = 555;
+	int same = b && bpe_decode(b, &last, 1, &d, &err) == SW_OK && d.n == 301 && d.p[0] == 'x' &&
+		   d.p[1] == 'y';
+	for (size_t i = 2; same && i < d.n; i++)
+		same = d.p[i] == ((i - 1) % 2 ? 'x' : 'y');
+	ok(same, "its longest token decodes byte for byte (%zu bytes)", d.n);
+	bpe_bytes_free(&d);
+	bpe_free(b);
+}
+
 int main(void)
 {
 	test_pretok();
@@ -568,5 +630,6 @@ int main(void)
 	test_round_trip();
 	test_vocab_limits();
 	test_file();
+	test_long_tokens();
 	return tap_done();
 }

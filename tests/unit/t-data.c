@@ -39,13 +39,13 @@ int main(void)
 	ok(data_check(&d, 12, 1049, &err) == SW_EDATA && strstr(err.msg, "1049"), "id >= vocab refused: %s", err.msg);
 	ok(data_check(&d, 20, 2000, &err) == SW_EDATA, "validation split too short for T = 20");
 	rng_seed(&r, 1);
-	data_train_batch(&d, &r, 2, 6, x, y);
+	ok(data_train_batch(&d, &r, 2, 6, x, y, &err) == SW_OK, "a training batch");
 	int shifted = 1;
 	for (int b = 0; b < 2; b++)
 		for (int t = 0; t + 1 < 6; t++)
 			shifted &= y[b * 6 + t] == x[b * 6 + t + 1];
 	ok(shifted, "targets are the tokens shifted by one");
-	data_val_batch(&d, 0, 2, 6, x, y);
+	ok(data_val_batch(&d, 0, 2, 6, x, y, &err) == SW_OK, "a validation batch");
 	ok(x[0] == tok[80] && y[0] == tok[81] && x[6] == tok[87], "validation windows from the held-out tail");
 	data_close(&d);
 

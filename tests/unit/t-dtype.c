@@ -1,4 +1,5 @@
 /* Unit tests of lib/dtype.c: BF16 and F16 against exactly known values. */
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ int main(void)
 	};
 	unsigned char bytes[8];
 	float out[4];
+	struct sw_err err;
 
 	for (size_t i = 0; i < sizeof f16 / sizeof *f16; i++)
 		ok(sw_f16_to_f32(f16[i].h) == (float)f16[i].v, "f16 0x%04x = %.17g", f16[i].h, f16[i].v);
@@ -48,11 +50,35 @@ int main(void)
 
 	/* buffers at odd addresses, little-endian */
 	bytes[0] = 0x80; bytes[1] = 0x3f; bytes[2] = 0x40; bytes[3] = 0xc0;
-	ok(sw_to_f32(SW_DTYPE_BF16, bytes, out, 2) == 0 && out[0] == 1.0f && out[1] == -3.0f,
+	ok(sw_to_f32(SW_DTYPE_BF16, bytes, out, 2, &err) == 0 && out[0] == 1.0f && out[1] == -3.0f,
 	   "sw_to_f32 bf16 buffer");
 	memset(bytes, 0, sizeof bytes);
 	bytes[1] = 0x00; bytes[2] = 0x3c;
-	ok(sw_to_f32(SW_DTYPE_F16, bytes + 1, out, 1) == 0 && out[0] == 1.0f, "sw_to_f32 f16 at an odd address");
-	ok(sw_to_f32(SW_DTYPE_UNSUPPORTED, bytes, out, 1) < 0, "unsupported dtype refused");
+	ok(sw_to_f32(SW_DTYPE_F16, bytes + 1, out, 1, &err) == 0 && out[0] == 1.0f,
+	   "sw_to_f32 f16 at an odd address");
+	ok(sw_to_f32(SW_DTYPE_UNSUPPORTED, bytes, out, 1, &err) == SW_EDATA, "unsupported dtype refused");
+
+	/* F64: as close as float32 gets, or refused naming the value */
+	{
+		static const struct { double d; int fits; } f64[] = {
+			{0.1, 1}, {-2.5e38, 1}, {3.4028234663852886e38, 1}, {FLT_MIN, 1},
+			{(double)FLT_TRUE_MIN, 1},                  /* a float32 subnormal, exactly */
+			{3 * (double)FLT_TRUE_MIN, 1}, {0.0, 1}, {-0.0, 1}, {INFINITY, 1}, {NAN, 1},
+			{1e300, 0}, {-1e39, 0}, {3.5e38, 0},        /* beyond the range */
+			{1e-300, 0}, {1e-40, 0}, {-1.5 * (double)FLT_TRUE_MIN, 0},   /* 0 or fewer digits */
+		};
+		for (size_t i = 0; i < sizeof f64 / sizeof *f64; i++) {
+			double in[3] = {1.0, f64[i].d, 2.0};
+			int rc = sw_to_f32(SW_DTYPE_F64, in, out, 3, &err);
+			if (f64[i].fits)
+				ok(rc == SW_OK && out[0] == 1.0f && (isnan(f64[i].d) ? isnan(out[1]) :
+				   out[1] == (float)f64[i].d) && out[2] == 2.0f, "f64 %.17g read", f64[i].d);
+			else
+				ok(rc == SW_EDATA && strstr(err.msg, "at index 1 ") &&
+				   strstr(err.msg, fabs(f64[i].d) > 1 ? "beyond float32's range" :
+						   "below float32's normal range"),
+				   "f64 %.17g refused: %s", f64[i].d, err.msg);
+		}
+	}
 	return tap_done();
 }
