@@ -1,37 +1,69 @@
 /* table.c - TSV and JSON Lines output (see table.h). */
 #include "table.h"
+#include "jsonstrict.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-static void put_tsv_string(FILE *f, const char *s)
+/*
+ * A TSV cell: backslash escapes as PostgreSQL's COPY text format writes
+ * them, so no cell spills into another and a terminal reading the table
+ * runs no escape sequence: \t \n \r \\ by letter, every other control
+ * byte (and DEL) and every byte that is not part of valid UTF-8 as \xNN.
+ */
+static void put_tsv_string(FILE *f, const char *str)
 {
-	for (; *s; s++) {
+	const unsigned char *s = (const unsigned char *)str;
+	size_t left = strlen(str);
+
+	while (left) {
+		int n = jsonstrict_utf8_len(s, left);
 		if (*s == '\t')
 			fputs("\\t", f);
 		else if (*s == '\n')
 			fputs("\\n", f);
+		else if (*s == '\r')
+			fputs("\\r", f);
 		else if (*s == '\\')
 			fputs("\\\\", f);
+		else if (*s < 0x20 || *s == 0x7f || n == 0)
+			fprintf(f, "\\x%02x", *s);
 		else
-			putc(*s, f);
+			fwrite(s, 1, (size_t)n, f);
+		n = n ? n : 1;
+		s += n;
+		left -= (size_t)n;
 	}
 }
 
-static void put_json_string(FILE *f, const char *s)
+/* A JSON string, valid whatever the bytes: control bytes escaped, a byte
+ * that is not part of valid UTF-8 written as U+FFFD. */
+static void put_json_string(FILE *f, const char *str)
 {
+	const unsigned char *s = (const unsigned char *)str;
+	size_t left = strlen(str);
+
 	putc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p == '\n')
+	while (left) {
+		int n = jsonstrict_utf8_len(s, left);
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if (*s == '\n')
 			fputs("\\n", f);
-		else if (*p == '\t')
+		else if (*s == '\t')
 			fputs("\\t", f);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
+		else if (*s == '\r')
+			fputs("\\r", f);
+		else if (*s < 0x20 || *s == 0x7f)
+			fprintf(f, "\\u%04x", *s);
+		else if (n == 0)
+			fputs("\\ufffd", f);
 		else
-			putc(*p, f);
+			fwrite(s, 1, (size_t)n, f);
+		n = n ? n : 1;
+		s += n;
+		left -= (size_t)n;
 	}
 	putc('"', f);
 }
