@@ -51,22 +51,31 @@ static int resolve_directory(const char *dir, char *out, size_t len, struct sw_e
 		       "is a directory (no model.safetensors or model.safetensors.index.json in it)");
 }
 
-static int info_ptr_cmp(const void *a, const void *b)
+/* qsort context without globals: each tensor's model-order key, computed
+ * once, beside a pointer to it (arch.h) */
+struct keyed {
+	struct arch_order_key key;
+	const struct sw_tensor_info *t;
+};
+
+static int keyed_cmp(const void *a, const void *b)
 {
-	return arch_model_order_cmp(*(const struct sw_tensor_info *const *)a,
-				    *(const struct sw_tensor_info *const *)b);
+	const struct keyed *x = a, *y = b;
+	int c = arch_model_order_key_cmp(&x->key, &y->key);
+
+	return c ? c : strcmp(x->t->name, y->t->name);
 }
 
 /*
  * Take the reader's tensors (file order) into model order, remembering
  * where each came from; refuse two tensors claiming one known role and
- * layer; say whether the head is the embedding. Sorted through pointers
- * and permuted in place: a header of a million tensors needs no second
- * copy of them.
+ * layer; say whether the head is the embedding. Sorted by keys computed
+ * once (a million tensors: no role lookup per comparison) and permuted in
+ * place, with no second copy of the tensors.
  */
 static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, struct sw_err *err)
 {
-	const struct sw_tensor_info **order = malloc((n ? n : 1) * sizeof *order);
+	struct keyed *order = malloc((n ? n : 1) * sizeof *order);
 	unsigned char *done = calloc(n ? n : 1, 1);
 
 	ck->info = info;
@@ -77,11 +86,13 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 		free(done);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
+	for (size_t i = 0; i < n; i++) {
+		arch_model_order_key(&info[i], &order[i].key);
+		order[i].t = &info[i];
+	}
+	qsort(order, n, sizeof *order, keyed_cmp);
 	for (size_t i = 0; i < n; i++)
-		order[i] = &info[i];
-	qsort(order, n, sizeof *order, info_ptr_cmp);
-	for (size_t i = 0; i < n; i++)
-		ck->src[i] = (size_t)(order[i] - info);
+		ck->src[i] = (size_t)(order[i].t - info);
 	free(order);
 	/* position i takes the tensor at src[i]: follow each cycle once */
 	for (size_t i = 0; i < n; i++) {

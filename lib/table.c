@@ -6,65 +6,87 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The bytes of s that print as they are, up to the first that needs an
+ * escape: printable ASCII not in special, valid UTF-8 sequences. */
+static size_t plain_run(const unsigned char *s, size_t left, const char *special)
+{
+	size_t i = 0;
+
+	while (i < left) {
+		int n = jsonstrict_utf8_len(s + i, left - i);
+		if (n == 0 || s[i] < 0x20 || s[i] == 0x7f || (s[i] < 0x80 && strchr(special, s[i])))
+			break;
+		i += (size_t)n;
+	}
+	return i;
+}
+
+/* Write str: its plain runs as they are, each other byte through escape. */
+static void put_escaped(FILE *f, const char *str, const char *special,
+			void (*escape)(FILE *f, unsigned char c))
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t left = strlen(str);
+
+	while (left) {
+		size_t run = plain_run(s, left, special);
+		fwrite(s, 1, run, f);
+		s += run;
+		left -= run;
+		if (left) {
+			escape(f, *s++);
+			left--;
+		}
+	}
+}
+
 /*
  * A TSV cell: backslash escapes as PostgreSQL's COPY text format writes
  * them, so no cell spills into another and a terminal reading the table
  * runs no escape sequence: \t \n \r \\ by letter, every other control
  * byte (and DEL) and every byte that is not part of valid UTF-8 as \xNN.
  */
-static void put_tsv_string(FILE *f, const char *str)
+static void tsv_escape(FILE *f, unsigned char c)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	size_t left = strlen(str);
-
-	while (left) {
-		int n = jsonstrict_utf8_len(s, left);
-		if (*s == '\t')
-			fputs("\\t", f);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else if (*s == '\r')
-			fputs("\\r", f);
-		else if (*s == '\\')
-			fputs("\\\\", f);
-		else if (*s < 0x20 || *s == 0x7f || n == 0)
-			fprintf(f, "\\x%02x", *s);
-		else
-			fwrite(s, 1, (size_t)n, f);
-		n = n ? n : 1;
-		s += n;
-		left -= (size_t)n;
-	}
+	if (c == '\t')
+		fputs("\\t", f);
+	else if (c == '\n')
+		fputs("\\n", f);
+	else if (c == '\r')
+		fputs("\\r", f);
+	else if (c == '\\')
+		fputs("\\\\", f);
+	else
+		fprintf(f, "\\x%02x", c);
 }
 
 /* A JSON string, valid whatever the bytes: control bytes escaped, a byte
  * that is not part of valid UTF-8 written as U+FFFD. */
-static void put_json_string(FILE *f, const char *str)
+static void json_escape(FILE *f, unsigned char c)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	size_t left = strlen(str);
+	if (c == '"' || c == '\\')
+		fprintf(f, "\\%c", c);
+	else if (c == '\n')
+		fputs("\\n", f);
+	else if (c == '\t')
+		fputs("\\t", f);
+	else if (c == '\r')
+		fputs("\\r", f);
+	else if (c < 0x20 || c == 0x7f)
+		fprintf(f, "\\u%04x", c);
+	else
+		fputs("\\ufffd", f);
+}
 
+static void put_tsv_string(FILE *f, const char *s)
+{
+	put_escaped(f, s, "\\", tsv_escape);
+}
+
+static void put_json_string(FILE *f, const char *s)
+{
 	putc('"', f);
-	while (left) {
-		int n = jsonstrict_utf8_len(s, left);
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else if (*s == '\t')
-			fputs("\\t", f);
-		else if (*s == '\r')
-			fputs("\\r", f);
-		else if (*s < 0x20 || *s == 0x7f)
-			fprintf(f, "\\u%04x", *s);
-		else if (n == 0)
-			fputs("\\ufffd", f);
-		else
-			fwrite(s, 1, (size_t)n, f);
-		n = n ? n : 1;
-		s += n;
-		left -= (size_t)n;
-	}
+	put_escaped(f, s, "\"\\", json_escape);
 	putc('"', f);
 }
 
