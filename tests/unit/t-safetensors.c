@@ -1,8 +1,10 @@
 /* Unit tests of lib/safetensors.c's parsers: header, config.json, index. */
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../../lib/safetensors.h"
+#include "../../lib/stwrite.h"
 #include "tap.h"
 
 static int parse(const char *json, uint64_t data_len, struct sw_err *err, size_t *n)
@@ -154,6 +156,28 @@ int main(void)
 		   m.n == 1 && !strcmp(attrmap_get(&m, "format"), "pt"),
 		   "header and metadata in one pass");
 		free(e);
+		attrmap_free(&m);
+	}
+	/* the writer never writes what the readers refuse */
+	{
+		struct sw_tensor_info t = {.name = "__metadata__", .rank = 1, .shape = {1}, .numel = 1};
+		struct attr_map m;
+		struct stw *w;
+		char path[] = "/tmp/t-safetensors-XXXXXX";
+		int fd = mkstemp(path);
+
+		close(fd);
+		unlink(path);
+		attrmap_init(&m);
+		attrmap_set(&m, "format", "pt", &err);
+		ok(stw_create_meta(path, &t, 1, SW_DTYPE_F32, &m, &w, &err) == SW_EDATA &&
+		   strstr(err.msg, "key '__metadata__' appears twice") && access(path, F_OK) < 0,
+		   "a tensor named __metadata__ beside metadata: refused, nothing written: %s", err.msg);
+		snprintf(t.name, sizeof t.name, "x");
+		attrmap_set(&m, "scalewatch.optim.schedule", "cos\xffine", &err);
+		ok(stw_create_meta(path, &t, 1, SW_DTYPE_F32, &m, &w, &err) == SW_EDATA &&
+		   strstr(err.msg, "invalid UTF-8") && access(path, F_OK) < 0,
+		   "a metadata value of invalid UTF-8: refused, nothing written: %s", err.msg);
 		attrmap_free(&m);
 	}
 	return tap_done();
