@@ -251,7 +251,7 @@ static int unique_keys(const cJSON *j, struct keybuf *kb, const char *what, stru
 
 	if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
 		return SW_OK;
-	if (cJSON_IsObject(j)) {
+	if (cJSON_IsObject(j) && j->child && j->child->next) {   /* two keys or more */
 		for (c = j->child; c; c = c->next)
 			n++;
 		if (n > kb->cap) {
