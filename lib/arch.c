@@ -342,28 +342,39 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 	return SW_OK;
 }
 
-static int order_of(const struct sw_tensor_info *t, int *section)
+void arch_model_order_key(const struct sw_tensor_info *t, struct arch_order_key *k)
 {
 	const struct arch_role *r = arch_role_find(t->role);
 
 	if (!r) {
-		*section = t->layer >= 0 ? 1 : 3;
-		return 99;
+		k->section = t->layer >= 0 ? 1 : 3;
+		k->order = 99;
+	} else {
+		k->section = r->order < 50 ? 0 : r->order < 100 ? 1 : 2;
+		k->order = r->order;
 	}
-	*section = r->order < 50 ? 0 : r->order < 100 ? 1 : 2;
-	return r->order;
+	k->layer = k->section == 1 ? t->layer : 0;
+}
+
+int arch_model_order_key_cmp(const struct arch_order_key *a, const struct arch_order_key *b)
+{
+	if (a->section != b->section)
+		return a->section < b->section ? -1 : 1;
+	if (a->layer != b->layer)
+		return a->layer < b->layer ? -1 : 1;
+	if (a->order != b->order)
+		return a->order < b->order ? -1 : 1;
+	return 0;
 }
 
 int arch_model_order_cmp(const void *pa, const void *pb)
 {
 	const struct sw_tensor_info *a = pa, *b = pb;
-	int sa, sb, oa = order_of(a, &sa), ob = order_of(b, &sb);
+	struct arch_order_key ka, kb;
+	int c;
 
-	if (sa != sb)
-		return sa < sb ? -1 : 1;
-	if (sa == 1 && a->layer != b->layer)
-		return a->layer < b->layer ? -1 : 1;
-	if (oa != ob)
-		return oa < ob ? -1 : 1;
-	return strcmp(a->name, b->name);
+	arch_model_order_key(a, &ka);
+	arch_model_order_key(b, &kb);
+	c = arch_model_order_key_cmp(&ka, &kb);
+	return c ? c : strcmp(a->name, b->name);
 }

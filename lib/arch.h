@@ -101,5 +101,12 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
  * struct sw_tensor_info.
  */
 int arch_model_order_cmp(const void *a, const void *b);
+/* The same order as a key computed once per tensor (a role lookup), so a
+ * sort of many tensors compares integers, then names. */
+struct arch_order_key {
+	int section, layer, order;
+};
+void arch_model_order_key(const struct sw_tensor_info *t, struct arch_order_key *k);
+int arch_model_order_key_cmp(const struct arch_order_key *a, const struct arch_order_key *b);
 
 #endif

@@ -265,6 +265,14 @@ int attrmap_integer(const struct attr_map *m, const char *obj, const char *attr,
 	return SW_OK;
 }
 
+int attrmap_check_rate(const char *obj, const char *attr, double v, struct sw_err *err)
+{
+	if (!(isfinite(v) && v >= 0))
+		return sw_fail(err, SW_EDATA, "%s: %s = %g is not a finite nonnegative number",
+			       obj, attr, v);
+	return SW_OK;
+}
+
 int attrmap_string(const struct attr_map *m, const char *obj, const char *attr, char *buf,
 		   size_t len, int *present, struct sw_err *err)
 {

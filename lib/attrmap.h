@@ -76,6 +76,12 @@ int attrmap_number(const struct attr_map *m, const char *obj, const char *attr, 
 		   double *v, int *present, struct sw_err *err);
 int attrmap_integer(const struct attr_map *m, const char *obj, const char *attr,
 		    int64_t *v, int *present, struct sw_err *err);
+/*
+ * A tensor's lr or wd, whatever the file it came from: finite and
+ * nonnegative (sw-spectrum divides by sqrt(lr/wd)); SW_EDATA naming obj
+ * and attr otherwise. The one check of both readers (h5read.c, stread.c).
+ */
+int attrmap_check_rate(const char *obj, const char *attr, double v, struct sw_err *err);
 /* A string of at most len - 1 bytes into buf. */
 int attrmap_string(const struct attr_map *m, const char *obj, const char *attr, char *buf,
 		   size_t len, int *present, struct sw_err *err);

@@ -29,26 +29,15 @@ struct ckpt {
 	int attrs_built;
 };
 
-static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-
-/* HDF5 looks for its superblock at 0, 512, 1024, 2048, ... */
-static int looks_like_hdf5(int fd, uint64_t size)
-{
-	unsigned char buf[8];
-
-	for (uint64_t off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
-		if (pread(fd, buf, 8, (off_t)off) != 8)
-			return 0;
-		if (memcmp(buf, hdf5_signature, 8) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-/* A directory is a Hugging Face model directory: find the file to open. */
+/*
+ * A directory is a Hugging Face model directory: find the file to open.
+ * transformers' from_pretrained tries model.safetensors before
+ * model.safetensors.index.json (modeling_utils.py), so a directory that
+ * holds both is read as the single file, as transformers reads it.
+ */
 static int resolve_directory(const char *dir, char *out, size_t len, struct sw_err *err)
 {
-	static const char *const names[] = {"model.safetensors.index.json", "model.safetensors"};
+	static const char *const names[] = {"model.safetensors", "model.safetensors.index.json"};
 	struct stat st;
 
 	for (size_t i = 0; i < 2; i++) {
@@ -62,44 +51,69 @@ static int resolve_directory(const char *dir, char *out, size_t len, struct sw_e
 		       "is a directory (no model.safetensors or model.safetensors.index.json in it)");
 }
 
-/* qsort context without globals: sort an array of (info, reader index) pairs. */
-struct pair {
-	struct sw_tensor_info info;
-	size_t src;
+/* qsort context without globals: each tensor's model-order key, computed
+ * once, beside a pointer to it (arch.h) */
+struct keyed {
+	struct arch_order_key key;
+	const struct sw_tensor_info *t;
 };
 
-static int pair_cmp(const void *a, const void *b)
+static int keyed_cmp(const void *a, const void *b)
 {
-	return arch_model_order_cmp(&((const struct pair *)a)->info,
-				    &((const struct pair *)b)->info);
+	const struct keyed *x = a, *y = b;
+	int c = arch_model_order_key_cmp(&x->key, &y->key);
+
+	return c ? c : strcmp(x->t->name, y->t->name);
 }
 
 /*
  * Take the reader's tensors (file order) into model order, remembering
  * where each came from; refuse two tensors claiming one known role and
- * layer; say whether the head is the embedding.
+ * layer; say whether the head is the embedding. Sorted by keys computed
+ * once (a million tensors: no role lookup per comparison) and permuted in
+ * place, with no second copy of the tensors.
  */
 static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, struct sw_err *err)
 {
-	struct pair *p = malloc((n ? n : 1) * sizeof *p);
+	struct keyed *order = malloc((n ? n : 1) * sizeof *order);
+	unsigned char *done = calloc(n ? n : 1, 1);
 
 	ck->info = info;
 	ck->n = n;
 	ck->src = malloc((n ? n : 1) * sizeof *ck->src);
-	if (!p || !ck->src) {
-		free(p);
+	if (!order || !done || !ck->src) {
+		free(order);
+		free(done);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
-		p[i].info = info[i];
-		p[i].src = i;
+		arch_model_order_key(&info[i], &order[i].key);
+		order[i].t = &info[i];
 	}
-	qsort(p, n, sizeof *p, pair_cmp);
+	qsort(order, n, sizeof *order, keyed_cmp);
+	for (size_t i = 0; i < n; i++)
+		ck->src[i] = (size_t)(order[i].t - info);
+	free(order);
+	/* position i takes the tensor at src[i]: follow each cycle once */
 	for (size_t i = 0; i < n; i++) {
-		info[i] = p[i].info;
-		ck->src[i] = p[i].src;
+		struct sw_tensor_info tmp;
+		size_t j = i;
+
+		if (done[i])
+			continue;
+		tmp = info[i];
+		for (;;) {
+			size_t k = ck->src[j];
+			done[j] = 1;
+			if (k == i) {
+				info[j] = tmp;
+				break;
+			}
+			info[j] = info[k];
+			j = k;
+		}
 	}
-	free(p);
+	free(done);
 	/* after sorting, two tensors with one known role and layer are adjacent */
 	for (size_t i = 1; i < n; i++) {
 		const struct sw_tensor_info *a = &info[i - 1], *b = &info[i];
@@ -120,7 +134,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 	struct ckpt *ck;
 	struct stat st;
 	size_t n = 0;
-	int rc, fd;
+	int rc, fd, is_hdf5;
 
 	*out = NULL;
 	if (stat(path, &st) < 0)
@@ -134,10 +148,6 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 		rc = resolve_directory(path, ck->path, sizeof ck->path, err);
 		if (rc)
 			goto fail;
-		if (stat(ck->path, &st) < 0) {
-			rc = sw_fail(err, sw_errno_status(errno), "%s: %s", ck->path, strerror(errno));
-			goto fail;
-		}
 	} else {
 		if (strlen(path) >= sizeof ck->path) {
 			rc = sw_fail(err, SW_ENOINPUT, "path too long");
@@ -145,21 +155,34 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 		}
 		strcpy(ck->path, path);
 	}
-	if (!S_ISREG(st.st_mode)) {
-		/* never open a FIFO or a device: reading it could block forever */
-		rc = sw_fail(err, SW_ENOINPUT, "not a regular file");
-		goto fail;
-	}
-	if (st.st_size == 0) {
-		rc = sw_fail(err, SW_EDATA, "empty file");
-		goto fail;
-	}
-	fd = open(ck->path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO put there since the stat must not block the
+	 * open; it is refused by the fstat (regular files ignore the flag) */
+	fd = open(ck->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		rc = sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
 		goto fail;
 	}
-	if (looks_like_hdf5(fd, (uint64_t)st.st_size)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		/* never read a FIFO or a device: reading it could block forever */
+		close(fd);
+		rc = sw_fail(err, SW_ENOINPUT, "not a regular file");
+		goto fail;
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		rc = sw_fail(err, SW_EDATA, "empty file");
+		goto fail;
+	}
+	is_hdf5 = stsrc_sniff_hdf5(fd, (uint64_t)st.st_size);
+	if (is_hdf5 && stsrc_sniff(fd, (uint64_t)st.st_size)) {
+		/* an HDF5 userblock holding a safetensors file: h5py and the
+		 * safetensors reader would see two different models */
+		close(fd);
+		rc = sw_fail(err, SW_EDATA,
+			     "is both an HDF5 file and a safetensors file: refused as ambiguous");
+		goto fail;
+	}
+	if (is_hdf5) {
 		rc = h5src_open(ck->path, fd, (uint64_t)st.st_size, &ck->h5, &ck->meta, &info, &n, err);
 	} else {
 		close(fd);

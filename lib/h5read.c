@@ -203,10 +203,7 @@ static int get_rate(hid_t d, const char *obj, const char *attr, double *v, struc
 	*v = NAN;
 	if ((rc = h5io_get_f64(d, obj, attr, v, &present, err)))
 		return rc;
-	if (present && !(isfinite(*v) && *v >= 0))
-		return sw_fail(err, SW_EDATA, "%s: %s = %g is not a finite nonnegative number",
-			       obj, attr, *v);
-	return SW_OK;
+	return present ? attrmap_check_rate(obj, attr, *v, err) : SW_OK;
 }
 
 /* The metadata attributes of /params/<name>, checked against the config. */

@@ -3,6 +3,7 @@
  * model.safetensors.index.json and config.json (see safetensors.h).
  */
 #include "safetensors.h"
+#include "jsonstrict.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -38,9 +39,12 @@ static int json_uint(const cJSON *j, uint64_t *v)
 	return 0;
 }
 
+/* qsort context without globals: order entries by their byte ranges
+ * through an array of pointers (the entries are large). */
 static int entry_cmp_offset(const void *a, const void *b)
 {
-	const struct st_entry *x = a, *y = b;
+	const struct st_entry *x = *(const struct st_entry *const *)a;
+	const struct st_entry *y = *(const struct st_entry *const *)b;
 
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
@@ -49,19 +53,29 @@ static int entry_cmp_offset(const void *a, const void *b)
 	return 0;
 }
 
-static int entry_cmp_name(const void *a, const void *b)
+int st_name_check(const char *name, struct sw_err *err)
 {
-	return strcmp(((const struct st_entry *)a)->name, ((const struct st_entry *)b)->name);
+	if (!name[0])
+		return sw_fail(err, SW_EDATA, "a tensor has an empty name");
+	if (strlen(name) >= SW_NAME_MAX)
+		return sw_fail(err, SW_EDATA, "tensor name '%.64s...' is longer than %d bytes",
+			       name, SW_NAME_MAX - 1);
+	/* HDF5 reads '/' as a path separator ("/x" would land at the root)
+	 * and refuses "." as a link name */
+	if (strchr(name, '/') || !strcmp(name, "."))
+		return sw_fail(err, SW_EDATA,
+			       "tensor name '%s' is not a valid name (it is '.' or holds '/')", name);
+	return SW_OK;
 }
 
 static int parse_entry(const cJSON *item, struct st_entry *e, struct sw_err *err)
 {
 	const cJSON *dt, *shape, *offs, *x;
 	uint64_t nbytes, begin, end;
-	int size = 0, i;
+	int size = 0, i, rc;
 
-	if (strlen(item->string) >= sizeof e->name)
-		return sw_fail(err, SW_EDATA, "tensor name too long");
+	if ((rc = st_name_check(item->string, err)))
+		return rc;
 	strcpy(e->name, item->string);
 	if (!cJSON_IsObject(item))
 		return sw_fail(err, SW_EDATA, "%s: entry is not an object", e->name);
@@ -104,33 +118,43 @@ static int parse_entry(const cJSON *item, struct st_entry *e, struct sw_err *err
 	return SW_OK;
 }
 
-int st_parse_header(const char *json, size_t len, uint64_t data_len,
-		    struct st_entry **out, size_t *n, struct sw_err *err)
+/* The "__metadata__" object: strings only; added to meta when not NULL. */
+static int take_metadata(const cJSON *md, struct attr_map *meta, struct sw_err *err)
 {
-	cJSON *root, *item;
-	struct st_entry *e = NULL, *sorted = NULL;
+	const cJSON *m;
+	int rc;
+
+	if (!cJSON_IsObject(md))
+		return sw_fail(err, SW_EDATA, "__metadata__ is not an object");
+	cJSON_ArrayForEach(m, md) {
+		if (!cJSON_IsString(m))
+			return sw_fail(err, SW_EDATA, "__metadata__ values must be strings");
+		if (meta && (rc = attrmap_set(meta, m->string, m->valuestring, err)))
+			return rc;
+	}
+	return SW_OK;
+}
+
+int st_parse_header_meta(const char *json, size_t len, uint64_t data_len,
+			 struct attr_map *meta, struct st_entry **out, size_t *n,
+			 struct sw_err *err)
+{
+	cJSON *root = NULL, *item;
+	struct st_entry *e = NULL, **sorted = NULL;
 	size_t count = 0, k = 0;
-	int rc = SW_OK;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
 	if (len == 0 || json[0] != '{')
 		return sw_fail(err, SW_EDATA, "not a safetensors file (header does not start with '{')");
-	root = cJSON_ParseWithLength(json, len);
-	if (!root)
-		return sw_fail(err, SW_EDATA, "safetensors header is not valid JSON");
-	if (!cJSON_IsObject(root)) {
-		rc = sw_fail(err, SW_EDATA, "safetensors header is not a JSON object");
-		goto out;
-	}
-	cJSON_ArrayForEach(item, root) {
-		if (!item->string) {
-			rc = sw_fail(err, SW_EDATA, "safetensors header has an unnamed entry");
-			goto out;
-		}
+	/* strict: no bytes after the JSON but the spaces the writers pad
+	 * with, valid UTF-8, every key once (jsonstrict.h) */
+	if ((rc = jsonstrict_parse(json, len, "safetensors header", &root, err)))
+		return rc;
+	cJSON_ArrayForEach(item, root)
 		if (strcmp(item->string, "__metadata__") != 0)
 			count++;
-	}
 	e = calloc(count ? count : 1, sizeof *e);
 	sorted = calloc(count ? count : 1, sizeof *sorted);
 	if (!e || !sorted) {
@@ -139,44 +163,30 @@ int st_parse_header(const char *json, size_t len, uint64_t data_len,
 	}
 	cJSON_ArrayForEach(item, root) {
 		if (!strcmp(item->string, "__metadata__")) {
-			const cJSON *m;
-			if (!cJSON_IsObject(item)) {
-				rc = sw_fail(err, SW_EDATA, "__metadata__ is not an object");
+			if ((rc = take_metadata(item, meta, err)))
 				goto out;
-			}
-			cJSON_ArrayForEach(m, item)
-				if (!cJSON_IsString(m)) {
-					rc = sw_fail(err, SW_EDATA, "__metadata__ values must be strings");
-					goto out;
-				}
 			continue;
 		}
 		if ((rc = parse_entry(item, &e[k], err)))
 			goto out;
+		sorted[k] = &e[k];
 		k++;
 	}
-	memcpy(sorted, e, count * sizeof *e);
-	qsort(sorted, count, sizeof *sorted, entry_cmp_name);
-	for (size_t i = 1; i < count; i++)
-		if (!strcmp(sorted[i - 1].name, sorted[i].name)) {
-			rc = sw_fail(err, SW_EDATA, "tensor %s appears twice in the header", sorted[i].name);
-			goto out;
-		}
 	/* the byte ranges tile the data part exactly, in offset order */
 	qsort(sorted, count, sizeof *sorted, entry_cmp_offset);
 	for (size_t i = 0; i < count; i++) {
-		uint64_t expect = i ? sorted[i - 1].end : 0;
-		if (sorted[i].begin != expect) {
+		uint64_t expect = i ? sorted[i - 1]->end : 0;
+		if (sorted[i]->begin != expect) {
 			rc = sw_fail(err, SW_EDATA,
-				     sorted[i].begin < expect ?
+				     sorted[i]->begin < expect ?
 				     "%s: data_offsets overlap the previous tensor's" :
 				     "%s: data_offsets leave a gap before it",
-				     sorted[i].name);
+				     sorted[i]->name);
 			goto out;
 		}
 	}
-	if ((count ? sorted[count - 1].end : 0) != data_len) {
-		uint64_t end = count ? sorted[count - 1].end : 0;
+	if ((count ? sorted[count - 1]->end : 0) != data_len) {
+		uint64_t end = count ? sorted[count - 1]->end : 0;
 		rc = sw_fail(err, SW_EDATA,
 			     end > data_len ? "data_offsets reach byte %llu, beyond the data (%llu bytes): truncated file?"
 					    : "data_offsets end at byte %llu but the data has %llu bytes",
@@ -191,6 +201,12 @@ out:
 	free(sorted);
 	cJSON_Delete(root);
 	return rc;
+}
+
+int st_parse_header(const char *json, size_t len, uint64_t data_len,
+		    struct st_entry **out, size_t *n, struct sw_err *err)
+{
+	return st_parse_header_meta(json, len, data_len, NULL, out, n, err);
 }
 
 static int cfg_int(const cJSON *root, const char *key, int64_t *v, int64_t dflt,
@@ -235,13 +251,15 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		{"Qwen2ForCausalLM", "qwen2", "qwen2"},
 		{"Qwen3ForCausalLM", "qwen3", "qwen3"},
 	};
-	cJSON *root = cJSON_ParseWithLength(json, len);
+	cJSON *root;
 	const cJSON *a, *mt, *tie, *rp;
 	const char *found = NULL, *named = NULL;
 	int rc;
 
 	memset(c, 0, sizeof *c);
-	if (!root || !cJSON_IsObject(root)) {
+	if ((rc = jsonstrict_parse(json, len, "config.json", &root, err)))
+		return rc;
+	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return sw_fail(err, SW_EDATA, "config.json is not a JSON object");
 	}
@@ -298,18 +316,18 @@ out:
 	return rc;
 }
 
-int st_parse_index(const char *json, size_t len, struct st_index_entry **out,
-		   size_t *n, struct sw_err *err)
+int st_parse_index(const char *json, size_t len, struct st_index *idx, struct sw_err *err)
 {
-	cJSON *root = cJSON_ParseWithLength(json, len);
 	const cJSON *map, *item;
-	struct st_index_entry *e = NULL;
-	size_t count = 0, k = 0;
-	int rc = SW_OK;
+	size_t bytes = 0, k = 0;
+	cJSON *root;
+	char *at;
+	int rc;
 
-	*out = NULL;
-	*n = 0;
-	if (!root || !cJSON_IsObject(root)) {
+	memset(idx, 0, sizeof *idx);
+	if ((rc = jsonstrict_parse(json, len, "index", &root, err)))
+		return rc;
+	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return sw_fail(err, SW_EDATA, "index is not a JSON object");
 	}
@@ -318,33 +336,48 @@ int st_parse_index(const char *json, size_t len, struct st_index_entry **out,
 		rc = sw_fail(err, SW_EDATA, "index has no weight_map object");
 		goto out;
 	}
-	cJSON_ArrayForEach(item, map)
-		count++;
-	e = calloc(count ? count : 1, sizeof *e);
-	if (!e) {
+	cJSON_ArrayForEach(item, map) {
+		const char *f = cJSON_IsString(item) ? item->valuestring : NULL;
+		if ((rc = st_name_check(item->string, err))) {
+			sw_err_prefix(err, "weight_map");
+			goto out;
+		}
+		if (!f || !f[0] || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..") ||
+		    strlen(f) >= ST_SHARD_NAME_MAX) {
+			rc = sw_fail(err, SW_EDATA,
+				     "weight_map entry '%.64s' is not a plain shard file name",
+				     item->string);
+			goto out;
+		}
+		idx->n++;
+		bytes += strlen(item->string) + strlen(f) + 2;
+	}
+	idx->e = calloc(idx->n ? idx->n : 1, sizeof *idx->e);
+	idx->pool = malloc(bytes ? bytes : 1);
+	if (!idx->e || !idx->pool) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
+	at = idx->pool;
 	cJSON_ArrayForEach(item, map) {
-		const char *f = cJSON_IsString(item) ? item->valuestring : NULL;
-		if (!f || !f[0] || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..") ||
-		    strlen(f) >= sizeof e[k].shard || strlen(item->string) >= sizeof e[k].name) {
-			rc = sw_fail(err, SW_EDATA,
-				     "weight_map entry '%.64s' is not a plain shard file name",
-				     item->string ? item->string : "");
-			goto out;
-		}
-		strcpy(e[k].name, item->string);
-		strcpy(e[k].shard, f);
+		idx->e[k].name = at;
+		at = stpcpy(at, item->string) + 1;
+		idx->e[k].shard = at;
+		at = stpcpy(at, item->valuestring) + 1;
 		k++;
 	}
-	*out = e;
-	*n = count;
-	e = NULL;
 out:
-	free(e);
+	if (rc)
+		st_index_free(idx);
 	cJSON_Delete(root);
 	return rc;
+}
+
+void st_index_free(struct st_index *idx)
+{
+	free(idx->e);
+	free(idx->pool);
+	memset(idx, 0, sizeof *idx);
 }
 
 /* ---- __metadata__ -------------------------------------------------- */
@@ -352,26 +385,16 @@ out:
 int st_parse_metadata(const char *json, size_t len, struct attr_map *m,
 		      struct sw_err *err)
 {
-	cJSON *root = cJSON_ParseWithLength(json, len);
-	const cJSON *md, *item;
-	int rc = SW_OK;
+	const cJSON *md;
+	cJSON *root;
+	int rc;
 
-	if (!root || !cJSON_IsObject(root)) {
-		cJSON_Delete(root);
-		return sw_fail(err, SW_EDATA, "safetensors header is not a JSON object");
-	}
-	md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-	if (md && !cJSON_IsObject(md))
-		rc = sw_fail(err, SW_EDATA, "__metadata__ is not an object");
-	else if (md)
-		cJSON_ArrayForEach(item, md) {
-			if (!item->string || !cJSON_IsString(item)) {
-				rc = sw_fail(err, SW_EDATA, "__metadata__ values must be strings");
-				break;
-			}
-			if ((rc = attrmap_set(m, item->string, item->valuestring, err)))
-				break;
-		}
+	if ((rc = jsonstrict_parse(json, len, "safetensors header", &root, err)))
+		return rc;
+	if (!cJSON_IsObject(root))
+		rc = sw_fail(err, SW_EDATA, "safetensors header is not a JSON object");
+	else if ((md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__")))
+		rc = take_metadata(md, m, err);
 	cJSON_Delete(root);
 	return rc;
 }

@@ -8,7 +8,10 @@
  * "__metadata__": {...}}), then the data. The parser validates what the
  * reference reader does: N <= 100 MB, the JSON well formed, every byte
  * range = numel x dtype size, the ranges contiguous from 0 and covering the
- * data exactly. The parsers take bytes, not files, so they can be fuzzed.
+ * data exactly. Every JSON document is read by jsonstrict.h's rules (valid
+ * UTF-8, nothing after the value but whitespace, no key twice in an
+ * object), in O(n log n). The parsers take bytes, not files, so they can
+ * be fuzzed.
  *
  * The header's "__metadata__" is a string -> string map (attrmap.h);
  * sw-convert keeps a scalewatch checkpoint's attributes there under
@@ -26,6 +29,7 @@
 #include "tensor.h"
 
 #define ST_MAX_HEADER 100000000ULL
+#define ST_SHARD_NAME_MAX 256        /* bytes of a shard's file name, NUL included */
 
 struct st_entry {
 	char name[SW_NAME_MAX];
@@ -42,19 +46,37 @@ struct st_entry {
  * of *n entries in header order. SW_EDATA with a message otherwise. */
 int st_parse_header(const char *json, size_t len, uint64_t data_len,
 		    struct st_entry **out, size_t *n, struct sw_err *err);
+/* The same, adding the "__metadata__" entries to meta (attrmap.h) in the
+ * same pass when meta is not NULL. */
+int st_parse_header_meta(const char *json, size_t len, uint64_t data_len,
+			 struct attr_map *meta, struct st_entry **out, size_t *n,
+			 struct sw_err *err);
+
+/*
+ * A tensor name the tools take: not empty, shorter than SW_NAME_MAX, not
+ * "." and without '/' (what an HDF5 dataset name cannot be; no Hugging
+ * Face checkpoint uses them). Valid UTF-8 comes with the JSON.
+ */
+int st_name_check(const char *name, struct sw_err *err);
 
 /* The architecture and sizes from a config.json's bytes. */
 int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		    struct sw_err *err);
 
 /* model.safetensors.index.json's weight_map: tensor name -> shard file
- * (a plain file name in the same directory; paths are refused). */
+ * (a plain file name in the same directory; paths are refused). The
+ * strings point into one pool, so the entries take what the file does. */
 struct st_index_entry {
-	char name[SW_NAME_MAX];
-	char shard[256];
+	const char *name;
+	const char *shard;
 };
-int st_parse_index(const char *json, size_t len, struct st_index_entry **out,
-		   size_t *n, struct sw_err *err);
+struct st_index {
+	struct st_index_entry *e;       /* (n) in the file's order */
+	size_t n;
+	char *pool;
+};
+int st_parse_index(const char *json, size_t len, struct st_index *idx, struct sw_err *err);
+void st_index_free(struct st_index *idx);
 
 /* ---- __metadata__ ---- */
 

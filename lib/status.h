@@ -4,7 +4,8 @@
  * lib/ never prints and never exits: a function that can fail returns one of
  * the SW_E* codes below and fills a struct sw_err with a one-line message
  * ("tensor X: shape 3x4 disagrees with /config (4x4)"). Tools print it as
- * "sw-TOOL: FILE: message" and exit with the code. The codes are those of
+ * "sw-TOOL: FILE: message" and exit with the code (control bytes in a
+ * message, from names in a file, are written \xNN). The codes are those of
  * <sysexits.h>, documented in every man page's EXIT STATUS.
  */
 #ifndef SW_STATUS_H

@@ -37,19 +37,39 @@ struct stsrc {
 	struct attr_map meta;           /* __metadata__ of every shard, merged */
 };
 
+/*
+ * Open path for reading if it is a regular file. O_NONBLOCK: opening a
+ * FIFO would block until a writer came, and one is refused here anyway;
+ * a regular file ignores the flag.
+ */
+static int open_regular(const char *path, int *fd, struct stat *st, struct sw_err *err)
+{
+	*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (*fd < 0)
+		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+	if (fstat(*fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		close(*fd);
+		*fd = -1;
+		return sw_fail(err, SW_ENOINPUT, "not a regular file");
+	}
+	return SW_OK;
+}
+
 /* Read a whole small file (config.json, index) into a malloc'ed buffer. */
 static int slurp(const char *path, size_t max, char **buf, size_t *len, struct sw_err *err)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t got;
+	int fd, rc;
 
 	*buf = NULL;
-	if (fd < 0)
-		return sw_fail(err, sw_errno_status(errno), "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+	if ((rc = open_regular(path, &fd, &st, err))) {
+		sw_err_prefix(err, "%s", path);
+		return rc;
+	}
+	if ((uint64_t)st.st_size > max) {
 		close(fd);
-		return sw_fail(err, SW_EDATA, "%s: not a regular file of at most %zu bytes", path, max);
+		return sw_fail(err, SW_EDATA, "%s: larger than %zu bytes", path, max);
 	}
 	*buf = malloc((size_t)st.st_size + 1);
 	if (!*buf) {
@@ -66,6 +86,34 @@ static int slurp(const char *path, size_t max, char **buf, size_t *len, struct s
 	(*buf)[got] = '\0';
 	*len = (size_t)got;
 	return SW_OK;
+}
+
+static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+
+int stsrc_sniff_hdf5(int fd, uint64_t size)
+{
+	unsigned char buf[8];
+
+	/* HDF5 looks for its superblock at 0, 512, 1024, 2048, ... */
+	for (uint64_t off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
+		if (pread(fd, buf, 8, (off_t)off) != 8)
+			return 0;
+		if (memcmp(buf, hdf5_signature, 8) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int stsrc_sniff(int fd, uint64_t size)
+{
+	unsigned char buf[9];
+	uint64_t hlen = 0;
+
+	if (size < 9 || pread(fd, buf, 9, 0) != 9)
+		return 0;
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | buf[i];
+	return hlen <= ST_MAX_HEADER && hlen <= size - 8 && buf[8] == '{';
 }
 
 static void dir_of(const char *path, char *dir, size_t len)
@@ -93,20 +141,38 @@ static int open_shard(struct st_shard *sh, struct st_entry **e, size_t *n,
 	return rc;
 }
 
+/*
+ * Add a shard's __metadata__ to the checkpoint's: a key two shards both
+ * carry must have one value (sw-convert repeats the checkpoint's keys in
+ * every shard), else the checkpoint says two things.
+ */
+static int merge_meta(struct attr_map *meta, const struct attr_map *shard, struct sw_err *err)
+{
+	for (size_t i = 0; i < shard->n; i++) {
+		const char *have = attrmap_get(meta, shard->kv[i].key);
+		int rc;
+		if (have && strcmp(have, shard->kv[i].value))
+			return sw_fail(err, SW_EDATA,
+				       "__metadata__: '%.100s' is '%.40s' here but '%.40s' in an earlier shard",
+				       shard->kv[i].key, shard->kv[i].value, have);
+		if (!have && (rc = attrmap_set(meta, shard->kv[i].key, shard->kv[i].value, err)))
+			return rc;
+	}
+	return SW_OK;
+}
+
 static int open_shard_(struct st_shard *sh, struct st_entry **e, size_t *n,
 		       uint64_t *data_start, struct attr_map *meta, struct sw_err *err)
 {
 	unsigned char lenbuf[8];
 	uint64_t hlen = 0;
+	struct attr_map mine;
 	struct stat st;
 	char *json;
 	int rc;
 
-	sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-	if (sh->fd < 0)
-		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
-	if (fstat(sh->fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return sw_fail(err, SW_ENOINPUT, "not a regular file");
+	if ((rc = open_regular(sh->path, &sh->fd, &st, err)))
+		return rc;
 	sh->size = (uint64_t)st.st_size;
 	if (sh->size < 8 || pread(sh->fd, lenbuf, 8, 0) != 8)
 		return sw_fail(err, SW_EDATA, "not a safetensors file (shorter than its 8-byte header length)");
@@ -120,6 +186,10 @@ static int open_shard_(struct st_shard *sh, struct st_entry **e, size_t *n,
 		return sw_fail(err, SW_EDATA,
 			       "header length %llu runs past the end of the file (%llu bytes)",
 			       (unsigned long long)hlen, (unsigned long long)sh->size);
+	/* a file HDF5 would also open (a userblock holding these bytes) is
+	 * two checkpoints at once: which one a reader sees depends on it */
+	if (stsrc_sniff_hdf5(sh->fd, sh->size))
+		return sw_fail(err, SW_EDATA, "is both a safetensors and an HDF5 file: refused as ambiguous");
 	json = malloc(hlen ? hlen : 1);
 	if (!json)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
@@ -128,10 +198,15 @@ static int open_shard_(struct st_shard *sh, struct st_entry **e, size_t *n,
 		return sw_fail(err, SW_EIO, "short read of the header");
 	}
 	*data_start = 8 + hlen;
-	rc = st_parse_header(json, hlen, sh->size - 8 - hlen, e, n, err);
-	if (!rc)
-		rc = st_parse_metadata(json, hlen, meta, err);
+	attrmap_init(&mine);
+	rc = st_parse_header_meta(json, hlen, sh->size - 8 - hlen, &mine, e, n, err);
 	free(json);
+	if (!rc && (rc = merge_meta(meta, &mine, err))) {
+		free(*e);
+		*e = NULL;
+		*n = 0;
+	}
+	attrmap_free(&mine);
 	return rc;
 }
 
@@ -194,7 +269,9 @@ static int apply_scalewatch_meta(const struct attr_map *m, struct ckpt_meta *cm,
 
 		snprintf(obj, sizeof obj, "/params/%s", t->name);
 		if ((rc = attrmap_number(m, obj, "lr", 0, &t->lr, &present, err)) ||
-		    (rc = attrmap_number(m, obj, "wd", 0, &t->wd, &present, err)))
+		    (present && (rc = attrmap_check_rate(obj, "lr", t->lr, err))) ||
+		    (rc = attrmap_number(m, obj, "wd", 0, &t->wd, &present, err)) ||
+		    (present && (rc = attrmap_check_rate(obj, "wd", t->wd, err))))
 			goto bad;
 		snprintf(key, sizeof key, ATTRMAP_PREFIX "params.%s.wd_mode", t->name);
 		if ((mode = attrmap_get(m, key)) && sw_wd_mode_parse(mode, &t->wd_mode) < 0)
@@ -205,14 +282,6 @@ static int apply_scalewatch_meta(const struct attr_map *m, struct ckpt_meta *cm,
 bad:
 	sw_err_prefix(err, "__metadata__");
 	return rc;
-}
-
-static int find_index(const struct st_index_entry *idx, size_t n, const char *name)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(idx[i].name, name))
-			return (int)i;
-	return -1;
 }
 
 void stsrc_close(struct stsrc *s)
@@ -228,24 +297,109 @@ void stsrc_close(struct stsrc *s)
 	free(s);
 }
 
-/* The shards the index names, each once, in order of first appearance. */
-static int list_shards(struct stsrc *s, const char *dir, const struct st_index_entry *idx,
-		       size_t nidx, struct sw_err *err)
+static int index_cmp_name(const void *a, const void *b)
 {
-	s->shards = calloc(nidx ? nidx : 1, sizeof *s->shards);
+	return strcmp(((const struct st_index_entry *)a)->name,
+		      ((const struct st_index_entry *)b)->name);
+}
+
+/* The shards the index names, each once, in order of first appearance
+ * (a map of the names seen: O(1) a lookup). */
+static int list_shards(struct stsrc *s, const char *dir, const struct st_index *idx,
+		       struct sw_err *err)
+{
+	struct attr_map seen;
+	int rc = SW_OK;
+
+	attrmap_init(&seen);
+	s->shards = calloc(idx->n ? idx->n : 1, sizeof *s->shards);
 	if (!s->shards)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	for (size_t i = 0; i < nidx; i++) {
-		int seen = 0;
-		for (int k = 0; k < s->nshards && !seen; k++)
-			seen = !strcmp(base_name(s->shards[k].path), idx[i].shard);
-		if (!seen) {
-			struct st_shard *sh = &s->shards[s->nshards++];
-			sh->fd = -1;
-			if (snprintf(sh->path, sizeof sh->path, "%s/%s", dir,
-				     idx[i].shard) >= (int)sizeof sh->path)
-				return sw_fail(err, SW_ENOINPUT, "shard path too long");
-		}
+	for (size_t i = 0; i < idx->n && !rc; i++) {
+		struct st_shard *sh;
+		if (attrmap_get(&seen, idx->e[i].shard))
+			continue;
+		if ((rc = attrmap_set(&seen, idx->e[i].shard, "", err)))
+			break;
+		sh = &s->shards[s->nshards++];
+		sh->fd = -1;
+		if (snprintf(sh->path, sizeof sh->path, "%s/%s", dir,
+			     idx->e[i].shard) >= (int)sizeof sh->path)
+			rc = sw_fail(err, SW_ENOINPUT, "shard path too long");
+	}
+	attrmap_free(&seen);
+	return rc;
+}
+
+/* real is inside the directory top (both resolved paths) */
+static int path_inside(const char *real, const char *top)
+{
+	size_t n = strlen(top);
+
+	return !strncmp(real, top, n) && (real[n] == '/' || (n == 1 && top[0] == '/'));
+}
+
+/*
+ * A shard the index names that is a symlink must stay in the index's
+ * directory, or in the directory the index itself links into (the
+ * Hugging Face cache: snapshots/REV/NAME -> ../../blobs/HASH); elsewhere
+ * it would let a downloaded checkpoint read any file of the user's.
+ */
+static int check_shard_link(const char *shard, const char *dir, const char *index,
+			    struct sw_err *err)
+{
+	char real[PATH_MAX], top[PATH_MAX], tmp[PATH_MAX];
+	struct stat st;
+
+	if (lstat(shard, &st) < 0 || !S_ISLNK(st.st_mode) || !realpath(shard, real))
+		return SW_OK;   /* not a link, or dangling: opening it says why */
+	if (realpath(dir, top) && path_inside(real, top))
+		return SW_OK;
+	if (realpath(index, tmp)) {
+		snprintf(top, sizeof top, "%s", dirname(tmp));
+		if (path_inside(real, top))
+			return SW_OK;
+	}
+	return sw_fail(err, SW_EDATA, "%s: a symlink to %s, outside the index's directory", shard,
+		       real);
+}
+
+/* Room for total + n tensors in info and s->loc, grown geometrically. */
+static int grow_tensors(struct stsrc *s, struct sw_tensor_info **info, size_t *cap,
+			size_t want, struct sw_err *err)
+{
+	size_t c = *cap;
+	void *p;
+
+	if (want <= c)
+		return SW_OK;
+	while (c < want)
+		c = c ? 2 * c : 64;
+	if (!(p = realloc(*info, c * sizeof **info)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	*info = p;
+	if (!(p = realloc(s->loc, c * sizeof *s->loc)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	s->loc = p;
+	*cap = c;
+	return SW_OK;
+}
+
+/*
+ * Each tensor of shard k must be listed for that shard; seen marks the
+ * index entries (sorted by name) found.
+ */
+static int check_listed(const struct st_index *idx, unsigned char *seen, const char *shard,
+			const struct st_entry *e, size_t n, struct sw_err *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct st_index_entry key = {e[i].name, NULL};
+		const struct st_index_entry *j = bsearch(&key, idx->e, idx->n, sizeof *idx->e,
+							 index_cmp_name);
+		if (!j || strcmp(j->shard, base_name(shard)))
+			return sw_fail(err, SW_EDATA, "%s holds %s, which the index does not list there",
+				       shard, e[i].name);
+		seen[j - idx->e] = 1;
 	}
 	return SW_OK;
 }
@@ -254,10 +408,11 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	       struct sw_tensor_info **info_out, size_t *n_out, struct sw_err *err)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
-	struct st_index_entry *idx = NULL;
+	struct st_index idx = {0};
 	struct sw_tensor_info *info = NULL;
+	unsigned char *seen = NULL;
 	struct stsrc *s;
-	size_t nidx = 0, total = 0;
+	size_t total = 0, cap = 0;
 	char *json = NULL;
 	size_t len;
 	int rc, is_index;
@@ -286,10 +441,16 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	if (is_index) {
 		if ((rc = slurp(file, 64u << 20, &json, &len, err)))
 			goto out;
-		rc = st_parse_index(json, len, &idx, &nidx, err);
+		rc = st_parse_index(json, len, &idx, err);
 		free(json);
-		if (rc || (rc = list_shards(s, dir, idx, nidx, err)))
+		if (rc || (rc = list_shards(s, dir, &idx, err)))
 			goto out;
+		/* sorted by name from here on: a lookup is a binary search */
+		qsort(idx.e, idx.n, sizeof *idx.e, index_cmp_name);
+		if (!(seen = calloc(idx.n ? idx.n : 1, 1))) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto out;
+		}
 	} else {
 		s->shards = calloc(1, sizeof *s->shards);
 		if (!s->shards) {
@@ -304,51 +465,30 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 		struct st_entry *e = NULL;
 		size_t n = 0;
 		uint64_t data_start = 0;
-		void *p;
 
+		if (is_index && (rc = check_shard_link(s->shards[k].path, dir, file, err)))
+			goto out;
 		if ((rc = open_shard(&s->shards[k], &e, &n, &data_start, &s->meta, is_index, err)))
 			goto out;
-		p = realloc(info, (total + n + 1) * sizeof *info);
-		if (p)
-			info = p;
-		p = p ? realloc(s->loc, (total + n + 1) * sizeof *s->loc) : NULL;
-		if (p)
-			s->loc = p;
-		if (!p) {
-			free(e);
-			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < n && !rc; i++) {
-			if (is_index) {
-				int j = find_index(idx, nidx, e[i].name);
-				if (j < 0 || strcmp(idx[j].shard, base_name(s->shards[k].path)))
-					rc = sw_fail(err, SW_EDATA,
-						     "%s holds %s, which the index does not list there",
-						     s->shards[k].path, e[i].name);
-			}
-			if (!rc)
-				rc = add_tensor(s, &cm->config, info, total + i, &e[i], k, data_start, err);
-		}
+		if (is_index)
+			rc = check_listed(&idx, seen, s->shards[k].path, e, n, err);
+		if (!rc)
+			rc = grow_tensors(s, &info, &cap, total + n, err);
+		for (size_t i = 0; i < n && !rc; i++)
+			rc = add_tensor(s, &cm->config, info, total + i, &e[i], k, data_start, err);
 		free(e);
-		total += n;
-		s->n = total;
 		if (rc)
 			goto out;
+		total += n;
+		s->n = total;
 	}
-	if (is_index && total != nidx) {
-		/* every listed tensor must be in its shard */
-		for (size_t i = 0; i < nidx; i++) {
-			int found = 0;
-			for (size_t k = 0; k < total && !found; k++)
-				found = !strcmp(info[k].name, idx[i].name);
-			if (!found) {
-				rc = sw_fail(err, SW_EDATA, "the index lists %s in %s, which does not hold it",
-					     idx[i].name, idx[i].shard);
-				goto out;
-			}
+	/* every listed tensor must be in its shard */
+	for (size_t i = 0; is_index && i < idx.n; i++)
+		if (!seen[i]) {
+			rc = sw_fail(err, SW_EDATA, "the index lists %s in %s, which does not hold it",
+				     idx.e[i].name, idx.e[i].shard);
+			goto out;
 		}
-	}
 	if ((rc = apply_scalewatch_meta(&s->meta, cm, info, total, err)))
 		goto out;
 	*info_out = info;
@@ -357,7 +497,8 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	*out = s;
 	s = NULL;
 out:
-	free(idx);
+	st_index_free(&idx);
+	free(seen);
 	free(info);
 	stsrc_close(s);
 	return rc;

@@ -8,12 +8,18 @@
  * its role, block and layer from its Hugging Face name (arch.c). The
  * "__metadata__" of the shards, merged, is the checkpoint's attribute map
  * (attrmap.h): a model sw-convert exported keeps its step, tokens, losses
- * and per-tensor lr, wd and wd_mode there, and they are applied.
+ * and per-tensor lr, wd and wd_mode there, and they are applied (a key
+ * two shards give different values is refused).
+ *
+ * Only regular files are opened (a FIFO is never waited on); a shard the
+ * index names that is a symlink must not lead out of the index's
+ * directory; a shard that is also an HDF5 file is refused.
  */
 #ifndef SW_STREAD_H
 #define SW_STREAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attrmap.h"
 #include "ckptsrc.h"
@@ -29,6 +35,16 @@ void stsrc_close(struct stsrc *s);
 /* Tensor k (its index in *info; t = that info) as float32. */
 int stsrc_load(struct stsrc *s, size_t k, const struct sw_tensor_info *t,
 	       struct ckpt_scratch *scratch, struct ckpt_view *v, struct sw_err *err);
+
+/*
+ * What the bytes of the open file fd (size bytes) look like, read with
+ * pread: stsrc_sniff, 1 if it starts as a safetensors file does (a header
+ * length that fits the file and the 100 MB cap, then '{'); sniff_hdf5, 1
+ * if HDF5's signature is where HDF5 looks for its superblock (0, 512,
+ * 1024, 2048, ...). A file that is both is refused (ckpt.c, open_shard).
+ */
+int stsrc_sniff(int fd, uint64_t size);
+int stsrc_sniff_hdf5(int fd, uint64_t size);
 
 /* The merged __metadata__. */
 const struct attr_map *stsrc_attrs(const struct stsrc *s);

@@ -5,6 +5,7 @@
 #include "stwrite.h"
 #include "atomicfile.h"
 #include "dtype.h"
+#include "jsonstrict.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -39,7 +40,7 @@ int stw_create_meta(const char *final_path, const struct sw_tensor_info *t, size
 		    struct sw_err *err)
 {
 	struct stw *w;
-	cJSON *root = NULL;
+	cJSON *root = NULL, *check;
 	char *json = NULL;
 	size_t hlen, pad;
 	uint64_t offset = 0;
@@ -93,6 +94,15 @@ int stw_create_meta(const char *final_path, const struct sw_tensor_info *t, size
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto fail;
 	}
+	/* never write a header the readers refuse: cJSON copies strings
+	 * from the HDF5 file as bytes (invalid UTF-8 stays), and a tensor
+	 * named __metadata__ would give that key twice */
+	if ((rc = jsonstrict_parse(json, strlen(json), "the safetensors header to write", &check,
+				   err))) {
+		sw_err_prefix(err, "cannot be exported");
+		goto fail;
+	}
+	cJSON_Delete(check);
 	/* pad the header with spaces so the data starts 8-byte aligned */
 	hlen = strlen(json);
 	pad = (8 - (8 + hlen) % 8) % 8;

@@ -1,38 +1,92 @@
 /* table.c - TSV and JSON Lines output (see table.h). */
 #include "table.h"
+#include "jsonstrict.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* The bytes of s that print as they are, up to the first that needs an
+ * escape: printable ASCII not in special, valid UTF-8 sequences. */
+static size_t plain_run(const unsigned char *s, size_t left, const char *special)
+{
+	size_t i = 0;
+
+	while (i < left) {
+		int n = jsonstrict_utf8_len(s + i, left - i);
+		if (n == 0 || s[i] < 0x20 || s[i] == 0x7f || (s[i] < 0x80 && strchr(special, s[i])))
+			break;
+		i += (size_t)n;
+	}
+	return i;
+}
+
+/* Write str: its plain runs as they are, each other byte through escape. */
+static void put_escaped(FILE *f, const char *str, const char *special,
+			void (*escape)(FILE *f, unsigned char c))
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t left = strlen(str);
+
+	while (left) {
+		size_t run = plain_run(s, left, special);
+		fwrite(s, 1, run, f);
+		s += run;
+		left -= run;
+		if (left) {
+			escape(f, *s++);
+			left--;
+		}
+	}
+}
+
+/*
+ * A TSV cell: backslash escapes as PostgreSQL's COPY text format writes
+ * them, so no cell spills into another and a terminal reading the table
+ * runs no escape sequence: \t \n \r \\ by letter, every other control
+ * byte (and DEL) and every byte that is not part of valid UTF-8 as \xNN.
+ */
+static void tsv_escape(FILE *f, unsigned char c)
+{
+	if (c == '\t')
+		fputs("\\t", f);
+	else if (c == '\n')
+		fputs("\\n", f);
+	else if (c == '\r')
+		fputs("\\r", f);
+	else if (c == '\\')
+		fputs("\\\\", f);
+	else
+		fprintf(f, "\\x%02x", c);
+}
+
+/* A JSON string, valid whatever the bytes: control bytes escaped, a byte
+ * that is not part of valid UTF-8 written as U+FFFD. */
+static void json_escape(FILE *f, unsigned char c)
+{
+	if (c == '"' || c == '\\')
+		fprintf(f, "\\%c", c);
+	else if (c == '\n')
+		fputs("\\n", f);
+	else if (c == '\t')
+		fputs("\\t", f);
+	else if (c == '\r')
+		fputs("\\r", f);
+	else if (c < 0x20 || c == 0x7f)
+		fprintf(f, "\\u%04x", c);
+	else
+		fputs("\\ufffd", f);
+}
 
 static void put_tsv_string(FILE *f, const char *s)
 {
-	for (; *s; s++) {
-		if (*s == '\t')
-			fputs("\\t", f);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else if (*s == '\\')
-			fputs("\\\\", f);
-		else
-			putc(*s, f);
-	}
+	put_escaped(f, s, "\\", tsv_escape);
 }
 
 static void put_json_string(FILE *f, const char *s)
 {
 	putc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p == '\n')
-			fputs("\\n", f);
-		else if (*p == '\t')
-			fputs("\\t", f);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			putc(*p, f);
-	}
+	put_escaped(f, s, "\"\\", json_escape);
 	putc('"', f);
 }
 

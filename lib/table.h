@@ -5,7 +5,11 @@
  * Numbers are printed with %.9g (enough to round-trip a float32); integers
  * exactly; an empty cell (unknown value) is an empty field in TSV and null
  * in JSON. Non-finite numbers print as nan/inf in TSV and null in JSON.
- * Tabs and newlines inside strings are escaped as \t and \n in TSV.
+ * Strings (names come from files of strangers) are escaped so that a cell
+ * never spills and a terminal runs nothing: in TSV as PostgreSQL's COPY
+ * text writes them, \t \n \r \\ by letter, other control bytes, DEL and
+ * bytes outside valid UTF-8 as \xNN; in JSON control bytes as \u00NN and
+ * a byte outside valid UTF-8 as U+FFFD, so every line is valid JSON.
  */
 #ifndef SW_TABLE_H
 #define SW_TABLE_H

@@ -5,8 +5,9 @@
  * size in 1 .. 2^31 - 1 (seq_len may be 0), n_heads a multiple of
  * n_kv_heads, n_heads x head_dim below 2^31, finite nonnegative norm_eps
  * and rope_theta, no multipliers, gains present, QK-norm exactly for qwen3;
- * and the architecture's own check (arch_config_check) agrees. A refusal
- * is SW_EDATA with a message.
+ * and the architecture's own check (arch_config_check) agrees; the file
+ * is valid UTF-8, one object and nothing after it but blanks, no key twice
+ * in any object (fuzz_json_clean). A refusal is SW_EDATA with a message.
  */
 #include <math.h>
 #include <string.h>
@@ -28,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_REFUSED(rc, err);
 		return 0;
 	}
+	fuzz_json_clean(data, size);
 	FUZZ_ASSERT(memchr(c.arch, '\0', sizeof c.arch) && arch_supported(c.arch));
 	FUZZ_ASSERT(c.vocab_size > 0 && c.vocab_size < big);
 	FUZZ_ASSERT(c.d_model > 0 && c.d_model < big);

@@ -5,9 +5,11 @@
  * mutated). Beyond "no crash", a header that is accepted must describe the
  * data exactly: every entry has a known dtype and a rank <= SW_MAX_RANK,
  * numel is the product of its shape without overflow, end - begin is
- * numel x the dtype's size, names are unique NUL-terminated strings, and
- * the ranges, sorted, are contiguous from 0 and end at the data's length.
- * A refusal is SW_EDATA with a message.
+ * numel x the dtype's size, names are unique NUL-terminated strings that
+ * an HDF5 dataset can have (not empty, not ".", no '/'), and the ranges,
+ * sorted, are contiguous from 0 and end at the data's length; the header
+ * is valid UTF-8, one object and nothing after it but blanks, no key twice
+ * in any object (fuzz_json_clean). A refusal is SW_EDATA with a message.
  */
 #include <string.h>
 
@@ -60,6 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_ASSERT(n == 0 || e);
+	fuzz_json_clean(data + 8, size - 8);
 	order = malloc((n ? n : 1) * sizeof *order);
 	FUZZ_ASSERT(order);
 	for (size_t i = 0; i < n; i++) {
@@ -68,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		FUZZ_ASSERT(memchr(e[i].name, '\0', sizeof e[i].name));
 		FUZZ_ASSERT(strcmp(e[i].name, "__metadata__"));
+		FUZZ_ASSERT(e[i].name[0] && !strchr(e[i].name, '/') && strcmp(e[i].name, "."));
 		FUZZ_ASSERT(memchr(e[i].dtype_name, '\0', sizeof e[i].dtype_name));
 		es = dtype_size(e[i].dtype_name);
 		FUZZ_ASSERT(es > 0);

@@ -63,6 +63,20 @@ st("rank9.json", [("x", "F32", [1] * 9, 4)])
 st("bad-dtype.json", [("x", "Q4", [2], 1)])
 put("st-header", "not-object.json", struct.pack("<Q", 0) + b'["x"]')
 put("st-header", "nested.json", struct.pack("<Q", 0) + b'{"a":{"b":{"c":[[[[1]]]]}}}')
+# what the reference readers take and refuse beyond cJSON (jsonstrict.h)
+one = b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+put("st-header", "padded.json", struct.pack("<Q", 4) + one + b"}     ")
+put("st-header", "trailing-garbage.json", struct.pack("<Q", 4) + one + b"}}garbage")
+put("st-header", "escaped-names.json", struct.pack("<Q", 8) +
+    b'{"\\u00e9\\ud83d\\ude00\\n":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+    b'"caf\xc3\xa9":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}')
+put("st-header", "name-twice.json", struct.pack("<Q", 8) + one +
+    b',"\\u0061":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}')
+put("st-header", "meta-key-twice.json", struct.pack("<Q", 4) + one +
+    b',"__metadata__":{"k":"1","k":"2"}}')
+put("st-header", "name-slash.json", struct.pack("<Q", 4) + one.replace(b'"a"', b'"a/b"') + b"}")
+put("st-header", "name-nul.json", struct.pack("<Q", 4) + one.replace(b'"a"', b'"a\\u0000b"') + b"}")
+put("st-header", "name-bad-utf8.json", struct.pack("<Q", 4) + one.replace(b'"a"', b'"a\xff"') + b"}")
 
 # ---- st-index: model.safetensors.index.json ----
 put("st-index", "two-shards.json", js({"metadata": {"total_size": 1234}, "weight_map": {
@@ -74,6 +88,9 @@ put("st-index", "path.json", js({"weight_map": {"a": "../etc/passwd"}}))
 put("st-index", "dotdot.json", js({"weight_map": {"a": ".."}}))
 put("st-index", "not-string.json", js({"weight_map": {"a": 3}}))
 put("st-index", "no-map.json", js({"metadata": {}}))
+put("st-index", "listed-twice.json",
+    b'{"weight_map":{"a":"m-1.safetensors","b":"m-1.safetensors","a":"m-2.safetensors"}}')
+put("st-index", "escaped-name.json", b'{"weight_map":{"\\u0061/b":"m.safetensors","c":"m.safetensors"}} \n')
 
 # ---- st-config: config.json ----
 llama = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 256,
@@ -90,6 +107,9 @@ put("st-config", "gqa-bad.json", js(dict(llama, num_key_value_heads=3)))
 put("st-config", "huge.json", js(dict(llama, hidden_size=2147483648)))
 put("st-config", "heads-zero.json", js(dict(llama, num_attention_heads=0)))
 put("st-config", "tie-string.json", js(dict(llama, tie_word_embeddings="yes")))
+put("st-config", "rope-theta-twice.json", js(llama)[:-1] + ',"rope_theta":1000000.0}')
+put("st-config", "trailing-garbage.json", js(llama) + "\n}garbage")
+put("st-config", "trailing-blanks.json", js(llama) + "\n\r\t ")
 
 # ---- tokens: 2 control bytes (format and T; vocabulary), then the file ----
 def llmc(ids, count=None, magic=20240520, version=1):

@@ -1,8 +1,10 @@
 /* Unit tests of lib/safetensors.c's parsers: header, config.json, index. */
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../../lib/safetensors.h"
+#include "../../lib/stwrite.h"
 #include "tap.h"
 
 static int parse(const char *json, uint64_t data_len, struct sw_err *err, size_t *n)
@@ -20,7 +22,6 @@ int main(void)
 {
 	struct sw_err err;
 	struct sw_config c;
-	struct st_index_entry *idx;
 	size_t n;
 
 	ok(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
@@ -92,12 +93,92 @@ int main(void)
 	   strstr(err.msg, "num_hidden_layers"), "missing field named: %s", err.msg);
 
 	/* index */
+	struct st_index ix;
 	const char *index = "{\"metadata\":{\"total_size\":8},\"weight_map\":{\"a\":\"m-1.safetensors\","
 			    "\"b\":\"m-2.safetensors\"}}";
-	ok(st_parse_index(index, strlen(index), &idx, &n, &err) == SW_OK && n == 2 &&
-	   !strcmp(idx[1].shard, "m-2.safetensors"), "index weight_map");
-	free(idx);
+	ok(st_parse_index(index, strlen(index), &ix, &err) == SW_OK && ix.n == 2 &&
+	   !strcmp(ix.e[1].name, "b") && !strcmp(ix.e[1].shard, "m-2.safetensors"), "index weight_map");
+	st_index_free(&ix);
 	const char *escape = "{\"weight_map\":{\"a\":\"../../etc/passwd\"}}";
-	ok(st_parse_index(escape, strlen(escape), &idx, &n, &err) == SW_EDATA, "shard paths outside the directory refused");
+	ok(st_parse_index(escape, strlen(escape), &ix, &err) == SW_EDATA && !ix.e,
+	   "shard paths outside the directory refused");
+	const char *twice = "{\"weight_map\":{\"a\":\"m-1.safetensors\",\"a\":\"m-2.safetensors\"}}";
+	ok(st_parse_index(twice, strlen(twice), &ix, &err) == SW_EDATA && strstr(err.msg, "'a' appears twice"),
+	   "a tensor listed twice in the index: %s", err.msg);
+	const char *slash = "{\"weight_map\":{\"a/b\":\"m-1.safetensors\"}}";
+	ok(st_parse_index(slash, strlen(slash), &ix, &err) == SW_EDATA && strstr(err.msg, "'a/b'"),
+	   "a tensor name with '/' in the index: %s", err.msg);
+
+	/* what the reference readers refuse (jsonstrict.h), in each parser */
+	ok(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}}}garbage", 4, &err,
+		 NULL) == SW_EDATA && strstr(err.msg, "bytes after the JSON value"),
+	   "header followed by }}garbage: %s", err.msg);
+	ok(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}    ", 4, &err,
+		 NULL) == SW_OK, "header padded with spaces, as the reference writer pads it");
+	ok(parse("{\"\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &err,
+		 NULL) == SW_EDATA && strstr(err.msg, "invalid UTF-8"), "a name of invalid UTF-8: %s", err.msg);
+	ok(parse("{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &err,
+		 NULL) == SW_EDATA && strstr(err.msg, "NUL"), "a name with an escaped NUL: %s", err.msg);
+	ok(parse("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, &err, NULL) == SW_EDATA &&
+	   strstr(err.msg, "'k' appears twice"), "a metadata key twice: %s", err.msg);
+	ok(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+		 "\"\\u0061\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, &err,
+		 NULL) == SW_EDATA && strstr(err.msg, "twice"), "a name twice, once escaped: %s", err.msg);
+	ok(parse("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &err, NULL) ==
+	   SW_EDATA && strstr(err.msg, "empty name"), "an empty name: %s", err.msg);
+	ok(parse("{\".\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &err, NULL) ==
+	   SW_EDATA && strstr(err.msg, "'.'"), "the name '.': %s", err.msg);
+	ok(parse("{\"a/b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &err, NULL) ==
+	   SW_EDATA && strstr(err.msg, "'a/b'"), "a name with '/': %s", err.msg);
+	ok(parse("{\"..\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &err, NULL) ==
+	   SW_OK, "'..' is a valid HDF5 dataset name, taken");
+	const char *dup = "{\"architectures\":[\"LlamaForCausalLM\"],\"vocab_size\":32,\"hidden_size\":8,"
+			  "\"intermediate_size\":16,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+			  "\"rope_theta\":10000.0,\"rope_theta\":1000000.0}";
+	ok(st_parse_config(dup, strlen(dup), &c, &err) == SW_EDATA &&
+	   !strcmp(err.msg, "config.json: key 'rope_theta' appears twice"),
+	   "config.json with rope_theta twice: %s", err.msg);
+	char garbage[512];
+	snprintf(garbage, sizeof garbage, "%s\n{}", llama);
+	ok(st_parse_config(garbage, strlen(garbage), &c, &err) == SW_EDATA &&
+	   strstr(err.msg, "config.json is not valid JSON (byte ") && strstr(err.msg, "bytes after"),
+	   "config.json followed by garbage: %s", err.msg);
+	snprintf(garbage, sizeof garbage, "%s\n\r\t ", llama);
+	ok(st_parse_config(garbage, strlen(garbage), &c, &err) == SW_OK,
+	   "config.json followed by whitespace (Python's json takes it)");
+	{
+		struct attr_map m;
+		attrmap_init(&m);
+		const char *h = "{\"__metadata__\":{\"format\":\"pt\"},"
+				"\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+		struct st_entry *e = NULL;
+		ok(st_parse_header_meta(h, strlen(h), 4, &m, &e, &n, &err) == SW_OK && n == 1 &&
+		   m.n == 1 && !strcmp(attrmap_get(&m, "format"), "pt"),
+		   "header and metadata in one pass");
+		free(e);
+		attrmap_free(&m);
+	}
+	/* the writer never writes what the readers refuse */
+	{
+		struct sw_tensor_info t = {.name = "__metadata__", .rank = 1, .shape = {1}, .numel = 1};
+		struct attr_map m;
+		struct stw *w;
+		char path[] = "/tmp/t-safetensors-XXXXXX";
+		int fd = mkstemp(path);
+
+		close(fd);
+		unlink(path);
+		attrmap_init(&m);
+		attrmap_set(&m, "format", "pt", &err);
+		ok(stw_create_meta(path, &t, 1, SW_DTYPE_F32, &m, &w, &err) == SW_EDATA &&
+		   strstr(err.msg, "key '__metadata__' appears twice") && access(path, F_OK) < 0,
+		   "a tensor named __metadata__ beside metadata: refused, nothing written: %s", err.msg);
+		snprintf(t.name, sizeof t.name, "x");
+		attrmap_set(&m, "scalewatch.optim.schedule", "cos\xffine", &err);
+		ok(stw_create_meta(path, &t, 1, SW_DTYPE_F32, &m, &w, &err) == SW_EDATA &&
+		   strstr(err.msg, "invalid UTF-8") && access(path, F_OK) < 0,
+		   "a metadata value of invalid UTF-8: refused, nothing written: %s", err.msg);
+		attrmap_free(&m);
+	}
 	return tap_done();
 }
