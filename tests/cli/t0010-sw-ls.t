@@ -10,16 +10,19 @@ test_expect_success 'header names the columns' '
 '
 
 test_expect_success 'every tensor once: 1 + 12x9 + 1 + 1' '
+	sw-ls "$FIX/tiny.h5" >actual &&
 	test_line_count = 112 actual
 '
 
 test_expect_success 'layers in numeric order (10 after 9, not after 1)' '
+	sw-ls "$FIX/tiny.h5" >actual &&
 	awk -F"\t" "NR > 1 && \$5 >= 0 { print \$5 }" actual | uniq >layers &&
 	seq 0 11 >expect &&
 	test_cmp expect layers
 '
 
 test_expect_success 'model order: embedding first, final norm, head last' '
+	sw-ls "$FIX/tiny.h5" >actual &&
 	sed -n "2p" actual | cut -f2 >first &&
 	tail -n 2 actual | cut -f2 >last &&
 	echo model.embed_tokens.weight >expect1 &&
@@ -28,6 +31,7 @@ test_expect_success 'model order: embedding first, final norm, head last' '
 '
 
 test_expect_success 'metadata of a GQA k projection' '
+	sw-ls "$FIX/tiny.h5" >actual &&
 	grep "model.layers.10.self_attn.k_proj.weight" actual | cut -f3-9 >row &&
 	printf "qk\tk\t10\tmatrix\tF32\t8x16\t128\n" >expect &&
 	test_cmp expect row
@@ -41,9 +45,10 @@ test_expect_success '--summary: parameters per block type add up' '
 '
 
 test_expect_success 'safetensors: same tensors, same order, same metadata' '
-	sw-ls "$FIX/tiny.h5" | cut -f2-9 >h5 &&
-	sw-ls "$FIX/tiny-hf" | cut -f2-9 >st &&
-	sw-ls "$FIX/tiny-hf-sharded/model.safetensors.index.json" | cut -f2-9 >sharded &&
+	sw-ls "$FIX/tiny.h5" >h5.out && cut -f2-9 h5.out >h5 &&
+	sw-ls "$FIX/tiny-hf" >st.out && cut -f2-9 st.out >st &&
+	sw-ls "$FIX/tiny-hf-sharded/model.safetensors.index.json" >sharded.out &&
+	cut -f2-9 sharded.out >sharded &&
 	test_cmp h5 st && test_cmp h5 sharded
 '
 

@@ -8,6 +8,10 @@
 project() {
 	cut -f4,6,8- "$1"
 }
+# norms_of FILE OUT: sw-norms FILE, without the file, step and tokens, in OUT
+norms_of() {
+	sw-norms "$1" >"$2.out" && cut -f4- "$2.out" >"$2"
+}
 
 test_expect_success 'header: the columns, exactly' '
 	sw-norms "$FIX/tiny.h5" >actual &&
@@ -17,6 +21,7 @@ test_expect_success 'header: the columns, exactly' '
 '
 
 test_expect_success 'tiny (LAPACK path): every norm within 1e-6 of the construction' '
+	sw-norms "$FIX/tiny.h5" >actual &&
 	project actual >got &&
 	numbers_close 1e-6 "$FIX/tiny.expect.tsv" got
 '
@@ -28,39 +33,40 @@ test_expect_success 'wide (Lanczos path, tied head, triple top sigma): within 1e
 '
 
 test_expect_success 'step and tokens come from the file' '
-	sw-norms --role lm_head "$FIX/tiny.h5" | sed -n 2p | cut -f2,3 >st &&
+	sw-norms --role lm_head "$FIX/tiny.h5" >out && sed -n 2p out | cut -f2,3 >st &&
 	printf "1200\t4915200\n" >expect && test_cmp expect st
 '
 
 test_expect_success 'safetensors F32, single and sharded: the same numbers as HDF5, exactly' '
-	sw-norms "$FIX/tiny.h5" | cut -f4- >h5 &&
-	sw-norms "$FIX/tiny-hf" >st &&
-	sw-norms "$FIX/tiny-hf-sharded" | cut -f4- >sharded &&
-	cut -f4- st >st4 &&
+	norms_of "$FIX/tiny.h5" h5 &&
+	norms_of "$FIX/tiny-hf" st4 &&
+	norms_of "$FIX/tiny-hf-sharded" sharded &&
 	test_cmp h5 st4 && test_cmp h5 sharded
 '
 
 test_expect_success 'safetensors without step: step and tokens empty' '
+	sw-norms "$FIX/tiny-hf" >st &&
 	sed -n 2p st | cut -f2,3 >st23 &&
 	printf "\t\n" >expect && test_cmp expect st23
 '
 
 test_expect_success 'BF16 copy: the same norms to BF16 precision (2^-8)' '
-	sw-norms "$FIX/tiny-hf-bf16" | cut -f4- >bf16 &&
+	norms_of "$FIX/tiny.h5" h5 && norms_of "$FIX/tiny-hf-bf16" bf16 &&
 	numbers_close 0.00390625 h5 bf16
 '
 
 test_expect_success 'BF16 differs from F32 at all (the check is not vacuous)' '
+	norms_of "$FIX/tiny.h5" h5 && norms_of "$FIX/tiny-hf-bf16" bf16 &&
 	! cmp -s h5 bf16
 '
 
 test_expect_success 'the output head: lm_head and lm_head_folded rows' '
-	sw-norms --role lm_head "$FIX/tiny.h5" | cut -f6 >roles &&
+	sw-norms --role lm_head "$FIX/tiny.h5" >out && cut -f6 out >roles &&
 	printf "role\nlm_head\nlm_head_folded\n" >expect && test_cmp expect roles
 '
 
 test_expect_success 'tied head: lm_head.weight from the embedding, as d_model -> vocab' '
-	sw-norms --role lm_head "$FIX/wide.h5" | cut -f4-9 >rows &&
+	sw-norms --role lm_head "$FIX/wide.h5" >out && cut -f4-9 out >rows &&
 	printf "name\tblock\trole\tlayer\trows\tcols\nlm_head.weight\tout\tlm_head\t-1\t100\t64\nlm_head.weight\tout\tlm_head_folded\t-1\t100\t64\n" >expect &&
 	test_cmp expect rows
 '
@@ -83,8 +89,9 @@ test_expect_success '--json: JSON Lines, null for unknown step' '
 '
 
 test_expect_success 'closing the pipe early ends quietly' '
-	sw-norms "$FIX/tiny.h5" "$FIX/tiny.h5" "$FIX/tiny.h5" 2>err | head -n 1 >out &&
-	test_line_count = 1 out && test_line_count = 0 err
+	# pipe-ok: the pipe is what is tested; the status is kept in status
+	{ sw-norms "$FIX/tiny.h5" "$FIX/tiny.h5" "$FIX/tiny.h5" 2>err; echo $? >status; } | head -n 1 >out &&
+	test_closed_quietly status && test_line_count = 1 out && test_line_count = 0 err
 '
 
 test_expect_success 'NaN in a tensor: exit 65, the tensor named, the rest printed' '

@@ -13,10 +13,12 @@ trace_out_norm() {
 for tie in untied tied; do
 	opt=
 	[ $tie = tied ] && opt=--tie
-	test_expect_success "$tie head: the trace's out_norm is sw-norms' rms_to_inf at each checkpoint" '
+	test_expect_success "setup: a run with the $tie head, checkpoints and trace rows at 10 and 20" '
 		sw-train --data "$FIX/corpus.txt" --out run-$tie --steps 20 --ckpt-every 10 \
 			--trace-every 10 --eval-every 0 --d-model 32 --n-layers 2 --batch 2 \
-			--seq-len 16 --threads 1 $opt >/dev/null &&
+			--seq-len 16 --threads 1 $opt >/dev/null
+	'
+	test_expect_success "$tie head: the trace's out_norm is sw-norms' rms_to_inf at each checkpoint" '
 		for s in 10 20; do
 			sw-norms --role lm_head run-$tie/ckpt-0000$s.h5 >norms.tsv &&
 			awk -F"\t" "\$6 == \"lm_head\" { print \$10 }" norms.tsv >expect &&

@@ -8,18 +8,19 @@ TRAIN="--data $FIX/corpus.txt --steps 3 --eval-every 0 --trace '' --threads 1 --
 
 # the whole file as h5dump prints it (data and attributes), minus its name
 dump() {
-	h5dump "$1" | sed 1d
+	h5dump "$1" >h5dump.out && sed 1d h5dump.out
 }
 # what a safetensors export carries: root step and tokens, /config,
 # /optim, /metrics and /params (not /optim_state, /grads, /fisher)
 dump_carried() {
-	h5dump -a /step -a /tokens -g /config -g /optim -g /metrics -g /params "$1" | sed 1d
+	h5dump -a /step -a /tokens -g /config -g /optim -g /metrics -g /params "$1" >h5dump.out &&
+	sed 1d h5dump.out
 }
 # the numbers the tools print, without the file column
 tool_numbers() {
-	sw-norms "$1" | cut -f2- >"$2.norms" &&
-	sw-spectrum --summary "$1" | cut -f2- >"$2.spectrum" &&
-	sw-ls "$1" | cut -f2- >"$2.ls"
+	sw-norms "$1" >"$2.out" && cut -f2- "$2.out" >"$2.norms" &&
+	sw-spectrum --summary "$1" >"$2.out" && cut -f2- "$2.out" >"$2.spectrum" &&
+	sw-ls "$1" >"$2.out" && cut -f2- "$2.out" >"$2.ls"
 }
 same_numbers() {
 	cmp "$1.norms" "$2.norms" && cmp "$1.spectrum" "$2.spectrum" && cmp "$1.ls" "$2.ls"
@@ -33,19 +34,21 @@ test_expect_success 'tiny.h5 -> safetensors: config.json and model.safetensors, 
 '
 
 test_expect_success 'config.json says what LlamaForCausalLM needs' '
+	sw-convert "$FIX/tiny.h5" cfg-st &&
 	for k in "\"architectures\":	\[\"LlamaForCausalLM\"\]" "\"model_type\":	\"llama\"" \
 		"\"hidden_size\":	16" "\"intermediate_size\":	40" "\"num_hidden_layers\":	12" \
 		"\"num_attention_heads\":	4" "\"num_key_value_heads\":	2" "\"head_dim\":	4" \
 		"\"vocab_size\":	48" "\"rms_norm_eps\":	1e-05" "\"rope_theta\":	10000" \
 		"\"max_position_embeddings\":	32" "\"tie_word_embeddings\":	false" \
 		"\"torch_dtype\":	\"float32\""; do
-		grep -q "$k" tiny-st/config.json || { echo "missing $k"; exit 1; }
+		grep -q "$k" cfg-st/config.json || { echo "missing $k"; exit 1; }
 	done
 '
 
 test_expect_success 'the metadata: format pt and the scalewatch attributes' '
-	h=$(od -An -tu8 -N8 tiny-st/model.safetensors | tr -d " ") &&
-	head -c $((8 + h)) tiny-st/model.safetensors | tail -c "$h" | tr "," "\n" >header &&
+	sw-convert "$FIX/tiny.h5" meta-st &&
+	h=$(od -An -tu8 -N8 meta-st/model.safetensors | tr -d " ") &&
+	head -c $((8 + h)) meta-st/model.safetensors | tail -c "$h" | tr "," "\n" >header &&
 	grep -q "\"format\":\"pt\"" header &&
 	grep -q "\"scalewatch.step\":\"1200\"" header &&
 	grep -q "\"scalewatch.config.arch\":\"llama\"" header &&
@@ -55,12 +58,13 @@ test_expect_success 'the metadata: format pt and the scalewatch attributes' '
 '
 
 test_expect_success 'tiny: back to HDF5, the same file as h5dump prints it (data and attributes)' '
-	sw-convert tiny-st tiny-rt.h5 &&
+	sw-convert "$FIX/tiny.h5" rt-st && sw-convert rt-st tiny-rt.h5 &&
 	dump "$FIX/tiny.h5" >expect && dump tiny-rt.h5 >actual && test_cmp expect actual
 '
 
 test_expect_success 'tiny: sw-norms, sw-spectrum --summary, sw-ls print the same on all three' '
-	tool_numbers "$FIX/tiny.h5" orig && tool_numbers tiny-rt.h5 rt && tool_numbers tiny-st st &&
+	sw-convert "$FIX/tiny.h5" nums-st && sw-convert nums-st nums-rt.h5 &&
+	tool_numbers "$FIX/tiny.h5" orig && tool_numbers nums-rt.h5 rt && tool_numbers nums-st st &&
 	same_numbers orig rt && same_numbers orig st
 '
 
@@ -99,69 +103,75 @@ test_expect_success 'sharded: --shard-size 50KB writes 5 shards and an index' '
 '
 
 test_expect_success 'sharded: no shard over 50 kB of tensors; total_size is the sum' '
+	sw-convert --shard-size 50KB "$FIX/wide.h5" sizes-sh &&
 	total=0 &&
-	for f in wide-sh/model-*.safetensors; do
+	for f in sizes-sh/model-*.safetensors; do
 		h=$(od -An -tu8 -N8 "$f" | tr -d " ") &&
 		data=$(( $(wc -c <"$f") - 8 - h )) &&
 		test "$data" -le 50000 && total=$((total + data)) || exit 1
 	done &&
-	grep -q "\"total_size\":	$total" wide-sh/model.safetensors.index.json
+	grep -q "\"total_size\":	$total" sizes-sh/model.safetensors.index.json
 '
 
 test_expect_success 'sharded: read back (directory and index), the same as the original' '
-	sw-convert wide-sh sh-rt.h5 &&
-	sw-convert wide-sh/model.safetensors.index.json sh-rt2.h5 &&
+	sw-convert --shard-size 50KB "$FIX/wide.h5" back-sh &&
+	sw-convert back-sh sh-rt.h5 &&
+	sw-convert back-sh/model.safetensors.index.json sh-rt2.h5 &&
 	dump "$FIX/wide.h5" >expect && dump sh-rt.h5 >actual && test_cmp expect actual &&
 	dump sh-rt2.h5 >actual2 && test_cmp expect actual2 &&
-	tool_numbers wide-sh sh && tool_numbers "$FIX/wide.h5" orig && same_numbers orig sh
+	tool_numbers back-sh sh && tool_numbers "$FIX/wide.h5" orig && same_numbers orig sh
 '
 
 test_expect_success '--dtype bf16: BF16 tensors, torch_dtype bfloat16, norms to 2^-8' '
 	sw-convert --dtype bf16 "$FIX/tiny.h5" bf16 &&
 	grep -q "\"torch_dtype\":	\"bfloat16\"" bf16/config.json &&
-	sw-ls bf16 | cut -f7 | sort -u >dtypes && printf "BF16\ndtype\n" >expect &&
+	sw-ls bf16 >ls && cut -f7 ls | sort -u >dtypes && printf "BF16\ndtype\n" >expect &&
 	test_cmp expect dtypes &&
-	sw-norms "$FIX/tiny.h5" | cut -f2- >f32 && sw-norms bf16 | cut -f2- >b16 &&
+	sw-norms "$FIX/tiny.h5" >norms && cut -f2- norms >f32 &&
+	sw-norms bf16 >norms && cut -f2- norms >b16 &&
 	numbers_close 0.00390625 f32 b16 && ! cmp -s f32 b16
 '
 
 test_expect_success '--dtype bf16 and back: the widened BF16 values, exactly' '
-	sw-convert bf16 bf16.h5 &&
-	sw-norms bf16.h5 | cut -f2- >back && test_cmp b16 back
+	sw-convert --dtype bf16 "$FIX/tiny.h5" bf16-back && sw-convert bf16-back bf16.h5 &&
+	sw-norms bf16-back >norms && cut -f2- norms >b16 &&
+	sw-norms bf16.h5 >norms && cut -f2- norms >back && test_cmp b16 back
 '
 
 test_expect_success 'an existing OUT: exit 73, one line, untouched' '
-	cp -r tiny-st keep &&
-	test_expect_code 73 sw-convert "$FIX/wide.h5" tiny-st 2>err &&
-	test_one_error sw-convert tiny-st && grep -q "force" err &&
-	diff -r keep tiny-st &&
+	sw-convert "$FIX/tiny.h5" mine && cp -r mine keep &&
+	test_expect_code 73 sw-convert "$FIX/wide.h5" mine 2>err &&
+	test_one_error sw-convert mine && grep -q "force" err &&
+	diff -r keep mine &&
 	echo "the user s file" >user.h5 &&
-	test_expect_code 73 sw-convert tiny-st user.h5 2>err &&
+	test_expect_code 73 sw-convert mine user.h5 2>err &&
 	test_one_error sw-convert user.h5 && echo "the user s file" >expect && test_cmp expect user.h5
 '
 
 test_expect_success '--force: a sharded export replaces a single one and back; the user s files stay' '
-	echo "{}" >tiny-st/tokenizer.json &&
-	sw-convert --force --shard-size 100KB "$FIX/tiny.h5" tiny-st &&
-	ls tiny-st >files &&
+	sw-convert "$FIX/tiny.h5" forced && echo "{}" >forced/tokenizer.json &&
+	sw-convert --force --shard-size 100KB "$FIX/tiny.h5" forced &&
+	ls forced >files &&
 	printf "%s\n" config.json model-00001-of-00002.safetensors model-00002-of-00002.safetensors \
 		model.safetensors.index.json tokenizer.json >expect && test_cmp expect files &&
-	sw-convert --force "$FIX/tiny.h5" tiny-st && ls tiny-st >files &&
+	sw-convert --force "$FIX/tiny.h5" forced && ls forced >files &&
 	printf "%s\n" config.json model.safetensors tokenizer.json >expect && test_cmp expect files &&
-	sw-convert --force tiny-st user.h5 && dump user.h5 >actual && dump "$FIX/tiny.h5" >expect &&
+	echo "the user s file" >users.h5 &&
+	sw-convert --force forced users.h5 && dump users.h5 >actual && dump "$FIX/tiny.h5" >expect &&
 	test_cmp expect actual
 '
 
 test_expect_success '--force does not put a directory over a file' '
-	test_expect_code 73 sw-convert --force "$FIX/tiny.h5" user.h5 2>err &&
-	test_one_error sw-convert user.h5
+	echo "the user s file" >afile.h5 &&
+	test_expect_code 73 sw-convert --force "$FIX/tiny.h5" afile.h5 2>err &&
+	test_one_error sw-convert afile.h5 && echo "the user s file" >expect && test_cmp expect afile.h5
 '
 
 test_expect_success 'a Hugging Face checkpoint without scalewatch metadata: attributes from the architecture' '
 	sw-convert "$FIX/tiny-hf" hf.h5 &&
-	sw-ls hf.h5 | cut -f2- >a && sw-ls "$FIX/tiny-hf" | cut -f2- >b && test_cmp b a &&
-	sw-norms hf.h5 | sed -n 2p | cut -f2,3 >st && printf "0\t0\n" >expect && test_cmp expect st &&
-	h5dump -a /params/model.norm.weight/norm_type hf.h5 | grep -q "\"input\""
+	sw-ls hf.h5 >ls && cut -f2- ls >a && sw-ls "$FIX/tiny-hf" >ls && cut -f2- ls >b && test_cmp b a &&
+	sw-norms hf.h5 >norms && sed -n 2p norms | cut -f2,3 >st && printf "0\t0\n" >expect && test_cmp expect st &&
+	h5dump -a /params/model.norm.weight/norm_type hf.h5 >attr && grep -q "\"input\"" attr
 '
 
 test_expect_success 'learnable multipliers: exit 65 naming the tensor, no output' '
@@ -204,7 +214,7 @@ test_expect_success 'a truncated safetensors file: exit 65, one line' '
 '
 
 test_expect_success 'metadata that disagrees with config.json: exit 65' '
-	cp -r tiny-st edited && rm -f edited/model.safetensors.index.json &&
+	sw-convert "$FIX/tiny.h5" edited &&
 	sed -i "s/\"intermediate_size\":	40/\"intermediate_size\":	41/" edited/config.json &&
 	test_expect_code 65 sw-convert edited x.h5 2>err && test_one_error sw-convert edited
 '

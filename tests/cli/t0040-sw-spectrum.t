@@ -41,6 +41,7 @@ test_expect_success 'header: the columns, exactly' '
 '
 
 test_expect_success 'tiny: every spectrum is the construction, to 1e-6 relative' '
+	sw-spectrum "$FIX/tiny.h5" >tiny.out &&
 	construction "$FIX/tiny.expect.tsv" "" >expect &&
 	sed 1d tiny.out | cut -f3,5,7,8 >actual &&
 	test_line_count = 1184 actual &&
@@ -49,29 +50,29 @@ test_expect_success 'tiny: every spectrum is the construction, to 1e-6 relative'
 
 test_expect_success 'wide (64 values down to 8e-7 sigma_max, triple top, tied head): within 1e-6 sigma_max' '
 	construction "$FIX/wide.expect.tsv" gate >expect &&
-	sw-spectrum "$FIX/wide.h5" | sed 1d | cut -f3,5,7,8 >actual &&
+	sw-spectrum "$FIX/wide.h5" >wide.out && sed 1d wide.out | cut -f3,5,7,8 >actual &&
 	spectra_close 1e-6 expect actual &&
 	grep -c "	gate	[123]	1.06$" actual >n && echo 3 >three && test_cmp three n
 '
 
 test_expect_success 'wide: the tied head is the embedding, listed as lm_head.weight' '
-	sw-spectrum --role embed,lm_head "$FIX/wide.h5" | sed 1d >both &&
+	sw-spectrum --role embed,lm_head "$FIX/wide.h5" >both.out && sed 1d both.out >both &&
 	grep "	embed	" both | cut -f7,8 >emb &&
 	grep "	lm_head.weight	out	lm_head	-1	" both | cut -f7,8 >head &&
 	test_line_count = 64 head && test_cmp emb head
 '
 
 test_expect_success 'safetensors F32, single and sharded: the same values as HDF5, exactly' '
-	sed 1d tiny.out | cut -f3- >h5 &&
+	sw-spectrum "$FIX/tiny.h5" >tiny.out && sed 1d tiny.out | cut -f3- >h5 &&
 	sw-spectrum "$FIX/tiny-hf" >st &&
 	sed 1d st | cut -f3- >st3 &&
-	sw-spectrum "$FIX/tiny-hf-sharded" | sed 1d | cut -f3- >sharded &&
+	sw-spectrum "$FIX/tiny-hf-sharded" >sharded.out && sed 1d sharded.out | cut -f3- >sharded &&
 	test_cmp h5 st3 && test_cmp h5 sharded &&
 	sed -n 2p st | cut -f2 >step && echo >empty && test_cmp empty step
 '
 
 test_expect_success 'BF16 copy: the same spectra to BF16 precision (2^-8 sigma_max)' '
-	sw-spectrum "$FIX/tiny-hf-bf16" | sed 1d | cut -f3,5,7,8 >bf16 &&
+	sw-spectrum "$FIX/tiny-hf-bf16" >bf16.out && sed 1d bf16.out | cut -f3,5,7,8 >bf16 &&
 	construction "$FIX/tiny.expect.tsv" "" >expect &&
 	spectra_close 0.00390625 expect bf16 &&
 	! spectra_close 1e-6 expect bf16 >/dev/null
@@ -104,6 +105,7 @@ test_expect_success '--per-head: q, k (GQA: 2 KV heads), v by rows, o by columns
 '
 
 test_expect_success '--per-head: the heads sum of sigma^2 is the whole ||W||_F^2' '
+	sw-spectrum --per-head "$FIX/tiny.h5" >heads &&
 	sed 1d heads | awk -F"\t" "{ s[\$3] += \$9 * \$9 } END { for (k in s) printf \"%s\t%.12g\n\", k, sqrt(s[k]) }" | sort >actual &&
 	awk -F"\t" "\$2 ~ /^[qkvo]\$/ { printf \"%s\t%s\n\", \$1, \$9 }" "$FIX/tiny.expect.tsv" | sort >expect &&
 	test_line_count = 48 actual &&
@@ -116,28 +118,33 @@ test_expect_success '--per-head: other matrices have no rows' '
 '
 
 test_expect_success '--top 3: the first three of the full spectrum' '
-	sw-spectrum --top 3 "$FIX/tiny.h5" | sed 1d >top &&
+	sw-spectrum --top 3 "$FIX/tiny.h5" >top.out && sed 1d top.out >top &&
+	sw-spectrum "$FIX/tiny.h5" >tiny.out &&
 	awk -F"\t" "\$7 <= 3" tiny.out >first3 &&
 	test_line_count = 258 top && test_cmp first3 top
 '
 
 test_expect_success '--top K above min(rows, cols): every value' '
-	sw-spectrum --top 100 --role k "$FIX/tiny.h5" | sed 1d >top &&
+	sw-spectrum --top 100 --role k "$FIX/tiny.h5" >top.out && sed 1d top.out >top &&
+	sw-spectrum "$FIX/tiny.h5" >tiny.out &&
 	awk -F"\t" "\$5 == \"k\"" tiny.out >all &&
 	test_cmp all top
 '
 
 test_expect_success '--normalize: sigma / sqrt(lr/wd), lr 3e-3 and wd 0.1 coupled: / 0.173205081' '
-	sw-spectrum --normalize "$FIX/tiny.h5" | sed 1d | cut -f3,7,8 >norm &&
+	sw-spectrum --normalize "$FIX/tiny.h5" >norm.out && sed 1d norm.out | cut -f3,7,8 >norm &&
+	sw-spectrum "$FIX/tiny.h5" >tiny.out &&
 	sed 1d tiny.out | awk -F"\t" "{ printf \"%s\t%s\t%.17g\n\", \$3, \$7, \$8 / 0.17320508075688773 }" >expect &&
 	numbers_close 1e-8 expect norm &&
 	grep "^lm_head.weight	1	14.433756" norm
 '
 
 test_expect_success '--normalize, independent weight decay: sigma / (lr / sqrt(wd))' '
-	sw-gen-fixtures --sweep ind 0.9 0.5 0.003 independent &&
-	sw-spectrum --summary --role q ind/d32-lr0.001-wd0.01.h5 | sed 1d | cut -f7,8,12 >raw &&
-	sw-spectrum --summary --normalize --role q ind/d32-lr0.001-wd0.01.h5 | sed 1d | cut -f7,8,12 >norm &&
+	sw-gen-fixtures --sweep ind-norm 0.9 0.5 0.003 independent &&
+	sw-spectrum --summary --role q ind-norm/d32-lr0.001-wd0.01.h5 >raw.out &&
+	sed 1d raw.out | cut -f7,8,12 >raw &&
+	sw-spectrum --summary --normalize --role q ind-norm/d32-lr0.001-wd0.01.h5 >norm.out &&
+	sed 1d norm.out | cut -f7,8,12 >norm &&
 	awk -F"\t" "{ printf \"%.17g\t%.17g\t%.17g\n\", \$1 / 0.01, \$2 / 0.01, \$3 / 0.01 }" raw >expect &&
 	numbers_close 1e-8 expect norm
 '
@@ -158,11 +165,11 @@ test_expect_success '--normalize on safetensors (no per-tensor lr/wd): one error
 
 test_expect_success '--normalize on an sw-convert export: the lr, wd and wd_mode its metadata carries' '
 	sw-convert "$FIX/tiny.h5" export >/dev/null &&
-	sw-spectrum --normalize --summary "$FIX/tiny.h5" | sed 1d | cut -f3- >from-h5 &&
-	sw-spectrum --normalize --summary export | sed 1d | cut -f3- >from-st &&
+	sw-spectrum --normalize --summary "$FIX/tiny.h5" >out && sed 1d out | cut -f3- >from-h5 &&
+	sw-spectrum --normalize --summary export >out && sed 1d out | cut -f3- >from-st &&
 	test_line_count -gt 5 from-h5 && test_cmp from-h5 from-st &&
-	sw-spectrum --normalize --summary --role lm_head export | sed 1d | cut -f7 >top &&
-	sw-spectrum --summary --role lm_head export | sed 1d | cut -f7 >raw &&
+	sw-spectrum --normalize --summary --role lm_head export >out && sed 1d out | cut -f7 >top &&
+	sw-spectrum --summary --role lm_head export >out && sed 1d out | cut -f7 >raw &&
 	awk "{ printf \"%.6f\n\", \$1 / sqrt(3e-3 / 0.1) }" raw >expect &&
 	awk "{ printf \"%.6f\n\", \$1 }" top >got && test_cmp expect got
 '
@@ -179,12 +186,14 @@ test_expect_success '--hist 4: log-spaced bins from sigma_min to sigma_max, 4 va
 '
 
 test_expect_success '--hist: the counts of every matrix add up to its values' '
-	sw-spectrum --hist 7 "$FIX/wide.h5" | sed 1d | awk -F"\t" "{ c[\$3] += \$10 } END { for (k in c) if (c[k] != 64) { print k, c[k]; exit 1 } }"
+	sw-spectrum --hist 7 "$FIX/wide.h5" >hist &&
+	sed 1d hist | awk -F"\t" "{ c[\$3] += \$10; n++ } END { for (k in c) if (c[k] != 64) { print k, c[k]; exit 1 }; exit n == 0 }"
 '
 
 test_expect_success 'setup: sweeps with known exponents (lr/wd x width, 0.3% scatter)' '
 	sw-gen-fixtures --sweep paper 1 0.75 0.003 &&
 	sw-gen-fixtures --sweep other 0.8 0.6 0.003 &&
+	sw-gen-fixtures --sweep ind 0.9 0.5 0.003 independent &&
 	ls paper/*.h5 >files && test_line_count = 18 files
 '
 
@@ -214,12 +223,13 @@ test_expect_success '--fit, independent weight decay: the scale is lr/sqrt(wd)' 
 '
 
 test_expect_success '--fit: ||W||_rms is fitted too (q: d x d, rms ~ sigma / d)' '
-	sw-spectrum --fit --role q other/*.h5 | awk -F"\t" "\$2 == \"rms\" && (\$4 - 0.8) ^ 2 < 1e-4 && (\$6 + 0.4) ^ 2 < 1e-4" >rms &&
+	sw-spectrum --fit --role q other/*.h5 >fit &&
+	awk -F"\t" "\$2 == \"rms\" && (\$4 - 0.8) ^ 2 < 1e-4 && (\$6 + 0.4) ^ 2 < 1e-4" fit >rms &&
 	test_line_count = 1 rms
 '
 
 test_expect_success '--fit at one width: the width exponent is empty' '
-	sw-spectrum --fit --role up other/d32-*.h5 | sed -n 2p | cut -f3,6,7 >w &&
+	sw-spectrum --fit --role up other/d32-*.h5 >fit && sed -n 2p fit | cut -f3,6,7 >w &&
 	printf "6\t\t\n" >expect && test_cmp expect w
 '
 
@@ -263,8 +273,9 @@ test_expect_success 'file names from stdin, many files in one table' '
 '
 
 test_expect_success 'closing the pipe early ends quietly' '
-	sw-spectrum "$FIX/tiny.h5" "$FIX/tiny.h5" 2>err | head -n 1 >out &&
-	test_line_count = 1 out && test_line_count = 0 err
+	# pipe-ok: the pipe is what is tested; the status is kept in status
+	{ sw-spectrum "$FIX/tiny.h5" "$FIX/tiny.h5" 2>err; echo $? >status; } | head -n 1 >out &&
+	test_closed_quietly status && test_line_count = 1 out && test_line_count = 0 err
 '
 
 if command -v script >/dev/null 2>&1; then

@@ -23,17 +23,21 @@ test_expect_success 'the table: one row per block type present, the columns exac
 '
 
 test_expect_success 'nparams per type are the model parameter counts' '
-	sw-ls --summary run/ckpt-000020.h5 | awk -F"\t" "NR > 1 && \$2 != \"total\" { print \$2, \$4 }" >counts &&
+	sw-ls --summary run/ckpt-000020.h5 >summary &&
+	awk -F"\t" "NR > 1 && \$2 != \"total\" { print \$2, \$4 }" summary >counts &&
+	sw-sharpness run/ckpt-000020.h5 >out &&
 	awk -F"\t" "NR > 1 { print \$3, \$4 }" out >ours &&
 	test_cmp counts ours
 '
 
 test_expect_success 'log10_mean is log10 of mean; quantiles ordered' '
+	sw-sharpness run/ckpt-000020.h5 >out && test_line_count = 7 out &&
 	awk -F"\t" "NR > 1 { d = \$6 - log(\$5) / log(10); if (d < 0) d = -d;
 		if (d > 1e-6 || !(\$8 <= \$9 && \$9 <= \$10)) bad = 1 } END { exit bad }" out
 '
 
 test_expect_success 'zeros: the embedding rows of absent tokens, a multiple of d_model' '
+	sw-sharpness run/ckpt-000020.h5 >out &&
 	z=$(awk -F"\t" "\$3 == \"emb\" { print \$11 }" out) &&
 	test "$z" -gt 0 && test $((z % 32)) = 0
 '
@@ -53,9 +57,9 @@ test_expect_success 'computed on data: same rows; another seed, other values' '
 test_expect_success 'more draws: the estimate of S moves less between seeds' '
 	for s in 1 2 3 4; do
 		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 256 --seq-len 32 --seed $s \
-			--block ffn run/ckpt-000020.h5 | sed -n 2p | cut -f5 >>one &&
+			--block ffn run/ckpt-000020.h5 >s1 && sed -n 2p s1 | cut -f5 >>one &&
 		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 256 --seq-len 32 --seed $s \
-			--draws 16 --block ffn run/ckpt-000020.h5 | sed -n 2p | cut -f5 >>many || exit 1
+			--draws 16 --block ffn run/ckpt-000020.h5 >s16 && sed -n 2p s16 | cut -f5 >>many || exit 1
 	done &&
 	spread() { awk "{ s += log(\$1); q += log(\$1)^2; n++ } END { print sqrt(q/n - (s/n)^2) }" "$1"; } &&
 	a=$(spread one) && b=$(spread many) && echo "spread of log S: 1 draw $a, 16 draws $b" &&
@@ -66,6 +70,7 @@ test_expect_success '--per-layer: the pooled mean is the size-weighted mean of t
 	sw-sharpness --per-layer --block ffn run/ckpt-000020.h5 >pl &&
 	test_line_count = 3 pl &&
 	awk -F"\t" "NR > 1 { s += \$5 * \$6; n += \$5 } END { printf \"%.6g\n\", s / n }" pl >pooled &&
+	sw-sharpness run/ckpt-000020.h5 >out &&
 	awk -F"\t" "\$3 == \"ffn\" { printf \"%.6g\n\", \$5 }" out >expect &&
 	test_cmp expect pooled
 '

@@ -51,6 +51,15 @@ expect_groups() {
 	}'
 }
 
+# head_norms FILE...: per file, "FILE, rms_to_inf of lm_head and of
+# lm_head_folded" as sw-norms prints them
+head_norms() {
+	for f in "$@"; do
+		sw-norms --role lm_head "$f" >head.norms &&
+		printf "%s\t" "$f" && sed 1d head.norms | cut -f10 | paste - - || return 1
+	done
+}
+
 test_expect_success 'setup: the TSV sweep' '
 	mksweep >sweep.tsv && test_line_count = 337 sweep.tsv
 '
@@ -63,6 +72,7 @@ test_expect_success 'header: the columns, exactly' '
 '
 
 test_expect_success 'the optimum of each group on the grid: the nearest lr, batch*, the norm there' '
+	sw-transfer - <sweep.tsv >out &&
 	expect_groups 0 >expect &&
 	numbers_close 1e-8 expect out
 '
@@ -115,15 +125,16 @@ test_expect_success '--table: every run, loss against output norm, the optima ma
 
 test_expect_success 'sw-transfer --table | sw-transfer -: the same groups' '
 	sw-transfer - <sweep.tsv >direct &&
-	sw-transfer --table - <sweep.tsv | sw-transfer - >piped &&
-	test_cmp direct piped
+	# pipe-ok: a table piped in is what is tested; the status is kept in status
+	{ sw-transfer --table - <sweep.tsv; echo $? >status; } | sw-transfer - >piped &&
+	test_status 0 status && test_cmp direct piped
 '
 
 test_expect_success 'columns in any order, extra columns, a pasted second header, blank lines' '
 	awk -F"\t" -v OFS="\t" "{ print \$6, \$2, \"x\", \$3, \$4, \$5, \$7, \$1 }" sweep.tsv >shuffled &&
 	{ head -n 100 shuffled && echo && head -n 1 shuffled && sed 1,100d shuffled; } >pasted &&
 	sw-transfer - <pasted >out &&
-	sw-transfer - <sweep.tsv | cut -f1-8,10,12- >expect &&
+	sw-transfer - <sweep.tsv >direct && cut -f1-8,10,12- direct >expect &&
 	cut -f1-8,10,12- out >got && test_cmp expect got
 '
 
@@ -160,9 +171,8 @@ test_expect_success 'checkpoints: lr_max, batch_size, tokens, val_loss from the 
 '
 
 test_expect_success 'checkpoints: the norms are sw-norms lm_head and lm_head_folded, to the digit' '
-	for f in ck/run-1000000-0.002-8.h5 ck/run-4000000-0.001-16.h5; do
-		sw-norms --role lm_head "$f" | sed 1d | cut -f10 | paste - - || exit 1
-	done >expect &&
+	head_norms ck/run-1000000-0.002-8.h5 ck/run-4000000-0.001-16.h5 >norms && cut -f2,3 norms >expect &&
+	sw-transfer ck/*.h5 >out && test_line_count = 3 out &&
 	sed 1d out | cut -f8,9 >got && test_cmp expect got &&
 	awk -F"\t" "NR > 1 { printf \"%.6f %.6f\n\", \$8, \$9 / \$8 }" out >r &&
 	printf "16.000000 1.118034\n4.000000 1.118034\n" >expect && test_cmp expect r
@@ -171,17 +181,13 @@ test_expect_success 'checkpoints: the norms are sw-norms lm_head and lm_head_fol
 test_expect_success '--table of checkpoints: every run is sw-norms of its file' '
 	sw-transfer --table ck/*.h5 >out && test_line_count = 13 out &&
 	sed 1d out | cut -f1,8,9 | sort >got &&
-	for f in ck/*.h5; do
-		printf "%s\t" "$f" && sw-norms --role lm_head "$f" | sed 1d | cut -f10 | paste - - || exit 1
-	done | sort >expect &&
+	head_norms ck/*.h5 >norms && sort norms >expect &&
 	test_cmp expect got
 '
 
 test_expect_success 'tied head: the embedding as the head, as sw-norms computes it' '
-	sw-transfer --table tied/*.h5 | sed 1d | cut -f1,8,9 | sort >got &&
-	for f in tied/*.h5; do
-		printf "%s\t" "$f" && sw-norms --role lm_head "$f" | sed 1d | cut -f10 | paste - - || exit 1
-	done | sort >expect &&
+	sw-transfer --table tied/*.h5 >out && sed 1d out | cut -f1,8,9 | sort >got &&
+	head_norms tied/*.h5 >norms && sort norms >expect &&
 	test_cmp expect got && test_line_count = 12 got
 '
 

@@ -1,7 +1,10 @@
 #!/bin/sh
 # The man pages: mandoc -Tlint clean, a page for every tool, and every
-# EXAMPLES command (.Dl lines) runs and prints something, in a directory
-# laid out as the examples assume: run/ (a training run: ckpt-*.h5 and its
+# EXAMPLES command (.Dl lines) runs, every command of its pipelines exits 0
+# (bash -o pipefail) and it prints something and no error. A page's
+# examples run in order (a later one may use what an earlier one made, as a
+# reader going down the page would) in a fresh copy of a directory laid out
+# as they assume: run/ (a training run: ckpt-*.h5 and its
 # trace, trace.h5), hf-model/ (a Hugging Face model), corpus.txt,
 # fisher-run/ (checkpoints with /fisher), sweep/ (a synthetic lr/wd x width
 # sweep, sw-gen-fixtures --sweep), lr-sweep/ (a tiny sweep made with
@@ -29,7 +32,8 @@ test_expect_success 'every tool has a man page and --help' '
 	done
 '
 
-test_expect_success 'setup: a run, a Hugging Face model, a corpus, a sweep' '
+test_expect_success 'setup: a run, a Hugging Face model, a corpus, a sweep (in setup/)' '
+	mkdir setup && cd setup &&
 	mkdir run &&
 	cp "$FIX/corpus.txt" corpus.txt &&
 	cp "$FIX/tiny.h5" run/ckpt-000100.h5 &&
@@ -59,12 +63,25 @@ examples() {
 }
 
 for page in "$MAN"/sw-*.1; do
-	examples "$page" >"$(basename "$page").examples"
-	while IFS= read -r cmd; do
-		test_expect_success "$(basename "$page") example: $cmd" '
-			sh -c "$cmd" >out 2>err && test -s out && test_line_count = 0 err
-		'
-	done <"$(basename "$page").examples"
+	name=$(basename "$page")
+	examples "$page" >"$name.examples"
+	n=$(wc -l <"$name.examples")
+	if ! command -v bash >/dev/null 2>&1; then
+		test_skip "$name: its $n EXAMPLES" "bash (for pipefail) not installed"
+		continue
+	fi
+	test_expect_success "$name: its $n EXAMPLES, in order: each exits 0, prints, no error" '
+		rm -rf "ex-$name" && cp -R setup "ex-$name" && cd "ex-$name" &&
+		test_line_count -gt 0 "../$name.examples" &&
+		failed=0 &&
+		while IFS= read -r cmd; do
+			if ! bash -o pipefail -c "$cmd" </dev/null >"../$name.out" 2>"../$name.err" ||
+			   ! test -s "../$name.out" || test -s "../$name.err"; then
+				echo "failed: $cmd" && cat "../$name.err" && failed=1
+			fi
+		done <"../$name.examples" &&
+		test $failed = 0
+	'
 done
 
 test_done

@@ -13,7 +13,7 @@ png_size() {
 	od -A n -t u1 -j 16 -N 8 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 "x" $5 * 16777216 + $6 * 65536 + $7 * 256 + $8 }'
 }
 
-test_expect_success 'setup: a run with a trace and /fisher, and the tables' '
+test_expect_success 'setup: a run with a trace and /fisher, the tables, a reference figure ref.png' '
 	sw-train --data "$FIX/corpus.txt" --out run --steps 40 --ckpt-every 20 --fisher-every 20 \
 		--eval-every 20 --trace-every 5 --batch 4 --seq-len 32 --d-model 32 --n-layers 2 >/dev/null &&
 	sw-trace --series loss,val_loss,lr,grad_norm,out_norm run/trace.h5 >training.tsv &&
@@ -31,7 +31,8 @@ test_expect_success 'setup: a run with a trace and /fisher, and the tables' '
 		for (d = 1; d <= 3; d++) for (e = -4; e <= -1; e++) for (b = 8; b <= 32; b *= 2)
 			printf \"%g\t%d\t%d\t64\t%g\t%g\n\", 10^e, b, 1000 * 4^d, 3 + (e + 2 + d / 4)^2 + (b / 16 - d / 2)^2 / 10, 2^(7 + e + 2 + d / 4) }" >runs.tsv &&
 	sw-transfer --table - <runs.tsv >transfer.tsv &&
-	sw-transfer - <runs.tsv >transfer-fits.tsv
+	sw-transfer - <runs.tsv >transfer-fits.tsv &&
+	sw-plot norms norms.tsv -o ref.png
 '
 
 for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift; do
@@ -77,8 +78,8 @@ test_expect_success 'gnuplot missing: exit 70 with the package named' '
 '
 
 test_expect_success 'an existing figure is replaced whole, never left half-written' '
-	cp norms.png keep.png && sw-plot norms norms.tsv -o keep.png && cmp -s keep.png norms.png &&
-	ls | grep -c "tmp" >n; echo 0 >expect; test_cmp expect n
+	echo "the user s figure" >keep.png && sw-plot norms norms.tsv -o keep.png && cmp keep.png ref.png &&
+	ls >files && ! grep -q tmp files
 '
 
 test_expect_success '--list names every kind with its columns' '
@@ -98,17 +99,22 @@ test_expect_success 'the key names files by what differs: run-x, run-y, not the 
 '
 
 test_expect_success 'each figure says what a referee asks (read from its SVG)' '
-	grep -q ">raw<" norms.svg && grep -q ">γ-folded: W_out·diag(γ)<" norms.svg &&
-	! grep -q ">lm_head_folded<" norms.svg &&
-	grep -q ">learning rate (×10<" training.svg && grep -q "‖W<" training.svg &&
-	grep -q ">step 20<" spectrum.svg && grep -q ">step 40<" spectrum.svg &&
-	grep -q ">model.layers.1.mlp.down_proj.weight<" spectrum.svg && ! grep -q ">ckpt-000040.h5<" spectrum.svg &&
-	grep -q ">model.layers.0.mlp.down_proj.weight, step " spectrum-normalized.svg &&
-	grep -q "∫p dσ = 1<" esd.svg &&
-	grep -q ">Principle (1): S(emb) ≪ S(qk) &lt; S(ffn) &lt; S(vo) ≪ S(norm)<" sharpness.svg &&
-	grep -q ">last checkpoint<" qkdrift.svg && grep -q ">head 1<" qkdrift.svg && grep -q ">layer 1<" qkdrift.svg &&
-	grep -q ">RMS of the residual stream entering the layer<" residual.svg &&
-	grep -q ">lr 0.0001<" transfer.svg && grep -q ">batch 32<" transfer.svg
+	for k in norms training spectrum spectrum-normalized esd sharpness qkdrift residual transfer; do
+		sw-plot $k $k.tsv -o said-$k.svg || exit 1
+	done &&
+	grep -q ">raw<" said-norms.svg && grep -q ">γ-folded: W_out·diag(γ)<" said-norms.svg &&
+	! grep -q ">lm_head_folded<" said-norms.svg &&
+	grep -q ">learning rate (×10<" said-training.svg && grep -q "‖W<" said-training.svg &&
+	grep -q ">step 20<" said-spectrum.svg && grep -q ">step 40<" said-spectrum.svg &&
+	grep -q ">model.layers.1.mlp.down_proj.weight<" said-spectrum.svg &&
+	! grep -q ">ckpt-000040.h5<" said-spectrum.svg &&
+	grep -q ">model.layers.0.mlp.down_proj.weight, step " said-spectrum-normalized.svg &&
+	grep -q "∫p dσ = 1<" said-esd.svg &&
+	grep -q ">Principle (1): S(emb) ≪ S(qk) &lt; S(ffn) &lt; S(vo) ≪ S(norm)<" said-sharpness.svg &&
+	grep -q ">last checkpoint<" said-qkdrift.svg && grep -q ">head 1<" said-qkdrift.svg &&
+	grep -q ">layer 1<" said-qkdrift.svg &&
+	grep -q ">RMS of the residual stream entering the layer<" said-residual.svg &&
+	grep -q ">lr 0.0001<" said-transfer.svg && grep -q ">batch 32<" said-transfer.svg
 '
 
 test_expect_success 'transfer-fits prints the exponents sw-transfer --summary fits, with their s.e.' '
@@ -117,36 +123,37 @@ test_expect_success 'transfer-fits prints the exponents sw-transfer --summary fi
 		printf \"%.2f ± %.2f\n%.2f ± %.2f\n\", \$c[\"lr_exponent\"], \$c[\"lr_exponent_se\"],
 			\$c[\"batch_exponent\"], \$c[\"batch_exponent_se\"] }" summary.tsv >expect &&
 	test_line_count = 2 expect &&
-	while read -r e; do grep -q ">$e<" transfer-fits.svg || { echo "no $e"; exit 1; }; done <expect
+	sw-plot transfer-fits transfer-fits.tsv -o fits.svg &&
+	while read -r e; do grep -q ">$e<" fits.svg || { echo "no $e"; exit 1; }; done <expect
 '
 
 # ---- no name and no cell becomes a command (issue 21, D1) ----------------
 # sw-plot stages the table in a private directory under TMPDIR and runs
 # gnuplot there: a command that ran would leave its file in that directory,
 # which then stays (only sw-plot's own files are removed), or in the cwd.
-splot() { TMPDIR="$TRASH/tmp" sw-plot "$@"; }
-nothing_ran() { ! test -e PWNED && test -z "$(ls -A "$TRASH/tmp")"; }
+splot() { mkdir -p "$TRASH/tmp" && TMPDIR="$TRASH/tmp" sw-plot "$@"; }
+nothing_ran() { ! test -e PWNED && ls -A "$TRASH/tmp" >left && test_line_count = 0 left; }
 
 test_expect_success 'a table named "<touch PWNED;cat t.tsv": the figure, nothing run' '
-	mkdir tmp && cp norms.tsv t.tsv && cp norms.tsv "<touch PWNED;cat t.tsv" &&
+	cp norms.tsv t.tsv && cp norms.tsv "<touch PWNED;cat t.tsv" &&
 	splot norms "<touch PWNED;cat t.tsv" -o lt.png 2>err && test_line_count = 0 err &&
-	cmp lt.png norms.png && nothing_ran
+	cmp lt.png ref.png && nothing_ran
 '
 
 test_expect_success 'names starting with | in and out: the figure, nothing run' '
 	cp norms.tsv "|touch PWNED" &&
 	splot norms "|touch PWNED" -o "|touch PWNED.png" 2>err && test_line_count = 0 err &&
-	cmp "|touch PWNED.png" norms.png && nothing_ran
+	cmp "|touch PWNED.png" ref.png && nothing_ran
 '
 
 test_expect_success "names with ', \", spaces and a newline, in and out" '
 	in=$(printf "it'\''s a \"table\"\nof norms.tsv") && out=$(printf "<fig> '\''1'\'' \"x\"\n.png") &&
 	cp norms.tsv "$in" && splot norms "$in" -o "$out" 2>err && test_line_count = 0 err &&
-	cmp "$out" norms.png && nothing_ran
+	cmp "$out" ref.png && nothing_ran
 '
 
 test_expect_success 'the table on stdin (-)' '
-	splot norms - -o stdin.png <norms.tsv && cmp stdin.png norms.png && nothing_ran
+	splot norms - -o stdin.png <norms.tsv && cmp stdin.png ref.png && nothing_ran
 '
 
 # every string cell, and an extra header cell, carry gnuplot's and the
@@ -205,11 +212,11 @@ test_expect_success 'a bad table: one line naming it, exit 65, no figure, nothin
 	test_expect_code 65 splot norms words.tsv -o bad.png 2>err &&
 	test_one_error sw-plot words.tsv && grep -q "gnuplot failed on this table: " err &&
 	mkdir adir && test_expect_code 66 splot norms adir -o bad.png 2>err && test_one_error sw-plot adir &&
-	! test -e bad.png && ls | grep -c "bad.png" >n; echo 0 >expect; test_cmp expect n && nothing_ran
+	! test -e bad.png && ls >files && ! grep -q bad.png files && nothing_ran
 '
 
 test_expect_success 'killed while gnuplot runs: no stage, no half figure left' '
-	mkdir fake && printf "#!/bin/sh\ntouch \"\$MARK\"\nexec sleep 5\n" >fake/gnuplot && chmod +x fake/gnuplot &&
+	mkdir -p tmp fake && printf "#!/bin/sh\ntouch \"\$MARK\"\nexec sleep 5\n" >fake/gnuplot && chmod +x fake/gnuplot &&
 	PATH="$TRASH/fake:$PATH" MARK="$TRASH/started" TMPDIR="$TRASH/tmp" sw-plot norms norms.tsv -o sig.png 2>err &
 	pid=$! && i=0 &&
 	while ! test -e started && test $i -lt 100; do sleep 0.1; i=$((i + 1)); done &&

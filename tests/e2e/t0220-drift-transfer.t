@@ -12,7 +12,7 @@ REF=$SW_TOP/tests/e2e/qk_reference.py
 
 # value of attribute $2 of object $3 in HDF5 file $1, via h5dump
 h5attr() {
-	h5dump -a "$3/$2" "$1" | sed -n 's/^ *(0): *//p' | tr -d '"'
+	h5dump -a "$3/$2" "$1" >attr.dump && sed -n 's/^ *(0): *//p' attr.dump | tr -d '"'
 }
 
 test_expect_success 'setup: a sweep of six runs, two horizons each (seconds)' '
@@ -35,6 +35,7 @@ test_expect_success 'sw-transfer --table: one well-formed row per checkpoint' '
 '
 
 test_expect_success 'the table agrees with the files: lr_max, batch_size, tokens, val_loss (h5dump)' '
+	sw-transfer --table $(cat ckpts) >table &&
 	test_line_count = 13 table &&
 	sed 1d table | while IFS="	" read -r f lr b tok d loss kind n nf l2 opt; do
 		awk -v a="$lr" -v b="$(h5attr "$f" lr_max /optim)" -v c="$b" -v d="$(h5attr "$f" batch_size /optim)" \
@@ -46,13 +47,16 @@ test_expect_success 'the table agrees with the files: lr_max, batch_size, tokens
 
 test_expect_success 'out_norm and out_norm_folded are sw-norms lm_head and lm_head_folded, digit for digit' '
 	for f in $(cat ckpts); do
-		printf "%s\t" "$f" && sw-norms --role lm_head "$f" | sed 1d | cut -f10 | paste - - || exit 1
-	done | sort >expect &&
+		sw-norms --role lm_head "$f" >norms &&
+		printf "%s\t" "$f" && sed 1d norms | cut -f10 | paste - - || exit 1
+	done >norms.all && sort norms.all >expect &&
+	sw-transfer --table $(cat ckpts) >table &&
 	sed 1d table | cut -f1,8,9 | sort >got &&
 	test_line_count = 12 got && test_cmp expect got
 '
 
 test_expect_success 'each horizon optimum is the lowest val_loss of that horizon, its norm the table s' '
+	sw-transfer --table $(cat ckpts) >table &&
 	sw-transfer $(cat ckpts) >groups &&
 	test_line_count = 3 groups &&
 	sed 1d table | sort -t "	" -k4,4n -k6,6g | awk -F"\t" "!seen[\$4]++ { print \$4, \$1, \$2, \$3, \$8 }" >expect &&
@@ -65,6 +69,7 @@ test_expect_success 'each horizon optimum is the lowest val_loss of that horizon
 test_expect_success '--summary: the exponents are the slopes through the two optima' '
 	sw-transfer --summary $(cat ckpts) >summary &&
 	test_line_count = 3 summary &&
+	sw-transfer $(cat ckpts) >groups &&
 	sed 1d groups | awk -F"\t" "{ t[NR] = \$2; lr[NR] = \$5; b[NR] = \$6; n[NR] = \$8 }
 		END { dl = log(t[2] / t[1]); s = log(n[2] / n[1]) / log(2);
 		printf \"%.6f %.6f %.6f\n\", log(lr[2] / lr[1]) / dl, log(b[2] / b[1]) / dl, s < 0 ? -s : s }" >expect &&
@@ -73,6 +78,7 @@ test_expect_success '--summary: the exponents are the slopes through the two opt
 '
 
 test_expect_success '--check: a wide tolerance passes, zero fails (two different optima)' '
+	sw-transfer --summary $(cat ckpts) >summary &&
 	sw-transfer --check 100 $(cat ckpts) >out 2>err && test_line_count = 0 err &&
 	spread=$(sed -n 2p summary | cut -f5) &&
 	if awk "BEGIN { exit !($spread > 0) }"; then
@@ -83,12 +89,16 @@ test_expect_success '--check: a wide tolerance passes, zero fails (two different
 
 # the table carries norms to 9 digits, so log2 of them may differ in the last
 test_expect_success 'sw-transfer --table | sw-transfer -: the same groups as from the files' '
-	sw-transfer --table $(cat ckpts) | sw-transfer - >piped &&
-	numbers_close 1e-8 groups piped
+	# pipe-ok: a table piped in is what is tested; the status is kept in status
+	{ sw-transfer --table $(cat ckpts); echo $? >status; } | sw-transfer - >piped &&
+	test_status 0 status &&
+	sw-transfer $(cat ckpts) >groups && numbers_close 1e-8 groups piped
 '
 
 test_expect_success 'sw-norms | awk | sw-transfer -: another norm of the head, by file' '
-	sw-norms --role lm_head $(cat ckpts) | awk -F"\t" "\$6 == \"lm_head\" { print \$1 \"\t\" \$13 }" >spectral &&
+	sw-norms --role lm_head $(cat ckpts) >norms &&
+	awk -F"\t" "\$6 == \"lm_head\" { print \$1 \"\t\" \$13 }" norms >spectral &&
+	sw-transfer --table $(cat ckpts) >table && sw-transfer $(cat ckpts) >groups &&
 	awk -F"\t" -v OFS="\t" "NR == FNR { s[\$1] = \$2; next } FNR == 1 { print; next } { \$8 = s[\$1]; \$9 = \"\"; print }" \
 		spectral table | sw-transfer - >out &&
 	test_line_count = 3 out &&
@@ -110,20 +120,26 @@ test_expect_success 'sw-qkdrift on a run: well formed, product and ratio consist
 	awk -F"\t" "NR > 1 && (\$5 != 2 || \$6 != 32 || \$7 != 64 || \$8 !~ /^-?[0-9]/) { print; bad = 1 } END { exit bad }" drift
 '
 
-test_expect_success 'without gains: the heads add up to sw-norms RMS of q_proj and k_proj' '
+test_expect_success 'setup: a run without gains (nsv/), a checkpoint and a trace row at step 16' '
 	sw-train --data "$CORPUS" --out nsv $SMALL --batch 4 --steps 16 --ckpt-every 8 --trace-every 8 \
-		--no-scale-vectors >/dev/null &&
+		--no-scale-vectors >/dev/null
+'
+
+test_expect_success 'without gains: the heads add up to sw-norms RMS of q_proj and k_proj' '
 	sw-qkdrift nsv/ckpt-000016.h5 >qk &&
 	awk -F"\t" "NR > 1 { q[\$4] += \$8 * \$8; k[\$4] += \$9 * \$9; n[\$4]++ }
 		END { for (l in q) printf \"%d %.7g %.7g\n\", l, sqrt(q[l] / n[l]), sqrt(k[l] / n[l]) }" qk | sort >got &&
-	sw-norms --role q,k nsv/ckpt-000016.h5 | awk -F"\t" "NR > 1 { r[\$7, \$6] = \$15 }
-		END { for (l = 0; l < 2; l++) printf \"%d %.7g %.7g\n\", l, r[l, \"q\"], r[l, \"k\"] }" | sort >expect &&
+	sw-norms --role q,k nsv/ckpt-000016.h5 >norms &&
+	awk -F"\t" "NR > 1 { r[\$7, \$6] = \$15 }
+		END { for (l = 0; l < 2; l++) printf \"%d %.7g %.7g\n\", l, r[l, \"q\"], r[l, \"k\"] }" norms | sort >expect &&
 	test_cmp expect got
 '
 
 test_expect_success 'without gains and multipliers: the trace q_head_rms, k_head_rms at that step' '
-	sw-trace --series q_head_rms,k_head_rms nsv/trace.h5 | awk -F"\t" "NR == 1 { for (i = 2; i <= NF; i++) c[i] = \$i; next }
-		\$1 == 16 { for (i = 2; i <= NF; i++) printf \"%s %.9g\n\", c[i], \$i }" | sort >trace &&
+	sw-trace --series q_head_rms,k_head_rms nsv/trace.h5 >series &&
+	awk -F"\t" "NR == 1 { for (i = 2; i <= NF; i++) c[i] = \$i; next }
+		\$1 == 16 { for (i = 2; i <= NF; i++) printf \"%s %.9g\n\", c[i], \$i }" series | sort >trace &&
+	sw-qkdrift nsv/ckpt-000016.h5 >qk &&
 	awk -F"\t" "NR > 1 { printf \"q_head_rms.layer%d.head%d %.9g\n\", \$4, \$5, \$8;
 		if (\$5 % 2 == 0) printf \"k_head_rms.layer%d.head%d %.9g\n\", \$4, \$6, \$9 }" qk | sort >ours &&
 	test_line_count = 12 ours && test_cmp trace ours
@@ -133,8 +149,9 @@ test_expect_success 'with row multipliers too: the trace is of the weights after
 	sw-train --data "$CORPUS" --out nsvm $SMALL --batch 4 --steps 16 --ckpt-every 8 --trace-every 8 \
 		--no-scale-vectors --multipliers row --mult-wd 0 >/dev/null &&
 	sw-qkdrift nsvm/ckpt-000016.h5 >qkm &&
-	sw-trace --series q_head_rms,k_head_rms nsvm/trace.h5 | awk -F"\t" "NR == 1 { for (i = 2; i <= NF; i++) c[i] = \$i; next }
-		\$1 == 16 { for (i = 2; i <= NF; i++) printf \"%s %.6g\n\", c[i], \$i }" | sort >trace &&
+	sw-trace --series q_head_rms,k_head_rms nsvm/trace.h5 >series &&
+	awk -F"\t" "NR == 1 { for (i = 2; i <= NF; i++) c[i] = \$i; next }
+		\$1 == 16 { for (i = 2; i <= NF; i++) printf \"%s %.6g\n\", c[i], \$i }" series | sort >trace &&
 	awk -F"\t" "NR > 1 { printf \"q_head_rms.layer%d.head%d %.6g\n\", \$4, \$5, \$8;
 		if (\$5 % 2 == 0) printf \"k_head_rms.layer%d.head%d %.6g\n\", \$4, \$6, \$9 }" qkm | sort >ours &&
 	test_line_count = 12 ours && test_cmp trace ours
@@ -152,7 +169,7 @@ test_expect_success 'sw-qkdrift = numpy (float64) on the fixture and on runs wit
 	for f in "$FIX/tiny.h5" col/ckpt-000008.h5 scalar/ckpt-000008.h5 qkn/ckpt-000008.h5 \
 		sweep/lr0.01-b8/ckpt-000032.h5; do
 		"$PY" "$REF" "$f" >expect &&
-		sw-qkdrift "$f" | sed 1d | cut -f4- >got &&
+		sw-qkdrift "$f" >qk && sed 1d qk | cut -f4- >got &&
 		numbers_close 1e-6 expect got || { echo "$f differs"; exit 1; }
 	done &&
 	sw-qkdrift qkn/ckpt-000008.h5 >qk && grep -q "	qk_norm_gains	" qk &&

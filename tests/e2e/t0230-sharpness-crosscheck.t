@@ -38,10 +38,12 @@ row multipliers, norm-everywhere|--d-model 24 --n-layers 1 --n-heads 2 --multipl
 VARIANTS
 
 test_expect_success 'micro-batches give the same estimate as one pass' '
+	sw-train --data "$FIX/corpus.txt" --out mb --steps 8 --batch 4 --seq-len 16 --trace "" \
+		--d-model 24 --n-layers 1 --n-heads 2 --multipliers row --norm-everywhere >/dev/null &&
 	sw-sharpness --recompute --data "$FIX/corpus.txt" --batch-tokens 96 --seq-len 16 --draws 2 \
-		--per-tensor run/ckpt-000008.h5 >one &&
+		--per-tensor mb/ckpt-000008.h5 >one &&
 	sw-sharpness --recompute --data "$FIX/corpus.txt" --batch-tokens 96 --seq-len 16 --draws 2 \
-		--micro-batch 2 --per-tensor run/ckpt-000008.h5 >two &&
+		--micro-batch 2 --per-tensor mb/ckpt-000008.h5 >two &&
 	numbers_close 1e-5 one two
 '
 

@@ -35,9 +35,12 @@ tied head, MQA|--n-heads 4 --n-kv-heads 1 --tie|
 untied, GQA, sharded|--n-heads 4 --n-kv-heads 2|--shard-size 20KB
 VARIANTS
 
+test_expect_success 'setup: a tied run (bfrun/), its step 20 exported in F32 (f32/) and BF16 (bf16/)' '
+	eval sw-train $TRAIN --out bfrun --n-heads 4 --n-kv-heads 2 --tie >/dev/null &&
+	sw-convert bfrun/ckpt-000020.h5 f32 && sw-convert --dtype bf16 bfrun/ckpt-000020.h5 bf16
+'
+
 test_expect_success 'BF16 export: every value the F32 one rounded to nearest even' '
-	rm -rf run && eval sw-train $TRAIN --out run --n-heads 4 --n-kv-heads 2 --tie >/dev/null &&
-	sw-convert run/ckpt-000020.h5 f32 && sw-convert --dtype bf16 run/ckpt-000020.h5 bf16 &&
 	"$PY" "$REF" bf16 f32 bf16 >report && echo "bf16 0" >expect && test_cmp expect report
 '
 
@@ -47,7 +50,7 @@ test_expect_success 'BF16 export: PyTorch on it = scalewatch on the same BF16 we
 '
 
 test_expect_success 'the check can fail: another step s logits are caught' '
-	"$LOGITS" run/ckpt-000010.h5 $TOKENS >other.tsv &&
+	"$LOGITS" bfrun/ckpt-000010.h5 $TOKENS >other.tsv &&
 	"$PY" "$REF" logits f32 other.tsv $TOKENS >report &&
 	test_expect_code 1 within report
 '

@@ -12,7 +12,7 @@ fi
 KINDS="training residual norms sharpness sharpness-steps sharpness-hist spectrum
 	spectrum-normalized esd qkdrift transfer transfer-fits"
 
-test_expect_success 'the miniature demo runs to the end' '
+test_expect_success 'setup: the miniature demo runs to the end (out/, read below)' '
 	SW_DEMO_TINY=1 SW_DEMO_OUT=out sh "$SW_TOP/demo/demo.sh" "$SW_BIN" >log 2>err &&
 	grep -q "^== done in" log
 '

@@ -54,6 +54,28 @@ test_expect_code() {
 	fi
 }
 
+# test_status CODE FILE: FILE holds the exit status CODE, which a command
+# whose output goes into a pipe saved there ({ cmd; echo $? >FILE; } | ...),
+# since the shell keeps only the last command's
+test_status() {
+	got=$(cat "$2") || return 1
+	if [ "$got" != "$1" ]; then
+		echo "exit status $got, expected $1 (saved in $2)"
+		return 1
+	fi
+}
+
+# test_closed_quietly FILE: the status saved in FILE is 0 or death by
+# SIGPIPE (128 + 13), the two ways a filter ends when its reader leaves
+# early; anything else (an error, a crash) fails
+test_closed_quietly() {
+	got=$(cat "$1") || return 1
+	case $got in
+	0 | 141) return 0 ;;
+	*) echo "exit status $got, expected 0 or 141 (SIGPIPE), saved in $1"; return 1 ;;
+	esac
+}
+
 # test_line_count OP N FILE
 test_line_count() {
 	n=$(wc -l <"$3")

@@ -1,9 +1,14 @@
-/* Unit tests of lib/optim.c: schedules, per-tensor hparams, Newton-Schulz,
- * clipping's exclusion of multipliers; values computed by hand. */
+/* Unit tests of lib/optim.c: schedules, per-tensor hparams, Newton-Schulz;
+ * optim_grad_norm and optim_step on a tiny model (every kind of tensor, row
+ * multipliers with their own lr and wd): the gradient norm and the clipping
+ * leave the multipliers out (sw-train(1), --grad-clip), and two steps of
+ * AdamW, Muon and Scion give the parameters the documented formulas give,
+ * computed here in double from the man page, not from optim.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../lib/linalg.h"
+#include "../../lib/model.h"
 #include "../../lib/optim.h"
 #include "../../lib/rng.h"
 #include "tap.h"
@@ -18,6 +23,322 @@ static struct sw_tensor_info tinfo(enum sw_block b, enum sw_kind k, enum sw_grou
 	t.group = g;
 	t.norm_type = nt;
 	return t;
+}
+
+/* ---- optim_step against formulas in double ----------------------------- */
+
+/* What sw-train(1) says each tensor is, from its role alone. */
+static int role_is_mult(const char *role) { return strstr(role, "_mult") != NULL; }
+static int role_is_hidden(const char *role)
+{
+	static const char *const hidden[] = {"q", "k", "v", "o", "gate", "up", "down"};
+	for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
+		if (!strcmp(role, hidden[i]))
+			return 1;
+	return 0;
+}
+
+/* The reference optimizer's state: parameters and moments in double. */
+struct ref {
+	double *p, *m, *v;              /* (nparams) */
+	int64_t t;
+};
+
+/* X = NS5(G) (rows x cols) in double: on the transpose when tall,
+ * X = G/||G||_F, then 5 times X <- a X + (b A + c A A) X, A = X X^T. */
+static void ns5(double *X, const double *G, int rows, int cols)
+{
+	const double a = 3.4445, b = -4.7750, c = 2.0315;
+	int tr = rows > cols, r = tr ? cols : rows, n = tr ? rows : cols;
+	double *Y = malloc(sizeof(double) * (size_t)(r * n)), *Z = malloc(sizeof(double) * (size_t)(r * n));
+	double *A = malloc(sizeof(double) * (size_t)(r * r)), *B = malloc(sizeof(double) * (size_t)(r * r));
+	double nrm = 0;
+
+	for (int i = 0; i < r; i++)
+		for (int j = 0; j < n; j++)
+			Y[i * n + j] = tr ? G[j * cols + i] : G[i * cols + j];
+	for (int k = 0; k < r * n; k++)
+		nrm += Y[k] * Y[k];
+	for (int k = 0; k < r * n; k++)
+		Y[k] /= sqrt(nrm);
+	for (int s = 0; s < 5; s++) {
+		for (int i = 0; i < r; i++)
+			for (int j = 0; j < r; j++) {
+				A[i * r + j] = 0;
+				for (int k = 0; k < n; k++)
+					A[i * r + j] += Y[i * n + k] * Y[j * n + k];
+			}
+		for (int i = 0; i < r; i++)
+			for (int j = 0; j < r; j++) {
+				double aa = 0;
+				for (int k = 0; k < r; k++)
+					aa += A[i * r + k] * A[k * r + j];
+				B[i * r + j] = b * A[i * r + j] + c * aa;
+			}
+		for (int i = 0; i < r; i++)
+			for (int j = 0; j < n; j++) {
+				Z[i * n + j] = a * Y[i * n + j];
+				for (int k = 0; k < r; k++)
+					Z[i * n + j] += B[i * r + k] * Y[k * n + j];
+			}
+		memcpy(Y, Z, sizeof(double) * (size_t)(r * n));
+	}
+	for (int i = 0; i < r; i++)
+		for (int j = 0; j < n; j++)
+			X[tr ? j * cols + i : i * cols + j] = Y[i * n + j];
+	free(Y);
+	free(Z);
+	free(A);
+	free(B);
+}
+
+/*
+ * One step of the reference at step (0-based) with the clipping factor
+ * clip: oc's schedule is constant with a linear warmup, no Blockwise LR,
+ * group ratios 1, gains without weight decay. Per sw-train(1): matrices
+ * get lr and wd, multipliers lr x mult-lr and mult-wd and no clipping
+ * (unless clip_mults, to show the test would see it), gains lr and no wd;
+ * coupled decay W <- W (1 - lr wd) first. AdamW (PyTorch's); Muon: hidden
+ * matrices buf <- mom buf + (1 - mom) g, u = NS5((1 - mom) g + mom buf)
+ * sqrt(max(1, rows/cols)), AdamW for the rest; Scion: M <- mom M +
+ * (1 - mom) g, hidden matrices sqrt(rows/cols) NS5(M), the embedding's
+ * rows to RMS 1, the head sign(M)/d_in, vectors sign(M).
+ */
+static void ref_step(struct ref *r, const struct model *m, const struct optim_config *oc,
+		     int64_t step, double clip, int clip_mults)
+{
+	double f = step < oc->warmup ? (double)(step + 1) / (double)oc->warmup : 1;
+	double mom = isnan(oc->momentum) ? (oc->kind == OPT_MUON ? 0.95 : 0) : oc->momentum;
+
+	r->t++;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		const char *role = mt->info.role;
+		int mult = role_is_mult(role), hidden = role_is_hidden(role);
+		int matrix = hidden || !strcmp(role, "embed") || !strcmp(role, "lm_head");
+		int rows = (int)mt->info.shape[0], cols = mt->info.rank == 2 ? (int)mt->info.shape[1] : 1;
+		size_t n = mt->numel, o = mt->offset;
+		double lr = oc->lr * f * (mult ? oc->mult_lr_ratio : 1);
+		double wd = mult ? oc->mult_wd : matrix ? oc->wd : 0;
+		double decay = 1 - lr * wd, c = mult && !clip_mults ? 1 : clip;
+		double *p = r->p + o, *mm = r->m + o, *v = r->v + o;
+		double *u = malloc(sizeof(double) * n), *g = malloc(sizeof(double) * n);
+
+		for (size_t k = 0; k < n; k++)
+			g[k] = m->grads[o + k] * c;
+		if (oc->kind == OPT_ADAMW || (oc->kind == OPT_MUON && !hidden)) {
+			double bc1 = 1 - pow(oc->beta1, (double)r->t), bc2 = 1 - pow(oc->beta2, (double)r->t);
+			for (size_t k = 0; k < n; k++) {
+				mm[k] = oc->beta1 * mm[k] + (1 - oc->beta1) * g[k];
+				v[k] = oc->beta2 * v[k] + (1 - oc->beta2) * g[k] * g[k];
+				u[k] = (mm[k] / bc1) / (sqrt(v[k] / bc2) + oc->eps);
+			}
+		} else if (oc->kind == OPT_MUON) {
+			for (size_t k = 0; k < n; k++) {
+				mm[k] = mom * mm[k] + (1 - mom) * g[k];
+				g[k] = (1 - mom) * g[k] + mom * mm[k];
+			}
+			ns5(u, g, rows, cols);
+			for (size_t k = 0; k < n; k++)
+				u[k] *= sqrt(rows > cols ? (double)rows / cols : 1);
+		} else {
+			for (size_t k = 0; k < n; k++)
+				mm[k] = mom * mm[k] + (1 - mom) * g[k];
+			if (hidden) {
+				ns5(u, mm, rows, cols);
+				for (size_t k = 0; k < n; k++)
+					u[k] *= sqrt((double)rows / cols);
+			} else if (!strcmp(role, "embed")) {
+				for (int row = 0; row < rows; row++) {
+					double s = 0;
+					for (int j = 0; j < cols; j++)
+						s += mm[row * cols + j] * mm[row * cols + j];
+					for (int j = 0; j < cols; j++)
+						u[row * cols + j] = mm[row * cols + j] / sqrt(s / cols);
+				}
+			} else {
+				double scale = !strcmp(role, "lm_head") ? 1.0 / cols : 1;
+				for (size_t k = 0; k < n; k++)
+					u[k] = mm[k] > 0 ? scale : mm[k] < 0 ? -scale : 0;
+			}
+		}
+		for (size_t k = 0; k < n; k++)
+			p[k] = p[k] * decay - lr * u[k];
+		free(u);
+		free(g);
+	}
+}
+
+/* The largest |model - reference| over the parameters, and where. */
+static double worst_diff(const struct model *m, const struct ref *r, const char **where)
+{
+	double worst = 0;
+
+	*where = "";
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		for (size_t k = 0; k < mt->numel; k++) {
+			double d = fabs((double)m->params[mt->offset + k] - r->p[mt->offset + k]);
+			if (d > worst) {
+				worst = d;
+				*where = mt->info.name;
+			}
+		}
+	}
+	return worst;
+}
+
+/* Gradients: scale N(0, 1), the multipliers' 20 scale N(0, 1), so that
+ * they would dominate the global norm if it counted them. */
+static void set_grads(struct model *m, struct sw_rng *rng, double scale)
+{
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		double s = role_is_mult(mt->info.role) ? 20 * scale : scale;
+		for (size_t k = 0; k < mt->numel; k++)
+			m->grads[mt->offset + k] = (real)(s * rng_normal(rng));
+	}
+}
+
+/* The tiny model: V 7, C 4, 1 layer, 2 heads of 2, 1 KV head, F 6, an
+ * untied head, row multipliers (q, k: 4x4 and 2x4 wide; gate 6x4 tall). */
+static int tiny_model(struct model *m, struct sw_rng *rng)
+{
+	struct sw_config c = {
+		.arch = "llama", .vocab_size = 7, .d_model = 4, .n_layers = 1, .n_heads = 2,
+		.n_kv_heads = 1, .head_dim = 2, .d_ff = 6, .seq_len = 4, .rope_theta = 10000,
+		.norm_eps = 1e-5, .multipliers = "row", .scale_vectors = 1,
+	};
+	struct sw_err err;
+
+	if (model_build(m, &c, &err)) {
+		ok(0, "tiny model: %s", err.msg);
+		return -1;
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		int matrix = mt->info.rank == 2;
+		for (size_t k = 0; k < mt->numel; k++)
+			m->params[mt->offset + k] = (real)(matrix ? 0.3 * rng_normal(rng) : 1 + 0.2 * rng_normal(rng));
+	}
+	return 0;
+}
+
+/* The tolerance on a parameter after two steps: float32 parameters and
+ * moments against double (|p| < 2, lr <= 3e-2), Newton-Schulz in float. */
+#define STEP_TOL 2e-6
+
+static void check_grad_norm(void)
+{
+	struct model m;
+	struct sw_rng rng;
+	double without = 0, with = 0, gn;
+
+	rng_seed(&rng, 11);
+	if (tiny_model(&m, &rng))
+		return;
+	set_grads(&m, &rng, 0.1);
+	for (int i = 0; i < m.ntensors; i++)
+		for (size_t k = 0; k < m.tensors[i].numel; k++) {
+			double g = m.grads[m.tensors[i].offset + k];
+			with += g * g;
+			if (!role_is_mult(m.tensors[i].info.role))
+				without += g * g;
+		}
+	gn = optim_grad_norm(&m);
+	ok(close_rel(gn, sqrt(without), 1e-12) && sqrt(with) > 2 * sqrt(without),
+	   "optim_grad_norm: %.9g, the norm without the multipliers %.9g (with them %.9g)",
+	   gn, sqrt(without), sqrt(with));
+	for (int i = 0; i < m.ntensors; i++)
+		if (role_is_mult(m.tensors[i].info.role))
+			for (size_t k = 0; k < m.tensors[i].numel; k++)
+				m.grads[m.tensors[i].offset + k] *= 1000;
+	ok(optim_grad_norm(&m) == gn, "optim_grad_norm: the multipliers' gradients x 1000 change nothing");
+	model_free(&m);
+}
+
+/* Two steps (step 0 and 1 of a 2-step warmup: lr/2, then lr) of oc on the
+ * tiny model, clipped to grad_clip as sw-train clips (the first step's
+ * gradients are clipped, the second's, 5 times smaller, are not), each
+ * against the reference; then whether the reference that clips the
+ * multipliers too would have been told apart (for Scion's sign(M), only a
+ * momentum over steps clipped differently can show it). */
+static void check_steps(const char *what, struct optim_config oc)
+{
+	struct model m;
+	struct optim o;
+	struct ref r = {0}, wrong = {0};
+	struct sw_rng rng;
+	struct sw_err err;
+	const char *where;
+	double worst[2], worst_wrong = 0, clip[2];
+
+	rng_seed(&rng, 29);
+	if (tiny_model(&m, &rng))
+		return;
+	if (optim_init(&o, &oc, &m, &err)) {
+		ok(0, "%s: optim_init: %s", what, err.msg);
+		model_free(&m);
+		return;
+	}
+	r.p = calloc(m.nparams, sizeof(double));
+	r.m = calloc(m.nparams, sizeof(double));
+	r.v = calloc(m.nparams, sizeof(double));
+	wrong.p = calloc(m.nparams, sizeof(double));
+	wrong.m = calloc(m.nparams, sizeof(double));
+	wrong.v = calloc(m.nparams, sizeof(double));
+	for (size_t k = 0; k < m.nparams; k++)
+		r.p[k] = wrong.p[k] = m.params[k];
+	for (int64_t step = 0; step < 2; step++) {
+		double gn;
+		const char *w;
+		set_grads(&m, &rng, step == 0 ? 0.1 : 0.02);
+		gn = optim_grad_norm(&m);
+		clip[step] = gn > oc.grad_clip ? oc.grad_clip / gn : 1;
+		ref_step(&r, &m, &oc, step, clip[step], 0);
+		ref_step(&wrong, &m, &oc, step, clip[step], 1);
+		optim_step(&o, &m, step, clip[step]);
+		worst[step] = worst_diff(&m, &r, &where);
+		ok(worst[step] <= STEP_TOL, "%s, step %d (clip factor %.3f): every parameter as the formulas give, "
+		   "within %g (worst %.3g, %s)", what, (int)step + 1, clip[step], STEP_TOL, worst[step], where);
+		double ww = worst_diff(&m, &wrong, &w);
+		worst_wrong = ww > worst_wrong ? ww : worst_wrong;
+	}
+	ok(clip[0] < 0.9 && clip[1] == 1 && worst_wrong > 100 * STEP_TOL,
+	   "%s: clipping the multipliers too would have been seen (off by %.3g)", what, worst_wrong);
+	free(r.p);
+	free(r.m);
+	free(r.v);
+	free(wrong.p);
+	free(wrong.m);
+	free(wrong.v);
+	optim_free(&o);
+	model_free(&m);
+}
+
+static void check_optimizers(void)
+{
+	struct optim_config oc;
+
+	check_grad_norm();
+	optim_defaults(&oc);
+	oc.lr = 1e-2;
+	oc.sched = SCHED_CONSTANT;
+	oc.warmup = 2;
+	oc.wd = 0.1;
+	oc.mult_lr_ratio = 3;
+	oc.mult_wd = 0.05;
+	oc.grad_clip = 0.7;
+	/* an eps the size of the gradients: AdamW's update then depends on
+	 * their scale, so clipping shows */
+	oc.eps = 0.05;
+	oc.kind = OPT_ADAMW;
+	check_steps("AdamW", oc);
+	oc.kind = OPT_MUON;
+	check_steps("Muon", oc);
+	oc.kind = OPT_SCION;
+	oc.momentum = 0.5;
+	check_steps("Scion", oc);
 }
 
 int main(void)
@@ -116,5 +437,6 @@ int main(void)
 			free(work);
 		}
 	}
+	check_optimizers();
 	return tap_done();
 }
