@@ -99,11 +99,22 @@ test_expect_success 'runner: output the README does not show, and a nonzero stat
 '
 
 test_expect_success 'runner: the tools are on PATH only when the file puts them there' '
-	printf "Text\n\n    \$ sw-ls --version >/dev/null 2>&1; echo \"exit \$?\"\n    exit 0\n" >nopath.md &&
+	cat >nopath.md <<-\EOF &&
+	Text
+
+	    $ sw-ls --version >/dev/null 2>&1; echo "exit $?"
+	    exit 0
+	EOF
 	test_expect_code 1 sh "$RUN" nopath.md >out 2>&1 &&
 	grep "^nopath.md:3: prints something else than its line 4 shows" out &&
 	grep "^+exit 127" out &&
-	printf "Text\n\n    \$ export PATH=\$PWD/build/bin:\$PATH\n    \$ sw-ls --version >/dev/null 2>&1; echo \"exit \$?\"\n    exit 0\n" >path.md &&
+	cat >path.md <<-\EOF &&
+	Text
+
+	    $ export PATH=$PWD/build/bin:$PATH
+	    $ sw-ls --version >/dev/null 2>&1; echo "exit $?"
+	    exit 0
+	EOF
 	sh "$RUN" path.md >out 2>&1 &&
 	grep "^path.md: commands run: 2, not as shown: 0" out
 '
