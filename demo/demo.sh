@@ -95,8 +95,10 @@ elif [ ! -s "$out/fortunes.txt" ]; then
 fi
 if [ ! -s "$out/fortunes.tok" ]; then
 	say "a BPE tokenizer on $(wc -c <"$out/fortunes.txt") bytes of fortunes; expected seconds (at $(elapsed))"
-	sw-tokenize train --vocab $VOCAB -o "$out/tokenizer.bpe" "$out/fortunes.txt" | pretty
-	sw-tokenize encode -t "$out/tokenizer.bpe" -o "$out/fortunes.tok" "$out/fortunes.txt" | pretty
+	sw-tokenize train --vocab $VOCAB -o "$out/tokenizer.bpe" "$out/fortunes.txt" >"$out/tokenizer.tsv"
+	pretty <"$out/tokenizer.tsv"
+	sw-tokenize encode -t "$out/tokenizer.bpe" -o "$out/fortunes.tok" "$out/fortunes.txt" >"$out/encode.tsv"
+	pretty <"$out/encode.tsv"
 fi
 DATA="--data $out/fortunes.tok --vocab $VOCAB"
 
@@ -180,9 +182,13 @@ pretty <"$out/params.tsv"
 rm -rf "$out/hf" "$out/hf-back.h5"
 sw-convert "$FINAL" "$out/hf" >/dev/null
 sw-convert "$out/hf" "$out/hf-back.h5" >/dev/null
-sw-norms "$FINAL" | cut -f2- >"$out/norms-h5.tsv"
-sw-norms "$out/hf" | cut -f2- >"$out/norms-hf.tsv"
-sw-norms "$out/hf-back.h5" | cut -f2- >"$out/norms-back.tsv"
+# (each table to a file first: a pipe would hide a tool's failure from set -e)
+sw-norms "$FINAL" >"$out/norms-h5.full.tsv"
+sw-norms "$out/hf" >"$out/norms-hf.full.tsv"
+sw-norms "$out/hf-back.h5" >"$out/norms-back.full.tsv"
+for f in h5 hf back; do
+	cut -f2- "$out/norms-$f.full.tsv" >"$out/norms-$f.tsv"
+done
 if cmp -s "$out/norms-h5.tsv" "$out/norms-hf.tsv" && cmp -s "$out/norms-h5.tsv" "$out/norms-back.tsv"; then
 	echo "sw-convert: $out/hf (Hugging Face safetensors) and back: every norm identical"
 else
