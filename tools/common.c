@@ -1,6 +1,7 @@
 /* common.c - the shared plumbing of every tool (see common.h). */
 #include "common.h"
 #include "../lib/atomicfile.h"
+#include "../lib/ckpt.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -42,6 +43,8 @@ void tool_std_fds(void)
 void tool_init(struct tool *t, const char *prog, const char *usage,
 	       const char *help, int argc, char **argv)
 {
+	tool_std_fds();
+	tool_runtime(argv);
 	memset(t, 0, sizeof *t);
 	t->prog = prog;
 	t->usage = usage;
@@ -132,6 +135,19 @@ const char *tool_next_file(struct tool *t)
 		if (n > 0)
 			return t->line;
 	}
+}
+
+struct ckpt *tool_next_ckpt(struct tool *t, const char **file)
+{
+	struct ckpt *ck;
+	struct sw_err err;
+
+	while (!tool_stdout_broken(t) && (*file = tool_next_file(t))) {
+		if (!ckpt_open(*file, &ck, &err))
+			return ck;
+		tool_error(t, *file, &err);
+	}
+	return NULL;
 }
 
 void tool_error(struct tool *t, const char *file, const struct sw_err *err)

@@ -71,10 +71,15 @@ struct tool {
  * write-only and 1 read-only, so that reading names from a closed stdin
  * or printing a table to a closed stdout still fails as it would have
  * (EBADF), while a tool that prints nothing there succeeds; 2 write-only
- * (the messages are lost, as the user asked). Call first thing in main.
+ * (the messages are lost, as the user asked). tool_init calls it first.
  */
 void tool_std_fds(void);
 
+/*
+ * The first call of every main: the standard fds made safe
+ * (tool_std_fds), the run time set up (tool_runtime: may re-execute the
+ * tool), then t filled for PROG.
+ */
 void tool_init(struct tool *t, const char *prog, const char *usage,
 	       const char *help, int argc, char **argv);
 
@@ -92,6 +97,13 @@ void tool_files_begin(struct tool *t, int optind_);
 
 /* The next input file, or NULL at the end. */
 const char *tool_next_file(struct tool *t);
+
+/*
+ * The next input opened as a checkpoint, its name in *file; a file that
+ * cannot be opened is reported (tool_error) and skipped. NULL at the end
+ * of the inputs or once stdout is broken. Close each with ckpt_close.
+ */
+struct ckpt *tool_next_ckpt(struct tool *t, const char **file);
 
 /* Report err as "sw-TOOL: FILE: msg" and remember its status. */
 void tool_error(struct tool *t, const char *file, const struct sw_err *err);

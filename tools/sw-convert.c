@@ -44,8 +44,6 @@ int main(int argc, char **argv)
 	struct tool tl;
 	int opt;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-convert", usage, help, argc, argv);
 	convert_opts_init(&o);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {

@@ -116,11 +116,10 @@ int main(int argc, char **argv)
 	};
 	struct tool tl;
 	struct table tb;
+	struct ckpt *ck;
 	const char *file;
 	int opt, summary = 0;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-ls", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (tool_common_option(&tl, opt, optarg))
@@ -134,14 +133,7 @@ int main(int argc, char **argv)
 	else
 		table_init(&tb, stdout, tl.fmt, list_cols, 9);
 	table_header(&tb);
-	while ((file = tool_next_file(&tl)) && !tool_stdout_broken(&tl)) {
-		struct ckpt *ck;
-		struct sw_err err;
-
-		if (ckpt_open(file, &ck, &err)) {
-			tool_error(&tl, file, &err);
-			continue;
-		}
+	while ((ck = tool_next_ckpt(&tl, &file))) {
 		tool_selected(&tl, file, summary ? summary_file(&tl, &tb, file, ck)
 						 : list_file(&tl, &tb, file, ck), "tensor");
 		ckpt_close(ck);

@@ -92,11 +92,10 @@ int main(int argc, char **argv)
 	static const char *const own_roles[] = {"lm_head_folded", NULL};
 	struct tool tl;
 	struct table tb;
+	struct ckpt *ck;
 	const char *file;
 	int opt;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-norms", usage, help, argc, argv);
 	select_tool_roles(&tl.sel, own_roles);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1)
@@ -104,14 +103,7 @@ int main(int argc, char **argv)
 	tool_files_begin(&tl, optind);
 	table_init(&tb, stdout, tl.fmt, cols, (int)(sizeof cols / sizeof cols[0]));
 	table_header(&tb);
-	while ((file = tool_next_file(&tl)) && !tool_stdout_broken(&tl)) {
-		struct ckpt *ck;
-		struct sw_err err;
-
-		if (ckpt_open(file, &ck, &err)) {
-			tool_error(&tl, file, &err);
-			continue;
-		}
+	while ((ck = tool_next_ckpt(&tl, &file))) {
 		norms_file(&tl, &tb, file, ck);
 		ckpt_close(ck);
 	}

@@ -59,8 +59,6 @@ int main(int argc, char **argv)
 	char dir[PATH_MAX], script[PATH_MAX + 64], tmp[PATH_MAX + 64];
 	int opt, list = 0, fd, rc;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-plot", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
 		if (opt == 'o')

@@ -222,9 +222,7 @@ int main(int argc, char **argv)
 	const char *file;
 	struct tool tl;
 
-	tool_std_fds();
 	memset(&first, 0, sizeof first);
-	tool_runtime(argv);
 	tool_init(&tl, "sw-qkdrift", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {

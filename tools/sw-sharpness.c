@@ -251,8 +251,6 @@ int main(int argc, char **argv)
 	const char *file;
 	int opt, modes = 0;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-sharpness", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {

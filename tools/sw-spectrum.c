@@ -265,12 +265,11 @@ int main(int argc, char **argv)
 	const char *cols[MAX_COLS];
 	struct tool tl;
 	struct table tb;
+	struct ckpt *ck;
 	const char *file;
 	double t0 = now();
 	int opt;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-spectrum", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -298,16 +297,9 @@ int main(int argc, char **argv)
 	tool_files_begin(&tl, optind);
 	table_init(&tb, stdout, tl.fmt, cols, columns(&o, cols));
 	table_header(&tb);
-	while ((file = tool_next_file(&tl)) && !tool_stdout_broken(&tl)) {
-		struct run r = {&tl, &tb, &o, file, NULL};
-		struct ckpt *ck;
-		struct sw_err err;
+	while ((ck = tool_next_ckpt(&tl, &file))) {
+		struct run r = {&tl, &tb, &o, file, ckpt_meta(ck)};
 
-		if (ckpt_open(file, &ck, &err)) {
-			tool_error(&tl, file, &err);
-			continue;
-		}
-		r.m = ckpt_meta(ck);
 		spectrum_file(&r, ck, &fit, t0);
 		ckpt_close(ck);
 	}

@@ -561,8 +561,6 @@ int main(int argc, char **argv)
 	struct tool tl;
 	int opt, i, json = 0;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-tokenize", usage, help, argc, argv);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "--version")))
 		tool_common_option(&tl, argv[1][2] == 'h' ? OPT_HELP : OPT_VERSION, NULL);

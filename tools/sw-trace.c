@@ -363,8 +363,6 @@ int main(int argc, char **argv)
 	char **lists;
 	int nlists = 0, list = 0, want_follow = 0, opt;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-trace", usage, help, argc, argv);
 	lists = calloc((size_t)argc, sizeof *lists);
 	if (!lists)

@@ -272,8 +272,6 @@ int main(int argc, char **argv)
 	struct sw_err err;
 	int opt, k, threads = 0, d_ff = 0, head_dim = 0, kv = 0;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-train", usage, help, argc, argv);
 	memset(&tc, 0, sizeof tc);
 	optim_defaults(&tc.optim);

@@ -342,8 +342,6 @@ int main(int argc, char **argv)
 	int opt, table = 0, summary = 0, check = 0, folded = 0;
 	double tol = 0;
 
-	tool_std_fds();
-	tool_runtime(argv);
 	tool_init(&tl, "sw-transfer", usage, help, argc, argv);
 	s.tl = &tl;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
