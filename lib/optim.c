@@ -194,6 +194,18 @@ double optim_grad_norm(const struct model *m)
 	return sqrt(s);
 }
 
+/* dst = src (rows x cols), or its transpose (cols x rows) when transpose */
+static void copy_transposed_if(real *dst, const real *src, int rows, int cols, int transpose)
+{
+	if (!transpose) {
+		memcpy(dst, src, (size_t)rows * cols * sizeof(real));
+		return;
+	}
+	for (int i = 0; i < rows; i++)
+		for (int j = 0; j < cols; j++)
+			dst[(size_t)j * rows + i] = src[(size_t)i * cols + j];
+}
+
 void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 {
 	const real a = (real)3.4445, b = (real)-4.7750, c = (real)2.0315;
@@ -203,13 +215,7 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 	double nrm = 0;
 
 	/* Xr (r x n): G, or its transpose when tall */
-	if (tr) {
-		for (int i = 0; i < rows; i++)
-			for (int j = 0; j < cols; j++)
-				Xr[(size_t)j * n + i] = G[(size_t)i * cols + j];
-	} else {
-		memcpy(Xr, G, (size_t)r * n * sizeof(real));
-	}
+	copy_transposed_if(Xr, G, rows, cols, tr);
 	for (size_t k = 0; k < (size_t)r * n; k++)
 		nrm += (double)Xr[k] * Xr[k];
 	nrm = sqrt(nrm) + 1e-7;
@@ -224,13 +230,7 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 		memcpy(Y, Xr, (size_t)r * n * sizeof(real));
 		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, n, r, 1, Bm, r, Y, n, a, Xr, n);
 	}
-	if (tr) {
-		for (int i = 0; i < rows; i++)
-			for (int j = 0; j < cols; j++)
-				X[(size_t)i * cols + j] = Xr[(size_t)j * n + i];
-	} else {
-		memcpy(X, Xr, (size_t)r * n * sizeof(real));
-	}
+	copy_transposed_if(X, Xr, r, n, tr);      /* back to rows x cols */
 }
 
 /* PyTorch's AdamW: decay first, then p -= lr m_hat / (sqrt(v_hat) + eps). */
