@@ -32,6 +32,7 @@
 
 #include "../../lib/arch.h"
 #include "../../lib/ckpt.h"
+#include "../lib/h5copy.h"
 #include "fuzz.h"
 
 enum { MAX_DS = 64, MAX_OPS = 12 };
@@ -271,39 +272,6 @@ out:
 		H5Sclose(space);
 }
 
-/* Copy every attribute of src to dst (they are read and written in their
- * own file type; variable-length strings are freed after). */
-static herr_t copy_attr(hid_t src, const char *name, const H5A_info_t *info, void *data)
-{
-	hid_t dst = *(hid_t *)data, a = H5Aopen(src, name, H5P_DEFAULT), t, s, b;
-	hssize_t n;
-	void *buf;
-
-	(void)info;
-	if (a < 0)
-		return 0;
-	t = H5Aget_type(a);
-	s = H5Aget_space(a);
-	n = s < 0 ? -1 : H5Sget_simple_extent_npoints(s);
-	buf = t < 0 || n < 0 ? NULL : calloc((size_t)n + 1, H5Tget_size(t) + 1);
-	if (buf && H5Aread(a, t, buf) >= 0) {
-		b = H5Acreate2(dst, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
-		if (b >= 0) {
-			H5Awrite(b, t, buf);
-			H5Aclose(b);
-		}
-		if (H5Tdetect_class(t, H5T_VLEN) > 0 || H5Tis_variable_str(t) > 0)
-			H5Dvlen_reclaim(t, s, H5P_DEFAULT, buf);
-	}
-	free(buf);
-	if (s >= 0)
-		H5Sclose(s);
-	if (t >= 0)
-		H5Tclose(t);
-	H5Aclose(a);
-	return 0;
-}
-
 static hid_t float16_type(void)
 {
 	hid_t t = H5Tcopy(H5T_IEEE_F32LE);
@@ -393,7 +361,7 @@ static void op_replace(hid_t file, struct in *in, int poke)
 	d = H5Dcreate2(file, tmp, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
 	if (d < 0)
 		goto out;
-	H5Aiterate2(old, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &d);
+	h5copy_attrs(old, d);
 	v = malloc((n ? n : 1) * sizeof *v);
 	if (!v)
 		goto out;
