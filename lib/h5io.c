@@ -319,8 +319,6 @@ void h5io_reader_setup(void)
 {
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	H5PLset_loading_state(0);
-	if (H5Lis_registered(H5L_TYPE_EXTERNAL) > 0)
-		H5Lunregister(H5L_TYPE_EXTERNAL);
 	H5Eclear2(H5E_DEFAULT);
 }
 

@@ -61,12 +61,13 @@ int h5io_last_error(char *buf, size_t len);
 #define H5IO_BOMB_FLOOR ((uint64_t)64 << 20)
 
 /*
- * What every reader sets before it opens a file: HDF5 prints nothing,
+ * What every reader sets before it opens a file: HDF5 prints nothing and
  * loads no plugin (a filter this libhdf5 lacks is refused by number; a
- * plugin is code, and which one would be the file's choice) and follows no
- * external link, whatever path leads to one. These are settings of
- * libhdf5, the same for every caller in the process; calling again does
- * nothing new.
+ * plugin is code, and which one would be the file's choice). These are
+ * settings of libhdf5, the same for every caller in the process; calling
+ * again does nothing new. (External links are not unregistered: every
+ * path a reader follows is checked link by link with h5io_hard_path, and
+ * fuzz-h5ckpt, which plants external links, could make none then.)
  */
 void h5io_reader_setup(void);
 
