@@ -154,7 +154,8 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 		rc = sw_fail(err, SW_EDATA, "empty file");
 		goto fail;
 	}
-	fd = open(ck->path, O_RDONLY | O_CLOEXEC);
+	/* no wait on a FIFO swapped in since the stat; the reader checks fd */
+	fd = open(ck->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		rc = sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
 		goto fail;
