@@ -1103,10 +1103,24 @@ fail:
 	return rc;
 }
 
+/* A read of the trace failed with rc: when another writer took it over
+ * (or it was replaced) meanwhile, that is what to say. */
+static int failed_read(struct trace_reader *r, int rc, struct sw_err *err)
+{
+	struct sw_err why;
+	int changed;
+
+	if (rc == SW_OK || rc == SW_ESOFTWARE || !(changed = same_trace(r, &why)))
+		return rc;
+	if (err)
+		*err = why;
+	return changed;
+}
+
 int trace_refresh(struct trace_reader *r, int *finished, struct sw_err *err)
 {
 	int64_t before = r->rows;
-	int rc;
+	int rc = SW_OK;
 
 	/* still the trace opened: not replaced, no other writer (a resumed
 	 * run) took it over; asked before anything else is read from it */
@@ -1116,12 +1130,13 @@ int trace_refresh(struct trace_reader *r, int *finished, struct sw_err *err)
 	 * chunks) and reads it again as the writer last flushed it */
 	if (r->swmr) {
 		if (H5Drefresh(r->step) < 0 || (r->status >= 0 && H5Drefresh(r->status) < 0))
-			return hdf5_fail(err, SW_EIO, "cannot refresh");
-		for (int i = 0; i < r->n; i++)
+			rc = hdf5_fail(err, SW_EIO, "cannot refresh");
+		for (int i = 0; i < r->n && !rc; i++)
 			if (H5Drefresh(r->s[i].d) < 0)
-				return hdf5_fail(err, SW_EIO, "cannot refresh");
+				rc = hdf5_fail(err, SW_EIO, "cannot refresh");
 	}
-	rc = read_lengths(r, err);
+	if (!rc)
+		rc = read_lengths(r, err);
 	if (!rc && r->rows < before)
 		rc = sw_fail(err, SW_EIO, "the trace lost rows (%lld, now %lld): another writer "
 			     "took it over (a resumed run)", (long long)before, (long long)r->rows);
@@ -1129,7 +1144,7 @@ int trace_refresh(struct trace_reader *r, int *finished, struct sw_err *err)
 		rc = check_written_rows(r, err);
 	if (finished)
 		*finished = r->finished;
-	return rc;
+	return failed_read(r, rc, err);
 }
 
 int trace_verify(struct trace_reader *r, struct sw_err *err)
@@ -1192,7 +1207,8 @@ static int read_rows(hid_t d, const char *name, int64_t len, int ncols, hid_t mt
 int trace_read_steps(struct trace_reader *r, int64_t row0, int64_t n,
 		     int64_t *steps, struct sw_err *err)
 {
-	return read_rows(r->step, "step", r->step_len, 0, H5T_NATIVE_INT64, row0, n, steps, err);
+	return failed_read(r, read_rows(r->step, "step", r->step_len, 0, H5T_NATIVE_INT64, row0, n,
+					steps, err), err);
 }
 
 int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,
@@ -1200,7 +1216,8 @@ int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,
 {
 	const struct rseries *s = &r->s[i];
 
-	return read_rows(s->d, s->name, s->len, s->ncols, H5T_NATIVE_DOUBLE, row0, n, out, err);
+	return failed_read(r, read_rows(s->d, s->name, s->len, s->ncols, H5T_NATIVE_DOUBLE, row0, n,
+					out, err), err);
 }
 
 /* ---- reopening -------------------------------------------------------- */
