@@ -336,6 +336,7 @@ int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
 		rc = sw_fail(err, SW_ENOINPUT, "not a regular file");
 		goto out;
 	}
+	s->size = (uint64_t)st.st_size;         /* of the file open, what is mapped */
 	s->file = h5io_open_fd(path, fd, H5F_ACC_RDONLY, H5P_DEFAULT, &changed);
 	if (changed) {
 		rc = sw_fail(err, SW_EIO, "the file was replaced while it was opened");
