@@ -56,8 +56,8 @@ enum { MAX_DS = 64, MAX_OPS = 12, RAW_FLOATS = 1 << 16 };
  * -0, 1e-45). */
 #define OUTSIDE 1234.5f
 
-static unsigned char *base;
-static size_t base_len;
+static unsigned char *base, *outside;   /* the files' bytes, written anew for each input */
+static size_t base_len, outside_len;
 static char path[4096], outside_h5[4096], outside_raw[4096], rebuilt[4096];
 
 static const char *const groups[] = {"/", "/config", "/metrics", "/optim", "/params"};
@@ -399,6 +399,11 @@ static void op_replace(hid_t file, struct in *in, int poke)
 		v[i] = (float)(i % 7) * 0.25f - 0.5f;
 	if (!mode && n && H5Dread(old, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
 		goto out;
+	/* what was read from outside (or a fill value) is not written here:
+	 * OUTSIDE in the file stays the mark of data never its own */
+	for (hsize_t i = 0; i < n; i++)
+		if (v[i] == OUTSIDE)
+			v[i] = 0.75f;
 	if (poke && n) {
 		static const float bad[] = {NAN, INFINITY, -INFINITY, 3e38f, -0.0f, 1e-45f};
 		v[take(in) % n] = bad[take(in) % COUNT(bad)];
@@ -507,10 +512,27 @@ static void with_userblock(struct in *in, unsigned k)
 	sroot = H5Gopen2(src, "/", H5P_DEFAULT);
 	droot = H5Gopen2(dst, "/", H5P_DEFAULT);
 	FUZZ_ASSERT(sroot >= 0 && droot >= 0 && H5Gget_info(sroot, &gi) >= 0);
-	for (hsize_t i = 0; i < gi.nlinks; i++)
+	for (hsize_t i = 0; i < gi.nlinks; i++) {
+		H5L_info_t li;
+		char val[1024];
+		const char *file, *obj;
+		unsigned flags;
+
 		if (H5Lget_name_by_idx(src, "/", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
-				       H5P_DEFAULT) > 0)
+				       H5P_DEFAULT) <= 0 || H5Lget_info(src, name, &li, H5P_DEFAULT) < 0)
+			continue;
+		/* a link stays the link it is (H5Ocopy would copy what it leads to) */
+		if (li.type == H5L_TYPE_HARD)
 			H5Ocopy(src, name, dst, name, H5P_DEFAULT, H5P_DEFAULT);
+		else if (li.u.val_size <= sizeof val &&
+			 H5Lget_val(src, name, val, sizeof val, H5P_DEFAULT) >= 0) {
+			if (li.type == H5L_TYPE_SOFT)
+				H5Lcreate_soft(val, dst, name, H5P_DEFAULT, H5P_DEFAULT);
+			else if (li.type == H5L_TYPE_EXTERNAL &&
+				 H5Lunpack_elink_val(val, li.u.val_size, &flags, &file, &obj) >= 0)
+				H5Lcreate_external(file, obj, dst, name, H5P_DEFAULT, H5P_DEFAULT);
+		}
+	}
 	h5copy_attrs(sroot, droot);
 	H5Gclose(droot);
 	H5Gclose(sroot);
@@ -558,6 +580,14 @@ static void make_outside(void)
 	FUZZ_ASSERT(H5Fclose(file) >= 0);
 	f = fopen(outside_raw, "wb");
 	FUZZ_ASSERT(f && fwrite(raw, sizeof raw, 1, f) == 1 && fclose(f) == 0);
+	/* an edit may write into outside.h5 through an external link: each
+	 * input starts from these bytes */
+	f = fopen(outside_h5, "rb");
+	FUZZ_ASSERT(f && fseek(f, 0, SEEK_END) == 0 && (outside_len = (size_t)ftell(f)) > 0 &&
+		    fseek(f, 0, SEEK_SET) == 0);
+	outside = malloc(outside_len);
+	FUZZ_ASSERT(outside && fread(outside, 1, outside_len, f) == outside_len);
+	fclose(f);
 }
 
 static void init(void)
@@ -763,6 +793,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		init();
 	f = fopen(path, "wb");
 	FUZZ_ASSERT(f && fwrite(base, 1, base_len, f) == base_len && fclose(f) == 0);
+	f = fopen(outside_h5, "wb");
+	FUZZ_ASSERT(f && fwrite(outside, 1, outside_len, f) == outside_len && fclose(f) == 0);
 	edit(&in);
 	refuse = must_refuse();
 	rc = ckpt_open(path, &ck, &err);
