@@ -49,7 +49,8 @@ TOOL_BIN  = $(TOOLS:%=$(BUILD)/bin/%)
 UNIT_SRC  = $(wildcard tests/unit/t*.c)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 # helpers the tests run (not tests: only t*.c become .t files prove runs)
-TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits
+TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits \
+               $(BUILD)/tests/unit/mkhostile-h5
 # every fuzz target's seeds and regressions, replayed by a gcc build (tests/fuzz/replay.c)
 FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer
 FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)

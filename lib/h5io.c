@@ -1,7 +1,7 @@
 /*
  * h5io.c - what every HDF5 module of lib/ shares (see h5io.h): scalar
- * attributes read with type checks and written, groups, /config, and
- * HDF5's error stack in one line.
+ * attributes read with type checks and written, groups, /config,
+ * HDF5's error stack in one line, and the rules for files from strangers.
  */
 #include "h5io.h"
 
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- attribute helpers ---------------------------------------------- */
 
@@ -310,4 +311,248 @@ int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 	}
 	H5Gclose(g);
 	return rc;
+}
+
+/* ---- files from strangers ------------------------------------------- */
+
+void h5io_reader_setup(void)
+{
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	H5PLset_loading_state(0);
+	H5Eclear2(H5E_DEFAULT);
+}
+
+static int same_inode(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+int h5io_same_inode(const char *path, int fd)
+{
+	struct stat a, b;
+
+	return stat(path, &a) == 0 && fstat(fd, &b) == 0 && same_inode(&a, &b);
+}
+
+/* Is HDF5's file the one fd is open on? (sec2 and stdio hand out an int) */
+static int hdf5_file_is_fd(hid_t file, int fd)
+{
+	struct stat a, b;
+	void *handle = NULL;
+
+	if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle)
+		return 0;
+	return fstat(*(int *)handle, &a) == 0 && fstat(fd, &b) == 0 && same_inode(&a, &b);
+}
+
+hid_t h5io_open_fd(const char *path, int fd, unsigned flags, hid_t fapl, int *changed)
+{
+	char byfd[64];
+	const char *name = path;
+	hid_t file;
+
+	*changed = 0;
+	snprintf(byfd, sizeof byfd, "/proc/self/fd/%d", fd);
+	if (h5io_same_inode(byfd, fd))
+		name = byfd;
+	else if (!h5io_same_inode(path, fd)) {
+		*changed = 1;   /* checked before HDF5 opens path: no FIFO is opened */
+		return H5I_INVALID_HID;
+	}
+	file = H5Fopen(name, flags, fapl);
+	if (file >= 0 && !hdf5_file_is_fd(file, fd)) {
+		H5Fclose(file);
+		*changed = 1;
+		return H5I_INVALID_HID;
+	}
+	return file;
+}
+
+int h5io_hard_path(hid_t file, const char *path, int *exists, struct sw_err *err)
+{
+	char prefix[1024];
+	size_t len = strlen(path);
+
+	if (exists)
+		*exists = 0;
+	if (path[0] != '/' || len >= sizeof prefix)
+		return sw_fail(err, SW_ESOFTWARE, "%.64s...: not an absolute path that fits", path);
+	for (size_t end = 1; end <= len; end++) {
+		H5L_info_t li;
+		htri_t there;
+
+		if (path[end] != '/' && path[end] != '\0')
+			continue;
+		memcpy(prefix, path, end);
+		prefix[end] = '\0';
+		/* the components before the last are hard links already checked:
+		 * asking about this one follows none that is not */
+		there = H5Lexists(file, prefix, H5P_DEFAULT);
+		if (there < 0)
+			return sw_fail(err, SW_EDATA, "%s: cannot read its link", prefix);
+		if (!there)
+			return exists ? SW_OK : sw_fail(err, SW_EDATA, "missing %s", prefix);
+		if (H5Lget_info(file, prefix, &li, H5P_DEFAULT) < 0)
+			return sw_fail(err, SW_EDATA, "%s: cannot read its link", prefix);
+		if (li.type == H5L_TYPE_EXTERNAL)
+			return sw_fail(err, SW_EDATA,
+				       "%s: external link: refused (the data must be inside this file)",
+				       prefix);
+		if (li.type != H5L_TYPE_HARD)
+			return sw_fail(err, SW_EDATA, "%s: %s link: refused (every object must be a hard link)",
+				       prefix, li.type == H5L_TYPE_SOFT ? "soft" : "user-defined");
+	}
+	if (exists)
+		*exists = 1;
+	return SW_OK;
+}
+
+int h5io_check_layout(hid_t d, const char *objname, struct sw_err *err)
+{
+	hid_t dcpl = H5Dget_create_plist(d);
+	H5D_layout_t layout = dcpl < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(dcpl);
+	int nfilters = dcpl < 0 ? -1 : H5Pget_nfilters(dcpl), rc = SW_OK;
+
+	if (layout == H5D_LAYOUT_ERROR || nfilters < 0)
+		rc = sw_fail(err, SW_EDATA, "%s: cannot read its storage layout", objname);
+	else if (layout == H5D_VIRTUAL)
+		rc = sw_fail(err, SW_EDATA,
+			     "%s: virtual dataset: refused (the data must be inside this file)", objname);
+	else if (H5Pget_external_count(dcpl) != 0)
+		rc = sw_fail(err, SW_EDATA,
+			     "%s: external storage: refused (the data must be inside this file)", objname);
+	for (int i = 0; i < nfilters && !rc; i++) {
+		unsigned flags = 0, config = 0;
+		size_t ncd = 0;
+		H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, NULL, 0, NULL, NULL);
+
+		/* with plugins off, asking never looks on disk */
+		if (id < 0)
+			rc = sw_fail(err, SW_EDATA, "%s: cannot read its filters", objname);
+		else if (H5Zfilter_avail(id) <= 0)
+			rc = sw_fail(err, SW_EDATA, "%s: filter %d not available: refused "
+				     "(this libhdf5 cannot decode it and loads no plugins)", objname, (int)id);
+		else if (H5Zget_filter_info(id, &config) < 0 ||
+			 !(config & H5Z_FILTER_CONFIG_DECODE_ENABLED))
+			rc = sw_fail(err, SW_EDATA, "%s: filter %d cannot decode here: refused",
+				     objname, (int)id);
+	}
+	H5Eclear2(H5E_DEFAULT);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	return rc;
+}
+
+/* Every chunk of the chunked dataset d that holds one of rows [row0,
+ * row1) is stored (with upto, those holding row1 - 1 may not be: *upto
+ * is then the first row they hold); the filtered ones' stored bytes
+ * against decoded. */
+static int check_chunks(hid_t d, hid_t dcpl, const char *objname, int rank, const hsize_t *dims,
+			size_t type_size, hsize_t row0, hsize_t row1, int64_t *upto,
+			struct sw_err *err)
+{
+	hsize_t chunk[H5S_MAX_RANK], off[H5S_MAX_RANK];
+	uint64_t chunk_bytes = type_size, stored = 0, decoded = 0;
+	int filtered = H5Pget_nfilters(dcpl) > 0;
+
+	if (H5Pget_chunk(dcpl, rank, chunk) != rank)
+		return sw_fail(err, SW_EDATA, "%s: cannot read its chunk shape", objname);
+	for (int k = 0; k < rank; k++)
+		if (chunk[k] == 0 || __builtin_mul_overflow(chunk_bytes, chunk[k], &chunk_bytes))
+			return sw_fail(err, SW_EDATA, "%s: chunks of impossible size", objname);
+	for (int k = 1; k < rank; k++)
+		if (dims[k] == 0)
+			return SW_OK;   /* no element */
+	off[0] = row0 / chunk[0] * chunk[0];
+	for (int k = 1; k < rank; k++)
+		off[k] = 0;
+	while (off[0] < row1) {
+		unsigned mask = 0;
+		haddr_t addr = HADDR_UNDEF;
+		hsize_t size = 0;
+		int k;
+
+		if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) < 0)
+			return sw_fail(err, SW_EDATA, "%s: cannot read its chunk index", objname);
+		if ((size == 0 || addr == HADDR_UNDEF) && upto && off[0] + chunk[0] >= row1) {
+			*upto = (int64_t)off[0];
+			break;
+		}
+		if (size == 0 || addr == HADDR_UNDEF)
+			return sw_fail(err, SW_EDATA, "%s: never written (no data for row %llu): refused "
+				       "(it would read as fill values)", objname, (unsigned long long)off[0]);
+		stored += size;
+		decoded += chunk_bytes;
+		/* the next chunk: the last dimension fastest */
+		for (k = rank - 1; k > 0; k--) {
+			off[k] += chunk[k];
+			if (off[k] < dims[k])
+				break;
+			off[k] = 0;
+		}
+		if (k == 0)
+			off[0] += chunk[0];
+	}
+	/* unfiltered chunks hold their bytes as they are: no bomb */
+	if (filtered && decoded > H5IO_BOMB_FLOOR && decoded / H5IO_BOMB_RATIO > stored)
+		return sw_fail(err, SW_EDATA, "%s: compressed %llu:1 (%llu bytes in the file for %llu): "
+			       "refused (more than %d:1 is a decompression bomb)", objname,
+			       (unsigned long long)(decoded / (stored ? stored : 1)),
+			       (unsigned long long)stored, (unsigned long long)decoded, H5IO_BOMB_RATIO);
+	return SW_OK;
+}
+
+int h5io_check_written(hid_t d, const char *objname, int64_t row0, int64_t row1,
+		       int64_t *upto, struct sw_err *err)
+{
+	hid_t dcpl = H5Dget_create_plist(d), space = H5Dget_space(d), type = H5Dget_type(d);
+	hsize_t dims[H5S_MAX_RANK] = {1};
+	H5D_space_status_t status;
+	int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space), rc = SW_OK;
+	hssize_t npoints = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+	size_t type_size = type < 0 ? 0 : H5Tget_size(type);
+
+	if (dcpl < 0 || rank < 0 || npoints < 0 || type_size == 0 ||
+	    (rank > 0 && H5Sget_simple_extent_dims(space, dims, NULL) < 0)) {
+		rc = sw_fail(err, SW_EDATA, "%s: cannot read its storage", objname);
+		goto out;
+	}
+	if (row1 < 0 || (hsize_t)row1 > dims[0])
+		row1 = (int64_t)dims[0];
+	if (upto)
+		*upto = row1;
+	if (npoints == 0 || row0 >= row1)
+		goto out;
+	switch (H5Pget_layout(dcpl)) {
+	case H5D_COMPACT:       /* the data is in the object header */
+		break;
+	case H5D_CONTIGUOUS:
+		if (H5Dget_space_status(d, &status) < 0 || status != H5D_SPACE_STATUS_ALLOCATED)
+			rc = sw_fail(err, SW_EDATA, "%s: never written (no storage): refused "
+				     "(it would read as fill values)", objname);
+		break;
+	case H5D_CHUNKED:
+		rc = check_chunks(d, dcpl, objname, rank, dims, type_size, (hsize_t)row0,
+				  (hsize_t)row1, upto, err);
+		break;
+	default:
+		rc = sw_fail(err, SW_EDATA, "%s: storage layout not supported", objname);
+		break;
+	}
+out:
+	H5Eclear2(H5E_DEFAULT);
+	if (type >= 0)
+		H5Tclose(type);
+	if (space >= 0)
+		H5Sclose(space);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	return rc;
+}
+
+int h5io_check_dataset(hid_t d, const char *objname, struct sw_err *err)
+{
+	int rc = h5io_check_layout(d, objname, err);
+
+	return rc ? rc : h5io_check_written(d, objname, 0, -1, NULL, err);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct h5src {
@@ -26,7 +27,9 @@ static int read_config(hid_t file, struct sw_config *c, struct sw_err *err)
 	int rc, present;
 	int64_t v;
 
-	if (H5Lexists(file, "config", H5P_DEFAULT) <= 0)
+	if ((rc = h5io_hard_path(file, "/config", &present, err)))
+		return rc;
+	if (!present)
 		return sw_fail(err, SW_EDATA, "missing group /config");
 	g = H5Gopen2(file, "config", H5P_DEFAULT);
 	if (g < 0)
@@ -82,8 +85,8 @@ static int read_metrics(hid_t file, struct ckpt_meta *m, struct sw_err *err)
 	int rc, present;
 
 	m->train_loss = m->val_loss = NAN;
-	if (H5Lexists(file, "metrics", H5P_DEFAULT) <= 0)
-		return SW_OK;
+	if ((rc = h5io_hard_path(file, "/metrics", &present, err)) || !present)
+		return rc;
 	g = H5Gopen2(file, "metrics", H5P_DEFAULT);
 	if (g < 0)
 		return sw_fail(err, SW_EDATA, "/metrics is not a group");
@@ -310,10 +313,11 @@ int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
 	struct name_list names = {0};
 	struct sw_tensor_info *info = NULL;
 	struct h5src *s;
+	struct stat st;
 	char str[64], why[256];
 	hid_t params = H5I_INVALID_HID, fcpl;
 	int64_t version;
-	int rc;
+	int rc, exists, changed;
 
 	*out = NULL;
 	*info_out = NULL;
@@ -324,8 +328,18 @@ int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
 	}
 	s->fd = fd;
 	s->size = size;
-	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-	s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	s->file = H5I_INVALID_HID;
+	h5io_reader_setup();
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = sw_fail(err, SW_ENOINPUT, "not a regular file");
+		goto out;
+	}
+	s->size = (uint64_t)st.st_size;         /* of the file open, what is mapped */
+	s->file = h5io_open_fd(path, fd, H5F_ACC_RDONLY, H5P_DEFAULT, &changed);
+	if (changed) {
+		rc = sw_fail(err, SW_EIO, "the file was replaced while it was opened");
+		goto out;
+	}
 	if (s->file < 0) {
 		h5io_last_error(why, sizeof why);
 		rc = sw_fail(err, SW_EDATA, "not a readable HDF5 file (truncated or corrupt)%s%s",
@@ -363,7 +377,9 @@ int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
 	if ((rc = read_config(s->file, &m->config, err)) || (rc = read_metrics(s->file, m, err)))
 		goto out;
 
-	if (H5Lexists(s->file, "params", H5P_DEFAULT) <= 0) {
+	if ((rc = h5io_hard_path(s->file, "/params", &exists, err)))
+		goto out;
+	if (!exists) {
 		rc = sw_fail(err, SW_EDATA, "missing group /params");
 		goto out;
 	}
@@ -383,14 +399,25 @@ int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
 		goto out;
 	}
 	for (size_t i = 0; i < names.n; i++) {
-		hid_t obj = H5Oopen(params, names.names[i], H5P_DEFAULT);
+		char where[SW_NAME_MAX + 16];
+		hid_t obj;
+
+		/* a link is looked at before it is followed */
+		snprintf(where, sizeof where, "/params/%s", names.names[i]);
+		if ((rc = h5io_hard_path(s->file, where, NULL, err)))
+			goto out;
+		obj = H5Oopen(params, names.names[i], H5P_DEFAULT);
 		if (obj < 0 || H5Iget_type(obj) != H5I_DATASET) {
 			if (obj >= 0)
 				H5Oclose(obj);
 			rc = sw_fail(err, SW_EDATA, "/params/%s is not a dataset", names.names[i]);
 			goto out;
 		}
-		rc = read_tensor_meta(obj, names.names[i], &m->config, &info[i], err);
+		/* the data inside this file and written, before any tool
+		 * lists, maps or allocates for it */
+		rc = h5io_check_dataset(obj, where, err);
+		if (!rc)
+			rc = read_tensor_meta(obj, names.names[i], &m->config, &info[i], err);
 		H5Oclose(obj);
 		if (rc)
 			goto out;
@@ -503,11 +530,12 @@ static int aux_path(const char *group, const char *name, char *path, size_t len)
 int h5src_has_aux(const struct h5src *s, const char *group, const char *name)
 {
 	char path[SW_NAME_MAX + 64];
+	int exists;
 
 	if (aux_path(group, name, path, sizeof path))
 		return 0;
-	return H5Lexists(s->file, group, H5P_DEFAULT) > 0 &&
-	       H5Lexists(s->file, path, H5P_DEFAULT) > 0;
+	/* a link that is no hard link is there: loading it says why not */
+	return h5io_hard_path(s->file, path, &exists, NULL) != SW_OK || exists;
 }
 
 int h5src_load_aux(const struct h5src *s, const char *group, const struct sw_tensor_info *t,
@@ -520,6 +548,8 @@ int h5src_load_aux(const struct h5src *s, const char *group, const struct sw_ten
 
 	if (!h5src_has_aux(s, group, t->name) || aux_path(group, t->name, path, sizeof path))
 		return sw_fail(err, SW_EDATA, "no /%s for %s", group, t->name);
+	if ((rc = h5io_hard_path(s->file, path, NULL, err)))
+		return rc;
 	d = H5Dopen2(s->file, path, H5P_DEFAULT);
 	if (d < 0)
 		return sw_fail(err, SW_EDATA, "%s: cannot open dataset", path);
@@ -528,7 +558,8 @@ int h5src_load_aux(const struct h5src *s, const char *group, const struct sw_ten
 	if (n != (hssize_t)t->numel)
 		rc = sw_fail(err, SW_EDATA, "%s: %lld values, its tensor has %lld", path,
 			     (long long)n, (long long)t->numel);
-	else if (n > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+	else if ((rc = h5io_check_dataset(d, path, err)) == SW_OK && n > 0 &&
+		 H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
 		rc = sw_fail(err, SW_EIO, "%s: cannot read", path);
 	if (sp >= 0)
 		H5Sclose(sp);
@@ -544,7 +575,8 @@ int64_t h5src_aux_attr(const struct h5src *s, const char *group, const char *nam
 	int present = 0;
 	hid_t d;
 
-	if (!h5src_has_aux(s, group, name) || aux_path(group, name, path, sizeof path))
+	if (!h5src_has_aux(s, group, name) || aux_path(group, name, path, sizeof path) ||
+	    h5io_hard_path(s->file, path, NULL, NULL))
 		return -1;
 	d = H5Dopen2(s->file, path, H5P_DEFAULT);
 	if (d < 0)
@@ -621,9 +653,10 @@ static int collect_attrs(hid_t file, const char *obj, struct attr_map *map, stru
 {
 	struct attr_walk w = {map, obj, SW_OK, err};
 	hsize_t idx = 0;
+	int exists = 1;
 
-	if (strcmp(obj, "/") && H5Lexists(file, obj, H5P_DEFAULT) <= 0)
-		return SW_OK;
+	if (strcmp(obj, "/") && ((w.rc = h5io_hard_path(file, obj, &exists, err)) || !exists))
+		return w.rc;
 	if (H5Aiterate_by_name(file, obj, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &w,
 			       H5P_DEFAULT) < 0 && !w.rc)
 		w.rc = sw_fail(err, SW_EDATA, "%s: cannot list its attributes", obj);

@@ -7,6 +7,8 @@
  *   /series/step        int64 [rows], chunked, unlimited rows
  *   /series/<name>      float64 [rows] or [rows, ncols] with `columns`
  *   /status             int64 scalar: 0 while written, 1 once closed
+ *   /session            int64 scalar: drawn anew by every writer that creates
+ *                       or reopens the trace
  *
  * Why the writer is shaped as it is:
  * - SWMR (libver latest, H5Fstart_swmr_write) orders HDF5's metadata
@@ -23,6 +25,15 @@
  *   starts. Readers open with HDF5's flock off, so a reader that is
  *   following a run never stops the next run from creating or reopening
  *   the trace.
+ * - /session tells a follower that the rows it reads are still the run
+ *   it followed: a writer that reopens the trace (a resumed run) or
+ *   creates it anew writes its own number before it changes any row, so
+ *   a reader that sees the number it opened the trace with after reading
+ *   some rows knows no other writer touched them.
+ *
+ * The reader applies h5io.c's rules for files from strangers to every
+ * dataset it reads (no link out of the file, data inside it, written,
+ * decodable), and opens only the regular file it checked.
  */
 #include "trace.h"
 #include "h5io.h"
@@ -36,7 +47,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TRACE_MAX_SERIES 65536
@@ -78,6 +91,21 @@ static int writer_lock_held(int fd)
 }
 
 /* ---- shared helpers --------------------------------------------------- */
+
+/* A writer's number for /session: random, positive. */
+static int64_t new_session(void)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+		    ((uint64_t)getpid() << 40);
+	}
+	v &= (uint64_t)INT64_MAX;
+	return v ? (int64_t)v : 1;
+}
 
 static int hdf5_fail(struct sw_err *err, int code, const char *what)
 {
@@ -240,7 +268,8 @@ static int writer_take_lock(struct trace_writer *w, const char *path, int create
 	struct stat st;
 	int got;
 
-	w->lockfd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+	/* O_NONBLOCK: a FIFO at path is refused below, never waited on */
+	w->lockfd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT : 0), 0666);
 	if (w->lockfd < 0) {
 		int e = errno;
 		if (!create && (e == ENOENT || e == ENOTDIR))
@@ -363,8 +392,9 @@ static int create_layout(struct trace_writer *w, const struct sw_config *cfg,
 {
 	static const int64_t no_step = -1, running = 0;
 	static const double unknown = NAN;
+	const int64_t session = new_session();
 	hid_t root = H5I_INVALID_HID, gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
-	hid_t scalar = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
+	hid_t scalar = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, sd = H5I_INVALID_HID;
 	char what[TRACE_MAX_NAME + 32];     /* what failed, for the message */
 	int rc;
 
@@ -403,11 +433,18 @@ static int create_layout(struct trace_writer *w, const struct sw_config *cfg,
 				    dcpl, H5P_DEFAULT)) < 0 ||
 	    H5Dwrite(w->status, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &running) < 0)
 		goto fail;
+	snprintf(what, sizeof what, "cannot create /session");
+	if ((sd = H5Dcreate2(w->file, "session", H5T_STD_I64LE, scalar, H5P_DEFAULT, dcpl,
+			     H5P_DEFAULT)) < 0 ||
+	    H5Dwrite(sd, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &session) < 0)
+		goto fail;
 	rc = SW_OK;
 	goto out;
 fail:
 	rc = hdf5_fail(err, SW_EIO, what);
 out:
+	if (sd >= 0)
+		H5Dclose(sd);
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
 	if (scalar >= 0)
@@ -536,6 +573,7 @@ struct rseries {
 	char **cols;            /* (ncols) column names */
 	hid_t d;
 	int64_t len;            /* rows stored, as of the last refresh */
+	int64_t written;        /* rows known to be written (their chunks stored) */
 };
 
 struct trace_reader {
@@ -549,6 +587,10 @@ struct trace_reader {
 	int finished;
 	int swmr;               /* opened as an SWMR reader: refresh re-reads */
 	int fd;                 /* to ask whether a writer holds the lock */
+	char *path;             /* the name it was opened by: is it still this file? */
+	hid_t session;          /* /session, or H5I_INVALID_HID if the file has none */
+	int64_t session_id;     /* its value when opened */
+	int64_t step_written;   /* rows of /series/step known to be written */
 };
 
 static void free_strings(char **v, int n)
@@ -569,6 +611,8 @@ void trace_reader_close(struct trace_reader *r)
 		free(r->s[i].name);
 	}
 	free(r->s);
+	if (r->session >= 0)
+		H5Dclose(r->session);
 	if (r->status >= 0)
 		H5Dclose(r->status);
 	if (r->step >= 0)
@@ -577,6 +621,7 @@ void trace_reader_close(struct trace_reader *r)
 		H5Fclose(r->file);
 	if (r->fd >= 0)
 		close(r->fd);
+	free(r->path);
 	free(r);
 }
 
@@ -683,24 +728,33 @@ static int check_type(hid_t d, const char *path, int want_int, struct sw_err *er
 	return sw_fail(err, SW_EDATA, "%s: not %s dataset", path, want_int ? "an integer" : "a numeric");
 }
 
-/* A link of /series: hard links to datasets only (a soft or external link
- * could lead anywhere). */
-static int open_member(hid_t g, const char *name, hid_t *d, struct sw_err *err)
+/* A dataset of the trace at path (one of /series, /status, /session): a
+ * hard link (a soft or external link could lead anywhere) to a dataset
+ * whose data is inside the file and decodable here. */
+static int open_dataset(hid_t file, const char *path, hid_t *d, struct sw_err *err)
 {
-	H5L_info_t info;
 	hid_t o;
+	int rc;
 
 	*d = H5I_INVALID_HID;
-	if (H5Lget_info(g, name, &info, H5P_DEFAULT) < 0 || info.type != H5L_TYPE_HARD)
-		return sw_fail(err, SW_EDATA, "/series/%s: not a dataset (a link)", name);
-	o = H5Oopen(g, name, H5P_DEFAULT);
-	if (o >= 0 && H5Iget_type(o) == H5I_DATASET) {
-		*d = o;
-		return SW_OK;
+	if ((rc = h5io_hard_path(file, path, NULL, err)))
+		return rc;
+	o = H5Oopen(file, path, H5P_DEFAULT);
+	if (o < 0 || H5Iget_type(o) != H5I_DATASET) {
+		if (o >= 0)
+			H5Oclose(o);
+		return sw_fail(err, SW_EDATA, "%s: not a dataset", path);
 	}
-	if (o >= 0)
-		H5Oclose(o);
-	return sw_fail(err, SW_EDATA, "/series/%s: not a dataset", name);
+	*d = o;
+	return h5io_check_layout(o, path, err);
+}
+
+static int open_member(hid_t file, const char *name, hid_t *d, struct sw_err *err)
+{
+	char path[TRACE_MAX_NAME + 16];
+
+	snprintf(path, sizeof path, "/series/%s", name);
+	return open_dataset(file, path, d, err);
 }
 
 struct names {
@@ -777,12 +831,15 @@ static int open_series(struct trace_reader *r, hid_t g, struct sw_err *err)
 
 		if (!strcmp(l.v[i], "step"))
 			continue;
-		if ((rc = open_member(g, l.v[i], &d, err)))
+		rc = open_member(r->file, l.v[i], &d, err);
+		if (d < 0)
 			goto out;
 		s = &r->s[r->n++];
 		s->d = d;
 		s->name = l.v[i];
 		l.v[i] = NULL;
+		if (rc)
+			goto out;
 		char path[TRACE_MAX_NAME + 16];
 		snprintf(path, sizeof path, "/series/%s", s->name);
 		if ((rc = check_type(d, path, 0, err)) ||
@@ -817,26 +874,87 @@ static int open_step_status(struct trace_reader *r, hid_t g, struct sw_err *err)
 	has = H5Lexists(g, "step", H5P_DEFAULT);
 	if (has <= 0)
 		return sw_fail(err, SW_EDATA, "missing dataset /series/step");
-	if ((rc = open_member(g, "step", &r->step, err)) ||
+	if ((rc = open_member(r->file, "step", &r->step, err)) ||
 	    (rc = check_type(r->step, "/series/step", 1, err)) ||
 	    (rc = series_shape(r->step, "step", &rank, dims, max, err)))
 		return rc;
 	if (rank != 1)
 		return sw_fail(err, SW_EDATA, "/series/step: rank 2 (the step index is 1-D)");
-	has = H5Lexists(r->file, "status", H5P_DEFAULT);
-	if (has <= 0)
+	for (int k = 0; k < 2; k++) {
+		const char *path = k ? "/session" : "/status";
+		hid_t *d = k ? &r->session : &r->status;
+
+		if ((rc = h5io_hard_path(r->file, path, &has, err)))
+			return rc;
+		if (!has)
+			continue;
+		if ((rc = open_dataset(r->file, path, d, err)) ||
+		    (rc = check_type(*d, path, 1, err)) ||
+		    (rc = h5io_check_written(*d, path, 0, -1, NULL, err)))
+			return rc;
+		space = H5Dget_space(*d);
+		npoints = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+		if (space >= 0)
+			H5Sclose(space);
+		if (npoints != 1)
+			return sw_fail(err, SW_EDATA, "%s: not a single value", path);
+	}
+	if (r->session >= 0 &&
+	    H5Dread(r->session, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &r->session_id) < 0)
+		return hdf5_fail(err, SW_EIO, "/session: cannot read");
+	return SW_OK;
+}
+
+/*
+ * The rows that became aligned since the last look were written: their
+ * chunks are stored in every dataset. A writer that stopped in its last
+ * flush (killed, disk full) may have extended a dataset without storing
+ * the chunk of its last row: the rows end before that chunk. A chunk
+ * missing before it, a hole no writer leaves, is refused.
+ */
+static int check_written_rows(struct trace_reader *r, struct sw_err *err)
+{
+	char path[TRACE_MAX_NAME + 16];
+	int64_t rows = r->rows, upto;
+	int rc;
+
+	for (int i = -1; i < r->n; i++) {
+		hid_t d = i < 0 ? r->step : r->s[i].d;
+		int64_t from = i < 0 ? r->step_written : r->s[i].written;
+
+		snprintf(path, sizeof path, "/series/%s", i < 0 ? "step" : r->s[i].name);
+		if ((rc = h5io_check_written(d, path, from, r->rows, &upto, err)))
+			return rc;
+		if (upto < rows)
+			rows = upto;
+	}
+	r->rows = r->step_written = rows;
+	for (int i = 0; i < r->n; i++)
+		r->s[i].written = rows;
+	return SW_OK;
+}
+
+/* The file is still the trace opened: its name names it, and /session
+ * holds the number it had (no other writer took the trace over). */
+static int same_trace(struct trace_reader *r, struct sw_err *err)
+{
+	struct stat now, opened;
+	int64_t id;
+
+	if (stat(r->path, &now) < 0) {
+		if (errno == ENOENT)
+			return sw_fail(err, SW_EIO, "the trace was removed");
+		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+	}
+	if (fstat(r->fd, &opened) < 0 || now.st_dev != opened.st_dev || now.st_ino != opened.st_ino)
+		return sw_fail(err, SW_EIO, "the trace was replaced by another file");
+	if (r->session < 0)
 		return SW_OK;
-	r->status = H5Dopen2(r->file, "status", H5P_DEFAULT);
-	if (r->status < 0)
-		return sw_fail(err, SW_EDATA, "/status: not a dataset");
-	if ((rc = check_type(r->status, "/status", 1, err)))
-		return rc;
-	space = H5Dget_space(r->status);
-	npoints = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
-	if (space >= 0)
-		H5Sclose(space);
-	if (npoints != 1)
-		return sw_fail(err, SW_EDATA, "/status: not a single value");
+	if ((r->swmr && H5Drefresh(r->session) < 0) ||
+	    H5Dread(r->session, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &id) < 0)
+		return hdf5_fail(err, SW_EIO, "/session: cannot read");
+	if (id != r->session_id)
+		return sw_fail(err, SW_EIO, "another writer took the trace over (a resumed or new run)");
 	return SW_OK;
 }
 
@@ -896,25 +1014,41 @@ int trace_open(const char *path, struct trace_reader **out, struct sw_err *err)
 	struct trace_reader *r;
 	struct stat st;
 	hid_t fapl = H5I_INVALID_HID, g = H5I_INVALID_HID;
-	int rc;
+	int rc, exists, changed;
 
 	*out = NULL;
-	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-	if (stat(path, &st) < 0)
-		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
-	if (S_ISDIR(st.st_mode))
-		return sw_fail(err, SW_ENOINPUT, "is a directory");
-	if (!S_ISREG(st.st_mode))
-		return sw_fail(err, SW_ENOINPUT, "not a regular file");   /* a FIFO could block */
-	if (st.st_size == 0)
-		return sw_fail(err, SW_EDATA, "empty file");
+	h5io_reader_setup();
 	r = calloc(1, sizeof *r);
 	if (!r)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	r->file = r->step = r->status = H5I_INVALID_HID;
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	r->file = r->step = r->status = r->session = H5I_INVALID_HID;
+	r->fd = -1;
+	if (!(r->path = strdup(path))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto fail;
+	}
+	/* a FIFO or a device is never opened (a FIFO would block); the file
+	 * is opened without waiting in case one was swapped in since, checked
+	 * again, and is the only file read from then on */
+	if (stat(path, &st) < 0) {
+		rc = sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = sw_fail(err, SW_ENOINPUT, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+		goto fail;
+	}
+	r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (r->fd < 0) {
 		rc = sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+		goto fail;
+	}
+	if (fstat(r->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = sw_fail(err, SW_ENOINPUT, "not a regular file");
+		goto fail;
+	}
+	if (st.st_size == 0) {
+		rc = sw_fail(err, SW_EDATA, "empty file");
 		goto fail;
 	}
 	/* HDF5's flock off: a reader must never block the writer (SWMR keeps
@@ -924,22 +1058,27 @@ int trace_open(const char *path, struct trace_reader **out, struct sw_err *err)
 		rc = sw_fail(err, SW_ESOFTWARE, "cannot set up HDF5 file access");
 		goto fail;
 	}
-	r->file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+	r->file = h5io_open_fd(path, r->fd, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl, &changed);
 	r->swmr = r->file >= 0;
-	if (r->file < 0) {
+	if (r->file < 0 && !changed) {
 		char why[256];
 		h5io_last_error(why, sizeof why);
 		H5Eclear2(H5E_DEFAULT);
-		r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-		if (r->file < 0) {
+		r->file = h5io_open_fd(path, r->fd, H5F_ACC_RDONLY, fapl, &changed);
+		if (r->file < 0 && !changed) {
 			rc = sw_fail(err, SW_EDATA, "not a readable HDF5 file (truncated or corrupt)%s%s",
 				     why[0] ? ": " : "", why);
 			goto fail;
 		}
 	}
-	if ((rc = check_format(r->file, err)))
+	if (changed) {
+		rc = sw_fail(err, SW_EIO, "the file was replaced while it was opened");
 		goto fail;
-	if (H5Lexists(r->file, "series", H5P_DEFAULT) <= 0) {
+	}
+	if ((rc = check_format(r->file, err)) ||
+	    (rc = h5io_hard_path(r->file, "/series", &exists, err)))
+		goto fail;
+	if (!exists) {
 		rc = sw_fail(err, SW_EDATA, "missing group /series");
 		goto fail;
 	}
@@ -949,7 +1088,7 @@ int trace_open(const char *path, struct trace_reader **out, struct sw_err *err)
 		goto fail;
 	}
 	if ((rc = open_step_status(r, g, err)) || (rc = open_series(r, g, err)) ||
-	    (rc = read_lengths(r, err)))
+	    (rc = read_lengths(r, err)) || (rc = check_written_rows(r, err)))
 		goto fail;
 	H5Gclose(g);
 	H5Pclose(fapl);
@@ -964,23 +1103,53 @@ fail:
 	return rc;
 }
 
+/* A read of the trace failed with rc: when another writer took it over
+ * (or it was replaced) meanwhile, that is what to say. */
+static int failed_read(struct trace_reader *r, int rc, struct sw_err *err)
+{
+	struct sw_err why;
+	int changed;
+
+	if (rc == SW_OK || rc == SW_ESOFTWARE || !(changed = same_trace(r, &why)))
+		return rc;
+	if (err)
+		*err = why;
+	return changed;
+}
+
 int trace_refresh(struct trace_reader *r, int *finished, struct sw_err *err)
 {
-	int rc;
+	int64_t before = r->rows;
+	int rc = SW_OK;
 
+	/* still the trace opened: not replaced, no other writer (a resumed
+	 * run) took it over; asked before anything else is read from it */
+	if ((rc = same_trace(r, err)))
+		return rc;
 	/* H5Drefresh drops what this process cached of a dataset (metadata,
 	 * chunks) and reads it again as the writer last flushed it */
 	if (r->swmr) {
 		if (H5Drefresh(r->step) < 0 || (r->status >= 0 && H5Drefresh(r->status) < 0))
-			return hdf5_fail(err, SW_EIO, "cannot refresh");
-		for (int i = 0; i < r->n; i++)
+			rc = hdf5_fail(err, SW_EIO, "cannot refresh");
+		for (int i = 0; i < r->n && !rc; i++)
 			if (H5Drefresh(r->s[i].d) < 0)
-				return hdf5_fail(err, SW_EIO, "cannot refresh");
+				rc = hdf5_fail(err, SW_EIO, "cannot refresh");
 	}
-	rc = read_lengths(r, err);
+	if (!rc)
+		rc = read_lengths(r, err);
+	if (!rc && r->rows < before)
+		rc = sw_fail(err, SW_EIO, "the trace lost rows (%lld, now %lld): another writer "
+			     "took it over (a resumed run)", (long long)before, (long long)r->rows);
+	if (!rc)
+		rc = check_written_rows(r, err);
 	if (finished)
 		*finished = r->finished;
-	return rc;
+	return failed_read(r, rc, err);
+}
+
+int trace_verify(struct trace_reader *r, struct sw_err *err)
+{
+	return same_trace(r, err);
 }
 
 int trace_abandoned(const struct trace_reader *r)
@@ -1038,7 +1207,8 @@ static int read_rows(hid_t d, const char *name, int64_t len, int ncols, hid_t mt
 int trace_read_steps(struct trace_reader *r, int64_t row0, int64_t n,
 		     int64_t *steps, struct sw_err *err)
 {
-	return read_rows(r->step, "step", r->step_len, 0, H5T_NATIVE_INT64, row0, n, steps, err);
+	return failed_read(r, read_rows(r->step, "step", r->step_len, 0, H5T_NATIVE_INT64, row0, n,
+					steps, err), err);
 }
 
 int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,
@@ -1046,7 +1216,8 @@ int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,
 {
 	const struct rseries *s = &r->s[i];
 
-	return read_rows(s->d, s->name, s->len, s->ncols, H5T_NATIVE_DOUBLE, row0, n, out, err);
+	return failed_read(r, read_rows(s->d, s->name, s->len, s->ncols, H5T_NATIVE_DOUBLE, row0, n,
+					out, err), err);
 }
 
 /* ---- reopening -------------------------------------------------------- */
@@ -1127,11 +1298,12 @@ int trace_reopen(const char *path, const struct trace_series *series,
 		 struct sw_err *err)
 {
 	static const int64_t running = 0;
+	const int64_t session = new_session();
 	struct trace_writer *w;
 	struct trace_reader *r = NULL;
-	hid_t fapl = H5I_INVALID_HID;
+	hid_t fapl = H5I_INVALID_HID, sd = H5I_INVALID_HID;
 	int64_t keep = 0;
-	int rc;
+	int rc, changed = 0, has_session = 0;
 
 	/* the lock first: from here on no other writer can come */
 	*out = NULL;
@@ -1151,9 +1323,28 @@ int trace_reopen(const char *path, const struct trace_series *series,
 		rc = sw_fail(err, SW_ESOFTWARE, "cannot set up HDF5 file access");
 		goto out;
 	}
-	w->file = H5Fopen(path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl);
+	/* the file locked is the file written */
+	w->file = w->lockfd >= 0
+		? h5io_open_fd(path, w->lockfd, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl, &changed)
+		: H5Fopen(path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl);
+	if (changed) {
+		rc = sw_fail(err, SW_ECANTCREAT, "the trace was replaced while it was reopened");
+		goto out;
+	}
 	if (w->file < 0) {
 		rc = hdf5_fail(err, SW_ECANTCREAT, "cannot open for SWMR writing");
+		goto out;
+	}
+	/* this writer's number before any row changes: a follower of the
+	 * run before stops instead of reading this one's rows as its own
+	 * (a trace from before /session has none, and SWMR adds no dataset) */
+	if ((rc = h5io_hard_path(w->file, "/session", &has_session, err)))
+		goto out;
+	if (has_session &&
+	    ((sd = H5Dopen2(w->file, "/session", H5P_DEFAULT)) < 0 ||
+	     H5Dwrite(sd, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &session) < 0 ||
+	     H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)) {
+		rc = hdf5_fail(err, SW_EIO, "cannot write /session");
 		goto out;
 	}
 	if ((w->status = H5Dopen2(w->file, "/status", H5P_DEFAULT)) < 0) {
@@ -1184,6 +1375,8 @@ int trace_reopen(const char *path, const struct trace_series *series,
 	w->rows = keep;
 	rc = SW_OK;
 out:
+	if (sd >= 0)
+		H5Dclose(sd);
 	if (fapl >= 0)
 		H5Pclose(fapl);
 	trace_reader_close(r);

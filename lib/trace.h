@@ -19,7 +19,10 @@
  * a second writer of the same file is refused, trace_reopen of a killed
  * run's trace knows no writer is left before it clears HDF5's "open for
  * writing" mark, and a reader can tell a writer that died (trace_abandoned)
- * from one that is still running.
+ * from one that is still running. /session (one int64) is a number each
+ * writer draws when it creates or reopens the trace and writes before it
+ * changes any row: a reader that still sees the number it opened the
+ * trace with knows the rows it read are the run it opened.
  */
 #ifndef SW_TRACE_H
 #define SW_TRACE_H
@@ -90,11 +93,15 @@ int trace_close(struct trace_writer *w, struct sw_err *err);
 struct trace_reader;
 
 /* Open for reading, as an SWMR reader (works on a live or killed run).
- * SW_ENOINPUT if it cannot be opened, SW_EDATA if it is not a trace v1:
- * no or another scalewatch_format, another format_version, no
- * /series/step, a series that is no numeric 1-D or 2-D dataset, a 2-D
- * series without a `columns` attribute of ncols strings. /status is
- * optional (a trace without it counts as finished). */
+ * SW_ENOINPUT if it cannot be opened (or is no regular file: never
+ * opened then), SW_EDATA if it is not a trace v1: no or another
+ * scalewatch_format, another format_version, no /series/step, a series
+ * that is no numeric 1-D or 2-D dataset, a 2-D series without a
+ * `columns` attribute of ncols strings; or if it breaks a rule for files
+ * from strangers (h5io.h): a soft or external link, a virtual dataset,
+ * external storage, a filter this libhdf5 lacks, a row never written.
+ * /status and /session are optional (a trace without /status counts as
+ * finished). */
 int trace_open(const char *path, struct trace_reader **out, struct sw_err *err);
 void trace_reader_close(struct trace_reader *r);
 
@@ -106,8 +113,17 @@ int trace_find_series(const struct trace_reader *r, const char *name); /* -1 if 
 
 /* Rows every series has (the aligned length), as of the last refresh. */
 int64_t trace_rows(const struct trace_reader *r);
-/* Re-read the lengths of a live trace; *finished set when /status = 1. */
+/* Re-read the lengths of a live trace; *finished set when /status = 1.
+ * SW_EIO when the trace is no longer the one opened: its name names
+ * another file (or none), or another writer took it over (/session
+ * changed, or rows were dropped: a resumed run reopened it), so that no
+ * row of another run is ever read as this one's. New rows are checked to
+ * be written, as trace_open checks all (SW_EDATA). */
 int trace_refresh(struct trace_reader *r, int *finished, struct sw_err *err);
+/* The same check of the name and /session alone: call it after reading
+ * rows and before using them, so that rows read while another writer took
+ * over are never used. */
+int trace_verify(struct trace_reader *r, struct sw_err *err);
 /* 1 when the trace was not finished at the last refresh and no process
  * holds the writer's lock now: its writer died without closing it
  * (SIGKILL). 0 while a writer runs, once finished, or when file locks are

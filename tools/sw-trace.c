@@ -25,7 +25,8 @@ static const char help[] =
 	"  --series LIST  only these series or columns (loss,lr,residual_rms.layer0)\n"
 	"  --list         the series and their columns instead of the rows\n"
 	"  --follow       go on printing the rows a running writer appends, until it\n"
-	"                 closes the trace (or dies)\n"
+	"                 closes the trace (or dies); exit 74 if another writer takes\n"
+	"                 the trace over (a resumed run) or it is replaced\n"
 	"  --every N      one row per N steps: the first at or after each multiple of N\n"
 	"  --json         JSON Lines instead of TSV\n"
 	"  --help, --version\n"
@@ -253,6 +254,9 @@ static int print_rows(struct printer *p, int64_t from, int64_t to)
 		for (int i = 0; i < trace_nseries(p->r); i++)
 			if (p->buf[i] && (rc = trace_read(p->r, i, row0, n, p->buf[i], &err)))
 				goto fail;
+		/* read while no other writer took the trace over: then print */
+		if ((rc = trace_verify(p->r, &err)))
+			goto fail;
 		for (int64_t k = 0; k < n; k++) {
 			if (!every_keeps(p, p->steps[k]))
 				continue;
@@ -272,7 +276,9 @@ fail:
 }
 
 /* --follow: print what is there, then what a running writer appends,
- * until it closes the trace or is gone without closing it. */
+ * until it closes the trace or is gone without closing it; or stop with
+ * an error (trace_refresh, trace_verify) when the trace is replaced or
+ * another writer takes it over, never printing that one's rows. */
 static void follow(struct printer *p, int64_t done)
 {
 	const struct timespec poll = {0, POLL_NS};
@@ -287,8 +293,6 @@ static void follow(struct printer *p, int64_t done)
 		int64_t rows = trace_rows(p->r);
 		int gone;
 
-		if (rows < done)
-			done = rows;    /* a resumed writer dropped rows: go on from there */
 		if (print_rows(p, done, rows))
 			return;
 		done = rows;

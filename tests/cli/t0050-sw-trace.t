@@ -11,21 +11,6 @@
 
 MKTRACE=$SW_BIN/../tests/unit/mktrace
 
-# wait_lines N FILE: until FILE has N lines (10 s at most). A background
-# writer's ">FILE" happens when it starts, not when the shell goes on:
-# give each writer a FILE of its own, never one that held lines before.
-wait_lines() {
-	i=0
-	while [ "$(cat "$2" 2>/dev/null | wc -l)" -lt "$1" ]; do
-		i=$((i + 1))
-		if [ $i -gt 200 ]; then
-			echo "timed out waiting for $1 lines in $2"
-			return 1
-		fi
-		sleep 0.05
-	done
-}
-
 test_expect_success 'setup: a closed trace of 4 rows' '
 	"$MKTRACE" -n 4 run.h5 >progress &&
 	test_line_count = 4 progress

@@ -9,9 +9,17 @@
  * arrays, null data spaces), so also /config's values; replace a tensor by
  * one of another shape, type or layout (transposed, a dimension off by
  * one, 0-d, empty, float64, float16, big-endian, integer, chunked and
- * deflated, never written); NaN and Inf values; a dataset where a group
- * is expected and a group where a dataset is; remove, rename, link twice,
- * dangling soft links.
+ * deflated, never written, chunked and partly written, its data in an
+ * external raw file, a virtual dataset of another file or of a missing
+ * one); NaN and Inf values; a dataset where a group is expected and a
+ * group where a dataset is; remove, rename, link twice, dangling soft
+ * links, external links (to another checkpoint, or a missing file) for
+ * any object; and the whole file behind a userblock of the input's bytes.
+ *
+ * The files outside (outside.h5, a copy of the checkpoint whose tensors
+ * all hold OUTSIDE; outside.raw, OUTSIDE over and over) and every fill
+ * value hold OUTSIDE, a value no edit writes: what comes from outside the
+ * file or was never written can be told from the data.
  *
  * Beyond "no crash", the reader must then refuse with SW_EDATA (SW_EIO
  * from a load) and a message, or accept with metadata consistent with
@@ -22,7 +30,13 @@
  * role has and its shape the one the config gives it, no known role twice
  * in a layer, lr and wd unknown or finite and nonnegative, a tied head
  * only without lm_head, every tensor loadable to exactly numel float32
- * values; and no HDF5 handle left open after ckpt_close. The unedited file (empty input) must be accepted.
+ * values and those exactly what HDF5 itself reads from this file (mapped
+ * or not, userblock or not), none of them OUTSIDE; and no HDF5 handle
+ * left open after ckpt_close. A file with a soft or external link where
+ * the reader looks (/config, /metrics, /params and its members; /optim
+ * and /optim_state for ckpt_attrs), or a /params dataset that is virtual
+ * or stored outside, must be refused. The unedited file (empty input)
+ * must be accepted.
  */
 #include <fcntl.h>
 #include <hdf5.h>
@@ -32,13 +46,19 @@
 
 #include "../../lib/arch.h"
 #include "../../lib/ckpt.h"
+#include "../lib/h5copy.h"
 #include "fuzz.h"
 
-enum { MAX_DS = 64, MAX_OPS = 12 };
+enum { MAX_DS = 64, MAX_OPS = 12, RAW_FLOATS = 1 << 16 };
 
-static unsigned char *base;
-static size_t base_len;
-static char path[4096];
+/* In the outside files and every fill value; never written by an edit
+ * (those write the base's values, (i % 7) / 4 - 1/2, NaN, Inf, 3e38,
+ * -0, 1e-45). */
+#define OUTSIDE 1234.5f
+
+static unsigned char *base, *outside;   /* the files' bytes, written anew for each input */
+static size_t base_len, outside_len;
+static char path[4096], outside_h5[4096], outside_raw[4096], rebuilt[4096];
 
 static const char *const groups[] = {"/", "/config", "/metrics", "/optim", "/params"};
 static const char *const attrs[] = {
@@ -271,39 +291,6 @@ out:
 		H5Sclose(space);
 }
 
-/* Copy every attribute of src to dst (they are read and written in their
- * own file type; variable-length strings are freed after). */
-static herr_t copy_attr(hid_t src, const char *name, const H5A_info_t *info, void *data)
-{
-	hid_t dst = *(hid_t *)data, a = H5Aopen(src, name, H5P_DEFAULT), t, s, b;
-	hssize_t n;
-	void *buf;
-
-	(void)info;
-	if (a < 0)
-		return 0;
-	t = H5Aget_type(a);
-	s = H5Aget_space(a);
-	n = s < 0 ? -1 : H5Sget_simple_extent_npoints(s);
-	buf = t < 0 || n < 0 ? NULL : calloc((size_t)n + 1, H5Tget_size(t) + 1);
-	if (buf && H5Aread(a, t, buf) >= 0) {
-		b = H5Acreate2(dst, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
-		if (b >= 0) {
-			H5Awrite(b, t, buf);
-			H5Aclose(b);
-		}
-		if (H5Tdetect_class(t, H5T_VLEN) > 0 || H5Tis_variable_str(t) > 0)
-			H5Dvlen_reclaim(t, s, H5P_DEFAULT, buf);
-	}
-	free(buf);
-	if (s >= 0)
-		H5Sclose(s);
-	if (t >= 0)
-		H5Tclose(t);
-	H5Aclose(a);
-	return 0;
-}
-
 static hid_t float16_type(void)
 {
 	hid_t t = H5Tcopy(H5T_IEEE_F32LE);
@@ -331,7 +318,7 @@ static void op_replace(hid_t file, struct in *in, int poke)
 
 	if (!poke) {
 		mode = take(in) % 6;
-		ty = take(in) % 8;
+		ty = take(in) % 12;
 	}
 	if (!obj || (old = H5Dopen2(file, obj, H5P_DEFAULT)) < 0)
 		return;
@@ -381,19 +368,30 @@ static void op_replace(hid_t file, struct in *in, int poke)
 	}
 	space = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
 	dcpl = H5Pcreate(H5P_DATASET_CREATE);
-	if (type < 0 || space < 0 || dcpl < 0)
+	if (type < 0 || space < 0 || dcpl < 0 ||
+	    H5Pset_fill_value(dcpl, H5T_NATIVE_FLOAT, &(float){OUTSIDE}) < 0)
 		goto out;
-	if (ty == 5 && rank > 0 && n > 0) {   /* chunked and deflated */
+	if ((ty == 5 || ty == 11) && rank > 0 && n > 0) {
+		/* 5: chunked and deflated; 11: chunked, a chunk per row,
+		 * only the first row written */
 		hsize_t chunk[4] = {1, 1, 1, 1};
-		chunk[0] = dims[0];
-		if (H5Pset_chunk(dcpl, rank, chunk) < 0 || H5Pset_deflate(dcpl, 1) < 0)
+		chunk[0] = ty == 5 ? dims[0] : 1;
+		for (int i = 1; ty == 11 && i < rank; i++)
+			chunk[i] = dims[i] ? dims[i] : 1;
+		if (H5Pset_chunk(dcpl, rank, chunk) < 0 || (ty == 5 && H5Pset_deflate(dcpl, 1) < 0))
 			goto out;
 	}
+	if (ty == 8 && H5Pset_external(dcpl, outside_raw, (off_t)(take(in) * 4),
+				       n * H5Tget_size(type)) < 0)
+		goto out;               /* stored in outside.raw */
+	if ((ty == 9 || ty == 10) &&  /* a virtual dataset of outside.h5, or of a missing file */
+	    H5Pset_virtual(dcpl, space, ty == 9 ? outside_h5 : "missing.h5", obj, space) < 0)
+		goto out;
 	snprintf(tmp, sizeof tmp, "%s.fuzz-new", obj);
 	d = H5Dcreate2(file, tmp, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
 	if (d < 0)
 		goto out;
-	H5Aiterate2(old, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &d);
+	h5copy_attrs(old, d);
 	v = malloc((n ? n : 1) * sizeof *v);
 	if (!v)
 		goto out;
@@ -401,12 +399,32 @@ static void op_replace(hid_t file, struct in *in, int poke)
 		v[i] = (float)(i % 7) * 0.25f - 0.5f;
 	if (!mode && n && H5Dread(old, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
 		goto out;
+	/* what was read from outside (or a fill value) is not written here:
+	 * OUTSIDE in the file stays the mark of data never its own */
+	for (hsize_t i = 0; i < n; i++)
+		if (v[i] == OUTSIDE)
+			v[i] = 0.75f;
 	if (poke && n) {
 		static const float bad[] = {NAN, INFINITY, -INFINITY, 3e38f, -0.0f, 1e-45f};
 		v[take(in) % n] = bad[take(in) % COUNT(bad)];
 	}
-	if (ty != 6 && n)       /* 6: never written, storage not allocated */
+	if (ty == 11 && n && rank > 0) {        /* the first row only */
+		hsize_t start[4] = {0, 0, 0, 0}, count[4];
+		hid_t fs = H5Dget_space(d), ms;
+		memcpy(count, dims, sizeof count);
+		count[0] = 1;
+		ms = H5Screate_simple(rank, count, NULL);
+		if (fs >= 0 && ms >= 0 &&
+		    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0)
+			H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, v);
+		if (ms >= 0)
+			H5Sclose(ms);
+		if (fs >= 0)
+			H5Sclose(fs);
+	} else if (ty != 6 && ty != 8 && ty != 9 && ty != 10 && n) {
+		/* 6: never written, storage not allocated; 8-10: data outside */
 		H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+	}
 	H5Dclose(d);
 	d = H5I_INVALID_HID;
 	H5Dclose(old);
@@ -463,10 +481,67 @@ static void op_link(hid_t file, struct in *in, unsigned how)
 	case 4:
 		H5Lcreate_hard(file, obj, file, to, H5P_DEFAULT, H5P_DEFAULT);
 		break;
-	default:
+	case 5:
 		H5Lcreate_soft(take(in) & 1 ? obj : "/nowhere", file, to, H5P_DEFAULT, H5P_DEFAULT);
 		break;
+	default:                /* the object an external link to its twin in outside.h5 */
+		if (H5Ldelete(file, obj, H5P_DEFAULT) >= 0)
+			H5Lcreate_external(take(in) & 1 ? outside_h5 : "missing.h5", obj, file, obj,
+					   H5P_DEFAULT, H5P_DEFAULT);
+		break;
 	}
+}
+
+/* The file's root members and attributes copied into a new file with a
+ * userblock of 512 << (k % 3) bytes of the input, put in its place. */
+static void with_userblock(struct in *in, unsigned k)
+{
+	hsize_t ub = (hsize_t)512 << (k % 3);
+	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), src, dst, sroot, droot;
+	unsigned char *bytes = calloc(1, (size_t)ub);
+	H5G_info_t gi;
+	char name[400];
+	FILE *f;
+
+	FUZZ_ASSERT(fcpl >= 0 && bytes && H5Pset_userblock(fcpl, ub) >= 0);
+	for (hsize_t i = 0; i < ub && in->n; i++)
+		bytes[i] = (unsigned char)take(in);
+	src = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	dst = H5Fcreate(rebuilt, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+	FUZZ_ASSERT(src >= 0 && dst >= 0);
+	sroot = H5Gopen2(src, "/", H5P_DEFAULT);
+	droot = H5Gopen2(dst, "/", H5P_DEFAULT);
+	FUZZ_ASSERT(sroot >= 0 && droot >= 0 && H5Gget_info(sroot, &gi) >= 0);
+	for (hsize_t i = 0; i < gi.nlinks; i++) {
+		H5L_info_t li;
+		char val[1024];
+		const char *file, *obj;
+		unsigned flags;
+
+		if (H5Lget_name_by_idx(src, "/", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
+				       H5P_DEFAULT) <= 0 || H5Lget_info(src, name, &li, H5P_DEFAULT) < 0)
+			continue;
+		/* a link stays the link it is (H5Ocopy would copy what it leads to) */
+		if (li.type == H5L_TYPE_HARD)
+			H5Ocopy(src, name, dst, name, H5P_DEFAULT, H5P_DEFAULT);
+		else if (li.u.val_size <= sizeof val &&
+			 H5Lget_val(src, name, val, sizeof val, H5P_DEFAULT) >= 0) {
+			if (li.type == H5L_TYPE_SOFT)
+				H5Lcreate_soft(val, dst, name, H5P_DEFAULT, H5P_DEFAULT);
+			else if (li.type == H5L_TYPE_EXTERNAL &&
+				 H5Lunpack_elink_val(val, li.u.val_size, &flags, &file, &obj) >= 0)
+				H5Lcreate_external(file, obj, dst, name, H5P_DEFAULT, H5P_DEFAULT);
+		}
+	}
+	h5copy_attrs(sroot, droot);
+	H5Gclose(droot);
+	H5Gclose(sroot);
+	FUZZ_ASSERT(H5Fclose(dst) >= 0 && H5Fclose(src) >= 0);
+	H5Pclose(fcpl);
+	f = fopen(rebuilt, "r+b");
+	FUZZ_ASSERT(f && fwrite(bytes, 1, (size_t)ub, f) == (size_t)ub && fclose(f) == 0);
+	FUZZ_ASSERT(rename(rebuilt, path) == 0);
+	free(bytes);
 }
 
 static volatile float sink;     /* what loading read, so it is read */
@@ -474,6 +549,45 @@ static volatile float sink;     /* what loading read, so it is read */
 static void unlink_tmp(void)
 {
 	unlink(path);
+	unlink(outside_h5);
+	unlink(outside_raw);
+	unlink(rebuilt);
+}
+
+/* outside.h5: the checkpoint with OUTSIDE in every tensor; outside.raw:
+ * OUTSIDE over and over. */
+static void make_outside(void)
+{
+	static float raw[RAW_FLOATS];
+	struct dsl l = {.n = 0};
+	FILE *f = fopen(outside_h5, "wb");
+	hid_t file, g;
+
+	FUZZ_ASSERT(f && fwrite(base, 1, base_len, f) == base_len && fclose(f) == 0);
+	for (size_t i = 0; i < RAW_FLOATS; i++)
+		raw[i] = OUTSIDE;
+	file = H5Fopen(outside_h5, H5F_ACC_RDWR, H5P_DEFAULT);
+	g = file < 0 ? -1 : H5Gopen2(file, "/params", H5P_DEFAULT);
+	FUZZ_ASSERT(g >= 0 && H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, add_name, &l) >= 0);
+	for (size_t i = 0; i < l.n; i++) {
+		hid_t d = H5Dopen2(g, l.name[i], H5P_DEFAULT), sp = H5Dget_space(d);
+		FUZZ_ASSERT(d >= 0 && sp >= 0 && H5Sget_simple_extent_npoints(sp) <= RAW_FLOATS &&
+			    H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) >= 0);
+		H5Sclose(sp);
+		H5Dclose(d);
+	}
+	H5Gclose(g);
+	FUZZ_ASSERT(H5Fclose(file) >= 0);
+	f = fopen(outside_raw, "wb");
+	FUZZ_ASSERT(f && fwrite(raw, sizeof raw, 1, f) == 1 && fclose(f) == 0);
+	/* an edit may write into outside.h5 through an external link: each
+	 * input starts from these bytes */
+	f = fopen(outside_h5, "rb");
+	FUZZ_ASSERT(f && fseek(f, 0, SEEK_END) == 0 && (outside_len = (size_t)ftell(f)) > 0 &&
+		    fseek(f, 0, SEEK_SET) == 0);
+	outside = malloc(outside_len);
+	FUZZ_ASSERT(outside && fread(outside, 1, outside_len, f) == outside_len);
+	fclose(f);
 }
 
 static void init(void)
@@ -499,34 +613,108 @@ static void init(void)
 	fd = mkstemp(path);
 	FUZZ_ASSERT(fd >= 0);
 	close(fd);
+	FUZZ_ASSERT(snprintf(outside_h5, sizeof outside_h5, "%s.outside.h5", path) < (int)sizeof outside_h5);
+	FUZZ_ASSERT(snprintf(outside_raw, sizeof outside_raw, "%s.outside.raw", path) <
+		    (int)sizeof outside_raw);
+	FUZZ_ASSERT(snprintf(rebuilt, sizeof rebuilt, "%s.rebuilt", path) < (int)sizeof rebuilt);
 	atexit(unlink_tmp);
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	make_outside();
 }
 
 static void edit(struct in *in)
 {
 	hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+	int userblock = -1;
 
 	FUZZ_ASSERT(file >= 0);
 	for (int k = 0; k < MAX_OPS && in->n; k++) {
-		unsigned op = take(in) % 16;
+		unsigned op = take(in) % 18;
 		if (op < 8)
 			op_attr(file, in, op);
 		else if (op < 10)
 			op_replace(file, in, op == 9);
-		else
+		else if (op < 17)
 			op_link(file, in, op - 10);
+		else {
+			userblock = (int)take(in);      /* the last edit: the rest is its bytes */
+			break;
+		}
 	}
 	FUZZ_ASSERT(H5Fget_obj_count(file, H5F_OBJ_ALL) == 1);    /* the file only */
 	FUZZ_ASSERT(H5Fclose(file) >= 0);
+	if (userblock >= 0)
+		with_userblock(in, (unsigned)userblock);
 }
 
-static void check(struct ckpt *ck)
+/* Is the link at path (its parents hard links) other than a hard link? */
+static int not_hard(hid_t file, const char *p)
+{
+	H5L_info_t li;
+
+	return H5Lexists(file, p, H5P_DEFAULT) > 0 && H5Lget_info(file, p, &li, H5P_DEFAULT) >= 0 &&
+	       li.type != H5L_TYPE_HARD;
+}
+
+/* What the reader must refuse, found with HDF5 alone: a soft or external
+ * link at /config, /metrics, /params or a member of /params (open: 1),
+ * or at /optim, /optim_state (attributes: 2), a /params dataset that is
+ * virtual or has external storage (open: 1). */
+static int must_refuse(void)
+{
+	static const char *const groups[] = {"/config", "/metrics", "/params"};
+	hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), g;
+	struct dsl l = {.n = 0};
+	int refuse = 0;
+
+	if (file < 0)
+		return 0;
+	for (size_t i = 0; i < COUNT(groups); i++)
+		refuse |= not_hard(file, groups[i]);
+	if (!refuse && (g = H5Gopen2(file, "/params", H5P_DEFAULT)) >= 0) {
+		H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, add_name, &l);
+		for (size_t i = 0; i < l.n && !refuse; i++) {
+			H5L_info_t li;
+			hid_t o, dcpl;
+			if (H5Lget_info(g, l.name[i], &li, H5P_DEFAULT) < 0)
+				continue;
+			if (li.type != H5L_TYPE_HARD) {
+				refuse = 1;
+				break;
+			}
+			if ((o = H5Oopen(g, l.name[i], H5P_DEFAULT)) < 0)
+				continue;
+			if (H5Iget_type(o) == H5I_DATASET && (dcpl = H5Dget_create_plist(o)) >= 0) {
+				refuse = H5Pget_layout(dcpl) == H5D_VIRTUAL || H5Pget_external_count(dcpl) > 0;
+				H5Pclose(dcpl);
+			}
+			H5Oclose(o);
+		}
+		H5Gclose(g);
+	}
+	if (!refuse && (not_hard(file, "/optim") || not_hard(file, "/optim_state")))
+		refuse = 2;
+	H5Fclose(file);
+	H5Eclear2(H5E_DEFAULT);
+	return refuse;
+}
+
+static void check(struct ckpt *ck, int refuse_attrs)
 {
 	const struct ckpt_meta *m = ckpt_meta(ck);
 	const struct sw_config *c = &m->config;
+	const struct attr_map *attrs;
 	struct sw_err err = {0};
 	size_t n = ckpt_count(ck);
+	hid_t own = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);    /* HDF5's own reading */
+	int rc;
+
+	FUZZ_ASSERT(own >= 0);
+	rc = ckpt_attrs(ck, &attrs, &err);
+	if (rc)
+		FUZZ_REFUSED(rc, err);
+	else
+		FUZZ_ASSERT(!refuse_attrs);
 
 	FUZZ_ASSERT(m->format == CKPT_HDF5 && m->has_step);
 	FUZZ_ASSERT(memchr(c->arch, '\0', sizeof c->arch) && arch_supported(c->arch));
@@ -539,7 +727,9 @@ static void check(struct ckpt *ck)
 		const struct arch_role *role = arch_role_find(t->role);
 		struct ckpt_view v;
 		int64_t numel = 1;
-		int rc;
+		char where[SW_NAME_MAX + 16];
+		float *expect;
+		hid_t d;
 
 		FUZZ_ASSERT(memchr(t->name, '\0', sizeof t->name));
 		FUZZ_ASSERT(memchr(t->role, '\0', sizeof t->role));
@@ -570,12 +760,25 @@ static void check(struct ckpt *ck)
 			continue;
 		}
 		FUZZ_ASSERT(v.numel == t->numel && (v.data || !v.numel));
-		for (int64_t k = 0; k < v.numel; k++)
+		for (int64_t k = 0; k < v.numel; k++) {
+			FUZZ_ASSERT(v.data[k] != OUTSIDE);      /* nothing from outside, no fill */
 			sink += v.data[k];
+		}
+		/* exactly what HDF5 reads from this file, bit for bit */
+		snprintf(where, sizeof where, "/params/%s", t->name);
+		expect = malloc(((size_t)v.numel + 1) * sizeof *expect);
+		d = H5Dopen2(own, where, H5P_DEFAULT);
+		FUZZ_ASSERT(expect && d >= 0);
+		FUZZ_ASSERT(!v.numel ||
+			    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, expect) >= 0);
+		FUZZ_ASSERT(!v.numel || memcmp(expect, v.data, (size_t)v.numel * sizeof *expect) == 0);
+		H5Dclose(d);
+		free(expect);
 		ckpt_release(ck, &v);
 	}
 	if (m->head_tied)
 		FUZZ_ASSERT(ckpt_find_role(ck, "lm_head", -1) < 0);
+	H5Fclose(own);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -584,13 +787,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ckpt *ck;
 	struct sw_err err = {0};
 	FILE *f;
-	int rc;
+	int rc, refuse;
 
 	if (!base)
 		init();
 	f = fopen(path, "wb");
 	FUZZ_ASSERT(f && fwrite(base, 1, base_len, f) == base_len && fclose(f) == 0);
+	f = fopen(outside_h5, "wb");
+	FUZZ_ASSERT(f && fwrite(outside, 1, outside_len, f) == outside_len && fclose(f) == 0);
 	edit(&in);
+	refuse = must_refuse();
 	rc = ckpt_open(path, &ck, &err);
 	if (getenv("SW_FUZZ_VERBOSE"))         /* what the reader said, to review a corpus */
 		fprintf(stderr, "fuzz-h5ckpt: %s\n", rc ? err.msg : "accepted");
@@ -598,7 +804,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_REFUSED(rc, err);
 		FUZZ_ASSERT(size > 0);          /* the unedited checkpoint is valid */
 	} else {
-		check(ck);
+		FUZZ_ASSERT(refuse != 1);
+		check(ck, refuse == 2);
 		ckpt_close(ck);
 	}
 	FUZZ_ASSERT(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) == 0);

@@ -122,6 +122,22 @@ numbers_close() {
 		END { if (FNR != n) { print "line counts differ"; bad = 1 } exit bad }' "$2" "$3"
 }
 
+# wait_lines N FILE: until FILE has N lines (10 s at most), for a
+# background writer's progress. Its ">FILE" happens when it starts, not
+# when the shell goes on: give each writer a FILE of its own, never one
+# that held lines before.
+wait_lines() {
+	i=0
+	while [ "$(cat "$2" 2>/dev/null | wc -l)" -lt "$1" ]; do
+		i=$((i + 1))
+		if [ $i -gt 200 ]; then
+			echo "timed out waiting for $1 lines in $2"
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
 have_python_modules() {
 	[ -x "$PY" ] && "$PY" -c "import $1" 2>/dev/null
 }
