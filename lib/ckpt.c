@@ -1,6 +1,6 @@
 /*
  * ckpt.c - the tensor source: format detection, model order, views and
- * attributes over the two readers, h5read.c and stread.c (see ckpt.h).
+ * attributes over the readers of the formats table below (see ckpt.h).
  */
 #include "ckpt.h"
 #include "h5read.h"
@@ -16,17 +16,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/*
+ * The formats, each a reader (ckptsrc.h). A file is the one format whose
+ * sniff claims its bytes; a file no format claims is given to the last,
+ * whose reader says what is wrong with it (safetensors: most files from
+ * elsewhere are meant to be safetensors).
+ */
+static const struct ckpt_format_ops *const formats[] = {
+	&h5src_format,
+	&stsrc_format,
+};
+#define NFORMATS (sizeof formats / sizeof formats[0])
+
 struct ckpt {
 	char path[PATH_MAX];            /* the file opened (a directory resolved) */
 	struct ckpt_meta meta;
 	size_t n;
 	struct sw_tensor_info *info;    /* (n) in model order */
 	size_t *src;                    /* (n) each tensor's index in its reader */
-	struct h5src *h5;               /* one of the two readers */
-	struct stsrc *st;
+	const struct ckpt_format_ops *fmt;      /* the reader, and what it opened */
+	void *reader;
 	struct ckpt_scratch scratch;
-	struct attr_map attrs;          /* HDF5: built by the first ckpt_attrs */
-	int attrs_built;
+	struct attr_map attrs;          /* scratch of the first ckpt_attrs */
+	const struct attr_map *attrs_out;       /* what it gave, kept */
 };
 
 /*
@@ -128,13 +140,35 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 	return SW_OK;
 }
 
+/*
+ * The format of the open file: the one whose sniff claims it. Two that
+ * claim it are refused: an HDF5 userblock can hold a whole safetensors
+ * file, and h5py and the safetensors reader would see two models.
+ */
+static int which_format(int fd, uint64_t size, const struct ckpt_format_ops **out,
+			struct sw_err *err)
+{
+	const struct ckpt_format_ops *found = NULL;
+
+	for (size_t i = 0; i < NFORMATS; i++) {
+		if (!formats[i]->sniff(fd, size))
+			continue;
+		if (found)
+			return sw_fail(err, SW_EDATA, "is both %s and %s: refused as ambiguous",
+				       found->name, formats[i]->name);
+		found = formats[i];
+	}
+	*out = found ? found : formats[NFORMATS - 1];
+	return SW_OK;
+}
+
 int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 {
 	struct sw_tensor_info *info = NULL;
 	struct ckpt *ck;
 	struct stat st;
 	size_t n = 0;
-	int rc, fd, is_hdf5;
+	int rc, fd;
 
 	*out = NULL;
 	if (stat(path, &st) < 0)
@@ -173,21 +207,11 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 		rc = sw_fail(err, SW_EDATA, "empty file");
 		goto fail;
 	}
-	is_hdf5 = stsrc_sniff_hdf5(fd, (uint64_t)st.st_size);
-	if (is_hdf5 && stsrc_sniff(fd, (uint64_t)st.st_size)) {
-		/* an HDF5 userblock holding a safetensors file: h5py and the
-		 * safetensors reader would see two different models */
+	if ((rc = which_format(fd, (uint64_t)st.st_size, &ck->fmt, err))) {
 		close(fd);
-		rc = sw_fail(err, SW_EDATA,
-			     "is both an HDF5 file and a safetensors file: refused as ambiguous");
 		goto fail;
 	}
-	if (is_hdf5) {
-		rc = h5src_open(ck->path, fd, (uint64_t)st.st_size, &ck->h5, &ck->meta, &info, &n, err);
-	} else {
-		close(fd);
-		rc = stsrc_open(ck->path, &ck->st, &ck->meta, &info, &n, err);
-	}
+	rc = ck->fmt->open(ck->path, fd, (uint64_t)st.st_size, &ck->reader, &ck->meta, &info, &n, err);
 	if (rc || (rc = take_tensors(ck, info, n, err)))
 		goto fail;
 	*out = ck;
@@ -203,8 +227,8 @@ void ckpt_close(struct ckpt *ck)
 {
 	if (!ck)
 		return;
-	h5src_close(ck->h5);
-	stsrc_close(ck->st);
+	if (ck->fmt && ck->reader)
+		ck->fmt->close(ck->reader);
 	attrmap_free(&ck->attrs);
 	ckptsrc_scratch_free(&ck->scratch);
 	free(ck->info);
@@ -236,8 +260,7 @@ int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err
 		return sw_fail(err, SW_EDATA, "%s: dtype %s cannot be read as float32",
 			       ck->info[i].name, ck->info[i].dtype_name);
 	v->numel = ck->info[i].numel;
-	rc = ck->h5 ? h5src_load(ck->h5, &ck->info[i], &ck->scratch, v, err)
-		    : stsrc_load(ck->st, ck->src[i], &ck->info[i], &ck->scratch, v, err);
+	rc = ck->fmt->load(ck->reader, ck->src[i], &ck->info[i], &ck->scratch, v, err);
 	if (rc)
 		ckptsrc_release(v);
 	return rc;
@@ -255,18 +278,16 @@ int ckpt_attrs(struct ckpt *ck, const struct attr_map **out, struct sw_err *err)
 {
 	int rc;
 
-	if (ck->st) {
-		*out = stsrc_attrs(ck->st);
-		return SW_OK;
-	}
-	if (!ck->attrs_built) {
-		/* the tensors' keys in model order, as an export lists them */
+	if (!ck->attrs_out) {
+		/* the tensors in model order: their keys as an export lists them */
 		attrmap_free(&ck->attrs);
-		if ((rc = h5src_attrs(ck->h5, ck->info, ck->n, &ck->attrs, err)))
+		attrmap_init(&ck->attrs);
+		if ((rc = ck->fmt->attrs(ck->reader, ck->info, ck->n, &ck->attrs, &ck->attrs_out, err))) {
+			ck->attrs_out = NULL;
 			return rc;
-		ck->attrs_built = 1;
+		}
 	}
-	*out = &ck->attrs;
+	*out = ck->attrs_out;
 	return SW_OK;
 }
 
@@ -307,20 +328,20 @@ int ckpt_attr_string(struct ckpt *ck, const char *obj, const char *attr, char *b
 
 int ckpt_has_aux(const struct ckpt *ck, const char *group, size_t i)
 {
-	return ck->h5 && i < ck->n && h5src_has_aux(ck->h5, group, ck->info[i].name);
+	return ck->fmt->has_aux && i < ck->n && ck->fmt->has_aux(ck->reader, group, ck->info[i].name);
 }
 
 int ckpt_load_aux(const struct ckpt *ck, const char *group, size_t i, float *out,
 		  struct sw_err *err)
 {
-	if (!ck->h5 || i >= ck->n)
+	if (!ck->fmt->load_aux || i >= ck->n)
 		return sw_fail(err, SW_EDATA, "no /%s for %s", group, i < ck->n ? ck->info[i].name : "?");
-	return h5src_load_aux(ck->h5, group, &ck->info[i], out, err);
+	return ck->fmt->load_aux(ck->reader, group, &ck->info[i], out, err);
 }
 
 int64_t ckpt_aux_attr(const struct ckpt *ck, const char *group, size_t i, const char *attr)
 {
-	if (!ck->h5 || i >= ck->n)
+	if (!ck->fmt->aux_attr || i >= ck->n)
 		return -1;
-	return h5src_aux_attr(ck->h5, group, ck->info[i].name, attr);
+	return ck->fmt->aux_attr(ck->reader, group, ck->info[i].name, attr);
 }

@@ -89,3 +89,17 @@ void ckptsrc_scratch_free(struct ckpt_scratch *s)
 	free(s->buf);
 	memset(s, 0, sizeof *s);
 }
+
+int ckptsrc_sniff_hdf5(int fd, uint64_t size)
+{
+	static const unsigned char signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+	unsigned char buf[8];
+
+	for (uint64_t off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
+		if (pread(fd, buf, 8, (off_t)off) != 8)
+			return 0;
+		if (memcmp(buf, signature, 8) == 0)
+			return 1;
+	}
+	return 0;
+}

@@ -50,6 +50,47 @@ struct ckpt_scratch {
 };
 
 /*
+ * A checkpoint file format: what the tensor source (ckpt.c) needs of a
+ * reader. ckpt.c asks every format's sniff about the open file; exactly
+ * one must claim it (two: refused as ambiguous, DESIGN.md "Files from
+ * strangers"); then open takes it over.
+ *
+ *   sniff     1 if the open file fd (size bytes) is of this format, from
+ *             its bytes alone (pread; never the name)
+ *   open      validate path (fd open on it, size bytes; open owns fd from
+ *             here, closing it on failure), fill meta (not head_tied) and
+ *             a malloc'ed array *info of the *n tensors in file order
+ *   load      tensor k of that order (t its info) as float32 into v
+ *   attrs     the checkpoint's attributes (attrmap.h): fill scratch and
+ *             point *out at it, or point *out at a map the reader keeps
+ *   close     everything open frees (NULL is fine)
+ *   has_aux, load_aux, aux_attr
+ *             companions such as /fisher and /grads (NULL: the format has
+ *             none; see ckpt.h)
+ */
+struct attr_map;
+struct ckpt_format_ops {
+	const char *name;               /* for messages: "an HDF5 file" */
+	int (*sniff)(int fd, uint64_t size);
+	int (*open)(const char *path, int fd, uint64_t size, void **src, struct ckpt_meta *meta,
+		    struct sw_tensor_info **info, size_t *n, struct sw_err *err);
+	int (*load)(void *src, size_t k, const struct sw_tensor_info *t,
+		    struct ckpt_scratch *scratch, struct ckpt_view *v, struct sw_err *err);
+	int (*attrs)(void *src, const struct sw_tensor_info *info, size_t n,
+		     struct attr_map *scratch, const struct attr_map **out, struct sw_err *err);
+	void (*close)(void *src);
+	int (*has_aux)(const void *src, const char *group, const char *name);
+	int (*load_aux)(const void *src, const char *group, const struct sw_tensor_info *t,
+			float *out, struct sw_err *err);
+	int64_t (*aux_attr)(const void *src, const char *group, const char *name, const char *attr);
+};
+
+/* 1 if HDF5's signature is where HDF5 looks for its superblock in the
+ * open file fd (size bytes): 0, 512, 1024, 2048, ... (a userblock may
+ * come first) */
+int ckptsrc_sniff_hdf5(int fd, uint64_t size);
+
+/*
  * Map len bytes at offset of the open file fd (file_size bytes) into v;
  * *bytes points at them. SW_EDATA if the range lies outside the file. fd
  * stays open until the view is released. The mapping survives the file

@@ -680,3 +680,55 @@ int h5src_attrs(const struct h5src *s, const struct sw_tensor_info *t, size_t n,
 	}
 	return SW_OK;
 }
+
+/* ---- the format entry (ckptsrc.h) ---------------------------------------- */
+
+static int h5_open(const char *path, int fd, uint64_t size, void **src, struct ckpt_meta *m,
+		   struct sw_tensor_info **info, size_t *n, struct sw_err *err)
+{
+	return h5src_open(path, fd, size, (struct h5src **)src, m, info, n, err);
+}
+
+static int h5_load(void *src, size_t k, const struct sw_tensor_info *t,
+		   struct ckpt_scratch *scratch, struct ckpt_view *v, struct sw_err *err)
+{
+	(void)k;        /* HDF5 finds a tensor by its name */
+	return h5src_load(src, t, scratch, v, err);
+}
+
+static int h5_attrs(void *src, const struct sw_tensor_info *info, size_t n,
+		    struct attr_map *scratch, const struct attr_map **out, struct sw_err *err)
+{
+	*out = scratch;
+	return h5src_attrs(src, info, n, scratch, err);
+}
+
+static void h5_close(void *src) { h5src_close(src); }
+
+static int h5_has_aux(const void *src, const char *group, const char *name)
+{
+	return h5src_has_aux(src, group, name);
+}
+
+static int h5_load_aux(const void *src, const char *group, const struct sw_tensor_info *t,
+		       float *out, struct sw_err *err)
+{
+	return h5src_load_aux(src, group, t, out, err);
+}
+
+static int64_t h5_aux_attr(const void *src, const char *group, const char *name, const char *attr)
+{
+	return h5src_aux_attr(src, group, name, attr);
+}
+
+const struct ckpt_format_ops h5src_format = {
+	.name = "an HDF5 file",
+	.sniff = ckptsrc_sniff_hdf5,
+	.open = h5_open,
+	.load = h5_load,
+	.attrs = h5_attrs,
+	.close = h5_close,
+	.has_aux = h5_has_aux,
+	.load_aux = h5_load_aux,
+	.aux_attr = h5_aux_attr,
+};

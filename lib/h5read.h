@@ -41,6 +41,9 @@ int h5src_load_aux(const struct h5src *s, const char *group, const struct sw_ten
 int64_t h5src_aux_attr(const struct h5src *s, const char *group, const char *name,
 		       const char *attr);
 
+/* The format entry ckpt.c dispatches through (ckptsrc.h). */
+extern const struct ckpt_format_ops h5src_format;
+
 /* Every scalar attribute of /, /config, /optim, /metrics, /optim_state
  * and of /params/<name> for the n tensors t, into map (attrmap.h keys). */
 int h5src_attrs(const struct h5src *s, const struct sw_tensor_info *t, size_t n,

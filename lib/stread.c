@@ -88,22 +88,6 @@ static int slurp(const char *path, size_t max, char **buf, size_t *len, struct s
 	return SW_OK;
 }
 
-static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-
-int stsrc_sniff_hdf5(int fd, uint64_t size)
-{
-	unsigned char buf[8];
-
-	/* HDF5 looks for its superblock at 0, 512, 1024, 2048, ... */
-	for (uint64_t off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
-		if (pread(fd, buf, 8, (off_t)off) != 8)
-			return 0;
-		if (memcmp(buf, hdf5_signature, 8) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 int stsrc_sniff(int fd, uint64_t size)
 {
 	unsigned char buf[9];
@@ -114,6 +98,37 @@ int stsrc_sniff(int fd, uint64_t size)
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | buf[i];
 	return hlen <= ST_MAX_HEADER && hlen <= size - 8 && buf[8] == '{';
+}
+
+int stsrc_sniff_index(int fd, uint64_t size)
+{
+	unsigned char buf[64];
+	ssize_t got = pread(fd, buf, size < sizeof buf ? (size_t)size : sizeof buf, 0);
+
+	/* JSON's blanks, then '{' (a UTF-8 byte order mark is not JSON) */
+	for (ssize_t i = 0; i < got; i++) {
+		if (buf[i] == '{')
+			return 1;
+		if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\n' && buf[i] != '\r')
+			return 0;
+	}
+	return 0;
+}
+
+/* Is file an index (by its bytes)? Opened without blocking: ckpt.c has
+ * already checked it is a regular file. */
+static int fd_is_index(const char *file)
+{
+	struct stat st;
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK), yes = 0;
+
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		yes = !stsrc_sniff(fd, (uint64_t)st.st_size) &&
+		      stsrc_sniff_index(fd, (uint64_t)st.st_size);
+	close(fd);
+	return yes;
 }
 
 static void dir_of(const char *path, char *dir, size_t len)
@@ -188,7 +203,7 @@ static int open_shard_(struct st_shard *sh, struct st_entry **e, size_t *n,
 			       (unsigned long long)hlen, (unsigned long long)sh->size);
 	/* a file HDF5 would also open (a userblock holding these bytes) is
 	 * two checkpoints at once: which one a reader sees depends on it */
-	if (stsrc_sniff_hdf5(sh->fd, sh->size))
+	if (ckptsrc_sniff_hdf5(sh->fd, sh->size))
 		return sw_fail(err, SW_EDATA, "is both a safetensors and an HDF5 file: refused as ambiguous");
 	json = malloc(hlen ? hlen : 1);
 	if (!json)
@@ -437,7 +452,7 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	if (rc)
 		goto out;
 
-	is_index = strlen(file) >= 5 && !strcmp(file + strlen(file) - 5, ".json");
+	is_index = fd_is_index(file);
 	if (is_index) {
 		if ((rc = slurp(file, 64u << 20, &json, &len, err)))
 			goto out;
@@ -539,3 +554,43 @@ const struct attr_map *stsrc_attrs(const struct stsrc *s)
 {
 	return &s->meta;
 }
+
+/* ---- the format entry (ckptsrc.h) ---------------------------------------- */
+
+static int st_sniff(int fd, uint64_t size)
+{
+	return stsrc_sniff(fd, size) || stsrc_sniff_index(fd, size);
+}
+
+static int st_open(const char *path, int fd, uint64_t size, void **src, struct ckpt_meta *m,
+		   struct sw_tensor_info **info, size_t *n, struct sw_err *err)
+{
+	(void)size;
+	close(fd);      /* the reader opens the file and its shards itself */
+	return stsrc_open(path, (struct stsrc **)src, m, info, n, err);
+}
+
+static int st_load(void *src, size_t k, const struct sw_tensor_info *t,
+		   struct ckpt_scratch *scratch, struct ckpt_view *v, struct sw_err *err)
+{
+	return stsrc_load(src, k, t, scratch, v, err);
+}
+
+static int st_attrs(void *src, const struct sw_tensor_info *info, size_t n,
+		    struct attr_map *scratch, const struct attr_map **out, struct sw_err *err)
+{
+	(void)info, (void)n, (void)scratch, (void)err;
+	*out = stsrc_attrs(src);
+	return SW_OK;
+}
+
+static void st_close(void *src) { stsrc_close(src); }
+
+const struct ckpt_format_ops stsrc_format = {
+	.name = "a safetensors file",
+	.sniff = st_sniff,
+	.open = st_open,
+	.load = st_load,
+	.attrs = st_attrs,
+	.close = st_close,
+};

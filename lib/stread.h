@@ -38,13 +38,18 @@ int stsrc_load(struct stsrc *s, size_t k, const struct sw_tensor_info *t,
 
 /*
  * What the bytes of the open file fd (size bytes) look like, read with
- * pread: stsrc_sniff, 1 if it starts as a safetensors file does (a header
- * length that fits the file and the 100 MB cap, then '{'); sniff_hdf5, 1
- * if HDF5's signature is where HDF5 looks for its superblock (0, 512,
- * 1024, 2048, ...). A file that is both is refused (ckpt.c, open_shard).
+ * pread: 1 if it starts as a safetensors file does (a header length that
+ * fits the file and the 100 MB cap, then '{'). A shard that is also an
+ * HDF5 file (ckptsrc_sniff_hdf5) is refused (open_shard).
  */
 int stsrc_sniff(int fd, uint64_t size);
-int stsrc_sniff_hdf5(int fd, uint64_t size);
+
+/* 1 if the file is JSON text that opens an object, as an index does */
+int stsrc_sniff_index(int fd, uint64_t size);
+
+/* The format entry ckpt.c dispatches through (ckptsrc.h): a .safetensors
+ * file or an index, told apart by their bytes. */
+extern const struct ckpt_format_ops stsrc_format;
 
 /* The merged __metadata__. */
 const struct attr_map *stsrc_attrs(const struct stsrc *s);
