@@ -12,10 +12,12 @@
 # Reruns reuse what is there: delete demo/out (or a part of it) to redo.
 # Usage: demo/demo.sh [BIN_DIR]   (make demo passes build/bin)
 #
-# Progress: each phase says first how long it is expected to take, from
-# sw-train's rate measured by a few seconds of trial runs of the same
-# models on this machine now; sw-train --log prints a line per evaluation
-# and checkpoint (step, loss, tokens/s, ETA) on stderr.
+# Progress: each phase says first how long it took on the project's
+# 2-core machine (measured: the *_SECS below); sw-train --log prints a line
+# per evaluation and checkpoint (step, loss, tokens/s, ETA) on stderr, so
+# a slower or faster machine sees its own ETA. The sweeps' small runs go
+# two at a time on one thread each: on two cores that beats one run at a
+# time on two threads (small matrices do not keep two threads busy).
 #
 # SW_DEMO_TINY=1 runs the same job in miniature (the committed corpus,
 # tiny models, a few steps: seconds) into SW_DEMO_OUT; the end-to-end test
@@ -29,11 +31,13 @@ if [ "${SW_DEMO_TINY:-0}" = 1 ]; then
 	MAIN_D=32 MAIN_T=32 MAIN_B=4 MAIN_STEPS=40 WARMUP=4
 	SWEEP_D=16 SWEEP_T=16 HORIZON=2048 LRS="0.002 0.008" BATCHES="4 8"
 	SPEC_DS="16 32" SPEC_STEPS=30
+	MAIN_SECS=3 SWEEP_SECS=2 SPEC_SECS=2
 else
 	CORPUS="" VOCAB=2048
 	MAIN_D=128 MAIN_T=64 MAIN_B=16 MAIN_STEPS=2500 WARMUP=100
 	SWEEP_D=64 SWEEP_T=64 HORIZON=262144 LRS="0.001 0.002 0.004 0.008" BATCHES="4 8 16"
 	SPEC_DS="64 128" SPEC_STEPS=600
+	MAIN_SECS=315 SWEEP_SECS=100 SPEC_SECS=100
 fi
 EVERY=$((MAIN_STEPS / 10))
 step6() { printf %06d "$1"; }
@@ -52,25 +56,36 @@ mins() {
 		else printf "%d s", s }'
 }
 
-# sw-train's tokens/s for a model and batch ($1: its options) here and now:
-# the difference of a 2-step and a (2 + $2)-step run, which leaves out
-# start-up and the checkpoint ($3: tokens per step)
-rate() {
-	r=$out/.rate
-	rm -rf "$r"
-	a=$(date +%s.%N)
-	sw-train $DATA --out "$r" $1 --steps 2 --eval-every 0 --trace "" >/dev/null
-	rm -rf "$r"
-	b=$(date +%s.%N)
-	sw-train $DATA --out "$r" $1 --steps $((2 + $2)) --eval-every 0 --trace "" >/dev/null
-	c=$(date +%s.%N)
-	rm -rf "$r"
-	awk -v a="$a" -v b="$b" -v c="$c" -v n="$(($2 * $3))" \
-		'BEGIN { d = (c - b) - (b - a); if (d <= 0) d = c - b; printf "%.0f", n / d }'
+# lane K N CMD...: CMD once for each of N grid points i = 0..N-1 with
+# i % 2 = K, the point's index in $i (the sweeps: two lanes side by side)
+lane() {
+	k=$1 n=$2
+	shift 2
+	i=0
+	while [ $i -lt "$n" ]; do
+		if [ $((i % 2)) = "$k" ]; then
+			"$@" || return 1
+		fi
+		i=$((i + 1))
+	done
 }
 
-# seconds for $1 tokens at $2 tokens/s
-secs_for() { awk -v n="$1" -v r="$2" 'BEGIN { printf "%.0f", n / r }'; }
+# both lanes of a sweep ($1: the function that runs point $i, $2: points),
+# then wait for both; a run that fails fails the demo
+two_lanes() {
+	lane 0 "$2" "$1" & l0=$!
+	lane 1 "$2" "$1" & l1=$!
+	st=0
+	wait $l0 || st=1
+	wait $l1 || st=1
+	return $st
+}
+
+# the i-th word of a list ($1: i from 0, the rest: the list)
+nth() {
+	shift $(($1 + 1))
+	echo "$1"
+}
 
 # align a TSV for reading (column(1) is not on every machine)
 pretty() {
@@ -108,10 +123,8 @@ MAIN=$out/main
 FINAL=$MAIN/ckpt-$(step6 $MAIN_STEPS).h5
 MODEL="--d-model $MAIN_D --n-layers 4 --n-heads 4 --n-kv-heads 2 --seq-len $MAIN_T --batch $MAIN_B"
 if [ ! -s "$FINAL" ]; then
-	r=$(rate "$MODEL" 8 $((MAIN_B * MAIN_T)))
-	t=$(secs_for $((MAIN_STEPS * MAIN_B * MAIN_T)) "$r")
-	EXPECTED=$((EXPECTED + t))
-	say "training: d_model $MAIN_D, 4 layers, GQA 4/2 heads, $MAIN_STEPS steps of $MAIN_B x $MAIN_T tokens; expected $(mins "$t") at $r tokens/s (at $(elapsed))"
+	EXPECTED=$((EXPECTED + MAIN_SECS))
+	say "training: d_model $MAIN_D, 4 layers, GQA 4/2 heads, $MAIN_STEPS steps of $MAIN_B x $MAIN_T tokens; expected $(mins $MAIN_SECS) (at $(elapsed))"
 	rm -rf "$MAIN"
 	sw-train $DATA --out "$MAIN" $MODEL --steps $MAIN_STEPS --warmup $WARMUP --lr 3e-3 --wd 0.1 \
 		--ckpt-every $EVERY --fisher-every $EVERY --eval-every $EVERY \
@@ -122,53 +135,43 @@ fi
 
 # norm transfer: lr x batch, checkpoints at three horizons of tokens
 SWEEP=$out/sweep-lr-batch
+NB=$(echo $BATCHES | wc -w)
+RUNS=$(( $(echo $LRS | wc -w) * NB ))
+sweep_run() {
+	lr=$(nth $((i / NB)) $LRS) b=$(nth $((i % NB)) $BATCHES)
+	s=$((HORIZON / (b * SWEEP_T)))
+	sw-train $DATA --out "$SWEEP/lr$lr-b$b" --d-model $SWEEP_D --n-layers 2 --n-heads 4 \
+		--seq-len $SWEEP_T --batch $b --lr $lr --warmup $((s / 20)) --steps $s \
+		--ckpt-every $((s / 4)) --eval-every $((s / 4)) --trace "" --threads 1 --log >/dev/null &&
+	rm -f "$SWEEP/lr$lr-b$b/ckpt-$(step6 $((s * 3 / 4))).h5" &&
+	: >"$SWEEP/lr$lr-b$b/.done" &&
+	echo "sweep: lr$lr-b$b done, $(ls "$SWEEP"/*/.done | wc -l) of $RUNS runs (at $(elapsed))"
+}
 if [ ! -d "$SWEEP/done" ]; then
-	runs=$(( $(echo $LRS | wc -w) * $(echo $BATCHES | wc -w) )) i=0
-	r=$(rate "--d-model $SWEEP_D --n-layers 2 --n-heads 4 --seq-len $SWEEP_T --batch 8" 20 $((8 * SWEEP_T)))
-	t=$(secs_for $((runs * HORIZON)) "$r")
-	EXPECTED=$((EXPECTED + t))
-	say "an lr x batch sweep: lr $LRS x batch $BATCHES, d_model $SWEEP_D, horizons of $((HORIZON / 4)), $((HORIZON / 2)), $HORIZON tokens; expected $(mins "$t") at $r tokens/s (at $(elapsed))"
+	EXPECTED=$((EXPECTED + SWEEP_SECS))
+	say "an lr x batch sweep: lr $LRS x batch $BATCHES, d_model $SWEEP_D, horizons of $((HORIZON / 4)), $((HORIZON / 2)), $HORIZON tokens; $RUNS runs, two at a time; expected $(mins $SWEEP_SECS) (at $(elapsed))"
 	rm -rf "$SWEEP"
-	t1=$(date +%s)
-	for lr in $LRS; do
-		for b in $BATCHES; do
-			s=$((HORIZON / (b * SWEEP_T)))
-			sw-train $DATA --out "$SWEEP/lr$lr-b$b" --d-model $SWEEP_D --n-layers 2 --n-heads 4 \
-				--seq-len $SWEEP_T --batch $b --lr $lr --warmup $((s / 20)) --steps $s \
-				--ckpt-every $((s / 4)) --eval-every $((s / 4)) --trace "" --log >/dev/null
-			rm -f "$SWEEP/lr$lr-b$b/ckpt-$(step6 $((s * 3 / 4))).h5"
-			i=$((i + 1))
-			echo "sweep: $i of $runs runs done, about $(mins $(( ($(date +%s) - t1) * (runs - i) / i ))) left"
-		done
-	done
+	two_lanes sweep_run $RUNS
 	mkdir "$SWEEP/done"
 fi
 
 # spectra: lr x wd at two widths, constant lr after warmup (the AdamW steady state)
 SPEC=$out/sweep-lr-wd
+spec_run() {
+	d=$(nth $((i / 4)) $SPEC_DS) lr=$(nth $((i / 2 % 2)) 0.003 0.01) wd=$(nth $((i % 2)) 0.3 1.0)
+	# a checkpoint, and a --log line, at the end only
+	sw-train $DATA --out "$SPEC/d$d-lr$lr-wd$wd" --d-model $d --n-layers 2 \
+		--n-heads 4 --seq-len 64 --batch 8 --lr $lr --wd $wd --schedule constant \
+		--warmup $((SPEC_STEPS / 12)) --steps $SPEC_STEPS --eval-every 0 \
+		--ckpt-every $SPEC_STEPS --trace "" --threads 1 --log >/dev/null &&
+	: >"$SPEC/d$d-lr$lr-wd$wd/.done" &&
+	echo "sweep: d$d-lr$lr-wd$wd done, $(ls "$SPEC"/*/.done | wc -l) of 8 runs (at $(elapsed))"
+}
 if [ ! -d "$SPEC/done" ]; then
-	t=0
-	for d in $SPEC_DS; do
-		r=$(rate "--d-model $d --n-layers 2 --n-heads 4 --seq-len 64 --batch 8" 20 512)
-		t=$((t + $(secs_for $((4 * SPEC_STEPS * 512)) "$r")))
-	done
-	EXPECTED=$((EXPECTED + t))
-	say "an lr x wd x width sweep: 2 x 2 x 2 runs of $SPEC_STEPS steps; expected $(mins "$t") (at $(elapsed))"
+	EXPECTED=$((EXPECTED + SPEC_SECS))
+	say "an lr x wd x width sweep: 2 x 2 x 2 runs of $SPEC_STEPS steps, two at a time; expected $(mins $SPEC_SECS) (at $(elapsed))"
 	rm -rf "$SPEC"
-	t1=$(date +%s) i=0
-	for d in $SPEC_DS; do
-		for lr in 0.003 0.01; do
-			for wd in 0.3 1.0; do
-				# a checkpoint, and a --log line, at the end only
-				sw-train $DATA --out "$SPEC/d$d-lr$lr-wd$wd" --d-model $d --n-layers 2 \
-					--n-heads 4 --seq-len 64 --batch 8 --lr $lr --wd $wd --schedule constant \
-					--warmup $((SPEC_STEPS / 12)) --steps $SPEC_STEPS --eval-every 0 \
-					--ckpt-every $SPEC_STEPS --trace "" --log >/dev/null
-				i=$((i + 1))
-				echo "sweep: $i of 8 runs done, about $(mins $(( ($(date +%s) - t1) * (8 - i) / i ))) left"
-			done
-		done
-	done
+	two_lanes spec_run 8
 	mkdir "$SPEC/done"
 fi
 
