@@ -16,7 +16,9 @@ MKTRACE=$SW_BIN/../tests/unit/mktrace
 
 # start_follower TRACE: sw-trace --follow --series loss TRACE in the
 # background (its pid in fpid; stdout in followed, stderr in follow-err),
-# killed by a watchdog after 20 s
+# killed by a watchdog after 20 s. Callers wait for its header and first
+# row (wait_lines 2 followed) before they touch the trace: a follower slow
+# to start (a loaded machine, ASan) must have opened it first.
 start_follower() {
 	sw-trace --follow --series loss "$1" >followed 2>follow-err &
 	fpid=$!
@@ -48,6 +50,7 @@ test_expect_success 'kill -9, then a resumed run at once: no row of it is printe
 	apid=$! &&
 	wait_lines 1 progress-race &&
 	start_follower race.h5 &&
+	wait_lines 2 followed &&
 	wait_lines 15 progress-race; kill -9 $apid; wait $apid
 	"$MKTRACE" -r 100 -n 30 -i 5 -b 100 race.h5 >progress-resumed &&
 	wait $fpid; st=$?
@@ -72,6 +75,7 @@ takeover() {
 	apid=$! &&
 	wait_lines 1 progress-first &&
 	start_follower "$1" &&
+	wait_lines 2 followed &&
 	wait_lines 15 progress-first; kill -STOP $fpid; kill -9 $apid; wait $apid
 	"$MKTRACE" -k $2 -n 30 -b 100 "$1" >progress-second &
 	bpid=$! &&
@@ -87,6 +91,7 @@ under_follower() {
 	apid=$! &&
 	wait_lines 1 progress-first &&
 	start_follower "$1" &&
+	wait_lines 2 followed &&
 	wait_lines 15 progress-first; eval "$2"; wait $fpid; st=$?
 	kill $apid $wpid 2>/dev/null; wait $apid
 	return 0
