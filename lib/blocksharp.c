@@ -320,7 +320,7 @@ int blocksharp_hist(const struct blocksharp_estimate *e, const struct sw_select 
 }
 
 int blocksharp_principle(const double S[SW_BLOCK_COUNT], int strict,
-			 struct blocksharp_violation v[16], struct sw_err *err)
+			 struct blocksharp_violation v[16], int *nv, struct sw_err *err)
 {
 	static const enum sw_block five[] = {
 		SW_BLOCK_EMB, SW_BLOCK_QK, SW_BLOCK_VO, SW_BLOCK_FFN, SW_BLOCK_NORM
@@ -328,12 +328,11 @@ int blocksharp_principle(const double S[SW_BLOCK_COUNT], int strict,
 	static const enum sw_block chain[] = {SW_BLOCK_QK, SW_BLOCK_FFN, SW_BLOCK_VO};
 	int n = 0;
 
+	*nv = 0;
 	for (size_t i = 0; i < 5; i++)
-		if (isnan(S[five[i]])) {
-			sw_fail(err, SW_EDATA, "no %s parameters: Principle (1) needs all five types",
-				sw_block_name(five[i]));
-			return -1;
-		}
+		if (isnan(S[five[i]]))
+			return sw_fail(err, SW_EDATA, "no %s parameters: Principle (1) needs all five types",
+				       sw_block_name(five[i]));
 	for (size_t i = 0; i < 5; i++) {
 		enum sw_block b = five[i];
 		if (b != SW_BLOCK_NORM && !(S[b] < S[SW_BLOCK_NORM]))
@@ -344,5 +343,6 @@ int blocksharp_principle(const double S[SW_BLOCK_COUNT], int strict,
 	for (int i = 0; strict && i + 1 < 3; i++)
 		if (!(S[chain[i]] < S[chain[i + 1]]))
 			v[n++] = (struct blocksharp_violation){chain[i], chain[i + 1], 0};
-	return n;
+	*nv = n;
+	return SW_OK;
 }

@@ -82,14 +82,14 @@ int blocksharp_hist(const struct blocksharp_estimate *e, const struct sw_select 
  * Principle (1): S(Emb) << S(QK) < S(FFN) < S(VO) << S(Norm). Without
  * strict: Norm the largest and Emb the smallest of the five; strict adds
  * S(qk) < S(ffn) < S(vo). Each violation is a pair (a, b) where S(a) is
- * not below S(b); returns how many (at most 16), or -1 (err) when one of
- * the five types has no parameters.
+ * not below S(b); *n says how many (at most 16). SW_EDATA when one of the
+ * five types has no parameters.
  */
 struct blocksharp_violation {
 	enum sw_block below, above;
 	int by_above;           /* found checking `above` (say "S(above) is not above") */
 };
 int blocksharp_principle(const double S[SW_BLOCK_COUNT], int strict,
-			 struct blocksharp_violation v[16], struct sw_err *err);
+			 struct blocksharp_violation v[16], int *n, struct sw_err *err);
 
 #endif

@@ -208,8 +208,8 @@ static int check_principle(struct tool *tl, const char *file, const struct opts 
 
 	if ((rc = blocksharp_type_means(e, &tl->sel, S, err)))
 		return rc;
-	if ((n = blocksharp_principle(S, o->strict, v, err)) < 0)
-		return err->code;
+	if ((rc = blocksharp_principle(S, o->strict, v, &n, err)))
+		return rc;
 	for (int i = 0; i < n; i++) {
 		enum sw_block a = v[i].below, b = v[i].above;
 		if (v[i].by_above)
