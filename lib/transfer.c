@@ -276,8 +276,9 @@ static int list_dir(const char *dir, struct file_list *files, struct file_list *
 	struct dirent *de;
 	int rc = SW_OK;
 
-	if (!d)
-		return sw_fail(err, sw_errno_status(errno), "%s: %s", dir, strerror(errno));
+	if (!d)   /* the top directory is named by the caller's message */
+		return subdirs ? sw_fail(err, sw_errno_status(errno), "%s", strerror(errno))
+			       : sw_fail(err, sw_errno_status(errno), "%s: %s", dir, strerror(errno));
 	while ((errno = 0, de = readdir(d))) {
 		struct file_list *to;
 		struct stat st;
@@ -300,7 +301,8 @@ static int list_dir(const char *dir, struct file_list *files, struct file_list *
 		}
 	}
 	if (!rc && errno)
-		rc = sw_fail(err, SW_EIO, "%s: %s", dir, strerror(errno));
+		rc = subdirs ? sw_fail(err, SW_EIO, "%s", strerror(errno))
+			     : sw_fail(err, SW_EIO, "%s: %s", dir, strerror(errno));
 	closedir(d);
 	if (files->n)
 		qsort(files->v, files->n, sizeof *files->v, cmp_name);
