@@ -45,6 +45,14 @@ hid_t h5io_group(hid_t file, const char *path);
 /* /config attributes from c. */
 int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err);
 
+/*
+ * /config into c, checked (a supported arch, sizes that agree:
+ * arch_config_check; head_dim d_model/n_heads when not given). exists
+ * NULL: a missing /config is SW_EDATA; else *exists says whether it is
+ * there (c untouched when not).
+ */
+int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err *err);
+
 /* The innermost message on HDF5's error stack ("truncated file: eof = ..."),
  * or "" if none. Returns the errno of the failed system call it reports
  * (ENOSPC on a full disk), else 0. */

@@ -21,64 +21,6 @@ struct h5src {
 	int userblock;          /* nonzero: offsets are not file offsets: never map */
 };
 
-static int read_config(hid_t file, struct sw_config *c, struct sw_err *err)
-{
-	hid_t g;
-	int rc, present;
-	int64_t v;
-
-	if ((rc = h5io_hard_path(file, "/config", &present, err)))
-		return rc;
-	if (!present)
-		return sw_fail(err, SW_EDATA, "missing group /config");
-	g = H5Gopen2(file, "config", H5P_DEFAULT);
-	if (g < 0)
-		return sw_fail(err, SW_EDATA, "/config is not a group");
-	memset(c, 0, sizeof *c);
-	if ((rc = h5io_get_str(g, "/config", "arch", c->arch, sizeof c->arch, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "vocab_size", &c->vocab_size, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "d_model", &c->d_model, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "n_layers", &c->n_layers, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "n_heads", &c->n_heads, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "n_kv_heads", &c->n_kv_heads, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "d_ff", &c->d_ff, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "seq_len", &c->seq_len, NULL, err)) ||
-	    (rc = h5io_get_f64(g, "/config", "rope_theta", &c->rope_theta, NULL, err)) ||
-	    (rc = h5io_get_f64(g, "/config", "norm_eps", &c->norm_eps, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "tie_embeddings", &v, NULL, err)))
-		goto out;
-	c->tie_embeddings = v != 0;
-	if ((rc = h5io_get_i64(g, "/config", "qk_norm", &v, NULL, err)) ||
-	    (rc = h5io_get_str(g, "/config", "multipliers", c->multipliers,
-			       sizeof c->multipliers, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "head_dim", &c->head_dim, &present, err)))
-		goto out;
-	c->qk_norm = v != 0;
-	if ((rc = h5io_get_i64(g, "/config", "norm_everywhere", &v, &present, err)))
-		goto out;
-	c->norm_everywhere = present && v != 0;
-	if ((rc = h5io_get_i64(g, "/config", "scale_vectors", &v, &present, err)))
-		goto out;
-	c->scale_vectors = !present || v != 0;
-	if (!arch_supported(c->arch)) {
-		rc = sw_fail(err, SW_EDATA, "/config: arch '%s' is not supported (%s)",
-			     c->arch, ARCH_SUPPORTED_LIST);
-		goto out;
-	}
-	if (!present) {
-		if (c->n_heads <= 0 || c->d_model % c->n_heads) {
-			rc = sw_fail(err, SW_EDATA,
-				     "/config: d_model is not a multiple of n_heads and head_dim is not given");
-			goto out;
-		}
-		c->head_dim = c->d_model / c->n_heads;
-	}
-	rc = arch_config_check(c, err);
-out:
-	H5Gclose(g);
-	return rc;
-}
-
 static int read_metrics(hid_t file, struct ckpt_meta *m, struct sw_err *err)
 {
 	hid_t g;
@@ -374,7 +316,7 @@ int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
 	    (rc = h5io_get_i64(s->file, "/", "tokens", &m->tokens, NULL, err)))
 		goto out;
 	m->has_step = 1;
-	if ((rc = read_config(s->file, &m->config, err)) || (rc = read_metrics(s->file, m, err)))
+	if ((rc = h5io_read_config(s->file, &m->config, NULL, err)) || (rc = read_metrics(s->file, m, err)))
 		goto out;
 
 	if ((rc = h5io_hard_path(s->file, "/params", &exists, err)))

@@ -43,13 +43,13 @@ const struct plot_kind plot_kinds[] = {
 	 "sw-spectrum --hist 40 --role ROLE --layer L CKPT"},
 	{"transfer", "tokens lr batch out_norm loss optimal",
 	 "loss against the output norm, a panel per horizon, lr by colour, batch by marker, optima ringed (optimal-norm Fig. 1)",
-	 "sw-transfer --table CKPT... (or - for a TSV)"},
+	 "sw-transfer --table CKPT|TRACE|DIR... (or - for a TSV)"},
 	{"transfer-fits", "d_model tokens lr batch",
 	 "the optimal learning rate and batch size against the horizon, power laws and exponents",
-	 "sw-transfer CKPT... (or - for a TSV)"},
+	 "sw-transfer CKPT|TRACE|DIR... (or - for a TSV)"},
 	{"qkdrift", "step layer head product log2_ratio",
 	 "log2 Q/K ratio against their product, a panel per layer, a colour per head (multipliers Fig. 4a)",
-	 "sw-qkdrift CKPT..."},
+	 "sw-qkdrift CKPT|TRACE..."},
 };
 const size_t plot_nkinds = sizeof plot_kinds / sizeof plot_kinds[0];
 

@@ -31,6 +31,14 @@
  * The drift of a head: the least-squares slope of log2_ratio against
  * step/1000 (lib/fit.h), its standard error, and the relative change of
  * the product from the first to the last step.
+ *
+ * The numbers are computed in one place, qkdrift_layer, from a layer's
+ * tensors: those of a checkpoint (qkdrift_heads) or those of the model
+ * sw-train is training, which logs q_rms, k_rms, q_mult and k_mult of
+ * every head in its trace (series qk_q_rms, qk_k_rms, qk_q_mult,
+ * qk_k_mult), so that a trace row (qkdrift_read_trace) is, to the digit,
+ * what the checkpoint of that step gives; qkdrift_head_derive makes the
+ * product and ratios from those four for both.
  */
 #ifndef SW_QKDRIFT_H
 #define SW_QKDRIFT_H
@@ -41,6 +49,7 @@
 #include "ckpt.h"
 #include "select.h"
 #include "status.h"
+#include "tensor.h"
 
 enum qk_source { QK_SRC_MATRICES, QK_SRC_GAINS, QK_SRC_UNIT };
 
@@ -54,6 +63,39 @@ struct qk_head {
 	/* the multipliers reduced to the head; NaN unless q and k have one */
 	double q_mult, k_mult, mult_product, mult_log2_ratio;
 };
+
+/*
+ * The tensors one layer's pairs read, by role (qkdrift_roles): metadata
+ * and float32 values; t NULL where the layer has none.
+ */
+enum { QK_Q, QK_K, QK_QMULT, QK_KMULT, QK_ATTN_NORM, QK_QNORM, QK_KNORM, QK_NROLES };
+extern const char *const qkdrift_roles[QK_NROLES];
+struct qk_tensor {
+	const struct sw_tensor_info *t;
+	const float *v;
+};
+
+/*
+ * Where a layer's pair comes from: its QK-norm gains when the model has
+ * QK-norm and the layer has a q_norm or k_norm gain (has_gains), the
+ * fixed unit scales under QK-norm without them, else the matrices.
+ */
+enum qk_source qkdrift_source(const struct sw_config *c, int has_gains);
+
+/*
+ * The n_heads heads of layer `layer` into out from its tensors (only
+ * those the source reads need be there: q, k and attn_norm for the
+ * matrices, q_norm and k_norm for the gains; the multipliers in both).
+ * SW_EDATA for a missing q or k projection, a gain or multiplier whose
+ * size fits no head layout, or NaN/Inf in what a head reads.
+ */
+int qkdrift_layer(const struct sw_config *c, int layer, const struct qk_tensor in[QK_NROLES],
+		  struct qk_head *out, struct sw_err *err);
+
+/* product, log2_ratio, mult_product, mult_log2_ratio of h from its
+ * q_rms, k_rms, q_mult, k_mult (the multipliers' NaN unless both are
+ * known). */
+void qkdrift_head_derive(struct qk_head *h);
 
 /*
  * Every head of the layers sel selects (sel NULL or empty: all; the match
@@ -73,10 +115,36 @@ int qkdrift_heads(struct ckpt *ck, const struct sw_select *sel,
 int qkdrift_same_model(const struct sw_config *first, const char *first_name,
 		       const struct sw_config *c, struct sw_err *err);
 
+/* One step of a run: a trace row's heads. */
+struct qk_step {
+	int64_t step, tokens;
+	int has_tokens;                 /* the trace has a tokens series */
+	struct qk_head *heads;          /* (nheads) malloc'd */
+};
+
+/*
+ * Every row of the trace at path as a step (in the trace's order):
+ * the heads of the layers sel selects (in layer then head order, *nheads
+ * of them, 0 when sel matches no layer), from the series qk_q_rms and
+ * qk_k_rms, and qk_q_mult and qk_k_mult where the run has both; tokens
+ * from the series tokens where there is one. *cfg is the trace's
+ * /config, the source is the trainer's (qkdrift_source with the gains
+ * that the scale vectors give: sw-train builds q_norm and k_norm gains
+ * with them). As trace_open for the file; SW_EDATA, one line naming what
+ * is missing, for a trace without /config or without those series
+ * (written before sw-train logged them), series whose columns are not
+ * layerL.headH for the config's layers and heads, or a value that is not
+ * finite.
+ */
+int qkdrift_read_trace(const char *path, const struct sw_select *sel, struct sw_config *cfg,
+		       struct qk_step **steps, size_t *nsteps, size_t *nheads,
+		       struct sw_err *err);
+void qkdrift_steps_free(struct qk_step *s, size_t n);
+
 struct qk_drift {
 	int layer, head, kv_head;
 	enum qk_source source;
-	size_t n;                       /* checkpoints */
+	size_t n;                       /* points fitted: checkpoints and trace rows */
 	int64_t first_step, last_step;
 	double slope, slope_se;         /* of log2_ratio per 1000 steps */
 	double product_change;          /* product(last)/product(first) - 1 */
@@ -85,10 +153,10 @@ struct qk_drift {
 };
 
 /*
- * The drift of head j from heads[c][j], c = 0..nckpt-1, the checkpoints at
- * steps[c] (any order; the first and last are the smallest and largest
- * step, the earliest given on ties). SW_EDATA when fewer than two distinct
- * steps or a value is not finite.
+ * The drift of head j from heads[c][j], c = 0..nckpt-1, at steps[c]
+ * (checkpoints or trace rows, any order; the first and last are the
+ * smallest and largest step, the earliest given on ties). SW_EDATA when
+ * fewer than two distinct steps or a value is not finite.
  */
 int qkdrift_drift(const int64_t *steps, struct qk_head *const *heads,
 		  size_t nckpt, size_t j, struct qk_drift *d, struct sw_err *err);

@@ -387,7 +387,42 @@ out:
 	return rc;
 }
 
+/* The caller's attributes: of a group of its own (not the root, /config,
+ * /series or the writer's datasets), with a name. */
+static int check_attrs(const struct trace_attr *attrs, int nattrs, struct sw_err *err)
+{
+	static const char *const ours[] = {"/", "/config", "/series", "/status", "/session"};
+
+	for (int i = 0; i < nattrs; i++) {
+		const struct trace_attr *a = &attrs[i];
+		if (!a->obj || a->obj[0] != '/' || !a->name || !a->name[0])
+			return sw_fail(err, SW_ESOFTWARE, "trace attribute %d: no group or no name", i);
+		for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++)
+			if (!strcmp(a->obj, ours[k]))
+				return sw_fail(err, SW_ESOFTWARE, "trace attribute %s of %s: %s is the writer's",
+					       a->name, a->obj, a->obj);
+	}
+	return SW_OK;
+}
+
+static int put_attrs(hid_t file, const struct trace_attr *attrs, int nattrs, struct sw_err *err)
+{
+	int rc = SW_OK;
+
+	for (int i = 0; i < nattrs && !rc; i++) {
+		const struct trace_attr *a = &attrs[i];
+		hid_t g = h5io_group(file, a->obj);
+		if (g < 0)
+			return hdf5_fail(err, SW_EIO, "cannot create a group for the run's attributes");
+		rc = a->integer ? h5io_put_i64(g, a->name, (int64_t)a->value, err)
+				: h5io_put_f64(g, a->name, a->value, err);
+		H5Gclose(g);
+	}
+	return rc;
+}
+
 static int create_layout(struct trace_writer *w, const struct sw_config *cfg,
+			 const struct trace_attr *attrs, int nattrs,
 			 const struct trace_series *series, struct sw_err *err)
 {
 	static const int64_t no_step = -1, running = 0;
@@ -403,7 +438,8 @@ static int create_layout(struct trace_writer *w, const struct sw_config *cfg,
 		return hdf5_fail(err, SW_EIO, "cannot open the root group");
 	if ((rc = h5io_put_str(root, "scalewatch_format", "trace", err)) ||
 	    (rc = h5io_put_i64(root, "format_version", 1, err)) ||
-	    (cfg && (rc = h5io_write_config(w->file, cfg, err))))
+	    (cfg && (rc = h5io_write_config(w->file, cfg, err))) ||
+	    (rc = put_attrs(w->file, attrs, nattrs, err)))
 		goto out;
 	/* creation order kept: readers list the series as the writer gave them */
 	snprintf(what, sizeof what, "cannot create /series");
@@ -458,6 +494,7 @@ out:
 }
 
 int trace_create(const char *path, const struct sw_config *cfg,
+		 const struct trace_attr *attrs, int nattrs,
 		 const struct trace_series *series, int nseries,
 		 struct trace_writer **out, struct sw_err *err)
 {
@@ -466,6 +503,8 @@ int trace_create(const char *path, const struct sw_config *cfg,
 	int rc;
 
 	*out = NULL;
+	if ((rc = check_attrs(attrs, nattrs, err)))
+		return rc;
 	if ((rc = writer_begin(path, series, nseries, 1, &w, err)))
 		return rc;
 	fcpl = H5Pcreate(H5P_FILE_CREATE);
@@ -479,7 +518,7 @@ int trace_create(const char *path, const struct sw_config *cfg,
 		rc = hdf5_fail(err, SW_ECANTCREAT, "cannot create HDF5 file");
 		goto fail;
 	}
-	if ((rc = create_layout(w, cfg, series, err)))
+	if ((rc = create_layout(w, cfg, attrs, nattrs, series, err)))
 		goto fail_unlink;
 	if (H5Fstart_swmr_write(w->file) < 0) {
 		rc = hdf5_fail(err, SW_EIO, "cannot start SWMR writing");
@@ -1009,12 +1048,82 @@ static int check_format(hid_t file, struct sw_err *err)
 	return SW_OK;
 }
 
+/*
+ * Open path for reading: the regular file, once, without waiting (a FIFO
+ * or a device is never opened: a FIFO would block; the file is checked
+ * again once open in case one was swapped in since, and is the only file
+ * read from then on), then with HDF5 as an SWMR reader where the file
+ * allows it (swmr set), else as a plain reader. HDF5's flock is off: a
+ * reader must never block the writer (SWMR keeps the two apart; the
+ * superblock still refuses a non-SWMR writer). On failure nothing stays
+ * open.
+ */
+static int open_file(const char *path, int *fdp, hid_t *filep, int *swmr, struct sw_err *err)
+{
+	hid_t fapl = H5I_INVALID_HID, file = H5I_INVALID_HID;
+	struct stat st;
+	int fd = -1, rc = SW_OK, changed = 0;
+
+	*fdp = -1;
+	*filep = H5I_INVALID_HID;
+	*swmr = 0;
+	if (stat(path, &st) < 0)
+		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return sw_fail(err, SW_ENOINPUT, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = sw_fail(err, SW_ENOINPUT, "not a regular file");
+		goto out;
+	}
+	if (st.st_size == 0) {
+		rc = sw_fail(err, SW_EDATA, "empty file");
+		goto out;
+	}
+	fapl = H5Pcreate(H5P_FILE_ACCESS);
+	if (fapl < 0 || H5Pset_file_locking(fapl, false, true) < 0) {
+		rc = sw_fail(err, SW_ESOFTWARE, "cannot set up HDF5 file access");
+		goto out;
+	}
+	file = h5io_open_fd(path, fd, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl, &changed);
+	*swmr = file >= 0;
+	if (file < 0 && !changed) {
+		char why[256];
+		h5io_last_error(why, sizeof why);
+		H5Eclear2(H5E_DEFAULT);
+		file = h5io_open_fd(path, fd, H5F_ACC_RDONLY, fapl, &changed);
+		if (file < 0 && !changed) {
+			rc = sw_fail(err, SW_EDATA, "not a readable HDF5 file (truncated or corrupt)%s%s",
+				     why[0] ? ": " : "", why);
+			goto out;
+		}
+	}
+	if (changed) {
+		rc = sw_fail(err, SW_EIO, "the file was replaced while it was opened");
+		if (file >= 0)
+			H5Fclose(file);
+		file = H5I_INVALID_HID;
+	}
+out:
+	if (fapl >= 0)
+		H5Pclose(fapl);
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	*fdp = fd;
+	*filep = file;
+	return SW_OK;
+}
+
 int trace_open(const char *path, struct trace_reader **out, struct sw_err *err)
 {
 	struct trace_reader *r;
-	struct stat st;
-	hid_t fapl = H5I_INVALID_HID, g = H5I_INVALID_HID;
-	int rc, exists, changed;
+	hid_t g = H5I_INVALID_HID;
+	int rc, exists;
 
 	*out = NULL;
 	h5io_reader_setup();
@@ -1027,54 +1136,8 @@ int trace_open(const char *path, struct trace_reader **out, struct sw_err *err)
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto fail;
 	}
-	/* a FIFO or a device is never opened (a FIFO would block); the file
-	 * is opened without waiting in case one was swapped in since, checked
-	 * again, and is the only file read from then on */
-	if (stat(path, &st) < 0) {
-		rc = sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+	if ((rc = open_file(path, &r->fd, &r->file, &r->swmr, err)))
 		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = sw_fail(err, SW_ENOINPUT, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
-		goto fail;
-	}
-	r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (r->fd < 0) {
-		rc = sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
-		goto fail;
-	}
-	if (fstat(r->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rc = sw_fail(err, SW_ENOINPUT, "not a regular file");
-		goto fail;
-	}
-	if (st.st_size == 0) {
-		rc = sw_fail(err, SW_EDATA, "empty file");
-		goto fail;
-	}
-	/* HDF5's flock off: a reader must never block the writer (SWMR keeps
-	 * the two apart; the superblock still refuses a non-SWMR writer) */
-	fapl = H5Pcreate(H5P_FILE_ACCESS);
-	if (fapl < 0 || H5Pset_file_locking(fapl, false, true) < 0) {
-		rc = sw_fail(err, SW_ESOFTWARE, "cannot set up HDF5 file access");
-		goto fail;
-	}
-	r->file = h5io_open_fd(path, r->fd, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl, &changed);
-	r->swmr = r->file >= 0;
-	if (r->file < 0 && !changed) {
-		char why[256];
-		h5io_last_error(why, sizeof why);
-		H5Eclear2(H5E_DEFAULT);
-		r->file = h5io_open_fd(path, r->fd, H5F_ACC_RDONLY, fapl, &changed);
-		if (r->file < 0 && !changed) {
-			rc = sw_fail(err, SW_EDATA, "not a readable HDF5 file (truncated or corrupt)%s%s",
-				     why[0] ? ": " : "", why);
-			goto fail;
-		}
-	}
-	if (changed) {
-		rc = sw_fail(err, SW_EIO, "the file was replaced while it was opened");
-		goto fail;
-	}
 	if ((rc = check_format(r->file, err)) ||
 	    (rc = h5io_hard_path(r->file, "/series", &exists, err)))
 		goto fail;
@@ -1091,16 +1154,69 @@ int trace_open(const char *path, struct trace_reader **out, struct sw_err *err)
 	    (rc = read_lengths(r, err)) || (rc = check_written_rows(r, err)))
 		goto fail;
 	H5Gclose(g);
-	H5Pclose(fapl);
 	*out = r;
 	return SW_OK;
 fail:
 	if (g >= 0)
 		H5Gclose(g);
-	if (fapl >= 0)
-		H5Pclose(fapl);
 	trace_reader_close(r);
 	return rc;
+}
+
+static int failed_read(struct trace_reader *r, int rc, struct sw_err *err);
+
+int trace_sniff(const char *path, char *kind, size_t len)
+{
+	char got[32];
+	struct sw_err err;
+	hid_t file;
+	int fd, swmr;
+
+	if (kind && len)
+		kind[0] = '\0';
+	h5io_reader_setup();
+	if (open_file(path, &fd, &file, &swmr, &err))
+		return 0;
+	if (h5io_get_str(file, "/", "scalewatch_format", got, sizeof got, NULL, &err) != SW_OK)
+		got[0] = '\0';
+	if (kind && len)
+		snprintf(kind, len, "%s", got);
+	H5Fclose(file);
+	close(fd);
+	H5Eclear2(H5E_DEFAULT);
+	return !strcmp(got, "trace");
+}
+
+int trace_read_config(struct trace_reader *r, struct sw_config *c, int *present,
+		      struct sw_err *err)
+{
+	struct sw_config got;
+	int rc;
+
+	if ((rc = h5io_read_config(r->file, &got, present, err)))
+		return failed_read(r, rc, err);
+	if (*present)
+		*c = got;
+	return SW_OK;
+}
+
+int trace_attr_number(struct trace_reader *r, const char *obj, const char *attr, double *v,
+		      int *present, struct sw_err *err)
+{
+	hid_t g;
+	int rc;
+
+	*present = 0;
+	if ((rc = h5io_hard_path(r->file, obj, present, err)))
+		return failed_read(r, rc, err);
+	if (!*present)
+		return SW_OK;
+	g = H5Oopen(r->file, obj, H5P_DEFAULT);
+	if (g < 0)
+		return failed_read(r, sw_fail(err, SW_EDATA, "%s cannot be opened", obj), err);
+	rc = h5io_get_f64(g, obj, attr, v, present, err);
+	H5Oclose(g);
+	return failed_read(r, rc, err);
 }
 
 /* A read of the trace failed with rc: when another writer took it over
@@ -1218,6 +1334,31 @@ int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,
 
 	return failed_read(r, read_rows(s->d, s->name, s->len, s->ncols, H5T_NATIVE_DOUBLE, row0, n,
 					out, err), err);
+}
+
+int trace_read_series(struct trace_reader *r, const char *name, int ncols, double **out,
+		      int *present, struct sw_err *err)
+{
+	int i = trace_find_series(r, name), rc;
+	size_t width = (size_t)(ncols > 0 ? ncols : 1);
+
+	*out = NULL;
+	*present = i >= 0;
+	if (i < 0)
+		return SW_OK;
+	if (r->s[i].ncols != ncols)
+		return sw_fail(err, SW_EDATA, "/series/%s: %d column%s, not %d", name, r->s[i].ncols,
+			       r->s[i].ncols == 1 ? "" : "s", ncols);
+	if ((uint64_t)r->rows > SIZE_MAX / sizeof **out / width)
+		return sw_fail(err, SW_EDATA, "/series/%s: %lld rows of %zu values: too large",
+			       name, (long long)r->rows, width);
+	if (!(*out = malloc((r->rows ? (size_t)r->rows : 1) * width * sizeof **out)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	if ((rc = trace_read(r, i, 0, r->rows, *out, err))) {
+		free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* ---- reopening -------------------------------------------------------- */

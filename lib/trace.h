@@ -27,6 +27,7 @@
 #ifndef SW_TRACE_H
 #define SW_TRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "arch.h"
@@ -45,13 +46,24 @@ struct trace_series {
 
 struct trace_writer;
 
+/* A number about the run as a whole, an attribute of a group of its own
+ * (obj "/optim": the trainer's lr_max and batch_size). */
+struct trace_attr {
+	const char *obj, *name;
+	int integer;                    /* stored as int64, else float64 */
+	double value;
+};
+
 /*
- * Create path (replacing any file there) with these series and /config
- * from cfg (may be NULL), then switch to SWMR writing. No series may be
- * added later. SW_ECANTCREAT if the file cannot be created or another
- * process is writing it; SW_ESOFTWARE for a bad series list.
+ * Create path (replacing any file there) with these series, /config from
+ * cfg (may be NULL) and the nattrs attributes, then switch to SWMR
+ * writing. No series or attribute may be added later. SW_ECANTCREAT if
+ * the file cannot be created or another process is writing it;
+ * SW_ESOFTWARE for a bad series list, or an attribute of the root,
+ * /config or the writer's own datasets.
  */
 int trace_create(const char *path, const struct sw_config *cfg,
+		 const struct trace_attr *attrs, int nattrs,
 		 const struct trace_series *series, int nseries,
 		 struct trace_writer **out, struct sw_err *err);
 
@@ -105,6 +117,33 @@ struct trace_reader;
 int trace_open(const char *path, struct trace_reader **out, struct sw_err *err);
 void trace_reader_close(struct trace_reader *r);
 
+/*
+ * Is path a trace, by its content (the root's scalewatch_format is
+ * "trace"), never by its name? 1 or 0; 0 also for anything trace_open
+ * would refuse before it reads that attribute (no regular file, not HDF5,
+ * unreadable): the reader the caller then opens says what is wrong.
+ * kind (len bytes; may be NULL) gets the attribute's value, "checkpoint"
+ * for a scalewatch checkpoint, or "" when there is none. Opened as
+ * trace_open opens, and closed again.
+ */
+int trace_sniff(const char *path, char *kind, size_t len);
+
+/*
+ * The trace's /config (the model), checked as a checkpoint's is
+ * (h5io_read_config). *present says whether the trace has one (c
+ * untouched when not); SW_EDATA when it is there and wrong.
+ */
+int trace_read_config(struct trace_reader *r, struct sw_config *c, int *present,
+		      struct sw_err *err);
+
+/*
+ * A numeric attribute about the run (obj "/optim", attr "lr_max"): *present
+ * says whether it is there; SW_EDATA when it is there and not a number,
+ * or obj is reached by a link that is not a hard link.
+ */
+int trace_attr_number(struct trace_reader *r, const char *obj, const char *attr, double *v,
+		      int *present, struct sw_err *err);
+
 int trace_nseries(const struct trace_reader *r);
 const char *trace_series_name(const struct trace_reader *r, int i);
 int trace_series_ncols(const struct trace_reader *r, int i);          /* 0: scalar */
@@ -136,5 +175,14 @@ int trace_read_steps(struct trace_reader *r, int64_t row0, int64_t n,
 		     int64_t *steps, struct sw_err *err);
 int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,
 	       double *out, struct sw_err *err);
+
+/*
+ * Every row (trace_rows) of the series called name, in *out (malloc'd,
+ * rows x max(1, ncols) values, row-major) when *present; a series with
+ * another number of columns than ncols (0: a scalar series) is SW_EDATA
+ * naming both. *present 0 and *out NULL when the trace has no such series.
+ */
+int trace_read_series(struct trace_reader *r, const char *name, int ncols, double **out,
+		      int *present, struct sw_err *err);
 
 #endif

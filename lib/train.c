@@ -4,6 +4,7 @@
 #include "linalg.h"
 #include "model.h"
 #include "modelio.h"
+#include "qkdrift.h"
 #include "rundir.h"
 #include "sharpness.h"
 #include "trace.h"
@@ -45,8 +46,9 @@ static double rms(const real *x, size_t n)
 /* ---- the trace's series ------------------------------------------------ */
 
 enum {
-	S_LOSS, S_VAL_LOSS, S_LR, S_GRAD_NORM, S_TOKENS, S_SECONDS, S_OUT_NORM,
+	S_LOSS, S_VAL_LOSS, S_LR, S_GRAD_NORM, S_TOKENS, S_SECONDS, S_OUT_NORM, S_OUT_NORM_FOLDED,
 	S_RESIDUAL, S_ATTN_OUT, S_MLP_OUT, S_GAIN, S_WEIGHT, S_QHEAD, S_KHEAD, S_MULT,
+	S_QK_Q, S_QK_K, S_QK_QMULT, S_QK_KMULT,
 	S_COUNT
 };
 
@@ -63,6 +65,7 @@ struct trace_plan {
 	double *row[S_COUNT];           /* by S_*: the values of the row being written */
 	int nmult, nweight;
 	int *weight_tensor, *mult_tensor;
+	struct qk_head *qk;             /* (n_heads) one layer's Q/K pairs (qkdrift.h) */
 };
 
 static char *name_fmt(struct trace_plan *tp, const char *fmt, int a, const char *b)
@@ -83,9 +86,10 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 	tp->names = calloc((size_t)cap, sizeof *tp->names);
 	tp->weight_tensor = calloc((size_t)m->ntensors, sizeof(int));
 	tp->mult_tensor = calloc((size_t)m->ntensors, sizeof(int));
+	tp->qk = calloc((size_t)H, sizeof *tp->qk);
 	for (int i = 0; i < S_COUNT; i++)
 		cols[i] = calloc((size_t)cap, sizeof(char *));
-	if (!tp->names || !tp->weight_tensor || !tp->mult_tensor)
+	if (!tp->names || !tp->weight_tensor || !tp->mult_tensor || !tp->qk)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int i = 0; i < S_COUNT; i++)
 		if (!cols[i])
@@ -101,6 +105,9 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 			char b[24];
 			snprintf(b, sizeof b, ".head%d", h);
 			cols[S_QHEAD][ncols[S_QHEAD]++] = name_fmt(tp, "layer%d%s", l, b);
+			/* the Q/K pair of every head: the same column names */
+			for (k = S_QK_Q; k <= S_QK_KMULT; k++)
+				cols[k][ncols[k]++] = cols[S_QHEAD][ncols[S_QHEAD] - 1];
 		}
 		for (int h = 0; h < KV; h++) {
 			char b[24];
@@ -120,14 +127,15 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 		}
 	}
 	static const char *const scalar_names[] = {
-		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm"
+		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm", "out_norm_folded"
 	};
 	static const char *const vector_names[] = {
 		"residual_rms", "attn_out_rms", "mlp_out_rms", "sublayer_gain", "weight_rms",
-		"q_head_rms", "k_head_rms", "multiplier"
+		"q_head_rms", "k_head_rms", "multiplier", "qk_q_rms", "qk_k_rms", "qk_q_mult", "qk_k_mult"
 	};
 	for (k = 0; k < S_COUNT; k++) {
-		if (k == S_MULT && !tp->nmult) {
+		if ((k == S_MULT && !tp->nmult) ||
+		    ((k == S_QK_QMULT || k == S_QK_KMULT) && m->mult == MULT_NONE)) {
 			free(cols[k]);
 			continue;
 		}
@@ -156,12 +164,42 @@ static void free_plan(struct trace_plan *tp)
 	free(tp->names);
 	free(tp->weight_tensor);
 	free(tp->mult_tensor);
+	free(tp->qk);
 }
 
 /* ||rows [r0, r1) of W||_rms */
 static double rows_rms(const real *w, int64_t r0, int64_t r1, int64_t cols)
 {
 	return rms(w + r0 * cols, (size_t)((r1 - r0) * cols));
+}
+
+/*
+ * The Q/K pair of every head of layer l into the rows of the qk_* series,
+ * as sw-qkdrift computes it from a checkpoint of these weights
+ * (qkdrift_layer on the tensors as stored); NaN if it cannot be computed
+ * (a NaN in the weights).
+ */
+static void trace_qk(struct trace_plan *tp, const struct model *m, int l)
+{
+	struct qk_tensor in[QK_NROLES];
+	int H = (int)m->c.n_heads;
+	int ok;
+
+	for (int r = 0; r < QK_NROLES; r++) {
+		int i = model_find(m, qkdrift_roles[r], l);
+		in[r].t = i < 0 ? NULL : &m->tensors[i].info;
+		in[r].v = i < 0 ? NULL : m->params + m->tensors[i].offset;
+	}
+	ok = qkdrift_layer(&m->c, l, in, tp->qk, NULL) == SW_OK;
+	for (int h = 0; h < H; h++) {
+		const struct qk_head *q = &tp->qk[h];
+		tp->row[S_QK_Q][l * H + h] = ok ? q->q_rms : NAN;
+		tp->row[S_QK_K][l * H + h] = ok ? q->k_rms : NAN;
+		if (tp->row[S_QK_QMULT]) {     /* with multipliers */
+			tp->row[S_QK_QMULT][l * H + h] = ok ? q->q_mult : NAN;
+			tp->row[S_QK_KMULT][l * H + h] = ok ? q->k_mult : NAN;
+		}
+	}
 }
 
 /* Fill the vector series from the last forward's activations (the last
@@ -199,6 +237,7 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 			qh[l * c->n_heads + h] = rows_rms(w->wq, (int64_t)h * hd, (int64_t)(h + 1) * hd, (int64_t)C);
 		for (int h = 0; h < c->n_kv_heads; h++)
 			kh[l * c->n_kv_heads + h] = rows_rms(w->wk, (int64_t)h * hd, (int64_t)(h + 1) * hd, (int64_t)C);
+		trace_qk(tp, m, l);
 	}
 	res[L] = rms(m->x_final, N * C);
 	for (int i = 0; i < tp->nweight; i++) {
@@ -214,15 +253,21 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 	}
 }
 
-/* ||W_out||_{RMS->inf} of the head as used (norms.h); NaN if it has NaNs */
-static double out_norm(const struct model *m)
+/* ||W_out||_{RMS->inf} of the head as a checkpoint stores it (lm_head,
+ * or the tied embedding), raw and with the final norm's gain folded in:
+ * what sw-norms prints as lm_head and lm_head_folded (norms.h); NaN if
+ * it has NaNs, folded NaN without a gain */
+static void out_norms(const struct model *m, double *raw, double *folded)
 {
+	int i = model_find(m, m->c.tie_embeddings ? "embed" : "lm_head", -1);
 	struct head_norms hn;
 
-	if (norms_output_head(m->p.lm_head, m->c.vocab_size, m->c.d_model, NULL,
-			      NORMS_NO_SPECTRAL, &hn, NULL))
-		return NAN;
-	return hn.raw.rms_to_inf;
+	*raw = *folded = NAN;
+	if (i < 0 || norms_output_head(m->params + m->tensors[i].offset, m->c.vocab_size,
+				       m->c.d_model, m->p.final_norm, NORMS_NO_SPECTRAL, &hn, NULL))
+		return;
+	*raw = hn.raw.rms_to_inf;
+	*folded = hn.folded.rms_to_inf;
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -352,6 +397,11 @@ static int start_model(struct trainer *t, struct sw_err *err)
 static int open_trace(struct trainer *t, struct sw_err *err)
 {
 	const struct train_config *tc = t->tc;
+	/* what sw-transfer ranks a run by, as a checkpoint's /optim has it */
+	const struct trace_attr run[] = {
+		{"/optim", "lr_max", 0, t->o.cfg.lr},
+		{"/optim", "batch_size", 1, (double)t->rs.batch * t->rs.grad_accum},
+	};
 	int rc;
 
 	if (tc->trace_path && !tc->trace_path[0])
@@ -361,7 +411,7 @@ static int open_trace(struct trainer *t, struct sw_err *err)
 	else
 		snprintf(t->trace_path, sizeof t->trace_path, "%s/trace.h5", tc->out_dir);
 	rc = t->claim.append ? trace_reopen(t->trace_path, t->tp.s, t->tp.ns, t->rs.step, &t->tw, err)
-			     : trace_create(t->trace_path, &t->m.c, t->tp.s, t->tp.ns, &t->tw, err);
+			     : trace_create(t->trace_path, &t->m.c, run, 2, t->tp.s, t->tp.ns, &t->tw, err);
 	if (rc)
 		sw_err_prefix(err, "%s", t->trace_path);
 	return rc;
@@ -538,7 +588,7 @@ static int trace_row(struct trainer *t, const struct step_log *s, struct sw_err 
 	tp->row[S_GRAD_NORM][0] = s->grad_norm;
 	tp->row[S_TOKENS][0] = (double)t->rs.tokens;
 	tp->row[S_SECONDS][0] = now_s() - t->t0;
-	tp->row[S_OUT_NORM][0] = out_norm(&t->m);
+	out_norms(&t->m, &tp->row[S_OUT_NORM][0], &tp->row[S_OUT_NORM_FOLDED][0]);
 	for (int i = 0; i < tp->ns; i++)
 		rowp[i] = tp->row[tp->kind[i]];
 	/* the rows flushed before stay: the trace is the run's log */

@@ -3,12 +3,15 @@
 #include "ckpt.h"
 #include "fit.h"
 #include "norms.h"
+#include "trace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void transfer_run_free(struct transfer_run *r)
 {
@@ -100,6 +103,267 @@ int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *
 out:
 	ckpt_close(ck);
 	return rc;
+}
+
+/* ---- from a trace ------------------------------------------------------ */
+
+/* The series a trace's runs read, by name; the first four must be there. */
+enum { TS_VAL_LOSS, TS_TOKENS, TS_OUT_NORM, TS_LOSS, TS_OUT_NORM_FOLDED, TS_COUNT };
+static const char *const trace_series_names[TS_COUNT] = {
+	"val_loss", "tokens", "out_norm", "loss", "out_norm_folded"
+};
+#define TS_REQUIRED TS_LOSS
+
+static const char older[] = "a trace of an older sw-train: give the run's checkpoints";
+
+/* /optim lr_max and batch_size of the trace, checked as a checkpoint's. */
+static int trace_optim(struct trace_reader *t, double *lr, double *batch, struct sw_err *err)
+{
+	int rc, has_lr, has_batch;
+
+	if ((rc = trace_attr_number(t, "/optim", "lr_max", lr, &has_lr, err)) ||
+	    (rc = trace_attr_number(t, "/optim", "batch_size", batch, &has_batch, err)))
+		return rc;
+	if (!has_lr || !has_batch)
+		return sw_fail(err, SW_EDATA, "no /optim %s: the run's lr and batch size are unknown (%s)",
+			       !has_lr ? "lr_max" : "batch_size", older);
+	if (!(*lr > 0) || !isfinite(*lr) || !(*batch > 0) || !isfinite(*batch))
+		return sw_fail(err, SW_EDATA, "/optim: lr_max %g and batch_size %g must be positive", *lr, *batch);
+	return SW_OK;
+}
+
+/* Row i of the trace as a run: r filled but for its name. */
+static int trace_run(double *const v[TS_COUNT], int64_t i, int64_t step, struct transfer_run *r,
+		     struct sw_err *err)
+{
+	double tokens = v[TS_TOKENS][i];
+
+	r->val_loss = v[TS_VAL_LOSS][i];
+	r->train_loss = v[TS_LOSS] ? v[TS_LOSS][i] : NAN;
+	r->out_norm = v[TS_OUT_NORM][i];
+	r->out_norm_folded = v[TS_OUT_NORM_FOLDED] ? v[TS_OUT_NORM_FOLDED][i] : NAN;
+	if (!(tokens >= 1 && tokens < 9e18 && tokens == floor(tokens)))
+		return sw_fail(err, SW_EDATA, "step %lld: tokens = %g: not a positive integer",
+			       (long long)step, tokens);
+	r->tokens = (int64_t)tokens;
+	if (!isfinite(r->val_loss))
+		return sw_fail(err, SW_EDATA, "step %lld: val_loss = %g", (long long)step, r->val_loss);
+	if (!(r->out_norm > 0) || !isfinite(r->out_norm))
+		return sw_fail(err, SW_EDATA, "step %lld: out_norm = %g: must be positive",
+			       (long long)step, r->out_norm);
+	if (!isnan(r->out_norm_folded) && !(r->out_norm_folded > 0 && isfinite(r->out_norm_folded)))
+		return sw_fail(err, SW_EDATA, "step %lld: out_norm_folded = %g: must be positive",
+			       (long long)step, r->out_norm_folded);
+	return SW_OK;
+}
+
+int transfer_read_trace(const char *path, struct transfer_run **runs, size_t *n,
+			struct sw_err *err)
+{
+	struct trace_reader *t = NULL;
+	struct transfer_run *out = NULL;
+	struct sw_config cfg;
+	double *v[TS_COUNT] = {NULL}, lr, batch;
+	int64_t *steps = NULL, rows = 0;
+	size_t used = 0;
+	int rc, present;
+
+	*runs = NULL;
+	*n = 0;
+	if ((rc = trace_open(path, &t, err)))
+		return rc;
+	if ((rc = trace_read_config(t, &cfg, &present, err)))
+		goto out;
+	if (!present) {
+		rc = sw_fail(err, SW_EDATA, "no /config: the trace does not say d_model");
+		goto out;
+	}
+	if ((rc = trace_optim(t, &lr, &batch, err)))
+		goto out;
+	for (int k = 0; k < TS_COUNT; k++) {
+		if ((rc = trace_read_series(t, trace_series_names[k], 0, &v[k], &present, err)))
+			goto out;
+		if (!present && k < TS_REQUIRED) {
+			rc = sw_fail(err, SW_EDATA, "no series %s (%s)", trace_series_names[k], older);
+			goto out;
+		}
+	}
+	rows = trace_rows(t);
+	steps = malloc((rows ? (size_t)rows : 1) * sizeof *steps);
+	out = calloc(rows ? (size_t)rows : 1, sizeof *out);
+	if (!steps || !out) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	/* the rows read are the run's: no other writer took the trace over */
+	if ((rc = trace_read_steps(t, 0, rows, steps, err)) || (rc = trace_verify(t, err)))
+		goto out;
+	for (int64_t i = 0; i < rows; i++) {
+		struct transfer_run *r = &out[used];
+		if (isnan(v[TS_VAL_LOSS][i]) || v[TS_TOKENS][i] == 0)
+			continue;       /* not an evaluation step, or before training: no horizon */
+		run_init(r);
+		r->lr = lr;
+		r->batch = batch;
+		r->d_model = cfg.d_model;
+		if ((rc = trace_run(v, i, steps[i], r, err)))
+			goto out;
+		if (!(r->name = strdup(path))) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto out;
+		}
+		used++;
+	}
+	if (!used)
+		rc = sw_fail(err, SW_EDATA,
+			     "no row has a validation loss (sw-train logs it at the evaluation steps that are trace steps: --eval-every a multiple of --trace-every)");
+out:
+	for (int k = 0; k < TS_COUNT; k++)
+		free(v[k]);
+	free(steps);
+	trace_reader_close(t);
+	if (rc) {
+		for (size_t i = 0; i < used; i++)
+			transfer_run_free(&out[i]);
+		free(out);
+		return rc;
+	}
+	*runs = out;
+	*n = used;
+	return SW_OK;
+}
+
+/* ---- a sweep directory ------------------------------------------------- */
+
+void transfer_files_free(char **files, size_t n)
+{
+	for (size_t i = 0; files && i < n; i++)
+		free(files[i]);
+	free(files);
+}
+
+struct file_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int list_add(struct file_list *l, char *path)
+{
+	if (l->n == l->cap) {
+		size_t want = l->cap ? 2 * l->cap : 16;
+		char **p = reallocarray(l->v, want, sizeof *p);
+		if (!p)
+			return -1;
+		l->v = p;
+		l->cap = want;
+	}
+	l->v[l->n++] = path;
+	return 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The regular files among the entries of dir, as dir/NAME, in name
+ * order, and the directories in subdirs (none listed when NULL). */
+static int list_dir(const char *dir, struct file_list *files, struct file_list *subdirs,
+		    struct sw_err *err)
+{
+	DIR *d = opendir(dir);
+	const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/";
+	struct dirent *de;
+	int rc = SW_OK;
+
+	if (!d)   /* the top directory is named by the caller's message */
+		return subdirs ? sw_fail(err, sw_errno_status(errno), "%s", strerror(errno))
+			       : sw_fail(err, sw_errno_status(errno), "%s: %s", dir, strerror(errno));
+	while ((errno = 0, de = readdir(d))) {
+		struct file_list *to;
+		struct stat st;
+		char *path;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (asprintf(&path, "%s%s%s", dir, sep, de->d_name) < 0) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			break;
+		}
+		/* only regular files and directories; a link is followed */
+		to = stat(path, &st) < 0 ? NULL : S_ISDIR(st.st_mode) ? subdirs
+		     : S_ISREG(st.st_mode) ? files : NULL;
+		if (!to) {
+			free(path);
+		} else if (list_add(to, path)) {
+			free(path);
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			break;
+		}
+	}
+	if (!rc && errno)
+		rc = subdirs ? sw_fail(err, SW_EIO, "%s", strerror(errno))
+			     : sw_fail(err, SW_EIO, "%s: %s", dir, strerror(errno));
+	closedir(d);
+	if (files->n)
+		qsort(files->v, files->n, sizeof *files->v, cmp_name);
+	if (subdirs && subdirs->n)
+		qsort(subdirs->v, subdirs->n, sizeof *subdirs->v, cmp_name);
+	return rc;
+}
+
+/* One directory's runs into out: its traces, else its checkpoints. */
+static int dir_runs(const char *dir, struct file_list *subdirs, struct file_list *out,
+		    struct sw_err *err)
+{
+	struct file_list files = {0}, traces = {0}, ckpts = {0};
+	struct file_list *keep;
+	int rc;
+
+	if ((rc = list_dir(dir, &files, subdirs, err)))
+		goto out;
+	for (size_t i = 0; i < files.n; i++) {
+		char kind[32];
+		struct file_list *to = trace_sniff(files.v[i], kind, sizeof kind) ? &traces
+				       : !strcmp(kind, "checkpoint") ? &ckpts : NULL;
+		if (to && list_add(to, files.v[i])) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto out;
+		}
+	}
+	keep = traces.n ? &traces : &ckpts;
+	for (size_t i = 0; i < keep->n; i++) {
+		char *copy = strdup(keep->v[i]);
+		if (!copy || list_add(out, copy)) {
+			free(copy);
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto out;
+		}
+	}
+out:
+	transfer_files_free(files.v, files.n);
+	free(traces.v);
+	free(ckpts.v);
+	return rc;
+}
+
+int transfer_dir_files(const char *dir, char ***files, size_t *n, struct sw_err *err)
+{
+	struct file_list out = {0}, subdirs = {0};
+	int rc;
+
+	*files = NULL;
+	*n = 0;
+	rc = dir_runs(dir, &subdirs, &out, err);
+	for (size_t i = 0; !rc && i < subdirs.n; i++)
+		rc = dir_runs(subdirs.v[i], NULL, &out, err);
+	transfer_files_free(subdirs.v, subdirs.n);
+	if (rc) {
+		transfer_files_free(out.v, out.n);
+		return rc;
+	}
+	*files = out.v;
+	*n = out.n;
+	return SW_OK;
 }
 
 /* ---- the TSV form ----------------------------------------------------- */

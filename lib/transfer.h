@@ -9,9 +9,12 @@
  *
  * A run comes from a checkpoint (transfer_read_ckpt: /optim lr_max and
  * batch_size, the root's tokens, /config d_model, /metrics val_loss and
- * train_loss, the head's norms) or from a row of a TSV with the columns
- * lr batch tokens d_model loss out_norm [out_norm_folded] [loss_kind] [file]
- * (transfer_table_*), so other tools' numbers can be piped in.
+ * train_loss, the head's norms), from each evaluation step of a trace
+ * (transfer_read_trace: the same numbers, logged by sw-train at that
+ * step: equal to its checkpoint's there), or from a row of a TSV with the
+ * columns lr batch tokens d_model loss out_norm [out_norm_folded]
+ * [loss_kind] [file] (transfer_table_*), so other tools' numbers can be
+ * piped in.
  */
 #ifndef SW_TRANSFER_H
 #define SW_TRANSFER_H
@@ -45,6 +48,30 @@ struct transfer_run {
  * /optim, or no output head. r->name is path, copied.
  */
 int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *err);
+
+/*
+ * The runs of a trace (trace.h), one per row with a validation loss (an
+ * evaluation step) after 0 tokens: lr and batch from its /optim lr_max and batch_size,
+ * d_model from /config, tokens, val_loss, train_loss (series loss),
+ * out_norm and out_norm_folded from that row's series (out_norm_folded
+ * NaN where the trace has none: an older sw-train logged the raw norm
+ * only). *runs malloc'd, each named path. As trace_open for the file;
+ * SW_EDATA, one line naming what is missing, for a trace without those
+ * attributes or series (an older sw-train), a row whose numbers are out
+ * of range, or no row with a validation loss.
+ */
+int transfer_read_trace(const char *path, struct transfer_run **runs, size_t *n,
+			struct sw_err *err);
+
+/*
+ * The files that hold the runs of a sweep directory (or of one run's
+ * directory): in dir and in each directory in it (one level down), its
+ * trace, or where it has none its checkpoints; told by content, in name
+ * order. *files malloc'd (transfer_files_free), *n may be 0: dir holds
+ * neither (a safetensors checkpoint's directory, say).
+ */
+int transfer_dir_files(const char *dir, char ***files, size_t *n, struct sw_err *err);
+void transfer_files_free(char **files, size_t n);
 
 /* The columns of a TSV header line. */
 struct transfer_cols {

@@ -3,9 +3,10 @@
 # 4a: the product sets the logits, the ratio is free and drifts without
 # weight decay), from the effective matrices (our extension). A panel per
 # layer on shared axes, a colour per head, each trajectory in step order
-# with its last checkpoint ringed; over 16 layers one panel, a colour per
-# layer and a marker per head.
-#   sw-qkdrift run/ckpt-*.h5 > q.tsv
+# with its last step ringed; over 16 layers one panel, a colour per layer
+# and a marker per head. A trace's long trajectories mark about 20 points
+# each on their lines.
+#   sw-qkdrift run/ckpt-*.h5 > q.tsv       (or run/trace.h5)
 #   gnuplot -e "in='q.tsv'; out='qkdrift.png'" plots/qkdrift.gp
 _s = ARG0; _k = strlen(_s); while (_k > 0 && _s[_k:_k] ne "/") { _k = _k - 1 }
 DIR = _k > 0 ? _s[1:_k] : ""
@@ -33,6 +34,11 @@ do for [_i = 1:_ng] {
 	stats sprintf('$G%d', _i) using 1 name "R" nooutput
 	NR[_i] = R_records
 }
+# points marked on each line: all of a checkpoints' trajectory, about 20 of
+# a trace's hundreds
+_maxnr = 1
+do for [_i = 1:_ng] { if (NR[_i] > _maxnr) { _maxnr = NR[_i] } }
+_pi = _maxnr > 40 ? int(_maxnr / 20) : 1
 # the layers: each a run of consecutive trajectories, from FIRST[l] to LAST[l]
 _nl = 0
 do for [_i = 1:_ng] { if (_i == 1 || LAYER[_i] != LAYER[_i - 1]) { _nl = _nl + 1 } }
@@ -53,7 +59,7 @@ _dy = PY_max - PY_min + 0.01
 set yrange [PY_min - 0.06 * _dy:PY_max + 0.06 * _dy]
 _xl = "product ‖Q_h‖_{rms} ‖K_h‖_{rms}"
 _yl = "log_2(‖Q_h‖_{rms} / ‖K_h‖_{rms})"
-_ring = "last checkpoint"
+_ring = "last step"
 hc(h) = h % 8 + 1
 hm(h) = MARK[(h / 8) % 6 + 1]
 
@@ -69,7 +75,7 @@ if (_nl <= 16) {
 		if (_l > _nl - _cols) { set xlabel _xl; set format x "%g" } else { unset xlabel; set format x "" }
 		if (_l == _nl) { set key at screen 0.812, 0.9 left top samplen 1.5 }
 		plot for [_i = FIRST[_l]:LAST[_l]] sprintf('$G%d', _i) using 2:3 with linespoints \
-			linetype hc(HEAD[_i]) pointtype hm(HEAD[_i]) pointsize 0.7 notitle, \
+			linetype hc(HEAD[_i]) pointtype hm(HEAD[_i]) pointsize 0.7 pointinterval _pi notitle, \
 		     for [_i = FIRST[_l]:LAST[_l]] sprintf('$G%d', _i) using 2:3 every ::(NR[_i] - 1) \
 			with points linetype hc(HEAD[_i]) pointtype 6 pointsize 2.5 notitle, \
 		     for [_h = 0:_nh - 1] NaN with linespoints linetype hc(_h) pointtype hm(_h) pointsize 0.7 \
@@ -83,7 +89,7 @@ if (_nl <= 16) {
 	set title "Q/K scales per head over training (from the effective matrices; our extension of Fig. 4a)"
 	set key title ""
 	plot for [_i = 1:_ng] sprintf('$G%d', _i) using 2:3 with linespoints \
-		linetype (LAYER[_i] % 8 + 1) pointtype hm(HEAD[_i] * 8) pointsize 0.7 notitle, \
+		linetype (LAYER[_i] % 8 + 1) pointtype hm(HEAD[_i] * 8) pointsize 0.7 pointinterval _pi notitle, \
 	     for [_i = 1:_ng] sprintf('$G%d', _i) using 2:3 every ::(NR[_i] - 1) \
 		with points linetype (LAYER[_i] % 8 + 1) pointtype 6 pointsize 2 notitle, \
 	     for [_l = 1:(_nl < 8 ? _nl : 8)] NaN with lines linetype _l title sprintf("layer %d (+8k)", _l - 1), \

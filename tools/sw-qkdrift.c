@@ -1,10 +1,12 @@
 /*
- * sw-qkdrift - the Q/K multiplicative symmetry across the checkpoints of a
- * run: per layer and head the scales of the Q/K pair, their product (what
- * the attention logits use) and log2 ratio (free under (Q, K) -> (sQ, K/s)),
- * and with --drift the least-squares slope of the ratio over steps. The
- * numbers come from lib/qkdrift.c (qkdrift_heads, qkdrift_drift); this
- * reads the files, orders them by step and prints.
+ * sw-qkdrift - the Q/K multiplicative symmetry across the checkpoints and
+ * the trace of a run: per layer and head the scales of the Q/K pair, their
+ * product (what the attention logits use) and log2 ratio (free under
+ * (Q, K) -> (sQ, K/s)), and with --drift the least-squares slope of the
+ * ratio over steps. The numbers come from lib/qkdrift.c (qkdrift_heads,
+ * qkdrift_read_trace, qkdrift_drift); this reads the files, orders the
+ * steps, keeps one row per step where a trace and a checkpoint both have
+ * it, and prints.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -12,21 +14,28 @@
 
 #include "../lib/ckpt.h"
 #include "../lib/qkdrift.h"
+#include "../lib/trace.h"
 #include "common.h"
 
 static const char usage[] =
 	"sw-qkdrift [--drift] [--check MAX] [--json] [--layer LIST] [FILE ...]";
 static const char help[] =
-	"Per checkpoint, layer and head: file step tokens layer head kv_head source\n"
-	"q_rms k_rms product log2_ratio q_mult k_mult mult_product mult_log2_ratio,\n"
-	"rows in step order. q_rms and k_rms are the RMS of the head's rows of the\n"
-	"effective q and k projections (multipliers and the attn_norm gain folded\n"
-	"in; with GQA k is the head's KV head), or of the q_norm/k_norm gains under\n"
-	"QK-norm (source says which). q_mult ... are the learnable Q/K multipliers'\n"
-	"own pair, where both exist.\n"
+	"FILE: the checkpoints of a run, or its trace (told by its content), or\n"
+	"both: a step that a trace and a checkpoint both have is one row, the\n"
+	"checkpoint's.\n"
+	"\n"
+	"Per checkpoint or trace row, layer and head: file step tokens layer head\n"
+	"kv_head source q_rms k_rms product log2_ratio q_mult k_mult mult_product\n"
+	"mult_log2_ratio, in step order. q_rms and k_rms are the RMS of the head's\n"
+	"rows of the effective q and k projections (multipliers and the attn_norm\n"
+	"gain folded in; with GQA k is the head's KV head), or of the q_norm/k_norm\n"
+	"gains under QK-norm (source says which); a trace holds them as computed\n"
+	"so from the weights of its step. q_mult ... are the learnable Q/K\n"
+	"multipliers' own pair, where both exist.\n"
 	"\n"
 	"  --drift        one row per layer and head: the least-squares slope of\n"
-	"                 log2_ratio per 1000 steps, its standard error, and the\n"
+	"                 log2_ratio per 1000 steps over every step given (points:\n"
+	"                 checkpoints and trace rows), its standard error, and the\n"
 	"                 relative change of the product from the first to the last step\n"
 	"  --check MAX    with --drift: exit 1 when any |slope| (or |mult_slope|)\n"
 	"                 exceeds MAX, naming the layer and head\n"
@@ -45,21 +54,35 @@ static const char *const head_cols[] = {
 	"product", "log2_ratio", "q_mult", "k_mult", "mult_product", "mult_log2_ratio"
 };
 static const char *const drift_cols[] = {
-	"layer", "head", "kv_head", "source", "checkpoints", "first_step", "last_step",
+	"layer", "head", "kv_head", "source", "points", "first_step", "last_step",
 	"slope", "slope_se", "product_change", "mult_slope", "mult_slope_se",
 	"mult_product_change"
 };
 
-/* One checkpoint read. */
+/* One checkpoint, or one row of a trace. */
 struct entry {
-	char *file;
-	size_t order;           /* position in the input: ties keep it */
-	int has_step;
+	const char *file;       /* the run's file it came from */
+	size_t order;           /* the file's position in the input: ties keep it */
+	size_t row;             /* a trace's row */
+	int from_trace;
+	int has_step, has_tokens;
 	int64_t step, tokens;
 	struct qk_head *heads;  /* (nheads) */
 };
 
-/* Steps first, in step order, then those without a step; input order on ties. */
+/* What was read: the entries, the files they name, the first model. */
+struct run {
+	struct entry *e;
+	size_t n, cap;
+	char **files;
+	size_t nfiles, fcap;
+	struct sw_config first;
+	const char *first_file; /* NULL until a file was read */
+	size_t nheads;
+};
+
+/* Steps first, in step order, then those without a step; at one step the
+ * checkpoints, then the trace rows; input order on ties. */
 static int entry_cmp(const void *pa, const void *pb)
 {
 	const struct entry *a = pa, *b = pb;
@@ -68,7 +91,32 @@ static int entry_cmp(const void *pa, const void *pb)
 		return a->has_step ? -1 : 1;
 	if (a->has_step && a->step != b->step)
 		return a->step < b->step ? -1 : 1;
-	return a->order < b->order ? -1 : a->order > b->order;
+	if (a->from_trace != b->from_trace)
+		return a->from_trace ? 1 : -1;
+	if (a->order != b->order)
+		return a->order < b->order ? -1 : 1;
+	return a->row < b->row ? -1 : a->row > b->row;
+}
+
+/*
+ * One row per step where a trace has it: a trace row at a step that a
+ * checkpoint or an earlier trace row already gives is dropped (at a
+ * checkpoint's step the two agree to the digits the trace keeps). Two
+ * checkpoints at one step both stay, as given. e sorted by entry_cmp;
+ * returns how many are kept, in order.
+ */
+static size_t dedup(struct entry *e, size_t n)
+{
+	size_t kept = 0;
+
+	for (size_t c = 0; c < n; c++) {
+		if (e[c].from_trace && kept && e[kept - 1].has_step && e[kept - 1].step == e[c].step) {
+			free(e[c].heads);
+			continue;
+		}
+		e[kept++] = e[c];
+	}
+	return kept;
 }
 
 /* A number, or an empty cell when unknown or not applicable (NaN). */
@@ -90,13 +138,14 @@ static void print_heads(struct tool *tl, const struct entry *e, size_t n, size_t
 		for (size_t j = 0; j < nheads; j++) {
 			const struct qk_head *h = &e[c].heads[j];
 			table_str(&tb, e[c].file);
-			if (e[c].has_step) {
+			if (e[c].has_step)
 				table_int(&tb, e[c].step);
+			else
+				table_empty(&tb);
+			if (e[c].has_tokens)
 				table_int(&tb, e[c].tokens);
-			} else {
+			else
 				table_empty(&tb);
-				table_empty(&tb);
-			}
 			table_int(&tb, h->layer);
 			table_int(&tb, h->head);
 			table_int(&tb, h->kv_head);
@@ -139,10 +188,10 @@ static void print_drift(struct tool *tl, const struct entry *e, size_t n, size_t
 	}
 	if (distinct_steps(e, n) < 2) {
 		if (n)
-			sw_fail(&err, SW_EDATA, "--drift: %zu checkpoint%s, all at step %lld: a drift needs two steps or more",
+			sw_fail(&err, SW_EDATA, "--drift: %zu point%s, all at step %lld: a drift needs two steps or more",
 				n, n == 1 ? "" : "s", (long long)e[0].step);
 		else
-			sw_fail(&err, SW_EDATA, "--drift: no checkpoint could be read");
+			sw_fail(&err, SW_EDATA, "--drift: no checkpoint or trace could be read");
 		tool_error(tl, NULL, &err);
 		goto out;
 	}
@@ -189,17 +238,126 @@ out:
 	free(heads);
 }
 
-/* Room for one more entry: 0, or -1 (out of memory; *e unchanged). */
-static int grow(struct entry **e, size_t *cap)
+/* Room for one more entry and one more file name: 0, or -1 (out of
+ * memory; nothing changed). */
+static int grow(struct run *r)
 {
-	size_t want = *cap ? 2 * *cap : 16;
-	struct entry *p = reallocarray(*e, want, sizeof **e);
-
-	if (!p)
-		return -1;
-	*e = p;
-	*cap = want;
+	if (r->n == r->cap) {
+		size_t want = r->cap ? 2 * r->cap : 16;
+		struct entry *p = reallocarray(r->e, want, sizeof *p);
+		if (!p)
+			return -1;
+		r->e = p;
+		r->cap = want;
+	}
+	if (r->nfiles == r->fcap) {
+		size_t want = r->fcap ? 2 * r->fcap : 16;
+		char **p = reallocarray(r->files, want, sizeof *p);
+		if (!p)
+			return -1;
+		r->files = p;
+		r->fcap = want;
+	}
 	return 0;
+}
+
+/* The name of the file read last (its entries point to it), or NULL. */
+static const char *keep_name(struct run *r, const char *file)
+{
+	char *name = grow(r) ? NULL : strdup(file);
+
+	if (name)
+		r->files[r->nfiles++] = name;
+	return name;
+}
+
+/* A checkpoint: one entry. */
+static void read_ckpt(struct tool *tl, struct run *r, const char *file, size_t order, int drift)
+{
+	struct entry x = {0};
+	struct sw_err err;
+	struct ckpt *ck;
+	const struct ckpt_meta *m;
+	size_t nh;
+
+	if (ckpt_open(file, &ck, &err)) {
+		tool_error(tl, file, &err);
+		return;
+	}
+	m = ckpt_meta(ck);
+	if (drift && !m->has_step) {
+		sw_fail(&err, SW_EDATA, "no step (a safetensors checkpoint has none): --drift orders checkpoints by step");
+		tool_error(tl, file, &err);
+	} else if (r->first_file && qkdrift_same_model(&r->first, r->first_file, &m->config, &err)) {
+		tool_error(tl, file, &err);
+	} else if (qkdrift_heads(ck, &tl->sel, &x.heads, &nh, &err)) {
+		tool_error(tl, file, &err);
+	} else if (!nh) {
+		tool_selected(tl, file, 0, "layer");    /* --layer matched none of its layers */
+		free(x.heads);
+	} else if (!(x.file = keep_name(r, file))) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(tl, file, &err);
+		free(x.heads);
+	} else {
+		tool_selected(tl, file, nh, "layer");
+		if (!r->first_file) {
+			r->first = m->config;
+			r->first_file = x.file;
+		}
+		x.order = order;
+		x.has_step = m->has_step;
+		x.has_tokens = m->has_step;     /* a checkpoint with a step has its tokens */
+		x.step = m->step;
+		x.tokens = m->tokens;
+		r->nheads = nh;
+		r->e[r->n++] = x;
+	}
+	ckpt_close(ck);
+}
+
+/* A trace: an entry per row. */
+static void read_trace(struct tool *tl, struct run *r, const char *file, size_t order)
+{
+	struct qk_step *steps = NULL;
+	struct sw_config cfg;
+	struct sw_err err;
+	size_t nsteps = 0, nh = 0, row;
+	const char *name;
+
+	if (qkdrift_read_trace(file, &tl->sel, &cfg, &steps, &nsteps, &nh, &err) ||
+	    (r->first_file && qkdrift_same_model(&r->first, r->first_file, &cfg, &err))) {
+		tool_error(tl, file, &err);
+		qkdrift_steps_free(steps, nsteps);
+		return;
+	}
+	tool_selected(tl, file, nh, "layer");
+	if (!nh)
+		return;
+	if (!(name = keep_name(r, file))) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(tl, file, &err);
+		qkdrift_steps_free(steps, nsteps);
+		return;
+	}
+	if (!r->first_file) {
+		r->first = cfg;
+		r->first_file = name;
+	}
+	r->nheads = nh;
+	for (row = 0; row < nsteps; row++) {
+		struct entry x = {name, order, row, 1, 1, steps[row].has_tokens, steps[row].step,
+				  steps[row].tokens, steps[row].heads};
+		if (grow(r))
+			break;
+		r->e[r->n++] = x;
+		steps[row].heads = NULL;        /* the entry's now */
+	}
+	if (row < nsteps) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(tl, file, &err);
+	}
+	qkdrift_steps_free(steps, nsteps);
 }
 
 int main(int argc, char **argv)
@@ -213,16 +371,14 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0}
 	};
-	struct entry *e = NULL;
-	size_t n = 0, cap = 0, nheads = 0, order = 0;
-	struct sw_config first;
-	char *first_file = NULL;
+	struct run r;
+	size_t order = 0;
 	int opt, drift = 0, check = 0;
 	double max = 0;
 	const char *file;
 	struct tool tl;
 
-	memset(&first, 0, sizeof first);
+	memset(&r, 0, sizeof r);
 	tool_init(&tl, "sw-qkdrift", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -239,62 +395,27 @@ int main(int argc, char **argv)
 	}
 	tool_files_begin(&tl, optind);
 	while ((file = tool_next_file(&tl))) {
-		struct sw_err err;
-		struct ckpt *ck;
-		const struct ckpt_meta *m;
-		struct entry x = {0};
-		size_t nh;
-
 		order++;
 		tool_progress(&tl, "%s", file);
-		if (ckpt_open(file, &ck, &err)) {
-			tool_error(&tl, file, &err);
-			continue;
-		}
-		m = ckpt_meta(ck);
-		if (drift && !m->has_step) {
-			sw_fail(&err, SW_EDATA, "no step (a safetensors checkpoint has none): --drift orders checkpoints by step");
-			tool_error(&tl, file, &err);
-		} else if (first_file && qkdrift_same_model(&first, first_file, &m->config, &err)) {
-			tool_error(&tl, file, &err);
-		} else if (qkdrift_heads(ck, &tl.sel, &x.heads, &nh, &err)) {
-			tool_error(&tl, file, &err);
-		} else if (!nh) {
-			tool_selected(&tl, file, 0, "layer");   /* --layer matched none of its layers */
-			free(x.heads);
-		} else if (!(x.file = strdup(file)) || (n == cap && grow(&e, &cap))) {
-			sw_fail(&err, SW_ESOFTWARE, "out of memory");
-			tool_error(&tl, file, &err);
-			free(x.file);
-			free(x.heads);
-			ckpt_close(ck);
-			break;
-		} else {
-			tool_selected(&tl, file, nh, "layer");
-			if (!first_file) {
-				first = m->config;
-				first_file = x.file;
-			}
-			x.order = order;
-			x.has_step = m->has_step;
-			x.step = m->step;
-			x.tokens = m->tokens;
-			nheads = nh;
-			e[n++] = x;
-		}
-		ckpt_close(ck);
+		/* by its content, never its name */
+		if (trace_sniff(file, NULL, 0))
+			read_trace(&tl, &r, file, order);
+		else
+			read_ckpt(&tl, &r, file, order, drift);
 	}
 	tool_progress_done(&tl);
-	if (n)
-		qsort(e, n, sizeof *e, entry_cmp);
+	if (r.n)
+		qsort(r.e, r.n, sizeof *r.e, entry_cmp);
+	r.n = dedup(r.e, r.n);
 	if (drift)
-		print_drift(&tl, e, n, nheads, check, max);
+		print_drift(&tl, r.e, r.n, r.nheads, check, max);
 	else
-		print_heads(&tl, e, n, nheads);
-	for (size_t c = 0; c < n; c++) {
-		free(e[c].file);
-		free(e[c].heads);
-	}
-	free(e);
+		print_heads(&tl, r.e, r.n, r.nheads);
+	for (size_t c = 0; c < r.n; c++)
+		free(r.e[c].heads);
+	for (size_t c = 0; c < r.nfiles; c++)
+		free(r.files[c]);
+	free(r.e);
+	free(r.files);
 	return tool_finish(&tl);
 }

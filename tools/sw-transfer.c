@@ -4,13 +4,16 @@
  * layer's RMS->inf norm there (raw and with the final norm gain folded
  * in), how far log2 of it spreads across groups, and the power laws
  * lr*(D), batch*(D). The numbers come from lib/transfer.c
- * (transfer_read_ckpt, transfer_analyze, transfer_summarize); this reads
- * the checkpoints or a TSV and prints.
+ * (transfer_read_ckpt, transfer_read_trace, transfer_analyze,
+ * transfer_summarize); this reads the checkpoints, traces, sweep
+ * directories or a TSV and prints.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "../lib/trace.h"
 #include "../lib/transfer.h"
 #include "common.h"
 
@@ -18,10 +21,13 @@ static const char usage[] =
 	"sw-transfer [--table | --summary] [--check TOL] [--folded] [--horizon-tol FRAC]\n"
 	"                   [--json] [--refine] [FILE ...]";
 static const char help[] =
-	"FILE: the final checkpoint of each run of a sweep. With '-' (or no FILE),\n"
-	"stdin holds file names, one per line, or a TSV whose header names the\n"
-	"columns lr batch tokens d_model loss out_norm (out_norm_folded, loss_kind\n"
-	"and file optional, others ignored), as --table prints them.\n"
+	"FILE: a checkpoint of each run of a sweep at each horizon; or a run's\n"
+	"trace (told by its content), a run at each of its evaluation steps; or a\n"
+	"directory: the trace of each run in it and in its directories, or the\n"
+	"checkpoints of a run that has none. With '-' (or no FILE), stdin holds\n"
+	"file names, one per line, or a TSV whose header names the columns lr\n"
+	"batch tokens d_model loss out_norm (out_norm_folded, loss_kind and file\n"
+	"optional, others ignored), as --table prints them.\n"
 	"\n"
 	"Prints one row per model size and horizon (d_model, tokens): its runs, the\n"
 	"loss it ranks by, the optimal lr and batch, the loss there, the output\n"
@@ -98,18 +104,57 @@ static int add_run(struct sweep *s, struct transfer_run *r)
 	return 0;
 }
 
-static void read_file(struct sweep *s, const char *file)
+/* A checkpoint, or a trace (by its content): its runs. */
+static void read_run_file(struct sweep *s, const char *file)
 {
-	struct transfer_run r;
+	struct transfer_run r, *runs;
 	struct sw_err err;
+	size_t n, i;
 
 	tool_progress(s->tl, "%s", file);
-	if (transfer_read_ckpt(file, &r, &err)) {
-		tool_error(s->tl, file, &err);
-		transfer_run_free(&r);
+	if (!trace_sniff(file, NULL, 0)) {
+		if (transfer_read_ckpt(file, &r, &err)) {
+			tool_error(s->tl, file, &err);
+			transfer_run_free(&r);
+			return;
+		}
+		add_run(s, &r);
 		return;
 	}
-	add_run(s, &r);
+	if (transfer_read_trace(file, &runs, &n, &err)) {
+		tool_error(s->tl, file, &err);
+		return;
+	}
+	for (i = 0; i < n && !add_run(s, &runs[i]); i++)
+		;
+	for (i++; i < n; i++)   /* left when memory ran out */
+		transfer_run_free(&runs[i]);
+	free(runs);
+}
+
+/* A file, or a sweep directory: the traces of its runs (or their
+ * checkpoints); a directory with neither is read as a checkpoint (a
+ * safetensors directory). */
+static void read_file(struct sweep *s, const char *file)
+{
+	struct stat st;
+	struct sw_err err;
+	char **files;
+	size_t n;
+
+	if (stat(file, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		read_run_file(s, file);
+		return;
+	}
+	if (transfer_dir_files(file, &files, &n, &err)) {
+		tool_error(s->tl, file, &err);
+		return;
+	}
+	if (!n)
+		read_run_file(s, file);
+	for (size_t i = 0; i < n; i++)
+		read_run_file(s, files[i]);
+	transfer_files_free(files, n);
 }
 
 /* The TSV on stdin; header is its first line. */

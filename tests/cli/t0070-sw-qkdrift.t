@@ -58,7 +58,7 @@ drift_check() {
 		l = $1; h = $2; g = $3; rows++
 		sg = (mode == "shared" || mode == "gains" || mode == "unit") ? 0 : g
 		slope = mode == "unit" ? 0 : 2 * R * (1 + sg + 2 * l)
-		if ($5 != 4 || $6 != 0 || $7 != 4000) { print NR ": checkpoints " $5 " steps " $6 ".." $7; bad = 1 }
+		if ($5 != 4 || $6 != 0 || $7 != 4000) { print NR ": points " $5 " steps " $6 ".." $7; bad = 1 }
 		if (abs($8 - slope) > 1e-6 * (slope + 1)) { print NR ": slope " $8 ", expected " slope; bad = 1 }
 		if (abs($9) > 1e-6 || abs($10) > 1e-6) { print NR ": se " $9 " product change " $10; bad = 1 }
 		if (mode == "row" || mode == "shared") {
@@ -110,7 +110,7 @@ test_expect_success 'the product is the same at every step (the symmetry leaves 
 test_expect_success 'MHA --drift: slope 2 R (1 + g + 2l) per 1000 steps, se 0, product change 0' '
 	sw-qkdrift --drift mha/*.h5 >out &&
 	head -n 1 out >header &&
-	printf "layer\thead\tkv_head\tsource\tcheckpoints\tfirst_step\tlast_step\tslope\tslope_se\tproduct_change\tmult_slope\tmult_slope_se\tmult_product_change\n" >expect &&
+	printf "layer\thead\tkv_head\tsource\tpoints\tfirst_step\tlast_step\tslope\tslope_se\tproduct_change\tmult_slope\tmult_slope_se\tmult_product_change\n" >expect &&
 	test_cmp expect header && test_line_count = 9 out &&
 	drift_check matrices 0.25 1
 '
@@ -203,9 +203,9 @@ test_expect_success 'bad: multipliers mode differs: another model' '
 
 test_expect_success 'bad: --drift over one step: exit 65' '
 	test_expect_code 65 sw-qkdrift --drift gqa/ckpt-1000.h5 >out 2>err &&
-	test_line_count = 1 err && grep -q "1 checkpoint, all at step 1000: a drift needs two steps or more" err &&
+	test_line_count = 1 err && grep -q "1 point, all at step 1000: a drift needs two steps or more" err &&
 	test_expect_code 65 sw-qkdrift --drift gqa/ckpt-1000.h5 gqa/ckpt-1000.h5 >out 2>err &&
-	grep -q "2 checkpoints, all at step 1000" err
+	grep -q "2 points, all at step 1000" err
 '
 
 test_expect_success 'bad: NaN in a q projection: exit 65 naming the file and the head' '

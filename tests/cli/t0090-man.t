@@ -8,9 +8,9 @@
 # trace, trace.h5), hf-model/ (a Hugging Face model), corpus.txt,
 # fisher-run/ (checkpoints with /fisher), sweep/ (a synthetic lr/wd x width
 # sweep, sw-gen-fixtures --sweep), lr-sweep/ (a tiny sweep made with
-# sw-train: lr 0.001, 0.01 x batch 4, 8, checkpoints at 1024 and 2048
-# tokens) and mult/ (a run with row multipliers without weight decay, four
-# checkpoints).
+# sw-train: lr 0.001, 0.01 x batch 4, 8, checkpoints and trace rows at
+# 1024 and 2048 tokens) and mult/ (a run with row multipliers without
+# weight decay, four checkpoints).
 . "$(dirname "$0")/../lib/tap.sh"
 
 MAN=$SW_TOP/man
@@ -44,15 +44,16 @@ test_expect_success 'setup: a run, a Hugging Face model, a corpus, a sweep (in s
 	"$SW_BIN/sw-train" --data corpus.txt --out fisher-run --steps 40 --ckpt-every 20 \
 		--fisher-every 20 --eval-every 20 --trace-every 5 --batch 4 --seq-len 32 --d-model 32 \
 		--n-layers 2 >/dev/null &&
-	tiny="--d-model 16 --seq-len 16 --trace \"\"" &&
+	tiny="--d-model 16 --seq-len 16" &&
 	mkdir lr-sweep && for lr in 0.001 0.01; do for b in 4 8; do
 		s=$((2048 / (b * 16))) &&
 		eval sw-train --data corpus.txt --out lr-sweep/lr$lr-b$b $tiny --n-layers 1 --n-heads 2 \
-			--batch $b --lr $lr --steps $s --ckpt-every $((s / 2)) --eval-every $((s / 2)) >/dev/null || exit 1
+			--batch $b --lr $lr --steps $s --ckpt-every $((s / 2)) --eval-every $((s / 2)) \
+			--trace-every $((s / 2)) >/dev/null || exit 1
 	done; done &&
 	eval sw-train --data corpus.txt --out mult $tiny --n-layers 2 --n-heads 4 --n-kv-heads 2 \
 		--batch 4 --lr 3e-3 --steps 40 --ckpt-every 10 --eval-every 10 --multipliers row \
-		--mult-wd 0 >/dev/null &&
+		--mult-wd 0 --trace \"\" >/dev/null &&
 	ls lr-sweep/*/ckpt-*.h5 mult/ckpt-*.h5 >ckpts && test_line_count = 12 ckpts
 '
 

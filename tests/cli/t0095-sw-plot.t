@@ -111,7 +111,7 @@ test_expect_success 'each figure says what a referee asks (read from its SVG)' '
 	grep -q ">model.layers.0.mlp.down_proj.weight, step " said-spectrum-normalized.svg &&
 	grep -q "∫p dσ = 1<" said-esd.svg &&
 	grep -q ">Principle (1): S(emb) ≪ S(qk) &lt; S(ffn) &lt; S(vo) ≪ S(norm)<" said-sharpness.svg &&
-	grep -q ">last checkpoint<" said-qkdrift.svg && grep -q ">head 1<" said-qkdrift.svg &&
+	grep -q ">last step<" said-qkdrift.svg && grep -q ">head 1<" said-qkdrift.svg &&
 	grep -q ">layer 1<" said-qkdrift.svg &&
 	grep -q ">RMS of the residual stream entering the layer<" said-residual.svg &&
 	grep -q ">lr 0.0001<" said-transfer.svg && grep -q ">batch 32<" said-transfer.svg

@@ -7,10 +7,27 @@
  *   lr = r/1024                    val_loss = 8.5 - r/4 when r % 3 == 0, else unknown
  *   tokens = 123456789012 r        residual_rms.layerC = 1 + r/2 + C/8  (C = 0, 1, 2)
  *
+ * The model (/config) has 3 layers of 2 heads sharing 1 KV head. With -q
+ * SLOPE, the Q/K pair of every head as sw-train logs it (series qk_q_rms,
+ * qk_k_rms; columns layerL.headH), with a planted drift: head h of layer l
+ * has
+ *
+ *   slope = SLOPE (1 + l + h)       per 1000 steps, of log2(q/k)
+ *   log2(q/k) = (l - h)/10 + slope step/1000 + e,   q k = (1 + l + h)/100
+ *
+ * e a fixed pseudo-random noise, uniform in [-0.05, 0.05], each head its
+ * own, made trendless: the same at row r as at row ROWS-1-r, less its mean
+ * over the rows. So the least-squares slope over all the rows is the
+ * planted one, exactly, and its standard error is the noise's:
+ * sqrt(sum e^2 / (ROWS - 2) / sum (t - mean t)^2), t = step/1000. (-q
+ * needs -n ROWS > 0 and no -r.) With -t, what sw-transfer reads of a
+ * run: /optim lr_max = 1/256, batch_size = 16, and out_norm = 4 + r/8
+ * (no out_norm_folded, as an older sw-train wrote). -C leaves /config out.
+ *
  * After each row is flushed it prints "row R step S" on stdout, so a test
  * can wait for a row and kill the writer right after it.
  *
- *   mktrace [-k] [-b BASE] [-i MS] [-n ROWS] [-r KEEP] PATH
+ *   mktrace [-Ckt] [-b BASE] [-i MS] [-n ROWS] [-q SLOPE] [-r KEEP] PATH
  *     -n ROWS   rows to append (default 4; -1: until killed)
  *     -i MS     pause between rows
  *     -r KEEP   reopen PATH, dropping rows with step > KEEP, and go on from there
@@ -19,6 +36,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,17 +45,31 @@
 
 #include "../../lib/trace.h"
 
+#define LAYERS 3
+#define HEADS 2
+
 static const char *const layers[] = {"layer0", "layer1", "layer2"};
-static const struct trace_series series[] = {
+static const char *const heads[LAYERS * HEADS] = {
+	"layer0.head0", "layer0.head1", "layer1.head0", "layer1.head1", "layer2.head0", "layer2.head1"
+};
+
+/* The series, by what each row holds. */
+enum { S_LOSS, S_LR, S_VAL, S_TOKENS, S_RESIDUAL, S_QK_Q, S_QK_K, S_OUT_NORM, S_ALL };
+static const struct trace_series all_series[S_ALL] = {
 	{"loss", 0, NULL}, {"lr", 0, NULL}, {"val_loss", 0, NULL},
 	{"tokens", 0, NULL}, {"residual_rms", 3, layers},
+	{"qk_q_rms", LAYERS * HEADS, heads}, {"qk_k_rms", LAYERS * HEADS, heads},
+	{"out_norm", 0, NULL},
 };
-enum { NSERIES = sizeof series / sizeof series[0] };
 
 static const struct sw_config cfg = {
-	.arch = "llama", .vocab_size = 256, .d_model = 16, .n_layers = 3, .n_heads = 2,
+	.arch = "llama", .vocab_size = 256, .d_model = 16, .n_layers = LAYERS, .n_heads = HEADS,
 	.n_kv_heads = 1, .head_dim = 8, .d_ff = 32, .seq_len = 32, .rope_theta = 1e4,
 	.norm_eps = 1e-5, .tie_embeddings = 1, .multipliers = "none",
+};
+
+static const struct trace_attr optim[] = {
+	{"/optim", "lr_max", 0, 1.0 / 256}, {"/optim", "batch_size", 1, 16},
 };
 
 static long number(const char *s)
@@ -54,45 +86,115 @@ static long number(const char *s)
 	return v;
 }
 
+static double real_number(const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v)) {
+		fprintf(stderr, "mktrace: '%s' is not a number\n", s);
+		exit(64);
+	}
+	return v;
+}
+
+/* A pseudo-random number of head j at row r: uniform in [-0.05, 0.05],
+ * a hash of both (splitmix64). */
+static double uniform(long r, int j)
+{
+	uint64_t z = (uint64_t)r * 0x9e3779b97f4a7c15ULL + (uint64_t)(j + 1) * 0xbf58476d1ce4e5b9ULL;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return ((double)(z >> 11) / 9007199254740992.0 - 0.5) / 10;
+}
+
+/* The noise of head j at row r of n: symmetric in time, mean 0. */
+static double noise(long r, long n, int j)
+{
+	double mean = 0;
+
+	for (long i = 0; i < n; i++)
+		mean += uniform(i < n - 1 - i ? i : n - 1 - i, j) / (double)n;
+	return uniform(r < n - 1 - r ? r : n - 1 - r, j) - mean;
+}
+
+/* The Q/K pair of head j (layer j / HEADS, head j % HEADS) at row r of n. */
+static void qk_pair(double slope1, long r, long n, int j, double *q, double *k)
+{
+	int l = j / HEADS, h = j % HEADS;
+	double step = 10.0 * (double)r, slope = slope1 * (1 + l + h);
+	double ratio = (l - h) / 10.0 + slope * step / 1000 + noise(r, n, j);
+	double product = (1 + l + h) / 100.0;
+
+	*q = sqrt(product) * exp2(ratio / 2);
+	*k = sqrt(product) * exp2(-ratio / 2);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: mktrace [-Ckt] [-b BASE] [-i MS] [-n ROWS] [-q SLOPE] [-r KEEP] PATH\n");
+	exit(64);
+}
+
 int main(int argc, char **argv)
 {
 	long rows = 4, pause_ms = 0, keep = -1;
-	double base = 0;
-	int hold = 0, reopen = 0, opt;
+	double base = 0, slope = 0;
+	int hold = 0, reopen = 0, qk = 0, transfer = 0, with_config = 1, opt;
+	struct trace_series series[S_ALL];
+	int kind[S_ALL], nseries = 0;
 	struct trace_writer *w;
 	struct sw_err err;
 	int rc;
 
-	while ((opt = getopt(argc, argv, "b:i:kn:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "Cb:i:kn:q:r:t")) != -1) {
 		switch (opt) {
+		case 'C': with_config = 0; break;
 		case 'b': base = (double)number(optarg); break;
 		case 'i': pause_ms = number(optarg); break;
 		case 'k': hold = 1; break;
 		case 'n': rows = number(optarg); break;
+		case 'q': slope = real_number(optarg); qk = 1; break;
 		case 'r': keep = number(optarg); reopen = 1; break;
-		default:
-			fprintf(stderr, "usage: mktrace [-k] [-b BASE] [-i MS] [-n ROWS] [-r KEEP] PATH\n");
-			return 64;
+		case 't': transfer = 1; break;
+		default: usage();
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "usage: mktrace [-k] [-b BASE] [-i MS] [-n ROWS] [-r KEEP] PATH\n");
-		return 64;
-	}
-	rc = reopen ? trace_reopen(argv[optind], series, NSERIES, keep, &w, &err)
-		    : trace_create(argv[optind], &cfg, series, NSERIES, &w, &err);
+	if (optind != argc - 1 || (qk && (rows <= 0 || reopen)))
+		usage();
+	for (int i = 0; i < S_ALL; i++)
+		if ((i != S_QK_Q && i != S_QK_K) || qk)
+			if (i != S_OUT_NORM || transfer) {
+				kind[nseries] = i;
+				series[nseries++] = all_series[i];
+			}
+	rc = reopen ? trace_reopen(argv[optind], series, nseries, keep, &w, &err)
+		    : trace_create(argv[optind], with_config ? &cfg : NULL, transfer ? optim : NULL,
+				   transfer ? 2 : 0, series, nseries, &w, &err);
 	if (rc) {
 		fprintf(stderr, "mktrace: %s: %s\n", argv[optind], err.msg);
 		return rc;
 	}
 	for (long r = trace_writer_rows(w), n = 0; rows < 0 || n < rows; r++, n++) {
-		double loss = 8 - r / 4.0 + base, lr = r / 1024.0;
-		double val = 8.5 - r / 4.0, tokens = 123456789012.0 * (double)r, rms[3];
-		const double *values[NSERIES] = {&loss, &lr, r % 3 == 0 ? &val : NULL, &tokens, rms};
+		double v[S_ALL][LAYERS * HEADS];
+		const double *values[S_ALL];
 		struct timespec ts = {pause_ms / 1000, pause_ms % 1000 * 1000000L};
 
+		v[S_LOSS][0] = 8 - r / 4.0 + base;
+		v[S_LR][0] = r / 1024.0;
+		v[S_VAL][0] = 8.5 - r / 4.0;
+		v[S_TOKENS][0] = 123456789012.0 * (double)r;
 		for (int c = 0; c < 3; c++)
-			rms[c] = 1 + r / 2.0 + c / 8.0;
+			v[S_RESIDUAL][c] = 1 + r / 2.0 + c / 8.0;
+		for (int j = 0; qk && j < LAYERS * HEADS; j++)
+			qk_pair(slope, r, rows, j, &v[S_QK_Q][j], &v[S_QK_K][j]);
+		v[S_OUT_NORM][0] = 4 + r / 8.0;
+		for (int i = 0; i < nseries; i++)
+			values[i] = kind[i] == S_VAL && r % 3 ? NULL : v[kind[i]];
 		if ((rc = trace_append(w, 10 * r, values, &err))) {
 			fprintf(stderr, "mktrace: %s: %s\n", argv[optind], err.msg);
 			trace_close(w, NULL);

@@ -291,7 +291,7 @@ static void child_writer(const char *path, int to_parent, int from_parent)
 	struct trace_writer *w;
 	struct sw_err err;
 
-	if (trace_create(path, &cfg, series, NSERIES, &w, &err) || !append_rows(w, 0, 3, &err))
+	if (trace_create(path, &cfg, NULL, 0, series, NSERIES, &w, &err) || !append_rows(w, 0, 3, &err))
 		_exit(1);
 	send_byte(to_parent);
 	if (!wait_byte(from_parent) || !append_rows(w, 3, 5, &err))
@@ -343,7 +343,7 @@ static void live_and_killed(const char *dir)
 	ok(trace_rows(r) == 3 && rows_are(r, 0, 3), "the reader sees the 3 rows, exactly");
 	ok(trace_refresh(r, &finished, &err) == SW_OK && !finished && !trace_abandoned(r),
 	   "not finished, not abandoned: the writer holds its lock");
-	ok(trace_create(path, NULL, series, NSERIES, &w, &err) == SW_ECANTCREAT &&
+	ok(trace_create(path, NULL, NULL, 0, series, NSERIES, &w, &err) == SW_ECANTCREAT &&
 	   strstr(err.msg, "another process is writing this trace"), "a second writer: SW_ECANTCREAT (%s)", err.msg);
 	ok(trace_reopen(path, series, NSERIES, 1000, &w, &err) == SW_ECANTCREAT,
 	   "reopen while it writes: SW_ECANTCREAT");
@@ -408,7 +408,7 @@ static void round_trip(const char *dir)
 	double buf[8];
 
 	snprintf(path, sizeof path, "%s/t.h5", dir);
-	rc = trace_create(path, &cfg, series, NSERIES, &w, &err);
+	rc = trace_create(path, &cfg, NULL, 0, series, NSERIES, &w, &err);
 	ok(rc == SW_OK, "create (%s)", rc ? err.msg : "ok");
 	if (rc)
 		return;
@@ -512,7 +512,7 @@ static void round_trip(const char *dir)
 	ok(trace_reopen(path, series, NSERIES, 0, &w, &err) == SW_ENOINPUT && access(path, F_OK) != 0,
 	   "reopen of no file: SW_ENOINPUT, nothing created");
 	snprintf(path, sizeof path, "%s/no/such/dir/t.h5", dir);
-	ok(trace_create(path, NULL, series, NSERIES, &w, &err) == SW_ECANTCREAT, "unwritable place: SW_ECANTCREAT");
+	ok(trace_create(path, NULL, NULL, 0, series, NSERIES, &w, &err) == SW_ECANTCREAT, "unwritable place: SW_ECANTCREAT");
 }
 
 static void bad_series_lists(const char *dir)
@@ -537,7 +537,7 @@ static void bad_series_lists(const char *dir)
 
 	snprintf(path, sizeof path, "%s/bad-list.h5", dir);
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		ok(trace_create(path, NULL, bad[i].s, bad[i].n, &w, &err) == SW_ESOFTWARE && !w &&
+		ok(trace_create(path, NULL, NULL, 0, bad[i].s, bad[i].n, &w, &err) == SW_ESOFTWARE && !w &&
 		   !strcmp(err.msg, bad[i].msg) && access(path, F_OK) != 0,
 		   "bad series list: '%s', no file", err.msg);
 }
