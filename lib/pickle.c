@@ -280,7 +280,8 @@ static int make_tuple(struct vm *m, size_t n)
 
 	if (!t || (rc = seq_grow(m, t, n)))
 		return t ? rc : oom(m);
-	memcpy(t->u.seq.v, m->stack + m->sp - n, n * sizeof *t->u.seq.v);
+	if (n)          /* an empty tuple has no array */
+		memcpy(t->u.seq.v, m->stack + m->sp - n, n * sizeof *t->u.seq.v);
 	t->u.seq.n = n;
 	m->sp -= n;
 	return push(m, t);
@@ -596,7 +597,8 @@ static int op_extend(struct vm *m, size_t from, const char *op, enum pk_type wan
 		return fail(m, "%s on a %s", op, type_name(c));
 	if ((rc = seq_grow(m, c, n)))
 		return rc;
-	memcpy(c->u.seq.v + c->u.seq.n, m->stack + from, n * sizeof *c->u.seq.v);
+	if (n)
+		memcpy(c->u.seq.v + c->u.seq.n, m->stack + from, n * sizeof *c->u.seq.v);
 	c->u.seq.n += n;
 	m->sp = from;
 	return SW_OK;
