@@ -577,7 +577,8 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 {
 	char path[PATH_MAX + 16], *json, role[SW_ROLE_MAX];
 	struct named_list *l = NULL;
-	struct pt_piece *whole = NULL;
+	struct pt_piece *whole = NULL;  /* (n) each tensor's shape once joined */
+	int *dims = NULL;               /* (n) the dimension its slices join along */
 	int64_t vocab_said;
 	size_t len, n;
 	int rc, S, layer, first = s->nfiles;
@@ -615,7 +616,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 				rc = sw_fail(err, SW_EDATA, "%s has %s, %s does not", s->files[first].path,
 					     l[0].v[i].name, s->files[first + k].path);
 	}
-	if (!rc && !(whole = calloc(n + 1, sizeof *whole)))
+	if (!rc && (!(whole = calloc(n + 1, sizeof *whole)) || !(dims = calloc(n + 1, sizeof *dims))))
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 	/* first the whole shapes: the vocabulary and d_ff come from them */
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -636,7 +637,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 		}
 		if ((rc = combine(l, S, i, dim, &whole[i], err)))
 			break;
-		whole[i].file = dim;    /* kept here until the pieces are made */
+		dims[i] = dim;
 		if (known > 0 && !strcmp(role, "embed"))
 			c->vocab_size = whole[i].shape[0];
 		if (known > 0 && !strcmp(role, "gate") && !c->d_ff)
@@ -652,7 +653,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct sw_tensor_info *t = &(*info)[s->n];
 		const char *mname = l[0].v[i].name;
-		int known = meta_role(mname, role, sizeof role, &layer), dim = whole[i].file;
+		int known = meta_role(mname, role, sizeof role, &layer), dim = dims[i];
 		int qk = known > 0 && (!strcmp(role, "q") || !strcmp(role, "k"));
 
 		if (known == 0)
@@ -686,6 +687,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 		free(l[k].v);
 	free(l);
 	free(whole);
+	free(dims);
 	return rc;
 }
 
