@@ -478,9 +478,11 @@ static int pth_cmp(const void *a, const void *b)
 
 /*
  * The model-parallel shards: every *.pth file of dir, sorted by name, as
- * Meta's llama code globs them; the file opened (fd) must be one.
+ * Meta's llama code globs them; the file opened (mine) must be one, and
+ * none a symlink leading out of dir (stread.h).
  */
-static int list_pth(struct ptsrc *s, const char *dir, const struct stat *mine, struct sw_err *err)
+static int list_pth(struct ptsrc *s, const char *dir, const char *file, const struct stat *mine,
+		    struct sw_err *err)
 {
 	struct stat st;
 	struct dirent *de;
@@ -514,7 +516,9 @@ static int list_pth(struct ptsrc *s, const char *dir, const struct stat *mine, s
 		qsort(names, n, sizeof *names, pth_cmp);
 	for (size_t i = 0; i < n && !rc; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-		if ((rc = add_file(s, path, -1, 0, err)))
+		/* a slice is data of this checkpoint: a symlink must not lead out */
+		if ((rc = stsrc_check_shard_link(path, dir, file, err)) ||
+		    (rc = add_file(s, path, -1, 0, err)))
 			break;
 		if (fstat(s->files[s->nfiles - 1].fd, &st) == 0 && st.st_dev == mine->st_dev &&
 		    st.st_ino == mine->st_ino)
@@ -594,7 +598,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 	if (rc)
 		return rc;
 	if (strlen(file) > 4 && !strcmp(file + strlen(file) - 4, ".pth"))
-		rc = list_pth(s, dir, mine, err);
+		rc = list_pth(s, dir, file, mine, err);
 	else
 		rc = add_file(s, file, -1, 0, err);
 	if (rc)

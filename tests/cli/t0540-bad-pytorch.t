@@ -85,6 +85,15 @@ test_expect_success 'a pytorch_model.bin.index.json listing what its shard lacks
 	expect_error sw-ls 66 idx "gone.bin: No such file or directory"
 '
 
+test_expect_success 'a Meta slice that is a symlink leading out of the directory: refused' '
+	mkdir -p meta outside && cp "$B/meta-no-params/consolidated.00.pth" meta/ &&
+	cp "$B/meta-no-params/consolidated.00.pth" outside/x.pth &&
+	printf "{\"dim\": 3, \"n_layers\": 1, \"n_heads\": 1}" >meta/params.json &&
+	ln -s ../outside/x.pth meta/consolidated.01.pth &&
+	expect_error sw-ls 65 meta "consolidated.01.pth: a symlink to .*outside" &&
+	expect_error sw-ls 65 meta/consolidated.00.pth "a symlink to"
+'
+
 test_expect_success 'a zip archive of a storage file is read only whole: every truncation refused' '
 	size=$(wc -c <"$B/ok.pt") && i=1 && : >codes &&
 	while [ $i -lt $size ]; do
