@@ -32,7 +32,9 @@ SW_CFLAGS = $(OPT) -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE \
 # spinning threads halve sw-train's speed on two cores).
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 BLAS_LIBS = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -llapacke -lopenblas
-LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) -lcjson -lm
+# PyTorch checkpoints are zip archives: zlib's minizip reads them (README, Dependencies)
+MINIZIP_LIBS   := $(shell pkg-config --libs minizip 2>/dev/null || echo -lminizip)
+LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) $(MINIZIP_LIBS) -lcjson -lm
 LDFLAGS  += -fopenmp
 
 ifdef SANITIZE
@@ -52,7 +54,7 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits \
                $(BUILD)/tests/unit/mkhostile-h5
 # every fuzz target's seeds and regressions, replayed by a gcc build (tests/fuzz/replay.c)
-FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer
+FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer pickle ptzip
 FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)
@@ -60,7 +62,8 @@ MANPAGES  = $(wildcard man/*.1 man/*.5)
 # Debian packages, installed by need: make deps what building and running
 # (the demo included) need, make check the tests' references and tools too,
 # make fuzz clang
-DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev
+DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev \
+            libminizip-dev
 DEB_RUN   = gnuplot-nox fortunes
 DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev

@@ -4,6 +4,8 @@
  */
 #include "ckpt.h"
 #include "h5read.h"
+#include "ptread.h"
+#include "safetensors.h"
 #include "stread.h"
 
 #include <errno.h>
@@ -24,6 +26,7 @@
  */
 static const struct ckpt_format_ops *const formats[] = {
 	&h5src_format,
+	&ptsrc_format,
 	&stsrc_format,
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])
@@ -43,24 +46,37 @@ struct ckpt {
 
 /*
  * A directory is a Hugging Face model directory: find the file to open.
- * transformers' from_pretrained tries model.safetensors before
- * model.safetensors.index.json (modeling_utils.py), so a directory that
- * holds both is read as the single file, as transformers reads it.
+ * transformers' from_pretrained tries model.safetensors, then
+ * model.safetensors.index.json, then pytorch_model.bin, then
+ * pytorch_model.bin.index.json (modeling_utils.py), so a directory that
+ * holds several is read as transformers reads it. Then Meta's layout: a
+ * directory with params.json is read from consolidated.00.pth (and the
+ * other *.pth beside it, lib/ptread.c).
  */
 static int resolve_directory(const char *dir, char *out, size_t len, struct sw_err *err)
 {
-	static const char *const names[] = {"model.safetensors", "model.safetensors.index.json"};
+	static const char *const names[] = {
+		"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+		"pytorch_model.bin.index.json", "params.json",
+	};
 	struct stat st;
 
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		int n = snprintf(out, len, "%s/%s", dir, names[i]);
 		if (n < 0 || (size_t)n >= len)
 			return sw_fail(err, SW_ENOINPUT, "path too long");
-		if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
-			return SW_OK;
+		if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (strcmp(names[i], "params.json"))
+				return SW_OK;
+			n = snprintf(out, len, "%s/consolidated.00.pth", dir);
+			if (n >= 0 && (size_t)n < len && stat(out, &st) == 0 && S_ISREG(st.st_mode))
+				return SW_OK;
+		}
 	}
 	return sw_fail(err, SW_ENOINPUT,
-		       "is a directory (no model.safetensors or model.safetensors.index.json in it)");
+		       "is a directory (no model.safetensors, model.safetensors.index.json, "
+		       "pytorch_model.bin, pytorch_model.bin.index.json, or params.json and "
+		       "consolidated.00.pth in it)");
 }
 
 /* qsort context without globals: each tensor's model-order key, computed
@@ -162,32 +178,97 @@ static int which_format(int fd, uint64_t size, const struct ckpt_format_ops **ou
 	return SW_OK;
 }
 
+/*
+ * An index names its shards in JSON (model.safetensors.index.json and
+ * pytorch_model.bin.index.json alike): it is read by the format whose
+ * sniff claims its first shard's bytes, when that format reads indexes;
+ * otherwise by the one that claimed the index, which says what is wrong.
+ */
+static void index_format(const char *index, int fd, uint64_t size,
+			 const struct ckpt_format_ops **fmt)
+{
+	const struct ckpt_format_ops *f = NULL;
+	struct st_index idx = {0};
+	struct sw_err ignored;
+	char shard[PATH_MAX + ST_SHARD_NAME_MAX];
+	const char *slash = strrchr(index, '/');
+	struct stat st;
+	char *json;
+	int sfd;
+
+	if (size > (64u << 20) || !(json = malloc((size_t)size)))
+		return;
+	if (pread(fd, json, (size_t)size, 0) == (ssize_t)size &&
+	    st_parse_index(json, (size_t)size, &idx, &ignored) == SW_OK && idx.n) {
+		snprintf(shard, sizeof shard, "%.*s%s", slash ? (int)(slash - index + 1) : 0, index,
+			 idx.e[0].shard);
+		sfd = open(shard, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (sfd >= 0 && fstat(sfd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    which_format(sfd, (uint64_t)st.st_size, &f, &ignored) == SW_OK && f->reads_index)
+			*fmt = f;
+		if (sfd >= 0)
+			close(sfd);
+	}
+	st_index_free(&idx);
+	free(json);
+}
+
+/*
+ * FILE:KEY names the dict KEY inside FILE (a PyTorch checkpoint holding
+ * {"model": ..., "optimizer": ...}): when path names nothing, the longest
+ * prefix before a ':' that exists is the file. A file whose name holds a
+ * ':' is still opened as named.
+ */
+static int split_key(const char *path, char *file, size_t flen, char *key, size_t klen,
+		     struct stat *st)
+{
+	for (size_t n = strlen(path); n-- > 1;) {
+		if (path[n] != ':' || n >= flen || !path[n + 1] || strlen(path + n + 1) >= klen)
+			continue;
+		memcpy(file, path, n);
+		file[n] = '\0';
+		if (stat(file, st) == 0) {
+			strcpy(key, path + n + 1);
+			return 0;
+		}
+	}
+	return -1;
+}
+
 int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 {
 	struct sw_tensor_info *info = NULL;
+	char file[PATH_MAX];
 	struct ckpt *ck;
 	struct stat st;
 	size_t n = 0;
 	int rc, fd;
 
 	*out = NULL;
-	if (stat(path, &st) < 0)
-		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
 	ck = calloc(1, sizeof *ck);
 	if (!ck)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	attrmap_init(&ck->attrs);
 	ck->meta.train_loss = ck->meta.val_loss = NAN;
+	if (stat(path, &st) == 0) {
+		snprintf(file, sizeof file, "%s", path);
+	} else {
+		int e = errno;
+		if (split_key(path, file, sizeof file, ck->meta.key, sizeof ck->meta.key, &st) < 0) {
+			rc = sw_fail(err, sw_errno_status(e), "%s", strerror(e));
+			goto fail;
+		}
+	}
+	if (strlen(path) >= sizeof ck->path) {
+		rc = sw_fail(err, SW_ENOINPUT, "path too long");
+		goto fail;
+	}
 	if (S_ISDIR(st.st_mode)) {
-		rc = resolve_directory(path, ck->path, sizeof ck->path, err);
+		rc = resolve_directory(file, ck->path, sizeof ck->path, err);
 		if (rc)
 			goto fail;
 	} else {
-		if (strlen(path) >= sizeof ck->path) {
-			rc = sw_fail(err, SW_ENOINPUT, "path too long");
-			goto fail;
-		}
-		strcpy(ck->path, path);
+		strcpy(ck->path, file);
 	}
 	/* O_NONBLOCK: a FIFO put there since the stat must not block the
 	 * open; it is refused by the fstat (regular files ignore the flag) */
@@ -209,6 +290,14 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 	}
 	if ((rc = which_format(fd, (uint64_t)st.st_size, &ck->fmt, err))) {
 		close(fd);
+		goto fail;
+	}
+	if (ck->fmt->reads_index && stsrc_sniff_index(fd, (uint64_t)st.st_size))
+		index_format(ck->path, fd, (uint64_t)st.st_size, &ck->fmt);
+	if (ck->meta.key[0] && !ck->fmt->reads_key) {
+		close(fd);
+		rc = sw_fail(err, SW_EDATA, "is %s: it holds no dict for ':%s' to name (FILE:KEY is "
+			     "for PyTorch files)", ck->fmt->name, ck->meta.key);
 		goto fail;
 	}
 	rc = ck->fmt->open(ck->path, fd, (uint64_t)st.st_size, &ck->reader, &ck->meta, &info, &n, err);

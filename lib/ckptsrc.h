@@ -19,7 +19,7 @@
 #include "status.h"
 #include "tensor.h"
 
-enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS };
+enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS, CKPT_PYTORCH };
 
 struct ckpt_meta {
 	enum ckpt_format format;
@@ -28,6 +28,9 @@ struct ckpt_meta {
 	int64_t step, tokens;
 	double train_loss, val_loss;  /* NaN: unknown */
 	int head_tied;          /* no lm_head tensor: the head is the embedding */
+	/* in: the dict a FILE:KEY name selects inside the file ("" none), set
+	 * by ckpt.c before open, and only for a format that reads_key */
+	char key[SW_NAME_MAX];
 };
 
 struct ckpt_view {
@@ -67,6 +70,13 @@ struct ckpt_scratch {
  *   has_aux, load_aux, aux_attr
  *             companions such as /fisher and /grads (NULL: the format has
  *             none; see ckpt.h)
+ *   reads_index
+ *             1: open also takes a JSON index naming shards of this
+ *             format (model.safetensors.index.json, pytorch_model.bin.
+ *             index.json): ckpt.c gives an index to the format its first
+ *             shard's bytes claim
+ *   reads_key 1: open takes meta->key, a dict inside the file (PyTorch);
+ *             FILE:KEY is refused for the other formats
  */
 struct attr_map;
 struct ckpt_format_ops {
@@ -83,6 +93,7 @@ struct ckpt_format_ops {
 	int (*load_aux)(const void *src, const char *group, const struct sw_tensor_info *t,
 			float *out, struct sw_err *err);
 	int64_t (*aux_attr)(const void *src, const char *group, const char *name, const char *attr);
+	int reads_index, reads_key;
 };
 
 /* 1 if HDF5's signature is where HDF5 looks for its superblock in the

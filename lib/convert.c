@@ -22,6 +22,7 @@
 
 void convert_opts_init(struct convert_opts *o)
 {
+	o->to = CONVERT_TO_AUTO;
 	o->dtype = SW_DTYPE_F32;
 	o->shard_size = 5000000000ULL;
 	o->force = 0;
@@ -607,7 +608,8 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		blame(r, err, in);
 		return rc;
 	}
-	if (ckpt_meta(ck)->format == CKPT_HDF5)
+	if (o->to == CONVERT_TO_SAFETENSORS ||
+	    (o->to == CONVERT_TO_AUTO && ckpt_meta(ck)->format == CKPT_HDF5))
 		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
 	else
 		rc = to_hdf5(ck, ckpt_path(ck), out, o, r, err);

@@ -2,7 +2,8 @@
  * convert.h - scalewatch HDF5 checkpoints to Hugging Face safetensors and
  * back: the work of sw-convert.
  *
- * HDF5 -> a directory that transformers' LlamaForCausalLM.from_pretrained
+ * HDF5 (or, with --to safetensors, any format the tools read) -> a
+ * directory that transformers' LlamaForCausalLM.from_pretrained
  * loads: config.json and model.safetensors, or, above a shard size, the
  * shards model-0000K-of-0000N.safetensors and model.safetensors.index.json;
  * F32 or BF16 (rounded to nearest even). Every scalar attribute of the
@@ -11,7 +12,8 @@
  * "__metadata__" under a scalewatch.* key (scalewatch-format(5)).
  *
  * Safetensors (one file, a sharded set or their directory, config.json
- * beside) -> one scalewatch HDF5 v1 checkpoint with every attribute the
+ * beside), or any other format the tools read (PyTorch files, Meta's
+ * layout) -> one scalewatch HDF5 v1 checkpoint with every attribute the
  * tools need, from config.json and the architecture (lib/arch.c), then
  * from the scalewatch.* metadata where present: so HDF5 -> safetensors ->
  * HDF5 gives back every tensor bit for bit (F32) and every attribute.
@@ -36,7 +38,12 @@
 #include "status.h"
 #include "tensor.h"
 
+/* What OUT is: by IN's format (HDF5 -> safetensors, any other -> HDF5),
+ * or named (sw-convert --to). */
+enum convert_to { CONVERT_TO_AUTO, CONVERT_TO_HDF5, CONVERT_TO_SAFETENSORS };
+
 struct convert_opts {
+	enum convert_to to;
 	enum sw_dtype dtype;    /* safetensors out: SW_DTYPE_F32 or SW_DTYPE_BF16 */
 	uint64_t shard_size;    /* safetensors out: most tensor bytes in one file */
 	int force;              /* replace an existing OUT */
@@ -53,7 +60,7 @@ struct convert_result {
 /* F32, 5 GB shards (save_pretrained's default), no force. */
 void convert_opts_init(struct convert_opts *o);
 
-/* Convert in to out, the direction by in's format. On failure err says
+/* Convert in to out (o->to). On failure err says
  * what is wrong and r->culprit which file (in, out, or a file under out). */
 int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		struct convert_result *r, struct sw_err *err);

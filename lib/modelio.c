@@ -264,7 +264,9 @@ int modelio_load_state(const char *path, const struct model *m, struct optim *o,
 		return rc;
 	memset(rs, 0, sizeof *rs);
 	if (ckpt_meta(ck)->format != CKPT_HDF5) {
-		rc = sw_fail(err, SW_EDATA, "a safetensors checkpoint has no /optim_state: it cannot be resumed");
+		rc = sw_fail(err, SW_EDATA, "%s has no /optim_state: it cannot be resumed",
+			     ckpt_meta(ck)->format == CKPT_SAFETENSORS ? "a safetensors checkpoint"
+								       : "a PyTorch checkpoint");
 		goto out;
 	}
 	rs->step = ckpt_meta(ck)->step;

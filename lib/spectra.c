@@ -49,9 +49,11 @@ int spectra_plan(const struct ckpt *ck, const struct sw_select *sel,
 
 	*out = NULL;
 	*nout = 0;
-	if (o->need_scale && m->format == CKPT_SAFETENSORS && !any_tensor_has_lr(ck))
+	if (o->need_scale && m->format != CKPT_HDF5 && !any_tensor_has_lr(ck))
 		/* an export by sw-convert carries lr, wd and wd_mode in its metadata */
-		return sw_fail(err, SW_EDATA, "safetensors without scalewatch metadata carry no per-tensor lr, wd and wd_mode: %s needs them",
+		return sw_fail(err, SW_EDATA, "%s carry no per-tensor lr, wd and wd_mode: %s needs them",
+			       m->format == CKPT_SAFETENSORS ? "safetensors without scalewatch metadata"
+							     : "files other than scalewatch HDF5",
 			       o->normalize ? "--normalize" : "--fit");
 	if (!(jobs = calloc(count + 1, sizeof *jobs)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");

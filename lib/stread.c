@@ -360,8 +360,8 @@ static int path_inside(const char *real, const char *top)
  * Hugging Face cache: snapshots/REV/NAME -> ../../blobs/HASH); elsewhere
  * it would let a downloaded checkpoint read any file of the user's.
  */
-static int check_shard_link(const char *shard, const char *dir, const char *index,
-			    struct sw_err *err)
+int stsrc_check_shard_link(const char *shard, const char *dir, const char *index,
+			   struct sw_err *err)
 {
 	char real[PATH_MAX], top[PATH_MAX], tmp[PATH_MAX];
 	struct stat st;
@@ -481,7 +481,7 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 		size_t n = 0;
 		uint64_t data_start = 0;
 
-		if (is_index && (rc = check_shard_link(s->shards[k].path, dir, file, err)))
+		if (is_index && (rc = stsrc_check_shard_link(s->shards[k].path, dir, file, err)))
 			goto out;
 		if ((rc = open_shard(&s->shards[k], &e, &n, &data_start, &s->meta, is_index, err)))
 			goto out;
@@ -593,4 +593,5 @@ const struct ckpt_format_ops stsrc_format = {
 	.load = st_load,
 	.attrs = st_attrs,
 	.close = st_close,
+	.reads_index = 1,
 };

@@ -51,6 +51,15 @@ int stsrc_sniff_index(int fd, uint64_t size);
  * file or an index, told apart by their bytes. */
 extern const struct ckpt_format_ops stsrc_format;
 
+/*
+ * A shard an index names that is a symlink must stay in the index's
+ * directory dir, or in the directory the index itself links into (the
+ * Hugging Face cache); SW_EDATA otherwise. For every reader of an index
+ * (PyTorch's too, lib/ptread.c).
+ */
+int stsrc_check_shard_link(const char *shard, const char *dir, const char *index,
+			   struct sw_err *err);
+
 /* The merged __metadata__. */
 const struct attr_map *stsrc_attrs(const struct stsrc *s);
 

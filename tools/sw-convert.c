@@ -1,8 +1,8 @@
 /*
  * sw-convert - a scalewatch HDF5 checkpoint to a Hugging Face safetensors
  * directory (config.json, model.safetensors or shards and their index),
- * and safetensors back to scalewatch HDF5; the direction from IN's
- * format. The work is in lib/convert.c; this parses and reports.
+ * and safetensors or PyTorch files to scalewatch HDF5; the direction from
+ * IN's format, or --to. The work is in lib/convert.c; this parses and reports.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,22 +11,26 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-convert [--dtype f32 | bf16] [--force] [--shard-size SIZE] IN OUT";
+	"sw-convert [--dtype f32 | bf16] [--force] [--shard-size SIZE] [--to hdf5 | safetensors] IN OUT";
 static const char help[] =
 	"Convert a scalewatch HDF5 checkpoint IN to a Hugging Face safetensors\n"
 	"directory OUT (config.json, model.safetensors or model-0000K-of-0000N.safetensors\n"
 	"and model.safetensors.index.json), or Hugging Face safetensors IN (a file,\n"
 	"an index, or their directory, config.json beside) to a scalewatch HDF5\n"
 	"checkpoint OUT. The scalewatch attributes travel in the safetensors metadata.\n"
+	"A PyTorch file (.pt, .pth, pytorch_model.bin, Meta's consolidated.NN.pth)\n"
+	"becomes scalewatch HDF5, or safetensors with --to safetensors.\n"
 	"\n"
 	"  --dtype T         safetensors out: f32 (default, exact) or bf16 (nearest even)\n"
 	"  --force           replace an existing OUT\n"
 	"  --shard-size SIZE safetensors out: at most SIZE bytes of tensors per file\n"
 	"                    (10MB, 2GiB, 4096; default 5GB)\n"
+	"  --to F            what OUT is: hdf5 or safetensors (default: safetensors\n"
+	"                    for an HDF5 IN, HDF5 for any other)\n"
 	"  --help, --version\n"
 	"See sw-convert(1).\n";
 
-enum { O_DTYPE = OPT_TOOL_FIRST, O_FORCE, O_SHARD_SIZE };
+enum { O_DTYPE = OPT_TOOL_FIRST, O_FORCE, O_SHARD_SIZE, O_TO };
 
 int main(int argc, char **argv)
 {
@@ -34,6 +38,7 @@ int main(int argc, char **argv)
 		{"dtype", required_argument, NULL, O_DTYPE},
 		{"force", no_argument, NULL, O_FORCE},
 		{"shard-size", required_argument, NULL, O_SHARD_SIZE},
+		{"to", required_argument, NULL, O_TO},
 		{"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0}
@@ -61,6 +66,14 @@ int main(int argc, char **argv)
 			if (convert_parse_size(optarg, &o.shard_size) < 0)
 				tool_usage_error(&tl, "--shard-size: '%s' is not a size like 10MB, 2GiB or 4096",
 						 optarg);
+			break;
+		case O_TO:
+			if (!strcmp(optarg, "hdf5"))
+				o.to = CONVERT_TO_HDF5;
+			else if (!strcmp(optarg, "safetensors"))
+				o.to = CONVERT_TO_SAFETENSORS;
+			else
+				tool_usage_error(&tl, "--to: '%s' is not hdf5 or safetensors", optarg);
 			break;
 		default:
 			tool_common_option(&tl, opt, optarg);

@@ -1,0 +1,106 @@
+#!/bin/sh
+# The bad-input table of PyTorch files (fixtures/bad/pt, written once by
+# fixtures/make-bad-pt.py without torch, opcode by opcode): each broken
+# file gives one line on stderr, "TOOL: FILE: what is wrong", exit 65 (66
+# for what is missing beside it), nothing but the header on stdout, and
+# sw-convert writes nothing. The same archive unbroken reads, with the
+# values it holds. Nothing in a pickle is ever run: the one that calls
+# os.system("touch PWNED") leaves no PWNED.
+. "$(dirname "$0")/../lib/tap.sh"
+
+B=$FIX/bad/pt
+
+expect_error() {
+	test_expect_code "$2" "$1" "$3" >out 2>err &&
+	test_one_error "$1" "$3" &&
+	grep -q -- "$4" err &&
+	test_line_count -le 1 out
+}
+
+test_expect_success 'the unbroken archive reads: w = [[1, -2, 3], [-4, 5, -6]]' '
+	sw-norms "$B/ok.pt" "$B/pkl-deflated-ok.pt" >out &&
+	cut -f4,8,9,14- out >got &&
+	printf "name\trows\tcols\tfrobenius\trms\tmax_abs\n" >want &&
+	printf "w\t2\t3\t9.53939201\t3.89444048\t6\n" >>want &&
+	printf "w\t2\t3\t9.53939201\t3.89444048\t6\n" >>want &&
+	test_cmp want got
+'
+
+cat >cases <<'CASES'
+65 truncated.pt no valid end of central directory; truncated?
+65 eocd-outside.pt no valid end of central directory
+65 cd-outside.pt its local header is missing or disagrees with the central directory
+65 encrypted.pt archive/data.pkl is encrypted
+65 record-twice.pt two records named archive/data/0: refused as ambiguous
+65 record-outside.pt record 'elsewhere/x' is not under 'archive/'
+65 no-data-pkl.pt a zip archive without archive/data.pkl: not a PyTorch checkpoint
+65 storage-short.pt storage archive/data/0 holds 24 bytes, not the 8 x 4 its persistent id says
+65 storage-missing.pt its storage archive/data/0 is not in the archive
+65 storage-deflated.pt archive/data/0 is compressed
+65 view-outside.pt a tensor addressing element 7 of storage 0, which has 6
+65 opcode-inst.pt opcode INST (0x69) is not one torch.save writes: refused, nothing executed
+65 global-os-system.pt global posix.system is not one a state dict needs: refused, nothing executed
+65 global-eval.pt global builtins.eval is not one a state dict needs
+65 reduce-storage.pt REDUCE of torch.FloatStorage is not allowed
+65 pickle-truncated.pt data.pkl: byte 154:
+65 memo-unset.pt a memo fetch of an index never stored
+65 not-a-dict.pt the pickle holds a list, not a dict of tensors
+65 name-twice.pt two tensors named w: refused as ambiguous
+65 name-slash.pt tensor name 'a/b' is not a valid name
+65 dict-cycle.pt a dict reached twice
+65 legacy.pt a legacy PyTorch file (torch < 1.6
+66 meta-no-params/consolidated.00.pth no params.json is beside it
+CASES
+
+# every reading tool, then sw-convert, on one case
+each_tool() {
+	for tool in sw-ls sw-norms sw-spectrum; do
+		expect_error $tool "$1" "$B/$2" "$3" || return 1
+	done
+	test_expect_code "$1" sw-convert "$B/$2" converted >out 2>err &&
+	test_one_error sw-convert "$B/$2" && grep -q -- "$3" err &&
+	test_line_count = 0 out && ! ls -d converted* 2>/dev/null
+}
+
+while read -r code file pattern; do
+	test_expect_success "$file: exit $code, '$pattern' (sw-ls, sw-norms, sw-spectrum, sw-convert)" "
+		each_tool $code $file \"$pattern\"
+	"
+done <cases
+
+test_expect_success 'the pickle calling os.system ran nothing' '
+	test ! -e PWNED && test ! -e "$B/PWNED"
+'
+
+test_expect_success 'a .pt with Hugging Face names needs config.json beside it: exit 66' '
+	cp "$B/ok.pt" alone.pt &&
+	expect_error sw-ls 66 alone.pt "no config.json beside it"
+'
+
+test_expect_success 'a pytorch_model.bin.index.json listing what its shard lacks (65), or a shard missing (66)' '
+	mkdir idx && cp "$B/ok.pt" "$B/config.json" idx/ &&
+	printf "{\"weight_map\": {\"w\": \"ok.pt\", \"v\": \"ok.pt\"}}" >idx/pytorch_model.bin.index.json &&
+	expect_error sw-ls 65 idx "the index lists 2 tensors, its shards hold 1" &&
+	printf "{\"weight_map\": {\"w\": \"gone.bin\"}}" >idx/pytorch_model.bin.index.json &&
+	expect_error sw-ls 66 idx "gone.bin: No such file or directory"
+'
+
+test_expect_success 'a Meta slice that is a symlink leading out of the directory: refused' '
+	mkdir -p meta outside && cp "$B/meta-no-params/consolidated.00.pth" meta/ &&
+	cp "$B/meta-no-params/consolidated.00.pth" outside/x.pth &&
+	printf "{\"dim\": 3, \"n_layers\": 1, \"n_heads\": 1}" >meta/params.json &&
+	ln -s ../outside/x.pth meta/consolidated.01.pth &&
+	expect_error sw-ls 65 meta "consolidated.01.pth: a symlink to .*outside" &&
+	expect_error sw-ls 65 meta/consolidated.00.pth "a symlink to"
+'
+
+test_expect_success 'a zip archive of a storage file is read only whole: every truncation refused' '
+	size=$(wc -c <"$B/ok.pt") && i=1 && : >codes &&
+	while [ $i -lt $size ]; do
+		head -c $i "$B/ok.pt" >cut.pt && cp "$B/config.json" . &&
+		{ sw-ls cut.pt >/dev/null 2>&1; echo $? >>codes; } && i=$((i + 7))
+	done &&
+	sort -u codes >got && echo 65 >want && test_cmp want got
+'
+
+test_done
