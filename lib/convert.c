@@ -596,6 +596,15 @@ static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
 	return rc;
 }
 
+int convert_to_hdf5(enum ckpt_format in, const char *out)
+{
+	size_t n = strlen(out);
+
+	if (in == CKPT_HDF5 || in == CKPT_SAFETENSORS)
+		return in == CKPT_SAFETENSORS;
+	return (n > 3 && !strcmp(out + n - 3, ".h5")) || (n > 5 && !strcmp(out + n - 5, ".hdf5"));
+}
+
 int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		struct convert_result *r, struct sw_err *err)
 {
@@ -607,10 +616,10 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		blame(r, err, in);
 		return rc;
 	}
-	if (ckpt_meta(ck)->format == CKPT_HDF5)
-		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
-	else
+	if (convert_to_hdf5(ckpt_meta(ck)->format, out))
 		rc = to_hdf5(ck, ckpt_path(ck), out, o, r, err);
+	else
+		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
 	ckpt_close(ck);
 	return rc;
 }

@@ -17,6 +17,11 @@
  * HDF5 gives back every tensor bit for bit (F32) and every attribute.
  * Optimizer state, gradients and Fisher estimates are not carried.
  *
+ * GGUF and llama2.c files (read as the tools read them: Hugging Face
+ * names, q/k rows in rotate-half order) go either way: to HDF5 when OUT
+ * is named *.h5 or *.hdf5, else to a safetensors directory; their root
+ * attributes source_format and qk_rows say where the tensors came from.
+ *
  * Hugging Face Llama has no learnable multipliers, no norm-everywhere
  * norms and no gain-less RMSNorm: such a model is refused (SW_EDATA)
  * naming the tensor (or the /config option), never exported wrong.
@@ -33,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckptsrc.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -55,6 +61,10 @@ void convert_opts_init(struct convert_opts *o);
 
 /* Convert in to out, the direction by in's format. On failure err says
  * what is wrong and r->culprit which file (in, out, or a file under out). */
+/* The direction: HDF5 in becomes safetensors, safetensors HDF5; any other
+ * format (GGUF, llama2.c) HDF5 when out's name ends in .h5 or .hdf5, else
+ * a safetensors directory. 1: to HDF5. */
+int convert_to_hdf5(enum ckpt_format in, const char *out);
 int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		struct convert_result *r, struct sw_err *err);
 

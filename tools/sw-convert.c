@@ -2,7 +2,8 @@
  * sw-convert - a scalewatch HDF5 checkpoint to a Hugging Face safetensors
  * directory (config.json, model.safetensors or shards and their index),
  * and safetensors back to scalewatch HDF5; the direction from IN's
- * format. The work is in lib/convert.c; this parses and reports.
+ * format (GGUF and llama2.c files: to HDF5 when OUT is *.h5, else to
+ * safetensors). The work is in lib/convert.c; this parses and reports.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,9 @@ static const char help[] =
 	"directory OUT (config.json, model.safetensors or model-0000K-of-0000N.safetensors\n"
 	"and model.safetensors.index.json), or Hugging Face safetensors IN (a file,\n"
 	"an index, or their directory, config.json beside) to a scalewatch HDF5\n"
-	"checkpoint OUT. The scalewatch attributes travel in the safetensors metadata.\n"
+	"checkpoint OUT. A GGUF or llama2.c file IN becomes HDF5 when OUT ends in .h5\n"
+	"or .hdf5, else a safetensors directory. The scalewatch attributes travel in\n"
+	"the safetensors metadata.\n"
 	"\n"
 	"  --dtype T         safetensors out: f32 (default, exact) or bf16 (nearest even)\n"
 	"  --force           replace an existing OUT\n"
