@@ -53,6 +53,8 @@ struct l2c_header {
  * exactly that size, with h filled; SW_EDATA saying why not otherwise
  * (err may be NULL). *plausible (when not NULL) says whether the bytes
  * read as a legacy header with plausible sizes, whatever the file size.
+ * When only the size is wrong, h->bytes is the size the header needs
+ * (legacy: without the RoPE tables).
  */
 int l2c_parse_header(const unsigned char *buf, size_t len, uint64_t size, struct l2c_header *h,
 		     int *plausible, struct sw_err *err);

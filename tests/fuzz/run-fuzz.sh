@@ -21,6 +21,8 @@ for t in "$@"; do
 	tokens) maxlen=4096 dict=$top/tokens.dict ;;
 	h5ckpt) maxlen=256 dict= ;;
 	tokenizer) maxlen=4096 dict=$top/tokenizer.dict ;;
+	gguf) maxlen=4096 dict=$top/gguf.dict ;;
+	llama2c) maxlen=512 dict= ;;
 	*) echo "run-fuzz: no target '$t'" >&2; exit 64 ;;
 	esac
 	scratch=$build/corpus/$t
