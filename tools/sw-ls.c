@@ -13,8 +13,9 @@ static const char usage[] =
 	"sw-ls [--json] [--summary] [--block LIST] [--layer LIST] [--name GLOB]\n"
 	"             [--role LIST] [FILE ...]";
 static const char help[] =
-	"List the tensors of scalewatch HDF5 and Hugging Face safetensors checkpoints\n"
-	"in model order: file name block role layer kind dtype shape numel.\n"
+	"List the tensors of scalewatch HDF5, Hugging Face safetensors, GGUF and\n"
+	"llama2.c checkpoints in model order: file name block role layer kind dtype\n"
+	"shape numel.\n"
 	"\n"
 	"  --summary      parameter counts per block type instead\n"
 	TOOL_SELECT_HELP

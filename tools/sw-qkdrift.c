@@ -253,7 +253,7 @@ int main(int argc, char **argv)
 		}
 		m = ckpt_meta(ck);
 		if (drift && !m->has_step) {
-			sw_fail(&err, SW_EDATA, "no step (a safetensors checkpoint has none): --drift orders checkpoints by step");
+			sw_fail(&err, SW_EDATA, "no step in this checkpoint (safetensors from elsewhere, GGUF and llama2.c files have none): --drift orders checkpoints by step");
 			tool_error(&tl, file, &err);
 		} else if (first_file && qkdrift_same_model(&first, first_file, &m->config, &err)) {
 			tool_error(&tl, file, &err);
