@@ -9,7 +9,7 @@ names and rotate-half q/k rows. The tools never need Python.
 
 usage: gguf_write.py SRC OUT.gguf REF_DIR [--type f32|f16|bf16|q8_0]
                      [--alignment N] [--vocab-from tokens|key|embedding]
-                     [--version N] [--no-context] [--extra]
+                     [--version N] [--no-context] [--extra] [--q4k]
 
 SRC is a scalewatch HDF5 checkpoint (h5py) or a Hugging Face F32/BF16
 safetensors directory. Every metadata value type is written (test.*
@@ -20,7 +20,8 @@ interleaved RoPE pairs with convert_hf_to_gguf.py's permute. Norm gains
 stay F32 (as llama.cpp keeps them), 2-D weights take --type (Q8_0: F16
 for rows that are no whole number of blocks of 32, as llama.cpp does).
 --extra adds Llama 3's rope_freqs.weight (ones), a tensor no Hugging
-Face Llama has (not in REF_DIR).
+Face Llama has (not in REF_DIR); --q4k writes the embedding as Q4_K (type
+12, blocks of 256 in 144 bytes, here of zeros), a type the reader refuses.
 """
 import json
 import os
@@ -29,7 +30,7 @@ import sys
 
 import numpy as np
 
-GGML = {"f32": 0, "f16": 1, "q8_0": 8, "bf16": 30}
+GGML = {"f32": 0, "f16": 1, "q8_0": 8, "q4_k": 12, "bf16": 30}
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
 SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
           BOOL: "<B", U64: "<Q", I64: "<q", F64: "<d"}
@@ -207,6 +208,8 @@ def main():
         if kind == "q8_0" and w.shape[-1] % 32:
             kind = "f16"        # as llama.cpp falls back for rows of no whole block
         data, back = encode(w, kind)
+        if "--q4k" in flags and name == "model.embed_tokens.weight":
+            kind, data = "q4_k", b"\0" * (144 * -(-w.size // 256))
         if name.endswith("q_proj.weight"):
             back = unpermute(back, H)
         elif name.endswith("k_proj.weight"):

@@ -97,6 +97,12 @@ test_expect_success 'a tensor llama has not (rope_freqs): listed as other; no mo
 	grep -q "rope_freqs.weight (role other) has no place in the model" err
 '
 
+test_expect_success 'an unsupported quantization (Q4_K): refused by name' '
+	"$PY" "$W" gqa/ckpt-000020.h5 k.gguf kref --q4k &&
+	test_expect_code 65 sw-norms k.gguf >out 2>err && test_one_error sw-norms k.gguf &&
+	grep -q "token_embd.weight: Q4_K: quantization not supported" err && test_line_count -le 1 out
+'
+
 test_expect_success 'no llama.context_length: refused, the key named' '
 	"$PY" "$W" gqa/ckpt-000020.h5 c.gguf cref --no-context &&
 	test_expect_code 65 sw-ls c.gguf >out 2>err &&
