@@ -54,7 +54,7 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits \
                $(BUILD)/tests/unit/mkhostile-h5
 # every fuzz target's seeds and regressions, replayed by a gcc build (tests/fuzz/replay.c)
-FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer pickle ptzip
+FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer pickle ptzip gguf llama2c
 FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)
 GEN       = $(BUILD)/bin/sw-gen-fixtures
 MANPAGES  = $(wildcard man/*.1 man/*.5)

@@ -213,8 +213,7 @@ static int parse_layer(const char *s, const char **end)
 	return (int)v;
 }
 
-/* A tensor the architecture does not know: block and role "other". */
-static int set_other(struct sw_tensor_info *t, const char *name, int layer)
+int arch_info_other(const char *name, int layer, struct sw_tensor_info *t)
 {
 	snprintf(t->name, sizeof t->name, "%s", name);
 	snprintf(t->role, sizeof t->role, "%s", ARCH_ROLE_OTHER);
@@ -248,7 +247,7 @@ int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 					return 0;
 				}
 			/* an unknown tensor inside a layer: keep its layer */
-			return set_other(t, name, layer);
+			return arch_info_other(name, layer, t);
 		}
 	}
 	for (size_t i = 0; i < NROLES; i++)
@@ -256,7 +255,7 @@ int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 			arch_info_for_role(c, roles[i].r.name, -1, t);
 			return 0;
 		}
-	return set_other(t, name, -1);
+	return arch_info_other(name, -1, t);
 }
 
 static int shape_is(const struct sw_tensor_info *t, int rank, int64_t a, int64_t b)

@@ -83,6 +83,10 @@ int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
 int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 			   struct sw_tensor_info *t);
 
+/* A tensor the architecture does not know, named name (in layer, or -1):
+ * block and role other, vector-like, no group, no norm type. Returns 0. */
+int arch_info_other(const char *name, int layer, struct sw_tensor_info *t);
+
 /* The Hugging Face name of a role at a layer. Returns 0, -1 if unknown. */
 int arch_hf_name(const char *role, int layer, char *buf, size_t len);
 

@@ -3,7 +3,9 @@
  * attributes over the readers of the formats table below (see ckpt.h).
  */
 #include "ckpt.h"
+#include "ggufread.h"
 #include "h5read.h"
+#include "llama2c.h"
 #include "ptread.h"
 #include "safetensors.h"
 #include "stread.h"
@@ -27,6 +29,9 @@
 static const struct ckpt_format_ops *const formats[] = {
 	&h5src_format,
 	&ptsrc_format,
+	&ggufsrc_format,
+	&l2c_format,
+	&l2c_misfit_format,
 	&stsrc_format,
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])

@@ -19,7 +19,7 @@
 #include "status.h"
 #include "tensor.h"
 
-enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS, CKPT_PYTORCH };
+enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS, CKPT_PYTORCH, CKPT_GGUF, CKPT_LLAMA2C };
 
 struct ckpt_meta {
 	enum ckpt_format format;

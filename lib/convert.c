@@ -597,6 +597,17 @@ static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
 	return rc;
 }
 
+int convert_to_hdf5(enum convert_to to, enum ckpt_format in, const char *out)
+{
+	size_t n = strlen(out);
+
+	if (to != CONVERT_TO_AUTO)
+		return to == CONVERT_TO_HDF5;
+	if (in == CKPT_HDF5 || in == CKPT_SAFETENSORS)
+		return in == CKPT_SAFETENSORS;
+	return (n > 3 && !strcmp(out + n - 3, ".h5")) || (n > 5 && !strcmp(out + n - 5, ".hdf5"));
+}
+
 int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		struct convert_result *r, struct sw_err *err)
 {
@@ -608,11 +619,10 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		blame(r, err, in);
 		return rc;
 	}
-	if (o->to == CONVERT_TO_SAFETENSORS ||
-	    (o->to == CONVERT_TO_AUTO && ckpt_meta(ck)->format == CKPT_HDF5))
-		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
-	else
+	if (convert_to_hdf5(o->to, ckpt_meta(ck)->format, out))
 		rc = to_hdf5(ck, ckpt_path(ck), out, o, r, err);
+	else
+		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
 	ckpt_close(ck);
 	return rc;
 }

@@ -19,6 +19,11 @@
  * HDF5 gives back every tensor bit for bit (F32) and every attribute.
  * Optimizer state, gradients and Fisher estimates are not carried.
  *
+ * GGUF and llama2.c files (read as the tools read them: Hugging Face
+ * names, q/k rows in rotate-half order) go either way: to HDF5 when OUT
+ * is named *.h5 or *.hdf5, else to a safetensors directory; their root
+ * attributes source_format and qk_rows say where the tensors came from.
+ *
  * Hugging Face Llama has no learnable multipliers, no norm-everywhere
  * norms and no gain-less RMSNorm: such a model is refused (SW_EDATA)
  * naming the tensor (or the /config option), never exported wrong.
@@ -35,11 +40,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckptsrc.h"
 #include "status.h"
 #include "tensor.h"
 
-/* What OUT is: by IN's format (HDF5 -> safetensors, any other -> HDF5),
- * or named (sw-convert --to). */
+/* What OUT is: named (sw-convert --to), or chosen by convert_to_hdf5. */
 enum convert_to { CONVERT_TO_AUTO, CONVERT_TO_HDF5, CONVERT_TO_SAFETENSORS };
 
 struct convert_opts {
@@ -62,6 +67,11 @@ void convert_opts_init(struct convert_opts *o);
 
 /* Convert in to out (o->to). On failure err says
  * what is wrong and r->culprit which file (in, out, or a file under out). */
+/* The direction: the one `to` names; else HDF5 in becomes safetensors,
+ * safetensors HDF5, and any other format (PyTorch, GGUF, llama2.c) HDF5
+ * when out's name ends in .h5 or .hdf5, else a safetensors directory.
+ * 1: to HDF5. */
+int convert_to_hdf5(enum convert_to to, enum ckpt_format in, const char *out);
 int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		struct convert_result *r, struct sw_err *err);
 

@@ -110,6 +110,17 @@ int sw_to_f32(enum sw_dtype dtype, const void *src, float *dst, size_t n, struct
 				return f64_refused(d, dst[i], i, err);
 		}
 		return 0;
+	case SW_DTYPE_Q8_0:
+		if (n % 32)
+			return sw_fail(err, SW_EDATA, "%zu Q8_0 values are no whole number of blocks of 32", n);
+		for (size_t b = 0; b < n / 32; b++, p += 34) {
+			uint16_t h;
+			memcpy(&h, p, 2);
+			float d = sw_f16_to_f32(h);
+			for (size_t i = 0; i < 32; i++)
+				dst[32 * b + i] = d * (float)(int8_t)p[2 + i];
+		}
+		return 0;
 	default:
 		return sw_fail(err, SW_EDATA, "not a floating-point dtype (%d)", (int)dtype);
 	}

@@ -1,8 +1,9 @@
 /*
  * sw-convert - a scalewatch HDF5 checkpoint to a Hugging Face safetensors
  * directory (config.json, model.safetensors or shards and their index),
- * and safetensors or PyTorch files to scalewatch HDF5; the direction from
- * IN's format, or --to. The work is in lib/convert.c; this parses and reports.
+ * and safetensors to scalewatch HDF5; PyTorch, GGUF and llama2.c files to
+ * either (by OUT's name); --to names the direction. The work is in
+ * lib/convert.c; this parses and reports.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,16 +18,18 @@ static const char help[] =
 	"directory OUT (config.json, model.safetensors or model-0000K-of-0000N.safetensors\n"
 	"and model.safetensors.index.json), or Hugging Face safetensors IN (a file,\n"
 	"an index, or their directory, config.json beside) to a scalewatch HDF5\n"
-	"checkpoint OUT. The scalewatch attributes travel in the safetensors metadata.\n"
-	"A PyTorch file (.pt, .pth, pytorch_model.bin, Meta's consolidated.NN.pth)\n"
-	"becomes scalewatch HDF5, or safetensors with --to safetensors.\n"
+	"checkpoint OUT. A PyTorch (.pt, .pth, pytorch_model.bin, Meta's\n"
+	"consolidated.NN.pth), GGUF or llama2.c file IN becomes HDF5 when OUT ends in\n"
+	".h5 or .hdf5, else a safetensors directory; --to names the direction. The\n"
+	"scalewatch attributes travel in the safetensors metadata.\n"
 	"\n"
 	"  --dtype T         safetensors out: f32 (default, exact) or bf16 (nearest even)\n"
 	"  --force           replace an existing OUT\n"
 	"  --shard-size SIZE safetensors out: at most SIZE bytes of tensors per file\n"
 	"                    (10MB, 2GiB, 4096; default 5GB)\n"
 	"  --to F            what OUT is: hdf5 or safetensors (default: safetensors\n"
-	"                    for an HDF5 IN, HDF5 for any other)\n"
+	"                    for an HDF5 IN, HDF5 for safetensors, by OUT's name for\n"
+	"                    the others)\n"
 	"  --help, --version\n"
 	"See sw-convert(1).\n";
 

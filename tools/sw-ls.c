@@ -13,9 +13,9 @@ static const char usage[] =
 	"sw-ls [--json] [--summary] [--block LIST] [--layer LIST] [--name GLOB]\n"
 	"             [--role LIST] [FILE ...]";
 static const char help[] =
-	"List the tensors of scalewatch HDF5, Hugging Face safetensors and PyTorch\n"
-	"checkpoints (FILE:KEY: the dict KEY inside a PyTorch file) in model order:\n"
-	"file name block role layer kind dtype shape numel.\n"
+	"List the tensors of scalewatch HDF5, Hugging Face safetensors, PyTorch, GGUF\n"
+	"and llama2.c checkpoints (FILE:KEY: the dict KEY inside a PyTorch file) in\n"
+	"model order: file name block role layer kind dtype shape numel.\n"
 	"\n"
 	"  --summary      parameter counts per block type instead\n"
 	TOOL_SELECT_HELP

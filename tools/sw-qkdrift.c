@@ -286,7 +286,7 @@ static void read_ckpt(struct tool *tl, struct run *r, const char *file, size_t o
 	}
 	m = ckpt_meta(ck);
 	if (drift && !m->has_step) {
-		sw_fail(&err, SW_EDATA, "no step (a safetensors checkpoint has none): --drift orders checkpoints by step");
+		sw_fail(&err, SW_EDATA, "no step in this checkpoint (safetensors from elsewhere, PyTorch, GGUF and llama2.c files have none): --drift orders checkpoints by step");
 		tool_error(tl, file, &err);
 	} else if (r->first_file && qkdrift_same_model(&r->first, r->first_file, &m->config, &err)) {
 		tool_error(tl, file, &err);

@@ -23,6 +23,8 @@ for t in "$@"; do
 	tokenizer) maxlen=4096 dict=$top/tokenizer.dict ;;
 	pickle) maxlen=4096 dict=$top/pickle.dict ;;
 	ptzip) maxlen=8192 dict=$top/pickle.dict ;;
+	gguf) maxlen=4096 dict=$top/gguf.dict ;;
+	llama2c) maxlen=512 dict= ;;
 	*) echo "run-fuzz: no target '$t'" >&2; exit 64 ;;
 	esac
 	scratch=$build/corpus/$t

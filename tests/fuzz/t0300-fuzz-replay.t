@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 
 FZ=$SW_TOP/tests/fuzz
-for t in st-header st-index st-config tokens h5ckpt tokenizer pickle ptzip; do
+for t in st-header st-index st-config tokens h5ckpt tokenizer pickle ptzip gguf llama2c; do
 	test_expect_success "fuzz-$t: seeds and regressions replay" '
 		set -- "$FZ/corpus/'$t'" &&
 		if [ -d "$FZ/regress/'$t'" ]; then set -- "$@" "$FZ/regress/'$t'"; fi &&

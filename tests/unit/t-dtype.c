@@ -80,5 +80,26 @@ int main(void)
 				   "f64 %.17g refused: %s", f64[i].d, err.msg);
 		}
 	}
+
+	/* Q8_0: blocks of an F16 scale and 32 int8, each value d * q */
+	{
+		unsigned char blk[2 * 34];
+		float q8[64];
+		int good = 1;
+
+		blk[0] = 0x00, blk[1] = 0x38;           /* d = 0.5 */
+		blk[34] = 0x00, blk[35] = 0xbc;         /* d = -1 */
+		for (int i = 0; i < 32; i++) {
+			blk[2 + i] = (unsigned char)(int8_t)(i - 16);
+			blk[36 + i] = (unsigned char)(int8_t)(i % 2 ? 127 : -127);
+		}
+		ok(sw_to_f32(SW_DTYPE_Q8_0, blk, q8, 64, &err) == SW_OK, "Q8_0: two blocks read");
+		for (int i = 0; i < 32; i++)
+			good &= q8[i] == 0.5f * (float)(i - 16) && q8[32 + i] == (i % 2 ? -127.0f : 127.0f);
+		ok(good, "Q8_0: every value d * q (0.5 * -16 .. 15, -1 * +-127)");
+		ok(sw_to_f32(SW_DTYPE_Q8_0, blk, q8, 48, &err) == SW_EDATA && strstr(err.msg, "blocks of 32"),
+		   "Q8_0: a count that is no whole number of blocks refused: %s", err.msg);
+		ok(sw_dtype_size(SW_DTYPE_Q8_0) == 0, "Q8_0 has no size per element");
+	}
 	return tap_done();
 }
