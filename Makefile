@@ -40,7 +40,7 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize \
+TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
             sw-trace sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
