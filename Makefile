@@ -98,6 +98,10 @@ $(MPI_TOOLS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(BUILD)/tools/%.o $(BUILD)/tools
 		$(BUILD)/lib/comm-mpi.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(MPI_ENV) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# bench/mpi's all-reduce timing
+$(BUILD)/bench/allreduce: $(BUILD)/bench/allreduce.o $(BUILD)/lib/comm-mpi.o $(LIB_A)
+	$(MPI_ENV) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 endif
 
 $(GEN): $(BUILD)/fixtures/gen-fixtures.o $(LIB_A)

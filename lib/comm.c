@@ -37,6 +37,29 @@ static int one_part(const void *part, void *all, size_t count, size_t displ, siz
 	return SW_OK;
 }
 
+/* Started by a launcher (mpirun, mpiexec, srun with an MPI plugin), its
+ * variables in the environment? *n: the job's process count when it says
+ * (0 when not). */
+static int launched(const char **var, long *n)
+{
+	static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+	static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+	int any = 0;
+
+	*n = 0;
+	*var = NULL;
+	for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+		any |= getenv(ranks[i]) != NULL;
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		const char *v = getenv(sizes[i]);
+		if (v && (*n = strtol(v, NULL, 10)) > 0) {
+			*var = sizes[i];
+			return 1;
+		}
+	}
+	return any;
+}
+
 #ifdef SW_MPI
 
 #include <mpi.h>
@@ -97,7 +120,16 @@ int comm_init(int *argc, char ***argv, struct comm **out, struct sw_err *err)
 	struct comm *c = calloc(1, sizeof *c);
 	int provided, mrc;
 
+	const char *var;
+	long n;
+
 	*out = NULL;
+	/* started alone: one process, without MPI (no singleton MPI_Init:
+	 * its start-up costs, and it may fail where mpirun would work) */
+	if (!launched(&var, &n)) {
+		free(c);
+		return SW_OK;
+	}
 	if (!c)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	/* the main thread alone calls MPI, outside the OpenMP regions */
@@ -294,21 +326,6 @@ struct comm {
 	int unused;
 };
 
-/* The launchers' variables: a process started as one of several. */
-static int launched_as_many(const char **var, long *n)
-{
-	static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
-
-	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-		const char *v = getenv(vars[i]);
-		if (v && (*n = strtol(v, NULL, 10)) > 1) {
-			*var = vars[i];
-			return 1;
-		}
-	}
-	return 0;
-}
-
 int comm_init(int *argc, char ***argv, struct comm **out, struct sw_err *err)
 {
 	const char *var;
@@ -317,7 +334,7 @@ int comm_init(int *argc, char ***argv, struct comm **out, struct sw_err *err)
 	(void)argc;
 	(void)argv;
 	*out = NULL;
-	if (launched_as_many(&var, &n))
+	if (launched(&var, &n) && n > 1)
 		return sw_fail(err, SW_EUSAGE,
 			       "started as one of %ld processes (%s), but built without MPI: "
 			       "rebuild with mpicc installed (make deps) to train data-parallel", n, var);

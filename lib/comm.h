@@ -32,7 +32,9 @@ enum comm_op { COMM_SUM, COMM_MIN, COMM_MAX };
 
 /*
  * Join the job: MPI_Init_thread (MPI calls come from the main thread
- * only, outside OpenMP regions) when built with MPI. Without MPI, a
+ * only, outside OpenMP regions) when built with MPI and started by a
+ * launcher (mpirun, srun: its variables in the environment); started
+ * alone, *out is NULL: one process, MPI untouched. Without MPI, a
  * process that a launcher started as one of several (OMPI_COMM_WORLD_SIZE,
  * PMI_SIZE, PMIX_SIZE above 1) is refused with SW_EUSAGE: N copies of a
  * one-process tool would each write the same run.

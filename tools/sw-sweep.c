@@ -295,12 +295,16 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "%s", err.msg);
 	if ((rc = sweep_write(&s, &err))) {
 		tool_error(&tl, s.dir, &err);
+		sweep_free(&s);
 		return tool_finish(&tl);
 	}
-	if (!(pending = malloc((size_t)s.nruns * sizeof *pending)))
-		return SW_ESOFTWARE;
-	if (each_run(&tl, s.dir, 0, 0, pending, &npending))
-		return tool_finish(&tl);
+	if (!(pending = malloc((size_t)s.nruns * sizeof *pending)) ||
+	    each_run(&tl, s.dir, 0, 0, pending, &npending)) {
+		free(pending);
+		sweep_free(&s);
+		rc = tool_finish(&tl);
+		return rc ? rc : SW_ESOFTWARE;        /* 0: out of memory, said nowhere yet */
+	}
 	self_paths(self, sizeof self, train, sizeof train);
 	if (slurm) {
 		if ((rc = sweep_write_slurm(&s, slurm, self, pending, npending, sbatch, nsbatch, &err)))
@@ -318,12 +322,17 @@ int main(int argc, char **argv)
 			if (!use_parallel && !strcmp(runner, "parallel")) {
 				sw_fail(&err, SW_EUSAGE, "--runner parallel: GNU parallel is not installed");
 				tool_error(&tl, s.dir, &err);
+				free(text);
+				free(pending);
+				sweep_free(&s);
 				return tool_finish(&tl);
 			}
 		}
 		words = calloc((size_t)npending + 48, sizeof *words);
-		if (!text || !words)
-			return SW_ESOFTWARE;
+		if (!text || !words) {
+			fprintf(stderr, "sw-sweep: out of memory\n");
+			exit(SW_ESOFTWARE);
+		}
 		if (use_parallel) {
 			cmd[n++] = "parallel"; cmd[n++] = "--will-cite"; cmd[n++] = "-q"; cmd[n++] = "-j";
 			cmd[n++] = jn; cmd[n++] = "--halt"; cmd[n++] = "never";
