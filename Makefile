@@ -4,6 +4,7 @@
 #   make check         every test through prove, then the same under ASan+UBSan
 #   make check-asan    the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo          the main job on the embedded default (see README)
+#   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
 #   make deps          install the Debian packages building and running need
@@ -66,7 +67,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan test-suite unit fuzz fuzz-targets demo figures \
-	fixtures install clean lint-man bench
+	fixtures install clean lint-man bench transfer-study
 
 all: $(TOOL_BIN) $(GEN)
 
@@ -209,6 +210,12 @@ fixtures: $(GEN)
 demo: deps
 	$(MAKE) all
 	@sh demo/demo.sh $(BUILD)/bin
+
+# the optimal-norm paper's experiment at this machine's scale (about an
+# hour on 2 cores; not part of make demo): demo/transfer-study.sh
+transfer-study: deps
+	$(MAKE) all
+	@sh demo/transfer-study.sh $(BUILD)/bin
 
 # the README's figures: the demo's, committed under demo/figures
 figures: demo
