@@ -4,6 +4,7 @@
 #include "rundir.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -520,20 +521,25 @@ int sweep_write_slurm(const struct sweep *s, const char *path, const char *sweep
 		      const int *pending, int npending, char **sbatch, int nsbatch,
 		      struct sw_err *err)
 {
-	char qdir[8300], qexe[8300], qout[8400], out[4200];
+	char qdir[8300], qexe[8300], qcwd[8300], out[4200], dir[PATH_MAX], cwd[PATH_MAX];
 	struct text t = {0};
 	int rc;
 
-	snprintf(out, sizeof out, "%s/slurm-%%A_%%a.out", s->dir);
-	if (!sweep_shell_quote(s->dir, qdir, sizeof qdir) || !sweep_shell_quote(sweep_exe, qexe, sizeof qexe) ||
-	    !sweep_shell_quote(out, qout, sizeof qout))
+	/* the job runs wherever sbatch was called: the sweep by its full path */
+	if (!realpath(s->dir, dir) || !getcwd(cwd, sizeof cwd))
+		return sw_fail(err, sw_errno_status(errno), "%s: %s", s->dir, strerror(errno));
+	if (!sweep_shell_quote(cwd, qcwd, sizeof qcwd))
+		return sw_fail(err, SW_EUSAGE, "a path is too long for the script");
+	snprintf(out, sizeof out, "%s/slurm-%%A_%%a.out", dir);
+	if (!sweep_shell_quote(dir, qdir, sizeof qdir) || !sweep_shell_quote(sweep_exe, qexe, sizeof qexe) ||
+	    strchr(out, '\n'))
 		return sw_fail(err, SW_EUSAGE, "a path is too long for the script");
 	for (int i = 0; i < nsbatch; i++)
 		if (strchr(sbatch[i], '\n'))
 			return sw_fail(err, SW_EUSAGE, "--sbatch: an option holds a newline");
 	put(&t, "#!/bin/sh\n");
 	put(&t, "# %d run%s of the sweep in %s, one Slurm array task each: sbatch this file.\n", npending,
-	    npending == 1 ? "" : "s", s->dir);
+	    npending == 1 ? "" : "s", dir);
 	put(&t, "# A task runs its run through sw-sweep --run, which starts it, resumes it from\n"
 		"# its latest checkpoint, or skips it when done: resubmit to finish what was cut.\n");
 	put(&t, "#SBATCH --job-name=sw-sweep\n");
@@ -545,8 +551,9 @@ int sweep_write_slurm(const struct sweep *s, const char *path, const char *sweep
 	for (int i = 0; i < nsbatch; i++)
 		put(&t, "#SBATCH %s\n", sbatch[i]);
 	put(&t, "set -eu\n");
+	/* where sw-sweep ran: the runs' relative paths (--data, --out) as then */
+	put(&t, "cd %s\n", qcwd);
 	put(&t, "exec %s --run %s --launcher srun \"$SLURM_ARRAY_TASK_ID\"\n", qexe, qdir);
-	(void)qout;
 	rc = t.oom ? sw_fail(err, SW_ESOFTWARE, "out of memory") : npending ? write_text(path, &t, err)
 		: sw_fail(err, SW_EUSAGE, "%s: every run is done: no script to write", s->dir);
 	free(t.p);

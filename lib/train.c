@@ -774,9 +774,11 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		if ((rc = checkpoint(&t, &s, stop, rc, err)))
 			break;
 		report(&t, &s);
-		if (stop)
+		if (stop) {
+			t.reporter = 0;         /* every rank stops here alike */
 			rc = sw_fail(err, SW_EINTERRUPTED, "interrupted at step %lld; wrote %s",
 				     (long long)t.rs.step, t.last_good);
+		}
 	}
 	rc = trainer_close(&t, rc, err);
 	if (res) {
