@@ -80,6 +80,16 @@ test_expect_success '--zero1: the optimizer state sharded, the same bits as with
 	done
 '
 
+test_expect_success '--zero1, resumed from its step-10 checkpoint: the uncut run, bit for bit' '
+	mkdir zr && cp zero/ckpt-000010.h5 zr/ &&
+	mpirun -np 2 sw-train $RUN --optimizer muon --zero1 --out zr --resume zr/ckpt-000010.h5 >out &&
+	for g in /params /optim_state; do
+		h5dump -g $g zero/ckpt-000020.h5 | sed 1d >a &&
+		h5dump -g $g zr/ckpt-000020.h5 | sed 1d >b &&
+		test_cmp a b || return 1
+	done
+'
+
 test_expect_success '--zero1 with adamw over 3 ranks: the same bits as 3 ranks without' '
 	mpirun -np 3 sw-train $RUN --out plain3 >out &&
 	mpirun -np 3 sw-train $RUN --zero1 --out zero3 >out &&
