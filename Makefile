@@ -4,6 +4,7 @@
 #   make check         every test through prove, then the same under ASan+UBSan
 #   make check-asan    the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo          the main job on the embedded default (see README)
+#   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
 #   make deps          install the Debian packages building and running need
@@ -42,8 +43,8 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize sw-trace \
-            sw-train sw-transfer
+TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
+            sw-trace sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
@@ -63,13 +64,13 @@ MANPAGES  = $(wildcard man/*.1 man/*.5)
 # (the demo included) need, make check the tests' references and tools too,
 # make fuzz clang
 DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev \
-            libminizip-dev
-DEB_RUN   = gnuplot-nox fortunes
-DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
+            libminizip-dev libopenmpi-dev
+DEB_RUN   = gnuplot-nox fortunes openmpi-bin
+DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shellcheck parallel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan test-suite unit fuzz fuzz-targets demo figures \
-	fixtures install clean lint-man bench
+	fixtures install clean lint-man bench transfer-study
 
 all: $(TOOL_BIN) $(GEN)
 
@@ -84,6 +85,28 @@ $(LIB_A): $(LIB_OBJ)
 $(BUILD)/bin/sw-%: $(BUILD)/tools/sw-%.o $(BUILD)/tools/common.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# MPI: the tools that run data-parallel under mpirun link lib/comm.c built
+# by mpicc with SW_MPI ahead of the library (whose comm.o, one process,
+# every other tool and test gets). No mpicc (or NO_MPI=1): the same tools,
+# one process each, as before. mpicc compiles and links with $(CC).
+MPICC    ?= $(if $(NO_MPI),,$(shell command -v mpicc 2>/dev/null))
+MPI_TOOLS = sw-sharpness sw-train
+ifneq ($(MPICC),)
+MPI_ENV   = OMPI_CC='$(CC)' MPICH_CC='$(CC)'
+$(BUILD)/lib/comm-mpi.o: lib/comm.c
+	@mkdir -p $(dir $@)
+	$(MPI_ENV) $(MPICC) $(SW_CFLAGS) $(CFLAGS) -DSW_MPI -c -o $@ $<
+
+$(MPI_TOOLS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(BUILD)/tools/%.o $(BUILD)/tools/common.o \
+		$(BUILD)/lib/comm-mpi.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(MPI_ENV) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# bench/mpi's all-reduce timing
+$(BUILD)/bench/allreduce: $(BUILD)/bench/allreduce.o $(BUILD)/lib/comm-mpi.o $(LIB_A)
+	$(MPI_ENV) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
 
 $(GEN): $(BUILD)/fixtures/gen-fixtures.o $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -190,6 +213,12 @@ fixtures: $(GEN)
 demo: deps
 	$(MAKE) all
 	@sh demo/demo.sh $(BUILD)/bin
+
+# the optimal-norm paper's experiment at this machine's scale (about an
+# hour on 2 cores; not part of make demo): demo/transfer-study.sh
+transfer-study: deps
+	$(MAKE) all
+	@sh demo/transfer-study.sh $(BUILD)/bin
 
 # the README's figures: the demo's, committed under demo/figures
 figures: demo

@@ -1,6 +1,7 @@
 /* blocksharp.c - the blockwise sharpness of a checkpoint (see blocksharp.h). */
 #include "blocksharp.h"
 #include "ckpt.h"
+#include "dp.h"
 #include "h5write.h"
 #include "model.h"
 #include "modelio.h"
@@ -94,23 +95,35 @@ static int dump_labels(const char *path, const int *inputs, const int *labels, i
 	return h5w_commit(w, err);
 }
 
-/* Compute the estimate with the model on tokens from the data file. */
+/* The failure of some rank, on every rank; the reporter noted. */
+static int agree(const struct blocksharp_opts *o, struct blocksharp_estimate *e, int rc)
+{
+	int who;
+
+	if ((rc = comm_agree(o->comm, rc, &who)))
+		e->reporter = who;
+	return rc;
+}
+
+/* Compute the estimate with the model on tokens from the data file (with
+ * several ranks, each its rows of every batch). */
 static int compute(const char *path, const struct blocksharp_opts *o,
 		   struct blocksharp_estimate *e, struct sw_err *err)
 {
 	struct model m;
 	struct dataset d;
 	struct sw_rng r;
-	int rc, T, B, mb;
+	struct dp dp = {0};
+	int rc, T = 0, B = 0, mb = 1, many = comm_size(o->comm) > 1;
 	int *tok = NULL, *tgt = NULL, *labels = NULL, *inputs = NULL;
 	real *probs = NULL;
 	double need, have = mem_available();
 
 	if (!o->data)
 		return sw_fail(err, SW_EUSAGE, "no /fisher in the checkpoint: give --data");
-	if ((rc = modelio_load(path, &m, err)))
+	if ((rc = agree(o, e, modelio_load(path, &m, err))))
 		return rc;
-	if ((rc = data_open(o->data, o->fmt, 0, &d, err))) {
+	if ((rc = agree(o, e, data_open(o->data, o->fmt, 0, &d, err)))) {
 		sw_err_prefix(err, "%s", o->data);
 		model_free(&m);
 		return rc;
@@ -119,12 +132,12 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	if (o->batch_tokens % T) {
 		rc = sw_fail(err, SW_EUSAGE, "--batch-tokens %lld is not a multiple of the sequence length %d",
 			     (long long)o->batch_tokens, T);
-		goto out;
+		goto setup;
 	}
 	B = (int)(o->batch_tokens / T);
 	if ((rc = data_check(&d, T, (int)m.c.vocab_size, err))) {
 		sw_err_prefix(err, "%s", o->data);
-		goto out;
+		goto setup;
 	}
 	/* the largest micro-batch dividing B whose activations take at most
 	 * a quarter of the free memory (or the one asked for) */
@@ -133,7 +146,7 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 		mb--;
 	if (B % mb) {
 		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences", mb, B);
-		goto out;
+		goto setup;
 	}
 	need = model_acts_bytes(&m.c, mb, T) + 4.0 * (double)m.nparams * 4 +
 	       (mb == B ? (double)mb * T * m.c.vocab_size * sizeof(real) : 0);
@@ -141,43 +154,51 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 		rc = sw_fail(err, SW_ESOFTWARE,
 			     "needs %.1f GB (parameters, gradient, estimate, activations), %.1f GB available",
 			     need / 1e9, have / 1e9);
-		goto out;
+		goto setup;
 	}
 	if ((rc = estimate_alloc(e, (size_t)m.ntensors, m.nparams, err)))
-		goto out;
+		goto setup;
 	tok = malloc((size_t)B * T * sizeof *tok);
 	tgt = malloc((size_t)B * T * sizeof *tgt);
 	if (o->dump) {
 		labels = malloc((size_t)o->draws * B * T * sizeof *labels);
 		inputs = malloc((size_t)o->draws * B * T * sizeof *inputs);
 	}
-	if (mb == B)
+	if (mb == B && !many)
 		probs = malloc((size_t)B * T * m.c.vocab_size * sizeof *probs);
-	if (!tok || !tgt || (o->dump && (!labels || !inputs)) || (mb == B && !probs)) {
+	if (!tok || !tgt || (o->dump && (!labels || !inputs)) || (mb == B && !many && !probs)) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-		goto out;
+		goto setup;
 	}
+	if ((rc = dp_open(&dp, o->comm, &m, 0, err)))
+		goto setup;
 	for (int i = 0; i < m.ntensors; i++) {
 		e->info[i] = m.tensors[i].info;
 		e->offset[i] = m.tensors[i].offset;
 	}
 	rng_seed(&r, o->seed);
+setup:
+	/* every rank set up alike, or all stop */
+	if ((rc = agree(o, e, rc)))
+		goto out;
 	if (o->same_batch) {
-		if ((rc = data_train_batch(&d, &r, B, T, tok, tgt, err)))
+		if ((rc = agree(o, e, data_train_batch(&d, &r, B, T, tok, tgt, err))))
 			sw_err_prefix(err, "%s", o->data);
 		else
-			rc = gnb_estimate(&m, tok, B, T, mb, o->draws, &r, e->h, labels, probs, err);
+			rc = agree(o, e, dp_gnb_estimate(&dp, tok, B, T, mb, o->draws, &r, e->h, labels, probs,
+							 err));
 		for (int k = 0; inputs && k < o->draws; k++)
 			memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 	} else {
 		/* a fresh batch for every draw; each adds N g^2, averaged at the end */
 		for (int k = 0; k < o->draws && !rc; k++) {
-			if ((rc = data_train_batch(&d, &r, B, T, tok, tgt, err))) {
+			if ((rc = agree(o, e, data_train_batch(&d, &r, B, T, tok, tgt, err)))) {
 				sw_err_prefix(err, "%s", o->data);
 				break;
 			}
-			rc = gnb_estimate(&m, tok, B, T, mb, 1, &r, e->h,
-					  labels ? labels + (size_t)k * B * T : NULL, probs, err);
+			rc = agree(o, e, dp_gnb_estimate(&dp, tok, B, T, mb, 1, &r, e->h,
+							 labels ? labels + (size_t)k * B * T : NULL, probs,
+							 err));
 			if (inputs)
 				memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 		}
@@ -188,6 +209,7 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 		rc = dump_labels(o->dump, inputs, labels, o->draws, B, T, err);
 	e->source = "computed";
 out:
+	dp_close(&dp);
 	free(tok);
 	free(tgt);
 	free(labels);
@@ -195,7 +217,7 @@ out:
 	free(probs);
 	data_close(&d);
 	model_free(&m);
-	return rc;
+	return agree(o, e, rc);
 }
 
 int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
@@ -205,14 +227,16 @@ int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
 	int rc, have = 0;
 
 	memset(e, 0, sizeof *e);
+	e->reporter = -2;
 	if ((rc = ckpt_open(path, &ck, err)))
-		return rc;
+		return agree(o, e, rc);
 	e->has_step = ckpt_meta(ck)->has_step;
 	e->step = ckpt_meta(ck)->step;
 	if (!o->recompute && !o->dump)
 		rc = from_fisher(ck, e, &have, err);
 	ckpt_close(ck);
-	if (rc || have)
+	/* every rank read the same file: the same way on */
+	if ((rc = agree(o, e, rc)) || have)
 		return rc;
 	return compute(path, o, e, err);
 }

@@ -8,6 +8,10 @@
  * micro-batch that divides the batch and whose activations take at most a
  * quarter of the free memory; a fresh batch per draw unless same_batch;
  * the inputs and sampled labels optionally written to an HDF5 file).
+ * Under MPI (opts.comm of several ranks) the computed estimate is split
+ * over the ranks by rows of the batch and its gradients summed before
+ * they are squared (dp_gnb_estimate): the one-process estimate on the
+ * same labels, up to the order of the sums; every rank gets h.
  * blocksharp_stats pools h over a set of parameters (a block type, a
  * layer, a tensor; eq. 4 and the log scale), blocksharp_hist bins log10 h
  * per block type, blocksharp_principle checks Principle (1).
@@ -18,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm.h"
 #include "data.h"
 #include "select.h"
 #include "sharpness.h"
@@ -34,7 +39,8 @@ struct blocksharp_opts {
 	int same_batch;
 	int recompute;          /* ignore /fisher */
 	uint64_t seed;
-	const char *dump;       /* write the inputs and labels here, or NULL */
+	const char *dump;       /* write the inputs and labels here, or NULL (one process) */
+	struct comm *comm;      /* the ranks computing the estimate together; NULL: one */
 };
 
 /* The estimate of one checkpoint: h over its tensors, in model order. */
@@ -47,6 +53,7 @@ struct blocksharp_estimate {
 	int has_step;
 	int64_t step;
 	const char *source;             /* "fisher" or "computed" */
+	int reporter;                   /* on failure, the rank whose err is shown */
 };
 
 /* The estimate of the checkpoint at path. SW_EUSAGE when it has no

@@ -804,6 +804,14 @@ void model_zero_grad(struct model *m)
 	memset(m->grads, 0, m->nparams * sizeof(real));
 }
 
+/* m->grads_ready for layer l (see model.h); multipliers finish every
+ * layer's gradient at the end, so with them it is told then */
+static void grads_ready(const struct model *m, int l, int at_end)
+{
+	if (m->grads_ready && (m->mult != MULT_NONE) == at_end)
+		m->grads_ready(m->grads_ready_ctx, l);
+}
+
 void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
 {
 	const struct sw_config *c = &m->c;
@@ -823,6 +831,7 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 	matmul_backward(dn, m->g.lm_head, m->logits, m->nf, m->p.lm_head, N, C, V);
 	memset(dres, 0, (size_t)N * C * sizeof(real));
 	rmsnorm_backward(dres, m->g.final_norm, dn, m->x_final, m->p.final_norm, m->nf_rstd, N, C);
+	grads_ready(m, (int)c->n_layers, 0);
 
 	for (int l = (int)c->n_layers - 1; l >= 0; l--) {
 		struct layer_acts *a = &m->acts[l];
@@ -874,8 +883,10 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 		matmul_backward(dn, g->wk, dk, a->n1, w->wk, N, C, K);
 		matmul_backward(dn, g->wv, dv, a->n1, w->wv, N, C, K);
 		rmsnorm_backward(dres, g->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd, N, C);
+		grads_ready(m, l, 0);
 	}
 	encoder_backward(m->g.embed, dres, tokens, N, C);
+	grads_ready(m, -1, 0);
 
 	/* multipliers: from dL/dW_eff to dL/dW and dL/dmult */
 	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
@@ -884,4 +895,6 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 		mult_backward(m->grads + wt->offset, m->grads + mt->offset, m->dw_eff + m->eff_offset[i],
 			      m->params + wt->offset, m->params + mt->offset, m->mult, l->dout, l->din);
 	}
+	for (int l = (int)c->n_layers; l >= -1; l--)
+		grads_ready(m, l, 1);
 }

@@ -124,6 +124,13 @@ struct model {
 	real *scratch;                  /* backward scratch */
 	size_t scratch_size;
 	double loss;                    /* mean loss of the last forward */
+	/* Told by model_backward as gradients become final, from the output
+	 * end: layer L (the final norm and an untied head), each layer l from
+	 * L-1 down, then -1 (the embedding), so that their exchange between
+	 * processes overlaps the rest of the pass; with multipliers all at
+	 * the end. NULL: not told. */
+	void (*grads_ready)(void *ctx, int layer);
+	void *grads_ready_ctx;
 };
 
 /* Build a model for config c (vocab, sizes, options) with multipliers
@@ -163,7 +170,7 @@ void model_zero_grad(struct model *m);
 /*
  * Backward pass after model_forward with targets: adds dL/dtheta into
  * m->grads, where L is the mean loss times loss_scale (1/accumulation
- * steps for gradient accumulation).
+ * steps for gradient accumulation). Calls m->grads_ready as it goes.
  */
 void model_backward(struct model *m, const int *tokens, const int *targets,
 		    double loss_scale);

@@ -158,6 +158,7 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 	}
 	/* Newton-Schulz: 3 r^2 + 2 n; then the momentum view and the update, 2 n */
 	o->work_size = (size_t)(3 * maxr * maxr + 4 * maxn);
+	o->count = m->ntensors;
 	o->m = calloc(m->nparams, sizeof *o->m);
 	o->v = calloc(m->nparams, sizeof *o->v);
 	o->work = cfg->kind == OPT_ADAMW ? NULL : malloc(o->work_size * sizeof(real));
@@ -165,6 +166,38 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 		optim_free(o);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for the optimizer state");
 	}
+	return SW_OK;
+}
+
+int optim_shard(struct optim *o, const struct model *m, int first, int count,
+		struct sw_err *err)
+{
+	size_t lo = 0, n = 0;
+	float *mm, *vv;
+
+	if (count) {
+		const struct model_tensor *last = &m->tensors[first + count - 1];
+		lo = m->tensors[first].offset;
+		n = last->offset + last->numel - lo;
+	}
+	mm = malloc((n ? n : 1) * sizeof *mm);
+	vv = malloc((n ? n : 1) * sizeof *vv);
+
+	if (!mm || !vv || o->first || o->count != m->ntensors) {
+		free(mm);
+		free(vv);
+		return sw_fail(err, SW_ESOFTWARE, !mm || !vv ? "out of memory for the optimizer state"
+							   : "optimizer state sharded twice");
+	}
+	memcpy(mm, o->m + lo, n * sizeof *mm);
+	memcpy(vv, o->v + lo, n * sizeof *vv);
+	free(o->m);
+	free(o->v);
+	o->m = mm;
+	o->v = vv;
+	o->first = first;
+	o->count = count;
+	o->base = lo;
 	return SW_OK;
 }
 
@@ -334,21 +367,22 @@ static void scion_tensor(struct optim *o, real *p, const real *g, double clip, f
 void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scale)
 {
 	o->t++;
-	for (int i = 0; i < m->ntensors; i++) {
+	for (int i = o->first; i < o->first + o->count; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
 		const struct sw_tensor_info *t = &mt->info;
 		real *p = m->params + mt->offset;
 		const real *g = m->grads + mt->offset;
+		size_t k = mt->offset - o->base;        /* the tensor's moments */
 		/* multipliers are left out of clipping */
 		double lr, wd, clip = t->block == SW_BLOCK_MULT ? 1 : clip_scale;
 		enum sw_wd_mode mode;
 
 		optim_tensor_hparams(&o->cfg, t, step, &lr, &wd, &mode);
 		if (o->cfg.kind == OPT_SCION)
-			scion_tensor(o, p, g, clip, o->m + mt->offset, t, lr, wd, mode);
+			scion_tensor(o, p, g, clip, o->m + k, t, lr, wd, mode);
 		else if (o->cfg.kind == OPT_MUON && is_hidden_matrix(t))
-			muon_tensor(o, p, g, clip, o->m + mt->offset, t, lr, wd, mode);
+			muon_tensor(o, p, g, clip, o->m + k, t, lr, wd, mode);
 		else
-			adamw_tensor(o, p, g, clip, o->m + mt->offset, o->v + mt->offset, mt->numel, lr, wd, mode);
+			adamw_tensor(o, p, g, clip, o->m + k, o->v + k, mt->numel, lr, wd, mode);
 	}
 }

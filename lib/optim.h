@@ -60,7 +60,9 @@ void optim_defaults(struct optim_config *oc);
 
 struct optim {
 	struct optim_config cfg;
-	float *m, *v;                   /* (nparams) moments; Muon/Scion use m */
+	float *m, *v;                   /* moments of tensors [first, first + count); Muon/Scion use m */
+	int first, count;               /* the tensors updated: all, or a shard (optim_shard) */
+	size_t base;                    /* params offset of m[0]: 0, or the shard's start */
 	real *work;                     /* Newton-Schulz scratch */
 	size_t work_size;
 	int64_t t;                      /* updates done (bias correction) */
@@ -69,6 +71,14 @@ struct optim {
 int optim_init(struct optim *o, const struct optim_config *cfg, const struct model *m,
 	       struct sw_err *err);
 void optim_free(struct optim *o);
+
+/*
+ * Keep the moments of tensors [first, first + count) only (ZeRO-1: each
+ * process of a data-parallel job updates its own shard of the tensors);
+ * optim_step then updates those alone. o must hold every tensor's.
+ */
+int optim_shard(struct optim *o, const struct model *m, int first, int count,
+		struct sw_err *err);
 
 /* The schedule's factor at step (0-based): lr(step) / lr_max in [0, 1]. */
 double optim_schedule(const struct optim_config *oc, int64_t step);

@@ -1,5 +1,6 @@
 /* train.c - the training loop (see train.h). */
 #include "train.h"
+#include "dp.h"
 #include "norms.h"
 #include "linalg.h"
 #include "model.h"
@@ -35,12 +36,17 @@ static const char *num_str(double v, char *buf, size_t len)
 	return buf;
 }
 
-static double rms(const real *x, size_t n)
+static double sumsq(const real *x, size_t n)
 {
 	double s = 0;
 	for (size_t i = 0; i < n; i++)
 		s += (double)x[i] * x[i];
-	return n ? sqrt(s / (double)n) : 0;
+	return s;
+}
+
+static double rms(const real *x, size_t n)
+{
+	return n ? sqrt(sumsq(x, n) / (double)n) : 0;
 }
 
 /* ---- the trace's series ------------------------------------------------ */
@@ -66,7 +72,13 @@ struct trace_plan {
 	int nmult, nweight;
 	int *weight_tensor, *mult_tensor;
 	struct qk_head *qk;             /* (n_heads) one layer's Q/K pairs (qkdrift.h) */
+	double *sq;                     /* (L * ACT_COUNT + 1) sums of squares of activations */
 };
+
+/* The activations whose RMS the trace reports, per layer (their sums of
+ * squares are summed over the ranks of a data-parallel run). */
+enum { ACT_X_IN, ACT_ATTN_Y, ACT_MLP_Y, ACT_N1, ACT_N2, ACT_Q, ACT_K, ACT_V, ACT_O_X, ACT_GATE,
+       ACT_UP, ACT_D_X, ACT_COUNT };
 
 static char *name_fmt(struct trace_plan *tp, const char *fmt, int a, const char *b)
 {
@@ -89,7 +101,8 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 	tp->qk = calloc((size_t)H, sizeof *tp->qk);
 	for (int i = 0; i < S_COUNT; i++)
 		cols[i] = calloc((size_t)cap, sizeof(char *));
-	if (!tp->names || !tp->weight_tensor || !tp->mult_tensor || !tp->qk)
+	tp->sq = calloc((size_t)L * ACT_COUNT + 1, sizeof *tp->sq);
+	if (!tp->names || !tp->weight_tensor || !tp->mult_tensor || !tp->qk || !tp->sq)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int i = 0; i < S_COUNT; i++)
 		if (!cols[i])
@@ -165,6 +178,7 @@ static void free_plan(struct trace_plan *tp)
 	free(tp->weight_tensor);
 	free(tp->mult_tensor);
 	free(tp->qk);
+	free(tp->sq);
 }
 
 /* ||rows [r0, r1) of W||_rms */
@@ -203,13 +217,15 @@ static void trace_qk(struct trace_plan *tp, const struct model *m, int l)
 }
 
 /* Fill the vector series from the last forward's activations (the last
- * micro-batch) and the weights after the update. */
-static void trace_stats(struct trace_plan *tp, struct model *m)
+ * micro-batch: its Nt = B T tokens, over every rank) and the weights after
+ * the update. */
+static int trace_stats(struct trace_plan *tp, struct model *m, struct dp *dp, size_t Nt,
+		       struct sw_err *err)
 {
 	const struct sw_config *c = &m->c;
 	size_t N = (size_t)m->B * m->T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
 	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff;
-	int L = (int)c->n_layers, hd = (int)c->head_dim;
+	int L = (int)c->n_layers, hd = (int)c->head_dim, rc;
 	double *res = tp->row[S_RESIDUAL], *ao = tp->row[S_ATTN_OUT], *mo = tp->row[S_MLP_OUT],
 	       *gain = tp->row[S_GAIN], *qh = tp->row[S_QHEAD], *kh = tp->row[S_KHEAD];
 
@@ -218,20 +234,37 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 
 	for (int l = 0; l < L; l++) {
 		const struct layer_acts *a = &m->acts[l];
+		double *sq = tp->sq + (size_t)l * ACT_COUNT;
+		sq[ACT_X_IN] = sumsq(a->x_in, N * C);
+		sq[ACT_ATTN_Y] = sumsq(a->attn_y, N * C);
+		sq[ACT_MLP_Y] = sumsq(a->mlp_y, N * C);
+		sq[ACT_N1] = sumsq(a->n1, N * C);
+		sq[ACT_N2] = sumsq(a->n2, N * C);
+		sq[ACT_Q] = sumsq(a->q_lin, N * Q);
+		sq[ACT_K] = sumsq(a->k_lin, N * K);
+		sq[ACT_V] = sumsq(a->v, N * K);
+		sq[ACT_O_X] = sumsq(c->norm_everywhere ? a->o_in : a->att_out, N * Q);
+		sq[ACT_GATE] = sumsq(a->gate, N * F);
+		sq[ACT_UP] = sumsq(a->up, N * F);
+		sq[ACT_D_X] = sumsq(c->norm_everywhere ? a->d_in : a->h, N * F);
+	}
+	tp->sq[(size_t)L * ACT_COUNT] = sumsq(m->x_final, N * C);
+	if ((rc = dp_sum(dp, tp->sq, L * ACT_COUNT + 1, err)))
+		return rc;
+#define RMS(l, k, width) sqrt(tp->sq[(size_t)(l) * ACT_COUNT + (k)] / (double)(Nt * (width)))
+	for (int l = 0; l < L; l++) {
 		const struct layer_ptrs *w = &m->p.layer[l];
-		const real *o_x = c->norm_everywhere ? a->o_in : a->att_out;
-		const real *d_x = c->norm_everywhere ? a->d_in : a->h;
-		double n1 = rms(a->n1, N * C), n2 = rms(a->n2, N * C);
-		res[l] = rms(a->x_in, N * C);
-		ao[l] = rms(a->attn_y, N * C);
-		mo[l] = rms(a->mlp_y, N * C);
-		gain[l * NGAIN + 0] = rms(a->q_lin, N * Q) / n1;
-		gain[l * NGAIN + 1] = rms(a->k_lin, N * K) / n1;
-		gain[l * NGAIN + 2] = rms(a->v, N * K) / n1;
-		gain[l * NGAIN + 3] = rms(a->attn_y, N * C) / rms(o_x, N * Q);
-		gain[l * NGAIN + 4] = rms(a->gate, N * F) / n2;
-		gain[l * NGAIN + 5] = rms(a->up, N * F) / n2;
-		gain[l * NGAIN + 6] = rms(a->mlp_y, N * C) / rms(d_x, N * F);
+		double n1 = RMS(l, ACT_N1, C), n2 = RMS(l, ACT_N2, C);
+		res[l] = RMS(l, ACT_X_IN, C);
+		ao[l] = RMS(l, ACT_ATTN_Y, C);
+		mo[l] = RMS(l, ACT_MLP_Y, C);
+		gain[l * NGAIN + 0] = RMS(l, ACT_Q, Q) / n1;
+		gain[l * NGAIN + 1] = RMS(l, ACT_K, K) / n1;
+		gain[l * NGAIN + 2] = RMS(l, ACT_V, K) / n1;
+		gain[l * NGAIN + 3] = RMS(l, ACT_ATTN_Y, C) / RMS(l, ACT_O_X, Q);
+		gain[l * NGAIN + 4] = RMS(l, ACT_GATE, F) / n2;
+		gain[l * NGAIN + 5] = RMS(l, ACT_UP, F) / n2;
+		gain[l * NGAIN + 6] = RMS(l, ACT_MLP_Y, C) / RMS(l, ACT_D_X, F);
 		/* per-head weight norms of the effective q and k projections */
 		for (int h = 0; h < c->n_heads; h++)
 			qh[l * c->n_heads + h] = rows_rms(w->wq, (int64_t)h * hd, (int64_t)(h + 1) * hd, (int64_t)C);
@@ -239,7 +272,8 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 			kh[l * c->n_kv_heads + h] = rows_rms(w->wk, (int64_t)h * hd, (int64_t)(h + 1) * hd, (int64_t)C);
 		trace_qk(tp, m, l);
 	}
-	res[L] = rms(m->x_final, N * C);
+	res[L] = RMS(L, 0, C);
+#undef RMS
 	for (int i = 0; i < tp->nweight; i++) {
 		const struct model_tensor *t = &m->tensors[tp->weight_tensor[i]];
 		tp->row[S_WEIGHT][i] = rms(m->params + t->offset, t->numel);
@@ -251,6 +285,7 @@ static void trace_stats(struct trace_plan *tp, struct model *m)
 			s += m->params[t->offset + k];
 		tp->row[S_MULT][i] = s / (double)t->numel;
 	}
+	return SW_OK;
 }
 
 /* ||W_out||_{RMS->inf} of the head as a checkpoint stores it (lm_head,
@@ -274,7 +309,9 @@ static void out_norms(const struct model *m, double *raw, double *folded)
 
 /*
  * Everything a run holds between steps. Letters as in model.h: B sequences
- * per micro-batch, A micro-batches per step, T tokens per sequence.
+ * per micro-batch, A micro-batches per step, T tokens per sequence; this
+ * rank runs sequences [b0, b0 + Bl) of each micro-batch (all of them in
+ * one process).
  */
 struct trainer {
 	const struct train_config *tc;
@@ -286,7 +323,14 @@ struct trainer {
 	struct trace_writer *tw;        /* NULL: no trace */
 	struct rundir_claim claim;      /* out_dir: what of an earlier run goes, the trace appended? */
 	int B, A, T;
-	int *tok, *tgt;                 /* (B, T) one micro-batch */
+	int b0, Bl;                     /* this rank's slice of a micro-batch */
+	struct dp dp;                   /* the other ranks (dp.h); one process: no-ops */
+	int rank;
+	int tracing;                    /* a trace is written (by rank 0) */
+	int reporter;                   /* the rank whose message is shown; -2: each its own */
+	double exch_last;               /* dp.wait_s at the last report */
+	int64_t step_last;              /* step at the last report */
+	int *tok, *tgt;                 /* (B, T) one validation batch */
 	int *all_tok, *all_tgt;         /* (A*B, T) the step's batch: /batch and /fisher */
 	float *fisher;                  /* (nparams) the GNB estimate, with fisher_every */
 	char trace_path[4096];
@@ -305,21 +349,38 @@ struct step_log {
 	int checkpointed;
 };
 
-/* SW_EDATA: the loss is not finite; SW_EIO (err set): the data file shrank */
-static int eval_loss(struct model *m, const struct dataset *d, int nbatches, int B, int T,
-		     int *tok, int *tgt, double *out, struct sw_err *err)
+/* Every rank's status of a stretch of work: the lowest failing rank's, on
+ * all (comm_agree); that rank's message is the one shown. */
+static int agree(struct trainer *t, int rc)
 {
-	double sum = 0;
-	int rc;
+	int who;
 
-	for (int i = 0; i < nbatches; i++) {
-		if ((rc = data_val_batch(d, i, B, T, tok, tgt, err)))
-			return rc;
-		model_forward(m, tok, tgt, B, T);
-		sum += m->loss;
+	if ((rc = comm_agree(t->tc->comm, rc, &who)))
+		t->reporter = who;
+	return rc;
+}
+
+/* The validation loss: this rank's slice of every validation batch, its
+ * share of the mean summed over the ranks. SW_EIO (err set on the rank
+ * that saw it): the data file shrank. */
+static int eval_loss(struct trainer *t, double *out, struct sw_err *err)
+{
+	size_t off = (size_t)t->b0 * t->T;
+	double sum[1] = {0};
+	int rc = SW_OK;
+
+	for (int i = 0; i < t->tc->eval_batches && !rc; i++) {
+		if ((rc = data_val_batch(&t->d, i, t->B, t->T, t->tok, t->tgt, err)))
+			sw_err_prefix(err, "%s", t->tc->data_path);
+		else {
+			model_forward(&t->m, t->tok + off, t->tgt + off, t->Bl, t->T);
+			sum[0] += t->m.loss * ((double)t->Bl / t->B);
+		}
 	}
-	*out = sum / nbatches;
-	return isfinite(*out) ? SW_OK : SW_EDATA;
+	if ((rc = agree(t, rc)) || (rc = dp_sum(&t->dp, sum, 1, err)))
+		return rc;
+	*out = sum[0] / t->tc->eval_batches;
+	return SW_OK;
 }
 
 /* mkdir -p: the output directory and any missing parents */
@@ -353,6 +414,7 @@ static int stopped(struct trainer *t, const char *what, double v, int64_t step, 
 {
 	char nb[32];
 
+	t->reporter = 0;        /* every rank stops here alike: one message */
 	return sw_fail(err, SW_EDATA, "%s is %s at step %lld: stopped; the last good checkpoint is %s",
 		       what, num_str(v, nb, sizeof nb), (long long)step,
 		       t->last_good[0] ? t->last_good : "(none yet)");
@@ -418,18 +480,21 @@ static int open_trace(struct trainer *t, struct sw_err *err)
 }
 
 /* Everything before the first step: data, model, checks, the output
- * directory, buffers, the trace; then, the run started, what --force
- * replaces of an earlier run is removed. */
+ * directory (rank 0), buffers, the trace (rank 0). What --force replaces
+ * of an earlier run is removed once every rank got this far
+ * (trainer_start). */
 static int trainer_open(struct trainer *t, const struct train_config *tc, struct sw_err *err)
 {
-	char note[1024];
 	size_t bt;
-	int rc;
+	int rc, b1;
 
 	memset(t, 0, sizeof *t);
 	t->tc = tc;
 	t->B = tc->batch;
 	t->A = tc->grad_accum;
+	t->rank = comm_rank(tc->comm);
+	t->reporter = -2;
+	t->tracing = !(tc->trace_path && !tc->trace_path[0]);
 	t->t0 = t->t_last = now_s();
 	if ((rc = data_open(tc->data_path, tc->data_format, tc->val_fraction, &t->d, err))) {
 		sw_err_prefix(err, "%s", tc->data_path);
@@ -443,11 +508,21 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 		sw_err_prefix(err, "%s", tc->data_path);
 		return rc;
 	}
-	if ((rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
+	if (t->B < comm_size(tc->comm))
+		return sw_fail(err, SW_EUSAGE, "a batch of %d sequences cannot be split over %d processes "
+			       "(each needs at least one)", t->B, comm_size(tc->comm));
+	if ((rc = dp_open(&t->dp, tc->comm, &t->m, tc->zero1, err)) ||
+	    (rc = dp_shard_optim(&t->dp, &t->o, err)))
+		return rc;
+	dp_slice(&t->dp, t->B, &t->b0, &b1);
+	t->Bl = b1 - t->b0;
+	if (t->rank == 0 &&
+	    (rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
 			       &t->claim, err)))
 		return rc;
 	/* only now: a run refused for its data leaves no directory behind */
-	if ((rc = ensure_dir(tc->out_dir, err)) || (rc = model_alloc_acts(&t->m, t->B, t->T, err)))
+	if ((t->rank == 0 && (rc = ensure_dir(tc->out_dir, err))) ||
+	    (rc = model_alloc_acts(&t->m, t->Bl, t->T, err)))
 		return rc;
 	bt = (size_t)t->B * t->T;
 	t->tok = malloc(bt * sizeof *t->tok);
@@ -460,13 +535,25 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 		return rc;
 	if (tc->fisher_every > 0 && !(t->fisher = malloc(t->m.nparams * sizeof *t->fisher)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for /fisher");
-	if ((rc = open_trace(t, err)) || (rc = rundir_clear(&t->claim, note, sizeof note, err)))
+	if (t->rank == 0 && (rc = open_trace(t, err)))
 		return rc;
-	if (note[0] && tc->note)
-		tc->note(tc->ctx, note);
-	t->first_step = t->rs.step;
+	t->first_step = t->step_last = t->rs.step;
 	t->first_tokens = t->tok_last = t->rs.tokens;
 	return SW_OK;
+}
+
+/* Every rank is ready: the run starts, and what --force replaces goes. */
+static int trainer_start(struct trainer *t, int rc, struct sw_err *err)
+{
+	char note[1024] = "";
+
+	if ((rc = agree(t, rc)))
+		return rc;
+	if (t->rank == 0)
+		rc = rundir_clear(&t->claim, note, sizeof note, err);
+	if (!rc && note[0] && t->tc->note)
+		t->tc->note(t->tc->ctx, note);
+	return agree(t, rc);
 }
 
 /* Free everything; the trace's close may fail (rc is returned if set). */
@@ -478,8 +565,10 @@ static int trainer_close(struct trainer *t, int rc, struct sw_err *err)
 			*err = e2;
 			sw_err_prefix(err, "%s", t->trace_path);
 			rc = e2.code;
+			t->reporter = -2;
 		}
 	}
+	dp_close(&t->dp);
 	rundir_claim_free(&t->claim);
 	free_plan(&t->tp);
 	free(t->fisher);
@@ -494,40 +583,72 @@ static int trainer_close(struct trainer *t, int rc, struct sw_err *err)
 	return rc;
 }
 
-/* Micro-batch a of the step: the next B sequences of the sampler, kept in
- * the step's batch. */
+/* Micro-batch a of the step: the next B sequences of the sampler (every
+ * rank draws them all), into the step's batch. */
 static int next_batch(struct trainer *t, int a, struct sw_err *err)
 {
 	size_t bt = (size_t)t->B * t->T;
 	int rc;
 
-	if ((rc = data_train_batch(&t->d, &t->rs.rng, t->B, t->T, t->tok, t->tgt, err))) {
+	if ((rc = data_train_batch(&t->d, &t->rs.rng, t->B, t->T, t->all_tok + a * bt,
+				   t->all_tgt + a * bt, err)))
 		sw_err_prefix(err, "%s", t->tc->data_path);
-		return rc;
+	return rc;
+}
+
+/* Zero grad, then per micro-batch: next batch, forward and backward of
+ * this rank's slice; the gradient is of its share of the mean loss over
+ * the A micro-batches (Bl/B of each), and *loss its share of that mean.
+ * *nonfinite: a loss was NaN or Inf (the rest is skipped). The last
+ * backward exchanges the gradients as it goes (dp_arm). */
+static int forward_backward(struct trainer *t, double *loss, int *nonfinite, struct sw_err *err)
+{
+	struct model *m = &t->m;
+	double share = (double)t->Bl / t->B;
+	size_t off = (size_t)t->b0 * t->T;
+	int rc;
+
+	*loss = 0;
+	*nonfinite = 0;
+	model_zero_grad(m);
+	for (int a = 0; a < t->A; a++) {
+		const int *tok = t->all_tok + (size_t)a * t->B * t->T + off,
+			  *tgt = t->all_tgt + (size_t)a * t->B * t->T + off;
+		if ((rc = next_batch(t, a, err)))
+			return rc;
+		model_forward(m, tok, tgt, t->Bl, t->T);
+		*loss += m->loss * share / t->A;
+		if (!isfinite(m->loss)) {
+			*nonfinite = 1;
+			return SW_OK;
+		}
+		if (a == t->A - 1)
+			dp_arm(&t->dp);
+		model_backward(m, tok, tgt, share / t->A);
 	}
-	memcpy(t->all_tok + a * bt, t->tok, bt * sizeof *t->tok);
-	memcpy(t->all_tgt + a * bt, t->tgt, bt * sizeof *t->tgt);
 	return SW_OK;
 }
 
-/* Zero grad, then per micro-batch: next batch, forward, backward; the
- * gradient is of the mean loss over the A micro-batches. */
-static int forward_backward(struct trainer *t, struct step_log *s, struct sw_err *err)
+/* The step's gradient of the whole batch, on every rank: this rank's
+ * forward and backward, the exchange (every rank takes part, whatever
+ * happened on it), then the agreement on how it went. */
+static int gradient(struct trainer *t, struct step_log *s, int *stop, struct sw_err *err)
 {
-	struct model *m = &t->m;
-	int rc;
+	double sums[3];                 /* loss, a NaN or Inf loss, interrupted */
+	int nonfinite = 0, rc, rc2;
 
-	s->loss = 0;
-	model_zero_grad(m);
-	for (int a = 0; a < t->A; a++) {
-		if ((rc = next_batch(t, a, err)))
-			return rc;
-		model_forward(m, t->tok, t->tgt, t->B, t->T);
-		if (!isfinite(m->loss))
-			return stopped(t, "loss", m->loss, s->step + 1, err);
-		s->loss += m->loss / t->A;
-		model_backward(m, t->tok, t->tgt, 1.0 / t->A);
-	}
+	rc = forward_backward(t, &sums[0], &nonfinite, err);
+	rc2 = dp_reduce_grads(&t->dp, rc ? NULL : err);
+	if ((rc = agree(t, rc ? rc : rc2)))
+		return rc;
+	sums[1] = nonfinite;
+	sums[2] = t->tc->interrupt && *t->tc->interrupt;
+	if ((rc = dp_sum(&t->dp, sums, 3, err)))
+		return rc;
+	s->loss = sums[0];
+	*stop = sums[2] > 0;
+	if (sums[1] > 0 || !isfinite(s->loss))
+		return stopped(t, "loss", s->loss, s->step + 1, err);
 	return SW_OK;
 }
 
@@ -535,6 +656,7 @@ static int forward_backward(struct trainer *t, struct step_log *s, struct sw_err
 static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 {
 	double clip = 1;
+	int rc;
 
 	s->grad_norm = optim_grad_norm(&t->m);
 	if (!isfinite(s->grad_norm))
@@ -543,6 +665,8 @@ static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 		clip = t->o.cfg.grad_clip / s->grad_norm;
 	s->lr = optim_lr_at(&t->o.cfg, s->step);
 	optim_step(&t->o, &t->m, s->step, clip);        /* m.grads stay raw for /grads */
+	if ((rc = dp_gather_params(&t->dp, err)))       /* ZeRO-1: every rank's shard */
+		return rc;
 	t->rs.step++;
 	t->rs.tokens += (int64_t)t->A * t->B * t->T;
 	t->rs.train_loss = s->loss;
@@ -564,24 +688,24 @@ static int evaluate(struct trainer *t, struct step_log *s, struct sw_err *err)
 	t->rs.val_loss = NAN;
 	if (!due(t, t->tc->eval_every) || t->d.n <= t->d.n_train)
 		return SW_OK;
-	rc = eval_loss(&t->m, &t->d, t->tc->eval_batches, t->B, t->T, t->tok, t->tgt, &val, err);
-	if (rc == SW_EIO) {
-		sw_err_prefix(err, "%s", t->tc->data_path);
+	if ((rc = eval_loss(t, &val, err)))
 		return rc;
-	}
-	if (rc)
+	if (!isfinite(val))
 		return stopped(t, "validation loss", val, t->rs.step, err);
 	t->rs.val_loss = s->val_loss = val;
 	return SW_OK;
 }
 
-/* A trace row: the scalars of the step and the series trace_stats filled. */
+/* A trace row (rank 0): the scalars of the step and the series
+ * trace_stats filled. */
 static int trace_row(struct trainer *t, const struct step_log *s, struct sw_err *err)
 {
 	struct trace_plan *tp = &t->tp;
 	const double *rowp[S_COUNT];
 	int rc;
 
+	if (!t->tw)
+		return SW_OK;
 	tp->row[S_LOSS][0] = s->loss;
 	tp->row[S_VAL_LOSS][0] = s->val_loss;
 	tp->row[S_LR][0] = s->lr;
@@ -597,44 +721,65 @@ static int trace_row(struct trainer *t, const struct step_log *s, struct sw_err 
 	return rc;
 }
 
-/* A checkpoint when due, at the end, or when stopping; /fisher in it at
- * multiples of fisher_every. */
-static int checkpoint(struct trainer *t, struct step_log *s, int stop, struct sw_err *err)
+/* GNB on this step's batch at the new parameters, with its own RNG (the
+ * run's data order is untouched), split over the ranks like the batch. */
+static int fisher(struct trainer *t, struct modelio_extras *x, struct sw_err *err)
+{
+	struct run_state *rs = &t->rs;
+	struct sw_rng fr;
+	int rc;
+
+	x->fisher_seed = rs->seed * 1000003ULL + (uint64_t)rs->step;
+	rng_seed(&fr, x->fisher_seed);
+	memset(t->fisher, 0, t->m.nparams * sizeof *t->fisher);
+	rc = dp_gnb_estimate(&t->dp, t->all_tok, t->A * t->B, t->T, t->Bl, 1, &fr, t->fisher, NULL,
+			     NULL, err);
+	/* the training slice's activations back (a no-op in one process) */
+	if (!rc)
+		rc = model_alloc_acts(&t->m, t->Bl, t->T, err);
+	x->fisher = t->fisher;
+	x->fisher_batch_tokens = (int64_t)t->A * t->B * t->T;
+	x->fisher_draws = 1;
+	return rc;
+}
+
+/* A checkpoint when due, at the end, or when stopping, written by rank 0;
+ * /fisher in it at multiples of fisher_every. rc: a failure before, on
+ * this rank (the checkpoint is not written, but the rank takes part). */
+static int checkpoint(struct trainer *t, struct step_log *s, int stop, int rc, struct sw_err *err)
 {
 	const struct train_config *tc = t->tc;
 	struct run_state *rs = &t->rs;
 	struct modelio_extras x = {t->all_tok, t->all_tgt, t->A * t->B, t->T, tc->save_grads,
 				   NULL, 0, 0, 0};
-	int rc;
+	struct optim full;
+	int rc2;
 
 	if (!due(t, tc->ckpt_every) && rs->step != t->o.cfg.steps && !stop)
-		return SW_OK;
-	if (tc->fisher_every > 0 && rs->step % tc->fisher_every == 0) {
-		/* GNB on this step's batch at the new parameters, with its own
-		 * RNG: the run's data order is untouched */
-		struct sw_rng fr;
-		x.fisher_seed = rs->seed * 1000003ULL + (uint64_t)rs->step;
-		rng_seed(&fr, x.fisher_seed);
-		memset(t->fisher, 0, t->m.nparams * sizeof *t->fisher);
-		if ((rc = gnb_estimate(&t->m, t->all_tok, t->A * t->B, t->T, t->B, 1, &fr, t->fisher,
-				       NULL, NULL, err)))
-			return rc;
-		x.fisher = t->fisher;
-		x.fisher_batch_tokens = (int64_t)t->A * t->B * t->T;
-		x.fisher_draws = 1;
-	}
+		return agree(t, rc);
+	if (tc->fisher_every > 0 && rs->step % tc->fisher_every == 0 &&
+	    (rc2 = fisher(t, &x, rc ? NULL : err)) && !rc)
+		rc = rc2;
+	if ((rc = agree(t, rc)) || (rc = dp_params_agree(&t->dp, err)) ||
+	    (rc = dp_full_optim(&t->dp, &t->o, &full, err)))
+		return agree(t, rc);
 	snprintf(t->ckpt, sizeof t->ckpt, "%s/ckpt-%06lld.h5", tc->out_dir, (long long)rs->step);
-	if ((rc = modelio_save(t->ckpt, &t->m, &t->o, rs, &x, err)))
+	if (t->rank == 0)
+		rc = modelio_save(t->ckpt, &t->m, &full, rs, &x, err);
+	dp_full_optim_free(&t->dp, &full);
+	if ((rc = agree(t, rc)))
 		return rc;
 	snprintf(t->last_good, sizeof t->last_good, "%s", t->ckpt);
 	s->checkpointed = 1;
 	return SW_OK;
 }
 
-/* The progress callback: the step, its rates since the last report. */
+/* The progress callback (rank 0): the step, its rates since the last
+ * report. */
 static void report(struct trainer *t, const struct step_log *s)
 {
 	double now = now_s();
+	int64_t steps = t->rs.step - t->step_last;
 	struct train_progress p = {
 		.step = t->rs.step, .steps = t->o.cfg.steps, .tokens = t->rs.tokens,
 		.tokens_run = t->rs.tokens - t->first_tokens,
@@ -642,13 +787,17 @@ static void report(struct trainer *t, const struct step_log *s)
 		.tokens_per_s = (double)(t->rs.tokens - t->tok_last) / (now - t->t_last + 1e-12),
 		.elapsed_s = now - t->t0,
 		.checkpoint = s->checkpointed ? t->ckpt : NULL,
+		.ranks = t->dp.size,
+		.exchange_s = steps > 0 ? (t->dp.wait_s - t->exch_last) / (double)steps : 0,
 	};
 
-	if (!t->tc->progress)
+	if (!t->tc->progress || t->rank != 0)
 		return;
 	p.eta_s = p.elapsed_s / (double)(t->rs.step - t->first_step) * (double)(t->o.cfg.steps - t->rs.step);
 	t->t_last = now;
 	t->tok_last = t->rs.tokens;
+	t->exch_last = t->dp.wait_s;
+	t->step_last = t->rs.step;
 	t->tc->progress(t->tc->ctx, &p);
 }
 
@@ -657,32 +806,37 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 	struct trainer t;
 	int rc = trainer_open(&t, tc, err);
 
+	rc = trainer_start(&t, rc, err);
 	while (!rc && t.rs.step < t.o.cfg.steps) {
 		struct step_log s = {.step = t.rs.step, .val_loss = NAN};
-		int trace_now, stop;
+		int stop = 0, trace_now;
 
-		if ((rc = forward_backward(&t, &s, err)) || (rc = update(&t, &s, err)))
+		if ((rc = gradient(&t, &s, &stop, err)) || (rc = update(&t, &s, err)))
 			break;
 		/* the trace's activation statistics are this step's, before
 		 * evaluation reuses the activations */
-		trace_now = t.tw && due(&t, tc->trace_every);
-		if (trace_now)
-			trace_stats(&t.tp, &t.m);
-		if ((rc = evaluate(&t, &s, err)) || (trace_now && (rc = trace_row(&t, &s, err))))
+		trace_now = t.tracing && due(&t, tc->trace_every);
+		if ((trace_now && (rc = trace_stats(&t.tp, &t.m, &t.dp, (size_t)t.B * t.T, err))) ||
+		    (rc = evaluate(&t, &s, err)))
 			break;
-		stop = tc->interrupt && *tc->interrupt;
-		if ((rc = checkpoint(&t, &s, stop, err)))
+		/* a trace row that failed (rank 0) stops every rank before the checkpoint */
+		rc = trace_now ? trace_row(&t, &s, err) : SW_OK;
+		if ((rc = checkpoint(&t, &s, stop, rc, err)))
 			break;
 		report(&t, &s);
-		if (stop)
+		if (stop) {
+			t.reporter = 0;         /* every rank stops here alike */
 			rc = sw_fail(err, SW_EINTERRUPTED, "interrupted at step %lld; wrote %s",
 				     (long long)t.rs.step, t.last_good);
+		}
 	}
+	rc = trainer_close(&t, rc, err);
 	if (res) {
 		snprintf(res->checkpoint, sizeof res->checkpoint, "%s", t.last_good);
 		res->step = t.rs.step;
 		res->loss = t.rs.train_loss;
 		res->val_loss = t.rs.val_loss;
+		res->reporter = !rc ? -1 : t.reporter == -2 ? t.rank : t.reporter;
 	}
-	return trainer_close(&t, rc, err);
+	return rc;
 }

@@ -12,6 +12,20 @@
  * keeping the last good checkpoint; *interrupt (set by a SIGINT handler)
  * makes it write a checkpoint and stop. Deterministic for a seed and a
  * thread count; a run resumed from a checkpoint continues bit for bit.
+ *
+ * Data parallel (comm: the processes of an mpirun job, dp.h): every rank
+ * draws every batch from the same sampler and runs its own contiguous
+ * slice of each micro-batch's sequences (so the union is the batch one
+ * process would run), the gradients are summed as the backward pass goes,
+ * and every rank takes the same update: the run is the one-process run
+ * with the same global batch up to the order of the sums. Validation and
+ * the /fisher estimate are split the same way; the trace's activation
+ * statistics are summed over the ranks. Rank 0 alone writes the output
+ * directory, the checkpoints and the trace; every failure is agreed on
+ * (comm_agree) so that all ranks stop together, and the lowest failing
+ * rank is the one whose message is shown (res->reporter). A checkpoint
+ * holds nothing of the rank count: a run resumes on any number of ranks.
+ * zero1 shards the optimizer state (dp.h), with the same results.
  */
 #ifndef SW_TRAIN_H
 #define SW_TRAIN_H
@@ -20,6 +34,7 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "comm.h"
 #include "data.h"
 #include "optim.h"
 #include "status.h"
@@ -32,6 +47,9 @@ struct train_progress {
 	double lr, grad_norm;
 	double tokens_per_s, elapsed_s, eta_s;
 	const char *checkpoint;         /* written at this step, or NULL */
+	int ranks;                      /* processes of the job */
+	double exchange_s;              /* per step since the last report: waiting for the
+					   gradients of the other ranks */
 };
 
 struct train_config {
@@ -57,12 +75,15 @@ struct train_config {
 	void (*progress)(void *ctx, const struct train_progress *p);
 	void (*note)(void *ctx, const char *msg);       /* what force removed; may be NULL */
 	void *ctx;
+	struct comm *comm;              /* the job's processes; NULL: one */
+	int zero1;                      /* shard the optimizer state over them */
 };
 
 struct train_result {
 	char checkpoint[4096];          /* the last checkpoint written ("" if none) */
 	int64_t step;
 	double loss, val_loss;
+	int reporter;                   /* the rank whose err the user sees; -1: none */
 };
 
 /* Train. SW_OK, or: SW_EDATA for bad data or a NaN loss (err says at

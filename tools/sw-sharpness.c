@@ -4,7 +4,9 @@
  * estimate of a checkpoint and its statistics: lib/blocksharp.c
  * (blocksharp_estimate, blocksharp_stats, blocksharp_hist,
  * blocksharp_principle) over the estimator of lib/sharpness.c
- * (gnb_estimate). This parses options and prints.
+ * (gnb_estimate). This parses options and prints. Under mpirun the
+ * computed estimate is split over the ranks (lib/dp.c); rank 0 reads the
+ * file names, hands them on and prints.
  */
 #include <math.h>
 #include <omp.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "../lib/blocksharp.h"
+#include "../lib/comm.h"
 #include "common.h"
 
 static const char usage[] =
@@ -46,6 +49,8 @@ static const char help[] =
 	"  --dump-labels FILE the inputs and sampled labels of every draw (HDF5)\n"
 	"  --threads N        threads (default: all cores)\n"
 	TOOL_SELECT_HELP
+	"Under mpirun -np N (when built with MPI: see --version), the N ranks split\n"
+	"each computed estimate's sequences; rank 0 prints.\n"
 	"See sw-sharpness(1).\n";
 
 enum {
@@ -61,6 +66,41 @@ struct opts {
 	int check, strict, bins;
 	enum mode mode;
 };
+
+/* --version, and whether this build splits estimates under mpirun */
+static void print_version(void)
+{
+	char line[512];
+
+	printf("%s (scalewatch) %s\n%s\n", "sw-sharpness", SW_VERSION,
+	       comm_version_line(line, sizeof line, "estimates split over the ranks under mpirun"));
+	exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
+}
+
+/* The next file: rank 0's, handed to every rank (NULL at the end, or once
+ * rank 0's stdout broke). */
+static const char *next_file(struct tool *tl, struct comm *c, char *buf, size_t len)
+{
+	int64_t n = -1;
+	struct sw_err err;
+
+	if (comm_rank(c) == 0) {
+		const char *f = tool_stdout_broken(tl) ? NULL : tool_next_file(tl);
+		if (f && strlen(f) < len) {
+			n = (int64_t)strlen(f);
+			memcpy(buf, f, (size_t)n + 1);
+		} else if (f) {
+			sw_fail(&err, SW_EUSAGE, "file name longer than %zu bytes", len - 1);
+			tool_error(tl, "stdin", &err);
+		}
+	}
+	if (comm_bcast(c, &n, 1, COMM_I64, 0, COMM_HOST, &err) ||
+	    (n >= 0 && comm_bcast(c, buf, (size_t)n + 1, COMM_BYTE, 0, COMM_HOST, &err))) {
+		tool_error(tl, "MPI", &err);
+		return NULL;
+	}
+	return n < 0 ? NULL : buf;
+}
 
 /* ---- printing --------------------------------------------------------- */
 
@@ -249,7 +289,8 @@ int main(int argc, char **argv)
 	struct tool tl;
 	struct table tb;
 	const char *file;
-	int opt, modes = 0;
+	char name[4096];
+	int opt, modes = 0, rank;
 
 	tool_init(&tl, "sw-sharpness", usage, help, argc, argv);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -277,6 +318,7 @@ int main(int argc, char **argv)
 			break;
 		case O_STRICT: o.strict = 1; break;
 		case O_DUMP_LABELS: o.est.dump = optarg; break;
+		case OPT_VERSION: print_version(); break;
 		case O_THREADS: {
 			int n = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024);
 			omp_set_num_threads(n);
@@ -292,6 +334,21 @@ int main(int argc, char **argv)
 	tool_files_begin(&tl, optind);
 	if (o.est.dump && argc - optind != 1)
 		tool_usage_error(&tl, "--dump-labels takes one FILE");
+	{
+		struct sw_err err;
+		int rc = comm_init(&argc, &argv, &o.est.comm, &err);
+		if (rc) {
+			fprintf(stderr, "sw-sharpness: %s\n", err.msg);
+			return rc;
+		}
+	}
+	rank = comm_rank(o.est.comm);
+	if (o.est.dump && comm_size(o.est.comm) > 1) {
+		if (rank == 0)
+			fprintf(stderr, "sw-sharpness: --dump-labels: one process only (not under mpirun)\n");
+		comm_finalize(o.est.comm);
+		return SW_EUSAGE;
+	}
 	if (o.mode == BY_LAYER)
 		table_init(&tb, stdout, tl.fmt, layer_cols, 12);
 	else if (o.mode == BY_TENSOR)
@@ -302,8 +359,9 @@ int main(int argc, char **argv)
 		table_init(&tb, stdout, tl.fmt, ratio_cols, 6);
 	else
 		table_init(&tb, stdout, tl.fmt, type_cols, 11);
-	table_header(&tb);
-	while ((file = tool_next_file(&tl)) && !tool_stdout_broken(&tl)) {
+	if (rank == 0)
+		table_header(&tb);
+	while ((file = next_file(&tl, o.est.comm, name, sizeof name))) {
 		struct blocksharp_estimate e;
 		struct sw_err err;
 		int rc;
@@ -312,6 +370,21 @@ int main(int argc, char **argv)
 			      (long long)o.est.batch_tokens, o.est.draws);
 		rc = blocksharp_estimate(file, &o.est, &e, &err);
 		tool_progress_done(&tl);
+		if (rank > 0) {
+			/* rank 0 prints; a failure is said once, by the rank that saw it */
+			if (rc && e.reporter == rank)
+				tool_error(&tl, file, &err);
+			else if (rc && !tl.status)
+				tl.status = rc;
+			blocksharp_free(&e);
+			continue;
+		}
+		if (rc && e.reporter >= 0 && e.reporter != rank) {
+			if (!tl.status)
+				tl.status = rc;
+			blocksharp_free(&e);
+			continue;
+		}
 		if (!rc && !selected(&tl, file, &e)) {
 			blocksharp_free(&e);
 			continue;
@@ -330,5 +403,6 @@ int main(int argc, char **argv)
 			tool_error(&tl, file, &err);
 		blocksharp_free(&e);
 	}
+	comm_finalize(o.est.comm);
 	return tool_finish(&tl);
 }

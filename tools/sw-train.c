@@ -1,7 +1,9 @@
 /*
  * sw-train - train a small Llama on the CPU and write the checkpoints and
  * the trace the other tools read. Options to struct train_config; the
- * loop is lib/train.c, the model lib/model.c, the optimizers lib/optim.c.
+ * loop is lib/train.c, the model lib/model.c, the optimizers lib/optim.c;
+ * under mpirun, data parallel over the job's processes (lib/comm.c,
+ * lib/dp.c).
  */
 #include <cblas.h>
 #include <math.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/comm.h"
 #include "../lib/modelio.h"
 #include "../lib/train.h"
 #include "common.h"
@@ -64,7 +67,10 @@ static const char help[] =
 	"  --force                replace the run DIR holds (its checkpoints and trace)\n"
 	"  --log                  a line on stderr per evaluation and checkpoint\n"
 	"  --threads N            threads (default: all cores)\n"
+	"  --zero1                under mpirun: shard the optimizer state over the ranks\n"
 	"  --help, --version\n"
+	"Under mpirun -np N (when built with MPI: see --version), data parallel: each\n"
+	"rank runs 1/N of every batch; rank 0 writes the checkpoints and the trace.\n"
 	"See sw-train(1).\n";
 
 enum {
@@ -75,7 +81,7 @@ enum {
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
 	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS, O_FISHER_EVERY,
-	O_FORCE, O_LOG
+	O_FORCE, O_LOG, O_ZERO1
 };
 
 static volatile sig_atomic_t interrupted;
@@ -139,9 +145,12 @@ static void log_line(struct report *r, const struct train_progress *p)
 		(long long)p->steps, p->loss);
 	if (!isnan(p->val_loss))
 		fprintf(stderr, "  val %.4f", p->val_loss);
-	fprintf(stderr, "  lr %.3g  %.0f tok/s  elapsed %s  ETA %s", p->lr,
-		dt > 0 ? (double)(p->tokens_run - r->last_tokens) / dt : 0.0,
-		duration(p->elapsed_s, el, sizeof el), duration(p->eta_s, eta, sizeof eta));
+	fprintf(stderr, "  lr %.3g  %.0f tok/s", p->lr,
+		dt > 0 ? (double)(p->tokens_run - r->last_tokens) / dt : 0.0);
+	if (p->ranks > 1)
+		fprintf(stderr, "  %d ranks, exchange wait %.1f ms/step", p->ranks, 1e3 * p->exchange_s);
+	fprintf(stderr, "  elapsed %s  ETA %s", duration(p->elapsed_s, el, sizeof el),
+		duration(p->eta_s, eta, sizeof eta));
 	if (p->checkpoint)
 		fprintf(stderr, "  %s", strrchr(p->checkpoint, '/') ? strrchr(p->checkpoint, '/') + 1
 								: p->checkpoint);
@@ -180,6 +189,16 @@ static void note(void *ctx, const char *msg)
 	struct report *r = ctx;
 
 	fprintf(stderr, "sw-train: %s: --force: %s\n", r->out, msg);
+}
+
+/* --version, and whether this build trains data parallel under mpirun */
+static void print_version(void)
+{
+	char line[512];
+
+	printf("%s (scalewatch) %s\n%s\n", "sw-train", SW_VERSION,
+	       comm_version_line(line, sizeof line, "data parallel under mpirun"));
+	exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
 }
 
 /* "emb=10,qk=8" into the block ratios */
@@ -258,6 +277,7 @@ int main(int argc, char **argv)
 		{"fisher-every", required_argument, NULL, O_FISHER_EVERY},
 		{"force", no_argument, NULL, O_FORCE},
 		{"log", no_argument, NULL, O_LOG},
+		{"zero1", no_argument, NULL, O_ZERO1},
 		{NULL, 0, NULL, 0}
 	};
 	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
@@ -397,6 +417,8 @@ int main(int argc, char **argv)
 		case O_RESUME: tc.resume = optarg; break;
 		case O_FORCE: tc.force = 1; break;
 		case O_LOG: rep.log = 1; break;
+		case O_ZERO1: tc.zero1 = 1; break;
+		case OPT_VERSION: print_version(); break;
 		case O_FISHER_EVERY: tc.fisher_every = tool_parse_int(&tl, "--fisher-every", optarg, 0, 1LL << 40); break;
 		case O_THREADS: threads = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024); break;
 		default: tool_common_option(&tl, opt, optarg); break;
@@ -426,19 +448,31 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_sigint);
 
 	struct train_result res;
-	int rc = train_run(&tc, &res, &err);
-	if (tl.progress)
-		fputs("\r\033[K", stderr);
-	if (rc == SW_EINTERRUPTED) {
-		fprintf(stderr, "sw-train: %s\n", err.msg);
-		tool_finish(&tl);
-		return SW_EINTERRUPTED;
-	}
-	if (rc) {
+	int rc, rank;
+	if ((rc = comm_init(&argc, &argv, &tc.comm, &err))) {
 		fprintf(stderr, "sw-train: %s\n", err.msg);
 		tool_finish(&tl);
 		return rc;
 	}
-	printf("%s\n", res.checkpoint);
+	rank = comm_rank(tc.comm);
+	if (tc.zero1 && comm_size(tc.comm) == 1 && rank == 0)
+		fprintf(stderr, "sw-train: --zero1: one process, nothing to shard\n");
+	rc = train_run(&tc, &res, &err);
+	if (tl.progress)
+		fputs("\r\033[K", stderr);
+	/* one message per failure: from the rank that saw it first */
+	if (rc && res.reporter == rank) {
+		if (comm_size(tc.comm) > 1 && rank > 0)
+			fprintf(stderr, "sw-train: rank %d: %s\n", rank, err.msg);
+		else
+			fprintf(stderr, "sw-train: %s\n", err.msg);
+	}
+	if (!rc && rank == 0)
+		printf("%s\n", res.checkpoint);
+	comm_finalize(tc.comm);
+	if (rc) {
+		tool_finish(&tl);
+		return rc;
+	}
 	return tool_finish(&tl);
 }

@@ -1,0 +1,380 @@
+/*
+ * sw-sweep - a grid of sw-train runs: one run directory and one sw-train
+ * command per point (lib/sweep.c), run here (-j N, through GNU parallel
+ * when installed, else xargs -P) or as a Slurm job array (--slurm);
+ * resumable. --run runs one run of a sweep (what the runners and the
+ * array tasks call); --status lists the runs' states; --checkpoints their
+ * checkpoints, for sw-transfer and sw-spectrum --fit.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../lib/rundir.h"
+#include "../lib/sweep.h"
+#include "common.h"
+
+static const char usage[] =
+	"sw-sweep --out DIR [--lr LIST] [--batch LIST] [--wd LIST] [--d-model LIST]\n"
+	"                [--tokens LIST] [-j N] [--runner auto|parallel|xargs] [--launcher CMD]\n"
+	"                [--slurm FILE [--sbatch OPT]...] [--dry-run] -- SW-TRAIN-OPTION ...\n"
+	"       sw-sweep --run DIR [--launcher CMD] INDEX\n"
+	"       sw-sweep --status DIR\n"
+	"       sw-sweep --checkpoints DIR";
+static const char help[] =
+	"A grid of sw-train runs: DIR/NAME per point, the grid in DIR/sweep.tsv. Runs\n"
+	"what is not done (-j at a time) and prints each run's state: run state\n"
+	"checkpoint. Run again to resume: done runs are skipped, cut ones resume.\n"
+	"\n"
+	"  --out DIR          the sweep's directory\n"
+	"  --lr, --batch, --wd, --d-model LIST   comma lists of sw-train's values\n"
+	"  --tokens LIST      training tokens: --steps = tokens / (batch x seq-len x grad-accum)\n"
+	"  -j N               runs at a time (1)\n"
+	"  --runner R         auto (GNU parallel when installed, else xargs -P), parallel, xargs\n"
+	"  --launcher CMD     words before sw-train, e.g. 'mpirun -np 2' (split on spaces)\n"
+	"  --slurm FILE       write a Slurm job-array script of the runs not done; run nothing\n"
+	"  --sbatch OPT       an #SBATCH line of that script (repeatable), e.g. --time=1:00:00\n"
+	"  --dry-run          write the sweep's files, run nothing\n"
+	"  --run DIR INDEX    run one run of a sweep: start, resume, or skip it when done\n"
+	"  --status DIR       the state of every run: new, partial, done\n"
+	"  --checkpoints DIR  every checkpoint of the sweep's runs, one a line\n"
+	"  --help, --version\n"
+	"Everything after -- goes to every sw-train. See sw-sweep(1).\n";
+
+enum {
+	O_OUT = OPT_TOOL_FIRST, O_LR, O_BATCH, O_WD, O_D_MODEL, O_TOKENS, O_RUNNER, O_LAUNCHER,
+	O_SLURM, O_SBATCH, O_DRY_RUN, O_RUN, O_STATUS, O_CHECKPOINTS
+};
+
+/* This program, to run again; its sibling sw-train when there is one. */
+static void self_paths(char *self, size_t len, char *train, size_t tlen)
+{
+	ssize_t n = readlink("/proc/self/exe", self, len - 1);
+	char *slash;
+
+	self[n > 0 ? n : 0] = '\0';
+	if (n <= 0)
+		snprintf(self, len, "sw-sweep");
+	snprintf(train, tlen, "%s", self);
+	slash = strrchr(train, '/');
+	if (slash && (size_t)(slash - train) + 10 < tlen) {
+		strcpy(slash + 1, "sw-train");
+		if (access(train, X_OK) == 0)
+			return;
+	}
+	snprintf(train, tlen, "sw-train");
+}
+
+/* Run argv (execvp), stdout to /dev/null when quiet; its exit status
+ * (128 + N for a signal), or -1 with errno. */
+static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in)
+{
+	int fds[2] = {-1, -1}, st;
+	pid_t pid;
+
+	if (in && pipe(fds) < 0)
+		return -1;
+	fflush(stdout);
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		if (in) {
+			dup2(fds[0], STDIN_FILENO);
+			close(fds[0]);
+			close(fds[1]);
+		}
+		if (quiet && !freopen("/dev/null", "w", stdout))
+			_exit(SW_ESOFTWARE);
+		execvp(argv[0], argv);
+		fprintf(stderr, "sw-sweep: %s: %s\n", argv[0], strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	(void)in_text;
+	if (in) {
+		ssize_t ignored;
+		close(fds[0]);
+		ignored = write(fds[1], in, strlen(in));
+		(void)ignored;
+		close(fds[1]);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* --launcher CMD: its words, space-separated, before sw-train. */
+static int split_words(char *cmd, char **words, int max)
+{
+	int n = 0;
+
+	for (char *w = strtok(cmd, " "); w && n < max; w = strtok(NULL, " "))
+		words[n++] = w;
+	return n;
+}
+
+/* --run DIR INDEX: start, resume or skip run INDEX. */
+static int run_one(struct tool *tl, const char *dir, const char *index, char *launcher)
+{
+	char self[PATH_MAX], train[PATH_MAX], name[256], **argv;
+	char *full[4200];
+	enum sweep_state st;
+	struct sw_err err;
+	long long i = tool_parse_int(tl, "--run INDEX", index, 0, 100000);
+	int rc, n = 0;
+
+	self_paths(self, sizeof self, train, sizeof train);
+	if ((rc = sweep_argv(dir, (int)i, name, sizeof name, &st, &argv, &err))) {
+		tool_error(tl, dir, &err);
+		return tool_finish(tl);
+	}
+	if (st == SWEEP_DONE)
+		return tool_finish(tl);
+	if (launcher)
+		n = split_words(launcher, full, 16);
+	full[n++] = train;
+	for (int k = 1; argv[k] && n < 4198; k++)
+		full[n++] = argv[k];
+	full[n] = NULL;
+	rc = run_child(full, 1, NULL, NULL);
+	sweep_argv_free(argv);
+	if (rc < 0) {
+		sw_fail(&err, SW_ESOFTWARE, "%s", strerror(errno));
+		tool_error(tl, dir, &err);
+		return tool_finish(tl);
+	}
+	if (rc && !tl->status)
+		tl->status = rc;
+	return tool_finish(tl);
+}
+
+/* Every checkpoint of run name, in order of steps, one a line. */
+static int print_checkpoints(struct tool *tl, const char *dir, const char *name)
+{
+	char rd[4400];
+	struct rundir_claim c;
+	struct sw_err err;
+	int rc;
+
+	snprintf(rd, sizeof rd, "%s/%s", dir, name);
+	if ((rc = rundir_claim(rd, NULL, NULL, 0, 1, &c, &err))) {
+		tool_error(tl, rd, &err);
+		return rc;
+	}
+	for (size_t i = 0; i < c.n; i++)
+		if (!c.f[i].tmp)
+			printf("%s/%s\n", rd, c.f[i].name);
+	rundir_claim_free(&c);
+	return SW_OK;
+}
+
+/* The state of every run, as a table; pending (when not NULL) gets the
+ * indices of the runs not done. */
+static int each_run(struct tool *tl, const char *dir, int print_states, int print_ckpts, int *pending,
+		    int *npending)
+{
+	char (*names)[256] = NULL, last[4400];
+	int64_t *steps = NULL;
+	struct sw_err err;
+	struct table tb;
+	static const char *const cols[] = {"run", "state", "checkpoint"};
+	int n, rc, notdone = 0;
+
+	if ((rc = sweep_load(dir, &n, &names, &steps, &err))) {
+		tool_error(tl, dir, &err);
+		return rc;
+	}
+	table_init(&tb, stdout, tl->fmt, cols, 3);
+	if (print_states)
+		table_header(&tb);
+	for (int i = 0; i < n && !rc; i++) {
+		enum sweep_state st;
+		if ((rc = sweep_run_state(dir, names[i], steps[i], &st, last, sizeof last, &err))) {
+			tool_error(tl, dir, &err);
+			break;
+		}
+		if (st != SWEEP_DONE && pending)
+			pending[notdone] = i;
+		notdone += st != SWEEP_DONE;
+		if (print_states) {
+			char rd[4400];
+			snprintf(rd, sizeof rd, "%s/%s", dir, names[i]);
+			table_str(&tb, rd);
+			table_str(&tb, sweep_state_name(st));
+			table_str(&tb, last);
+			table_end_row(&tb);
+		}
+		if (print_ckpts && (rc = print_checkpoints(tl, dir, names[i])))
+			break;
+	}
+	if (npending)
+		*npending = notdone;
+	free(names);
+	free(steps);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"help", no_argument, NULL, OPT_HELP}, {"version", no_argument, NULL, OPT_VERSION},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"out", required_argument, NULL, O_OUT},
+		{"lr", required_argument, NULL, O_LR},
+		{"batch", required_argument, NULL, O_BATCH},
+		{"wd", required_argument, NULL, O_WD},
+		{"d-model", required_argument, NULL, O_D_MODEL},
+		{"tokens", required_argument, NULL, O_TOKENS},
+		{"runner", required_argument, NULL, O_RUNNER},
+		{"launcher", required_argument, NULL, O_LAUNCHER},
+		{"slurm", required_argument, NULL, O_SLURM},
+		{"sbatch", required_argument, NULL, O_SBATCH},
+		{"dry-run", no_argument, NULL, O_DRY_RUN},
+		{"run", required_argument, NULL, O_RUN},
+		{"status", required_argument, NULL, O_STATUS},
+		{"checkpoints", required_argument, NULL, O_CHECKPOINTS},
+		{NULL, 0, NULL, 0}
+	};
+	static const int axis_of[] = {SWEEP_LR, SWEEP_BATCH, SWEEP_WD, SWEEP_D_MODEL, SWEEP_TOKENS};
+	struct tool tl;
+	struct sweep s;
+	struct sw_err err;
+	char *sbatch[64], *launcher = NULL, self[PATH_MAX], train[PATH_MAX];
+	const char *runner = "auto", *slurm = NULL, *run_dir = NULL, *status_dir = NULL, *ckpt_dir = NULL;
+	int opt, jobs = 1, nsbatch = 0, dry = 0, rc, *pending, npending;
+
+	tool_init(&tl, "sw-sweep", usage, help, argc, argv);
+	memset(&s, 0, sizeof s);
+	while ((opt = getopt_long(argc, argv, "+j:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case O_OUT: snprintf(s.dir, sizeof s.dir, "%s", optarg); break;
+		case O_LR: case O_BATCH: case O_WD: case O_D_MODEL: case O_TOKENS:
+			if (sweep_set_axis(&s, axis_of[opt - O_LR], optarg, &err))
+				tool_usage_error(&tl, "%s", err.msg);
+			break;
+		case 'j': jobs = (int)tool_parse_int(&tl, "-j", optarg, 1, 4096); break;
+		case O_RUNNER:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "parallel") && strcmp(optarg, "xargs"))
+				tool_usage_error(&tl, "--runner: auto, parallel or xargs");
+			runner = optarg;
+			break;
+		case O_LAUNCHER: launcher = optarg; break;
+		case O_SLURM: slurm = optarg; break;
+		case O_SBATCH:
+			if (nsbatch == 64)
+				tool_usage_error(&tl, "--sbatch: at most 64");
+			sbatch[nsbatch++] = optarg;
+			break;
+		case O_DRY_RUN: dry = 1; break;
+		case O_RUN: run_dir = optarg; break;
+		case O_STATUS: status_dir = optarg; break;
+		case O_CHECKPOINTS: ckpt_dir = optarg; break;
+		default: tool_common_option(&tl, opt, optarg); break;
+		}
+	}
+	if (run_dir) {
+		if (optind != argc - 1)
+			tool_usage_error(&tl, "--run DIR takes one INDEX");
+		return run_one(&tl, run_dir, argv[optind], launcher);
+	}
+	if (status_dir || ckpt_dir) {
+		if (optind != argc)
+			tool_usage_error(&tl, "unexpected argument '%s'", argv[optind]);
+		each_run(&tl, status_dir ? status_dir : ckpt_dir, !!status_dir, !!ckpt_dir, NULL, NULL);
+		return tool_finish(&tl);
+	}
+	if (!s.dir[0])
+		tool_usage_error(&tl, "--out DIR is required");
+	s.args = argv + optind;
+	s.nargs = argc - optind;
+	if ((rc = sweep_expand(&s, &err)))
+		tool_usage_error(&tl, "%s", err.msg);
+	if ((rc = sweep_write(&s, &err))) {
+		tool_error(&tl, s.dir, &err);
+		sweep_free(&s);
+		return tool_finish(&tl);
+	}
+	if (!(pending = malloc((size_t)s.nruns * sizeof *pending)) ||
+	    each_run(&tl, s.dir, 0, 0, pending, &npending)) {
+		free(pending);
+		sweep_free(&s);
+		rc = tool_finish(&tl);
+		return rc ? rc : SW_ESOFTWARE;        /* 0: out of memory, said nowhere yet */
+	}
+	self_paths(self, sizeof self, train, sizeof train);
+	if (slurm) {
+		if ((rc = sweep_write_slurm(&s, slurm, self, pending, npending, sbatch, nsbatch, &err)))
+			tool_error(&tl, slurm, &err);
+	} else if (!dry && npending) {
+		/* the runs not done, through the runner */
+		char jn[16], *cmd[40], *text = malloc((size_t)npending * 12 + 1), **words;
+		int n = 0, use_parallel = 0;
+		size_t len = 0;
+
+		snprintf(jn, sizeof jn, "%d", jobs);
+		if (strcmp(runner, "xargs")) {
+			char *probe[] = {"parallel", "--version", NULL};
+			use_parallel = run_child(probe, 1, NULL, NULL) == 0;
+			if (!use_parallel && !strcmp(runner, "parallel")) {
+				sw_fail(&err, SW_EUSAGE, "--runner parallel: GNU parallel is not installed");
+				tool_error(&tl, s.dir, &err);
+				free(text);
+				free(pending);
+				sweep_free(&s);
+				return tool_finish(&tl);
+			}
+		}
+		words = calloc((size_t)npending + 48, sizeof *words);
+		if (!text || !words) {
+			fprintf(stderr, "sw-sweep: out of memory\n");
+			exit(SW_ESOFTWARE);
+		}
+		if (use_parallel) {
+			cmd[n++] = "parallel"; cmd[n++] = "--will-cite"; cmd[n++] = "-q"; cmd[n++] = "-j";
+			cmd[n++] = jn; cmd[n++] = "--halt"; cmd[n++] = "never";
+		} else {
+			cmd[n++] = "xargs"; cmd[n++] = "-P"; cmd[n++] = jn; cmd[n++] = "-n"; cmd[n++] = "1";
+		}
+		cmd[n++] = self;
+		cmd[n++] = "--run";
+		cmd[n++] = s.dir;
+		if (launcher) {
+			cmd[n++] = "--launcher";
+			cmd[n++] = launcher;
+		}
+		memcpy(words, cmd, (size_t)n * sizeof *cmd);
+		text[0] = '\0';
+		if (use_parallel) {
+			words[n++] = "{}";
+			words[n++] = ":::";
+		}
+		for (int i = 0; i < npending; i++) {
+			int k = snprintf(text + len, 12, "%d", pending[i]);
+			if (use_parallel)
+				words[n++] = text + len;
+			len += (size_t)k + 1;
+			if (!use_parallel)
+				text[len - 1] = '\n';
+		}
+		if (!use_parallel)
+			text[len] = '\0';
+		words[n] = NULL;
+		rc = run_child(words, 0, NULL, use_parallel ? NULL : text);
+		free(words);
+		free(text);
+	}
+	/* what each run came to */
+	each_run(&tl, s.dir, 1, 0, pending, &npending);
+	if (!slurm && !dry && npending) {
+		sw_fail(&err, SW_ESOFTWARE, "%d of %d runs not done (their errors above; run again to resume)",
+			npending, s.nruns);
+		tool_error(&tl, s.dir, &err);
+	}
+	free(pending);
+	sweep_free(&s);
+	return tool_finish(&tl);
+}
