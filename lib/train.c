@@ -1,5 +1,6 @@
 /* train.c - the training loop (see train.h). */
 #include "train.h"
+#include "elemmath.h"
 #include "norms.h"
 #include "linalg.h"
 #include "model.h"
@@ -484,13 +485,12 @@ static int forward_backward(struct trainer *t, struct step_log *s, struct sw_err
 /* Clip and update; the step is done. */
 static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 {
-	double clip = 1;
+	double clip;
 
 	s->grad_norm = optim_grad_norm(&t->m);
 	if (!isfinite(s->grad_norm))
 		return stopped(t, "gradient norm", s->grad_norm, s->step + 1, err);
-	if (t->o.cfg.grad_clip > 0 && s->grad_norm > t->o.cfg.grad_clip)
-		clip = t->o.cfg.grad_clip / s->grad_norm;
+	clip = elem_clip_scale(s->grad_norm, t->o.cfg.grad_clip);
 	s->lr = optim_lr_at(&t->o.cfg, s->step);
 	optim_step(&t->o, &t->m, s->step, clip);        /* m.grads stay raw for /grads */
 	t->rs.step++;
