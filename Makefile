@@ -49,7 +49,9 @@ endif
 # CUDA: nvcc for lib/cuda/gpu.cu, one -gencode list (sm_80, sm_90 and
 # compute_90's PTX for later GPUs), warnings errors on both sides; no FMA
 # contraction, so the per-element math of lib/elemmath.h computes as on the
-# CPU. cuBLAS and the runtime are linked only into what uses them.
+# CPU. It goes, with cuBLAS and the CUDA runtime, into the shared library
+# lib/scalewatch/libswcuda.so beside bin/, which a tool loads only when a
+# run asks for the GPU (lib/cuda/cudaload.c).
 NVCC_FOUND := $(shell test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc)
 NVCC      ?= $(NVCC_FOUND)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -58,11 +60,12 @@ GENCODE    = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 NVCC_FLAGS = -std=c++17 -O3 -fmad=false $(GENCODE) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
 ifneq ($(NVCC),)
-CUDA_OBJ   = $(BUILD)/lib/cuda/gpu.o
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
-             -Wl,--as-needed -lcublas -lcudart -lstdc++ -Wl,--no-as-needed
+CUDA_OBJ   = $(BUILD)/lib/cuda/cudaload.o
+CUDA_SO    = $(BUILD)/lib/scalewatch/libswcuda.so
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 else
 CUDA_OBJ   = $(BUILD)/lib/cuda/nocuda.o
+CUDA_SO    =
 endif
 
 TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize sw-trace \
@@ -93,16 +96,26 @@ DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 .PHONY: all deps deps-check deps-fuzz check check-asan check-cuda test-suite unit fuzz fuzz-targets demo \
 	figures fixtures install clean lint-man bench bench-cuda
 
-all: $(TOOL_BIN) $(GEN)
+all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SW_CFLAGS) $(CFLAGS) -c -o $@ $<
 
-# rebuilt only when gpu.cu or a header it includes changes (nvcc -MMD)
+# rebuilt only when gpu.cu or a header it includes changes (nvcc -MMD);
+# the library holds its own status.o, built as position-independent code
+# without the sanitizers, and nothing undefined
 $(BUILD)/lib/cuda/gpu.o: lib/cuda/gpu.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -c -o $@ $<
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -c -o $@ $<
+
+$(BUILD)/lib/cuda/status-pic.o: lib/status.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c17 -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -MMD -MP -c -o $@ $<
+
+$(CUDA_SO): $(BUILD)/lib/cuda/gpu.o $(BUILD)/lib/cuda/status-pic.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-z,defs -o $@ $^ $(CUDA_LIBS)
 
 $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
@@ -232,10 +245,12 @@ figures: demo
 lint-man:
 	mandoc -Tlint -W warning $(MANPAGES)
 
-install: $(TOOL_BIN)
+install: $(TOOL_BIN) $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 		$(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin
+	$(if $(CUDA_SO),install -d $(DESTDIR)$(PREFIX)/lib/scalewatch && \
+		install -m 644 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/scalewatch)
 	install -m 644 plots/*.gp $(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5

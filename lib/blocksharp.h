@@ -6,7 +6,8 @@
  * checkpoint's /fisher when every tensor has one (the trainer's), else
  * computed with the model on tokens of a data file (the largest
  * micro-batch that divides the batch and whose activations take at most a
- * quarter of the free memory; a fresh batch per draw unless same_batch;
+ * quarter of the free memory, on a GPU (device) the whole batch unless
+ * micro says less; a fresh batch per draw unless same_batch;
  * the inputs and sampled labels optionally written to an HDF5 file).
  * blocksharp_stats pools h over a set of parameters (a block type, a
  * layer, a tensor; eq. 4 and the log scale), blocksharp_hist bins log10 h
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda/gpumodel.h"
 #include "data.h"
 #include "select.h"
 #include "sharpness.h"
@@ -35,6 +37,7 @@ struct blocksharp_opts {
 	int recompute;          /* ignore /fisher */
 	uint64_t seed;
 	const char *dump;       /* write the inputs and labels here, or NULL */
+	enum sw_device device;  /* where the estimate is computed: cpu, cuda, emu */
 };
 
 /* The estimate of one checkpoint: h over its tensors, in model order. */

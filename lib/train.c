@@ -35,14 +35,6 @@ static const char *num_str(double v, char *buf, size_t len)
 	return buf;
 }
 
-static double rms(const real *x, size_t n)
-{
-	double s = 0;
-	for (size_t i = 0; i < n; i++)
-		s += (double)x[i] * x[i];
-	return n ? sqrt(s / (double)n) : 0;
-}
-
 /* ---- the trace's series ------------------------------------------------ */
 
 enum {
@@ -159,59 +151,88 @@ static void free_plan(struct trace_plan *tp)
 	free(tp->mult_tensor);
 }
 
-/* ||rows [r0, r1) of W||_rms */
-static double rows_rms(const real *w, int64_t r0, int64_t r1, int64_t cols)
+/* What trace_stats reads: the activations of the last forward (N tokens),
+ * the effective weights and the parameters, where the model computes:
+ * the CPU model's arrays, or the GPU model's (device pointers, summed
+ * there; an error stays in the GPU model, gpumodel_error). */
+struct stat_src {
+	const struct layer_acts *acts;  /* (L) */
+	const real *x_final;            /* (N, C) */
+	const struct layer_ptrs *w;     /* (L) */
+	const real *params;
+	size_t N;
+	struct gpu_model *gpu;          /* NULL on the CPU */
+};
+
+/* The sum of x (squares: of x^2) over n values, in double. */
+static double src_sum(const struct stat_src *src, const real *x, size_t n, int squares)
 {
-	return rms(w + r0 * cols, (size_t)((r1 - r0) * cols));
+	double s = 0;
+
+	if (src->gpu) {
+		gpumodel_sum(src->gpu, x, n, squares, &s, NULL);
+		return s;
+	}
+	for (size_t i = 0; i < n; i++)
+		s += squares ? (double)x[i] * x[i] : (double)x[i];
+	return s;
+}
+
+static double rms(const struct stat_src *src, const real *x, size_t n)
+{
+	return n ? sqrt(src_sum(src, x, n, 1) / (double)n) : 0;
+}
+
+/* ||rows [r0, r1) of W||_rms */
+static double rows_rms(const struct stat_src *src, const real *w, int64_t r0, int64_t r1, int64_t cols)
+{
+	return rms(src, w + r0 * cols, (size_t)((r1 - r0) * cols));
 }
 
 /* Fill the vector series from the last forward's activations (the last
- * micro-batch) and the weights after the update. */
-static void trace_stats(struct trace_plan *tp, struct model *m)
+ * micro-batch) and the weights after the update (effective weights
+ * brought up to date by the caller). */
+static void trace_stats(struct trace_plan *tp, const struct model *m, const struct stat_src *src)
 {
 	const struct sw_config *c = &m->c;
-	size_t N = (size_t)m->B * m->T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
+	size_t N = src->N, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
 	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff;
 	int L = (int)c->n_layers, hd = (int)c->head_dim;
 	double *res = tp->row[S_RESIDUAL], *ao = tp->row[S_ATTN_OUT], *mo = tp->row[S_MLP_OUT],
 	       *gain = tp->row[S_GAIN], *qh = tp->row[S_QHEAD], *kh = tp->row[S_KHEAD];
 
-	/* the per-head weight norms are of the weights after this update */
-	model_update_effective(m);
-
 	for (int l = 0; l < L; l++) {
-		const struct layer_acts *a = &m->acts[l];
-		const struct layer_ptrs *w = &m->p.layer[l];
+		const struct layer_acts *a = &src->acts[l];
+		const struct layer_ptrs *w = &src->w[l];
 		const real *o_x = c->norm_everywhere ? a->o_in : a->att_out;
 		const real *d_x = c->norm_everywhere ? a->d_in : a->h;
-		double n1 = rms(a->n1, N * C), n2 = rms(a->n2, N * C);
-		res[l] = rms(a->x_in, N * C);
-		ao[l] = rms(a->attn_y, N * C);
-		mo[l] = rms(a->mlp_y, N * C);
-		gain[l * NGAIN + 0] = rms(a->q_lin, N * Q) / n1;
-		gain[l * NGAIN + 1] = rms(a->k_lin, N * K) / n1;
-		gain[l * NGAIN + 2] = rms(a->v, N * K) / n1;
-		gain[l * NGAIN + 3] = rms(a->attn_y, N * C) / rms(o_x, N * Q);
-		gain[l * NGAIN + 4] = rms(a->gate, N * F) / n2;
-		gain[l * NGAIN + 5] = rms(a->up, N * F) / n2;
-		gain[l * NGAIN + 6] = rms(a->mlp_y, N * C) / rms(d_x, N * F);
+		double n1 = rms(src, a->n1, N * C), n2 = rms(src, a->n2, N * C);
+		res[l] = rms(src, a->x_in, N * C);
+		ao[l] = rms(src, a->attn_y, N * C);
+		mo[l] = rms(src, a->mlp_y, N * C);
+		gain[l * NGAIN + 0] = rms(src, a->q_lin, N * Q) / n1;
+		gain[l * NGAIN + 1] = rms(src, a->k_lin, N * K) / n1;
+		gain[l * NGAIN + 2] = rms(src, a->v, N * K) / n1;
+		gain[l * NGAIN + 3] = rms(src, a->attn_y, N * C) / rms(src, o_x, N * Q);
+		gain[l * NGAIN + 4] = rms(src, a->gate, N * F) / n2;
+		gain[l * NGAIN + 5] = rms(src, a->up, N * F) / n2;
+		gain[l * NGAIN + 6] = rms(src, a->mlp_y, N * C) / rms(src, d_x, N * F);
 		/* per-head weight norms of the effective q and k projections */
 		for (int h = 0; h < c->n_heads; h++)
-			qh[l * c->n_heads + h] = rows_rms(w->wq, (int64_t)h * hd, (int64_t)(h + 1) * hd, (int64_t)C);
+			qh[l * c->n_heads + h] = rows_rms(src, w->wq, (int64_t)h * hd, (int64_t)(h + 1) * hd,
+							  (int64_t)C);
 		for (int h = 0; h < c->n_kv_heads; h++)
-			kh[l * c->n_kv_heads + h] = rows_rms(w->wk, (int64_t)h * hd, (int64_t)(h + 1) * hd, (int64_t)C);
+			kh[l * c->n_kv_heads + h] = rows_rms(src, w->wk, (int64_t)h * hd, (int64_t)(h + 1) * hd,
+							     (int64_t)C);
 	}
-	res[L] = rms(m->x_final, N * C);
+	res[L] = rms(src, src->x_final, N * C);
 	for (int i = 0; i < tp->nweight; i++) {
 		const struct model_tensor *t = &m->tensors[tp->weight_tensor[i]];
-		tp->row[S_WEIGHT][i] = rms(m->params + t->offset, t->numel);
+		tp->row[S_WEIGHT][i] = rms(src, src->params + t->offset, t->numel);
 	}
 	for (int i = 0; i < tp->nmult; i++) {
 		const struct model_tensor *t = &m->tensors[tp->mult_tensor[i]];
-		double s = 0;
-		for (size_t k = 0; k < t->numel; k++)
-			s += m->params[t->offset + k];
-		tp->row[S_MULT][i] = s / (double)t->numel;
+		tp->row[S_MULT][i] = src_sum(src, src->params + t->offset, t->numel, 0) / (double)t->numel;
 	}
 }
 
@@ -224,6 +245,104 @@ static double out_norm(const struct model *m)
 			      NORMS_NO_SPECTRAL, &hn, NULL))
 		return NAN;
 	return hn.raw.rms_to_inf;
+}
+
+/* ---- the device: the CPU reference, or the model on a GPU (--device) ---- */
+
+/*
+ * Each of these runs on the CPU model, or, with --device cuda or emu, on
+ * the GPU model that mirrors it (lib/cuda/gpumodel.h): the host model then
+ * keeps the table of tensors and the optimizer its configuration and
+ * update count; both receive the device's values before a checkpoint.
+ */
+static int dev_forward(struct model *m, struct gpu_model *gpu, const int *tok, const int *tgt, int B,
+		       int T, struct sw_err *err)
+{
+	if (!gpu) {
+		model_forward(m, tok, tgt, B, T);
+		return SW_OK;
+	}
+	return gpumodel_forward(gpu, tok, tgt, B, T, &m->loss, err);
+}
+
+static int dev_zero_grad(struct model *m, struct gpu_model *gpu, struct sw_err *err)
+{
+	if (!gpu) {
+		model_zero_grad(m);
+		return SW_OK;
+	}
+	return gpumodel_zero_grad(gpu, err);
+}
+
+static int dev_backward(struct model *m, struct gpu_model *gpu, const int *tok, const int *tgt,
+			double loss_scale, struct sw_err *err)
+{
+	if (!gpu) {
+		model_backward(m, tok, tgt, loss_scale);
+		return SW_OK;
+	}
+	return gpumodel_backward(gpu, tok, tgt, loss_scale, err);
+}
+
+static int dev_grad_norm(const struct model *m, struct gpu_model *gpu, double *norm, struct sw_err *err)
+{
+	if (!gpu) {
+		*norm = optim_grad_norm(m);
+		return SW_OK;
+	}
+	return gpumodel_grad_norm(gpu, norm, err);
+}
+
+static int dev_step(struct model *m, struct optim *o, struct gpu_model *gpu, int64_t step, double clip,
+		    struct sw_err *err)
+{
+	if (!gpu) {
+		optim_step(o, m, step, clip);
+		return SW_OK;
+	}
+	return gpumodel_step(gpu, o, step, clip, err);
+}
+
+/* The trace's series of N tokens' activations, the effective weights
+ * brought up to date first; on a GPU also the head as used copied to the
+ * host model, for out_norm. */
+static int dev_trace_stats(struct trace_plan *tp, struct model *m, struct gpu_model *gpu, size_t N,
+			   struct sw_err *err)
+{
+	struct stat_src src = {m->acts, m->x_final, m->p.layer, m->params, N, NULL};
+	struct gpumodel_view v;
+	int rc;
+
+	if (!gpu) {
+		model_update_effective(m);
+		trace_stats(tp, m, &src);
+		return SW_OK;
+	}
+	gpumodel_view(gpu, &v);
+	src = (struct stat_src){v.acts, v.x_final, v.w, v.params, N, gpu};
+	if ((rc = gpumodel_update_effective(gpu, err)))
+		return rc;
+	trace_stats(tp, m, &src);
+	if ((rc = gpumodel_error(gpu, err)))
+		return rc;
+	return gpumodel_download_at(gpu, m->p.lm_head, (size_t)(m->c.vocab_size * m->c.d_model), err);
+}
+
+/* A GNB estimate of one draw on B sequences in micro-batches of mb. */
+static int dev_gnb(struct model *m, struct gpu_model *gpu, const int *tokens, int B, int T, int mb,
+		   struct sw_rng *r, float *h, struct sw_err *err)
+{
+	if (!gpu)
+		return gnb_estimate(m, tokens, B, T, mb, 1, r, h, NULL, NULL, err);
+	return gpumodel_gnb(gpu, tokens, B, T, mb, 1, r, h, NULL, 0, err);
+}
+
+/* Before a checkpoint: the device's parameters and moments (with grads,
+ * its gradients) into the host's model and optimizer. */
+static int dev_to_host(struct model *m, struct optim *o, struct gpu_model *gpu, int grads,
+		       struct sw_err *err)
+{
+	return gpu ? gpumodel_download(gpu, m, o, grads, err) : SW_OK;
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -240,6 +359,7 @@ struct trainer {
 	struct run_state rs;            /* step, tokens, the sampler: what a checkpoint resumes */
 	struct trace_plan tp;
 	struct trace_writer *tw;        /* NULL: no trace */
+	struct gpu_model *gpu;          /* --device cuda, emu; NULL on the CPU */
 	struct rundir_claim claim;      /* out_dir: what of an earlier run goes, the trace appended? */
 	int B, A, T;
 	int *tok, *tgt;                 /* (B, T) one micro-batch */
@@ -261,17 +381,18 @@ struct step_log {
 	int checkpointed;
 };
 
-/* SW_EDATA: the loss is not finite; SW_EIO (err set): the data file shrank */
-static int eval_loss(struct model *m, const struct dataset *d, int nbatches, int B, int T,
-		     int *tok, int *tgt, double *out, struct sw_err *err)
+/* SW_EDATA: the loss is not finite; SW_EIO (err set): the data file
+ * shrank; a device's error */
+static int eval_loss(struct model *m, struct gpu_model *gpu, const struct dataset *d, int nbatches,
+		     int B, int T, int *tok, int *tgt, double *out, struct sw_err *err)
 {
 	double sum = 0;
 	int rc;
 
 	for (int i = 0; i < nbatches; i++) {
-		if ((rc = data_val_batch(d, i, B, T, tok, tgt, err)))
+		if ((rc = data_val_batch(d, i, B, T, tok, tgt, err)) ||
+		    (rc = dev_forward(m, gpu, tok, tgt, B, T, err)))
 			return rc;
-		model_forward(m, tok, tgt, B, T);
 		sum += m->loss;
 	}
 	*out = sum / nbatches;
@@ -394,11 +515,16 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 		sw_err_prefix(err, "%s", tc->data_path);
 		return rc;
 	}
+	/* the device before the directory: a run it refuses leaves none */
+	if (tc->device != SW_DEVICE_CPU &&
+	    (rc = gpumodel_open(&t->gpu, tc->device, tc->precision, &t->m, &t->o, t->B, t->T, err)))
+		return rc;
 	if ((rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
 			       &t->claim, err)))
 		return rc;
 	/* only now: a run refused for its data leaves no directory behind */
-	if ((rc = ensure_dir(tc->out_dir, err)) || (rc = model_alloc_acts(&t->m, t->B, t->T, err)))
+	if ((rc = ensure_dir(tc->out_dir, err)) ||
+	    (!t->gpu && (rc = model_alloc_acts(&t->m, t->B, t->T, err))))
 		return rc;
 	bt = (size_t)t->B * t->T;
 	t->tok = malloc(bt * sizeof *t->tok);
@@ -432,6 +558,7 @@ static int trainer_close(struct trainer *t, int rc, struct sw_err *err)
 		}
 	}
 	rundir_claim_free(&t->claim);
+	gpumodel_close(t->gpu);
 	free_plan(&t->tp);
 	free(t->fisher);
 	free(t->tok);
@@ -469,15 +596,16 @@ static int forward_backward(struct trainer *t, struct step_log *s, struct sw_err
 	int rc;
 
 	s->loss = 0;
-	model_zero_grad(m);
+	if ((rc = dev_zero_grad(m, t->gpu, err)))
+		return rc;
 	for (int a = 0; a < t->A; a++) {
-		if ((rc = next_batch(t, a, err)))
+		if ((rc = next_batch(t, a, err)) || (rc = dev_forward(m, t->gpu, t->tok, t->tgt, t->B, t->T, err)))
 			return rc;
-		model_forward(m, t->tok, t->tgt, t->B, t->T);
 		if (!isfinite(m->loss))
 			return stopped(t, "loss", m->loss, s->step + 1, err);
 		s->loss += m->loss / t->A;
-		model_backward(m, t->tok, t->tgt, 1.0 / t->A);
+		if ((rc = dev_backward(m, t->gpu, t->tok, t->tgt, 1.0 / t->A, err)))
+			return rc;
 	}
 	return SW_OK;
 }
@@ -486,13 +614,17 @@ static int forward_backward(struct trainer *t, struct step_log *s, struct sw_err
 static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 {
 	double clip;
+	int rc;
 
-	s->grad_norm = optim_grad_norm(&t->m);
+	if ((rc = dev_grad_norm(&t->m, t->gpu, &s->grad_norm, err)))
+		return rc;
 	if (!isfinite(s->grad_norm))
 		return stopped(t, "gradient norm", s->grad_norm, s->step + 1, err);
 	clip = elem_clip_scale(s->grad_norm, t->o.cfg.grad_clip);
 	s->lr = optim_lr_at(&t->o.cfg, s->step);
-	optim_step(&t->o, &t->m, s->step, clip);        /* m.grads stay raw for /grads */
+	/* m.grads stay raw for /grads */
+	if ((rc = dev_step(&t->m, &t->o, t->gpu, s->step, clip, err)))
+		return rc;
 	t->rs.step++;
 	t->rs.tokens += (int64_t)t->A * t->B * t->T;
 	t->rs.train_loss = s->loss;
@@ -514,11 +646,13 @@ static int evaluate(struct trainer *t, struct step_log *s, struct sw_err *err)
 	t->rs.val_loss = NAN;
 	if (!due(t, t->tc->eval_every) || t->d.n <= t->d.n_train)
 		return SW_OK;
-	rc = eval_loss(&t->m, &t->d, t->tc->eval_batches, t->B, t->T, t->tok, t->tgt, &val, err);
+	rc = eval_loss(&t->m, t->gpu, &t->d, t->tc->eval_batches, t->B, t->T, t->tok, t->tgt, &val, err);
 	if (rc == SW_EIO) {
 		sw_err_prefix(err, "%s", t->tc->data_path);
 		return rc;
 	}
+	if (rc && rc != SW_EDATA)       /* the device's */
+		return rc;
 	if (rc)
 		return stopped(t, "validation loss", val, t->rs.step, err);
 	t->rs.val_loss = s->val_loss = val;
@@ -566,15 +700,15 @@ static int checkpoint(struct trainer *t, struct step_log *s, int stop, struct sw
 		x.fisher_seed = rs->seed * 1000003ULL + (uint64_t)rs->step;
 		rng_seed(&fr, x.fisher_seed);
 		memset(t->fisher, 0, t->m.nparams * sizeof *t->fisher);
-		if ((rc = gnb_estimate(&t->m, t->all_tok, t->A * t->B, t->T, t->B, 1, &fr, t->fisher,
-				       NULL, NULL, err)))
+		if ((rc = dev_gnb(&t->m, t->gpu, t->all_tok, t->A * t->B, t->T, t->B, &fr, t->fisher, err)))
 			return rc;
 		x.fisher = t->fisher;
 		x.fisher_batch_tokens = (int64_t)t->A * t->B * t->T;
 		x.fisher_draws = 1;
 	}
 	snprintf(t->ckpt, sizeof t->ckpt, "%s/ckpt-%06lld.h5", tc->out_dir, (long long)rs->step);
-	if ((rc = modelio_save(t->ckpt, &t->m, &t->o, rs, &x, err)))
+	if ((rc = dev_to_host(&t->m, &t->o, t->gpu, tc->save_grads, err)) ||
+	    (rc = modelio_save(t->ckpt, &t->m, &t->o, rs, &x, err)))
 		return rc;
 	snprintf(t->last_good, sizeof t->last_good, "%s", t->ckpt);
 	s->checkpointed = 1;
@@ -616,9 +750,8 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		/* the trace's activation statistics are this step's, before
 		 * evaluation reuses the activations */
 		trace_now = t.tw && due(&t, tc->trace_every);
-		if (trace_now)
-			trace_stats(&t.tp, &t.m);
-		if ((rc = evaluate(&t, &s, err)) || (trace_now && (rc = trace_row(&t, &s, err))))
+		if ((trace_now && (rc = dev_trace_stats(&t.tp, &t.m, t.gpu, (size_t)t.B * t.T, err))) ||
+		    (rc = evaluate(&t, &s, err)) || (trace_now && (rc = trace_row(&t, &s, err))))
 			break;
 		stop = tc->interrupt && *tc->interrupt;
 		if ((rc = checkpoint(&t, &s, stop, err)))

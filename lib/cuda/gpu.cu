@@ -1,6 +1,8 @@
 /*
  * gpu.cu - gpu.h on a CUDA GPU: the first device, one stream, one cuBLAS
- * handle. Each kernel of kernels.h is a thin __global__ wrapper that runs
+ * handle. Built by nvcc into the shared library libswcuda.so with
+ * status.c, linked with cuBLAS and the CUDA runtime; cudaload.c loads it
+ * when a run asks for the GPU and calls gpu_cuda_backend_open. Each kernel of kernels.h is a thin __global__ wrapper that runs
  * its body's phases with __syncthreads() between them; every CUDA and
  * cuBLAS status is checked, and a failure is "cuda: what: the message"
  * (SW_ESOFTWARE, exit 70); no usable device is SW_EUNAVAILABLE (69).
@@ -47,6 +49,10 @@ static int blas_fail(struct sw_err *err, const char *what, cublasStatus_t s)
 
 /* ---- the kernels: a __global__ wrapper per body ---------------------------- */
 
+#define GK_NAME(name, A, phases) #name,
+static const char *const kernel_names[GK_COUNT] = {GK_KERNELS(GK_NAME)};
+#undef GK_NAME
+
 #define GK_GLOBAL(name, A, phases)                                               \
 	__global__ void gk_##name##_kernel(A a)                                  \
 	{                                                                        \
@@ -82,7 +88,7 @@ static int cuda_launch(struct gpu *g, enum gk_id id, const void *args, struct sw
 		return sw_fail(err, SW_ESOFTWARE, "cuda: unknown kernel %d", (int)id);
 	}
 	if ((e = cudaGetLastError()) != cudaSuccess) {
-		snprintf(what, sizeof what, "kernel %s", gk_names[id]);
+		snprintf(what, sizeof what, "kernel %s", kernel_names[id]);
 		return cuda_fail(err, what, e);
 	}
 	return SW_OK;
@@ -242,10 +248,14 @@ static const struct gpu_ops cuda_ops = {
 /* No device, no driver, or one this build has no code for: SW_EUNAVAILABLE. */
 static int unavailable(struct sw_err *err, const char *what, cudaError_t e)
 {
-	return sw_fail(err, SW_EUNAVAILABLE, "cuda: no usable GPU: %s: %s", what, cudaGetErrorString(e));
+	/* the runtime says "driver version is insufficient" where there is no driver at all */
+	const char *why = e == cudaErrorInsufficientDriver ? "no NVIDIA driver, or one older than this CUDA runtime; " :
+			  e == cudaErrorNoDevice ? "no CUDA device; " : "";
+	return sw_fail(err, SW_EUNAVAILABLE, "cuda: no usable GPU: %s%s: %s", why, what, cudaGetErrorString(e));
 }
 
-extern "C" int gpu_cuda_open(struct gpu **g, struct sw_err *err)
+extern "C" __attribute__((visibility("default"))) int gpu_cuda_backend_open(struct gpu **g,
+									     struct sw_err *err)
 {
 	struct cudaDeviceProp prop;
 	struct cuda *c;

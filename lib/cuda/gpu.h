@@ -3,9 +3,11 @@
  * kernels of kernels.h, matrix products. Two implementations behind one
  * table of operations:
  *
- *   gpu_cuda_open   lib/cuda/gpu.cu: a real GPU (CUDA runtime, cuBLAS),
- *                   built when nvcc is found; without it, lib/cuda/nocuda.c
- *                   says "built without CUDA" (SW_EUNAVAILABLE, exit 69).
+ *   gpu_cuda_open   a real GPU (CUDA runtime, cuBLAS): lib/cuda/gpu.cu,
+ *                   built when nvcc is found into a shared library that
+ *                   lib/cuda/cudaload.c loads on first use (the tools start
+ *                   without cuBLAS); without nvcc, lib/cuda/nocuda.c says
+ *                   "built without CUDA" (SW_EUNAVAILABLE, exit 69).
  *   gpu_emu_open    lib/cuda/gpu_emu.c: the host emulation. "Device"
  *                   memory is host memory, each kernel's body runs in host
  *                   loops over its grid, each product is OpenBLAS's sgemm
@@ -83,9 +85,12 @@ struct gpu {
 	const struct gpu_ops *ops;
 };
 
-/* The first usable CUDA device; SW_EUNAVAILABLE (69) when there is none
- * or the build has no CUDA. */
+/* The first usable CUDA device; SW_EUNAVAILABLE (69) when there is none,
+ * the build has no CUDA or its back end cannot be loaded (cudaload.c). */
 int gpu_cuda_open(struct gpu **g, struct sw_err *err);
+
+/* The same, in the back end's shared library (gpu.cu). */
+int gpu_cuda_backend_open(struct gpu **g, struct sw_err *err);
 
 /* The host emulation. */
 int gpu_emu_open(struct gpu **g, struct sw_err *err);

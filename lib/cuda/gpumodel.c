@@ -296,14 +296,10 @@ static void matmul_backward(struct gpu_model *gm, real *dinp, real *dw, const re
 
 static void rope(struct gpu_model *gm, int backward, real *x, int B, int T, int nh, int hd)
 {
-	struct gk_rope a = {
+	LAUNCH(gm, rope, (struct gk_rope){
 		.grid = gk_elems((int64_t)B * T * nh * (hd / 2)), .x = x, .cos_ = gm->rope_cos,
-		.sin_ = gm->rope_sin, .n = (int64_t)B * T * nh * (hd / 2), .T = T, .nh = nh, .hd = hd};
-
-	if (backward)
-		LAUNCH(gm, rope_backward, a);
-	else
-		LAUNCH(gm, rope_forward, a);
+		.sin_ = gm->rope_sin, .n = (int64_t)B * T * nh * (hd / 2), .T = T, .nh = nh, .hd = hd,
+		.backward = backward});
 }
 
 /*

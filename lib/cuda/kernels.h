@@ -238,10 +238,11 @@ struct gk_rope {
 	const float *cos_, *sin_;       /* (T, hd/2) */
 	int64_t n;                      /* N * nh * hd / 2 */
 	int T, nh, hd;
+	int backward;                   /* the transpose: the rotation back */
 };
 
 /* (x_i, x_{i+hd/2}) of head h at position t turns by t theta_i */
-GK_BODY(rope_forward, struct gk_rope)
+GK_BODY(rope, struct gk_rope)
 {
 	GK_ELEM_INDEX(i, a->n);
 	int half = a->hd / 2;
@@ -249,18 +250,10 @@ GK_BODY(rope_forward, struct gk_rope)
 	int64_t head = i / half % a->nh, t = tok % a->T;
 	float *v = a->x + (tok * a->nh + head) * a->hd;
 
-	elem_rope_forward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
-}
-
-GK_BODY(rope_backward, struct gk_rope)
-{
-	GK_ELEM_INDEX(i, a->n);
-	int half = a->hd / 2;
-	int64_t tok = i / ((int64_t)a->nh * half), j = i % half;
-	int64_t head = i / half % a->nh, t = tok % a->T;
-	float *v = a->x + (tok * a->nh + head) * a->hd;
-
-	elem_rope_backward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
+	if (a->backward)
+		elem_rope_backward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
+	else
+		elem_rope_forward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
 }
 
 /* ---- softmax: attention's causal rows, the head's cross-entropy ------------ */
@@ -668,8 +661,7 @@ GK_BODY(transpose, struct gk_opt)
 	X(rmsnorm_backward, struct gk_rmsnorm, 3) \
 	X(colsum_partial, struct gk_colsum, 1) \
 	X(colsum_finish, struct gk_colsum, 1) \
-	X(rope_forward, struct gk_rope, 1) \
-	X(rope_backward, struct gk_rope, 1) \
+	X(rope, struct gk_rope, 1) \
 	X(softmax_forward, struct gk_softmax, 5) \
 	X(softmax_backward, struct gk_softmax_back, 3) \
 	X(xent_backward, struct gk_xent_back, 1) \
