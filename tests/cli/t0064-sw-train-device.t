@@ -4,12 +4,13 @@
 # refused in one line, exit 69, nothing written. --device emu runs the
 # CUDA path (lib/cuda/gpumodel.c, its kernel bodies and products through
 # the host emulation of lib/cuda/gpu_emu.c) and must give the CPU's
-# checkpoints bit for bit: on one thread the emulated products are the
-# CPU's OpenBLAS calls, and every reduction the checkpoint depends on
-# adds in an order that rounds to the same floats here (t-cuda-model
-# checks the kernels' own order to 1e-5); with gradient accumulation a
-# norm gain's gradient is added per micro-batch, not per row, and the
-# runs agree to 1e-5. So the wiring of train.c's --device
+# checkpoints bit for bit on micro-batches of at most 256 tokens (here
+# 64): on one thread the emulated products are the CPU's OpenBLAS calls,
+# and every reduction the checkpoint depends on adds in an order that
+# rounds to the same floats (a norm gain's gradient, summed in chunks of
+# 256 rows, in the CPU's order within a chunk; t-cuda-model checks the
+# kernels' order to 1e-5); with gradient accumulation that gradient is
+# added per micro-batch, not per row, and the runs agree to 1e-5. So the wiring of train.c's --device
 # hook is checked here: resume across devices, /fisher, /optim_state,
 # traces, sharpness. The GPU itself: tests/e2e/t0270-cuda.t.
 . "$(dirname "$0")/../lib/tap.sh"
