@@ -12,6 +12,9 @@
  * keeping the last good checkpoint; *interrupt (set by a SIGINT handler)
  * makes it write a checkpoint and stop. Deterministic for a seed and a
  * thread count; a run resumed from a checkpoint continues bit for bit.
+ * With device cuda (or emu) the model computes on a GPU
+ * (cuda/gpumodel.h), the same loop driving it: the same checkpoints and
+ * trace, resumable on either device.
  */
 #ifndef SW_TRAIN_H
 #define SW_TRAIN_H
@@ -70,8 +73,9 @@ struct train_result {
 
 /* Train. SW_OK, or: SW_EDATA for bad data or a NaN loss (err says at
  * which step and which checkpoint is the last good one), SW_ENOINPUT,
- * SW_ECANTCREAT (also: out_dir holds another run), SW_EIO, SW_ESOFTWARE; SW_EINTERRUPTED when interrupted
- * (after the checkpoint was written). */
+ * SW_ECANTCREAT (also: out_dir holds another run), SW_EIO, SW_ESOFTWARE (also: a CUDA
+ * error), SW_EUNAVAILABLE (device cuda without a usable GPU; nothing written);
+ * SW_EINTERRUPTED when interrupted (after the checkpoint was written). */
 int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err);
 
 #endif

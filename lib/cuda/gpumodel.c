@@ -947,8 +947,10 @@ int gpumodel_open(struct gpu_model **gmp, enum sw_device dev, enum sw_precision 
 	}
 	gm->params = dalloc(gm, np);
 	gm->grads = dalloc(gm, np);
-	gm->mom_m = dalloc(gm, np);
-	gm->mom_v = dalloc(gm, np);
+	if (o) {                        /* a GNB estimate needs no moments */
+		gm->mom_m = dalloc(gm, np);
+		gm->mom_v = dalloc(gm, np);
+	}
 	if (m->mult != MULT_NONE) {
 		gm->w_eff = dalloc(gm, ne);
 		gm->dw_eff = dalloc(gm, ne);
@@ -1065,7 +1067,12 @@ int gpumodel_step(struct gpu_model *gm, struct optim *o, int64_t step, double cl
 		  struct sw_err *err)
 {
 	const struct model *m = gm->m;
+	struct sw_err e;
 
+	if (!gm->mom_m && !failed(gm))
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "cuda: an optimizer step on a model opened without one"), &e);
+	if (failed(gm))
+		return result(gm, err);
 	o->t++;
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
@@ -1102,7 +1109,7 @@ int gpumodel_download(struct gpu_model *gm, struct model *m, struct optim *o, in
 	download(gm, m->params, gm->params, np);
 	if (grads)
 		download(gm, m->grads, gm->grads, np);
-	if (o) {
+	if (o && gm->mom_m) {
 		download(gm, o->m, gm->mom_m, np);
 		download(gm, o->v, gm->mom_v, np);
 	}
