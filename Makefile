@@ -11,6 +11,12 @@
 #                      (make check adds the tests' own, deps-check; make fuzz
 #                      clang's, deps-fuzz)
 #   make fuzz          each libFuzzer target for FUZZ_SECONDS (clang; tests/fuzz/)
+#   make check-cuda    the GPU trainer against the CPU reference (needs a GPU)
+#   make bench-cuda    bench/train-cuda: tokens/s and MFU on the GPU
+#
+# The CUDA trainer (lib/cuda/gpu.cu) is built whenever nvcc is found
+# (NVCC, by default /usr/local/cuda/bin/nvcc if it is there); NVCC= builds
+# without it, as on a machine without CUDA: --device cuda then exits 69.
 
 VERSION   = 0.1.0
 PREFIX   ?= /usr/local
@@ -43,10 +49,32 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
+# CUDA: nvcc for lib/cuda/gpu.cu, one -gencode list (sm_80, sm_90 and
+# compute_90's PTX for later GPUs), warnings errors on both sides; no FMA
+# contraction, so the per-element math of lib/elemmath.h computes as on the
+# CPU. It goes, with cuBLAS and the CUDA runtime, into the shared library
+# lib/scalewatch/libswcuda.so beside bin/, which a tool loads only when a
+# run asks for the GPU (lib/cuda/cudaload.c).
+NVCC_FOUND := $(shell test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc)
+NVCC      ?= $(NVCC_FOUND)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+GENCODE    = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS = -std=c++17 -O3 -fmad=false $(GENCODE) -Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
+ifneq ($(NVCC),)
+CUDA_OBJ   = $(BUILD)/lib/cuda/cudaload.o
+CUDA_SO    = $(BUILD)/lib/scalewatch/libswcuda.so
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+else
+CUDA_OBJ   = $(BUILD)/lib/cuda/nocuda.o
+CUDA_SO    =
+endif
+
 TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
             sw-trace sw-train sw-transfer
-LIB_SRC   = $(wildcard lib/*.c)
-LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_SRC   = $(wildcard lib/*.c) lib/cuda/gpumodel.c lib/cuda/gpu_emu.c
+LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 LIB_A     = $(BUILD)/libscalewatch.a
 TOOL_BIN  = $(TOOLS:%=$(BUILD)/bin/%)
 UNIT_SRC  = $(wildcard tests/unit/t*.c)
@@ -69,14 +97,29 @@ DEB_RUN   = gnuplot-nox fortunes openmpi-bin
 DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shellcheck parallel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
-.PHONY: all deps deps-check deps-fuzz check check-asan test-suite unit fuzz fuzz-targets demo figures \
-	fixtures install clean lint-man bench transfer-study
+.PHONY: all deps deps-check deps-fuzz check check-asan check-cuda test-suite unit fuzz fuzz-targets demo \
+	figures fixtures install clean lint-man bench bench-cuda transfer-study
 
-all: $(TOOL_BIN) $(GEN)
+all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SW_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+# rebuilt only when gpu.cu or a header it includes changes (nvcc -MMD);
+# the library holds its own status.o, built as position-independent code
+# without the sanitizers, and nothing undefined
+$(BUILD)/lib/cuda/gpu.o: lib/cuda/gpu.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -c -o $@ $<
+
+$(BUILD)/lib/cuda/status-pic.o: lib/status.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c17 -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -MMD -MP -c -o $@ $<
+
+$(CUDA_SO): $(BUILD)/lib/cuda/gpu.o $(BUILD)/lib/cuda/status-pic.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-z,defs -o $@ $^ $(CUDA_LIBS)
 
 $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
@@ -176,6 +219,12 @@ check-asan:
 	SW_SANITIZED=1 SW_BIN=$(abspath build-asan/bin) SW_TOP=$(CURDIR) \
 	  prove -j2 -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES))
 
+# The GPU trainer against the CPU reference (tests/e2e/t0270-cuda.t): where
+# there is no usable GPU it fails saying why (make check runs the same
+# script, which skips there).
+check-cuda: all unit
+	SW_REQUIRE_GPU=1 SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -v -e '' tests/e2e/t0270-cuda.t
+
 # libFuzzer targets: the library again, built by clang with the fuzzer's
 # coverage and ASan+UBSan, in its own directory. make fuzz runs each of
 # FUZZ_TARGETS for FUZZ_SECONDS (tests/fuzz/run-fuzz.sh); a crash, hang,
@@ -193,7 +242,7 @@ $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
-$(FUZZ_LIB_A): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+$(FUZZ_LIB_A): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/lib/cuda/nocuda.o
 	@rm -f $@
 	$(AR) rcs $@ $^
 
@@ -228,10 +277,12 @@ figures: demo
 lint-man:
 	mandoc -Tlint -W warning $(MANPAGES)
 
-install: $(TOOL_BIN)
+install: $(TOOL_BIN) $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 		$(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin
+	$(if $(CUDA_SO),install -d $(DESTDIR)$(PREFIX)/lib/scalewatch && \
+		install -m 644 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/scalewatch)
 	install -m 644 plots/*.gp $(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
@@ -244,6 +295,9 @@ bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)
 	bench/sharpness
 	bench/tokenize
 
+bench-cuda: all $(BUILD)/bench/cuda-info
+	bench/train-cuda
+
 clean:
 	rm -rf build build-asan build-fuzz
 
@@ -253,6 +307,9 @@ $(BUILD)/bench/%-kernels: $(BUILD)/bench/%-kernels.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/tokenize-naive: $(BUILD)/bench/tokenize-naive.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/cuda-info: $(BUILD)/bench/cuda-info.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/sgemm-peak: $(BUILD)/bench/sgemm-peak.o $(BUILD)/tools/common.o $(LIB_A)

@@ -105,6 +105,19 @@ static int agree(const struct blocksharp_opts *o, struct blocksharp_estimate *e,
 	return rc;
 }
 
+/* The estimate of one batch: on the CPU (with several ranks, each its rows
+ * of it: dp_gnb_estimate), or with --device on the GPU model mirroring m;
+ * keep: one micro-batch, its softmax kept for every draw (in probs on the
+ * CPU, on the device on a GPU). */
+static int estimate(struct dp *dp, struct gpu_model *gpu, const int *tok, int B, int T, int mb,
+		    int draws, struct sw_rng *r, float *h, int *labels, int keep, real *probs,
+		    struct sw_err *err)
+{
+	if (!gpu)
+		return dp_gnb_estimate(dp, tok, B, T, mb, draws, r, h, labels, keep ? probs : NULL, err);
+	return gpumodel_gnb(gpu, tok, B, T, mb, draws, r, h, labels, keep, err);
+}
+
 /* Compute the estimate with the model on tokens from the data file (with
  * several ranks, each its rows of every batch). */
 static int compute(const char *path, const struct blocksharp_opts *o,
@@ -114,7 +127,8 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	struct dataset d;
 	struct sw_rng r;
 	struct dp dp = {0};
-	int rc, T = 0, B = 0, mb = 1, many = comm_size(o->comm) > 1;
+	struct gpu_model *gpu = NULL;
+	int rc, T = 0, B = 0, mb = 1, keep = 0, many = comm_size(o->comm) > 1;
 	int *tok = NULL, *tgt = NULL, *labels = NULL, *inputs = NULL;
 	real *probs = NULL;
 	double need, have = mem_available();
@@ -140,16 +154,27 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 		goto setup;
 	}
 	/* the largest micro-batch dividing B whose activations take at most
-	 * a quarter of the free memory (or the one asked for) */
+	 * a quarter of the free memory (or the one asked for); on a GPU the
+	 * whole batch unless asked for less */
 	mb = o->micro ? o->micro : B;
-	while (!o->micro && mb > 1 && (B % mb || model_acts_bytes(&m.c, mb, T) > have / 4))
+	while (!o->micro && o->device == SW_DEVICE_CPU && mb > 1 &&
+	       (B % mb || model_acts_bytes(&m.c, mb, T) > have / 4))
 		mb--;
 	if (B % mb) {
 		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences", mb, B);
 		goto setup;
 	}
-	need = model_acts_bytes(&m.c, mb, T) + 4.0 * (double)m.nparams * 4 +
-	       (mb == B ? (double)mb * T * m.c.vocab_size * sizeof(real) : 0);
+	keep = mb == B && !many;
+	if (o->device != SW_DEVICE_CPU && many) {
+		rc = sw_fail(err, SW_EUSAGE, "--device under mpirun: not built yet (one process per GPU)");
+		goto setup;
+	}
+	if (o->device != SW_DEVICE_CPU &&
+	    (rc = gpumodel_open(&gpu, o->device, SW_PRECISION_FP32, &m, NULL, mb, T, err)))
+		goto setup;
+	/* the host's part: on a GPU the parameters and the estimate */
+	need = 4.0 * (double)m.nparams * 4 +
+	       (gpu ? 0 : model_acts_bytes(&m.c, mb, T) + (keep ? (double)mb * T * m.c.vocab_size * sizeof(real) : 0));
 	if (have > 0 && need > have) {
 		rc = sw_fail(err, SW_ESOFTWARE,
 			     "needs %.1f GB (parameters, gradient, estimate, activations), %.1f GB available",
@@ -164,9 +189,9 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 		labels = malloc((size_t)o->draws * B * T * sizeof *labels);
 		inputs = malloc((size_t)o->draws * B * T * sizeof *inputs);
 	}
-	if (mb == B && !many)
+	if (keep && !gpu)
 		probs = malloc((size_t)B * T * m.c.vocab_size * sizeof *probs);
-	if (!tok || !tgt || (o->dump && (!labels || !inputs)) || (mb == B && !many && !probs)) {
+	if (!tok || !tgt || (o->dump && (!labels || !inputs)) || (keep && !gpu && !probs)) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto setup;
 	}
@@ -185,8 +210,8 @@ setup:
 		if ((rc = agree(o, e, data_train_batch(&d, &r, B, T, tok, tgt, err))))
 			sw_err_prefix(err, "%s", o->data);
 		else
-			rc = agree(o, e, dp_gnb_estimate(&dp, tok, B, T, mb, o->draws, &r, e->h, labels, probs,
-							 err));
+			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, o->draws, &r, e->h, labels, keep,
+						  probs, err));
 		for (int k = 0; inputs && k < o->draws; k++)
 			memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 	} else {
@@ -196,9 +221,9 @@ setup:
 				sw_err_prefix(err, "%s", o->data);
 				break;
 			}
-			rc = agree(o, e, dp_gnb_estimate(&dp, tok, B, T, mb, 1, &r, e->h,
-							 labels ? labels + (size_t)k * B * T : NULL, probs,
-							 err));
+			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, 1, &r, e->h,
+						  labels ? labels + (size_t)k * B * T : NULL, keep, probs,
+						  err));
 			if (inputs)
 				memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 		}
@@ -215,6 +240,7 @@ out:
 	free(labels);
 	free(inputs);
 	free(probs);
+	gpumodel_close(gpu);
 	data_close(&d);
 	model_free(&m);
 	return agree(o, e, rc);

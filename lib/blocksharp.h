@@ -6,7 +6,8 @@
  * checkpoint's /fisher when every tensor has one (the trainer's), else
  * computed with the model on tokens of a data file (the largest
  * micro-batch that divides the batch and whose activations take at most a
- * quarter of the free memory; a fresh batch per draw unless same_batch;
+ * quarter of the free memory, on a GPU (device) the whole batch unless
+ * micro says less; a fresh batch per draw unless same_batch;
  * the inputs and sampled labels optionally written to an HDF5 file).
  * Under MPI (opts.comm of several ranks) the computed estimate is split
  * over the ranks by rows of the batch and its gradients summed before
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "cuda/gpumodel.h"
 #include "data.h"
 #include "select.h"
 #include "sharpness.h"
@@ -41,6 +43,7 @@ struct blocksharp_opts {
 	uint64_t seed;
 	const char *dump;       /* write the inputs and labels here, or NULL (one process) */
 	struct comm *comm;      /* the ranks computing the estimate together; NULL: one */
+	enum sw_device device;  /* where the estimate is computed: cpu, cuda, emu */
 };
 
 /* The estimate of one checkpoint: h over its tensors, in model order. */

@@ -5,6 +5,7 @@
  * weights, then sizes. Backward functions add into their gradients.
  */
 #include "model.h"
+#include "elemmath.h"
 #include "par.h"
 #include "rng.h"
 
@@ -16,10 +17,8 @@
 
 #ifdef SW_REAL_DOUBLE
 #define GEMM cblas_dgemm
-#define EXP exp
 #else
 #define GEMM cblas_sgemm
-#define EXP expf        /* float exp: accurate to an ulp, twice as fast */
 #endif
 
 /* ---- the layers, forward and backward ------------------------------- */
@@ -54,10 +53,10 @@ static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *
 		double ss = 0;
 		for (int i = 0; i < C; i++)
 			ss += (double)x[i] * x[i];
-		real r = (real)(1.0 / sqrt(ss / C + eps));
+		real r = elem_rmsnorm_rstd(ss, C, eps);
 		rstd[n] = r;
 		for (int i = 0; i < C; i++)
-			y[i] = x[i] * r * (gain ? gain[i] : 1);
+			y[i] = elem_rmsnorm_out(x[i], r, gain ? gain[i] : 1);
 	}
 }
 
@@ -79,7 +78,7 @@ static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const re
 				const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
 				real r = rstd[n];
 				for (int i = c0; i < c1; i++)
-					dgain[i] += dy[i] * x[i] * r;
+					dgain[i] += elem_rmsnorm_dgain(dy[i], x[i], r);
 			}
 #pragma omp for schedule(static)
 		for (int n = 0; n < N; n++) {
@@ -87,12 +86,10 @@ static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const re
 			real *dx = dinp + (size_t)n * C, r = rstd[n];
 			double dot = 0;
 			for (int i = 0; i < C; i++)
-				dot += (double)dy[i] * (gain ? gain[i] : 1) * x[i] * r;
-			real mean = (real)(dot / C);
-			for (int i = 0; i < C; i++) {
-				real xhat = x[i] * r, dxhat = dy[i] * (gain ? gain[i] : 1);
-				dx[i] += r * (dxhat - xhat * mean);
-			}
+				dot += elem_rmsnorm_dot(dy[i], gain ? gain[i] : 1, x[i], r);
+			real mean = elem_rmsnorm_mean(dot, C);
+			for (int i = 0; i < C; i++)
+				dx[i] += elem_rmsnorm_dx(dy[i], gain ? gain[i] : 1, x[i], r, mean);
 		}
 	}
 }
@@ -156,11 +153,8 @@ static void rope_forward(real *x, const real *cos_, const real *sin_, int B, int
 		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
 		for (int h = 0; h < nh; h++) {
 			real *v = x + ((size_t)n * nh + h) * hd;
-			for (int i = 0; i < half; i++) {
-				real a = v[i], b = v[i + half];
-				v[i] = a * c[i] - b * s[i];
-				v[i + half] = b * c[i] + a * s[i];
-			}
+			for (int i = 0; i < half; i++)
+				elem_rope_forward(&v[i], &v[i + half], c[i], s[i]);
 		}
 	}
 }
@@ -174,11 +168,8 @@ static void rope_backward(real *dx, const real *cos_, const real *sin_, int B, i
 		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
 		for (int h = 0; h < nh; h++) {
 			real *v = dx + ((size_t)n * nh + h) * hd;
-			for (int i = 0; i < half; i++) {
-				real a = v[i], b = v[i + half];
-				v[i] = a * c[i] + b * s[i];
-				v[i + half] = b * c[i] - a * s[i];
-			}
+			for (int i = 0; i < half; i++)
+				elem_rope_backward(&v[i], &v[i + half], c[i], s[i]);
 		}
 	}
 }
@@ -215,10 +206,10 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 					maxv = p[u] > maxv ? p[u] : maxv;
 				double sum = 0;
 				for (int u = 0; u <= t; u++) {
-					p[u] = EXP(p[u] - maxv);
+					p[u] = elem_exp(p[u] - maxv);
 					sum += p[u];
 				}
-				real inv = (real)(1.0 / sum);
+				real inv = elem_softmax_inv(sum);
 				for (int u = 0; u <= t; u++)
 					p[u] *= inv;
 				for (int u = t + 1; u < T; u++)
@@ -269,7 +260,7 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 					for (int u = 0; u <= t; u++)
 						sum += (double)p[u] * d[u];
 					for (int u = 0; u <= t; u++)
-						d[u] = p[u] * (d[u] - (real)sum) * scale;
+						d[u] = elem_softmax_dscore(p[u], d[u], sum, scale);
 					for (int u = t + 1; u < T; u++)
 						d[u] = 0;
 				}
@@ -281,17 +272,12 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 		}
 }
 
-static real sigmoid(real x)
-{
-	return 1 / (1 + EXP(-x));
-}
-
 /* h = silu(gate) * up, silu(x) = x sigmoid(x) */
 static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
 {
 #pragma omp parallel for schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
-		h[i] = gate[i] * sigmoid(gate[i]) * up[i];
+		h[i] = elem_swiglu(gate[i], up[i]);
 }
 
 /* d silu(x)/dx = s(x) (1 + x (1 - s(x))) */
@@ -300,9 +286,10 @@ static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *
 {
 #pragma omp parallel for schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
-		real s = sigmoid(gate[i]), g = gate[i];
-		dgate[i] += dh[i] * up[i] * s * (1 + g * (1 - s));
-		dup[i] += dh[i] * g * s;
+		real dg, du;
+		elem_swiglu_backward(dh[i], gate[i], up[i], &dg, &du);
+		dgate[i] += dg;
+		dup[i] += du;
 	}
 }
 
@@ -324,14 +311,14 @@ static void softmax_crossentropy_forward(real *losses, real *probs, const int *t
 		for (int i = 0; i < V; i++)
 			maxv = p[i] > maxv ? p[i] : maxv;
 		for (int i = 0; i < V; i++) {
-			p[i] = EXP(p[i] - maxv);
+			p[i] = elem_exp(p[i] - maxv);
 			sum += p[i];
 		}
-		real inv = (real)(1.0 / sum);
+		real inv = elem_softmax_inv(sum);
 		for (int i = 0; i < V; i++)
 			p[i] *= inv;
 		if (targets)
-			losses[n] = (real)-log((double)p[targets[n]] > 1e-300 ? (double)p[targets[n]] : 1e-300);
+			losses[n] = elem_xent_loss(p[targets[n]]);
 	}
 }
 
@@ -342,8 +329,7 @@ static void softmax_crossentropy_backward(real *probs, const int *targets, int N
 	for (int n = 0; n < N; n++) {
 		real *p = probs + (size_t)n * V;
 		for (int i = 0; i < V; i++)
-			p[i] *= scale;
-		p[targets[n]] -= scale;
+			p[i] = elem_xent_dlogit(p[i], i == targets[n], scale);
 	}
 }
 

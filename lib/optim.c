@@ -1,5 +1,6 @@
 /* optim.c - AdamW, Muon, Scion, schedules, per-tensor hparams (see optim.h). */
 #include "optim.h"
+#include "elemmath.h"
 #include "par.h"
 
 #include <cblas.h>
@@ -120,10 +121,8 @@ void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_
 		*wd = oc->mult_wd;
 	} else {
 		if (oc->blockwise && step >= oc->warmup) {
-			/* eq. 5: only the peak is scaled; lr_min is shared, so the
-			 * block's lr decays from r lr_max to lr_min as the base does */
-			double decay = oc->lr > lo ? (base - lo) / (oc->lr - lo) : 1;
-			*lr = lo + (oc->block_ratio[t->block] * oc->lr - lo) * decay;
+			/* eq. 5: only the peak is scaled; lr_min is shared */
+			*lr = elem_blockwise_lr(lo, oc->block_ratio[t->block], oc->lr, base);
 		} else {
 			*lr = base;
 		}
@@ -241,7 +240,6 @@ static void copy_transposed_if(real *dst, const real *src, int rows, int cols, i
 
 void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 {
-	const real a = (real)3.4445, b = (real)-4.7750, c = (real)2.0315;
 	int tr = rows > cols, r = tr ? cols : rows, n = tr ? rows : cols;
 	real *A = work, *AA = A + (size_t)r * r, *Bm = AA + (size_t)r * r, *Y = Bm + (size_t)r * r,
 	     *Xr = Y + (size_t)r * n;
@@ -251,7 +249,7 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 	copy_transposed_if(Xr, G, rows, cols, tr);
 	for (size_t k = 0; k < (size_t)r * n; k++)
 		nrm += (double)Xr[k] * Xr[k];
-	nrm = sqrt(nrm) + 1e-7;
+	nrm = elem_ns_norm(nrm);
 	for (size_t k = 0; k < (size_t)r * n; k++)
 		Xr[k] = (real)(Xr[k] / nrm);
 	for (int step = 0; step < 5; step++) {
@@ -259,9 +257,9 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 		GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r, r, n, 1, Xr, n, Xr, n, 0, A, r);
 		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, r, r, 1, A, r, A, r, 0, AA, r);
 		for (size_t k = 0; k < (size_t)r * r; k++)
-			Bm[k] = b * A[k] + c * AA[k];
+			Bm[k] = elem_ns_poly(A[k], AA[k]);
 		memcpy(Y, Xr, (size_t)r * n * sizeof(real));
-		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, n, r, 1, Bm, r, Y, n, a, Xr, n);
+		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, n, r, 1, Bm, r, Y, n, ELEM_NS_A, Xr, n);
 	}
 	copy_transposed_if(X, Xr, r, n, tr);      /* back to rows x cols */
 }
@@ -270,29 +268,23 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 static void adamw_tensor(const struct optim *o, real *p, const real *g, double clip, float *m,
 			 float *v, size_t n, double lr, double wd, enum sw_wd_mode mode)
 {
-	double b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps;
-	double bc1 = 1 - pow(b1, (double)o->t), bc2 = 1 - pow(b2, (double)o->t);
-	double decay = mode == SW_WD_COUPLED ? 1 - lr * wd : mode == SW_WD_INDEPENDENT ? 1 - wd : 1;
-	double step = lr / bc1, sbc2 = sqrt(bc2);
+	struct elem_adamw c = elem_adamw_coef(o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->t, lr,
+					      elem_wd_decay(mode, lr, wd));
 
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
-	for (size_t k = 0; k < n; k++) {
-		float gk = (float)(g[k] * clip);
-		m[k] = (float)(b1 * m[k] + (1 - b1) * gk);
-		v[k] = (float)(b2 * v[k] + (1 - b2) * (double)gk * gk);
-		p[k] = (real)(p[k] * decay - step * m[k] / (sqrt((double)v[k]) / sbc2 + eps));
-	}
+	for (size_t k = 0; k < n; k++)
+		elem_adamw(&p[k], &m[k], &v[k], g[k], clip, &c);
 }
 
 /* p <- p * decay - lr * u */
 static void apply_update(real *p, const real *u, size_t n, double lr, double wd,
 			 enum sw_wd_mode mode)
 {
-	double decay = mode == SW_WD_COUPLED ? 1 - lr * wd : mode == SW_WD_INDEPENDENT ? 1 - wd : 1;
+	double decay = elem_wd_decay(mode, lr, wd);
 
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t k = 0; k < n; k++)
-		p[k] = (real)(p[k] * decay - lr * u[k]);
+		p[k] = elem_apply_update(p[k], u[k], decay, lr);
 }
 
 /* Muon (Keller Jordan's): buf <- mom buf + (1 - mom) g; Nesterov
@@ -305,13 +297,10 @@ static void muon_tensor(struct optim *o, real *p, const real *g, double clip, fl
 	double mom = o->cfg.momentum;
 	real *geff = o->work + o->work_size - 2 * n, *u = geff + n;
 
-	for (size_t k = 0; k < n; k++) {
-		double gk = g[k] * clip;
-		buf[k] = (float)(mom * buf[k] + (1 - mom) * gk);
-		geff[k] = (real)((1 - mom) * gk + mom * buf[k]);
-	}
+	for (size_t k = 0; k < n; k++)
+		geff[k] = elem_muon_momentum(&buf[k], g[k], clip, mom);
 	optim_newton_schulz(u, geff, rows, cols, o->work);
-	double s = sqrt(rows > cols ? (double)rows / cols : 1.0);
+	double s = elem_muon_scale(rows, cols);
 	for (size_t k = 0; k < n; k++)
 		u[k] *= (real)s;
 	apply_update(p, u, n, lr, wd, mode);
@@ -337,10 +326,8 @@ static void scion_tensor(struct optim *o, real *p, const real *g, double clip, f
 	double mom = o->cfg.momentum;
 	real *mr = o->work + o->work_size - 2 * n, *u = mr + n;
 
-	for (size_t k = 0; k < n; k++) {
-		mbuf[k] = (float)(mom * mbuf[k] + (1 - mom) * g[k] * clip);
-		mr[k] = mbuf[k];
-	}
+	for (size_t k = 0; k < n; k++)
+		mr[k] = elem_scion_momentum(&mbuf[k], g[k], clip, mom);
 	if (is_hidden_matrix(t)) {
 		int rows = (int)t->shape[0], cols = (int)t->shape[1];
 		optim_newton_schulz(u, mr, rows, cols, o->work);
@@ -352,14 +339,14 @@ static void scion_tensor(struct optim *o, real *p, const real *g, double clip, f
 			double s = 0;
 			for (int64_t j = 0; j < C; j++)
 				s += (double)mr[i * C + j] * mr[i * C + j];
-			double f = s > 0 ? sqrt((double)C / s) : 0;
+			double f = elem_scion_row_factor(s, C);
 			for (int64_t j = 0; j < C; j++)
 				u[i * C + j] = (real)(mr[i * C + j] * f);
 		}
 	} else {
 		double scale = t->kind == SW_KIND_MATRIX ? 1.0 / (double)t->shape[1] : 1.0;
 		for (size_t k = 0; k < n; k++)
-			u[k] = (real)(mr[k] > 0 ? scale : mr[k] < 0 ? -scale : 0);
+			u[k] = elem_scion_sign(mr[k], scale);
 	}
 	apply_update(p, u, n, lr, wd, mode);
 }

@@ -17,6 +17,7 @@ enum sw_status {
 	SW_EUSAGE = 64,      /* bad command line */
 	SW_EDATA = 65,       /* bad data: not a scalewatch file, wrong shape, NaN */
 	SW_ENOINPUT = 66,    /* cannot open input */
+	SW_EUNAVAILABLE = 69,   /* a service the run needs is missing: no usable GPU */
 	SW_ESOFTWARE = 70,   /* internal error (a bug, or out of memory) */
 	SW_ECANTCREAT = 73,  /* cannot create output */
 	SW_EIO = 74,         /* I/O error while reading or writing */

@@ -1,6 +1,7 @@
 /* train.c - the training loop (see train.h). */
 #include "train.h"
 #include "dp.h"
+#include "elemmath.h"
 #include "norms.h"
 #include "linalg.h"
 #include "model.h"
@@ -216,39 +217,58 @@ static void trace_qk(struct trace_plan *tp, const struct model *m, int l)
 	}
 }
 
+/* Where the last forward's activations are (N tokens on this rank): the
+ * CPU model's arrays, or the GPU model's (device pointers, summed there;
+ * an error stays in the GPU model, gpumodel_error). */
+struct stat_src {
+	const struct layer_acts *acts;  /* (L) */
+	const real *x_final;            /* (N, C) */
+	size_t N;
+	struct gpu_model *gpu;          /* NULL on the CPU */
+};
+
+/* The sum of squares of x (n values) in double, where x is. */
+static double src_sumsq(const struct stat_src *src, const real *x, size_t n)
+{
+	double s = 0;
+
+	if (src->gpu) {
+		gpumodel_sum(src->gpu, x, n, 1, &s, NULL);
+		return s;
+	}
+	return sumsq(x, n);
+}
+
 /* Fill the vector series from the last forward's activations (the last
  * micro-batch: its Nt = B T tokens, over every rank) and the weights after
- * the update. */
-static int trace_stats(struct trace_plan *tp, struct model *m, struct dp *dp, size_t Nt,
-		       struct sw_err *err)
+ * the update, the effective ones brought up to date by the caller. */
+static int trace_stats(struct trace_plan *tp, struct model *m, const struct stat_src *src, struct dp *dp,
+		       size_t Nt, struct sw_err *err)
 {
 	const struct sw_config *c = &m->c;
-	size_t N = (size_t)m->B * m->T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
+	size_t N = src->N, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
 	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff;
 	int L = (int)c->n_layers, hd = (int)c->head_dim, rc;
 	double *res = tp->row[S_RESIDUAL], *ao = tp->row[S_ATTN_OUT], *mo = tp->row[S_MLP_OUT],
 	       *gain = tp->row[S_GAIN], *qh = tp->row[S_QHEAD], *kh = tp->row[S_KHEAD];
 
-	/* the per-head weight norms are of the weights after this update */
-	model_update_effective(m);
-
 	for (int l = 0; l < L; l++) {
-		const struct layer_acts *a = &m->acts[l];
+		const struct layer_acts *a = &src->acts[l];
 		double *sq = tp->sq + (size_t)l * ACT_COUNT;
-		sq[ACT_X_IN] = sumsq(a->x_in, N * C);
-		sq[ACT_ATTN_Y] = sumsq(a->attn_y, N * C);
-		sq[ACT_MLP_Y] = sumsq(a->mlp_y, N * C);
-		sq[ACT_N1] = sumsq(a->n1, N * C);
-		sq[ACT_N2] = sumsq(a->n2, N * C);
-		sq[ACT_Q] = sumsq(a->q_lin, N * Q);
-		sq[ACT_K] = sumsq(a->k_lin, N * K);
-		sq[ACT_V] = sumsq(a->v, N * K);
-		sq[ACT_O_X] = sumsq(c->norm_everywhere ? a->o_in : a->att_out, N * Q);
-		sq[ACT_GATE] = sumsq(a->gate, N * F);
-		sq[ACT_UP] = sumsq(a->up, N * F);
-		sq[ACT_D_X] = sumsq(c->norm_everywhere ? a->d_in : a->h, N * F);
+		sq[ACT_X_IN] = src_sumsq(src, a->x_in, N * C);
+		sq[ACT_ATTN_Y] = src_sumsq(src, a->attn_y, N * C);
+		sq[ACT_MLP_Y] = src_sumsq(src, a->mlp_y, N * C);
+		sq[ACT_N1] = src_sumsq(src, a->n1, N * C);
+		sq[ACT_N2] = src_sumsq(src, a->n2, N * C);
+		sq[ACT_Q] = src_sumsq(src, a->q_lin, N * Q);
+		sq[ACT_K] = src_sumsq(src, a->k_lin, N * K);
+		sq[ACT_V] = src_sumsq(src, a->v, N * K);
+		sq[ACT_O_X] = src_sumsq(src, c->norm_everywhere ? a->o_in : a->att_out, N * Q);
+		sq[ACT_GATE] = src_sumsq(src, a->gate, N * F);
+		sq[ACT_UP] = src_sumsq(src, a->up, N * F);
+		sq[ACT_D_X] = src_sumsq(src, c->norm_everywhere ? a->d_in : a->h, N * F);
 	}
-	tp->sq[(size_t)L * ACT_COUNT] = sumsq(m->x_final, N * C);
+	tp->sq[(size_t)L * ACT_COUNT] = src_sumsq(src, src->x_final, N * C);
 	if ((rc = dp_sum(dp, tp->sq, L * ACT_COUNT + 1, err)))
 		return rc;
 #define RMS(l, k, width) sqrt(tp->sq[(size_t)(l) * ACT_COUNT + (k)] / (double)(Nt * (width)))
@@ -305,6 +325,94 @@ static void out_norms(const struct model *m, double *raw, double *folded)
 	*folded = hn.folded.rms_to_inf;
 }
 
+/* ---- the device: the CPU reference, or the model on a GPU (--device) ---- */
+
+/*
+ * Each of these runs on the CPU model, or, with --device cuda or emu, on
+ * the GPU model that mirrors it (lib/cuda/gpumodel.h): the host model then
+ * keeps the table of tensors and the optimizer its configuration and
+ * update count; both receive the device's values before a checkpoint and
+ * a trace row. A GPU run is one process (trainer_open refuses mpirun).
+ */
+static int dev_forward(struct model *m, struct gpu_model *gpu, const int *tok, const int *tgt, int B,
+		       int T, struct sw_err *err)
+{
+	if (!gpu) {
+		model_forward(m, tok, tgt, B, T);
+		return SW_OK;
+	}
+	return gpumodel_forward(gpu, tok, tgt, B, T, &m->loss, err);
+}
+
+static int dev_zero_grad(struct model *m, struct gpu_model *gpu, struct sw_err *err)
+{
+	if (!gpu) {
+		model_zero_grad(m);
+		return SW_OK;
+	}
+	return gpumodel_zero_grad(gpu, err);
+}
+
+static int dev_backward(struct model *m, struct gpu_model *gpu, const int *tok, const int *tgt,
+			double loss_scale, struct sw_err *err)
+{
+	if (!gpu) {
+		model_backward(m, tok, tgt, loss_scale);
+		return SW_OK;
+	}
+	return gpumodel_backward(gpu, tok, tgt, loss_scale, err);
+}
+
+static int dev_grad_norm(const struct model *m, struct gpu_model *gpu, double *norm, struct sw_err *err)
+{
+	if (!gpu) {
+		*norm = optim_grad_norm(m);
+		return SW_OK;
+	}
+	return gpumodel_grad_norm(gpu, norm, err);
+}
+
+static int dev_step(struct model *m, struct optim *o, struct gpu_model *gpu, int64_t step, double clip,
+		    struct sw_err *err)
+{
+	if (!gpu) {
+		optim_step(o, m, step, clip);
+		return SW_OK;
+	}
+	return gpumodel_step(gpu, o, step, clip, err);
+}
+
+/* The trace's series: the activations where they are; the weights on the
+ * host (on a GPU, its parameters copied to the host model first: the Q/K
+ * pairs and the output norms are computed there, as from a checkpoint),
+ * the effective ones brought up to date. */
+static int dev_trace_stats(struct trace_plan *tp, struct model *m, struct gpu_model *gpu, struct dp *dp,
+			   size_t Nt, struct sw_err *err)
+{
+	struct stat_src src = {m->acts, m->x_final, (size_t)m->B * m->T, NULL};
+	struct gpumodel_view v;
+	int rc;
+
+	if (gpu) {
+		gpumodel_view(gpu, &v);
+		src = (struct stat_src){v.acts, v.x_final, Nt, gpu};
+		if ((rc = gpumodel_download(gpu, m, NULL, 0, err)))
+			return rc;
+	}
+	model_update_effective(m);
+	if ((rc = trace_stats(tp, m, &src, dp, Nt, err)))
+		return rc;
+	return gpu ? gpumodel_error(gpu, err) : SW_OK;
+}
+
+/* Before a checkpoint: the device's parameters and moments (with grads,
+ * its gradients) into the host's model and optimizer. */
+static int dev_to_host(struct model *m, struct optim *o, struct gpu_model *gpu, int grads,
+		       struct sw_err *err)
+{
+	return gpu ? gpumodel_download(gpu, m, o, grads, err) : SW_OK;
+}
+
 /* ---- the loop ----------------------------------------------------------- */
 
 /*
@@ -321,6 +429,7 @@ struct trainer {
 	struct run_state rs;            /* step, tokens, the sampler: what a checkpoint resumes */
 	struct trace_plan tp;
 	struct trace_writer *tw;        /* NULL: no trace */
+	struct gpu_model *gpu;          /* --device cuda, emu; NULL on the CPU */
 	struct rundir_claim claim;      /* out_dir: what of an earlier run goes, the trace appended? */
 	int B, A, T;
 	int b0, Bl;                     /* this rank's slice of a micro-batch */
@@ -373,7 +482,7 @@ static int eval_loss(struct trainer *t, double *out, struct sw_err *err)
 		if ((rc = data_val_batch(&t->d, i, t->B, t->T, t->tok, t->tgt, err)))
 			sw_err_prefix(err, "%s", t->tc->data_path);
 		else {
-			model_forward(&t->m, t->tok + off, t->tgt + off, t->Bl, t->T);
+			rc = dev_forward(&t->m, t->gpu, t->tok + off, t->tgt + off, t->Bl, t->T, err);
 			sum[0] += t->m.loss * ((double)t->Bl / t->B);
 		}
 	}
@@ -516,13 +625,20 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 		return rc;
 	dp_slice(&t->dp, t->B, &t->b0, &b1);
 	t->Bl = b1 - t->b0;
+	if (tc->device != SW_DEVICE_CPU && comm_size(tc->comm) > 1)
+		return sw_fail(err, SW_EUSAGE, "--device %s under mpirun: not built yet (one process per GPU run)",
+			       tc->device == SW_DEVICE_CUDA ? "cuda" : "emu");
+	/* the device before the directory: a run it refuses leaves none */
+	if (tc->device != SW_DEVICE_CPU &&
+	    (rc = gpumodel_open(&t->gpu, tc->device, tc->precision, &t->m, &t->o, t->B, t->T, err)))
+		return rc;
 	if (t->rank == 0 &&
 	    (rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
 			       &t->claim, err)))
 		return rc;
 	/* only now: a run refused for its data leaves no directory behind */
 	if ((t->rank == 0 && (rc = ensure_dir(tc->out_dir, err))) ||
-	    (rc = model_alloc_acts(&t->m, t->Bl, t->T, err)))
+	    (!t->gpu && (rc = model_alloc_acts(&t->m, t->Bl, t->T, err))))
 		return rc;
 	bt = (size_t)t->B * t->T;
 	t->tok = malloc(bt * sizeof *t->tok);
@@ -570,6 +686,7 @@ static int trainer_close(struct trainer *t, int rc, struct sw_err *err)
 	}
 	dp_close(&t->dp);
 	rundir_claim_free(&t->claim);
+	gpumodel_close(t->gpu);
 	free_plan(&t->tp);
 	free(t->fisher);
 	free(t->tok);
@@ -610,13 +727,13 @@ static int forward_backward(struct trainer *t, double *loss, int *nonfinite, str
 
 	*loss = 0;
 	*nonfinite = 0;
-	model_zero_grad(m);
+	if ((rc = dev_zero_grad(m, t->gpu, err)))
+		return rc;
 	for (int a = 0; a < t->A; a++) {
 		const int *tok = t->all_tok + (size_t)a * t->B * t->T + off,
 			  *tgt = t->all_tgt + (size_t)a * t->B * t->T + off;
-		if ((rc = next_batch(t, a, err)))
+		if ((rc = next_batch(t, a, err)) || (rc = dev_forward(m, t->gpu, tok, tgt, t->Bl, t->T, err)))
 			return rc;
-		model_forward(m, tok, tgt, t->Bl, t->T);
 		*loss += m->loss * share / t->A;
 		if (!isfinite(m->loss)) {
 			*nonfinite = 1;
@@ -624,7 +741,8 @@ static int forward_backward(struct trainer *t, double *loss, int *nonfinite, str
 		}
 		if (a == t->A - 1)
 			dp_arm(&t->dp);
-		model_backward(m, tok, tgt, share / t->A);
+		if ((rc = dev_backward(m, t->gpu, tok, tgt, share / t->A, err)))
+			return rc;
 	}
 	return SW_OK;
 }
@@ -655,16 +773,18 @@ static int gradient(struct trainer *t, struct step_log *s, int *stop, struct sw_
 /* Clip and update; the step is done. */
 static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 {
-	double clip = 1;
+	double clip;
 	int rc;
 
-	s->grad_norm = optim_grad_norm(&t->m);
+	if ((rc = dev_grad_norm(&t->m, t->gpu, &s->grad_norm, err)))
+		return rc;
 	if (!isfinite(s->grad_norm))
 		return stopped(t, "gradient norm", s->grad_norm, s->step + 1, err);
-	if (t->o.cfg.grad_clip > 0 && s->grad_norm > t->o.cfg.grad_clip)
-		clip = t->o.cfg.grad_clip / s->grad_norm;
+	clip = elem_clip_scale(s->grad_norm, t->o.cfg.grad_clip);
 	s->lr = optim_lr_at(&t->o.cfg, s->step);
-	optim_step(&t->o, &t->m, s->step, clip);        /* m.grads stay raw for /grads */
+	/* m.grads stay raw for /grads */
+	if ((rc = dev_step(&t->m, &t->o, t->gpu, s->step, clip, err)))
+		return rc;
 	if ((rc = dp_gather_params(&t->dp, err)))       /* ZeRO-1: every rank's shard */
 		return rc;
 	t->rs.step++;
@@ -732,10 +852,13 @@ static int fisher(struct trainer *t, struct modelio_extras *x, struct sw_err *er
 	x->fisher_seed = rs->seed * 1000003ULL + (uint64_t)rs->step;
 	rng_seed(&fr, x->fisher_seed);
 	memset(t->fisher, 0, t->m.nparams * sizeof *t->fisher);
-	rc = dp_gnb_estimate(&t->dp, t->all_tok, t->A * t->B, t->T, t->Bl, 1, &fr, t->fisher, NULL,
-			     NULL, err);
+	if (t->gpu)
+		rc = gpumodel_gnb(t->gpu, t->all_tok, t->A * t->B, t->T, t->B, 1, &fr, t->fisher, NULL, 0, err);
+	else
+		rc = dp_gnb_estimate(&t->dp, t->all_tok, t->A * t->B, t->T, t->Bl, 1, &fr, t->fisher, NULL,
+				     NULL, err);
 	/* the training slice's activations back (a no-op in one process) */
-	if (!rc)
+	if (!rc && !t->gpu)
 		rc = model_alloc_acts(&t->m, t->Bl, t->T, err);
 	x->fisher = t->fisher;
 	x->fisher_batch_tokens = (int64_t)t->A * t->B * t->T;
@@ -760,6 +883,8 @@ static int checkpoint(struct trainer *t, struct step_log *s, int stop, int rc, s
 	if (tc->fisher_every > 0 && rs->step % tc->fisher_every == 0 &&
 	    (rc2 = fisher(t, &x, rc ? NULL : err)) && !rc)
 		rc = rc2;
+	if (!rc)
+		rc = dev_to_host(&t->m, &t->o, t->gpu, tc->save_grads, err);
 	if ((rc = agree(t, rc)) || (rc = dp_params_agree(&t->dp, err)) ||
 	    (rc = dp_full_optim(&t->dp, &t->o, &full, err)))
 		return agree(t, rc);
@@ -816,7 +941,7 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		/* the trace's activation statistics are this step's, before
 		 * evaluation reuses the activations */
 		trace_now = t.tracing && due(&t, tc->trace_every);
-		if ((trace_now && (rc = trace_stats(&t.tp, &t.m, &t.dp, (size_t)t.B * t.T, err))) ||
+		if ((trace_now && (rc = dev_trace_stats(&t.tp, &t.m, t.gpu, &t.dp, (size_t)t.B * t.T, err))) ||
 		    (rc = evaluate(&t, &s, err)))
 			break;
 		/* a trace row that failed (rank 0) stops every rank before the checkpoint */

@@ -26,6 +26,9 @@
  * rank is the one whose message is shown (res->reporter). A checkpoint
  * holds nothing of the rank count: a run resumes on any number of ranks.
  * zero1 shards the optimizer state (dp.h), with the same results.
+ * With device cuda (or emu) the model computes on a GPU
+ * (cuda/gpumodel.h), the same loop driving it: the same checkpoints and
+ * trace, resumable on either device.
  */
 #ifndef SW_TRAIN_H
 #define SW_TRAIN_H
@@ -35,6 +38,7 @@
 
 #include "arch.h"
 #include "comm.h"
+#include "cuda/gpumodel.h"
 #include "data.h"
 #include "optim.h"
 #include "status.h"
@@ -69,6 +73,8 @@ struct train_config {
 	int save_grads;                 /* /grads and /batch in every checkpoint */
 	int64_t fisher_every;           /* /fisher (GNB, 1 draw) in checkpoints at multiples */
 	const char *resume;             /* a checkpoint to go on from, or NULL */
+	enum sw_device device;          /* where the model computes: cpu, cuda, emu */
+	enum sw_precision precision;    /* on a GPU: the products in fp32 or bf16 */
 	int force;                      /* replace a run out_dir holds (rundir.h) */
 	int steps_given;                /* with resume: --steps overrides */
 	volatile sig_atomic_t *interrupt;
@@ -88,8 +94,9 @@ struct train_result {
 
 /* Train. SW_OK, or: SW_EDATA for bad data or a NaN loss (err says at
  * which step and which checkpoint is the last good one), SW_ENOINPUT,
- * SW_ECANTCREAT (also: out_dir holds another run), SW_EIO, SW_ESOFTWARE; SW_EINTERRUPTED when interrupted
- * (after the checkpoint was written). */
+ * SW_ECANTCREAT (also: out_dir holds another run), SW_EIO, SW_ESOFTWARE (also: a CUDA
+ * error), SW_EUNAVAILABLE (device cuda without a usable GPU; nothing written);
+ * SW_EINTERRUPTED when interrupted (after the checkpoint was written). */
 int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err);
 
 #endif

@@ -23,7 +23,7 @@ static const char usage[] =
 	"                    [--same-batch] [--seq-len T] [--micro-batch M] [--recompute]\n"
 	"                    [--per-layer | --per-tensor | --hist BINS | --ratios]\n"
 	"                    [--check principle [--strict]] [--dump-labels FILE]\n"
-	"                    [--threads N] [--block LIST] [--layer LIST] [--name GLOB]\n"
+	"                    [--threads N] [--device D] [--block LIST] [--layer LIST] [--name GLOB]\n"
 	"                    [--role LIST] FILE ...";
 static const char help[] =
 	"Diagonal Gauss-Newton (GNB) sharpness of checkpoints, per block type:\n"
@@ -48,6 +48,9 @@ static const char help[] =
 	"  --strict           with --check: also S(qk) < S(ffn) < S(vo)\n"
 	"  --dump-labels FILE the inputs and sampled labels of every draw (HDF5)\n"
 	"  --threads N        threads (default: all cores)\n"
+	"  --device D         where a computed estimate runs: cpu (default); cuda, the\n"
+	"                     GPU (exit 69 without one; never run on GPU hardware yet);\n"
+	"                     emu, the CUDA path's kernels run on the CPU (for tests)\n"
 	TOOL_SELECT_HELP
 	"Under mpirun -np N (when built with MPI: see --version), the N ranks split\n"
 	"each computed estimate's sequences; rank 0 prints.\n"
@@ -56,7 +59,7 @@ static const char help[] =
 enum {
 	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_BATCH_TOKENS, O_SEQ_LEN, O_MICRO_BATCH, O_DRAWS,
 	O_SAME_BATCH, O_SEED, O_RECOMPUTE, O_PER_LAYER, O_PER_TENSOR, O_HIST, O_RATIOS, O_CHECK,
-	O_STRICT, O_DUMP_LABELS, O_THREADS
+	O_STRICT, O_DUMP_LABELS, O_THREADS, O_DEVICE
 };
 
 enum mode { BY_TYPE, BY_LAYER, BY_TENSOR, HIST, RATIOS };
@@ -283,6 +286,7 @@ int main(int argc, char **argv)
 		{"strict", no_argument, NULL, O_STRICT},
 		{"dump-labels", required_argument, NULL, O_DUMP_LABELS},
 		{"threads", required_argument, NULL, O_THREADS},
+		{"device", required_argument, NULL, O_DEVICE},
 		{NULL, 0, NULL, 0}
 	};
 	struct opts o = {.est = {.batch_tokens = 8192, .draws = 1, .seed = 1}, .mode = BY_TYPE};
@@ -324,6 +328,10 @@ int main(int argc, char **argv)
 			omp_set_num_threads(n);
 			break;
 		}
+		case O_DEVICE:
+			if (sw_device_parse(optarg, &o.est.device) < 0)
+				tool_usage_error(&tl, "--device: cpu, cuda or emu");
+			break;
 		default: tool_common_option(&tl, opt, optarg); break;
 		}
 	}

@@ -1,9 +1,9 @@
 /*
- * sw-train - train a small Llama on the CPU and write the checkpoints and
- * the trace the other tools read. Options to struct train_config; the
- * loop is lib/train.c, the model lib/model.c, the optimizers lib/optim.c;
- * under mpirun, data parallel over the job's processes (lib/comm.c,
- * lib/dp.c).
+ * sw-train - train a small Llama on the CPU (or a GPU, --device cuda) and
+ * write the checkpoints and the trace the other tools read. Options to
+ * struct train_config; the loop is lib/train.c, the model lib/model.c,
+ * the optimizers lib/optim.c, on a GPU lib/cuda/gpumodel.c; under mpirun,
+ * data parallel over the job's processes (lib/comm.c, lib/dp.c).
  */
 #include <cblas.h>
 #include <math.h>
@@ -20,9 +20,9 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-train --data FILE --out DIR [--force] [--log] [--resume CKPT] [options]";
+	"sw-train --data FILE --out DIR [--force] [--log] [--resume CKPT] [--device D] [options]";
 static const char help[] =
-	"Train a small Llama-style model on the CPU; write checkpoints OUT/ckpt-NNNNNN.h5\n"
+	"Train a small Llama-style model on the CPU or a GPU; write checkpoints OUT/ckpt-NNNNNN.h5\n"
 	"and the trace OUT/trace.h5. Prints the last checkpoint's path on stdout. An OUT\n"
 	"holding another run is refused (exit 73) unless --resume continues it there or\n"
 	"--force replaces it.\n"
@@ -68,6 +68,11 @@ static const char help[] =
 	"  --log                  a line on stderr per evaluation and checkpoint\n"
 	"  --threads N            threads (default: all cores)\n"
 	"  --zero1                under mpirun: shard the optimizer state over the ranks\n"
+	"Device:\n"
+	"  --device D             cpu (default); cuda: the GPU (exit 69 without one; never\n"
+	"                         run on GPU hardware yet, see sw-train(1)); emu: the CUDA\n"
+	"                         path with its kernels run on the CPU (slow; for tests)\n"
+	"  --precision P          on a GPU: fp32 (default), bf16 (matmuls in bf16)\n"
 	"  --help, --version\n"
 	"Under mpirun -np N (when built with MPI: see --version), data parallel: each\n"
 	"rank runs 1/N of every batch; rank 0 writes the checkpoints and the trace.\n"
@@ -81,7 +86,7 @@ enum {
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
 	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS, O_FISHER_EVERY,
-	O_FORCE, O_LOG, O_ZERO1
+	O_FORCE, O_LOG, O_ZERO1, O_DEVICE, O_PRECISION
 };
 
 static volatile sig_atomic_t interrupted;
@@ -278,6 +283,8 @@ int main(int argc, char **argv)
 		{"force", no_argument, NULL, O_FORCE},
 		{"log", no_argument, NULL, O_LOG},
 		{"zero1", no_argument, NULL, O_ZERO1},
+		{"device", required_argument, NULL, O_DEVICE},
+		{"precision", required_argument, NULL, O_PRECISION},
 		{NULL, 0, NULL, 0}
 	};
 	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
@@ -421,6 +428,14 @@ int main(int argc, char **argv)
 		case OPT_VERSION: print_version(); break;
 		case O_FISHER_EVERY: tc.fisher_every = tool_parse_int(&tl, "--fisher-every", optarg, 0, 1LL << 40); break;
 		case O_THREADS: threads = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024); break;
+		case O_DEVICE:
+			if (sw_device_parse(optarg, &tc.device) < 0)
+				tool_usage_error(&tl, "--device: cpu, cuda or emu");
+			break;
+		case O_PRECISION:
+			if (sw_precision_parse(optarg, &tc.precision) < 0)
+				tool_usage_error(&tl, "--precision: fp32 or bf16");
+			break;
 		default: tool_common_option(&tl, opt, optarg); break;
 		}
 	}
@@ -441,6 +456,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "--n-heads must be a multiple of --n-kv-heads");
 	if (c->head_dim % 2)
 		tool_usage_error(&tl, "the head dimension must be even (RoPE rotates pairs)");
+	if (tc.precision == SW_PRECISION_BF16 && tc.device == SW_DEVICE_CPU)
+		tool_usage_error(&tl, "--precision bf16 is for a GPU (--device cuda); the CPU computes in fp32");
 	if (threads) {
 		omp_set_num_threads(threads);
 		openblas_set_num_threads(threads);

@@ -121,6 +121,13 @@ test_expect_success 'a batch smaller than the ranks: one message, exit 64, nothi
 	test_line_count = 0 out && ! test -e small
 '
 
+test_expect_success '--device emu under mpirun: refused (one process per GPU run), exit 64, nothing written' '
+	test_expect_code 64 mpirun -np 2 sw-train $RUN --device emu --out gpu2 >out 2>err &&
+	grep -c "^sw-train: --device emu under mpirun: not built yet" err >n &&
+	echo 1 >expect && test_cmp expect n &&
+	test_line_count = 0 out && ! test -e gpu2
+'
+
 # the pid of rank R of the job mpirun (pid $1) started
 rank_pid() {
 	for p in $(pgrep -P "$1"); do

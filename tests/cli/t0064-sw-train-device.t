@@ -1,0 +1,125 @@
+#!/bin/sh
+# sw-train --device and --precision, sw-sharpness --device: the CUDA
+# trainer's path. Without a GPU (no /dev/nvidia0), --device cuda is
+# refused in one line, exit 69, nothing written. --device emu runs the
+# CUDA path (lib/cuda/gpumodel.c, its kernel bodies and products through
+# the host emulation of lib/cuda/gpu_emu.c) and must give the CPU's
+# checkpoints bit for bit on micro-batches of at most 256 tokens (here
+# 64): on one thread the emulated products are the CPU's OpenBLAS calls,
+# and every reduction the checkpoint depends on adds in an order that
+# rounds to the same floats (a norm gain's gradient, summed in chunks of
+# 256 rows, in the CPU's order within a chunk; t-cuda-model checks the
+# kernels' order to 1e-5); with gradient accumulation that gradient is
+# added per micro-batch, not per row, and the runs agree to 1e-5. So the wiring of train.c's --device
+# hook is checked here: resume across devices, /fisher, /optim_state,
+# traces, sharpness. The GPU itself: tests/e2e/t0270-cuda.t.
+. "$(dirname "$0")/../lib/tap.sh"
+
+CORPUS=$FIX/corpus.txt
+RUN="--data $CORPUS --batch 4 --seq-len 16 --d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2
+	--threads 1 --ckpt-every 6 --eval-every 6 --fisher-every 6 --trace-every 2 --schedule constant"
+
+if [ -e /dev/nvidia0 ]; then
+	no_gpu=
+else
+	no_gpu=1
+fi
+
+if [ -n "$no_gpu" ]; then
+	test_expect_success 'no GPU: --device cuda is one line, exit 69, no output directory' '
+		test_expect_code 69 sw-train $RUN --steps 2 --out gpu --device cuda >out 2>err &&
+		test_one_error sw-train cuda &&
+		grep -E "^sw-train: cuda: (no usable GPU|built without CUDA)" err &&
+		test_line_count = 0 out && test ! -e gpu
+	'
+	test_expect_success 'no GPU: sw-sharpness --device cuda says so for the file, exit 69' '
+		sw-train $RUN --steps 2 --out small >/dev/null &&
+		test_expect_code 69 sw-sharpness --recompute --data "$CORPUS" --batch-tokens 64 --seq-len 16 \
+			--device cuda small/ckpt-000002.h5 >out 2>err &&
+		test_one_error sw-sharpness small/ckpt-000002.h5 &&
+		grep -E "^sw-sharpness: small/ckpt-000002.h5: cuda: (no usable GPU|built without CUDA)" err
+	'
+else
+	test_skip 'no GPU: --device cuda refused' 'this machine has /dev/nvidia0'
+	test_skip 'no GPU: sw-sharpness --device cuda refused' 'this machine has /dev/nvidia0'
+fi
+
+test_expect_success 'an unknown device, bf16 on the CPU: usage errors' '
+	test_expect_code 64 sw-train $RUN --steps 2 --out x --device tpu 2>err &&
+	grep "^sw-train: --device: cpu, cuda or emu" err &&
+	test_expect_code 64 sw-train $RUN --steps 2 --out x --precision bf16 2>err &&
+	grep "^sw-train: --precision bf16 is for a GPU" err &&
+	test_expect_code 64 sw-train $RUN --steps 2 --out x --device emu --precision fp16 2>err &&
+	test_expect_code 64 sw-sharpness --device tpu x.h5 2>err && test ! -e x
+'
+
+for opts in "--optimizer adamw --multipliers row --tie" "--optimizer muon --qk-norm --norm-everywhere" \
+	"--optimizer scion --multipliers col --save-grads"; do
+	test_expect_success "emu: the CPU's checkpoints bit for bit ($opts)" '
+		rm -rf cpu emu &&
+		sw-train $RUN $opts --steps 12 --out cpu >/dev/null &&
+		sw-train $RUN $opts --steps 12 --out emu --device emu >last &&
+		echo emu/ckpt-000012.h5 >expect && test_cmp expect last &&
+		cmp cpu/ckpt-000006.h5 emu/ckpt-000006.h5 && cmp cpu/ckpt-000012.h5 emu/ckpt-000012.h5
+	'
+done
+
+# every series but the wall-clock seconds
+SERIES=loss,val_loss,lr,grad_norm,tokens,out_norm,residual_rms,attn_out_rms,mlp_out_rms,sublayer_gain
+SERIES=$SERIES,weight_rms,q_head_rms,k_head_rms,multiplier
+test_expect_success 'emu: the trace, loss to the bit, the statistics summed on the device to 1e-12' '
+	sw-trace --series loss,val_loss,lr,tokens,out_norm cpu/trace.h5 >cpu.loss &&
+	sw-trace --series loss,val_loss,lr,tokens,out_norm emu/trace.h5 >emu.loss &&
+	test_cmp cpu.loss emu.loss &&
+	sw-trace --series $SERIES cpu/trace.h5 >cpu.all && sw-trace --series $SERIES emu/trace.h5 >emu.all &&
+	numbers_close 1e-12 cpu.all emu.all && test_line_count = 7 emu.all
+'
+
+if have_python_modules h5py; then
+	test_expect_success 'emu with gradient accumulation: the CPU run to 1e-5 (Scion, column multipliers)' '
+		rm -rf cpu2 emu2 &&
+		sw-train $RUN --optimizer scion --multipliers col --grad-accum 2 --steps 12 --out cpu2 >/dev/null &&
+		sw-train $RUN --optimizer scion --multipliers col --grad-accum 2 --steps 12 --out emu2 \
+			--device emu >/dev/null &&
+		"$PY" "$SW_TOP/tests/e2e/params_close.py" emu2/ckpt-000012.h5 cpu2/ckpt-000012.h5 1e-5
+	'
+else
+	test_skip 'emu with gradient accumulation: the CPU run to 1e-5' 'no python3-h5py'
+fi
+
+test_expect_success 'setup: a CPU run of 12 steps, and its first 6 (Muon, QK-norm)' '
+	sw-train $RUN --optimizer muon --qk-norm --steps 12 --out ref >/dev/null &&
+	sw-train $RUN --optimizer muon --qk-norm --steps 6 --out half >/dev/null
+'
+
+test_expect_success 'resumed across devices: CPU then emu, emu then CPU, each the 12 steps bit for bit' '
+	rm -rf a b && cp -r half a &&
+	sw-train $RUN --optimizer muon --qk-norm --resume a/ckpt-000006.h5 --steps 12 --out a \
+		--device emu >/dev/null &&
+	cmp ref/ckpt-000012.h5 a/ckpt-000012.h5 &&
+	sw-train $RUN --optimizer muon --qk-norm --steps 6 --out b --device emu >/dev/null &&
+	cmp half/ckpt-000006.h5 b/ckpt-000006.h5 &&
+	sw-train $RUN --optimizer muon --qk-norm --resume b/ckpt-000006.h5 --steps 12 --out b >/dev/null &&
+	cmp ref/ckpt-000012.h5 b/ckpt-000012.h5
+'
+
+test_expect_success 'sw-sharpness --device emu: the CPU estimate to 1e-6 (fresh batches, and one batch in micro-batches)' '
+	for dev in cpu emu; do
+		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 256 --seq-len 16 --draws 2 \
+			--device $dev ref/ckpt-000012.h5 >$dev.sharp || exit 1
+		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 256 --seq-len 16 --draws 2 \
+			--same-batch --micro-batch 4 --per-tensor --device $dev ref/ckpt-000012.h5 >$dev.micro || exit 1
+	done &&
+	numbers_close 1e-6 cpu.sharp emu.sharp && numbers_close 1e-6 cpu.micro emu.micro &&
+	test_line_count = 7 emu.sharp
+'
+
+test_expect_success 'emu --precision bf16: the products rounded to bf16, a loss near fp32s, not the same' '
+	sw-train $RUN --steps 6 --out bf --device emu --precision bf16 >/dev/null &&
+	sw-train $RUN --steps 6 --out fp >/dev/null &&
+	sw-trace --series loss bf/trace.h5 >bf.loss &&
+	sw-trace --series loss fp/trace.h5 >fp.loss &&
+	numbers_close 1e-2 fp.loss bf.loss && test_expect_code 1 cmp -s fp.loss bf.loss
+'
+
+test_done

@@ -1,0 +1,79 @@
+#!/bin/sh
+# The CUDA trainer on a GPU against the CPU reference (make check-cuda;
+# make check runs it too and skips it, naming why, where sw-train finds
+# no usable GPU). A tiny model with GQA and QK-norm, fp32: the loss at
+# every step to 1e-4 relative, every parameter and moment after 10 steps
+# to 1e-4 of its tensor's largest value (tests/e2e/params_close.py), for
+# AdamW and Muon; the GNB estimate per block type to 1e-4; a run resumed
+# across devices, both ways; bf16 products training to a loss near
+# fp32's. With SW_REQUIRE_GPU=1 (make check-cuda) no GPU is a failure.
+#
+# Written and run on the emulated device (SW_CUDA_DEVICE=emu runs every
+# check against it) on a machine without a GPU: it has not yet run on one.
+. "$(dirname "$0")/../lib/tap.sh"
+
+DEV=${SW_CUDA_DEVICE:-cuda}
+CORPUS=$FIX/corpus.txt
+TINY="--data $CORPUS --batch 4 --seq-len 32 --d-model 64 --n-layers 2 --n-heads 4 --n-kv-heads 2
+	--qk-norm --threads 1 --ckpt-every 5 --eval-every 5 --trace-every 1 --schedule constant --lr 3e-3"
+CLOSE=$SW_TOP/tests/e2e/params_close.py
+
+sw-train $TINY --steps 1 --out probe --device "$DEV" >/dev/null 2>probe.err
+probe=$?
+if [ $probe = 69 ]; then
+	why=$(cat probe.err)
+	if [ -n "${SW_REQUIRE_GPU:-}" ]; then
+		test_expect_success 'a usable GPU (make check-cuda needs one)' 'cat probe.err && false'
+	else
+		test_skip 'the CUDA trainer against the CPU' "$why"
+	fi
+	test_done
+fi
+if ! have_python_modules "h5py, numpy"; then
+	test_skip 'the CUDA trainer against the CPU' 'no python3-h5py'
+	test_done
+fi
+
+test_expect_success "the probe: one step on $DEV" '
+	echo "exit $probe" && cat probe.err && test $probe = 0
+'
+
+for opt in adamw muon; do
+	test_expect_success "$opt: the loss at every step to 1e-4" "
+		sw-train \$TINY --optimizer $opt --steps 10 --out cpu-$opt >/dev/null &&
+		sw-train \$TINY --optimizer $opt --steps 10 --out gpu-$opt --device \$DEV >/dev/null &&
+		sw-trace --series loss,val_loss cpu-$opt/trace.h5 >cpu.loss &&
+		sw-trace --series loss,val_loss gpu-$opt/trace.h5 >gpu.loss &&
+		test_line_count = 11 gpu.loss && numbers_close 1e-4 cpu.loss gpu.loss
+	"
+	test_expect_success "$opt: every parameter and moment after 10 steps to 1e-4" "
+		\"\$PY\" \"\$CLOSE\" gpu-$opt/ckpt-000010.h5 cpu-$opt/ckpt-000010.h5 1e-4
+	"
+done
+
+test_expect_success 'GNB per block type to 1e-4 (the same sampled labels)' '
+	for dev in cpu $DEV; do
+		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 1024 --seq-len 32 --draws 2 \
+			--device $dev cpu-adamw/ckpt-000010.h5 >$dev.sharp || exit 1
+	done &&
+	cut -f3-5 cpu.sharp >cpu.means && cut -f3-5 $DEV.sharp >gpu.means &&
+	test_line_count = 7 gpu.means && numbers_close 1e-4 cpu.means gpu.means
+'
+
+test_expect_success 'resumed across devices: CPU then GPU, GPU then CPU, to 1e-4 of the straight run' '
+	sw-train $TINY --steps 5 --out a >/dev/null &&
+	sw-train $TINY --resume a/ckpt-000005.h5 --steps 10 --out a --device $DEV >/dev/null &&
+	"$PY" "$CLOSE" a/ckpt-000010.h5 cpu-adamw/ckpt-000010.h5 1e-4 &&
+	sw-train $TINY --steps 5 --out b --device $DEV >/dev/null &&
+	sw-train $TINY --resume b/ckpt-000005.h5 --steps 10 --out b >/dev/null &&
+	"$PY" "$CLOSE" b/ckpt-000010.h5 cpu-adamw/ckpt-000010.h5 1e-4
+'
+
+test_expect_success 'bf16 products: the loss after 10 steps within 2 % of fp32s' '
+	sw-train $TINY --steps 10 --out bf --device $DEV --precision bf16 >/dev/null &&
+	sw-trace --series loss --every 10 bf/trace.h5 >bf.loss &&
+	sw-trace --series loss --every 10 cpu-adamw/trace.h5 >fp.loss &&
+	numbers_close 2e-2 fp.loss bf.loss
+'
+
+test_done

@@ -1,0 +1,460 @@
+/*
+ * The CUDA kernels of lib/cuda/kernels.h, run by the host emulation
+ * (lib/cuda/gpu_emu.c: every block, phase and thread of the grid the GPU
+ * would run) against the CPU reference's layer functions, which this file
+ * compiles in from lib/model.c (as t-gradcheck does), and sharpness.c's.
+ * Where a kernel's arithmetic is the CPU's in the CPU's order (elementwise
+ * kernels, the scatter-add run serially, the multipliers' serial sums,
+ * the label sampler) the results must be bit for bit equal; where the
+ * kernel sums a row in per-thread shares (RMSNorm, softmax, the sums) to
+ * 1e-6 relative. Also: the emulation refuses what a GPU or cuBLAS would
+ * (a grid too large, a leading dimension too small, a matrix out of its
+ * allocation, a copy from the wrong side), so its checks cannot pass by
+ * accident. Sizes are odd on purpose: rows longer than a block, partial
+ * warps, partial chunks.
+ */
+#include "../../lib/model.c"
+
+#include "../../lib/cuda/gpu.h"
+#include "../../lib/sharpness.h"
+#include "tap.h"
+
+static struct gpu *G;
+
+static float *dev(size_t n)
+{
+	void *p;
+	struct sw_err err;
+	if (G->ops->alloc(G, &p, n * sizeof(float), &err))
+		return NULL;
+	return p;
+}
+
+static void fill(float *x, size_t n, struct sw_rng *r, double scale)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(scale * rng_normal(r));
+}
+
+static int same(const float *a, const float *b, size_t n)
+{
+	return !memcmp(a, b, n * sizeof(float));
+}
+
+/* max |a - b| / max |b| */
+static double rel(const float *a, const float *b, size_t n)
+{
+	double d = 0, m = 0;
+	for (size_t i = 0; i < n; i++) {
+		d = fmax(d, fabs((double)a[i] - b[i]));
+		m = fmax(m, fabs((double)b[i]));
+	}
+	return m > 0 ? d / m : d;
+}
+
+static int launched(int rc, const struct sw_err *err, const char *what)
+{
+	if (rc)
+		diag("%s: %s", what, err->msg);
+	return rc == SW_OK;
+}
+
+static void test_encoder(struct sw_rng *r)
+{
+	enum { V = 11, C = 300, N = 37 };
+	int tok[N];
+	float *embed = malloc(sizeof(float) * V * C), *dout = malloc(sizeof(float) * N * C);
+	float *cpu = calloc(N * C, sizeof(float)), *dcpu = calloc(V * C, sizeof(float));
+	float *out = dev(N * C), *dembed = dev(V * C), *dvals = dev(N * C), *demb = dev(V * C);
+	int *dtok = (int *)dev(N);
+	struct sw_err err;
+	int rc;
+
+	for (int n = 0; n < N; n++)
+		tok[n] = (n * 7) % 5;          /* tokens repeat: rows shared */
+	fill(embed, V * C, r, 1);
+	fill(dout, N * C, r, 1);
+	encoder_forward(cpu, tok, embed, N, C);
+	encoder_backward(dcpu, dout, tok, N, C);
+	G->ops->upload(G, dtok, tok, sizeof tok, &err);
+	G->ops->upload(G, demb, embed, sizeof(float) * V * C, &err);
+	G->ops->upload(G, dvals, dout, sizeof(float) * N * C, &err);
+	G->ops->zero(G, dembed, sizeof(float) * V * C, &err);
+	rc = gk_launch_encoder_forward(G, &(struct gk_encoder){
+		.grid = gk_elems(N * C), .out = out, .embed = demb, .tok = dtok, .n = N * C, .C = C}, &err);
+	ok(launched(rc, &err, "encoder_forward") && same(out, cpu, N * C),
+	   "encoder_forward: the token rows, as model.c");
+	rc = gk_launch_encoder_backward(G, &(struct gk_encoder){
+		.grid = gk_elems(N * C), .dembed = dembed, .dout = dvals, .tok = dtok, .n = N * C, .C = C}, &err);
+	ok(launched(rc, &err, "encoder_backward") && same(dembed, dcpu, V * C),
+	   "encoder_backward: the scatter-add with shared rows, serial on the host: bit for bit model.c's");
+	free(embed), free(dout), free(cpu), free(dcpu);
+}
+
+/* rows x C with a gain, and per-head rows of hd (QK-norm's shape) */
+static void test_rmsnorm(struct sw_rng *r, int rows, int C, int with_gain)
+{
+	size_t n = (size_t)rows * C;
+	float *x = malloc(n * sizeof(float)), *dy = malloc(n * sizeof(float)), *g = malloc(C * sizeof(float));
+	float *y = malloc(n * sizeof(float)), *rs = malloc(rows * sizeof(float));
+	float *dx = calloc(n, sizeof(float)), *dg = calloc(C, sizeof(float));
+	float *dx0 = malloc(n * sizeof(float)), *dg0 = malloc(C * sizeof(float));
+	float *d_x = dev(n), *d_y = dev(n), *d_r = dev(rows), *d_g = dev(C), *d_dy = dev(n), *d_dx = dev(n),
+	      *d_dg = dev(C), *d_part = dev(((size_t)rows + GK_CHUNK - 1) / GK_CHUNK * C);
+	struct sw_err err;
+	int rc;
+
+	fill(x, n, r, 2);
+	fill(dy, n, r, 1);
+	for (int i = 0; i < C; i++)
+		g[i] = (float)(1 + 0.3 * rng_normal(r));
+	/* the backward adds into what is there */
+	fill(dx0, n, r, 0.1);
+	fill(dg0, C, r, 0.1);
+	memcpy(dx, dx0, n * sizeof(float));
+	memcpy(dg, dg0, C * sizeof(float));
+	rmsnorm_forward(y, rs, x, with_gain ? g : NULL, rows, C, 1e-5);
+	rmsnorm_backward(dx, with_gain ? dg : NULL, dy, x, with_gain ? g : NULL, rs, rows, C);
+	G->ops->upload(G, d_x, x, n * sizeof(float), &err);
+	G->ops->upload(G, d_dy, dy, n * sizeof(float), &err);
+	G->ops->upload(G, d_g, g, C * sizeof(float), &err);
+	G->ops->upload(G, d_dx, dx0, n * sizeof(float), &err);
+	G->ops->upload(G, d_dg, dg0, C * sizeof(float), &err);
+	rc = gk_launch_rmsnorm_forward(G, &(struct gk_rmsnorm){
+		.grid = gk_rows(rows, C), .out = d_y, .rstd = d_r, .inp = d_x, .gain = with_gain ? d_g : NULL,
+		.rows = rows, .C = C, .eps = 1e-5}, &err);
+	ok(launched(rc, &err, "rmsnorm_forward") && rel(d_y, y, n) < 1e-6 && rel(d_r, rs, rows) < 1e-6,
+	   "rmsnorm_forward %d x %d%s: y and r as model.c (%.2g)", rows, C, with_gain ? "" : " no gain",
+	   rel(d_y, y, n));
+	rc = gk_launch_rmsnorm_backward(G, &(struct gk_rmsnorm){
+		.grid = gk_rows(rows, C), .out = d_dx, .rstd = d_r, .inp = d_x, .dout = d_dy,
+		.gain = with_gain ? d_g : NULL, .rows = rows, .C = C}, &err);
+	ok(launched(rc, &err, "rmsnorm_backward") && rel(d_dx, dx, n) < 1e-6,
+	   "rmsnorm_backward %d x %d: dx added as model.c (%.2g)", rows, C, rel(d_dx, dx, n));
+	if (with_gain) {
+		int64_t chunks = (rows + GK_CHUNK - 1) / GK_CHUNK;
+		struct gk_colsum a = {
+			.grid = gk_elems(chunks * C), .partial = d_part, .out = d_dg, .a = d_dy, .b = d_x,
+			.rstd = d_r, .rows = rows, .chunks = chunks, .C = C};
+		rc = gk_launch_colsum_partial(G, &a, &err);
+		a.grid = gk_elems(C);
+		rc = rc ? rc : gk_launch_colsum_finish(G, &a, &err);
+		ok(launched(rc, &err, "colsum") && rel(d_dg, dg, C) < 1e-5,
+		   "rmsnorm dgain %d x %d: column sums in chunks of %d rows, as model.c (%.2g)", rows, C,
+		   GK_CHUNK, rel(d_dg, dg, C));
+	}
+	free(x), free(dy), free(g), free(y), free(rs), free(dx), free(dg), free(dx0), free(dg0);
+}
+
+static void test_rope(struct sw_rng *r)
+{
+	enum { B = 3, T = 7, nh = 5, hd = 12 };
+	size_t n = (size_t)B * T * nh * hd;
+	float *x = malloc(n * sizeof(float)), *x2 = malloc(n * sizeof(float)), *cs = malloc(T * hd / 2 * sizeof(float)),
+	      *sn = malloc(T * hd / 2 * sizeof(float));
+	float *d_x = dev(n), *d_c = dev(T * hd / 2), *d_s = dev(T * hd / 2);
+	struct sw_err err;
+	int rc;
+
+	fill(x, n, r, 1);
+	for (int i = 0; i < T * hd / 2; i++) {
+		cs[i] = (float)cos(0.1 * i);
+		sn[i] = (float)sin(0.1 * i);
+	}
+	G->ops->upload(G, d_x, x, n * sizeof(float), &err);
+	G->ops->upload(G, d_c, cs, sizeof(float) * T * hd / 2, &err);
+	G->ops->upload(G, d_s, sn, sizeof(float) * T * hd / 2, &err);
+	memcpy(x2, x, n * sizeof(float));
+	rope_forward(x, cs, sn, B, T, nh, hd);
+	struct gk_rope a = {.grid = gk_elems((int64_t)n / 2), .x = d_x, .cos_ = d_c, .sin_ = d_s,
+			    .n = (int64_t)n / 2, .T = T, .nh = nh, .hd = hd};
+	rc = gk_launch_rope(G, &a, &err);
+	ok(launched(rc, &err, "rope_forward") && same(d_x, x, n), "rope_forward: bit for bit model.c's");
+	rope_backward(x, cs, sn, B, T, nh, hd);
+	a.backward = 1;
+	rc = gk_launch_rope(G, &a, &err);
+	ok(launched(rc, &err, "rope_backward") && same(d_x, x, n) && rel(d_x, x2, n) < 1e-6,
+	   "rope_backward: bit for bit model.c's, and the rotation back");
+	free(x), free(x2), free(cs), free(sn);
+}
+
+/* Causal softmax of the attention's scores: scores from the CPU's own
+ * attention_forward inputs, probabilities against its saved att. */
+static void test_attention_softmax(struct sw_rng *r)
+{
+	enum { B = 2, T = 300, H = 2, KV = 1, hd = 4 };
+	size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, na = (size_t)B * H * T * T;
+	float *q = malloc(nq * sizeof(float)), *k = malloc(nk * sizeof(float)), *v = malloc(nk * sizeof(float));
+	float *out = malloc(nq * sizeof(float)), *att = malloc(na * sizeof(float)), *s = malloc(na * sizeof(float));
+	float *d_s = dev(na);
+	struct sw_err err;
+	int rc;
+
+	fill(q, nq, r, 1);
+	fill(k, nk, r, 1);
+	fill(v, nk, r, 1);
+	attention_forward(out, att, q, k, v, B, T, H, KV, hd);
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < H; h++)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, (float)(1 / sqrt(hd)),
+				    q + (size_t)b * T * H * hd + h * hd, H * hd, k + (size_t)b * T * KV * hd, KV * hd,
+				    0, s + ((size_t)b * H + h) * T * T, T);
+	G->ops->upload(G, d_s, s, na * sizeof(float), &err);
+	rc = gk_launch_softmax_forward(G, &(struct gk_softmax){
+		.grid = gk_rows((int64_t)B * H * T, T), .p = d_s, .rows = (int64_t)B * H * T, .width = T,
+		.causal = 1}, &err);
+	ok(launched(rc, &err, "softmax_forward") && rel(d_s, att, na) < 1e-6,
+	   "softmax_forward, causal, rows of %d > a block: model.c's probabilities (%.2g)", T, rel(d_s, att, na));
+
+	/* backward of one head against the formula: d = P (dP - sum P dP) scale */
+	float *dp = malloc((size_t)B * T * T * sizeof(float)), *want = malloc((size_t)B * T * T * sizeof(float));
+	float *d_dp = dev((size_t)B * T * T);
+	int h = 1;
+	fill(dp, (size_t)B * T * T, r, 1);
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++) {
+			const float *p = att + ((size_t)b * H + h) * T * T + (size_t)t * T;
+			const float *d = dp + ((size_t)b * T + t) * T;
+			double sum = 0;
+			for (int u = 0; u <= t; u++)
+				sum += (double)p[u] * d[u];
+			for (int u = 0; u < T; u++)
+				want[((size_t)b * T + t) * T + u] = u <= t ? (float)(p[u] * (d[u] - sum) * 0.5) : 0;
+		}
+	G->ops->upload(G, d_dp, dp, sizeof(float) * B * T * T, &err);
+	G->ops->upload(G, d_s, att, na * sizeof(float), &err);
+	rc = gk_launch_softmax_backward(G, &(struct gk_softmax_back){
+		.grid = gk_rows((int64_t)B * T, T), .d = d_dp, .p = d_s + (size_t)h * T * T, .rows = (int64_t)B * T,
+		.p_bstride = (int64_t)H * T * T, .d_bstride = (int64_t)T * T, .T = T, .scale = 0.5f}, &err);
+	ok(launched(rc, &err, "softmax_backward") && rel(d_dp, want, (size_t)B * T * T) < 1e-5,
+	   "softmax_backward of head 1 of 2: P (dP - sum P dP) scale, 0 above the diagonal (%.2g)",
+	   rel(d_dp, want, (size_t)B * T * T));
+	free(q), free(k), free(v), free(out), free(att), free(s), free(dp), free(want);
+}
+
+static void test_crossentropy(struct sw_rng *r)
+{
+	enum { N = 9, V = 1000 };
+	int tgt[N];
+	float *logits = malloc(sizeof(float) * N * V), *p = malloc(sizeof(float) * N * V);
+	float *loss = malloc(sizeof(float) * N);
+	float *d_p = dev(N * V), *d_loss = dev(N);
+	int *d_t = (int *)dev(N), labels[N], d_labels_host[N], *d_labels = (int *)dev(N);
+	double u[N], *d_u = (double *)dev(2 * N);
+	struct sw_rng r1, r2;
+	struct sw_err err;
+	int rc;
+
+	fill(logits, N * V, r, 3);
+	for (int n = 0; n < N; n++)
+		tgt[n] = (n * 131) % V;
+	memcpy(p, logits, sizeof(float) * N * V);
+	softmax_crossentropy_forward(loss, p, tgt, N, V);
+	G->ops->upload(G, d_p, logits, sizeof(float) * N * V, &err);
+	G->ops->upload(G, d_t, tgt, sizeof tgt, &err);
+	rc = gk_launch_softmax_forward(G, &(struct gk_softmax){
+		.grid = gk_rows(N, V), .p = d_p, .losses = d_loss, .targets = d_t, .rows = N, .width = V}, &err);
+	ok(launched(rc, &err, "softmax_forward") && rel(d_p, p, N * V) < 1e-6 && rel(d_loss, loss, N) < 1e-6,
+	   "softmax_forward over V = %d: probabilities and losses as model.c (%.2g, %.2g)", V,
+	   rel(d_p, p, N * V), rel(d_loss, loss, N));
+
+	/* the sampled labels of sw-sharpness, from the same probabilities and uniforms */
+	G->ops->upload(G, d_p, p, sizeof(float) * N * V, &err);
+	rng_seed(&r1, 5);
+	rng_seed(&r2, 5);
+	gnb_sample_labels(p, N, V, &r1, labels);
+	for (int n = 0; n < N; n++)
+		u[n] = rng_uniform(&r2);
+	G->ops->upload(G, d_u, u, sizeof u, &err);
+	rc = gk_launch_sample_labels(G, &(struct gk_sample){
+		.grid = gk_elems(N), .labels = d_labels, .p = d_p, .u = d_u, .rows = N, .V = V}, &err);
+	memcpy(d_labels_host, d_labels, sizeof labels);
+	ok(launched(rc, &err, "sample_labels") && !memcmp(d_labels_host, labels, sizeof labels),
+	   "sample_labels: gnb_sample_labels's labels from the same uniforms");
+
+	softmax_crossentropy_backward(p, tgt, N, V, 0.125f);
+	rc = gk_launch_xent_backward(G, &(struct gk_xent_back){
+		.grid = gk_elems(N * V), .p = d_p, .targets = d_t, .n = N * V, .V = V, .scale = 0.125f}, &err);
+	ok(launched(rc, &err, "xent_backward") && same(d_p, p, N * V), "xent_backward: bit for bit model.c's");
+
+	/* h += N g^2 */
+	float *h = malloc(sizeof(float) * N * V), *d_h = dev(N * V);
+	fill(h, N * V, r, 1);
+	G->ops->upload(G, d_h, h, sizeof(float) * N * V, &err);
+	gnb_square_into(h, p, N * V, 37);
+	rc = gk_launch_gnb_square(G, &(struct gk_square){
+		.grid = gk_elems(N * V), .h = d_h, .g = d_p, .n = N * V, .scale = 37}, &err);
+	ok(launched(rc, &err, "gnb_square") && same(d_h, h, N * V), "gnb_square: bit for bit sharpness.c's");
+	free(logits), free(p), free(loss), free(h);
+}
+
+static void test_pointwise(struct sw_rng *r)
+{
+	enum { n = 1000 };
+	float a[n], b[n], dh[n], out[n], dg[n], du[n], dg0[n], du0[n];
+	float *d_a = dev(n), *d_b = dev(n), *d_dh = dev(n), *d_out = dev(n), *d_dg = dev(n), *d_du = dev(n);
+	struct sw_err err;
+	int rc;
+
+	fill(a, n, r, 2);
+	fill(b, n, r, 1);
+	fill(dh, n, r, 1);
+	fill(dg0, n, r, 1);
+	fill(du0, n, r, 1);
+	G->ops->upload(G, d_a, a, sizeof a, &err);
+	G->ops->upload(G, d_b, b, sizeof b, &err);
+	G->ops->upload(G, d_dh, dh, sizeof dh, &err);
+	G->ops->upload(G, d_dg, dg0, sizeof dg0, &err);
+	G->ops->upload(G, d_du, du0, sizeof du0, &err);
+	swiglu_forward(out, a, b, n);
+	rc = gk_launch_swiglu_forward(G, &(struct gk_pointwise){
+		.grid = gk_elems(n), .out = d_out, .a = d_a, .b = d_b, .n = n}, &err);
+	ok(launched(rc, &err, "swiglu_forward") && same(d_out, out, n), "swiglu_forward: bit for bit model.c's");
+	memcpy(dg, dg0, sizeof dg);
+	memcpy(du, du0, sizeof du);
+	swiglu_backward(dg, du, dh, a, b, n);
+	rc = gk_launch_swiglu_backward(G, &(struct gk_pointwise){
+		.grid = gk_elems(n), .out = d_dg, .out2 = d_du, .a = d_dh, .b = d_a, .c = d_b, .n = n}, &err);
+	ok(launched(rc, &err, "swiglu_backward") && same(d_dg, dg, n) && same(d_du, du, n),
+	   "swiglu_backward: bit for bit model.c's");
+	residual_forward(out, a, b, n);
+	rc = gk_launch_residual_forward(G, &(struct gk_pointwise){
+		.grid = gk_elems(n), .out = d_out, .a = d_a, .b = d_b, .n = n}, &err);
+	ok(launched(rc, &err, "residual_forward") && same(d_out, out, n), "residual_forward: bit for bit");
+}
+
+static void test_multipliers(struct sw_rng *r, enum mult_mode mode)
+{
+	enum { dout = 70, din = 300 };
+	size_t n = (size_t)dout * din, nm = mode == MULT_SCALAR ? 1 : mode == MULT_ROW ? dout : din;
+	float *w = malloc(n * sizeof(float)), *weff = malloc(n * sizeof(float)), *dweff = malloc(n * sizeof(float));
+	float *dw = malloc(n * sizeof(float)), mult[din], dmult[din];
+	float *d_w = dev(n), *d_weff = dev(n), *d_dweff = dev(n), *d_dw = dev(n), *d_m = dev(nm), *d_dm = dev(nm);
+	double *rowsum = (double *)dev(2 * dout);
+	struct sw_err err;
+	int rc;
+
+	fill(w, n, r, 1);
+	fill(dweff, n, r, 1);
+	fill(dw, n, r, 0.1);
+	fill(mult, nm, r, 1);
+	fill(dmult, nm, r, 0.1);
+	G->ops->upload(G, d_w, w, n * sizeof(float), &err);
+	G->ops->upload(G, d_dweff, dweff, n * sizeof(float), &err);
+	G->ops->upload(G, d_dw, dw, n * sizeof(float), &err);
+	G->ops->upload(G, d_m, mult, nm * sizeof(float), &err);
+	G->ops->upload(G, d_dm, dmult, nm * sizeof(float), &err);
+	mult_apply(weff, w, mult, mode, dout, din);
+	mult_backward(dw, dmult, dweff, w, mult, mode, dout, din);
+	struct gk_mult a = {.grid = gk_elems((int64_t)n), .weff = d_weff, .dw = d_dw, .dmult = d_dm,
+			    .rowsum = rowsum, .w = d_w, .mult = d_m, .dweff = d_dweff, .dout = dout, .din = din,
+			    .mode = (int)mode};
+	rc = gk_launch_mult_apply(G, &a, &err);
+	rc = rc ? rc : gk_launch_mult_dw(G, &a, &err);
+	if (mode == MULT_COL) {
+		a.grid = gk_elems(din);
+		rc = rc ? rc : gk_launch_mult_dcol(G, &a, &err);
+	} else {
+		a.grid = gk_elems(dout);
+		rc = rc ? rc : gk_launch_mult_drow(G, &a, &err);
+		a.grid = gk_elems(1);
+		if (mode == MULT_SCALAR)
+			rc = rc ? rc : gk_launch_mult_dscalar(G, &a, &err);
+	}
+	ok(launched(rc, &err, "mult") && same(d_weff, weff, n) && same(d_dw, dw, n) && same(d_dm, dmult, nm),
+	   "multipliers (%s): W_eff, dW and dmult bit for bit model.c's",
+	   mode == MULT_SCALAR ? "scalar" : mode == MULT_ROW ? "row" : "col");
+	free(w), free(weff), free(dweff), free(dw);
+}
+
+static void test_sums_and_transpose(struct sw_rng *r)
+{
+	size_t n = 3 * GK_SUM_CHUNK + 1234;
+	int64_t chunks = (int64_t)((n + GK_SUM_CHUNK - 1) / GK_SUM_CHUNK);
+	float *x = malloc(n * sizeof(float)), *d_x = dev(n);
+	double *part = (double *)dev(2 * (size_t)chunks), *out = (double *)dev(2), want = 0, want_sq = 0;
+	struct sw_err err;
+	int rc;
+
+	fill(x, n, r, 1);
+	for (size_t i = 0; i < n; i++) {
+		want += x[i];
+		want_sq += (double)x[i] * x[i];
+	}
+	G->ops->upload(G, d_x, x, n * sizeof(float), &err);
+	struct gk_sum a = {.grid = gk_rows(chunks, GK_SUM_CHUNK), .partial = part, .out = out, .x = d_x,
+			   .n = (int64_t)n, .chunks = chunks, .squares = 1};
+	rc = gk_launch_sum_partial(G, &a, &err);
+	a.grid = gk_elems(1);
+	rc = rc ? rc : gk_launch_sum_finish(G, &a, &err);
+	ok(launched(rc, &err, "sum") && close_rel(out[0], want_sq, 1e-12), "sum of squares over %zu values", n);
+	a.grid = gk_rows(chunks, GK_SUM_CHUNK);
+	a.squares = 0;
+	rc = gk_launch_sum_partial(G, &a, &err);
+	a.grid = gk_elems(1);
+	rc = rc ? rc : gk_launch_sum_finish(G, &a, &err);
+	ok(launched(rc, &err, "sum") && fabs(out[0] - want) < 1e-9 * sqrt(want_sq), "sum over %zu values", n);
+
+	enum { R = 37, Cc = 53 };
+	float *t = dev(R * Cc), *t2 = dev(R * Cc);
+	G->ops->upload(G, t, x, sizeof(float) * R * Cc, &err);
+	struct gk_opt o = {.grid = gk_elems(R * Cc), .out = t2, .x = t, .n = R * Cc, .rows = R, .cols = Cc};
+	rc = gk_launch_transpose(G, &o, &err);
+	int good = 1;
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < Cc; j++)
+			good &= t2[j * R + i] == x[i * Cc + j];
+	ok(launched(rc, &err, "transpose") && good, "transpose %d x %d", R, Cc);
+	free(x);
+}
+
+/* The emulation refuses what CUDA and cuBLAS refuse. */
+static void test_emulation_checks(void)
+{
+	float *a = dev(64), host[64] = {0};
+	struct sw_err err;
+	struct gpu_gemm mm = {.m = 8, .n = 8, .k = 8, .alpha = 1, .A = a, .B = a, .C = a, .lda = 8,
+			      .ldb = 8, .ldc = 8, .batch = 1};
+
+	ok(G->ops->gemm(G, &mm, &err) == SW_OK, "emulation: an 8 x 8 product in its allocation runs");
+	mm.lda = 7;
+	ok(G->ops->gemm(G, &mm, &err) == SW_ESOFTWARE && strstr(err.msg, "INVALID_VALUE"),
+	   "emulation: lda below the rows is cuBLAS's INVALID_VALUE");
+	mm.lda = 8;
+	mm.n = 9;
+	ok(G->ops->gemm(G, &mm, &err) == SW_ESOFTWARE && strstr(err.msg, "out of its allocation"),
+	   "emulation: a matrix reaching past its allocation is refused");
+	ok(gk_launch_scale(G, &(struct gk_opt){.grid = {1, 2048, 0}, .out = a, .n = 1, .scale = 1}, &err) ==
+		   SW_ESOFTWARE && strstr(err.msg, "invalid launch"),
+	   "emulation: 2048 threads per block is an invalid launch");
+	ok(G->ops->upload(G, host, a, sizeof host, &err) == SW_ESOFTWARE &&
+		   G->ops->download(G, a, host, sizeof host, &err) == SW_ESOFTWARE,
+	   "emulation: copies the wrong way round are refused");
+}
+
+int main(void)
+{
+	struct sw_err err;
+	struct sw_rng r;
+
+	if (gpu_emu_open(&G, &err)) {
+		ok(0, "gpu_emu_open: %s", err.msg);
+		return tap_done();
+	}
+	rng_seed(&r, 11);
+	test_encoder(&r);
+	test_rmsnorm(&r, 37, 300, 1);
+	test_rmsnorm(&r, 600, 8, 1);    /* QK-norm: many rows of a head */
+	test_rmsnorm(&r, 5, 45, 0);
+	test_rope(&r);
+	test_attention_softmax(&r);
+	test_crossentropy(&r);
+	test_pointwise(&r);
+	test_multipliers(&r, MULT_SCALAR);
+	test_multipliers(&r, MULT_ROW);
+	test_multipliers(&r, MULT_COL);
+	test_sums_and_transpose(&r);
+	test_emulation_checks();
+	gpu_close(G);
+	return tap_done();
+}

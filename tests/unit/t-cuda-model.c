@@ -1,0 +1,314 @@
+/*
+ * The CUDA trainer's model (lib/cuda/gpumodel.c) on the host emulation of
+ * the GPU (lib/cuda/gpu_emu.c) against the CPU reference (lib/model.c,
+ * lib/optim.c, lib/sharpness.c), in every model variant t-gradcheck
+ * checks: the loss, every parameter's gradient, three optimizer steps of
+ * AdamW, Muon and Scion (clipping on), the moments, the gradient norm,
+ * the GNB estimate with its sampled labels, the trace's sums, and bf16
+ * products. This runs everything the GPU path does above the kernels:
+ * the device layout, the row-major products through cuBLAS's column-major
+ * interface, the attention's per-head batched products, the order of the
+ * backward pass. What it cannot run is CUDA itself (tests/e2e/t0270-cuda.t
+ * does, where there is a GPU).
+ *
+ * Tolerances: float sums in another order (cuBLAS's or the kernels'
+ * per-thread shares) against the CPU's, relative to each tensor's norm:
+ * loss 1e-6, gradients 1e-5, parameters after three steps 1e-5.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../lib/cuda/gpumodel.h"
+#include "../../lib/elemmath.h"
+#include "../../lib/model.h"
+#include "../../lib/optim.h"
+#include "../../lib/sharpness.h"
+#include "tap.h"
+
+enum { B = 3, T = 11 };
+
+/* ||a - b|| / ||b|| over n values */
+static double rel_norm(const real *a, const real *b, size_t n)
+{
+	double d = 0, s = 0;
+	for (size_t i = 0; i < n; i++) {
+		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		s += (double)b[i] * b[i];
+	}
+	return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+/* the worst tensor's relative difference, and its name */
+static double worst_tensor(const struct model *m, const real *a, const real *b, const char **name)
+{
+	double worst = 0;
+
+	*name = "all equal";
+	for (int i = 0; i < m->ntensors; i++) {
+		double e = rel_norm(a + m->tensors[i].offset, b + m->tensors[i].offset, m->tensors[i].numel);
+		if (e > worst) {
+			worst = e;
+			*name = m->tensors[i].info.name;
+		}
+	}
+	return worst;
+}
+
+static struct sw_config base_config(void)
+{
+	struct sw_config c;
+
+	memset(&c, 0, sizeof c);
+	strcpy(c.arch, "llama");
+	c.vocab_size = 23;
+	c.d_model = 24;
+	c.n_layers = 2;
+	c.n_heads = 4;
+	c.n_kv_heads = 2;
+	c.head_dim = 6;
+	c.d_ff = 40;
+	c.seq_len = T;
+	c.rope_theta = 10000;
+	c.norm_eps = 1e-5;
+	c.scale_vectors = 1;
+	strcpy(c.multipliers, "none");
+	return c;
+}
+
+/* Two host models with the same parameters: one for the CPU, one the GPU
+ * model mirrors; generic values (gains and multipliers 1 +- 0.3). */
+static int build_pair(const struct sw_config *c, struct model *cpu, struct model *gpu, struct sw_err *err)
+{
+	struct sw_rng r;
+	int rc;
+
+	if ((rc = model_build(cpu, c, err)) || (rc = model_build(gpu, c, err)) ||
+	    (rc = model_alloc_acts(cpu, B, T, err)))
+		return rc;
+	model_init(cpu, 3);
+	rng_seed(&r, 9);
+	for (int i = 0; i < cpu->ntensors; i++)
+		if (cpu->tensors[i].info.kind != SW_KIND_MATRIX)
+			for (size_t k = 0; k < cpu->tensors[i].numel; k++)
+				cpu->params[cpu->tensors[i].offset + k] = (real)(1 + 0.3 * rng_normal(&r));
+	memcpy(gpu->params, cpu->params, cpu->nparams * sizeof(real));
+	return SW_OK;
+}
+
+static void batch(int *tok, int *tgt, int V, int seed)
+{
+	for (int i = 0; i < B * T; i++) {
+		tok[i] = (i * 7 + seed * 5) % V;
+		tgt[i] = (i * 11 + seed * 3 + 1) % V;
+	}
+}
+
+static void check_variant(const char *what, struct sw_config c)
+{
+	struct model cpu, gpu;
+	struct gpu_model *gm = NULL;
+	struct sw_err err;
+	int tok[B * T], tgt[B * T];
+	const char *name;
+	double gl;
+
+	if (build_pair(&c, &cpu, &gpu, &err) ||
+	    gpumodel_open(&gm, SW_DEVICE_EMU, SW_PRECISION_FP32, &gpu, NULL, B, T, &err)) {
+		ok(0, "%s: build: %s", what, err.msg);
+		return;
+	}
+	batch(tok, tgt, (int)c.vocab_size, 1);
+	model_forward(&cpu, tok, tgt, B, T);
+	model_zero_grad(&cpu);
+	model_backward(&cpu, tok, tgt, 0.5);
+	if (gpumodel_forward(gm, tok, tgt, B, T, &gl, &err) || gpumodel_zero_grad(gm, &err) ||
+	    gpumodel_backward(gm, tok, tgt, 0.5, &err) || gpumodel_download(gm, &gpu, NULL, 1, &err)) {
+		ok(0, "%s: %s", what, err.msg);
+		goto out;
+	}
+	ok(close_rel(gl, cpu.loss, 1e-6), "%s: loss %.9g, CPU %.9g", what, gl, cpu.loss);
+	double e = worst_tensor(&cpu, gpu.grads, cpu.grads, &name);
+	ok(e < 1e-5, "%s: every gradient (worst %s, %.2g)", what, name, e);
+	ok(!memcmp(gpu.params, cpu.params, cpu.nparams * sizeof(real)),
+	   "%s: the parameters came back as they went", what);
+
+	/* the trace's sums over device activations: the residual stream into layer 1 */
+	struct gpumodel_view v;
+	double s, want = 0;
+	size_t n = (size_t)B * T * (size_t)c.d_model;
+	gpumodel_view(gm, &v);
+	for (size_t i = 0; i < n; i++)
+		want += (double)cpu.acts[1].x_in[i] * cpu.acts[1].x_in[i];
+	int rc = gpumodel_sum(gm, v.acts[1].x_in, n, 1, &s, &err);
+	ok(rc == SW_OK && close_rel(s, want, 1e-6),
+	   "%s: a sum of squares over the device's activations (%.9g, CPU %.9g)", what, s, want);
+out:
+	gpumodel_close(gm);
+	model_free(&cpu);
+	model_free(&gpu);
+}
+
+/* Three steps (batches 1, 2, 3) of optimizer kind on both, clipping at
+ * 0.05 so that it acts; the parameters and moments after. */
+static void check_optimizer(const char *what, enum opt_kind kind, struct sw_config c)
+{
+	struct model cpu, gpu;
+	struct optim ocpu, ogpu;
+	struct optim_config oc;
+	struct gpu_model *gm = NULL;
+	struct sw_err err;
+	int tok[B * T], tgt[B * T], rc = 0;
+	double worst_norm = 0;
+	const char *name;
+
+	optim_defaults(&oc);
+	oc.kind = kind;
+	oc.lr = 1e-2;
+	oc.steps = 3;
+	oc.grad_clip = 0.05;
+	oc.blockwise = kind == OPT_ADAMW;
+	if (build_pair(&c, &cpu, &gpu, &err) || optim_init(&ocpu, &oc, &cpu, &err) ||
+	    optim_init(&ogpu, &oc, &gpu, &err) ||
+	    gpumodel_open(&gm, SW_DEVICE_EMU, SW_PRECISION_FP32, &gpu, &ogpu, B, T, &err)) {
+		ok(0, "%s: build: %s", what, err.msg);
+		return;
+	}
+	for (int step = 0; step < 3 && !rc; step++) {
+		double ncpu, ngpu, loss;
+		batch(tok, tgt, (int)c.vocab_size, step + 1);
+		model_forward(&cpu, tok, tgt, B, T);
+		model_zero_grad(&cpu);
+		model_backward(&cpu, tok, tgt, 1);
+		ncpu = optim_grad_norm(&cpu);
+		optim_step(&ocpu, &cpu, step, elem_clip_scale(ncpu, oc.grad_clip));
+		if ((rc = gpumodel_forward(gm, tok, tgt, B, T, &loss, &err)) ||
+		    (rc = gpumodel_zero_grad(gm, &err)) || (rc = gpumodel_backward(gm, tok, tgt, 1, &err)) ||
+		    (rc = gpumodel_grad_norm(gm, &ngpu, &err)) ||
+		    (rc = gpumodel_step(gm, &ogpu, step, elem_clip_scale(ngpu, oc.grad_clip), &err)))
+			break;
+		worst_norm = fmax(worst_norm, fabs(ngpu - ncpu) / ncpu);
+	}
+	if (rc || gpumodel_download(gm, &gpu, &ogpu, 0, &err)) {
+		ok(0, "%s: %s", what, err.msg);
+		goto out;
+	}
+	ok(worst_norm < 1e-6 && ogpu.t == ocpu.t, "%s: the gradient norms (worst %.2g), %lld updates", what,
+	   worst_norm, (long long)ogpu.t);
+	double e = worst_tensor(&cpu, gpu.params, cpu.params, &name);
+	ok(e < 1e-5, "%s: every parameter after 3 steps (worst %s, %.2g)", what, name, e);
+	double em = rel_norm(ogpu.m, ocpu.m, cpu.nparams), ev = rel_norm(ogpu.v, ocpu.v, cpu.nparams);
+	ok(em < 1e-5 && ev < 1e-5, "%s: the moments (m %.2g, v %.2g)", what, em, ev);
+out:
+	gpumodel_close(gm);
+	optim_free(&ocpu);
+	optim_free(&ogpu);
+	model_free(&cpu);
+	model_free(&gpu);
+}
+
+/* GNB: one micro-batch with the softmax kept and restored, and three
+ * micro-batches; labels equal, h close. */
+static void check_gnb(int mb, int keep)
+{
+	struct sw_config c = base_config();
+	struct model cpu, gpu;
+	struct gpu_model *gm = NULL;
+	struct sw_rng r1, r2;
+	struct sw_err err;
+	int tok[B * T], tgt[B * T], draws = 2, lab_cpu[2 * B * T], lab_gpu[2 * B * T];
+	float *hc, *hg;
+	real *probs = NULL;
+
+	if (build_pair(&c, &cpu, &gpu, &err) ||
+	    gpumodel_open(&gm, SW_DEVICE_EMU, SW_PRECISION_FP32, &gpu, NULL, B, T, &err)) {
+		ok(0, "gnb: build: %s", err.msg);
+		return;
+	}
+	hc = calloc(cpu.nparams, sizeof *hc);
+	hg = calloc(cpu.nparams, sizeof *hg);
+	if (keep)
+		probs = malloc((size_t)B * T * c.vocab_size * sizeof *probs);
+	for (size_t i = 0; i < cpu.nparams; i++)
+		hc[i] = hg[i] = (float)(i % 7) * 1e-3f;     /* the estimate adds into what is there */
+	batch(tok, tgt, (int)c.vocab_size, 4);
+	rng_seed(&r1, 77);
+	rng_seed(&r2, 77);
+	if (gnb_estimate(&cpu, tok, B, T, mb, draws, &r1, hc, lab_cpu, probs, &err) ||
+	    gpumodel_gnb(gm, tok, B, T, mb, draws, &r2, hg, lab_gpu, keep, &err)) {
+		ok(0, "gnb: %s", err.msg);
+	} else {
+		double e = rel_norm(hg, hc, cpu.nparams);
+		ok(!memcmp(lab_cpu, lab_gpu, sizeof lab_cpu) && e < 1e-5 && rng_uniform(&r1) == rng_uniform(&r2),
+		   "gnb (micro-batch %d%s, %d draws): the same labels, h to %.2g, the RNG left alike", mb,
+		   keep ? ", softmax kept" : "", draws, e);
+	}
+	free(hc);
+	free(hg);
+	free(probs);
+	gpumodel_close(gm);
+	model_free(&cpu);
+	model_free(&gpu);
+}
+
+/* bf16 products: the same model to bf16's precision, not bit for bit */
+static void check_bf16(void)
+{
+	struct sw_config c = base_config();
+	struct model cpu, gpu;
+	struct gpu_model *gm = NULL;
+	struct sw_err err;
+	int tok[B * T], tgt[B * T];
+	double gl;
+
+	if (build_pair(&c, &cpu, &gpu, &err) ||
+	    gpumodel_open(&gm, SW_DEVICE_EMU, SW_PRECISION_BF16, &gpu, NULL, B, T, &err) ||
+	    (batch(tok, tgt, (int)c.vocab_size, 1), gpumodel_forward(gm, tok, tgt, B, T, &gl, &err))) {
+		ok(0, "bf16: %s", err.msg);
+	} else {
+		model_forward(&cpu, tok, tgt, B, T);
+		ok(gl != cpu.loss && close_rel(gl, cpu.loss, 1e-2),
+		   "bf16 products: the loss %.7g within 1e-2 of fp32's %.7g, not equal", gl, cpu.loss);
+	}
+	gpumodel_close(gm);
+	model_free(&cpu);
+	model_free(&gpu);
+}
+
+int main(void)
+{
+	struct sw_config c = base_config();
+
+	check_variant("GQA, untied", c);
+	c.tie_embeddings = 1;
+	c.n_kv_heads = 1;
+	check_variant("MQA, tied", c);
+	c = base_config();
+	c.qk_norm = 1;
+	check_variant("QK-norm", c);
+	c = base_config();
+	strcpy(c.multipliers, "scalar");
+	check_variant("scalar multipliers", c);
+	strcpy(c.multipliers, "row");
+	check_variant("row multipliers", c);
+	strcpy(c.multipliers, "col");
+	c.tie_embeddings = 1;
+	check_variant("column multipliers, tied", c);
+	c = base_config();
+	c.norm_everywhere = 1;
+	check_variant("norm-everywhere", c);
+	c.scale_vectors = 0;
+	check_variant("norm-everywhere, no scale vectors", c);
+
+	c = base_config();
+	c.qk_norm = 1;
+	check_optimizer("AdamW, blockwise, GQA, QK-norm", OPT_ADAMW, c);
+	strcpy(c.multipliers, "row");
+	check_optimizer("Muon, row multipliers", OPT_MUON, c);
+	c = base_config();
+	c.d_ff = 16;            /* a tall and a wide hidden matrix */
+	check_optimizer("Scion", OPT_SCION, c);
+	check_gnb(B, 1);
+	check_gnb(1, 0);
+	check_bf16();
+	return tap_done();
+}
