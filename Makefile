@@ -40,8 +40,8 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize sw-trace \
-            sw-train sw-transfer
+TOOLS     = sw-convert sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-tokenize \
+            sw-trace sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A     = $(BUILD)/libscalewatch.a
@@ -50,7 +50,7 @@ UNIT_SRC  = $(wildcard tests/unit/t*.c)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 # helpers the tests run (not tests: only t*.c become .t files prove runs)
 TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits \
-               $(BUILD)/tests/unit/mkhostile-h5
+               $(BUILD)/tests/unit/mkhostile-h5 $(BUILD)/tests/unit/mkhvp
 # every fuzz target's seeds and regressions, replayed by a gcc build (tests/fuzz/replay.c)
 FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer
 FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)

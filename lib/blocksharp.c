@@ -94,56 +94,82 @@ static int dump_labels(const char *path, const int *inputs, const int *labels, i
 	return h5w_commit(w, err);
 }
 
+int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copies,
+		     struct blocksharp_setup *s, struct sw_err *err)
+{
+	int rc;
+
+	memset(s, 0, sizeof *s);
+	s->mem_free = mem_available();
+	if (!o->data)
+		return sw_fail(err, SW_EUSAGE, "no /fisher in the checkpoint: give --data");
+	if ((rc = modelio_load(path, &s->m, err)))
+		return rc;
+	if ((rc = data_open(o->data, o->fmt, 0, &s->d, err))) {
+		sw_err_prefix(err, "%s", o->data);
+		model_free(&s->m);
+		return rc;
+	}
+	s->T = o->seq_len ? o->seq_len
+			  : (int)(s->m.c.seq_len && s->m.c.seq_len < 512 ? s->m.c.seq_len : 512);
+	if (o->batch_tokens % s->T) {
+		rc = sw_fail(err, SW_EUSAGE, "--batch-tokens %lld is not a multiple of the sequence length %d",
+			     (long long)o->batch_tokens, s->T);
+		goto out;
+	}
+	s->B = (int)(o->batch_tokens / s->T);
+	if ((rc = data_check(&s->d, s->T, (int)s->m.c.vocab_size, err))) {
+		sw_err_prefix(err, "%s", o->data);
+		goto out;
+	}
+	/* the largest micro-batch dividing B whose activations (copies sets of
+	 * them) take at most a quarter of the free memory (or the one asked for) */
+	s->mb = o->micro ? o->micro : s->B;
+	while (!o->micro && s->mb > 1 &&
+	       (s->B % s->mb || copies * model_acts_bytes(&s->m.c, s->mb, s->T) > s->mem_free / 4))
+		s->mb--;
+	if (s->B % s->mb)
+		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences",
+			     s->mb, s->B);
+out:
+	if (rc)
+		blocksharp_setup_free(s);
+	return rc;
+}
+
+void blocksharp_setup_free(struct blocksharp_setup *s)
+{
+	data_close(&s->d);
+	model_free(&s->m);
+	memset(s, 0, sizeof *s);
+}
+
 /* Compute the estimate with the model on tokens from the data file. */
 static int compute(const char *path, const struct blocksharp_opts *o,
 		   struct blocksharp_estimate *e, struct sw_err *err)
 {
-	struct model m;
-	struct dataset d;
+	struct blocksharp_setup su;
 	struct sw_rng r;
 	int rc, T, B, mb;
 	int *tok = NULL, *tgt = NULL, *labels = NULL, *inputs = NULL;
 	real *probs = NULL;
-	double need, have = mem_available();
+	double need, have;
 
-	if (!o->data)
-		return sw_fail(err, SW_EUSAGE, "no /fisher in the checkpoint: give --data");
-	if ((rc = modelio_load(path, &m, err)))
+	if ((rc = blocksharp_setup(path, o, 1, &su, err)))
 		return rc;
-	if ((rc = data_open(o->data, o->fmt, 0, &d, err))) {
-		sw_err_prefix(err, "%s", o->data);
-		model_free(&m);
-		return rc;
-	}
-	T = o->seq_len ? o->seq_len : (int)(m.c.seq_len && m.c.seq_len < 512 ? m.c.seq_len : 512);
-	if (o->batch_tokens % T) {
-		rc = sw_fail(err, SW_EUSAGE, "--batch-tokens %lld is not a multiple of the sequence length %d",
-			     (long long)o->batch_tokens, T);
-		goto out;
-	}
-	B = (int)(o->batch_tokens / T);
-	if ((rc = data_check(&d, T, (int)m.c.vocab_size, err))) {
-		sw_err_prefix(err, "%s", o->data);
-		goto out;
-	}
-	/* the largest micro-batch dividing B whose activations take at most
-	 * a quarter of the free memory (or the one asked for) */
-	mb = o->micro ? o->micro : B;
-	while (!o->micro && mb > 1 && (B % mb || model_acts_bytes(&m.c, mb, T) > have / 4))
-		mb--;
-	if (B % mb) {
-		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences", mb, B);
-		goto out;
-	}
-	need = model_acts_bytes(&m.c, mb, T) + 4.0 * (double)m.nparams * 4 +
-	       (mb == B ? (double)mb * T * m.c.vocab_size * sizeof(real) : 0);
+	T = su.T;
+	B = su.B;
+	mb = su.mb;
+	have = su.mem_free;
+	need = model_acts_bytes(&su.m.c, mb, T) + 4.0 * (double)su.m.nparams * 4 +
+	       (mb == B ? (double)mb * T * su.m.c.vocab_size * sizeof(real) : 0);
 	if (have > 0 && need > have) {
 		rc = sw_fail(err, SW_ESOFTWARE,
 			     "needs %.1f GB (parameters, gradient, estimate, activations), %.1f GB available",
 			     need / 1e9, have / 1e9);
 		goto out;
 	}
-	if ((rc = estimate_alloc(e, (size_t)m.ntensors, m.nparams, err)))
+	if ((rc = estimate_alloc(e, (size_t)su.m.ntensors, su.m.nparams, err)))
 		goto out;
 	tok = malloc((size_t)B * T * sizeof *tok);
 	tgt = malloc((size_t)B * T * sizeof *tgt);
@@ -152,36 +178,36 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 		inputs = malloc((size_t)o->draws * B * T * sizeof *inputs);
 	}
 	if (mb == B)
-		probs = malloc((size_t)B * T * m.c.vocab_size * sizeof *probs);
+		probs = malloc((size_t)B * T * su.m.c.vocab_size * sizeof *probs);
 	if (!tok || !tgt || (o->dump && (!labels || !inputs)) || (mb == B && !probs)) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
-	for (int i = 0; i < m.ntensors; i++) {
-		e->info[i] = m.tensors[i].info;
-		e->offset[i] = m.tensors[i].offset;
+	for (int i = 0; i < su.m.ntensors; i++) {
+		e->info[i] = su.m.tensors[i].info;
+		e->offset[i] = su.m.tensors[i].offset;
 	}
 	rng_seed(&r, o->seed);
 	if (o->same_batch) {
-		if ((rc = data_train_batch(&d, &r, B, T, tok, tgt, err)))
+		if ((rc = data_train_batch(&su.d, &r, B, T, tok, tgt, err)))
 			sw_err_prefix(err, "%s", o->data);
 		else
-			rc = gnb_estimate(&m, tok, B, T, mb, o->draws, &r, e->h, labels, probs, err);
+			rc = gnb_estimate(&su.m, tok, B, T, mb, o->draws, &r, e->h, labels, probs, err);
 		for (int k = 0; inputs && k < o->draws; k++)
 			memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 	} else {
 		/* a fresh batch for every draw; each adds N g^2, averaged at the end */
 		for (int k = 0; k < o->draws && !rc; k++) {
-			if ((rc = data_train_batch(&d, &r, B, T, tok, tgt, err))) {
+			if ((rc = data_train_batch(&su.d, &r, B, T, tok, tgt, err))) {
 				sw_err_prefix(err, "%s", o->data);
 				break;
 			}
-			rc = gnb_estimate(&m, tok, B, T, mb, 1, &r, e->h,
+			rc = gnb_estimate(&su.m, tok, B, T, mb, 1, &r, e->h,
 					  labels ? labels + (size_t)k * B * T : NULL, probs, err);
 			if (inputs)
 				memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 		}
-		for (size_t i = 0; !rc && i < m.nparams; i++)
+		for (size_t i = 0; !rc && i < su.m.nparams; i++)
 			e->h[i] /= (float)o->draws;
 	}
 	if (!rc && o->dump)
@@ -193,8 +219,7 @@ out:
 	free(labels);
 	free(inputs);
 	free(probs);
-	data_close(&d);
-	model_free(&m);
+	blocksharp_setup_free(&su);
 	return rc;
 }
 
