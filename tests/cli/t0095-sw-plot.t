@@ -26,6 +26,7 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-gen-fixtures --sweep sweep &&
 	sw-spectrum --normalize --role down --layer 0 sweep/d32-*.h5 >spectrum-normalized.tsv &&
 	sw-spectrum --hist 20 --role down run/ckpt-000040.h5 >esd.tsv &&
+	sw-spectrum --esd-fit --hist 20 --role down --layer 1 run/ckpt-000040.h5 >esd-fit.tsv &&
 	sw-qkdrift run/ckpt-*.h5 >qkdrift.tsv &&
 	sw-hessian --data "$FIX/corpus.txt" --batch-tokens 128 --seq-len 32 --density --slq-steps 20 \
 		--grid 200 --probes 2 run/ckpt-000040.h5 >hessian-density.tsv &&
@@ -38,7 +39,7 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 '
 
 for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift \
-	hessian-density; do
+	hessian-density esd-fit; do
 	test_expect_success "$kind: a PNG of the set size and an SVG" "
 		sw-plot $kind $kind.tsv -o $kind.png 2>err && test_line_count = 0 err &&
 		head -c 8 $kind.png | od -A n -t x1 | grep -q '89 50 4e 47 0d 0a 1a 0a' &&
@@ -86,8 +87,9 @@ test_expect_success 'an existing figure is replaced whole, never left half-writt
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 14 list &&
-	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density; do
+	sw-plot --list >list && test_line_count = 15 list &&
+	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density \
+		esd-fit; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
 '
@@ -166,7 +168,7 @@ PAYLOAD='x`touch PWNED`'\''"@M $(touch PWNED);touch PWNED;'\''.system("touch PWN
 export PAYLOAD
 test_expect_success 'cells and a header holding commands: every kind draws them as text' '
 	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift \
-	hessian-density; do
+	hessian-density esd-fit; do
 		awk -F"\t" -v OFS="\t" -v P="$PAYLOAD" "
 			NR == 1 { for (i = 1; i <= NF; i++) if (\$i ~ /^(file|name|block|role|source|loss_kind)\$/) m[i] = 1
 				  print \$0, P; next }
