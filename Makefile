@@ -66,7 +66,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan test-suite unit fuzz fuzz-targets demo figures \
-	fixtures install clean lint-man bench
+	fixtures install clean lint-man bench bench-hessian
 
 all: $(TOOL_BIN) $(GEN)
 
@@ -211,6 +211,11 @@ bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)
 	bench/train
 	bench/sharpness
 	bench/tokenize
+	bench/hessian
+
+# sw-hessian's products against PyTorch, sw-spectrum --esd-fit against numpy
+bench-hessian: all
+	bench/hessian
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -98,4 +98,5 @@ def main():
               spikes, sep="\t")
 
 
-main()
+if __name__ == "__main__":
+    main()
