@@ -71,7 +71,7 @@ CUDA_OBJ   = $(BUILD)/lib/cuda/nocuda.o
 CUDA_SO    =
 endif
 
-TOOLS     = sw-convert sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
+TOOLS     = sw-convert sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
             sw-trace sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*.c) lib/cuda/gpumodel.c lib/cuda/gpu_emu.c
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
@@ -81,7 +81,7 @@ UNIT_SRC  = $(wildcard tests/unit/t*.c)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.t)
 # helpers the tests run (not tests: only t*.c become .t files prove runs)
 TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/tests/unit/mklogits \
-               $(BUILD)/tests/unit/mkhostile-h5
+               $(BUILD)/tests/unit/mkhostile-h5 $(BUILD)/tests/unit/mkhvp
 # every fuzz target's seeds and regressions, replayed by a gcc build (tests/fuzz/replay.c)
 FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer pickle ptzip gguf llama2c
 FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)
@@ -98,7 +98,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-cuda test-suite unit fuzz fuzz-targets demo \
-	figures fixtures install clean lint-man bench bench-cuda transfer-study
+	figures fixtures install clean lint-man bench bench-cuda bench-hessian transfer-study
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -294,6 +294,11 @@ bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)
 	bench/train
 	bench/sharpness
 	bench/tokenize
+	bench/hessian
+
+# sw-hessian's products against PyTorch, sw-spectrum --esd-fit against numpy
+bench-hessian: all
+	bench/hessian
 
 bench-cuda: all $(BUILD)/bench/cuda-info
 	bench/train-cuda

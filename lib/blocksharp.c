@@ -118,70 +118,97 @@ static int estimate(struct dp *dp, struct gpu_model *gpu, const int *tok, int B,
 	return gpumodel_gnb(gpu, tok, B, T, mb, draws, r, h, labels, keep, err);
 }
 
+int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copies,
+		     struct blocksharp_setup *s, struct sw_err *err)
+{
+	int rc;
+
+	memset(s, 0, sizeof *s);
+	s->mem_free = mem_available();
+	if (!o->data)
+		return sw_fail(err, SW_EUSAGE, "no /fisher in the checkpoint: give --data");
+	if ((rc = modelio_load(path, &s->m, err)))
+		return rc;
+	if ((rc = data_open(o->data, o->fmt, 0, &s->d, err))) {
+		sw_err_prefix(err, "%s", o->data);
+		model_free(&s->m);
+		return rc;
+	}
+	s->T = o->seq_len ? o->seq_len
+			  : (int)(s->m.c.seq_len && s->m.c.seq_len < 512 ? s->m.c.seq_len : 512);
+	if (o->batch_tokens % s->T) {
+		rc = sw_fail(err, SW_EUSAGE, "--batch-tokens %lld is not a multiple of the sequence length %d",
+			     (long long)o->batch_tokens, s->T);
+		goto out;
+	}
+	s->B = (int)(o->batch_tokens / s->T);
+	if ((rc = data_check(&s->d, s->T, (int)s->m.c.vocab_size, err))) {
+		sw_err_prefix(err, "%s", o->data);
+		goto out;
+	}
+	/* the largest micro-batch dividing B whose activations (copies sets of
+	 * them) take at most a quarter of the free memory (or the one asked
+	 * for); on a GPU the whole batch unless asked for less */
+	s->mb = o->micro ? o->micro : s->B;
+	while (!o->micro && o->device == SW_DEVICE_CPU && s->mb > 1 &&
+	       (s->B % s->mb || copies * model_acts_bytes(&s->m.c, s->mb, s->T) > s->mem_free / 4))
+		s->mb--;
+	if (s->B % s->mb)
+		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences",
+			     s->mb, s->B);
+out:
+	if (rc)
+		blocksharp_setup_free(s);
+	return rc;
+}
+
+void blocksharp_setup_free(struct blocksharp_setup *s)
+{
+	data_close(&s->d);
+	model_free(&s->m);
+	memset(s, 0, sizeof *s);
+}
+
 /* Compute the estimate with the model on tokens from the data file (with
  * several ranks, each its rows of every batch). */
 static int compute(const char *path, const struct blocksharp_opts *o,
 		   struct blocksharp_estimate *e, struct sw_err *err)
 {
-	struct model m;
-	struct dataset d;
+	struct blocksharp_setup su;
+	struct model *m = &su.m;
 	struct sw_rng r;
 	struct dp dp = {0};
 	struct gpu_model *gpu = NULL;
-	int rc, T = 0, B = 0, mb = 1, keep = 0, many = comm_size(o->comm) > 1;
+	int rc, T, B, mb, keep, many = comm_size(o->comm) > 1;
 	int *tok = NULL, *tgt = NULL, *labels = NULL, *inputs = NULL;
 	real *probs = NULL;
-	double need, have = mem_available();
+	double need;
 
-	if (!o->data)
-		return sw_fail(err, SW_EUSAGE, "no /fisher in the checkpoint: give --data");
-	if ((rc = agree(o, e, modelio_load(path, &m, err))))
+	/* every rank read the same files: the same way on */
+	if ((rc = agree(o, e, blocksharp_setup(path, o, 1, &su, err))))
 		return rc;
-	if ((rc = agree(o, e, data_open(o->data, o->fmt, 0, &d, err)))) {
-		sw_err_prefix(err, "%s", o->data);
-		model_free(&m);
-		return rc;
-	}
-	T = o->seq_len ? o->seq_len : (int)(m.c.seq_len && m.c.seq_len < 512 ? m.c.seq_len : 512);
-	if (o->batch_tokens % T) {
-		rc = sw_fail(err, SW_EUSAGE, "--batch-tokens %lld is not a multiple of the sequence length %d",
-			     (long long)o->batch_tokens, T);
-		goto setup;
-	}
-	B = (int)(o->batch_tokens / T);
-	if ((rc = data_check(&d, T, (int)m.c.vocab_size, err))) {
-		sw_err_prefix(err, "%s", o->data);
-		goto setup;
-	}
-	/* the largest micro-batch dividing B whose activations take at most
-	 * a quarter of the free memory (or the one asked for); on a GPU the
-	 * whole batch unless asked for less */
-	mb = o->micro ? o->micro : B;
-	while (!o->micro && o->device == SW_DEVICE_CPU && mb > 1 &&
-	       (B % mb || model_acts_bytes(&m.c, mb, T) > have / 4))
-		mb--;
-	if (B % mb) {
-		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences", mb, B);
-		goto setup;
-	}
+	T = su.T;
+	B = su.B;
+	mb = su.mb;
 	keep = mb == B && !many;
 	if (o->device != SW_DEVICE_CPU && many) {
 		rc = sw_fail(err, SW_EUSAGE, "--device under mpirun: not built yet (one process per GPU)");
 		goto setup;
 	}
 	if (o->device != SW_DEVICE_CPU &&
-	    (rc = gpumodel_open(&gpu, o->device, SW_PRECISION_FP32, &m, NULL, mb, T, err)))
+	    (rc = gpumodel_open(&gpu, o->device, SW_PRECISION_FP32, m, NULL, mb, T, err)))
 		goto setup;
 	/* the host's part: on a GPU the parameters and the estimate */
-	need = 4.0 * (double)m.nparams * 4 +
-	       (gpu ? 0 : model_acts_bytes(&m.c, mb, T) + (keep ? (double)mb * T * m.c.vocab_size * sizeof(real) : 0));
-	if (have > 0 && need > have) {
+	need = 4.0 * (double)m->nparams * 4 +
+	       (gpu ? 0 : model_acts_bytes(&m->c, mb, T) +
+			  (keep ? (double)mb * T * m->c.vocab_size * sizeof(real) : 0));
+	if (su.mem_free > 0 && need > su.mem_free) {
 		rc = sw_fail(err, SW_ESOFTWARE,
 			     "needs %.1f GB (parameters, gradient, estimate, activations), %.1f GB available",
-			     need / 1e9, have / 1e9);
+			     need / 1e9, su.mem_free / 1e9);
 		goto setup;
 	}
-	if ((rc = estimate_alloc(e, (size_t)m.ntensors, m.nparams, err)))
+	if ((rc = estimate_alloc(e, (size_t)m->ntensors, m->nparams, err)))
 		goto setup;
 	tok = malloc((size_t)B * T * sizeof *tok);
 	tgt = malloc((size_t)B * T * sizeof *tgt);
@@ -190,16 +217,16 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 		inputs = malloc((size_t)o->draws * B * T * sizeof *inputs);
 	}
 	if (keep && !gpu)
-		probs = malloc((size_t)B * T * m.c.vocab_size * sizeof *probs);
+		probs = malloc((size_t)B * T * m->c.vocab_size * sizeof *probs);
 	if (!tok || !tgt || (o->dump && (!labels || !inputs)) || (keep && !gpu && !probs)) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto setup;
 	}
-	if ((rc = dp_open(&dp, o->comm, &m, 0, err)))
+	if ((rc = dp_open(&dp, o->comm, m, 0, err)))
 		goto setup;
-	for (int i = 0; i < m.ntensors; i++) {
-		e->info[i] = m.tensors[i].info;
-		e->offset[i] = m.tensors[i].offset;
+	for (int i = 0; i < m->ntensors; i++) {
+		e->info[i] = m->tensors[i].info;
+		e->offset[i] = m->tensors[i].offset;
 	}
 	rng_seed(&r, o->seed);
 setup:
@@ -207,7 +234,7 @@ setup:
 	if ((rc = agree(o, e, rc)))
 		goto out;
 	if (o->same_batch) {
-		if ((rc = agree(o, e, data_train_batch(&d, &r, B, T, tok, tgt, err))))
+		if ((rc = agree(o, e, data_train_batch(&su.d, &r, B, T, tok, tgt, err))))
 			sw_err_prefix(err, "%s", o->data);
 		else
 			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, o->draws, &r, e->h, labels, keep,
@@ -217,7 +244,7 @@ setup:
 	} else {
 		/* a fresh batch for every draw; each adds N g^2, averaged at the end */
 		for (int k = 0; k < o->draws && !rc; k++) {
-			if ((rc = agree(o, e, data_train_batch(&d, &r, B, T, tok, tgt, err)))) {
+			if ((rc = agree(o, e, data_train_batch(&su.d, &r, B, T, tok, tgt, err)))) {
 				sw_err_prefix(err, "%s", o->data);
 				break;
 			}
@@ -227,7 +254,7 @@ setup:
 			if (inputs)
 				memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 		}
-		for (size_t i = 0; !rc && i < m.nparams; i++)
+		for (size_t i = 0; !rc && i < m->nparams; i++)
 			e->h[i] /= (float)o->draws;
 	}
 	if (!rc && o->dump)
@@ -241,8 +268,7 @@ out:
 	free(inputs);
 	free(probs);
 	gpumodel_close(gpu);
-	data_close(&d);
-	model_free(&m);
+	blocksharp_setup_free(&su);
 	return agree(o, e, rc);
 }
 

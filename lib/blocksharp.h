@@ -26,6 +26,7 @@
 #include "comm.h"
 #include "cuda/gpumodel.h"
 #include "data.h"
+#include "model.h"
 #include "select.h"
 #include "sharpness.h"
 #include "status.h"
@@ -45,6 +46,26 @@ struct blocksharp_opts {
 	struct comm *comm;      /* the ranks computing the estimate together; NULL: one */
 	enum sw_device device;  /* where the estimate is computed: cpu, cuda, emu */
 };
+
+/*
+ * What a computation with the model on data needs, shared with sw-hessian
+ * (hessian.c): the model of the checkpoint at path, the data file opened
+ * and checked, the sequence length T (o->seq_len, else the model's, at
+ * most 512), the batch of B = o->batch_tokens / T sequences, and the
+ * micro-batch mb: o->micro, else the largest that divides B and whose
+ * activations, `copies` sets of them, take at most a quarter of the free
+ * memory (mem_free, from /proc/meminfo; 0 if unknown). SW_EUSAGE when no
+ * data was given or the batch does not fit the options.
+ */
+struct blocksharp_setup {
+	struct model m;
+	struct dataset d;
+	int T, B, mb;
+	double mem_free;
+};
+int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copies,
+		     struct blocksharp_setup *s, struct sw_err *err);
+void blocksharp_setup_free(struct blocksharp_setup *s);
 
 /* The estimate of one checkpoint: h over its tensors, in model order. */
 struct blocksharp_estimate {

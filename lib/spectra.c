@@ -223,6 +223,20 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 	return SW_OK;
 }
 
+void spectra_dims(const struct sw_tensor_info *t, int per_head, int64_t *rows, int64_t *cols)
+{
+	int by_cols;
+
+	*rows = t->shape[0];
+	*cols = t->shape[1];
+	if (per_head && head_layout(t, &by_cols, NULL) == 1) {
+		if (by_cols)
+			*cols = t->head_dim;
+		else
+			*rows = t->head_dim;
+	}
+}
+
 /* ---- --fit ------------------------------------------------------------ */
 
 int spectra_fit_add(struct spectra_fit_set *f, const struct sw_tensor_info *t,

@@ -3,10 +3,12 @@
  * checkpoints, for the spectra paper's checks: the full sorted spectrum,
  * a summary, a density, the top K values, spectra per attention head,
  * spectra divided by the equilibrium scale sqrt(lr/wd), and a power-law
- * fit of the top singular value across a sweep. Which matrices and their
- * spectra: lib/spectra.c (spectra_plan, spectra_compute, spectra_fit_rows)
- * over the math of lib/spectrum.c (spectrum_full, spectrum_top,
- * spectrum_summarize, spectrum_hist); this reads the files and prints.
+ * fit of the top singular value across a sweep, and the heavy-tail
+ * statistics of each eigenvalue spectrum (--esd-fit). Which matrices and
+ * their spectra: lib/spectra.c (spectra_plan, spectra_compute,
+ * spectra_fit_rows) over the math of lib/spectrum.c (spectrum_full,
+ * spectrum_top, spectrum_summarize, spectrum_hist) and lib/esdfit.c
+ * (esdfit_matrix); this reads the files and prints.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,14 +16,15 @@
 #include <time.h>
 
 #include "../lib/ckpt.h"
+#include "../lib/esdfit.h"
 #include "../lib/spectra.h"
 #include "../lib/spectrum.h"
 #include "common.h"
 
 static const char usage[] =
 	"sw-spectrum [--json] [--normalize] [--per-head] [--block LIST] [--layer LIST]\n"
-	"                   [--name GLOB] [--role LIST] [--top K] [--fit | --hist BINS | --summary]\n"
-	"                   [FILE ...]";
+	"                   [--name GLOB] [--role LIST] [--top K]\n"
+	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]] [FILE ...]";
 static const char help[] =
 	"Singular values of every weight matrix, one row per value per matrix per file:\n"
 	"file step name block role layer index sigma (index 1 is the largest).\n"
@@ -30,6 +33,12 @@ static const char help[] =
 	"                 effective_rank condition frobenius count\n"
 	"  --hist BINS    density of the sigma_i in BINS log-spaced bins:\n"
 	"                 bin lo hi count density\n"
+	"  --esd-fit      heavy tails of the eigenvalues lambda = sigma^2 / max(rows, cols):\n"
+	"                 count lambda_max alpha alpha_se xmin ks_d tail alpha_weighted\n"
+	"                 log_spectral_norm log_norm mp_sigma2 mp_edge spikes (power law\n"
+	"                 by Clauset-Shalizi-Newman; Marchenko-Pastur bulk); with --hist\n"
+	"                 BINS, the density of lambda with the fits: bin lo hi count\n"
+	"                 density fit_density mp_density\n"
 	"  --fit          across all files, per role: ln sigma_top and ln ||W||_rms\n"
 	"                 fitted against ln(equilibrium scale) and ln d_model\n"
 	"  --top K        only the K largest values (block Lanczos, relative error <= 1e-5)\n"
@@ -39,13 +48,13 @@ static const char help[] =
 	TOOL_SELECT_HELP
 	"See sw-spectrum(1).\n";
 
-enum mode { MODE_VALUES, MODE_SUMMARY, MODE_HIST, MODE_FIT };
+enum mode { MODE_VALUES, MODE_SUMMARY, MODE_HIST, MODE_FIT, MODE_ESD };
 
 enum {
-	OPT_SUMMARY = OPT_TOOL_FIRST, OPT_HIST, OPT_FIT, OPT_TOP, OPT_PER_HEAD, OPT_NORMALIZE
+	OPT_SUMMARY = OPT_TOOL_FIRST, OPT_HIST, OPT_FIT, OPT_TOP, OPT_PER_HEAD, OPT_NORMALIZE, OPT_ESD_FIT
 };
 
-#define MAX_COLS 16
+#define MAX_COLS 24
 
 struct opts {
 	enum mode mode;
@@ -133,6 +142,86 @@ static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_
 	}
 }
 
+/* --esd-fit --hist: the density of lambda on log-spaced bins, beside
+ * the fitted power law's (the tail's share of the values, (alpha - 1) /
+ * x_min (x / x_min)^-alpha, averaged over the bin's part above x_min) and
+ * the Marchenko-Pastur bulk's (the bulk's share, at the bin's geometric
+ * centre). */
+static int print_esd_hist(struct run *r, const struct sw_tensor_info *t, int64_t head,
+			  const double *lam, const struct esdfit_result *f, struct sw_err *err)
+{
+	struct spectrum_bin *bins = calloc((size_t)r->o->bins, sizeof *bins);
+	int64_t n = f->count;
+	double y = 0, tailf = (double)f->pl.tail / (double)n, bulkf = (double)(n - f->mp.spikes) / (double)n;
+	int64_t rows, cols;
+
+	if (!bins)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	spectra_dims(t, r->o->so.per_head, &rows, &cols);
+	y = (double)(rows < cols ? rows : cols) / (double)(rows > cols ? rows : cols);
+	spectrum_hist(lam, n, r->o->bins, bins);
+	for (int b = 0; b < r->o->bins; b++) {
+		double lo = bins[b].lo, hi = bins[b].hi, from = lo > f->pl.xmin ? lo : f->pl.xmin;
+		row_start(r, t, head);
+		table_int(r->tb, b + 1);
+		table_num(r->tb, lo);
+		table_num(r->tb, hi);
+		table_int(r->tb, bins[b].count);
+		table_num(r->tb, bins[b].density);
+		if (hi > f->pl.xmin)
+			table_num(r->tb, tailf * (pow(from / f->pl.xmin, 1 - f->pl.alpha) -
+						  pow(hi / f->pl.xmin, 1 - f->pl.alpha)) / (hi - lo));
+		else
+			table_empty(r->tb);
+		table_num(r->tb, bulkf * esdfit_mp_density(sqrt(lo * hi), f->mp.sigma2, y));
+		table_end_row(r->tb);
+	}
+	free(bins);
+	return SW_OK;
+}
+
+/* --esd-fit: one row, or with --hist the density and the fits. */
+static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t head, const double *s,
+		      int64_t n)
+{
+	double *lam = malloc((size_t)(n > 0 ? n : 1) * sizeof *lam);
+	struct esdfit_result f;
+	struct sw_err err;
+	int64_t rows, cols;
+	int rc;
+
+	if (!lam) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(r->tl, r->file, &err);
+		return;
+	}
+	spectra_dims(t, r->o->so.per_head, &rows, &cols);
+	if ((rc = esdfit_matrix(s, n, rows, cols, lam, &f, &err))) {
+		sw_err_prefix(&err, "%s", t->name);
+	} else if (r->o->bins) {
+		rc = print_esd_hist(r, t, head, lam, &f, &err);
+	} else {
+		row_start(r, t, head);
+		table_int(r->tb, f.count);
+		table_num(r->tb, f.lambda_max);
+		table_num(r->tb, f.pl.alpha);
+		table_num(r->tb, f.pl.alpha_se);
+		table_num(r->tb, f.pl.xmin);
+		table_num(r->tb, f.pl.D);
+		table_int(r->tb, f.pl.tail);
+		table_num(r->tb, f.alpha_weighted);
+		table_num(r->tb, f.log_spectral_norm);
+		table_num(r->tb, f.log_norm);
+		table_num(r->tb, f.mp.sigma2);
+		table_num(r->tb, f.mp.edge);
+		table_int(r->tb, f.mp.spikes);
+		table_end_row(r->tb);
+	}
+	if (rc)
+		tool_error(r->tl, r->file, &err);
+	free(lam);
+}
+
 static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set *fit,
 			  double t0)
 {
@@ -157,6 +246,9 @@ static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set
 			tool_error(r->tl, r->file, &err);
 		else if (r->o->mode == MODE_FIT && spectra_fit_add(fit, t, &res, r->m->config.d_model, &err))
 			tool_error(r->tl, r->file, &err);
+		else if (r->o->mode == MODE_ESD)
+			for (int64_t h = 0; h < res.count && !tool_stdout_broken(r->tl); h++)
+				print_esd(r, t, r->o->so.per_head ? h : -1, res.s + h * res.n, res.n);
 		else if (r->o->mode != MODE_FIT)
 			for (int64_t h = 0; h < res.count && !tool_stdout_broken(r->tl); h++)
 				print_spectrum(r, t, r->o->so.per_head ? h : -1, res.s + h * res.n,
@@ -220,12 +312,21 @@ static int columns(const struct opts *o, const char **cols)
 		"frobenius", "count"
 	};
 	static const char *const hist[] = {"bin", "lo", "hi", "count", "density"};
+	static const char *const esd[] = {
+		"count", "lambda_max", "alpha", "alpha_se", "xmin", "ks_d", "tail", "alpha_weighted",
+		"log_spectral_norm", "log_norm", "mp_sigma2", "mp_edge", "spikes"
+	};
+	static const char *const esd_hist[] = {
+		"bin", "lo", "hi", "count", "density", "fit_density", "mp_density"
+	};
 	static const char *const fit[] = {
 		"role", "quantity", "points", "exp_scale", "se_scale", "exp_d_model",
 		"se_d_model", "prefactor", "r2"
 	};
-	const char *const *own = o->mode == MODE_SUMMARY ? summary : o->mode == MODE_HIST ? hist : values;
-	int n = 0, nown = o->mode == MODE_SUMMARY ? 7 : o->mode == MODE_HIST ? 5 : 2;
+	const char *const *own = o->mode == MODE_SUMMARY ? summary : o->mode == MODE_HIST ? hist :
+				 o->mode == MODE_ESD ? (o->bins ? esd_hist : esd) : values;
+	int n = 0, nown = o->mode == MODE_SUMMARY ? 7 : o->mode == MODE_HIST ? 5 :
+			  o->mode == MODE_ESD ? (o->bins ? 7 : 13) : 2;
 
 	if (o->mode == MODE_FIT) {
 		for (int i = 0; i < 9; i++)
@@ -243,8 +344,13 @@ static int columns(const struct opts *o, const char **cols)
 
 static void set_mode(struct tool *tl, struct opts *o, enum mode m)
 {
+	/* --hist goes with --esd-fit: the density of lambda with the fits */
+	if ((m == MODE_HIST && o->mode == MODE_ESD) || (m == MODE_ESD && o->mode == MODE_HIST)) {
+		o->mode = MODE_ESD;
+		return;
+	}
 	if (o->mode != MODE_VALUES && o->mode != m)
-		tool_usage_error(tl, "--summary, --hist and --fit exclude each other");
+		tool_usage_error(tl, "--summary, --hist, --fit and --esd-fit exclude each other (but --esd-fit --hist)");
 	o->mode = m;
 }
 
@@ -258,6 +364,7 @@ int main(int argc, char **argv)
 		{"top", required_argument, NULL, OPT_TOP},
 		{"per-head", no_argument, NULL, OPT_PER_HEAD},
 		{"normalize", no_argument, NULL, OPT_NORMALIZE},
+		{"esd-fit", no_argument, NULL, OPT_ESD_FIT},
 		{NULL, 0, NULL, 0}
 	};
 	struct opts o = {MODE_VALUES, 0, {0, 0, 0, 0}};
@@ -275,6 +382,7 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case OPT_SUMMARY: set_mode(&tl, &o, MODE_SUMMARY); break;
 		case OPT_FIT: set_mode(&tl, &o, MODE_FIT); break;
+		case OPT_ESD_FIT: set_mode(&tl, &o, MODE_ESD); break;
 		case OPT_HIST:
 			set_mode(&tl, &o, MODE_HIST);
 			o.bins = (int)tool_parse_int(&tl, "--hist", optarg, 1, 100000);
@@ -287,8 +395,8 @@ int main(int argc, char **argv)
 		default: tool_common_option(&tl, opt, optarg);
 		}
 	}
-	if (o.so.top && (o.mode == MODE_SUMMARY || o.mode == MODE_HIST))
-		tool_usage_error(&tl, "--top gives part of the spectrum; --summary and --hist need all of it");
+	if (o.so.top && (o.mode == MODE_SUMMARY || o.mode == MODE_HIST || o.mode == MODE_ESD))
+		tool_usage_error(&tl, "--top gives part of the spectrum; --summary, --hist and --esd-fit need all of it");
 	if (o.mode == MODE_FIT && (o.so.top || o.so.per_head || o.so.normalize))
 		tool_usage_error(&tl, "--fit takes no --top, --per-head or --normalize (it fits sigma_top of whole matrices against the scale)");
 	if (o.mode == MODE_FIT)

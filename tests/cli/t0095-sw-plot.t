@@ -26,7 +26,10 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-gen-fixtures --sweep sweep &&
 	sw-spectrum --normalize --role down --layer 0 sweep/d32-*.h5 >spectrum-normalized.tsv &&
 	sw-spectrum --hist 20 --role down run/ckpt-000040.h5 >esd.tsv &&
+	sw-spectrum --esd-fit --hist 20 --role down --layer 1 run/ckpt-000040.h5 >esd-fit.tsv &&
 	sw-qkdrift run/ckpt-*.h5 >qkdrift.tsv &&
+	sw-hessian --data "$FIX/corpus.txt" --batch-tokens 128 --seq-len 32 --density --slq-steps 20 \
+		--grid 200 --probes 2 run/ckpt-000040.h5 >hessian-density.tsv &&
 	awk "BEGIN { print \"lr\tbatch\ttokens\td_model\tloss\tout_norm\";
 		for (d = 1; d <= 3; d++) for (e = -4; e <= -1; e++) for (b = 8; b <= 32; b *= 2)
 			printf \"%g\t%d\t%d\t64\t%g\t%g\n\", 10^e, b, 1000 * 4^d, 3 + (e + 2 + d / 4)^2 + (b / 16 - d / 2)^2 / 10, 2^(7 + e + 2 + d / 4) }" >runs.tsv &&
@@ -35,7 +38,8 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-plot norms norms.tsv -o ref.png
 '
 
-for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift; do
+for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift \
+	hessian-density esd-fit; do
 	test_expect_success "$kind: a PNG of the set size and an SVG" "
 		sw-plot $kind $kind.tsv -o $kind.png 2>err && test_line_count = 0 err &&
 		head -c 8 $kind.png | od -A n -t x1 | grep -q '89 50 4e 47 0d 0a 1a 0a' &&
@@ -83,8 +87,9 @@ test_expect_success 'an existing figure is replaced whole, never left half-writt
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 13 list &&
-	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift; do
+	sw-plot --list >list && test_line_count = 15 list &&
+	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density \
+		esd-fit; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
 '
@@ -162,7 +167,8 @@ test_expect_success 'the table on stdin (-)' '
 PAYLOAD='x`touch PWNED`'\''"@M $(touch PWNED);touch PWNED;'\''.system("touch PWNED").'\'' '
 export PAYLOAD
 test_expect_success 'cells and a header holding commands: every kind draws them as text' '
-	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift; do
+	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift \
+	hessian-density esd-fit; do
 		awk -F"\t" -v OFS="\t" -v P="$PAYLOAD" "
 			NR == 1 { for (i = 1; i <= NF; i++) if (\$i ~ /^(file|name|block|role|source|loss_kind)\$/) m[i] = 1
 				  print \$0, P; next }

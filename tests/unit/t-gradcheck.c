@@ -10,6 +10,7 @@
 #define SW_REAL_DOUBLE
 #include "../../lib/model.c"
 
+#include "model_variants.h"
 #include "tap.h"
 
 static double loss_at(struct model *m, const int *tok, const int *tgt, int B, int T)
@@ -79,26 +80,8 @@ int main(void)
 		.n_kv_heads = 2, .head_dim = 4, .d_ff = 12, .seq_len = 8, .rope_theta = 10000,
 		.norm_eps = 1e-5, .tie_embeddings = 0, .multipliers = "none", .scale_vectors = 1,
 	};
-	struct sw_config c;
 
-	check_variant("GQA, untied head", base);
-	c = base; c.tie_embeddings = 1;
-	check_variant("tied head", c);
-	c = base; c.qk_norm = 1;
-	check_variant("QK-norm", c);
-	c = base; strcpy(c.multipliers, "scalar");
-	check_variant("scalar multipliers", c);
-	c = base; strcpy(c.multipliers, "row");
-	check_variant("row multipliers", c);
-	c = base; strcpy(c.multipliers, "col"); c.tie_embeddings = 1;
-	check_variant("column multipliers, tied", c);
-	c = base; c.norm_everywhere = 1; c.qk_norm = 1;
-	check_variant("norm-everywhere with QK-norm", c);
-	c = base; c.scale_vectors = 0; c.n_kv_heads = 4;
-	check_variant("no scale vectors, MHA", c);
-	c = base; c.n_kv_heads = 1; c.head_dim = 6; c.d_ff = 5;
-	check_variant("MQA, head_dim != d_model/n_heads, d_ff < d_model", c);
-
+	for_each_model_variant(check_variant);
 	/* the check is not vacuous: a wrong gradient is caught */
 	{
 		struct model m;

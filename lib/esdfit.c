@@ -1,0 +1,192 @@
+/* esdfit.c - power-law and Marchenko-Pastur fits of eigenvalue spectra (see esdfit.h). */
+#include "esdfit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_asc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* D of the fit (xmin = x[i], alpha) over the tail, on the points
+ * i, i + stride, ...: with stride 1 the distance itself, with a larger
+ * one a lower bound of it (a max over fewer points). L holds ln x. */
+static double ks_over(const double *L, int64_t n, int64_t i, double alpha, int64_t stride)
+{
+	double nt = (double)(n - i), D = 0;
+
+	for (int64_t j = i; j < n; j += stride) {
+		double d = fabs(1 - exp((1 - alpha) * (L[j] - L[i])) - (double)(j - i) / nt);
+		D = d > D ? d : D;
+	}
+	return D;
+}
+
+double esdfit_ks(const double *x, int64_t n, int64_t i, double alpha)
+{
+	double nt = (double)(n - i), D = 0;
+
+	for (int64_t j = i; j < n; j++) {
+		double d = fabs(1 - pow(x[j] / x[i], 1 - alpha) - (double)(j - i) / nt);
+		D = d > D ? d : D;
+	}
+	return D;
+}
+
+int esdfit_powerlaw(const double *x, int64_t n, struct esdfit_powerlaw *out,
+		    struct sw_err *err)
+{
+	double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+	double *L = malloc((size_t)(n > 0 ? n : 1) * sizeof *L);
+	double *S = malloc((size_t)(n > 0 ? n : 1) * sizeof *S);
+	double best = INFINITY;
+	int64_t m = 0, bi = -1;
+
+	memset(out, 0, sizeof *out);
+	if (!v || !L || !S) {
+		free(v);
+		free(L);
+		free(S);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (x[i] > 0 && isfinite(x[i]))
+			v[m++] = x[i];
+	qsort(v, (size_t)m, sizeof *v, cmp_asc);
+	for (int64_t i = 0; i < m; i++)
+		L[i] = log(v[i]);
+	/* S[i] = sum_{j >= i} ln x_j */
+	for (int64_t i = m - 1; i >= 0; i--)
+		S[i] = L[i] + (i + 1 < m ? S[i + 1] : 0);
+	for (int64_t i = 0; i < m && v[i] < v[m - 1]; i++) {
+		double nt, alpha, D;
+		int64_t stride;
+
+		if (i > 0 && v[i] == v[i - 1])
+			continue;       /* a candidate once, with all its copies in the tail */
+		nt = (double)(m - i);
+		alpha = 1 + nt / (S[i] - nt * L[i]);
+		/* a lower bound from every stride-th point first: a candidate
+		 * it already puts at or above the best cannot win (a tie keeps
+		 * the smaller x_min), so the choice is the full scan's */
+		stride = (m - i) / 64;
+		if (stride > 1 && ks_over(L, m, i, alpha, stride) >= best)
+			continue;
+		D = ks_over(L, m, i, alpha, 1);
+		if (D < best) {
+			best = D;
+			bi = i;
+			out->alpha = alpha;
+		}
+	}
+	if (bi >= 0) {
+		out->xmin = v[bi];
+		out->tail = m - bi;
+		out->D = best;
+		out->alpha_se = (out->alpha - 1) / sqrt((double)out->tail);
+	}
+	free(v);
+	free(L);
+	free(S);
+	if (bi < 0)
+		return sw_fail(err, SW_EDATA, "%lld positive eigenvalues, fewer than two distinct: no power law to fit",
+			       (long long)m);
+	return SW_OK;
+}
+
+double esdfit_mp_density(double x, double sigma2, double y)
+{
+	double a = sigma2 * (1 - sqrt(y)) * (1 - sqrt(y)), b = sigma2 * (1 + sqrt(y)) * (1 + sqrt(y));
+
+	if (!(x > a && x < b))
+		return 0;
+	return sqrt((b - x) * (x - a)) / (2 * M_PI * sigma2 * y * x);
+}
+
+double esdfit_mp_median(double y)
+{
+	enum { K = 20000 };
+	double a = (1 - sqrt(y)) * (1 - sqrt(y)), b = (1 + sqrt(y)) * (1 + sqrt(y));
+	double total = 0, cum = 0, h = (M_PI / 2) / K;
+
+	/* x = a + (b - a) sin^2 phi takes the square roots at the ends away:
+	 * p(x) dx = (b - a)^2 sin^2 phi cos^2 phi / (pi y x) dphi, smooth */
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < K; k++) {
+			double phi = (k + 0.5) * h, sn = sin(phi), cs = cos(phi);
+			double x = a + (b - a) * sn * sn;
+			double g = (b - a) * (b - a) * sn * sn * cs * cs / (M_PI * y * x) * h;
+			if (!pass) {
+				total += g;
+			} else if (cum + g >= total / 2) {
+				/* linear within the step */
+				double f = (total / 2 - cum) / g, p = (k + f) * h, s2 = sin(p);
+				return a + (b - a) * s2 * s2;
+			} else {
+				cum += g;
+			}
+		}
+	return (a + b) / 2;
+}
+
+int esdfit_mp(const double *lam, int64_t m, double y, struct esdfit_mp *out, struct sw_err *err)
+{
+	double *v = malloc((size_t)(m > 0 ? m : 1) * sizeof *v), med0 = esdfit_mp_median(y);
+	int64_t bulk = m, next;
+
+	memset(out, 0, sizeof *out);
+	if (!v)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	memcpy(v, lam, (size_t)m * sizeof *v);
+	qsort(v, (size_t)m, sizeof *v, cmp_asc);
+	if (m < 1 || !(v[m - 1] > 0)) {
+		free(v);
+		return sw_fail(err, SW_EDATA, "no positive eigenvalue: no Marchenko-Pastur bulk");
+	}
+	for (out->iterations = 1; out->iterations <= 100; out->iterations++) {
+		/* the bulk is the lowest `bulk` values; its median */
+		double med = bulk % 2 ? v[bulk / 2] : (v[bulk / 2 - 1] + v[bulk / 2]) / 2;
+		out->sigma2 = med / med0;
+		out->edge = out->sigma2 * (1 + sqrt(y)) * (1 + sqrt(y));
+		out->lo = out->sigma2 * (1 - sqrt(y)) * (1 - sqrt(y));
+		for (next = 0; next < m && v[next] <= out->edge; next++)
+			;
+		if (next == bulk || next == 0)
+			break;
+		bulk = next;
+	}
+	out->spikes = m - next;
+	free(v);
+	return SW_OK;
+}
+
+int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double *lam_out,
+		  struct esdfit_result *out, struct sw_err *err)
+{
+	double N = (double)(rows > cols ? rows : cols), M = (double)(rows < cols ? rows : cols);
+	double *lam = malloc((size_t)(k > 0 ? k : 1) * sizeof *lam), sum = 0;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if (!lam)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (int64_t i = 0; i < k; i++) {
+		lam[i] = s[i] * s[i] / N;
+		sum += lam[i];
+	}
+	qsort(lam, (size_t)k, sizeof *lam, cmp_asc);
+	out->count = k;
+	out->lambda_max = k ? lam[k - 1] : NAN;
+	if (!(rc = esdfit_powerlaw(lam, k, &out->pl, err)) && !(rc = esdfit_mp(lam, k, M / N, &out->mp, err))) {
+		out->alpha_weighted = out->pl.alpha * log10(out->lambda_max);
+		out->log_spectral_norm = log10(out->lambda_max);
+		out->log_norm = log10(sum);
+	}
+	for (int64_t i = 0; lam_out && i < k; i++)
+		lam_out[i] = lam[k - 1 - i];
+	free(lam);
+	return rc;
+}

@@ -1,0 +1,41 @@
+/*
+ * model_variants.h - the model variants the double-precision checks of
+ * lib/model.c run through (t-gradcheck.c: the gradient, t-hvpcheck.c: the
+ * R-operator): GQA, untied and tied heads, QK-norm, scalar/row/column
+ * multipliers, norm-everywhere, no scale vectors, MQA with a head_dim
+ * that is not d_model/n_heads. Include after lib/model.c.
+ */
+#ifndef SW_MODEL_VARIANTS_H
+#define SW_MODEL_VARIANTS_H
+
+#include <string.h>
+
+static void for_each_model_variant(void (*check)(const char *what, struct sw_config c))
+{
+	const struct sw_config base = {
+		.arch = "llama", .vocab_size = 11, .d_model = 8, .n_layers = 2, .n_heads = 4,
+		.n_kv_heads = 2, .head_dim = 4, .d_ff = 12, .seq_len = 8, .rope_theta = 10000,
+		.norm_eps = 1e-5, .tie_embeddings = 0, .multipliers = "none", .scale_vectors = 1,
+	};
+	struct sw_config c;
+
+	check("GQA, untied head", base);
+	c = base; c.tie_embeddings = 1;
+	check("tied head", c);
+	c = base; c.qk_norm = 1;
+	check("QK-norm", c);
+	c = base; strcpy(c.multipliers, "scalar");
+	check("scalar multipliers", c);
+	c = base; strcpy(c.multipliers, "row");
+	check("row multipliers", c);
+	c = base; strcpy(c.multipliers, "col"); c.tie_embeddings = 1;
+	check("column multipliers, tied", c);
+	c = base; c.norm_everywhere = 1; c.qk_norm = 1;
+	check("norm-everywhere with QK-norm", c);
+	c = base; c.scale_vectors = 0; c.n_kv_heads = 4;
+	check("no scale vectors, MHA", c);
+	c = base; c.n_kv_heads = 1; c.head_dim = 6; c.d_ff = 5;
+	check("MQA, head_dim != d_model/n_heads, d_ff < d_model", c);
+}
+
+#endif
