@@ -201,10 +201,18 @@ deps-check: deps
 deps-fuzz: deps
 	$(call install_debs,deps-fuzz,$(DEB_FUZZ))
 
-PROVE_FILES = $(BUILD)/tests/unit/*.t tests/cli/*.t tests/e2e/*.t tests/fuzz/*.t
+# the slowest scripts first, so that none starts last and runs alone (on
+# 2 cores the suite's wall time is then near its CPU time over 2); three
+# at a time: several scripts wait on python, mpirun or a follower
+SLOW_TESTS  = tests/cli/t0090-man.t tests/e2e/t0270-pytorch.t tests/e2e/t0260-readme.t \
+              tests/cli/t0060-sw-train.t tests/e2e/t0250-mini-demo.t tests/cli/t0095-sw-plot.t \
+              tests/cli/t0068-sw-hessian.t tests/cli/t0066-sw-train-mpi.t
+PROVE_FILES = $(SLOW_TESTS) $(BUILD)/tests/unit/*.t \
+              $(filter-out $(SLOW_TESTS),$(wildcard tests/cli/*.t tests/e2e/*.t tests/fuzz/*.t))
+PROVE_JOBS  = 3
 
 test-suite: all unit
-	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j2 -e '' $(PROVE_FILES)
+	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j$(PROVE_JOBS) -e '' $(PROVE_FILES)
 
 check: deps-check
 	$(MAKE) test-suite
@@ -217,7 +225,7 @@ check-asan:
 	ASAN_OPTIONS=exitcode=86:detect_leaks=1:abort_on_error=0 \
 	UBSAN_OPTIONS=exitcode=87:print_stacktrace=1:halt_on_error=1 \
 	SW_SANITIZED=1 SW_BIN=$(abspath build-asan/bin) SW_TOP=$(CURDIR) \
-	  prove -j2 -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES))
+	  prove -j$(PROVE_JOBS) -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES))
 
 # The GPU trainer against the CPU reference (tests/e2e/t0270-cuda.t): where
 # there is no usable GPU it fails saying why (make check runs the same
