@@ -214,14 +214,18 @@ PROVE_JOBS  = 3
 test-suite: all unit
 	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j$(PROVE_JOBS) -e '' $(PROVE_FILES)
 
+# the builds on every core (a plain make builds one file at a time)
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
 check: deps-check
+	$(MAKE) -j$(BUILD_JOBS) all unit
 	$(MAKE) test-suite
 	$(MAKE) check-asan
 
 # The same suite, built with ASan+UBSan; any report fails the run (the
 # sanitizers exit 86/87, which no test expects).
 check-asan:
-	$(MAKE) BUILD=build-asan SANITIZE=1 OPT='-O1 -g' all unit
+	$(MAKE) -j$(BUILD_JOBS) BUILD=build-asan SANITIZE=1 OPT='-O1 -g' all unit
 	ASAN_OPTIONS=exitcode=86:detect_leaks=1:abort_on_error=0 \
 	UBSAN_OPTIONS=exitcode=87:print_stacktrace=1:halt_on_error=1 \
 	SW_SANITIZED=1 SW_BIN=$(abspath build-asan/bin) SW_TOP=$(CURDIR) \
