@@ -20,6 +20,7 @@
 
 #include "../lib/ckpt.h"
 #include "../lib/linalg.h"
+#include "../lib/spectrum.h"
 
 static double now(void)
 {
@@ -44,6 +45,7 @@ int main(int argc, char **argv)
 	struct sw_err err;
 	struct mat_pass p;
 	struct sigma_info si;
+	struct spec_view sv;
 	double best_read = 1e9, best_pass = 1e9, t, sink = 0, gb;
 	long i;
 
@@ -74,7 +76,8 @@ int main(int argc, char **argv)
 		best_pass = fmin(best_pass, now() - t);
 	}
 	t = now();
-	if (linalg_sigma_max(v.data, rows, cols, NULL, 1e-6, &si, &err)) {
+	sv = spectrum_view(v.data, rows, cols);
+	if (spectrum_sigma_max(&sv, 1e-6, &si, &err)) {
 		fprintf(stderr, "norms-kernels: %s\n", err.msg);
 		return 70;
 	}

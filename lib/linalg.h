@@ -35,28 +35,6 @@ int linalg_row_col_sumsq(const float *W, int64_t rows, int64_t cols,
 			 const float *col_scale, double *row_sq, double *col_sq,
 			 struct mat_pass *out, struct sw_err *err);
 
-/* How the largest singular value was found. */
-struct sigma_info {
-	double sigma;           /* sigma_max(W.diag(col_scale)) */
-	int iterations;         /* Lanczos steps (0: LAPACK) */
-	double rel_bound;       /* bound on the relative error of sigma */
-	const char *method;     /* "lapack" or "lanczos" */
-};
-
-/*
- * The largest singular value. Small matrices (min dimension <= 32) go to
- * LAPACK's dgesdd in double. Larger ones: Lanczos on the Gram operator
- * W^T W with full reorthogonalization, one fused pass over W per step
- * (y_i = w_i.x, z += y_i w_i while row i is in cache). It stops when the
- * residual bound |lambda - theta| <= beta_k |s_k| of the top Ritz pair
- * gives a relative error of sigma <= rel_tol (sigma = sqrt(lambda), so the
- * relative error of sigma is at most half that of lambda). SW_ESOFTWARE if
- * it has not converged after 3000 steps or memory runs out.
- */
-int linalg_sigma_max(const float *W, int64_t rows, int64_t cols,
-		     const float *col_scale, double rel_tol,
-		     struct sigma_info *out, struct sw_err *err);
-
 /* Every singular value of a small matrix, in double, descending (LAPACK
  * dgesdd, values only); s has min(rows, cols) entries. */
 int linalg_singular_values_dense(const float *W, int64_t rows, int64_t cols,

@@ -2,7 +2,9 @@
 #include "norms.h"
 #include "ckpt.h"
 #include "linalg.h"
+#include "matsched.h"
 #include "select.h"
+#include "spectrum.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 	double *col_sq = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *col_sq);
 	struct mat_pass pass;
 	struct sigma_info sig;
+	struct spec_view view = spectrum_view(W, rows, cols);
 	int rc;
 
 	s->rows = rows;
@@ -60,7 +63,8 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 	s->lanczos_steps = 0;
 	if (what == NORMS_NO_SPECTRAL)
 		goto out;
-	if ((rc = linalg_sigma_max(W, rows, cols, col_scale, NORMS_SIGMA_REL_TOL, &sig, err)))
+	view.col_scale = col_scale;
+	if ((rc = spectrum_sigma_max(&view, NORMS_SIGMA_REL_TOL, &sig, err)))
 		goto out;
 	s->sigma_max = sig.sigma;
 	s->lanczos_steps = sig.iterations;
@@ -146,10 +150,15 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 		if (ckpt_info(ck, (size_t)g)->numel != t->shape[1])
 			return sw_fail(err, SW_EDATA, "final norm gain has %lld entries, the head %lld columns",
 				       (long long)ckpt_info(ck, (size_t)g)->numel, (long long)t->shape[1]);
-		if ((rc = ckpt_load(ck, (size_t)g, &gv, err)))
+		MATSCHED_CRITICAL
+		rc = ckpt_load(ck, (size_t)g, &gv, err);
+		if (rc)
 			return rc;
 	}
-	if ((rc = ckpt_load(ck, i, &v, err))) {
+	MATSCHED_CRITICAL
+	rc = ckpt_load(ck, i, &v, err);
+	if (rc) {
+		MATSCHED_CRITICAL
 		ckpt_release(ck, &gv);
 		return rc;
 	}
@@ -157,8 +166,11 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 	/* a file that shrank meanwhile explains any result: none is kept */
 	if (ckptsrc_check(&v, err) || ckptsrc_check(&gv, err))
 		rc = SW_EIO;
-	ckpt_release(ck, &v);
-	ckpt_release(ck, &gv);
+	MATSCHED_CRITICAL
+	{
+		ckpt_release(ck, &v);
+		ckpt_release(ck, &gv);
+	}
 	if (rc && !strstr(err->msg, t->name))
 		sw_err_prefix(err, "%s", t->name);
 	return rc;
@@ -235,6 +247,17 @@ int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_
 	*out = rows;
 	*nout = n;
 	return SW_OK;
+}
+
+void norms_row_cost(const struct norms_row *row, struct matsched_item *c)
+{
+	double rows = (double)row->info.shape[0], cols = (double)row->info.shape[1];
+
+	/* the matrix as float32 (mapped or converted), its row and column
+	 * sums, the Lanczos basis; a tied head reuses the embedding's pass */
+	c->after = row->kind == NORMS_ROW_TIED_HEAD;
+	c->mem = c->after ? 0 : 4.0 * rows * cols + 8.0 * (rows + cols) * 150;
+	c->work = c->after ? 0 : rows * cols;
 }
 
 int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cache *cache,

@@ -116,6 +116,10 @@ struct norms_cache {
 	int have_embed;
 	struct mat_summary embed;
 };
+/* What a row holds and costs, for computing rows side by side
+ * (matsched.h); a tied head's row runs after the embedding's. */
+struct matsched_item;
+void norms_row_cost(const struct norms_row *row, struct matsched_item *c);
 int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cache *cache,
 		  struct op_norms *out, struct sw_err *err);
 

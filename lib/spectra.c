@@ -1,6 +1,7 @@
 /* spectra.c - the spectra of a checkpoint's matrices (see spectra.h). */
 #include "spectra.h"
 #include "ckpt.h"
+#include "matsched.h"
 #include "select.h"
 #include "spectrum.h"
 
@@ -149,7 +150,8 @@ static int heads_spectra(const float *W, const struct sw_tensor_info *t, int by_
 			    : (cols < t->head_dim ? cols : t->head_dim);
 	int rc;
 
-	spectrum_scan(&whole, &sc);
+	if ((rc = spectrum_scan(&whole, &sc, err)))
+		return rc;
 	if (sc.nonfinite)
 		return sw_fail(err, SW_EDATA, "%s: %lld of %lld values are NaN or Inf", t->name,
 			       (long long)sc.nonfinite, (long long)(rows * cols));
@@ -191,7 +193,9 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 		memcpy(r->s, cache->s, (size_t)cache->n * sizeof *r->s);
 		r->frob_sq[0] = cache->frob_sq;
 	} else {
-		if ((rc = ckpt_load(ck, job->tensor, &cv, err)))
+		MATSCHED_CRITICAL
+		rc = ckpt_load(ck, job->tensor, &cv, err);
+		if (rc)
 			return rc;
 		if (heads) {
 			rc = heads_spectra(cv.data, t, by_cols, o->top, r, err);
@@ -206,6 +210,7 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 			sw_err_prefix(err, "%s", t->name);
 			rc = SW_EIO;
 		}
+		MATSCHED_CRITICAL
 		ckpt_release(ck, &cv);
 		if (rc)
 			return rc;
@@ -221,6 +226,22 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 	if (o->normalize)
 		divide_by_scale(r);
 	return SW_OK;
+}
+
+void spectra_job_cost(const struct spectra_job *job, const struct spectra_opts *o,
+		      struct matsched_item *c)
+{
+	const struct sw_tensor_info *t = &job->info;
+	double rows = (double)t->shape[0], cols = (double)t->shape[1];
+	double n = rows < cols ? rows : cols;
+
+	/* the matrix as float32 (mapped or converted), and the dense Gram
+	 * matrix or the Lanczos basis of about 140 vectors; a tied head
+	 * copies the embedding's values */
+	c->after = job->tied_head;
+	c->mem = job->tied_head ? 0 : 4.0 * rows * cols +
+		 (o->top ? 8.0 * n * 140 : 8.0 * n * n + 32.0 * 1048576);
+	c->work = job->tied_head ? 0 : o->top ? rows * cols * 64 : rows * cols * n + n * n * n;
 }
 
 void spectra_dims(const struct sw_tensor_info *t, int per_head, int64_t *rows, int64_t *cols)

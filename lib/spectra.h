@@ -71,6 +71,11 @@ void spectra_cache_free(struct spectra_cache *c);
 int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct spectra_opts *o,
 		    struct spectra_cache *cache, struct spectra_result *r, struct sw_err *err);
 
+/* What a job holds and costs, for running jobs side by side
+ * (matsched.h); a tied head runs after the embedding it copies. */
+struct matsched_item;
+void spectra_job_cost(const struct spectra_job *job, const struct spectra_opts *o,
+		      struct matsched_item *c);
 /* The shape of the matrix (or with per_head, of one head's slice) whose
  * spectrum spectra_compute gives for t. */
 void spectra_dims(const struct sw_tensor_info *t, int per_head, int64_t *rows, int64_t *cols);

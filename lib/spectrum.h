@@ -15,39 +15,29 @@
  * full reorthogonalization and thick restarts, one fused pass over W per
  * block step, stopped by a residual bound (see spectrum_top).
  *
- * Views address a row slice (one head of q, k, v) or a column slice (one
- * head of o) in place: element (i, j) of a view is W[i * ld + j].
+ * Views (gram.h) address a row slice (one head of q, k, v) or a column
+ * slice (one head of o) in place, float32, bf16 or f16, and may scale the
+ * columns.
  */
 #ifndef SW_SPECTRUM_H
 #define SW_SPECTRUM_H
 
 #include <stdint.h>
 
+#include "gram.h"
 #include "status.h"
 #include "tensor.h"
 
 /* --top's guaranteed relative accuracy of each sigma_i */
 #define SPECTRUM_TOP_REL_TOL 1e-5
 
-struct spec_view {
-	const float *W;         /* element (i, j) at W[i * ld + j] */
-	int64_t rows, cols;
-	int64_t ld;             /* >= cols */
-};
-
-/* The whole view, or head h's slice of an attention projection: rows
- * [h*hd, (h+1)*hd) of q, k, v (by_cols 0), columns of o (by_cols 1). */
-struct spec_view spectrum_view(const float *W, int64_t rows, int64_t cols);
-struct spec_view spectrum_head_view(const float *W, int64_t rows, int64_t cols,
-				    int by_cols, int64_t head, int64_t head_dim);
-
 /* One pass over the view: sum of squares in double and the number of NaN
- * or Inf entries. */
+ * or Inf entries. SW_ESOFTWARE if out of memory. */
 struct spec_scan {
 	double frob_sq;
 	int64_t nonfinite;
 };
-void spectrum_scan(const struct spec_view *v, struct spec_scan *out);
+int spectrum_scan(const struct spec_view *v, struct spec_scan *out, struct sw_err *err);
 
 /*
  * Every singular value, descending, into s (min(rows, cols) entries), and
@@ -84,6 +74,21 @@ struct spectrum_top_info {
 int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s,
 		 double *frob_sq, struct spectrum_top_info *info,
 		 struct sw_err *err);
+
+/*
+ * The largest singular value alone: spectrum_top with k = 1 (a block of
+ * several vectors all the same: it needs fewer passes over W where the top
+ * of the spectrum has no gap), stopped when sigma's relative error is at
+ * most rel_tol / 2 by the residual bound.
+ */
+struct sigma_info {
+	double sigma;           /* sigma_max of the view (its columns scaled) */
+	int iterations;         /* block Lanczos steps (0: the dense method) */
+	double rel_bound;       /* bound on the relative error of sigma */
+	const char *method;     /* "full" or "lanczos" */
+};
+int spectrum_sigma_max(const struct spec_view *v, double rel_tol, struct sigma_info *out,
+		       struct sw_err *err);
 
 /* One row of --summary. stable rank ||W||_F^2 / sigma_max^2, effective
  * rank exp(-sum p_i ln p_i) with p_i = sigma_i / sum sigma: extras from

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "../lib/ckpt.h"
+#include "../lib/matsched.h"
 #include "../lib/norms.h"
 #include "common.h"
 
@@ -58,9 +59,33 @@ static void print_row(struct table *tb, const char *file, const struct ckpt_meta
 	table_end_row(tb);
 }
 
+/* The rows of one file, computed side by side (matsched.h). */
+struct file_rows {
+	struct tool *tl;
+	const char *file;
+	struct ckpt *ck;
+	const struct norms_row *rows;
+	struct norms_cache cache;
+	struct op_norms *norms;
+	struct sw_err *errs;
+	int *rcs;
+	size_t n, done;
+};
+
+static int norms_job(void *ctx, size_t k)
+{
+	struct file_rows *f = ctx;
+
+	f->rcs[k] = norms_compute(f->ck, &f->rows[k], &f->cache, &f->norms[k], &f->errs[k]);
+	MATSCHED_CRITICAL
+	tool_progress(f->tl, "%s [%zu/%zu] %s", f->file, ++f->done, f->n, f->rows[k].info.name);
+	return f->rcs[k];
+}
+
 static void norms_file(struct tool *tl, struct table *tb, const char *file, struct ckpt *ck)
 {
-	struct norms_cache cache = {0};
+	struct file_rows f = {.tl = tl, .file = file, .ck = ck};
+	struct matsched_item *items;
 	struct norms_row *rows;
 	struct sw_err err;
 	size_t n;
@@ -70,15 +95,35 @@ static void norms_file(struct tool *tl, struct table *tb, const char *file, stru
 		return;
 	}
 	tool_selected(tl, file, n, "matrix");   /* rows are of matrices only */
-	for (size_t k = 0; k < n && !tool_stdout_broken(tl); k++) {
-		struct op_norms norms;
-
-		tool_progress(tl, "%s [%zu/%zu] %s", file, k + 1, n, rows[k].info.name);
-		if (norms_compute(ck, &rows[k], &cache, &norms, &err))
-			tool_error(tl, file, &err);
-		else
-			print_row(tb, file, ckpt_meta(ck), &rows[k].info, &norms);
+	f.rows = rows;
+	f.n = n;
+	f.norms = calloc(n ? n : 1, sizeof *f.norms);
+	f.errs = calloc(n ? n : 1, sizeof *f.errs);
+	f.rcs = calloc(n ? n : 1, sizeof *f.rcs);
+	items = calloc(n ? n : 1, sizeof *items);
+	if (!f.norms || !f.errs || !f.rcs || !items) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(tl, file, &err);
+		goto out;
 	}
+	for (size_t k = 0; k < n; k++)
+		norms_row_cost(&rows[k], &items[k]);
+	if (matsched_run(items, n, 0, matsched_available_memory(), norms_job, &f, &err)) {
+		tool_error(tl, file, &err);
+		goto out;
+	}
+	/* printed in model order */
+	for (size_t k = 0; k < n && !tool_stdout_broken(tl); k++) {
+		if (f.rcs[k])
+			tool_error(tl, file, &f.errs[k]);
+		else
+			print_row(tb, file, ckpt_meta(ck), &rows[k].info, &f.norms[k]);
+	}
+out:
+	free(f.norms);
+	free(f.errs);
+	free(f.rcs);
+	free(items);
 	free(rows);
 }
 

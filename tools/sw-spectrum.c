@@ -17,6 +17,7 @@
 
 #include "../lib/ckpt.h"
 #include "../lib/esdfit.h"
+#include "../lib/matsched.h"
 #include "../lib/spectra.h"
 #include "../lib/spectrum.h"
 #include "common.h"
@@ -222,10 +223,37 @@ static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t hea
 	free(lam);
 }
 
+/* The matrices of one file, computed side by side (matsched.h), each
+ * into its own result. */
+struct file_jobs {
+	struct run *r;
+	struct ckpt *ck;
+	const struct spectra_job *jobs;
+	struct spectra_cache cache;
+	struct spectra_result *res;
+	struct sw_err *errs;
+	int *rcs;
+	size_t n, done;
+	double t0;
+};
+
+static int spectrum_job(void *ctx, size_t k)
+{
+	struct file_jobs *f = ctx;
+
+	f->rcs[k] = spectra_compute(f->ck, &f->jobs[k], &f->r->o->so, &f->cache, &f->res[k],
+				    &f->errs[k]);
+	MATSCHED_CRITICAL
+	tool_progress(f->r->tl, "%s: matrix %zu of %zu, %s, %.1f s", f->r->file, ++f->done,
+		      f->n, f->jobs[k].info.name, now() - f->t0);
+	return f->rcs[k];
+}
+
 static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set *fit,
 			  double t0)
 {
-	struct spectra_cache cache = {0};
+	struct file_jobs f = {.r = r, .ck = ck, .t0 = t0};
+	struct matsched_item *items;
 	struct spectra_job *jobs;
 	struct sw_err err;
 	size_t n;
@@ -236,26 +264,48 @@ static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set
 	}
 	/* spectra are of matrices only; per head, of attention projections */
 	tool_selected(r->tl, r->file, n, r->o->so.per_head ? "attention projection" : "matrix");
+	f.jobs = jobs;
+	f.n = n;
+	f.res = calloc(n ? n : 1, sizeof *f.res);
+	f.errs = calloc(n ? n : 1, sizeof *f.errs);
+	f.rcs = calloc(n ? n : 1, sizeof *f.rcs);
+	items = calloc(n ? n : 1, sizeof *items);
+	if (!f.res || !f.errs || !f.rcs || !items) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(r->tl, r->file, &err);
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++)
+		spectra_job_cost(&jobs[k], &r->o->so, &items[k]);
+	if (matsched_run(items, n, 0, matsched_available_memory(), spectrum_job, &f, &err)) {
+		tool_error(r->tl, r->file, &err);
+		goto out;
+	}
+	/* printed in model order */
 	for (size_t k = 0; k < n && !tool_stdout_broken(r->tl); k++) {
 		const struct sw_tensor_info *t = &jobs[k].info;
-		struct spectra_result res;
+		struct spectra_result *res = &f.res[k];
 
-		tool_progress(r->tl, "%s: matrix %zu of %zu, %s, %.1f s", r->file, k + 1, n,
-			      t->name, now() - t0);
-		if (spectra_compute(ck, &jobs[k], &r->o->so, &cache, &res, &err))
-			tool_error(r->tl, r->file, &err);
-		else if (r->o->mode == MODE_FIT && spectra_fit_add(fit, t, &res, r->m->config.d_model, &err))
+		if (f.rcs[k])
+			tool_error(r->tl, r->file, &f.errs[k]);
+		else if (r->o->mode == MODE_FIT && spectra_fit_add(fit, t, res, r->m->config.d_model, &err))
 			tool_error(r->tl, r->file, &err);
 		else if (r->o->mode == MODE_ESD)
-			for (int64_t h = 0; h < res.count && !tool_stdout_broken(r->tl); h++)
-				print_esd(r, t, r->o->so.per_head ? h : -1, res.s + h * res.n, res.n);
+			for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
+				print_esd(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n, res->n);
 		else if (r->o->mode != MODE_FIT)
-			for (int64_t h = 0; h < res.count && !tool_stdout_broken(r->tl); h++)
-				print_spectrum(r, t, r->o->so.per_head ? h : -1, res.s + h * res.n,
-					       res.n, res.frob_sq[h]);
-		spectra_result_free(&res);
+			for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
+				print_spectrum(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n,
+					       res->n, res->frob_sq[h]);
 	}
-	spectra_cache_free(&cache);
+out:
+	for (size_t k = 0; f.res && k < n; k++)
+		spectra_result_free(&f.res[k]);
+	free(f.res);
+	free(f.errs);
+	free(f.rcs);
+	free(items);
+	spectra_cache_free(&f.cache);
 	free(jobs);
 }
 

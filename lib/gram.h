@@ -1,0 +1,76 @@
+/*
+ * gram.h - a weight matrix as the singular-value kernels read it, and its
+ * Gram operator applied to a block of vectors: the one pass over W under
+ * every sigma_max and top-K computation (spectrum_top, sw-norms' sigma_max
+ * through it).
+ *
+ * A view is float32, bf16 or f16 data addressed in place (a head's row or
+ * column slice included), its columns optionally scaled (the output head
+ * with the final norm's gain folded in). The kernels convert it to double
+ * a tile of rows at a time, so a bf16 matrix needs no float32 copy of
+ * itself; every product and sum is then in double.
+ *
+ * The operator is A = W^T W (tall or square: vectors of length cols) or
+ * W W^T (wide: length rows), so vectors have min(rows, cols) entries.
+ * Applied to b vectors at once, W is read once (tall) or twice (wide) per
+ * application whatever b: the work per element read grows with b, the
+ * memory traffic does not. Threads split the rows, each sums into its own
+ * buffer, and the buffers are added in thread order: the result is the
+ * same for a given thread count.
+ */
+#ifndef SW_GRAM_H
+#define SW_GRAM_H
+
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+struct spec_view {
+	const void *W;          /* element (i, j) at W[i * ld + j], of dtype */
+	enum sw_dtype dtype;    /* F32 (0), BF16 or F16 */
+	int64_t rows, cols;
+	int64_t ld;             /* >= cols */
+	const float *col_scale; /* NULL, or cols factors: W diag(col_scale) */
+};
+
+/* The whole float32 matrix, or head h's slice of an attention projection:
+ * rows [h*hd, (h+1)*hd) of q, k, v (by_cols 0), columns of o (by_cols 1). */
+struct spec_view spectrum_view(const float *W, int64_t rows, int64_t cols);
+struct spec_view spectrum_head_view(const float *W, int64_t rows, int64_t cols,
+				    int by_cols, int64_t head, int64_t head_dim);
+/* A whole matrix of another element type (F32, BF16, F16). */
+struct spec_view gram_view(const void *W, enum sw_dtype dtype, int64_t rows, int64_t cols);
+
+/*
+ * Rows [r0, r0+pr) x columns [c0, c0+pc) of the view into buf (row-major,
+ * pr x pc, double, scaled); returns their sum of squares, which is not
+ * finite if one of them is NaN or Inf.
+ */
+double gram_to_double(const struct spec_view *v, int64_t r0, int64_t pr, int64_t c0,
+		      int64_t pc, double *buf);
+
+/* The largest block gram_apply takes. */
+#define GRAM_BMAX 16
+
+struct gram_op {
+	const struct spec_view *v;
+	int64_t n;              /* vector length: min(rows, cols) */
+	int b;                  /* vectors per application */
+	int nth;                /* threads */
+	int wide;
+	int64_t acc_len;        /* per-thread accumulator: cols x b */
+	double *ws;             /* per thread: tile, accumulator */
+	double *pt, *u;         /* the block transposed (n x b); wide: W^T P */
+};
+
+/* Workspace for blocks of b vectors (1 <= b <= GRAM_BMAX) on nth threads
+ * (<= 0: OpenMP's maximum); -1 if out of memory. */
+int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth);
+void gram_free(struct gram_op *g);
+
+/* Z = A P for the b vectors P (vector q at P + q n), into Z (the same
+ * layout). */
+void gram_apply(struct gram_op *g, const double *P, double *Z);
+
+#endif
