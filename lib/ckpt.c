@@ -343,11 +343,12 @@ long ckpt_find_role(const struct ckpt *ck, const char *role, int layer)
 	return -1;
 }
 
-int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err)
+static int load(struct ckpt *ck, size_t i, int raw_ok, struct ckpt_view *v, struct sw_err *err)
 {
 	int rc;
 
 	memset(v, 0, sizeof *v);
+	v->raw_ok = raw_ok;
 	if (i >= ck->n)
 		return sw_fail(err, SW_ESOFTWARE, "tensor index %zu out of range", i);
 	if (ck->info[i].dtype == SW_DTYPE_UNSUPPORTED)
@@ -355,9 +356,25 @@ int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err
 			       ck->info[i].name, ck->info[i].dtype_name);
 	v->numel = ck->info[i].numel;
 	rc = ck->fmt->load(ck->reader, ck->src[i], &ck->info[i], &ck->scratch, v, err);
-	if (rc)
+	if (rc) {
 		ckptsrc_release(v);
-	return rc;
+		return rc;
+	}
+	if (!v->raw) {
+		v->raw = v->data;
+		v->raw_dtype = SW_DTYPE_F32;
+	}
+	return SW_OK;
+}
+
+int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err)
+{
+	return load(ck, i, 0, v, err);
+}
+
+int ckpt_load_raw(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err)
+{
+	return load(ck, i, 1, v, err);
 }
 
 void ckpt_release(struct ckpt *ck, struct ckpt_view *v)

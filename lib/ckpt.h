@@ -68,6 +68,13 @@ int ckpt_attr_string(struct ckpt *ck, const char *obj, const char *attr, char *b
 		     size_t len, int *present, struct sw_err *err);
 
 int ckpt_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err);
+/*
+ * The same, for the passes that read BF16 and F16 themselves (gram.h):
+ * such data stored contiguous (safetensors) is given in place, v->raw of
+ * v->raw_dtype, with no float32 copy (half the memory, half the bytes read
+ * per pass); anything else as ckpt_load gives it, v->raw = v->data, F32.
+ */
+int ckpt_load_raw(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err);
 void ckpt_release(struct ckpt *ck, struct ckpt_view *v);
 
 /*

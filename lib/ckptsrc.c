@@ -1,5 +1,6 @@
 /* ckptsrc.c - views of tensor data for the checkpoint readers (ckptsrc.h). */
 #include "ckptsrc.h"
+#include "dtype.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,34 @@ int ckptsrc_buffer(struct ckpt_scratch *s, int64_t numel, struct ckpt_view *v,
 		return sw_fail(err, SW_ESOFTWARE,
 			       "out of memory for a tensor of %lld elements", (long long)numel);
 	*buf = v->owned;
+	return SW_OK;
+}
+
+int ckptsrc_convert(enum sw_dtype dtype, const void *src, float *dst, int64_t numel,
+		    struct ckpt_view *v, struct sw_err *err)
+{
+	const int64_t chunk = (int64_t)4 << 20;        /* values */
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	size_t size = (size_t)sw_dtype_size(dtype);
+	int rc;
+
+	/* F64's errors name the value's index in the tensor: one call */
+	if (dtype != SW_DTYPE_BF16 && dtype != SW_DTYPE_F16)
+		return sw_to_f32(dtype, src, dst, (size_t)numel, err);
+	for (int64_t at = 0; at < numel; at += chunk) {
+		int64_t n = numel - at < chunk ? numel - at : chunk;
+		const unsigned char *p = (const unsigned char *)src + (size_t)at * size;
+		uintptr_t lo, hi;
+
+		if ((rc = sw_to_f32(dtype, p, dst + at, (size_t)n, err)))
+			return rc;
+		/* the whole pages of this chunk inside the mapping */
+		lo = ((uintptr_t)p + page - 1) / page * page;
+		hi = ((uintptr_t)p + (size_t)n * size) / page * page;
+		if (v->map.base && hi > lo && lo >= (uintptr_t)v->map.base &&
+		    hi <= (uintptr_t)v->map.base + v->map.len)
+			madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	}
 	return SW_OK;
 }
 

@@ -34,9 +34,16 @@ struct ckpt_meta {
 };
 
 struct ckpt_view {
-	const float *data;      /* numel float32 values, valid until release */
+	const float *data;      /* numel float32 values, valid until release
+				 * (NULL when raw is in place of them) */
 	int64_t numel;
 	int mapped;             /* 1: read in place from the file */
+	/* ckpt_load_raw: the values as stored, float32, BF16 or F16, in
+	 * place where the reader can (raw_ok is its request to the reader),
+	 * else raw = data and raw_dtype F32 */
+	int raw_ok;
+	const void *raw;
+	enum sw_dtype raw_dtype;
 	/* private to ckptsrc.c */
 	struct mapguard map;    /* the range of the file mapped, if any */
 	int shrank;             /* the file shrank while its data was converted */
@@ -63,7 +70,9 @@ struct ckpt_scratch {
  *   open      validate path (fd open on it, size bytes; open owns fd from
  *             here, closing it on failure), fill meta (not head_tied) and
  *             a malloc'ed array *info of the *n tensors in file order
- *   load      tensor k of that order (t its info) as float32 into v
+ *   load      tensor k of that order (t its info) as float32 into v; or,
+ *             when v->raw_ok, BF16/F16 data in place (v->raw, v->raw_dtype,
+ *             v->data NULL) where it is stored contiguous and aligned
  *   attrs     the checkpoint's attributes (attrmap.h): fill scratch and
  *             point *out at it, or point *out at a map the reader keeps
  *   close     everything open frees (NULL is fine)
@@ -117,6 +126,11 @@ int ckptsrc_buffer(struct ckpt_scratch *s, int64_t numel, struct ckpt_view *v,
 /* Unmap the range of v, if any, once its bytes were converted (whether the
  * file shrank meanwhile is kept for ckptsrc_check). */
 void ckptsrc_unmap(struct ckpt_view *v);
+/* numel values of dtype at src (inside v's mapping) into dst as float32, a
+ * chunk at a time, each chunk's pages of the mapping dropped once
+ * converted: the peak is the float32 copy, not the copy and the file. */
+int ckptsrc_convert(enum sw_dtype dtype, const void *src, float *dst, int64_t numel,
+		    struct ckpt_view *v, struct sw_err *err);
 
 /*
  * After a view's data was used, before anything computed from it is

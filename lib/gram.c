@@ -29,14 +29,32 @@ struct spec_view spectrum_view(const float *W, int64_t rows, int64_t cols)
 struct spec_view spectrum_head_view(const float *W, int64_t rows, int64_t cols,
 				    int by_cols, int64_t head, int64_t head_dim)
 {
-	if (by_cols)
-		return (struct spec_view){W + head * head_dim, SW_DTYPE_F32, rows, head_dim, cols, NULL};
-	return (struct spec_view){W + head * head_dim * cols, SW_DTYPE_F32, head_dim, cols, cols, NULL};
+	struct spec_view whole = spectrum_view(W, rows, cols);
+
+	return gram_head_view(&whole, by_cols, head, head_dim);
 }
 
 struct spec_view gram_view(const void *W, enum sw_dtype dtype, int64_t rows, int64_t cols)
 {
 	return (struct spec_view){W, dtype, rows, cols, cols, NULL};
+}
+
+struct spec_view gram_head_view(const struct spec_view *whole, int by_cols, int64_t head,
+				int64_t head_dim)
+{
+	struct spec_view v = *whole;
+	size_t size = (size_t)sw_dtype_size(whole->dtype);
+
+	if (by_cols) {
+		v.W = (const unsigned char *)whole->W + (size_t)(head * head_dim) * size;
+		v.cols = head_dim;
+		if (v.col_scale)
+			v.col_scale += head * head_dim;
+	} else {
+		v.W = (const unsigned char *)whole->W + (size_t)(head * head_dim * whole->ld) * size;
+		v.rows = head_dim;
+	}
+	return v;
 }
 
 /* bf16 is float32's upper half */

@@ -39,8 +39,11 @@ struct spec_view {
 struct spec_view spectrum_view(const float *W, int64_t rows, int64_t cols);
 struct spec_view spectrum_head_view(const float *W, int64_t rows, int64_t cols,
 				    int by_cols, int64_t head, int64_t head_dim);
-/* A whole matrix of another element type (F32, BF16, F16). */
+/* A whole matrix of another element type (F32, BF16, F16), and head h's
+ * slice of any view. */
 struct spec_view gram_view(const void *W, enum sw_dtype dtype, int64_t rows, int64_t cols);
+struct spec_view gram_head_view(const struct spec_view *whole, int by_cols, int64_t head,
+				int64_t head_dim);
 
 /*
  * Rows [r0, r0+pr) x columns [c0, c0+pc) of the view into buf (row-major,

@@ -1,6 +1,7 @@
 /* norms.c - operator norms of a weight matrix (see norms.h). */
 #include "norms.h"
 #include "ckpt.h"
+#include "dtype.h"
 #include "linalg.h"
 #include "matsched.h"
 #include "select.h"
@@ -21,15 +22,74 @@ static int64_t count_nonfinite(const float *W, int64_t n)
 	return bad;
 }
 
-int norms_summarize(const float *W, int64_t rows, int64_t cols,
-		    const float *col_scale, enum norms_what what, struct mat_summary *s,
-		    struct sw_err *err)
+/* Rows of a BF16/F16 view converted at a time: a few MiB of float32. */
+#define PASS_TILE_VALUES ((int64_t)1 << 20)
+
+/*
+ * The row/column pass over a view: float32 in place directly; BF16/F16 a
+ * tile of rows at a time widened to float32 (exactly), the tiles' sums
+ * merged. *bad: the NaN/Inf values, counted only when a row has one.
+ */
+static int view_pass(const struct spec_view *v, double *row_sq, double *col_sq,
+		     struct mat_pass *pass, int64_t *bad, struct sw_err *err)
 {
+	int64_t rows = v->rows, cols = v->cols, step;
+	double *tile_col = NULL;
+	float *tile = NULL;
+	int rc = SW_OK;
+
+	*bad = 0;
+	if (v->dtype == SW_DTYPE_F32) {
+		if ((rc = linalg_row_col_sumsq(v->W, rows, cols, v->col_scale, row_sq, col_sq, pass, err)))
+			return rc;
+		if (pass->bad_rows)
+			*bad = count_nonfinite(v->W, rows * cols);
+		return SW_OK;
+	}
+	step = cols > 0 && PASS_TILE_VALUES / cols > 0 ? PASS_TILE_VALUES / cols : 1;
+	tile = malloc((size_t)(step * (cols > 0 ? cols : 1)) * sizeof *tile);
+	tile_col = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *tile_col);
+	if (!tile || !tile_col) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	memset(pass, 0, sizeof *pass);
+	memset(col_sq, 0, (size_t)cols * sizeof *col_sq);
+	for (int64_t r0 = 0; r0 < rows; r0 += step) {
+		int64_t nr = rows - r0 < step ? rows - r0 : step;
+		size_t size = (size_t)sw_dtype_size(v->dtype);
+		struct mat_pass tp;
+
+		for (int64_t r = 0; r < nr; r++)
+			if ((rc = sw_to_f32(v->dtype, (const unsigned char *)v->W +
+					    (size_t)((r0 + r) * v->ld) * size,
+					    tile + r * cols, (size_t)cols, err)))
+				goto out;
+		if ((rc = linalg_row_col_sumsq(tile, nr, cols, v->col_scale, row_sq + r0, tile_col,
+					       &tp, err)))
+			goto out;
+		for (int64_t j = 0; j < cols; j++)
+			col_sq[j] += tile_col[j];
+		pass->frob_sq += tp.frob_sq;
+		pass->max_abs = fmax(pass->max_abs, tp.max_abs);
+		pass->bad_rows += tp.bad_rows;
+		if (tp.bad_rows)
+			*bad += count_nonfinite(tile, nr * cols);
+	}
+out:
+	free(tile);
+	free(tile_col);
+	return rc;
+}
+
+int norms_summarize_view(const struct spec_view *v, enum norms_what what,
+			 struct mat_summary *s, struct sw_err *err)
+{
+	int64_t rows = v->rows, cols = v->cols, bad;
 	double *row_sq = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *row_sq);
 	double *col_sq = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *col_sq);
 	struct mat_pass pass;
 	struct sigma_info sig;
-	struct spec_view view = spectrum_view(W, rows, cols);
 	int rc;
 
 	s->rows = rows;
@@ -38,18 +98,17 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
-	if ((rc = linalg_row_col_sumsq(W, rows, cols, col_scale, row_sq, col_sq, &pass, err)))
+	if ((rc = view_pass(v, row_sq, col_sq, &pass, &bad, err)))
 		goto out;
 	if (pass.bad_rows) {
 		/* products are taken in double: a finite W and scale give finite sums */
-		int64_t bad = count_nonfinite(W, rows * cols);
-		if (bad || !col_scale)
+		if (bad || !v->col_scale)
 			rc = sw_fail(err, SW_EDATA, "%lld of %lld values are NaN or Inf",
 				     (long long)bad, (long long)(rows * cols));
 		else
 			rc = sw_fail(err, SW_EDATA, "%lld of the %lld column scales folded in "
 				     "(the final norm's gain) are NaN or Inf",
-				     (long long)count_nonfinite(col_scale, cols), (long long)cols);
+				     (long long)count_nonfinite(v->col_scale, cols), (long long)cols);
 		goto out;
 	}
 	s->max_row_sq = s->max_col_sq = 0;
@@ -63,8 +122,7 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 	s->lanczos_steps = 0;
 	if (what == NORMS_NO_SPECTRAL)
 		goto out;
-	view.col_scale = col_scale;
-	if ((rc = spectrum_sigma_max(&view, NORMS_SIGMA_REL_TOL, &sig, err)))
+	if ((rc = spectrum_sigma_max(v, NORMS_SIGMA_REL_TOL, &sig, err)))
 		goto out;
 	s->sigma_max = sig.sigma;
 	s->lanczos_steps = sig.iterations;
@@ -72,6 +130,16 @@ out:
 	free(row_sq);
 	free(col_sq);
 	return rc;
+}
+
+int norms_summarize(const float *W, int64_t rows, int64_t cols,
+		    const float *col_scale, enum norms_what what, struct mat_summary *s,
+		    struct sw_err *err)
+{
+	struct spec_view v = spectrum_view(W, rows, cols);
+
+	v.col_scale = col_scale;
+	return norms_summarize_view(&v, what, s, err);
 }
 
 void norms_of_operator(const struct mat_summary *s, int transposed, struct op_norms *o)
@@ -137,6 +205,7 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 {
 	const struct sw_tensor_info *t = ckpt_info(ck, i);
 	struct ckpt_view v, gv;
+	struct spec_view view;
 	long g = -1;
 	int rc;
 
@@ -156,13 +225,15 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 			return rc;
 	}
 	MATSCHED_CRITICAL
-	rc = ckpt_load(ck, i, &v, err);
+	rc = ckpt_load_raw(ck, i, &v, err);
 	if (rc) {
 		MATSCHED_CRITICAL
 		ckpt_release(ck, &gv);
 		return rc;
 	}
-	rc = norms_summarize(v.data, t->shape[0], t->shape[1], folded ? gv.data : NULL, what, s, err);
+	view = gram_view(v.raw, v.raw_dtype, t->shape[0], t->shape[1]);
+	view.col_scale = folded ? gv.data : NULL;
+	rc = norms_summarize_view(&view, what, s, err);
 	/* a file that shrank meanwhile explains any result: none is kept */
 	if (ckptsrc_check(&v, err) || ckptsrc_check(&gv, err))
 		rc = SW_EIO;
@@ -253,10 +324,13 @@ void norms_row_cost(const struct norms_row *row, struct matsched_item *c)
 {
 	double rows = (double)row->info.shape[0], cols = (double)row->info.shape[1];
 
-	/* the matrix as float32 (mapped or converted), its row and column
+	/* the matrix (BF16/F16 in place, else float32), its row and column
 	 * sums, the Lanczos basis; a tied head reuses the embedding's pass */
-	c->after = row->kind == NORMS_ROW_TIED_HEAD;
-	c->mem = c->after ? 0 : 4.0 * rows * cols + 8.0 * (rows + cols) * 150;
+	/* the folded head reads the head's tensor again: after the others,
+	 * so its mapping is not held twice at once */
+	c->after = row->kind == NORMS_ROW_TIED_HEAD || row->kind == NORMS_ROW_FOLDED_HEAD;
+	c->mem = c->after ? 0 : (row->info.dtype == SW_DTYPE_BF16 || row->info.dtype == SW_DTYPE_F16 ? 2.0 : 4.0) *
+		 rows * cols + 8.0 * (rows + cols) * 150;
 	c->work = c->after ? 0 : rows * cols;
 }
 

@@ -62,6 +62,11 @@ enum norms_what { NORMS_ALL, NORMS_NO_SPECTRAL };
 int norms_summarize(const float *W, int64_t rows, int64_t cols,
 		    const float *col_scale, enum norms_what what, struct mat_summary *s,
 		    struct sw_err *err);
+/* The same for a view (gram.h): BF16/F16 read in place, columns scaled
+ * by its col_scale. */
+struct spec_view;
+int norms_summarize_view(const struct spec_view *v, enum norms_what what,
+			 struct mat_summary *s, struct sw_err *err);
 
 /* The norms of the operator W (transposed = 0) or W^T (transposed = 1). */
 void norms_of_operator(const struct mat_summary *s, int transposed,

@@ -140,17 +140,16 @@ static void divide_by_scale(struct spectra_result *r)
 }
 
 /* Every head's spectrum: NaN/Inf is the tensor's fault, said once. */
-static int heads_spectra(const float *W, const struct sw_tensor_info *t, int by_cols,
-			 int64_t top, struct spectra_result *r, struct sw_err *err)
+static int heads_spectra(const struct spec_view *whole, const struct sw_tensor_info *t,
+			 int by_cols, int64_t top, struct spectra_result *r, struct sw_err *err)
 {
 	int64_t rows = t->shape[0], cols = t->shape[1];
-	struct spec_view whole = spectrum_view(W, rows, cols);
 	struct spec_scan sc;
 	int64_t k = by_cols ? (rows < t->head_dim ? rows : t->head_dim)
 			    : (cols < t->head_dim ? cols : t->head_dim);
 	int rc;
 
-	if ((rc = spectrum_scan(&whole, &sc, err)))
+	if ((rc = spectrum_scan(whole, &sc, err)))
 		return rc;
 	if (sc.nonfinite)
 		return sw_fail(err, SW_EDATA, "%s: %lld of %lld values are NaN or Inf", t->name,
@@ -158,7 +157,7 @@ static int heads_spectra(const float *W, const struct sw_tensor_info *t, int by_
 	if ((rc = result_alloc(r, t->n_heads, k, err)))
 		return rc;
 	for (int64_t h = 0; h < t->n_heads; h++) {
-		struct spec_view v = spectrum_head_view(W, rows, cols, by_cols, h, t->head_dim);
+		struct spec_view v = gram_head_view(whole, by_cols, h, t->head_dim);
 		if ((rc = view_spectrum(&v, top, r->s + h * k, &r->n, &r->frob_sq[h], err))) {
 			sw_err_prefix(err, "%s: head %lld", t->name, (long long)h);
 			return rc;
@@ -193,14 +192,17 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 		memcpy(r->s, cache->s, (size_t)cache->n * sizeof *r->s);
 		r->frob_sq[0] = cache->frob_sq;
 	} else {
+		struct spec_view v;
+
+		/* BF16 and F16 in place: the kernels widen a tile at a time */
 		MATSCHED_CRITICAL
-		rc = ckpt_load(ck, job->tensor, &cv, err);
+		rc = ckpt_load_raw(ck, job->tensor, &cv, err);
 		if (rc)
 			return rc;
+		v = gram_view(cv.raw, cv.raw_dtype, rows, cols);
 		if (heads) {
-			rc = heads_spectra(cv.data, t, by_cols, o->top, r, err);
+			rc = heads_spectra(&v, t, by_cols, o->top, r, err);
 		} else {
-			struct spec_view v = spectrum_view(cv.data, rows, cols);
 			if (!(rc = result_alloc(r, 1, k, err)) &&
 			    (rc = view_spectrum(&v, o->top, r->s, &r->n, &r->frob_sq[0], err)))
 				sw_err_prefix(err, "%s", t->name);
@@ -235,11 +237,11 @@ void spectra_job_cost(const struct spectra_job *job, const struct spectra_opts *
 	double rows = (double)t->shape[0], cols = (double)t->shape[1];
 	double n = rows < cols ? rows : cols;
 
-	/* the matrix as float32 (mapped or converted), and the dense Gram
+	/* the matrix (BF16/F16 in place, else float32), and the dense Gram
 	 * matrix or the Lanczos basis of about 140 vectors; a tied head
 	 * copies the embedding's values */
 	c->after = job->tied_head;
-	c->mem = job->tied_head ? 0 : 4.0 * rows * cols +
+	c->mem = job->tied_head ? 0 : (t->dtype == SW_DTYPE_BF16 || t->dtype == SW_DTYPE_F16 ? 2.0 : 4.0) * rows * cols +
 		 (o->top ? 8.0 * n * 140 : 8.0 * n * n + 32.0 * 1048576);
 	c->work = job->tied_head ? 0 : o->top ? rows * cols * 64 : rows * cols * n + n * n * n;
 }

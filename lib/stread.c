@@ -533,15 +533,23 @@ int stsrc_load(struct stsrc *s, size_t k, const struct sw_tensor_info *t,
 		sw_err_prefix(err, "%s", t->name);
 		return rc;
 	}
-	/* float32 at a 4-byte aligned address is used in place */
+	/* float32 at a 4-byte aligned address is used in place; BF16 and
+	 * F16 too when the caller reads them itself */
 	if (t->dtype == SW_DTYPE_F32 && ((uintptr_t)bytes & 3) == 0) {
 		v->data = bytes;
 		v->mapped = 1;
 		return SW_OK;
 	}
+	if (v->raw_ok && (t->dtype == SW_DTYPE_BF16 || t->dtype == SW_DTYPE_F16) &&
+	    ((uintptr_t)bytes & 1) == 0) {
+		v->raw = bytes;
+		v->raw_dtype = t->dtype;
+		v->mapped = 1;
+		return SW_OK;
+	}
 	if ((rc = ckptsrc_buffer(scratch, t->numel, v, &buf, err)))
 		return rc;
-	if ((rc = sw_to_f32(t->dtype, bytes, buf, (size_t)t->numel, err))) {
+	if ((rc = ckptsrc_convert(t->dtype, bytes, buf, t->numel, v, err))) {
 		sw_err_prefix(err, "%s", t->name);
 		return rc;
 	}

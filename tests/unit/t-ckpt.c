@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../lib/ckpt.h"
+#include "../../lib/dtype.h"
 #include "../../lib/h5write.h"
 #include "../../lib/stwrite.h"
 #include "tap.h"
@@ -162,6 +163,9 @@ int main(void)
 	ok(fn->norm_type == SW_NORM_INPUT && fn->kind == SW_KIND_VECTOR, "final norm: Input-Norm vector");
 	ok(ckpt_load(ck, 0, &v, &err) == SW_OK && v.mapped && v.numel == 44 &&
 	   !memcmp(v.data, data, 44 * sizeof(float)), "contiguous float32 is mapped in place, values exact");
+	ckpt_release(ck, &v);
+	ok(ckpt_load_raw(ck, 0, &v, &err) == SW_OK && v.raw == v.data && v.raw_dtype == SW_DTYPE_F32 &&
+	   v.mapped, "the raw view of float32 is the float32 view");
 	ckpt_release(ck, &v);
 	ckpt_close(ck);
 
@@ -330,6 +334,16 @@ int main(void)
 			for (int i = 0; i < 44; i++)
 				maxrel = fmaxf(maxrel, fabsf(v.data[i] - emb[i]) / emb[i]);
 			ok(maxrel <= 1.0f / 256, "bf16 within 2^-8 relative (%.3g)", maxrel);
+			{
+				/* the raw view: the same values, in place, no copy */
+				struct ckpt_view rv;
+				int same = ckpt_load_raw(ck, 0, &rv, &err) == SW_OK && rv.mapped &&
+					   !rv.data && rv.raw_dtype == SW_DTYPE_BF16;
+				for (int i = 0; same && i < 44; i++)
+					same = sw_bf16_to_f32(((const uint16_t *)rv.raw)[i]) == v.data[i];
+				ok(same, "bf16 raw view: mapped in place, the values ckpt_load converts");
+				ckpt_release(ck, &rv);
+			}
 			ckpt_release(ck, &v);
 			ckpt_close(ck);
 		}
