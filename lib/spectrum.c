@@ -420,12 +420,13 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 	if (frob_sq)
 		*frob_sq = sc.frob_sq;
 	/* a block of b vectors finds a value repeated up to b times; at
-	 * least four, because where the top of the spectrum has no gap
-	 * (noise, early in training) a block converges in far fewer passes
-	 * over W than one vector, each pass costing about the same (it is
-	 * the reading of W; measured on 4096 x 4096 Gaussian: 69 steps for
-	 * one vector, 43 for four) */
-	b = k < 4 ? 4 : k > TOP_BMAX ? TOP_BMAX : (int)k;
+	 * least eight, because where the top of the spectrum has no gap
+	 * (noise, early in training) a block converges in fewer passes over
+	 * W than one vector, and the pass costs about the same for two to
+	 * eight vectors (the reading and widening of W; eight doubles are
+	 * one AVX-512 register). Measured on 4096 x 4096 Gaussian: 69 steps
+	 * for one vector, 43 for four, 36 for eight. */
+	b = k < 8 ? 8 : k > TOP_BMAX ? TOP_BMAX : (int)k;
 	/* basis: room for the wanted values, a margin of b, and enough
 	 * steps between restarts to make progress */
 	cap = (int)(4 * (k + b) > 120 ? 4 * (k + b) : 120);
