@@ -86,6 +86,7 @@ if have_python_modules "numpy, torch"; then
 		import sys
 		import numpy as np
 		import torch
+		sys.dont_write_bytecode = True
 		sys.path.insert(0, sys.argv[1])
 		from mkscale import bf16
 		rng = np.random.default_rng(3)
