@@ -13,6 +13,8 @@
 #   make fuzz          each libFuzzer target for FUZZ_SECONDS (clang; tests/fuzz/)
 #   make check-cuda    the GPU trainer against the CPU reference (needs a GPU)
 #   make bench-cuda    bench/train-cuda: tokens/s and MFU on the GPU
+#   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
+#                      and an 8B extrapolation (about 15 minutes, 6.4 GB of disk)
 #
 # The CUDA trainer (lib/cuda/gpu.cu) is built whenever nvcc is found
 # (NVCC, by default /usr/local/cuda/bin/nvcc if it is there); NVCC= builds
@@ -98,7 +100,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-cuda test-suite unit fuzz fuzz-targets demo \
-	figures fixtures install clean lint-man bench bench-cuda bench-hessian transfer-study
+	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale transfer-study
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -311,6 +313,10 @@ bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)
 # sw-hessian's products against PyTorch, sw-spectrum --esd-fit against numpy
 bench-hessian: all
 	bench/hessian
+
+# not in make bench: it takes about 15 minutes and 6.4 GB of bench/out
+bench-scale: all
+	bench/scale
 
 bench-cuda: all $(BUILD)/bench/cuda-info
 	bench/train-cuda
