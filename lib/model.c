@@ -965,11 +965,14 @@ void model_zero_grad(struct model *m)
 }
 
 /* m->grads_ready for layer l (see model.h); multipliers finish every
- * layer's gradient at the end, so with them it is told then */
-static void grads_ready(const struct model *m, int l, int at_end)
+ * layer's gradient at the end, so with them it is told then. The time it
+ * takes (an exchange between processes) is no phase's: "other". */
+static void grads_ready(struct model *m, int l, int at_end)
 {
-	if (m->grads_ready && (m->mult != MULT_NONE) == at_end)
+	if (m->grads_ready && (m->mult != MULT_NONE) == at_end) {
 		m->grads_ready(m->grads_ready_ctx, l);
+		model_timing_mark(&m->timing);
+	}
 }
 
 void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
