@@ -104,6 +104,13 @@ DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
+# The model's per-element loops (elemmath.h: exp, the softmax, SwiGLU, AdamW)
+# compare, select and take square roots; gcc turns them into vector code
+# only when it may assume no floating-point traps and no errno from sqrt,
+# which changes no value.
+$(BUILD)/lib/model.o $(BUILD)/lib/optim.o $(BUILD)/tests/unit/t-elemexp.o: \
+	SW_CFLAGS += -fno-trapping-math -fno-math-errno
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SW_CFLAGS) $(CFLAGS) -c -o $@ $<

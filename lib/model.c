@@ -14,6 +14,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef SW_REAL_DOUBLE
 #define GEMM cblas_dgemm
@@ -43,6 +44,7 @@ static void encoder_backward(real *dembed, const real *dout, const int *tokens, 
 }
 
 /* out = gain * x / sqrt(mean(x^2) + eps), per row of C; gain may be NULL */
+PAR_VECTOR_CLONES
 static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *gain,
 			    int N, int C, double eps)
 {
@@ -65,6 +67,7 @@ static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *
  * dg += sum_n dy * xhat; dx = r * (dxhat - xhat * mean(dxhat * xhat)),
  * dxhat = dy * g.
  */
+PAR_VECTOR_CLONES
 static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const real *inp,
 			     const real *gain, const real *rstd, int N, int C)
 {
@@ -142,6 +145,37 @@ static void matmul_backward(real *dinp, real *dw, const real *dout, const real *
 }
 
 /*
+ * The backward of products fused into one, out = inp [W_0; W_1; ...]^T
+ * (the W_p adjacent rows of one block, out's columns the parts' side by
+ * side, ld = the sum of the parts): dW += dout^T inp for all parts in one
+ * product (each element the same sum over tokens as apart), and dinp +=
+ * dout_0 W_0 + dout_1 W_1 + ... as separate products in that order, so
+ * that dinp rounds as the unfused layers' did (one product over the
+ * joined parts would add in another order).
+ */
+static void matmul_backward_parts(real *dinp, real *dw, const real *dout, const real *inp,
+				  const real *w, int N, int din, const int *part, int nparts)
+{
+	int ld = 0;
+
+	for (int p = 0; p < nparts; p++)
+		ld += part[p];
+#pragma omp parallel PAR_IF_FLOPS((size_t)N * din * ld)
+	{
+		int r0, r1;
+		rows_of(N, &r0, &r1);
+		for (int p = 0, off = 0; p < nparts && r1 > r0; off += part[p++])
+			GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, din, part[p], 1,
+			     dout + (size_t)r0 * ld + off, ld, w + (size_t)off * din, din, 1,
+			     dinp + (size_t)r0 * din, din);
+		rows_of(ld, &r0, &r1);
+		if (r1 > r0)
+			GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, din, N, 1, dout + r0, ld,
+			     inp, din, 1, dw + (size_t)r0 * din, din);
+	}
+}
+
+/*
  * RoPE, rotate-half convention: for a head vector x and i < hd/2,
  * (x_i, x_{i+hd/2}) turns by t * theta_i. In place on (N, nh, hd).
  */
@@ -178,15 +212,16 @@ static void rope_backward(real *dx, const real *cos_, const real *sin_, int B, i
  * Causal attention with GQA: out[b,t,h] = sum_{u<=t} P[b,h,t,u] v[b,u,g(h)],
  * P = softmax_u(q[b,t,h] . k[b,u,g(h)] / sqrt(hd)), g(h) = h / (H/KV).
  * q (N, H, hd), k and v (N, KV, hd), att (B, H, T, T), out (N, H, hd).
- * Per (b, h) two matrix products: S = scale Q_h K_g^T (whole T x T, the
- * upper triangle then masked: a GEMM on the square beats a loop on the
- * triangle), and O_h = P V_g, P being zero above the diagonal. The GEMMs
- * run inside the parallel loop, each on one thread.
+ * Per (b, h) two matrix products: S = scale Q_h K_g^T (the blocks of T x T
+ * on and below the diagonal, model_causal_block; what lies above t in a row is
+ * then masked), and O_h = P V_g, P being zero above the diagonal. The
+ * GEMMs run inside the parallel loop, each on one thread.
  */
+PAR_VECTOR_CLONES
 static void attention_forward(real *out, real *att, const real *q, const real *k, const real *v,
 			      int B, int T, int H, int KV, int hd)
 {
-	int Q = H * hd, K = KV * hd, group = H / KV;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
 	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
@@ -198,26 +233,46 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 			const real *vg = v + (size_t)b * T * K + (size_t)g * hd;
 			real *pbh = att + ((size_t)b * H + h) * T * T;
 
-			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, qh, Q, kg, K,
-			     0, pbh, T);
+			for (int i = 0; i < nb; i++) {    /* S's blocks on and below the diagonal */
+				int r0, r1;
+				model_causal_block(T, nb, i, &r0, &r1);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, scale,
+				     qh + (size_t)r0 * Q, Q, kg, K, 0, pbh + (size_t)r0 * T, T);
+			}
 			for (int t = 0; t < T; t++) {
 				real *p = pbh + (size_t)t * T, maxv = -INFINITY;
 				for (int u = 0; u <= t; u++)
 					maxv = p[u] > maxv ? p[u] : maxv;
 				double sum = 0;
-				for (int u = 0; u <= t; u++) {
+				/* the exponentials in vectors, then their sum in order */
+				for (int u = 0; u <= t; u++)
 					p[u] = elem_exp(p[u] - maxv);
+				for (int u = 0; u <= t; u++)
 					sum += p[u];
-				}
 				real inv = elem_softmax_inv(sum);
 				for (int u = 0; u <= t; u++)
 					p[u] *= inv;
 				for (int u = t + 1; u < T; u++)
 					p[u] = 0;
 			}
-			GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, pbh, T, vg, K,
-			     0, out + (size_t)b * T * Q + (size_t)h * hd, Q);
+			for (int i = 0; i < nb; i++) {    /* O's rows: P's nonzero columns */
+				int r0, r1;
+				model_causal_block(T, nb, i, &r0, &r1);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+				     pbh + (size_t)r0 * T, T, vg, K, 0,
+				     out + ((size_t)b * T + r0) * Q + (size_t)h * hd, Q);
+			}
 		}
+}
+
+/* dY's rows r0..r1 += M^T X over M's rows from r0 on (M (T, T) zero
+ * above the diagonal, so the rows above r0 add nothing); Y, X (T, hd)
+ * with rows ldy, ldx apart */
+static void causal_add_tn(real *dy, int ldy, const real *m, const real *x, int ldx, int T, int r0,
+			  int r1, int hd)
+{
+	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, hd, T - r0, 1, m + (size_t)r0 * T + r0,
+	     T, x + (size_t)r0 * ldx, ldx, 1, dy + (size_t)r0 * ldy, ldy);
 }
 
 /*
@@ -227,11 +282,12 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
  * (b, KV-head) pairs, so a KV head's gradients are written by one thread
  * only, whatever the group size; dP lives in that pair's T x T scratch.
  */
+PAR_VECTOR_CLONES
 static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 			       const real *dout, const real *q, const real *k, const real *v,
 			       const real *att, int B, int T, int H, int KV, int hd)
 {
-	int Q = H * hd, K = KV * hd, group = H / KV;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
 	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
@@ -249,10 +305,14 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 				const real *qh = q + (size_t)b * T * Q + (size_t)h * hd;
 				real *dqh = dq + (size_t)b * T * Q + (size_t)h * hd;
 
-				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1, doh, Q, vg, K,
-				     0, ds, T);
-				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, pbh, T, doh, Q,
-				     1, dvg, K);
+				for (int i = 0; i < nb; i++) {
+					int r0, r1;
+					model_causal_block(T, nb, i, &r0, &r1);
+					/* dP's blocks on and below the diagonal */
+					GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, 1,
+					     doh + (size_t)r0 * Q, Q, vg, K, 0, ds + (size_t)r0 * T, T);
+					causal_add_tn(dvg, K, pbh, doh, Q, T, r0, r1, hd);
+				}
 				for (int t = 0; t < T; t++) {
 					const real *p = pbh + (size_t)t * T;
 					real *d = ds + (size_t)t * T;
@@ -264,27 +324,32 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 					for (int u = t + 1; u < T; u++)
 						d[u] = 0;
 				}
-				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, ds, T, kg, K,
-				     1, dqh, Q);
-				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, ds, T, qh, Q,
-				     1, dkg, K);
+				for (int i = 0; i < nb; i++) {
+					int r0, r1;
+					model_causal_block(T, nb, i, &r0, &r1);
+					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+					     ds + (size_t)r0 * T, T, kg, K, 1, dqh + (size_t)r0 * Q, Q);
+					causal_add_tn(dkg, K, ds, qh, Q, T, r0, r1, hd);
+				}
 			}
 		}
 }
 
 /* h = silu(gate) * up, silu(x) = x sigmoid(x) */
+PAR_VECTOR_CLONES
 static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
 {
-#pragma omp parallel for schedule(static) PAR_IF(n)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		h[i] = elem_swiglu(gate[i], up[i]);
 }
 
 /* d silu(x)/dx = s(x) (1 + x (1 - s(x))) */
+PAR_VECTOR_CLONES
 static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
 			    const real *up, size_t n)
 {
-#pragma omp parallel for schedule(static) PAR_IF(n)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
 		real dg, du;
 		elem_swiglu_backward(dh[i], gate[i], up[i], &dg, &du);
@@ -293,6 +358,43 @@ static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *
 	}
 }
 
+/* The backward into the fused product's gradient dgu (N, 2F), written:
+ * each element 0 + its term, the sum into zeros the unfused backward
+ * forms (a -0 comes out +0 as there). */
+PAR_VECTOR_CLONES
+static void swiglu_backward_fused(real *dgu, const real *dh, const real *gate, const real *up,
+				  int N, int F)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * F)
+	for (int n = 0; n < N; n++) {
+		real *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+		const real *dhn = dh + (size_t)n * F, *gn = gate + (size_t)n * F, *un = up + (size_t)n * F;
+#pragma omp simd
+		for (int i = 0; i < F; i++) {
+			real tg, tu, zero = 0;
+			elem_swiglu_backward(dhn[i], gn[i], un[i], &tg, &tu);
+			dg[i] = zero + tg;
+			du[i] = zero + tu;
+		}
+	}
+}
+
+/* The gradients dq, dk, dv (N, Q), (N, K), (N, K) side by side in
+ * dqkv (N, Q + 2K), for the fused product's backward. */
+static void qkv_join(real *dqkv, const real *dq, const real *dk, const real *dv, int N, int Q, int K)
+{
+	size_t ld = (size_t)Q + 2 * (size_t)K;
+
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * ld)
+	for (int n = 0; n < N; n++) {
+		real *r = dqkv + (size_t)n * ld;
+		memcpy(r, dq + (size_t)n * Q, (size_t)Q * sizeof(real));
+		memcpy(r + Q, dk + (size_t)n * K, (size_t)K * sizeof(real));
+		memcpy(r + Q + K, dv + (size_t)n * K, (size_t)K * sizeof(real));
+	}
+}
+
+PAR_VECTOR_CLONES
 static void residual_forward(real *out, const real *a, const real *b, size_t n)
 {
 #pragma omp parallel for schedule(static) PAR_IF(n)
@@ -301,6 +403,7 @@ static void residual_forward(real *out, const real *a, const real *b, size_t n)
 }
 
 /* probs = softmax(logits) in place, per row of V; losses = -log p[target] */
+PAR_VECTOR_CLONES
 static void softmax_crossentropy_forward(real *losses, real *probs, const int *targets,
 					 int N, int V)
 {
@@ -310,10 +413,10 @@ static void softmax_crossentropy_forward(real *losses, real *probs, const int *t
 		double sum = 0;
 		for (int i = 0; i < V; i++)
 			maxv = p[i] > maxv ? p[i] : maxv;
-		for (int i = 0; i < V; i++) {
+		for (int i = 0; i < V; i++)
 			p[i] = elem_exp(p[i] - maxv);
+		for (int i = 0; i < V; i++)
 			sum += p[i];
-		}
 		real inv = elem_softmax_inv(sum);
 		for (int i = 0; i < V; i++)
 			p[i] *= inv;
@@ -323,6 +426,7 @@ static void softmax_crossentropy_forward(real *losses, real *probs, const int *t
 }
 
 /* dlogits = (probs - onehot(target)) * scale, in place over probs */
+PAR_VECTOR_CLONES
 static void softmax_crossentropy_backward(real *probs, const int *targets, int N, int V, real scale)
 {
 #pragma omp parallel for schedule(static) PAR_IF((size_t)N * V)
@@ -585,6 +689,21 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 	}
 	set_ptrs(m, &m->p, m->params, m->w_eff);
 	set_ptrs(m, &m->g, m->grads, m->dw_eff);
+	/* the backward's joined products (matmul_backward_parts) take q, k, v
+	 * as one (Q + 2K, C) matrix and gate, up as one (2F, C), in the
+	 * weights and their gradients: enumerate lays them out so */
+	for (int l = 0; l < c->n_layers; l++)
+		for (int side = 0; side < 2; side++) {
+			const struct layer_ptrs *lp = side ? &m->g.layer[l] : &m->p.layer[l];
+			size_t qc = (size_t)(c->n_heads * c->head_dim * c->d_model),
+			       kc = (size_t)(c->n_kv_heads * c->head_dim * c->d_model),
+			       fc = (size_t)(c->d_ff * c->d_model);
+			if (lp->wk != lp->wq + qc || lp->wv != lp->wk + kc || lp->wup != lp->wgate + fc) {
+				model_free(m);
+				return sw_fail(err, SW_ESOFTWARE, "model: layer %d's q, k, v or gate, up "
+					       "are not adjacent", l);
+			}
+		}
 	return SW_OK;
 }
 
@@ -642,6 +761,8 @@ static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, s
 	 * the attention's T x T dP per (b, kv head): (B, KV, T, T), a fraction
 	 * 1/(L group) of the saved probabilities */
 	*scratch = N * C * 2 + N * F * 3 + N * Q * 2 + N * K * 3 + (size_t)B * KV * T * T;
+	/* dqkv (N, Q + 2K): q, k and v's gradients side by side */
+	*scratch += N * (Q + 2 * K);
 }
 
 double model_acts_bytes(const struct sw_config *c, int B, int T)
@@ -715,6 +836,42 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 
 /* ---- the whole model -------------------------------------------------- */
 
+/* x = 0 over the threads (a memset on one would leave the others idle) */
+static void zero(real *x, size_t n)
+{
+#pragma omp parallel PAR_IF(n)
+	{
+		size_t nth = (size_t)omp_get_num_threads(), tid = (size_t)omp_get_thread_num();
+		size_t i0 = n * tid / nth, i1 = n * (tid + 1) / nth;
+		memset(x + i0, 0, (i1 - i0) * sizeof(real));
+	}
+}
+
+static double clock_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void model_timing_mark(struct model_timing *t)
+{
+	if (t->on)
+		t->mark = clock_s();
+}
+
+void model_timing_lap(struct model_timing *t, enum model_phase phase)
+{
+	if (t->on) {
+		double now = clock_s();
+		t->s[phase] += now - t->mark;
+		t->mark = now;
+	}
+}
+
+/* the time since the last lap to a phase (model_timing_lap) */
+#define LAP(phase) model_timing_lap(&m->timing, MODEL_PHASE_##phase)
+
 void model_update_effective(struct model *m)
 {
 	/* W_eff = the multiplier applied to W */
@@ -733,16 +890,24 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
 	double eps = c->norm_eps;
 	real *x;
 
+	model_timing_mark(&m->timing);
 	model_update_effective(m);
 	encoder_forward(m->acts[0].x_in, tokens, m->p.embed, N, C);
+	LAP(ELEMWISE);
 	for (int l = 0; l < c->n_layers; l++) {
 		struct layer_acts *a = &m->acts[l];
 		struct layer_ptrs *w = &m->p.layer[l];
 
 		rmsnorm_forward(a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
+		LAP(ELEMWISE);
+		/* q, k, v as three products: OpenBLAS's one product of the joined
+		 * (Q + 2K, C) matrix rounds some elements otherwise, and the CUDA
+		 * path (its emulation compared bit for bit, t0064) computes them
+		 * apart; the backward joins them (matmul_backward_parts) */
 		matmul_forward(a->q_lin, a->n1, w->wq, N, C, Q);
 		matmul_forward(a->k_lin, a->n1, w->wk, N, C, K);
 		matmul_forward(a->v, a->n1, w->wv, N, C, K);
+		LAP(GEMM);
 		if (c->qk_norm) {
 			rmsnorm_forward(a->q, a->q_rstd, a->q_lin, w->q_norm, N * H, hd, eps);
 			rmsnorm_forward(a->k, a->k_rstd, a->k_lin, w->k_norm, N * KV, hd, eps);
@@ -750,32 +915,40 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
 			memcpy(a->q, a->q_lin, (size_t)N * Q * sizeof(real));
 			memcpy(a->k, a->k_lin, (size_t)N * K * sizeof(real));
 		}
+		LAP(ELEMWISE);
 		rope_forward(a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
 		rope_forward(a->k, m->rope_cos, m->rope_sin, B, T, KV, hd);
 		attention_forward(a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
+		LAP(ATTENTION);
 		if (c->norm_everywhere) {
 			rmsnorm_forward(a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
+			LAP(ELEMWISE);
 			matmul_forward(a->attn_y, a->o_in, w->wo, N, Q, C);
 		} else {
 			matmul_forward(a->attn_y, a->att_out, w->wo, N, Q, C);
 		}
+		LAP(GEMM);
 		residual_forward(a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
 
 		rmsnorm_forward(a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
+		LAP(ELEMWISE);
+		/* gate and up apart too, for the same reason */
 		matmul_forward(a->gate, a->n2, w->wgate, N, C, F);
 		matmul_forward(a->up, a->n2, w->wup, N, C, F);
+		LAP(GEMM);
 		swiglu_forward(a->h, a->gate, a->up, (size_t)N * F);
-		if (c->norm_everywhere) {
+		if (c->norm_everywhere)
 			rmsnorm_forward(a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
-			matmul_forward(a->mlp_y, a->d_in, w->wdown, N, F, C);
-		} else {
-			matmul_forward(a->mlp_y, a->h, w->wdown, N, F, C);
-		}
+		LAP(ELEMWISE);
+		matmul_forward(a->mlp_y, c->norm_everywhere ? a->d_in : a->h, w->wdown, N, F, C);
+		LAP(GEMM);
 		x = l + 1 < c->n_layers ? m->acts[l + 1].x_in : m->x_final;
 		residual_forward(x, a->x_mid, a->mlp_y, (size_t)N * C);
 	}
 	rmsnorm_forward(m->nf, m->nf_rstd, m->x_final, m->p.final_norm, N, C, eps);
+	LAP(ELEMWISE);
 	matmul_forward(m->logits, m->nf, m->p.lm_head, N, C, V);
+	LAP(GEMM);
 	softmax_crossentropy_forward(m->losses, m->logits, targets, N, V);
 	if (targets) {
 		double sum = 0;
@@ -783,6 +956,7 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
 			sum += m->losses[n];
 		m->loss = sum / N;
 	}
+	LAP(ELEMWISE);
 }
 
 void model_zero_grad(struct model *m)
@@ -791,11 +965,14 @@ void model_zero_grad(struct model *m)
 }
 
 /* m->grads_ready for layer l (see model.h); multipliers finish every
- * layer's gradient at the end, so with them it is told then */
-static void grads_ready(const struct model *m, int l, int at_end)
+ * layer's gradient at the end, so with them it is told then. The time it
+ * takes (an exchange between processes) is no phase's: "other". */
+static void grads_ready(struct model *m, int l, int at_end)
 {
-	if (m->grads_ready && (m->mult != MULT_NONE) == at_end)
+	if (m->grads_ready && (m->mult != MULT_NONE) == at_end) {
 		m->grads_ready(m->grads_ready_ctx, l);
+		model_timing_mark(&m->timing);
+	}
 }
 
 void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
@@ -807,16 +984,22 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 	real *dres = m->scratch, *dn = dres + (size_t)N * C, *dF1 = dn + (size_t)N * C,
 	     *dF2 = dF1 + (size_t)N * F, *dF3 = dF2 + (size_t)N * F, *dq = dF3 + (size_t)N * F,
 	     *dq2 = dq + (size_t)N * Q, *dk = dq2 + (size_t)N * Q, *dk2 = dk + (size_t)N * K,
-	     *dv = dk2 + (size_t)N * K, *att_scratch = dv + (size_t)N * K;
+	     *dv = dk2 + (size_t)N * K, *att_scratch = dv + (size_t)N * K,
+	     *dqkv = att_scratch + (size_t)B * KV * T * T;
+	const int qkv_parts[3] = {Q, K, K}, gu_parts[2] = {F, F};
 
+	model_timing_mark(&m->timing);
 	if (m->mult != MULT_NONE)
-		memset(m->dw_eff, 0, m->eff_size * sizeof(real));
+		zero(m->dw_eff, m->eff_size);
 	/* the loss is the mean over N tokens */
 	softmax_crossentropy_backward(m->logits, targets, N, V, (real)(loss_scale / N));
-	memset(dn, 0, (size_t)N * C * sizeof(real));
+	zero(dn, (size_t)N * C);
+	LAP(ELEMWISE);
 	matmul_backward(dn, m->g.lm_head, m->logits, m->nf, m->p.lm_head, N, C, V);
-	memset(dres, 0, (size_t)N * C * sizeof(real));
+	LAP(GEMM);
+	zero(dres, (size_t)N * C);
 	rmsnorm_backward(dres, m->g.final_norm, dn, m->x_final, m->p.final_norm, m->nf_rstd, N, C);
+	LAP(ELEMWISE);
 	grads_ready(m, (int)c->n_layers, 0);
 
 	for (int l = (int)c->n_layers - 1; l >= 0; l--) {
@@ -824,54 +1007,68 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 		struct layer_ptrs *w = &m->p.layer[l], *g = &m->g.layer[l];
 
 		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */
-		memset(dF1, 0, (size_t)N * F * sizeof(real));
+		zero(dF1, (size_t)N * F);
 		if (c->norm_everywhere) {
-			memset(dF2, 0, (size_t)N * F * sizeof(real));
+			zero(dF2, (size_t)N * F);
+			LAP(ELEMWISE);
 			matmul_backward(dF2, g->wdown, dres, a->d_in, w->wdown, N, F, C);
+			LAP(GEMM);
 			rmsnorm_backward(dF1, g->down_in_norm, dF2, a->h, w->down_in_norm, a->d_in_rstd, N, F);
+			LAP(ELEMWISE);
 		} else {
+			LAP(ELEMWISE);
 			matmul_backward(dF1, g->wdown, dres, a->h, w->wdown, N, F, C);
+			LAP(GEMM);
 		}
-		memset(dF2, 0, (size_t)N * F * sizeof(real));
-		memset(dF3, 0, (size_t)N * F * sizeof(real));
-		swiglu_backward(dF2, dF3, dF1, a->gate, a->up, (size_t)N * F);
-		memset(dn, 0, (size_t)N * C * sizeof(real));
-		matmul_backward(dn, g->wgate, dF2, a->n2, w->wgate, N, C, F);
-		matmul_backward(dn, g->wup, dF3, a->n2, w->wup, N, C, F);
+		/* dF2, dF3: the gate/up product's gradient (N, 2F) */
+		swiglu_backward_fused(dF2, dF1, a->gate, a->up, N, F);
+		zero(dn, (size_t)N * C);
+		LAP(ELEMWISE);
+		matmul_backward_parts(dn, g->wgate, dF2, a->n2, w->wgate, N, C, gu_parts, 2);
+		LAP(GEMM);
 		rmsnorm_backward(dres, g->ffn_norm, dn, a->x_mid, w->ffn_norm, a->n2_rstd, N, C);
 
 		/* x_mid = x_in + o(attn): dres flows to x_in unchanged */
-		memset(dq2, 0, (size_t)N * Q * sizeof(real));
+		zero(dq2, (size_t)N * Q);
 		if (c->norm_everywhere) {
-			memset(dq, 0, (size_t)N * Q * sizeof(real));
+			zero(dq, (size_t)N * Q);
+			LAP(ELEMWISE);
 			matmul_backward(dq, g->wo, dres, a->o_in, w->wo, N, Q, C);
+			LAP(GEMM);
 			rmsnorm_backward(dq2, g->o_in_norm, dq, a->att_out, w->o_in_norm, a->o_in_rstd, N, Q);
 		} else {
+			LAP(ELEMWISE);
 			matmul_backward(dq2, g->wo, dres, a->att_out, w->wo, N, Q, C);
+			LAP(GEMM);
 		}
-		memset(dq, 0, (size_t)N * Q * sizeof(real));
-		memset(dk, 0, (size_t)N * K * sizeof(real));
-		memset(dv, 0, (size_t)N * K * sizeof(real));
+		zero(dq, (size_t)N * Q);
+		zero(dk, (size_t)N * K);
+		zero(dv, (size_t)N * K);
+		LAP(ELEMWISE);
 		attention_backward(dq, dk, dv, att_scratch, dq2, a->q, a->k, a->v, a->att, B, T, H, KV, hd);
 		rope_backward(dq, m->rope_cos, m->rope_sin, B, T, H, hd);
 		rope_backward(dk, m->rope_cos, m->rope_sin, B, T, KV, hd);
+		LAP(ATTENTION);
 		if (c->qk_norm) {
 			/* through the per-head norms to d(q_lin), d(k_lin) */
-			memset(dq2, 0, (size_t)N * Q * sizeof(real));
+			zero(dq2, (size_t)N * Q);
 			rmsnorm_backward(dq2, g->q_norm, dq, a->q_lin, w->q_norm, a->q_rstd, N * H, hd);
 			memcpy(dq, dq2, (size_t)N * Q * sizeof(real));
-			memset(dk2, 0, (size_t)N * K * sizeof(real));
+			zero(dk2, (size_t)N * K);
 			rmsnorm_backward(dk2, g->k_norm, dk, a->k_lin, w->k_norm, a->k_rstd, N * KV, hd);
 			memcpy(dk, dk2, (size_t)N * K * sizeof(real));
 		}
-		memset(dn, 0, (size_t)N * C * sizeof(real));
-		matmul_backward(dn, g->wq, dq, a->n1, w->wq, N, C, Q);
-		matmul_backward(dn, g->wk, dk, a->n1, w->wk, N, C, K);
-		matmul_backward(dn, g->wv, dv, a->n1, w->wv, N, C, K);
+		qkv_join(dqkv, dq, dk, dv, N, Q, K);
+		zero(dn, (size_t)N * C);
+		LAP(ELEMWISE);
+		matmul_backward_parts(dn, g->wq, dqkv, a->n1, w->wq, N, C, qkv_parts, 3);
+		LAP(GEMM);
 		rmsnorm_backward(dres, g->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd, N, C);
+		LAP(ELEMWISE);
 		grads_ready(m, l, 0);
 	}
 	encoder_backward(m->g.embed, dres, tokens, N, C);
+	LAP(ELEMWISE);
 	grads_ready(m, -1, 0);
 
 	/* multipliers: from dL/dW_eff to dL/dW and dL/dmult */
@@ -881,6 +1078,7 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 		mult_backward(m->grads + wt->offset, m->grads + mt->offset, m->dw_eff + m->eff_offset[i],
 			      m->params + wt->offset, m->params + mt->offset, m->mult, l->dout, l->din);
 	}
+	LAP(ELEMWISE);
 	for (int l = (int)c->n_layers; l >= -1; l--)
 		grads_ready(m, l, 1);
 }

@@ -78,6 +78,31 @@ struct model_ptrs {
 	struct layer_ptrs *layer;       /* (L) */
 };
 
+/*
+ * Where the time of forward and backward passes goes (bench/train's
+ * breakdown, sw-train --timing): wall seconds summed per phase while `on`
+ * is set; off, no clock is read. The optimizer's phase is the caller's to
+ * fill (train.c times its step); what no phase claims is "other".
+ */
+enum model_phase {
+	MODEL_PHASE_GEMM,               /* the linear layers' products */
+	MODEL_PHASE_ATTENTION,          /* scores, softmax, P V and their backward; RoPE */
+	MODEL_PHASE_ELEMWISE,           /* norms, SwiGLU, residuals, the loss, the embedding */
+	MODEL_PHASE_OPTIMIZER,
+	MODEL_PHASE_COUNT
+};
+
+struct model_timing {
+	int on;
+	double mark;                    /* the clock at the end of the last lap */
+	double s[MODEL_PHASE_COUNT];    /* seconds per phase */
+};
+
+/* Start a lap now; model_timing_lap adds the time since to a phase and
+ * starts the next. No-ops while t->on is 0. */
+void model_timing_mark(struct model_timing *t);
+void model_timing_lap(struct model_timing *t, enum model_phase phase);
+
 /* Activations saved by the forward pass for the backward pass, per layer. */
 struct layer_acts {
 	real *x_in;                     /* (N, C) residual stream in */
@@ -131,6 +156,7 @@ struct model {
 	 * the end. NULL: not told. */
 	void (*grads_ready)(void *ctx, int layer);
 	void *grads_ready_ctx;
+	struct model_timing timing;     /* off unless the caller sets timing.on */
 };
 
 /* Build a model for config c (vocab, sizes, options) with multipliers
@@ -174,6 +200,28 @@ void model_zero_grad(struct model *m);
  */
 void model_backward(struct model *m, const int *tokens, const int *targets,
 		    double loss_scale);
+
+/*
+ * Attention's causal products in blocks (model.c, and the CUDA path
+ * alike, so that both add in the same order): the T x T scores split into
+ * nb row blocks (and as many column blocks), so that the products skip
+ * the blocks above the diagonal, all zero: (nb + 1) / (2 nb) of the
+ * square's work. Blocks of at least 8 rows, at most 4 of them (the
+ * products stay large). Each element adds the products of the whole
+ * square less zero terms at the end (row blocks) or the start (column
+ * blocks); OpenBLAS still rounds some otherwise than over the square.
+ */
+static inline int model_causal_nblocks(int T)
+{
+	return T >= 32 ? 4 : T >= 16 ? T / 8 : 1;
+}
+
+/* rows [*r0, *r1) of block i */
+static inline void model_causal_block(int T, int nb, int i, int *r0, int *r1)
+{
+	*r0 = (int)((long)T * i / nb);
+	*r1 = (int)((long)T * (i + 1) / nb);
+}
 
 /* ---- Hessian-vector products: the R-operator ------------------------- */
 

@@ -446,6 +446,7 @@ struct trainer {
 	char ckpt[4096];                /* the checkpoint written at this step */
 	char last_good[4096];           /* the last checkpoint written or resumed from */
 	double t0, t_last;              /* run start, last progress report */
+	double step_s;                  /* with tc->timing: the steps' wall seconds */
 	int64_t tok_last, first_step;   /* tokens at the last report, step at start */
 	int64_t first_tokens;           /* tokens at start */
 };
@@ -776,6 +777,7 @@ static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 	double clip;
 	int rc;
 
+	model_timing_mark(&t->m.timing);
 	if ((rc = dev_grad_norm(&t->m, t->gpu, &s->grad_norm, err)))
 		return rc;
 	if (!isfinite(s->grad_norm))
@@ -785,6 +787,7 @@ static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 	/* m.grads stay raw for /grads */
 	if ((rc = dev_step(&t->m, &t->o, t->gpu, s->step, clip, err)))
 		return rc;
+	model_timing_lap(&t->m.timing, MODEL_PHASE_OPTIMIZER);
 	if ((rc = dp_gather_params(&t->dp, err)))       /* ZeRO-1: every rank's shard */
 		return rc;
 	t->rs.step++;
@@ -935,8 +938,17 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 	while (!rc && t.rs.step < t.o.cfg.steps) {
 		struct step_log s = {.step = t.rs.step, .val_loss = NAN};
 		int stop = 0, trace_now;
+		double t_step = now_s();
 
-		if ((rc = gradient(&t, &s, &stop, err)) || (rc = update(&t, &s, err)))
+		/* the phases of the step alone are timed (an evaluation's
+		 * forward passes are not) */
+		t.m.timing.on = tc->timing;
+		rc = gradient(&t, &s, &stop, err);
+		if (!rc)
+			rc = update(&t, &s, err);
+		t.m.timing.on = 0;
+		t.step_s += now_s() - t_step;
+		if (rc)
 			break;
 		/* the trace's activation statistics are this step's, before
 		 * evaluation reuses the activations */
@@ -954,6 +966,11 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 			rc = sw_fail(err, SW_EINTERRUPTED, "interrupted at step %lld; wrote %s",
 				     (long long)t.rs.step, t.last_good);
 		}
+	}
+	if (res) {
+		/* read before trainer_close frees the model */
+		res->step_s = t.step_s;
+		memcpy(res->phase_s, t.m.timing.s, sizeof res->phase_s);
 	}
 	rc = trainer_close(&t, rc, err);
 	if (res) {

@@ -83,6 +83,7 @@ struct train_config {
 	void *ctx;
 	struct comm *comm;              /* the job's processes; NULL: one */
 	int zero1;                      /* shard the optimizer state over them */
+	int timing;                     /* time the steps per phase (train_result) */
 };
 
 struct train_result {
@@ -90,6 +91,10 @@ struct train_result {
 	int64_t step;
 	double loss, val_loss;
 	int reporter;                   /* the rank whose err the user sees; -1: none */
+	/* with timing: the wall seconds of this run's steps (forward, backward,
+	 * exchange, update) and of each phase within them (model.h's
+	 * model_phase; on a GPU only the optimizer's is timed) */
+	double step_s, phase_s[MODEL_PHASE_COUNT];
 };
 
 /* Train. SW_OK, or: SW_EDATA for bad data or a NaN loss (err says at

@@ -73,6 +73,7 @@ static const char help[] =
 	"                         run on GPU hardware yet, see sw-train(1)); emu: the CUDA\n"
 	"                         path with its kernels run on the CPU (slow; for tests)\n"
 	"  --precision P          on a GPU: fp32 (default), bf16 (matmuls in bf16)\n"
+	"  --timing               at the end, the steps' time per phase on stderr\n"
 	"  --help, --version\n"
 	"Under mpirun -np N (when built with MPI: see --version), data parallel: each\n"
 	"rank runs 1/N of every batch; rank 0 writes the checkpoints and the trace.\n"
@@ -86,7 +87,7 @@ enum {
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
 	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS, O_FISHER_EVERY,
-	O_FORCE, O_LOG, O_ZERO1, O_DEVICE, O_PRECISION
+	O_FORCE, O_LOG, O_ZERO1, O_DEVICE, O_PRECISION, O_TIMING
 };
 
 static volatile sig_atomic_t interrupted;
@@ -196,6 +197,21 @@ static void note(void *ctx, const char *msg)
 	fprintf(stderr, "sw-train: %s: --force: %s\n", r->out, msg);
 }
 
+/* --timing: where the steps' wall time went, one line on stderr */
+static void print_timing(const struct train_result *r)
+{
+	static const char *const names[MODEL_PHASE_COUNT] = {"gemm", "attention", "elementwise",
+							      "optimizer"};
+	double other = r->step_s;
+
+	fprintf(stderr, "sw-train: timing: steps %.3f s", r->step_s);
+	for (int i = 0; i < MODEL_PHASE_COUNT; i++) {
+		fprintf(stderr, ", %s %.3f", names[i], r->phase_s[i]);
+		other -= r->phase_s[i];
+	}
+	fprintf(stderr, ", other %.3f\n", other);
+}
+
 /* --version, and whether this build trains data parallel under mpirun */
 static void print_version(void)
 {
@@ -285,6 +301,7 @@ int main(int argc, char **argv)
 		{"zero1", no_argument, NULL, O_ZERO1},
 		{"device", required_argument, NULL, O_DEVICE},
 		{"precision", required_argument, NULL, O_PRECISION},
+		{"timing", no_argument, NULL, O_TIMING},
 		{NULL, 0, NULL, 0}
 	};
 	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
@@ -424,6 +441,7 @@ int main(int argc, char **argv)
 		case O_RESUME: tc.resume = optarg; break;
 		case O_FORCE: tc.force = 1; break;
 		case O_LOG: rep.log = 1; break;
+		case O_TIMING: tc.timing = 1; break;
 		case O_ZERO1: tc.zero1 = 1; break;
 		case OPT_VERSION: print_version(); break;
 		case O_FISHER_EVERY: tc.fisher_every = tool_parse_int(&tl, "--fisher-every", optarg, 0, 1LL << 40); break;
@@ -486,6 +504,8 @@ int main(int argc, char **argv)
 	}
 	if (!rc && rank == 0)
 		printf("%s\n", res.checkpoint);
+	if (!rc && rank == 0 && tc.timing)
+		print_timing(&res);
 	comm_finalize(tc.comm);
 	if (rc) {
 		tool_finish(&tl);

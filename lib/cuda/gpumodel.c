@@ -304,41 +304,49 @@ static void rope(struct gpu_model *gm, int backward, real *x, int B, int T, int 
 
 /*
  * Causal attention with GQA, as model.c's: per head h (batched over the B
- * sequences), S = scale Q_h K_g^T on the whole T x T, the causal softmax
- * (every row of every head in one kernel), O_h = P V_g; g = h / (H/KV).
+ * sequences), S = scale Q_h K_g^T on the blocks of T x T on and below the
+ * diagonal (model_causal_block), the causal softmax (every row of every
+ * head in one kernel), O_h = P V_g; g = h / (H/KV).
  */
 static void attention_forward(struct gpu_model *gm, real *out, real *att, const real *q,
 			      const real *k, const real *v, int B, int T, int H, int KV, int hd)
 {
-	int Q = H * hd, K = KV * hd, group = H / KV;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
 	float scale = (float)(1.0 / sqrt((double)hd));
 	int64_t TT = (int64_t)T * T;
 
-	for (int h = 0; h < H; h++) {
-		int g = h / group;
-		mm(gm, 0, 1, T, T, hd, scale, q + (size_t)h * hd, Q, (int64_t)T * Q, k + (size_t)g * hd, K,
-		   (int64_t)T * K, 0, att + h * TT, T, H * TT, B, gm->bf16);
-	}
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < nb; i++) {
+			int g = h / group;
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 1, r1 - r0, r1, hd, scale, q + (size_t)r0 * Q + (size_t)h * hd, Q,
+			   (int64_t)T * Q, k + (size_t)g * hd, K, (int64_t)T * K, 0,
+			   att + h * TT + (int64_t)r0 * T, T, H * TT, B, gm->bf16);
+		}
 	LAUNCH(gm, softmax_forward, (struct gk_softmax){
 		.grid = gk_rows((int64_t)B * H * T, T), .p = att, .rows = (int64_t)B * H * T, .width = T,
 		.causal = 1});
-	for (int h = 0; h < H; h++) {
-		int g = h / group;
-		mm(gm, 0, 0, T, hd, T, 1, att + h * TT, T, H * TT, v + (size_t)g * hd, K, (int64_t)T * K, 0,
-		   out + (size_t)h * hd, Q, (int64_t)T * Q, B, gm->bf16);
-	}
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < nb; i++) {
+			int g = h / group;
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, att + h * TT + (int64_t)r0 * T, T, H * TT,
+			   v + (size_t)g * hd, K, (int64_t)T * K, 0, out + (size_t)r0 * Q + (size_t)h * hd, Q,
+			   (int64_t)T * Q, B, gm->bf16);
+		}
 }
 
 /*
  * Backward, per head h in order (batched over b), as model.c per (b, g):
  * dP = dO_h V_g^T; dV_g += P^T dO_h; dS = P (dP - rowsum(P dP)) scale;
- * dQ_h += dS K_g; dK_g += dS^T Q_h. dP lives in the (B, T, T) scratch.
+ * dQ_h += dS K_g; dK_g += dS^T Q_h. dP lives in the (B, T, T) scratch;
+ * what its blocks above the diagonal hold is never read.
  */
 static void attention_backward(struct gpu_model *gm, real *dq, real *dk, real *dv, real *ds,
 			       const real *dout, const real *q, const real *k, const real *v,
 			       const real *att, int B, int T, int H, int KV, int hd)
 {
-	int Q = H * hd, K = KV * hd, group = H / KV;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
 	float scale = (float)(1.0 / sqrt((double)hd));
 	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
 
@@ -347,13 +355,27 @@ static void attention_backward(struct gpu_model *gm, real *dq, real *dk, real *d
 		const real *doh = dout + (size_t)h * hd, *qh = q + (size_t)h * hd, *ph = att + h * TT;
 		const real *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
 
-		mm(gm, 0, 1, T, T, hd, 1, doh, Q, sq, vg, K, sk, 0, ds, T, TT, B, gm->bf16);
-		mm(gm, 1, 0, T, hd, T, 1, ph, T, H * TT, doh, Q, sq, 1, dv + (size_t)g * hd, K, sk, B, gm->bf16);
+		/* in model.c's blocks: dP's on and below the diagonal, dV's rows
+		 * from P's rows below them */
+		for (int i = 0; i < nb; i++) {
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 1, r1 - r0, r1, hd, 1, doh + (size_t)r0 * Q, Q, sq, vg, K, sk, 0,
+			   ds + (size_t)r0 * T, T, TT, B, gm->bf16);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ph + (size_t)r0 * T + r0, T, H * TT,
+			   doh + (size_t)r0 * Q, Q, sq, 1, dv + (size_t)g * hd + (size_t)r0 * K, K, sk, B,
+			   gm->bf16);
+		}
 		LAUNCH(gm, softmax_backward, (struct gk_softmax_back){
 			.grid = gk_rows((int64_t)B * T, T), .d = ds, .p = ph, .rows = (int64_t)B * T,
 			.p_bstride = H * TT, .d_bstride = TT, .T = T, .scale = scale});
-		mm(gm, 0, 0, T, hd, T, 1, ds, T, TT, kg, K, sk, 1, dq + (size_t)h * hd, Q, sq, B, gm->bf16);
-		mm(gm, 1, 0, T, hd, T, 1, ds, T, TT, qh, Q, sq, 1, dk + (size_t)g * hd, K, sk, B, gm->bf16);
+		for (int i = 0; i < nb; i++) {
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, ds + (size_t)r0 * T, T, TT, kg, K, sk, 1,
+			   dq + (size_t)h * hd + (size_t)r0 * Q, Q, sq, B, gm->bf16);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ds + (size_t)r0 * T + r0, T, TT,
+			   qh + (size_t)r0 * Q, Q, sq, 1, dk + (size_t)g * hd + (size_t)r0 * K, K, sk, B,
+			   gm->bf16);
+		}
 	}
 }
 

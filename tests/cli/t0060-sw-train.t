@@ -63,6 +63,20 @@ test_expect_success 'same seed, same threads: the same bytes' '
 	cmp a/ckpt-000012.h5 b/ckpt-000012.h5
 '
 
+test_expect_success '--timing: one line of the steps and their phases, the same bytes as without' '
+	sw-train --data "$CORPUS" --out t1 $SMALL --steps 12 --eval-every 6 --trace "" >out 2>err &&
+	test_line_count = 0 err &&
+	sw-train --data "$CORPUS" --out t2 $SMALL --steps 12 --eval-every 6 --trace "" --timing >out 2>err &&
+	cmp t1/ckpt-000012.h5 t2/ckpt-000012.h5 &&
+	echo t2/ckpt-000012.h5 >expect && test_cmp expect out &&
+	test_line_count = 1 err &&
+	grep -E "^sw-train: timing: steps [0-9.]+ s, gemm [0-9.]+, attention [0-9.]+, elementwise [0-9.]+, optimizer [0-9.]+, other -?[0-9.]+$" err &&
+	tr -d "," <err >fields &&
+	awk "{ steps = \$4; sum = \$7 + \$9 + \$11 + \$13; other = \$15;
+		d = steps - sum - other; if (d < 0) d = -d
+		exit !(\$7 > 0 && \$9 > 0 && \$11 > 0 && \$13 > 0 && sum <= steps + 0.002 && d < 0.002) }" fields
+'
+
 test_expect_success 'another seed: other weights' '
 	sw-train --data "$CORPUS" --out c1 $SMALL --steps 12 --seed 1 --trace "" >/dev/null &&
 	sw-train --data "$CORPUS" --out c $SMALL --steps 12 --seed 2 --trace "" >/dev/null &&

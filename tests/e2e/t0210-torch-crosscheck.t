@@ -33,6 +33,7 @@ while IFS='|' read -r name flags; do
 	"
 done <<'VARIANTS'
 AdamW, GQA, untied|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2
+AdamW, GQA, 44-token sequences (attention's products in 4 causal blocks)|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --seq-len 44
 AdamW, tied, QK-norm, scalar multipliers|--d-model 32 --n-layers 2 --n-heads 4 --tie --qk-norm --multipliers scalar
 AdamW, norm-everywhere, column multipliers, independent wd|--d-model 24 --n-layers 2 --n-heads 2 --norm-everywhere --multipliers col --wd-mode independent --wd 0.01 --norm-wd iwd
 AdamW, no scale vectors, MQA, clipping|--d-model 32 --n-layers 1 --n-heads 4 --n-kv-heads 1 --no-scale-vectors --grad-clip 0.05
