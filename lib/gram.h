@@ -6,15 +6,15 @@
  *
  * A view is float32, bf16 or f16 data addressed in place (a head's row or
  * column slice included), its columns optionally scaled (the output head
- * with the final norm's gain folded in). The kernels convert it to double
- * a tile of rows at a time, so a bf16 matrix needs no float32 copy of
- * itself; every product and sum is then in double.
+ * with the final norm's gain folded in). The kernels widen bf16 and f16 to
+ * float32 a tile of rows at a time, so such a matrix needs no float32 copy
+ * of itself; every product and sum is in double.
  *
  * The operator is A = W^T W (tall or square: vectors of length cols) or
  * W W^T (wide: length rows), so vectors have min(rows, cols) entries.
  * Applied to b vectors at once, W is read once (tall) or twice (wide) per
- * application whatever b: the work per element read grows with b, the
- * memory traffic does not. Threads split the rows, each sums into its own
+ * application whatever b: the arithmetic grows with b, the memory
+ * traffic does not. Threads split the rows, each sums into its own
  * buffer, and the buffers are added in thread order: the result is the
  * same for a given thread count.
  */
@@ -64,7 +64,7 @@ struct gram_op {
 	int wide;
 	int64_t acc_len;        /* per-thread accumulator: cols x b */
 	double *ws;             /* per thread: tile, accumulator */
-	double *pt, *u;         /* the block transposed (n x b); wide: W^T P */
+	double *pt, *u;         /* the block scaled by the columns; wide: W^T P */
 };
 
 /* Workspace for blocks of b vectors (1 <= b <= GRAM_BMAX) on nth threads

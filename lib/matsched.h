@@ -7,8 +7,11 @@
  * in bench/spectrum), so most matrices run side by side, one thread each,
  * largest first so the last ones finish together. A matrix whose memory
  * would not fit beside the others' (over a 2 x threads share of the free
- * memory) runs alone with every thread; one that needs another's result
- * (a tied head, the embedding's) runs after all of them.
+ * memory), or whose work is more than a thread's share of all that is
+ * left (a 32000 x 4096 head beside eight 4096 x 4096 matrices: one thread
+ * on it would still be busy long after the others), runs alone with every
+ * thread; one that needs another's result (a tied head, the embedding's)
+ * runs after all of them.
  *
  * Checkpoint reads are not thread-safe (HDF5, the conversion buffer):
  * callers load and release tensors under MATSCHED_CRITICAL.
@@ -34,7 +37,7 @@ double matsched_available_memory(void);
 
 /*
  * Run job(ctx, i) for i in [0, n): the lone ones in order with every
- * thread, then the rest nth at a time on one thread each, largest work
+ * thread (too large for the memory, or for a thread's share of the work), then the rest nth at a time on one thread each, largest work
  * first, then the ones marked after, in order. nth <= 0: OpenMP's
  * maximum. job returns nonzero to report a failure; the others still run
  * (each job keeps its own error for the caller to print in order).

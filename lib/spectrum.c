@@ -420,16 +420,15 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 	if (frob_sq)
 		*frob_sq = sc.frob_sq;
 	/* a block of b vectors finds a value repeated up to b times; at
-	 * least eight, because where the top of the spectrum has no gap
-	 * (noise, early in training) a block converges in fewer passes over
-	 * W than one vector, and the pass costs about the same for two to
-	 * eight vectors (the reading and widening of W; eight doubles are
-	 * one AVX-512 register). Measured on 4096 x 4096 Gaussian: 69 steps
-	 * for one vector, 43 for four, 36 for eight. */
-	b = k < 8 ? 8 : k > TOP_BMAX ? TOP_BMAX : (int)k;
+	 * least two: where the top of the spectrum has no gap (noise, early
+	 * in training) a block needs fewer passes over W, but each pass
+	 * costs more arithmetic. Measured on 4096 x 4096 Gaussian, 2
+	 * threads: 69 steps of 6.0 ms for one vector, 56 of 7.1 ms for two,
+	 * 43 of 13.3 ms for four, 36 of 21.6 ms for eight. */
+	b = k < 2 ? 2 : k > TOP_BMAX ? TOP_BMAX : (int)k;
 	/* basis: room for the wanted values, a margin of b, and enough
 	 * steps between restarts to make progress */
-	cap = (int)(4 * (k + b) > 120 ? 4 * (k + b) : 120);
+	cap = (int)(4 * (k + b) > 60 ? 4 * (k + b) : 60);
 	if (cap > n / 2)
 		cap = (int)(n / 2);
 	keep = (int)(k + b > cap / 2 ? k + b : cap / 2);

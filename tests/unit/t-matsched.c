@@ -71,6 +71,14 @@ int main(void)
 	ok(rec.start[9] < rec.start[0] && rec.start[9] < rec.start[1],
 	   "the largest work started before the smallest");
 
+	/* one job with more work than a thread's share of the rest: alone */
+	memset(&rec, 0, sizeof rec);
+	items[3].mem = items[7].mem = 1000;
+	items[5].work = 100;            /* the rest sum to 56: 2 x 100 > 156 */
+	matsched_run(items, N, 2, 1e6, job, &rec, &err);
+	ok(!rec.in_parallel[5] && rec.in_parallel[4] && rec.in_parallel[9] && rec.finish[5] < rec.start[9],
+	   "a job over a thread's share of the work ran alone, before the others");
+
 	/* one thread: every job in the caller, none in a parallel region */
 	memset(&rec, 0, sizeof rec);
 	matsched_run(items, N, 1, 1e9, job, &rec, &err);
