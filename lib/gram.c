@@ -10,8 +10,11 @@
 
 /* a*b+c as one fused multiply-add in the kernels below: faster, and one
  * rounding instead of two (the project compiles as ISO C, which turns
- * contraction off) */
+ * contraction off in gcc; clang, the fuzz build's compiler, contracts
+ * within a statement by default) */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=fast")
+#endif
 
 /* Hot loops are compiled for AVX-512 and AVX2+FMA machines and for any
  * x86-64; the loader picks one at run time (as in linalg.c). */
