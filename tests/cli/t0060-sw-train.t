@@ -72,9 +72,11 @@ test_expect_success '--timing: one line of the steps and their phases, the same 
 	test_line_count = 1 err &&
 	grep -E "^sw-train: timing: steps [0-9.]+ s, gemm [0-9.]+, attention [0-9.]+, elementwise [0-9.]+, optimizer [0-9.]+, other -?[0-9.]+$" err &&
 	tr -d "," <err >fields &&
+	# each of the six figures is rounded to 0.0005 s: the phases sum to
+	# at most steps + 5 of those, and steps = phases + other within 6
 	awk "{ steps = \$4; sum = \$7 + \$9 + \$11 + \$13; other = \$15;
 		d = steps - sum - other; if (d < 0) d = -d
-		exit !(\$7 > 0 && \$9 > 0 && \$11 > 0 && \$13 > 0 && sum <= steps + 0.002 && d < 0.002) }" fields
+		exit !(\$7 > 0 && \$9 > 0 && \$11 > 0 && \$13 > 0 && sum <= steps + 0.0026 && d < 0.0031) }" fields
 '
 
 test_expect_success 'another seed: other weights' '
