@@ -292,9 +292,15 @@ void tool_runtime(char **argv)
 	int again = 0;
 
 	/* OpenMP threads that wait by spinning take the core a descheduled
-	 * teammate needs when another process holds one: 8x slower on two
-	 * busy cores. Sleeping costs microseconds per parallel region. */
-	if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0)
+	 * teammate needs when another process holds one; threads that sleep
+	 * at once (OMP_WAIT_POLICY=passive) pay a wake-up at every parallel
+	 * region, which on this project's 2-core VM made sw-train 1.2-1.5x
+	 * and sw-spectrum --top 1.5x slower on a quiet machine. A short spin
+	 * (1000 rounds, microseconds) keeps most of the one without the
+	 * other: with a busy process on one core, as fast as passive
+	 * (measured, README "Threads"). */
+	if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") &&
+	    setenv("GOMP_SPINCOUNT", "1000", 1) == 0)
 		again = 1;
 	if (!getenv("OPENBLAS_CORETYPE") && core &&
 	    (!strcasecmp(core, "prescott") || !strcasecmp(core, "core2") ||

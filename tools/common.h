@@ -145,9 +145,10 @@ int tool_finish(struct tool *t);
  * The runtime settings the libraries read only when they load, so they
  * are set here and the tool executes itself again (once; when both are
  * already set nothing happens). Call first thing in main.
- *   OMP_WAIT_POLICY=passive unless set: idle OpenMP threads sleep instead
- *     of spinning, which on a machine where another process holds a core
- *     makes a two-thread run several times slower than one thread.
+ *   GOMP_SPINCOUNT=1000 unless it or OMP_WAIT_POLICY is set: idle OpenMP
+ *     threads spin briefly, then sleep (spinning long takes the core a
+ *     descheduled teammate needs when another process holds one;
+ *     sleeping at once costs a wake-up per parallel region).
  *   OPENBLAS_CORETYPE: OpenBLAS 0.3.21 runs its slowest (Prescott, SSE3)
  *     kernels on CPUs it does not recognize, 6x slower on an AVX-512
  *     machine; when it chose such a fallback and the CPU has AVX-512 (or
