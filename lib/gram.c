@@ -127,127 +127,171 @@ double gram_to_double(const struct spec_view *v, int64_t r0, int64_t pr, int64_t
 /* ---- the kernels ------------------------------------------------------ */
 
 /*
- * Rows are read as float32 (BF16/F16 widened a tile at a time, exactly),
- * every product and sum in double, vectorized along the row: each row is
- * read from memory once per application and reused from cache for the b
- * vectors. Measured faster than vectorizing across the block (a tile times
- * the block in registers): along the row one load of W serves a whole
- * vector of products, so one vector is as fast as reading W, and b vectors
- * cost b times the arithmetic.
+ * Z_q += (w_i . P_q) w_i over a tile's rows: W^T W P, every product and
+ * sum in double, W read once. Vectorized along the row, sixteen columns
+ * at a time as two vectors of eight doubles (GCC's vector types: AVX-512,
+ * AVX2 or SSE2 as the clone runs); four rows at a time, so each load of P
+ * and Z serves four rows; a chunk of up to four vectors at a time, so each
+ * element of W is loaded and widened once per chunk, not once per vector.
+ *
+ * bf16 is float32's upper half, so sixteen bf16 read as eight 32-bit words
+ * give the even-numbered elements by a shift and the odd-numbered ones by
+ * a mask, exactly and in two instructions; P and Z are kept in that order
+ * (each run of sixteen: its eight even entries, then its eight odd ones)
+ * for bf16 rows, and put back in gram_apply. f16 is widened a tile at a
+ * time (tile_rows) and read as float32.
  */
+typedef double v8d __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
 
-/* Z_q += (w_i . P_q) w_i for rows i in [0, nr): W^T W P, four rows at a
- * time, so each load of P and Z serves four rows. */
-HOT static void tall_rows(const float *W, int64_t ld, int64_t nr, int64_t n, const double *P,
-			  int b, double *Z)
+/* (macros, GNU C's statement expressions, not functions: a function
+ * returning a vector would change the ABI of the clones that lack it) */
+#define load_v8f(w) ({ v8f f_; memcpy(&f_, (w), sizeof f_); f_; })
+#define load_v8u(w) ({ v8u u_; memcpy(&u_, (w), sizeof u_); u_; })
+#define load_f64(p) ({ v8d d_; memcpy(&d_, (p), sizeof d_); d_; })
+#define u_as_v8d(u) ({ v8u t_ = (u); v8f f_; memcpy(&f_, &t_, sizeof f_);  \
+		       __builtin_convertvector(f_, v8d); })
+
+/* sixteen elements from w: (lo, hi) = elements 0-7 and 8-15 for float32;
+ * the even and the odd ones for bf16 */
+#define load16_f32(w, lo, hi) do {                                             \
+	lo = __builtin_convertvector(load_v8f(w), v8d);                        \
+	hi = __builtin_convertvector(load_v8f((w) + 8), v8d);                  \
+} while (0)
+#define load16_bf16(w, lo, hi) do {                                            \
+	v8u w_ = load_v8u(w);                                                   \
+	lo = u_as_v8d(w_ << 16);                                                \
+	hi = u_as_v8d(w_ & 0xffff0000u);                                        \
+} while (0)
+#define one_f32(w) ((double)*(w))
+#define one_bf16(h) ((double)bf16_value(*(h)))
+
+/* the eight lanes of a v8d added in a fixed order (the result must not
+ * depend on how the compiler reduces) */
+#define lanes_sum(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + \
+		      (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
+
+/* a0 b0 ... a3 b3: columns j..j+15 of the four rows w[0..3] */
+#define LOAD16_ROWS(ELEM, w, j)                                                \
+	v8d a0, b0, a1, b1, a2, b2, a3, b3;                                    \
+	load16_##ELEM((w)[0] + (j), a0, b0);                                   \
+	load16_##ELEM((w)[1] + (j), a1, b1);                                   \
+	load16_##ELEM((w)[2] + (j), a2, b2);                                   \
+	load16_##ELEM((w)[3] + (j), a3, b3)
+
+/*
+ * rows_ELEM_B(W, ld, nr, n, P, Z): Z_q += (w_i . P_q) w_i for the nr rows
+ * of W (ld apart, n columns) and the B vectors P_q = P + q n, Z_q = Z + q n
+ * (in ELEM's order, above). A last group of fewer than four rows repeats
+ * its first row with weight 0.
+ */
+#define ROWS_KERNEL(ELEM, T, B)                                                              \
+HOT static void rows_##ELEM##_##B(const T *W, int64_t ld, int64_t nr, int64_t n,           \
+				  const double *P, double *Z)                                \
+{                                                                                            \
+	int64_t n16 = n & ~(int64_t)15;                                                      \
+	for (int64_t i = 0; i < nr; i += 4) {                                                \
+		const T *w[4];                                                               \
+		double y[4][B];                                                              \
+		v8d acc[4][B];                                                               \
+		for (int r = 0; r < 4; r++)                                                  \
+			w[r] = W + (i + (i + r < nr ? r : 0)) * ld;                          \
+		for (int r = 0; r < 4; r++)                                                  \
+			for (int q = 0; q < B; q++)                                          \
+				acc[r][q] = (v8d){0};                                        \
+		for (int64_t j = 0; j < n16; j += 16) {                                      \
+			LOAD16_ROWS(ELEM, w, j);                                             \
+			for (int q = 0; q < B; q++) {                                        \
+				const double *p = P + (size_t)q * (size_t)n + j;             \
+				v8d pa = load_f64(p), pb = load_f64(p + 8);                  \
+				acc[0][q] += a0 * pa + b0 * pb;                              \
+				acc[1][q] += a1 * pa + b1 * pb;                              \
+				acc[2][q] += a2 * pa + b2 * pb;                              \
+				acc[3][q] += a3 * pa + b3 * pb;                              \
+			}                                                                    \
+		}                                                                            \
+		for (int r = 0; r < 4; r++)                                                  \
+			for (int q = 0; q < B; q++) {                                        \
+				const double *p = P + (size_t)q * (size_t)n;                 \
+				double d = lanes_sum(acc[r][q]);                             \
+				for (int64_t j = n16; j < n; j++)                            \
+					d += one_##ELEM(w[r] + j) * p[j];                    \
+				y[r][q] = i + r < nr ? d : 0.0;                              \
+			}                                                                    \
+		for (int64_t j = 0; j < n16; j += 16) {                                      \
+			LOAD16_ROWS(ELEM, w, j);                                             \
+			for (int q = 0; q < B; q++) {                                        \
+				double *z = Z + (size_t)q * (size_t)n + j;                   \
+				v8d za = load_f64(z), zb = load_f64(z + 8);                  \
+				za += a0 * y[0][q] + a1 * y[1][q] + a2 * y[2][q] +           \
+				      a3 * y[3][q];                                          \
+				zb += b0 * y[0][q] + b1 * y[1][q] + b2 * y[2][q] +           \
+				      b3 * y[3][q];                                          \
+				memcpy(z, &za, sizeof za);                                   \
+				memcpy(z + 8, &zb, sizeof zb);                               \
+			}                                                                    \
+		}                                                                            \
+		for (int64_t j = n16; j < n; j++)                                            \
+			for (int q = 0; q < B; q++) {                                        \
+				double x0 = one_##ELEM(w[0] + j), x1 = one_##ELEM(w[1] + j); \
+				double x2 = one_##ELEM(w[2] + j), x3 = one_##ELEM(w[3] + j); \
+				Z[(size_t)q * (size_t)n + (size_t)j] +=                      \
+					x0 * y[0][q] + x1 * y[1][q] + x2 * y[2][q] +         \
+					x3 * y[3][q];                                        \
+			}                                                                    \
+	}                                                                                    \
+}
+
+ROWS_KERNEL(f32, float, 1)
+ROWS_KERNEL(f32, float, 2)
+ROWS_KERNEL(f32, float, 3)
+ROWS_KERNEL(f32, float, 4)
+ROWS_KERNEL(bf16, uint16_t, 1)
+ROWS_KERNEL(bf16, uint16_t, 2)
+ROWS_KERNEL(bf16, uint16_t, 3)
+ROWS_KERNEL(bf16, uint16_t, 4)
+
+/* the B-vector chunks of a block, for rows of either type (W read from
+ * cache for every chunk after the first) */
+static void rows_block(const void *W, int bf16, int64_t ld, int64_t nr, int64_t n,
+		       const double *P, int b, double *Z)
 {
-	double y[4][GRAM_BMAX];
-	int64_t i = 0;
+	static void (*const f32[4])(const float *, int64_t, int64_t, int64_t, const double *,
+				    double *) = {rows_f32_1, rows_f32_2, rows_f32_3, rows_f32_4};
+	static void (*const bf[4])(const uint16_t *, int64_t, int64_t, int64_t, const double *,
+				   double *) = {rows_bf16_1, rows_bf16_2, rows_bf16_3, rows_bf16_4};
 
-	for (; i + 4 <= nr; i += 4) {
-		const float *w0 = W + i * ld, *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
-		for (int q = 0; q < b; q++) {
-			const double *p = P + (size_t)q * (size_t)n;
-			double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-#pragma omp simd reduction(+ : d0, d1, d2, d3)
-			for (int64_t j = 0; j < n; j++) {
-				d0 += (double)w0[j] * p[j];
-				d1 += (double)w1[j] * p[j];
-				d2 += (double)w2[j] * p[j];
-				d3 += (double)w3[j] * p[j];
-			}
-			y[0][q] = d0;
-			y[1][q] = d1;
-			y[2][q] = d2;
-			y[3][q] = d3;
-		}
-		for (int q = 0; q < b; q++) {
-			double *z = Z + (size_t)q * (size_t)n;
-			double y0 = y[0][q], y1 = y[1][q], y2 = y[2][q], y3 = y[3][q];
-#pragma omp simd
-			for (int64_t j = 0; j < n; j++)
-				z[j] += y0 * (double)w0[j] + y1 * (double)w1[j] +
-					y2 * (double)w2[j] + y3 * (double)w3[j];
-		}
-	}
-	for (; i < nr; i++) {
-		const float *w = W + i * ld;
-		for (int q = 0; q < b; q++) {
-			const double *p = P + (size_t)q * (size_t)n;
-			double d = 0;
-#pragma omp simd reduction(+ : d)
-			for (int64_t j = 0; j < n; j++)
-				d += (double)w[j] * p[j];
-			y[0][q] = d;
-		}
-		for (int q = 0; q < b; q++) {
-			double *z = Z + (size_t)q * (size_t)n, yq = y[0][q];
-#pragma omp simd
-			for (int64_t j = 0; j < n; j++)
-				z[j] += yq * (double)w[j];
-		}
+	for (int q0 = 0; q0 < b; q0 += 4) {
+		int c = b - q0 < 4 ? b - q0 : 4;
+		const double *p = P + (size_t)q0 * (size_t)n;
+		double *z = Z + (size_t)q0 * (size_t)n;
+		if (bf16)
+			bf[c - 1]((const uint16_t *)W, ld, nr, n, p, z);
+		else
+			f32[c - 1]((const float *)W, ld, nr, n, p, z);
 	}
 }
 
-/* U_q += P[i, q] w_i for rows i in [0, nr): W^T P (P's rows of this tile,
- * stride n between vectors; U's vectors of length cols) */
-HOT static void wide_rows_t(const float *W, int64_t ld, int64_t nr, int64_t cols, int64_t n,
-			    const double *P, int b, double *U)
-{
-	for (int64_t i = 0; i < nr; i++) {
-		const float *w = W + i * ld;
-		for (int q = 0; q < b; q++) {
-			double *u = U + (size_t)q * (size_t)cols, pq = P[(size_t)q * (size_t)n + (size_t)i];
-#pragma omp simd
-			for (int64_t j = 0; j < cols; j++)
-				u[j] += pq * (double)w[j];
-		}
-	}
-}
-
-/* Z[i, q] = w_i . U_q for rows i in [0, nr): W U */
-HOT static void wide_rows(const float *W, int64_t ld, int64_t nr, int64_t cols, int64_t n,
-			  const double *U, int b, double *Z)
-{
-	for (int64_t i = 0; i < nr; i++) {
-		const float *w = W + i * ld;
-		for (int q = 0; q < b; q++) {
-			const double *u = U + (size_t)q * (size_t)cols;
-			double d = 0;
-#pragma omp simd reduction(+ : d)
-			for (int64_t j = 0; j < cols; j++)
-				d += (double)w[j] * u[j];
-			Z[(size_t)q * (size_t)n + (size_t)i] = d;
-		}
-	}
-}
-
-/* Rows converted at a time from BF16/F16: a few hundred KiB of float32. */
+/* Rows converted at a time from F16: a few hundred KiB of float32. */
 #define TILE 64
 
-/* Rows [r0, r0+nr) as float32 rows ld apart: float32 in place, else
- * widened into tile (exact) */
-static const float *tile_rows(const struct spec_view *v, int64_t r0, int64_t nr, float *tile,
-			      int64_t *ld)
+/* Rows [r0, r0+nr): F16 widened into tile (exact), rows ld apart; F32 and
+ * BF16 in place */
+static const void *tile_rows(const struct spec_view *v, int64_t r0, int64_t nr, float *tile,
+			     int64_t *ld)
 {
 	size_t size = (size_t)sw_dtype_size(v->dtype);
 
-	if (v->dtype == SW_DTYPE_F32) {
+	if (v->dtype != SW_DTYPE_F16) {
 		*ld = v->ld;
-		return (const float *)v->W + r0 * v->ld;
+		return (const unsigned char *)v->W + (size_t)(r0 * v->ld) * size;
 	}
 	for (int64_t r = 0; r < nr; r++) {
-		const uint16_t *h = (const uint16_t *)((const unsigned char *)v->W +
-						       (size_t)((r0 + r) * v->ld) * size);
+		const uint16_t *h = (const uint16_t *)v->W + (size_t)((r0 + r) * v->ld);
 		float *t = tile + r * v->cols;
-		if (v->dtype == SW_DTYPE_BF16) {
-#pragma omp simd
-			for (int64_t j = 0; j < v->cols; j++)
-				t[j] = bf16_value(h[j]);
-		} else {
-			for (int64_t j = 0; j < v->cols; j++)
-				t[j] = sw_f16_to_f32(h[j]);
-		}
+		for (int64_t j = 0; j < v->cols; j++)
+			t[j] = sw_f16_to_f32(h[j]);
 	}
 	*ld = v->cols;
 	return tile;
@@ -255,10 +299,10 @@ static const float *tile_rows(const struct spec_view *v, int64_t r0, int64_t nr,
 
 /* ---- the operator ----------------------------------------------------- */
 
-/* per thread: the accumulator (b x cols), a tile of widened rows */
+/* per thread: the accumulator (b x cols), an f16 tile of widened rows */
 static size_t thread_ws(const struct gram_op *g)
 {
-	size_t tile = g->v->dtype == SW_DTYPE_F32 ? 0 : (size_t)TILE * (size_t)g->v->cols;
+	size_t tile = g->v->dtype == SW_DTYPE_F16 ? (size_t)TILE * (size_t)g->v->cols : 0;
 
 	return (size_t)g->acc_len + (tile + 1) / 2;     /* floats in doubles */
 }
@@ -268,8 +312,7 @@ int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth)
 	memset(g, 0, sizeof *g);
 	g->v = v;
 	g->b = b;
-	g->wide = v->rows < v->cols;
-	g->n = g->wide ? v->rows : v->cols;
+	g->n = v->cols;
 	/* inside another parallel region (matrices side by side) a nested
 	 * region gets one thread */
 	g->nth = nth > 0 ? nth : omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -279,11 +322,13 @@ int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth)
 		g->nth = 1;
 	g->acc_len = v->cols * b;
 	g->ws = malloc((size_t)g->nth * thread_ws(g) * sizeof *g->ws);
-	/* the block scaled by the columns' factors (tall), or W^T P (wide) */
-	g->pt = v->col_scale && !g->wide ? malloc((size_t)(g->n * b) * sizeof *g->pt) : NULL;
-	g->u = g->wide ? malloc((size_t)g->acc_len * sizeof *g->u) : NULL;
-	if (b < 1 || b > GRAM_BMAX || !g->ws || (v->col_scale && !g->wide && !g->pt) ||
-	    (g->wide && !g->u)) {
+	/* the block scaled by the columns' factors, or in bf16's order; the
+	 * sum in that order */
+	g->bf16 = v->dtype == SW_DTYPE_BF16;
+	g->pt = v->col_scale || g->bf16 ? malloc((size_t)(g->n * b) * sizeof *g->pt) : NULL;
+	g->zt = g->bf16 ? malloc((size_t)(g->n * b) * sizeof *g->zt) : NULL;
+	if (b < 1 || b > GRAM_BMAX || !g->ws || ((v->col_scale || g->bf16) && !g->pt) ||
+	    (g->bf16 && !g->zt)) {
 		gram_free(g);
 		return -1;
 	}
@@ -294,7 +339,7 @@ void gram_free(struct gram_op *g)
 {
 	free(g->ws);
 	free(g->pt);
-	free(g->u);
+	free(g->zt);
 	memset(g, 0, sizeof *g);
 }
 
@@ -311,33 +356,61 @@ static void sum_threads(const struct gram_op *g, int nth, double *dst)
 	}
 }
 
-/* dst_q[j] *= s[j]^power for the b vectors of length len */
-static void scale_columns(double *dst, int b, int64_t len, const float *s, int power)
+/* dst_q[j] *= s[j] for the b vectors of length len */
+static void scale_columns(double *dst, int b, int64_t len, const float *s)
 {
 	for (int q = 0; q < b; q++)
-		for (int64_t j = 0; j < len; j++) {
-			double f = s[j];
-			dst[(size_t)q * (size_t)len + (size_t)j] *= power == 2 ? f * f : f;
-		}
+		for (int64_t j = 0; j < len; j++)
+			dst[(size_t)q * (size_t)len + (size_t)j] *= s[j];
+}
+
+/* b vectors of length n into the bf16 kernels' order (to_kernel) or back */
+static void bf16_order(const double *src, double *dst, int b, int64_t n, int to_kernel)
+{
+	int64_t n16 = n & ~(int64_t)15;
+
+	for (int q = 0; q < b; q++) {
+		const double *x = src + (size_t)q * (size_t)n;
+		double *y = dst + (size_t)q * (size_t)n;
+		for (int64_t j = 0; j < n16; j += 16)
+			for (int k = 0; k < 8; k++) {
+				if (to_kernel) {
+					y[j + k] = x[j + 2 * k];
+					y[j + 8 + k] = x[j + 2 * k + 1];
+				} else {
+					y[j + 2 * k] = x[j + k];
+					y[j + 2 * k + 1] = x[j + 8 + k];
+				}
+			}
+		memcpy(y + n16, x + n16, (size_t)(n - n16) * sizeof *y);
+	}
 }
 
 /*
- * W diag(s) is applied through the vectors, not the rows: tall,
- * diag(s) W^T W diag(s) P (P scaled first, the sum after); wide,
- * W diag(s)^2 W^T P (W^T P scaled between the passes).
+ * W diag(s) is applied through the vectors, not the rows:
+ * diag(s) W^T W diag(s) P, P scaled first and the sum after.
  */
 void gram_apply(struct gram_op *g, const double *P, double *Z)
 {
 	const struct spec_view *v = g->v;
-	int64_t n = g->n, cols = v->cols;
+	int64_t n = g->n;
 	int b = g->b;
 	size_t stride = thread_ws(g);
 	const double *Pin = P;
 	int team = 1;
 
-	if (g->pt) {
+	if (v->col_scale) {
 		memcpy(g->pt, P, (size_t)(n * b) * sizeof *g->pt);
-		scale_columns(g->pt, b, n, v->col_scale, 1);
+		scale_columns(g->pt, b, n, v->col_scale);
+		Pin = g->pt;
+	}
+	if (g->bf16) {
+		/* in place when already copied */
+		if (Pin == g->pt) {
+			memcpy(g->zt, g->pt, (size_t)(n * b) * sizeof *g->zt);
+			Pin = g->zt;
+		}
+		bf16_order(Pin, g->pt, b, n, 1);
 		Pin = g->pt;
 	}
 #pragma omp parallel num_threads(g->nth)
@@ -354,34 +427,16 @@ void gram_apply(struct gram_op *g, const double *P, double *Z)
 		memset(acc, 0, (size_t)g->acc_len * sizeof *acc);
 		for (int64_t r0 = lo; r0 < hi; r0 += TILE) {
 			int64_t nr = hi - r0 < TILE ? hi - r0 : TILE;
-			const float *w = tile_rows(v, r0, nr, tile, &ld);
-			if (g->wide)
-				wide_rows_t(w, ld, nr, cols, n, Pin + r0, b, acc);
-			else
-				tall_rows(w, ld, nr, n, Pin, b, acc);
+			const void *w = tile_rows(v, r0, nr, tile, &ld);
+			rows_block(w, v->dtype == SW_DTYPE_BF16, ld, nr, n, Pin, b, acc);
 		}
 	}
-	if (!g->wide) {
+	if (g->bf16) {
+		sum_threads(g, team, g->zt);
+		bf16_order(g->zt, Z, b, n, 0);
+	} else {
 		sum_threads(g, team, Z);
-		if (v->col_scale)
-			scale_columns(Z, b, n, v->col_scale, 1);
-		return;
 	}
-	/* then W (W^T P), the rows read again */
-	sum_threads(g, team, g->u);
 	if (v->col_scale)
-		scale_columns(g->u, b, cols, v->col_scale, 2);
-#pragma omp parallel num_threads(g->nth)
-	{
-		int tid = omp_get_thread_num();
-		float *tile = (float *)(g->ws + (size_t)tid * stride + g->acc_len);
-		int64_t lo, hi, ld;
-
-		linalg_split(v->rows, omp_get_num_threads(), tid, &lo, &hi);
-		for (int64_t r0 = lo; r0 < hi; r0 += TILE) {
-			int64_t nr = hi - r0 < TILE ? hi - r0 : TILE;
-			const float *w = tile_rows(v, r0, nr, tile, &ld);
-			wide_rows(w, ld, nr, cols, n, g->u, b, Z + r0);
-		}
-	}
+		scale_columns(Z, b, n, v->col_scale);
 }

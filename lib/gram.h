@@ -10,13 +10,13 @@
  * float32 a tile of rows at a time, so such a matrix needs no float32 copy
  * of itself; every product and sum is in double.
  *
- * The operator is A = W^T W (tall or square: vectors of length cols) or
- * W W^T (wide: length rows), so vectors have min(rows, cols) entries.
- * Applied to b vectors at once, W is read once (tall) or twice (wide) per
- * application whatever b: the arithmetic grows with b, the memory
- * traffic does not. Threads split the rows, each sums into its own
- * buffer, and the buffers are added in thread order: the result is the
- * same for a given thread count.
+ * The operator is A = W^T W, on vectors of length cols whatever the
+ * shape (for a wide W its nonzero eigenvalues are W W^T's, and W is read
+ * once per application instead of twice). Applied to b vectors at once, W
+ * is read once per application whatever b: the arithmetic grows with b,
+ * the memory traffic does not. Threads split the rows, each sums into its
+ * own buffer, and the buffers are added in thread order: the result is
+ * the same for a given thread count.
  */
 #ifndef SW_GRAM_H
 #define SW_GRAM_H
@@ -58,13 +58,14 @@ double gram_to_double(const struct spec_view *v, int64_t r0, int64_t pr, int64_t
 
 struct gram_op {
 	const struct spec_view *v;
-	int64_t n;              /* vector length: min(rows, cols) */
+	int64_t n;              /* vector length: cols */
 	int b;                  /* vectors per application */
 	int nth;                /* threads */
-	int wide;
 	int64_t acc_len;        /* per-thread accumulator: cols x b */
-	double *ws;             /* per thread: tile, accumulator */
-	double *pt, *u;         /* the block scaled by the columns; wide: W^T P */
+	double *ws;             /* per thread: accumulator, f16 tile */
+	int bf16;               /* bf16 rows: vectors in the kernel's order */
+	double *pt;             /* the block scaled by the columns, reordered */
+	double *zt;             /* bf16: the sum in the kernel's order */
 };
 
 /* Workspace for blocks of b vectors (1 <= b <= GRAM_BMAX) on nth threads

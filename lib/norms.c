@@ -82,8 +82,8 @@ out:
 	return rc;
 }
 
-int norms_summarize_view(const struct spec_view *v, enum norms_what what,
-			 struct mat_summary *s, struct sw_err *err)
+int norms_summarize_view(const struct spec_view *v, enum norms_what what, const double *start,
+			 double *top_vec, struct mat_summary *s, struct sw_err *err)
 {
 	int64_t rows = v->rows, cols = v->cols, bad;
 	double *row_sq = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *row_sq);
@@ -120,12 +120,14 @@ int norms_summarize_view(const struct spec_view *v, enum norms_what what,
 	s->max_abs = pass.max_abs;
 	s->sigma_max = NAN;
 	s->lanczos_steps = 0;
+	s->have_top_vec = 0;
 	if (what == NORMS_NO_SPECTRAL)
 		goto out;
-	if ((rc = spectrum_sigma_max(v, NORMS_SIGMA_REL_TOL, &sig, err)))
+	if ((rc = spectrum_sigma_max(v, NORMS_SIGMA_REL_TOL, start, top_vec, &sig, err)))
 		goto out;
 	s->sigma_max = sig.sigma;
 	s->lanczos_steps = sig.iterations;
+	s->have_top_vec = top_vec && sig.iterations > 0;
 out:
 	free(row_sq);
 	free(col_sq);
@@ -139,7 +141,7 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 	struct spec_view v = spectrum_view(W, rows, cols);
 
 	v.col_scale = col_scale;
-	return norms_summarize_view(&v, what, s, err);
+	return norms_summarize_view(&v, what, NULL, NULL, s, err);
 }
 
 void norms_of_operator(const struct mat_summary *s, int transposed, struct op_norms *o)
@@ -201,7 +203,8 @@ static long head_tensor(const struct ckpt *ck)
  * norm's gain when folded (checked to have one entry per column).
  */
 static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_what what,
-			    struct mat_summary *s, struct sw_err *err)
+			    const double *start, double *top_vec, struct mat_summary *s,
+			    struct sw_err *err)
 {
 	const struct sw_tensor_info *t = ckpt_info(ck, i);
 	struct ckpt_view v, gv;
@@ -233,7 +236,7 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 	}
 	view = gram_view(v.raw, v.raw_dtype, t->shape[0], t->shape[1]);
 	view.col_scale = folded ? gv.data : NULL;
-	rc = norms_summarize_view(&view, what, s, err);
+	rc = norms_summarize_view(&view, what, start, top_vec, s, err);
 	/* a file that shrank meanwhile explains any result: none is kept */
 	if (ckptsrc_check(&v, err) || ckptsrc_check(&gv, err))
 		rc = SW_EIO;
@@ -257,12 +260,12 @@ int norms_output_head_ckpt(struct ckpt *ck, enum norms_what what, struct head_no
 	op_norms_unknown(&out->folded);
 	if (head < 0)
 		return sw_fail(err, SW_EDATA, "no output head (lm_head, or an embedding tied to it)");
-	if ((rc = summarize_tensor(ck, (size_t)head, 0, what, &s, err)))
+	if ((rc = summarize_tensor(ck, (size_t)head, 0, what, NULL, NULL, &s, err)))
 		return rc;
 	norms_of_operator(&s, 0, &out->raw);
 	if (ckpt_find_role(ck, "final_norm", -1) < 0)
 		return SW_OK;   /* no final norm gain: nothing to fold */
-	if ((rc = summarize_tensor(ck, (size_t)head, 1, what, &s, err)))
+	if ((rc = summarize_tensor(ck, (size_t)head, 1, what, NULL, NULL, &s, err)))
 		return rc;
 	norms_of_operator(&s, 0, &out->folded);
 	return SW_OK;
@@ -334,17 +337,32 @@ void norms_row_cost(const struct norms_row *row, struct matsched_item *c)
 	c->work = c->after ? 0 : rows * cols;
 }
 
+/* the head's top right singular vector, kept by the head's own row for the
+ * folded head's (cols entries; NULL when out of memory: no warm start) */
+static double *head_vec_for(struct norms_cache *cache, struct ckpt *ck, const struct norms_row *row)
+{
+	if (row->kind != NORMS_ROW_TENSOR || (long)row->tensor != head_tensor(ck))
+		return NULL;
+	free(cache->head_vec);
+	cache->head_vec = malloc((size_t)row->info.shape[1] * sizeof *cache->head_vec);
+	cache->have_head_vec = 0;
+	return cache->head_vec;
+}
+
 int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cache *cache,
 		  struct op_norms *out, struct sw_err *err)
 {
 	const struct sw_tensor_info *t = ckpt_info(ck, row->tensor);
 	int is_embed = !strcmp(t->role, "embed"), rc;
 	struct mat_summary s;
+	double *vec;
 
 	switch (row->kind) {
 	case NORMS_ROW_TENSOR:
-		if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, &s, err)))
+		vec = head_vec_for(cache, ck, row);
+		if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, NULL, vec, &s, err)))
 			return rc;
+		cache->have_head_vec = vec && s.have_top_vec;
 		if (is_embed) {
 			cache->embed = s;
 			cache->have_embed = 1;
@@ -355,15 +373,24 @@ int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cac
 	case NORMS_ROW_TIED_HEAD:
 		if (cache->have_embed)
 			s = cache->embed;       /* one tensor, two operators */
-		else if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, &s, err)))
+		else if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, NULL, NULL, &s, err)))
 			return rc;
 		norms_of_operator(&s, 0, out);
 		return SW_OK;
 	case NORMS_ROW_FOLDED_HEAD:
-		if ((rc = summarize_tensor(ck, row->tensor, 1, NORMS_ALL, &s, err)))
+		/* W diag(g) starts from W's top right singular vector: with g
+		 * near uniform it is near the answer (the same bound holds) */
+		if ((rc = summarize_tensor(ck, row->tensor, 1, NORMS_ALL,
+					   cache->have_head_vec ? cache->head_vec : NULL, NULL, &s, err)))
 			return rc;
 		norms_of_operator(&s, 0, out);
 		return SW_OK;
 	}
 	return sw_fail(err, SW_ESOFTWARE, "unknown norms row kind %d", (int)row->kind);
+}
+
+void norms_cache_free(struct norms_cache *cache)
+{
+	free(cache->head_vec);
+	memset(cache, 0, sizeof *cache);
 }

@@ -43,6 +43,7 @@ struct mat_summary {
 	double max_abs;
 	double sigma_max;
 	int lanczos_steps;      /* 0 when LAPACK was used */
+	int have_top_vec;       /* the top right singular vector was written */
 };
 
 struct op_norms {
@@ -63,10 +64,11 @@ int norms_summarize(const float *W, int64_t rows, int64_t cols,
 		    const float *col_scale, enum norms_what what, struct mat_summary *s,
 		    struct sw_err *err);
 /* The same for a view (gram.h): BF16/F16 read in place, columns scaled
- * by its col_scale. */
+ * by its col_scale; sigma_max's Lanczos from start and its top right
+ * singular vector into top_vec, as spectrum_sigma_max (either NULL). */
 struct spec_view;
-int norms_summarize_view(const struct spec_view *v, enum norms_what what,
-			 struct mat_summary *s, struct sw_err *err);
+int norms_summarize_view(const struct spec_view *v, enum norms_what what, const double *start,
+			 double *top_vec, struct mat_summary *s, struct sw_err *err);
 
 /* The norms of the operator W (transposed = 0) or W^T (transposed = 1). */
 void norms_of_operator(const struct mat_summary *s, int transposed,
@@ -116,11 +118,16 @@ int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_
 	       size_t *n, struct sw_err *err);
 
 /* Compute a planned row. cache keeps the embedding's summary between its
- * own row and a tied head's: one tensor, two operators, read once. */
+ * own row and a tied head's (one tensor, two operators, read once), and
+ * the head's top right singular vector for the folded head's Lanczos to
+ * start from; zeroed to begin, norms_cache_free after the last row. */
 struct norms_cache {
 	int have_embed;
 	struct mat_summary embed;
+	int have_head_vec;
+	double *head_vec;
 };
+void norms_cache_free(struct norms_cache *cache);
 /* What a row holds and costs, for computing rows side by side
  * (matsched.h); a tied head's row runs after the embedding's. */
 struct matsched_item;

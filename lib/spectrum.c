@@ -379,8 +379,11 @@ static void restart(struct top_ws *w, int m, int keep)
 		w->H[(size_t)i * (size_t)cap + (size_t)i] = w->theta[i];
 }
 
-int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s,
-		 double *frob_sq, struct spectrum_top_info *info, struct sw_err *err)
+/* spectrum_top, its first vector optionally start (length cols), its top
+ * Ritz vector optionally into top_vec (when Lanczos ran) */
+static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, const double *start,
+		       double *s, double *frob_sq, struct spectrum_top_info *info, double *top_vec,
+		       struct sw_err *err)
 {
 	int64_t n = min64(v->rows, v->cols);
 	struct spec_scan sc;
@@ -423,8 +426,9 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 	 * least two: where the top of the spectrum has no gap (noise, early
 	 * in training) a block needs fewer passes over W, but each pass
 	 * costs more arithmetic. Measured on 4096 x 4096 Gaussian, 2
-	 * threads: 69 steps of 6.0 ms for one vector, 56 of 7.1 ms for two,
-	 * 43 of 13.3 ms for four, 36 of 21.6 ms for eight. */
+	 * threads, k = 1 to 1e-5: 69 steps for one vector, 60 for two, 43
+	 * for four; a pass of float32 2.8, 4.2 and 4.7 ms, of bf16 3.2, 3.9
+	 * and 5.6 ms: about even, and two find a double top value. */
 	b = k < 2 ? 2 : k > TOP_BMAX ? TOP_BMAX : (int)k;
 	/* basis: room for the wanted values, a margin of b, and enough
 	 * steps between restarts to make progress */
@@ -432,10 +436,11 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 	if (cap > n / 2)
 		cap = (int)(n / 2);
 	keep = (int)(k + b > cap / 2 ? k + b : cap / 2);
-	if (top_ws_alloc(&w, n, cap, b)) {
+	/* the operator is W^T W whatever the shape: vectors of length cols */
+	if (top_ws_alloc(&w, v->cols, cap, b)) {
 		top_ws_free(&w);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos (%lld x %d)",
-			       (long long)n, cap);
+			       (long long)v->cols, cap);
 	}
 	if (gram_init(&g, v, b, 0)) {
 		top_ws_free(&w);
@@ -443,9 +448,13 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 	}
 	/* a fixed pseudo-random start: the answer is reproducible */
 	rng_seed(&rng, 0x5ca1e5bec7u);
-	for (int64_t i = 0; i < n * b; i++)
+	for (int64_t i = 0; i < w.n * b; i++)
 		w.V[i] = rng_normal(&rng);
-	orthonormalize(w.V, n, 0, w.V, b, w.R, 0.0, &rng, w.tmp);
+	/* a warm start: a vector near the top one (orthonormalize keeps the
+	 * first vector's direction) */
+	if (start)
+		memcpy(w.V, start, (size_t)w.n * sizeof *w.V);
+	orthonormalize(w.V, w.n, 0, w.V, b, w.R, 0.0, &rng, w.tmp);
 	/* ||A|| <= ||W||_F^2: the scale for "numerically zero" */
 	anorm = sc.frob_sq;
 	for (step = 0; step < TOP_MAX_STEPS; step++) {
@@ -484,20 +493,31 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 	info->block = b;
 	info->steps = step + 1;
 	info->rel_bound = w.theta[0] <= 0 ? 0 : w.theta[k - 1] > fres ? 0.5 * fres / (w.theta[k - 1] - fres) : INFINITY;
+	if (top_vec) {
+		memset(top_vec, 0, (size_t)w.n * sizeof *top_vec);
+		for (int r = 0; r < m; r++)
+			axpy(w.T[r], w.V + (size_t)r * (size_t)w.n, top_vec, w.n);
+	}
 out:
 	gram_free(&g);
 	top_ws_free(&w);
 	return rc;
 }
 
-int spectrum_sigma_max(const struct spec_view *v, double rel_tol, struct sigma_info *out,
-		       struct sw_err *err)
+int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s,
+		 double *frob_sq, struct spectrum_top_info *info, struct sw_err *err)
+{
+	return top_lanczos(v, k, rel_tol, NULL, s, frob_sq, info, NULL, err);
+}
+
+int spectrum_sigma_max(const struct spec_view *v, double rel_tol, const double *start,
+		       double *top_vec, struct sigma_info *out, struct sw_err *err)
 {
 	struct spectrum_top_info info;
 	int rc;
 
 	memset(out, 0, sizeof *out);
-	if ((rc = spectrum_top(v, 1, rel_tol, &out->sigma, NULL, &info, err)))
+	if ((rc = top_lanczos(v, 1, rel_tol, start, &out->sigma, NULL, &info, top_vec, err)))
 		return rc;
 	out->iterations = info.steps;
 	out->rel_bound = info.rel_bound;

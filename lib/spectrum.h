@@ -60,8 +60,8 @@ struct spectrum_top_info {
 
 /*
  * The k largest singular values, descending, into s (k entries; k is cut
- * to min(rows, cols)). Block Lanczos on the Gram operator of the smaller
- * side, block size p = min(k, 16) (a value repeated up to p times comes
+ * to min(rows, cols)). Block Lanczos on the Gram operator W^T W (gram.h),
+ * block size p = max(2, min(k, 16)) (a value repeated up to p times comes
  * out with its multiplicity), full reorthogonalization, thick restart
  * keeping the best Ritz vectors. Stops when the top-k residual block R
  * satisfies ||R||_F <= rel_tol * theta_k: by Kahan's theorem each Ritz value
@@ -77,9 +77,14 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 
 /*
  * The largest singular value alone: spectrum_top with k = 1 (a block of
- * several vectors all the same: it needs fewer passes over W where the top
- * of the spectrum has no gap), stopped when sigma's relative error is at
- * most rel_tol / 2 by the residual bound.
+ * two vectors: it needs fewer passes over W where the top of the spectrum
+ * has no gap), stopped when sigma's relative error is at most rel_tol / 2
+ * by the residual bound. start (NULL, or cols entries, not all zero) is
+ * the block's first vector: a warm start, such as the top right singular
+ * vector of a matrix near this one; the bound is the same either way.
+ * When Lanczos ran (out->method "lanczos"), and top_vec is not NULL, the
+ * top right singular vector found (cols entries, unit length) is written
+ * there.
  */
 struct sigma_info {
 	double sigma;           /* sigma_max of the view (its columns scaled) */
@@ -87,8 +92,8 @@ struct sigma_info {
 	double rel_bound;       /* bound on the relative error of sigma */
 	const char *method;     /* "full" or "lanczos" */
 };
-int spectrum_sigma_max(const struct spec_view *v, double rel_tol, struct sigma_info *out,
-		       struct sw_err *err);
+int spectrum_sigma_max(const struct spec_view *v, double rel_tol, const double *start,
+		       double *top_vec, struct sigma_info *out, struct sw_err *err);
 
 /* One row of --summary. stable rank ||W||_F^2 / sigma_max^2, effective
  * rank exp(-sum p_i ln p_i) with p_i = sigma_i / sum sigma: extras from

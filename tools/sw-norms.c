@@ -120,6 +120,7 @@ static void norms_file(struct tool *tl, struct table *tb, const char *file, stru
 			print_row(tb, file, ckpt_meta(ck), &rows[k].info, &f.norms[k]);
 	}
 out:
+	norms_cache_free(&f.cache);
 	free(f.norms);
 	free(f.errs);
 	free(f.rcs);

@@ -27,7 +27,7 @@ static int sigma_max(const float *W, int64_t rows, int64_t cols, const float *g,
 	struct spec_view v = spectrum_view(W, rows, cols);
 
 	v.col_scale = g;
-	return spectrum_sigma_max(&v, rel_tol, info, err);
+	return spectrum_sigma_max(&v, rel_tol, NULL, NULL, info, err);
 }
 
 /* sigma_max of a rows x cols matrix with singular values s (k = min). */
@@ -133,6 +133,59 @@ int main(void)
 		int rc = sigma_max(f, rows, cols, g, 1e-6, &info, &err);
 		ok(rc == 0 && close_rel(info.sigma, sd[0], 1e-6) && !strcmp(info.method, "lanczos"),
 		   "W.diag(g) by Lanczos = LAPACK on the scaled copy (%.10g vs %.10g)", info.sigma, sd[0]);
+		free(w);
+		free(f);
+		free(fs);
+	}
+
+	/* a warm start (sw-norms' folded head starts from the raw head's top
+	 * right singular vector): the vector returned is W's, a start at it
+	 * converges at once, any start gives sigma within the same bound, and
+	 * a start near the answer saves steps */
+	{
+		int64_t rows = 400, cols = 300;
+		double *w = malloc((size_t)(rows * cols) * sizeof *w), sd[300], v[300], v2[300], e1[300] = {1};
+		float *f, *fs = malloc((size_t)(rows * cols) * sizeof *fs), g[300];
+		struct spec_view view;
+		struct sigma_info cold, warm, poor, fcold, fwarm;
+		double wv = 0, vv = 0;
+		int rc;
+		for (int i = 0; i < 300; i++) {
+			s[i] = 2.0 - 0.003 * i;
+			g[i] = (float)(1.0 + 0.05 * (rng_uniform(&r) - 0.5));
+		}
+		synth_known_spectrum(&r, rows, cols, s, w, &err);
+		f = to_float(w, rows * cols);
+		for (int64_t i = 0; i < rows * cols; i++)
+			fs[i] = f[i] * g[i % cols];
+		linalg_singular_values_dense(fs, rows, cols, NULL, sd, &err);
+		view = spectrum_view(f, rows, cols);
+		rc = spectrum_sigma_max(&view, 1e-6, NULL, v, &cold, &err) ||
+		     spectrum_sigma_max(&view, 1e-6, v, v2, &warm, &err) ||
+		     spectrum_sigma_max(&view, 1e-6, e1, NULL, &poor, &err);
+		for (int64_t i = 0; i < rows; i++) {
+			double d = 0;
+			for (int64_t j = 0; j < cols; j++)
+				d += (double)f[i * cols + j] * v[j];
+			wv += d * d;
+		}
+		for (int j = 0; j < 300; j++)
+			vv += v[j] * v[j];
+		ok(!rc && close_rel(cold.sigma, 2.0, 1e-6) && close_rel(vv, 1.0, 1e-12) &&
+		   close_rel(sqrt(wv), cold.sigma, 1e-9),
+		   "the top right singular vector: unit, ||W v|| = sigma (%.12g, %d steps)", sqrt(wv),
+		   cold.iterations);
+		ok(!rc && close_rel(warm.sigma, 2.0, 1e-6) && warm.iterations <= 2,
+		   "started at it: %d steps, sigma %.12g", warm.iterations, warm.sigma);
+		ok(!rc && close_rel(poor.sigma, 2.0, 1e-6),
+		   "started at e_1: sigma %.12g in %d steps", poor.sigma, poor.iterations);
+		view.col_scale = g;
+		rc = spectrum_sigma_max(&view, 1e-6, NULL, NULL, &fcold, &err) ||
+		     spectrum_sigma_max(&view, 1e-6, v, NULL, &fwarm, &err);
+		ok(!rc && close_rel(fcold.sigma, sd[0], 1e-6) && close_rel(fwarm.sigma, sd[0], 1e-6) &&
+		   fwarm.iterations < fcold.iterations,
+		   "W.diag(g), g within 2.5%% of 1, from W's vector: %d steps, not %d (%.10g, %.10g, LAPACK %.10g)",
+		   fwarm.iterations, fcold.iterations, fwarm.sigma, fcold.sigma, sd[0]);
 		free(w);
 		free(f);
 		free(fs);
