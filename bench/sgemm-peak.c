@@ -1,7 +1,8 @@
 /*
  * sgemm-peak - the float32 matrix-multiply rate of this machine's OpenBLAS
  * (the build sw-train links), with every thread, for the GFLOP/s ratio
- * bench/train prints. Square products of size N (default 2048), best of 5.
+ * bench/train prints. Square products of size N (default 2048), best of 10
+ * after one to warm up.
  *
  *   sgemm-peak [N]
  */
@@ -32,7 +33,7 @@ int main(int argc, char **argv)
 		a[i] = (float)(i % 7) / 7;
 		b[i] = (float)(i % 5) / 5;
 	}
-	for (int r = 0; r < 6; r++) {
+	for (int r = 0; r < 11; r++) {
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
