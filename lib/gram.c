@@ -172,39 +172,42 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 #define lanes_sum(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + \
 		      (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
 
-/* a0 b0 ... a3 b3: columns j..j+15 of the four rows w[0..3] */
-#define LOAD16_ROWS(ELEM, w, j)                                                \
-	v8d a0, b0, a1, b1, a2, b2, a3, b3;                                    \
-	load16_##ELEM((w)[0] + (j), a0, b0);                                   \
-	load16_##ELEM((w)[1] + (j), a1, b1);                                   \
-	load16_##ELEM((w)[2] + (j), a2, b2);                                   \
-	load16_##ELEM((w)[3] + (j), a3, b3)
+/* a0 b0 ... a3 b3: columns j..j+RUN-1 of the four rows w[0..3], by
+ * LOAD (load16_* or load32_*) into vectors of type VT */
+#define LOAD_ROWS(VT, LOAD, w, j)                                              \
+	VT a0, b0, a1, b1, a2, b2, a3, b3;                                     \
+	LOAD((w)[0] + (j), a0, b0);                                            \
+	LOAD((w)[1] + (j), a1, b1);                                            \
+	LOAD((w)[2] + (j), a2, b2);                                            \
+	LOAD((w)[3] + (j), a3, b3)
+#define load_vec(VT, p) ({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
 
 /*
- * rows_ELEM_B(W, ld, nr, n, P, Z): Z_q += (w_i . P_q) w_i for the nr rows
- * of W (ld apart, n columns) and the B vectors P_q = P + q n, Z_q = Z + q n
- * (in ELEM's order, above). A last group of fewer than four rows repeats
- * its first row with weight 0.
+ * NAME(W, ld, nr, n, P, Z): Z_q += (w_i . P_q) w_i for the nr rows of W
+ * (elements of type T, ld apart, n columns) and the B vectors P_q = P + q
+ * n, Z_q = Z + q n of type ST (in the order LOAD reads a run of RUN
+ * columns, above), in vectors VT of RUN/2 lanes; ONE(w) is one element as
+ * double, LANES(a) a vector's lanes added in double. A last group of fewer
+ * than four rows repeats its first row with weight 0.
  */
-#define ROWS_KERNEL(ELEM, T, B)                                                              \
-HOT static void rows_##ELEM##_##B(const T *W, int64_t ld, int64_t nr, int64_t n,           \
-				  const double *P, double *Z)                                \
+#define ROWS_KERNEL_OF(NAME, T, B, VT, ST, RUN, LOAD, ONE, LANES)                           \
+HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P, ST *Z)   \
 {                                                                                            \
-	int64_t n16 = n & ~(int64_t)15;                                                      \
+	int64_t whole = n - n % (RUN);                                                       \
 	for (int64_t i = 0; i < nr; i += 4) {                                                \
 		const T *w[4];                                                               \
-		double y[4][B];                                                              \
-		v8d acc[4][B];                                                               \
+		ST y[4][B];                                                                  \
+		VT acc[4][B];                                                                \
 		for (int r = 0; r < 4; r++)                                                  \
 			w[r] = W + (i + (i + r < nr ? r : 0)) * ld;                          \
 		for (int r = 0; r < 4; r++)                                                  \
 			for (int q = 0; q < B; q++)                                          \
-				acc[r][q] = (v8d){0};                                        \
-		for (int64_t j = 0; j < n16; j += 16) {                                      \
-			LOAD16_ROWS(ELEM, w, j);                                             \
+				acc[r][q] = (VT){0};                                         \
+		for (int64_t j = 0; j < whole; j += (RUN)) {                                 \
+			LOAD_ROWS(VT, LOAD, w, j);                                           \
 			for (int q = 0; q < B; q++) {                                        \
-				const double *p = P + (size_t)q * (size_t)n + j;             \
-				v8d pa = load_f64(p), pb = load_f64(p + 8);                  \
+				const ST *p = P + (size_t)q * (size_t)n + j;                 \
+				VT pa = load_vec(VT, p), pb = load_vec(VT, p + (RUN) / 2);   \
 				acc[0][q] += a0 * pa + b0 * pb;                              \
 				acc[1][q] += a1 * pa + b1 * pb;                              \
 				acc[2][q] += a2 * pa + b2 * pb;                              \
@@ -213,65 +216,106 @@ HOT static void rows_##ELEM##_##B(const T *W, int64_t ld, int64_t nr, int64_t n,
 		}                                                                            \
 		for (int r = 0; r < 4; r++)                                                  \
 			for (int q = 0; q < B; q++) {                                        \
-				const double *p = P + (size_t)q * (size_t)n;                 \
-				double d = lanes_sum(acc[r][q]);                             \
-				for (int64_t j = n16; j < n; j++)                            \
-					d += one_##ELEM(w[r] + j) * p[j];                    \
-				y[r][q] = i + r < nr ? d : 0.0;                              \
+				const ST *p = P + (size_t)q * (size_t)n;                     \
+				double d = LANES(acc[r][q]);                                 \
+				for (int64_t j = whole; j < n; j++)                          \
+					d += ONE(w[r] + j) * p[j];                           \
+				y[r][q] = i + r < nr ? (ST)d : (ST)0;                        \
 			}                                                                    \
-		for (int64_t j = 0; j < n16; j += 16) {                                      \
-			LOAD16_ROWS(ELEM, w, j);                                             \
+		for (int64_t j = 0; j < whole; j += (RUN)) {                                 \
+			LOAD_ROWS(VT, LOAD, w, j);                                           \
 			for (int q = 0; q < B; q++) {                                        \
-				double *z = Z + (size_t)q * (size_t)n + j;                   \
-				v8d za = load_f64(z), zb = load_f64(z + 8);                  \
+				ST *z = Z + (size_t)q * (size_t)n + j;                       \
+				VT za = load_vec(VT, z), zb = load_vec(VT, z + (RUN) / 2);   \
 				za += a0 * y[0][q] + a1 * y[1][q] + a2 * y[2][q] +           \
 				      a3 * y[3][q];                                          \
 				zb += b0 * y[0][q] + b1 * y[1][q] + b2 * y[2][q] +           \
 				      b3 * y[3][q];                                          \
 				memcpy(z, &za, sizeof za);                                   \
-				memcpy(z + 8, &zb, sizeof zb);                               \
+				memcpy(z + (RUN) / 2, &zb, sizeof zb);                       \
 			}                                                                    \
 		}                                                                            \
-		for (int64_t j = n16; j < n; j++)                                            \
-			for (int q = 0; q < B; q++) {                                        \
-				double x0 = one_##ELEM(w[0] + j), x1 = one_##ELEM(w[1] + j); \
-				double x2 = one_##ELEM(w[2] + j), x3 = one_##ELEM(w[3] + j); \
-				Z[(size_t)q * (size_t)n + (size_t)j] +=                      \
-					x0 * y[0][q] + x1 * y[1][q] + x2 * y[2][q] +         \
-					x3 * y[3][q];                                        \
-			}                                                                    \
+		for (int64_t j = whole; j < n; j++)                                          \
+			for (int q = 0; q < B; q++)                                          \
+				Z[(size_t)q * (size_t)n + (size_t)j] += (ST)(                \
+					ONE(w[0] + j) * y[0][q] + ONE(w[1] + j) * y[1][q] +  \
+					ONE(w[2] + j) * y[2][q] + ONE(w[3] + j) * y[3][q]);  \
 	}                                                                                    \
 }
 
-ROWS_KERNEL(f32, float, 1)
-ROWS_KERNEL(f32, float, 2)
-ROWS_KERNEL(f32, float, 3)
-ROWS_KERNEL(f32, float, 4)
-ROWS_KERNEL(bf16, uint16_t, 1)
-ROWS_KERNEL(bf16, uint16_t, 2)
-ROWS_KERNEL(bf16, uint16_t, 3)
-ROWS_KERNEL(bf16, uint16_t, 4)
+/* every element type and chunk width */
+#define ALL_ROWS_KERNELS(KERNEL)                                               \
+	KERNEL(f32, float, 1) KERNEL(f32, float, 2) KERNEL(f32, float, 3)      \
+	KERNEL(f32, float, 4) KERNEL(bf16, uint16_t, 1)                        \
+	KERNEL(bf16, uint16_t, 2) KERNEL(bf16, uint16_t, 3)                    \
+	KERNEL(bf16, uint16_t, 4)
 
-/* the B-vector chunks of a block, for rows of either type (W read from
- * cache for every chunk after the first) */
-static void rows_block(const void *W, int bf16, int64_t ld, int64_t nr, int64_t n,
-		       const double *P, int b, double *Z)
-{
-	static void (*const f32[4])(const float *, int64_t, int64_t, int64_t, const double *,
-				    double *) = {rows_f32_1, rows_f32_2, rows_f32_3, rows_f32_4};
-	static void (*const bf[4])(const uint16_t *, int64_t, int64_t, int64_t, const double *,
-				   double *) = {rows_bf16_1, rows_bf16_2, rows_bf16_3, rows_bf16_4};
+/* in double: rows_ELEM_B */
+#define ROWS_KERNEL(ELEM, T, B) \
+	ROWS_KERNEL_OF(rows_##ELEM##_##B, T, B, v8d, double, 16, load16_##ELEM, one_##ELEM, lanes_sum)
 
-	for (int q0 = 0; q0 < b; q0 += 4) {
-		int c = b - q0 < 4 ? b - q0 : 4;
-		const double *p = P + (size_t)q0 * (size_t)n;
-		double *z = Z + (size_t)q0 * (size_t)n;
-		if (bf16)
-			bf[c - 1]((const uint16_t *)W, ld, nr, n, p, z);
-		else
-			f32[c - 1]((const float *)W, ld, nr, n, p, z);
-	}
+ALL_ROWS_KERNELS(ROWS_KERNEL)
+
+/*
+ * The same products in float32 (gram_apply_single): sixteen lanes of float
+ * where the kernels above have eight of double, and no widening to double.
+ * Thirty-two columns at a time as two vectors of sixteen (bf16: the even
+ * and the odd elements of the run of 32); the four rows' products summed
+ * in float lanes over the row and the lanes added in double; Z summed in
+ * float over one tile of rows (gram_apply_single adds each tile's sums in
+ * double).
+ */
+typedef float v16f __attribute__((vector_size(64)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+
+#define load_v16f(w) ({ v16f f_; memcpy(&f_, (w), sizeof f_); f_; })
+#define u_as_v16f(u) ({ v16u t_ = (u); v16f f_; memcpy(&f_, &t_, sizeof f_); f_; })
+#define load32_f32(w, lo, hi) do {                                             \
+	lo = load_v16f(w);                                                      \
+	hi = load_v16f((w) + 16);                                               \
+} while (0)
+#define load32_bf16(w, lo, hi) do {                                            \
+	v16u w_;                                                                \
+	memcpy(&w_, (w), sizeof w_);                                            \
+	lo = u_as_v16f(w_ << 16);                                               \
+	hi = u_as_v16f(w_ & 0xffff0000u);                                       \
+} while (0)
+#define lanes16_sum(a) ((double)(a)[0] + (a)[1] + (a)[2] + (a)[3] + (a)[4] + (a)[5] + (a)[6] + \
+			(a)[7] + (a)[8] + (a)[9] + (a)[10] + (a)[11] + (a)[12] + (a)[13] +    \
+			(a)[14] + (a)[15])
+/* in float32: rows1_ELEM_B (products and sums of one row and one tile in
+ * float32, the lanes added in double) */
+#define ROWS_KERNEL_SINGLE(ELEM, T, B) \
+	ROWS_KERNEL_OF(rows1_##ELEM##_##B, T, B, v16f, float, 32, load32_##ELEM, one_##ELEM, lanes16_sum)
+
+ALL_ROWS_KERNELS(ROWS_KERNEL_SINGLE)
+
+/* NAME(W, bf16, ld, nr, n, P, b, Z): the chunks of up to four of the b
+ * vectors, by the kernels PREFIX_f32_B or PREFIX_bf16_B (W read from cache
+ * for every chunk after the first) */
+#define ROWS_BLOCK(NAME, ST, PREFIX)                                                         \
+static void NAME(const void *W, int bf16, int64_t ld, int64_t nr, int64_t n, const ST *P,  \
+		 int b, ST *Z)                                                               \
+{                                                                                            \
+	static void (*const f32[4])(const float *, int64_t, int64_t, int64_t, const ST *,   \
+				    ST *) = {PREFIX##_f32_1, PREFIX##_f32_2, PREFIX##_f32_3,   \
+					     PREFIX##_f32_4};                                  \
+	static void (*const bf[4])(const uint16_t *, int64_t, int64_t, int64_t, const ST *, \
+				   ST *) = {PREFIX##_bf16_1, PREFIX##_bf16_2, PREFIX##_bf16_3, \
+					    PREFIX##_bf16_4};                                  \
+	for (int q0 = 0; q0 < b; q0 += 4) {                                                  \
+		int c = b - q0 < 4 ? b - q0 : 4;                                             \
+		const ST *p = P + (size_t)q0 * (size_t)n;                                    \
+		ST *z = Z + (size_t)q0 * (size_t)n;                                          \
+		if (bf16)                                                                    \
+			bf[c - 1]((const uint16_t *)W, ld, nr, n, p, z);                     \
+		else                                                                         \
+			f32[c - 1]((const float *)W, ld, nr, n, p, z);                       \
+	}                                                                                    \
 }
+
+ROWS_BLOCK(rows_block, double, rows)
+ROWS_BLOCK(rows_block_single, float, rows1)
 
 /* Rows converted at a time from F16: a few hundred KiB of float32. */
 #define TILE 64
@@ -299,12 +343,13 @@ static const void *tile_rows(const struct spec_view *v, int64_t r0, int64_t nr, 
 
 /* ---- the operator ----------------------------------------------------- */
 
-/* per thread: the accumulator (b x cols), an f16 tile of widened rows */
+/* per thread: the accumulator (b x cols), a tile's float32 sums (b x
+ * cols), an f16 tile of widened rows */
 static size_t thread_ws(const struct gram_op *g)
 {
 	size_t tile = g->v->dtype == SW_DTYPE_F16 ? (size_t)TILE * (size_t)g->v->cols : 0;
 
-	return (size_t)g->acc_len + (tile + 1) / 2;     /* floats in doubles */
+	return (size_t)g->acc_len + ((size_t)g->acc_len + 1) / 2 + (tile + 1) / 2; /* floats in doubles */
 }
 
 int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth)
@@ -327,8 +372,9 @@ int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth)
 	g->bf16 = v->dtype == SW_DTYPE_BF16;
 	g->pt = v->col_scale || g->bf16 ? malloc((size_t)(g->n * b) * sizeof *g->pt) : NULL;
 	g->zt = g->bf16 ? malloc((size_t)(g->n * b) * sizeof *g->zt) : NULL;
+	g->pf = malloc((size_t)(g->n * b) * sizeof *g->pf);
 	if (b < 1 || b > GRAM_BMAX || !g->ws || ((v->col_scale || g->bf16) && !g->pt) ||
-	    (g->bf16 && !g->zt)) {
+	    (g->bf16 && !g->zt) || !g->pf) {
 		gram_free(g);
 		return -1;
 	}
@@ -340,6 +386,7 @@ void gram_free(struct gram_op *g)
 	free(g->ws);
 	free(g->pt);
 	free(g->zt);
+	free(g->pf);
 	memset(g, 0, sizeof *g);
 }
 
@@ -364,37 +411,40 @@ static void scale_columns(double *dst, int b, int64_t len, const float *s)
 			dst[(size_t)q * (size_t)len + (size_t)j] *= s[j];
 }
 
-/* b vectors of length n into the bf16 kernels' order (to_kernel) or back */
-static void bf16_order(const double *src, double *dst, int b, int64_t n, int to_kernel)
+/* b vectors of length n into the bf16 kernels' order (to_kernel) or back:
+ * each whole run of `run` entries as its even entries, then its odd ones */
+static void bf16_order(const double *src, double *dst, int b, int64_t n, int run, int to_kernel)
 {
-	int64_t n16 = n & ~(int64_t)15;
+	int64_t whole = n - n % run, half = run / 2;
 
 	for (int q = 0; q < b; q++) {
 		const double *x = src + (size_t)q * (size_t)n;
 		double *y = dst + (size_t)q * (size_t)n;
-		for (int64_t j = 0; j < n16; j += 16)
-			for (int k = 0; k < 8; k++) {
+		for (int64_t j = 0; j < whole; j += run)
+			for (int64_t k = 0; k < half; k++) {
 				if (to_kernel) {
 					y[j + k] = x[j + 2 * k];
-					y[j + 8 + k] = x[j + 2 * k + 1];
+					y[j + half + k] = x[j + 2 * k + 1];
 				} else {
 					y[j + 2 * k] = x[j + k];
-					y[j + 2 * k + 1] = x[j + 8 + k];
+					y[j + 2 * k + 1] = x[j + half + k];
 				}
 			}
-		memcpy(y + n16, x + n16, (size_t)(n - n16) * sizeof *y);
+		memcpy(y + whole, x + whole, (size_t)(n - whole) * sizeof *y);
 	}
 }
 
 /*
  * W diag(s) is applied through the vectors, not the rows:
- * diag(s) W^T W diag(s) P, P scaled first and the sum after.
+ * diag(s) W^T W diag(s) P, P scaled first and the sum after. single: the
+ * products in float32 (rows_block_single), each tile's sums added in
+ * double.
  */
-void gram_apply(struct gram_op *g, const double *P, double *Z)
+static void apply(struct gram_op *g, const double *P, double *Z, int single)
 {
 	const struct spec_view *v = g->v;
 	int64_t n = g->n;
-	int b = g->b;
+	int b = g->b, run = single ? 32 : 16;
 	size_t stride = thread_ws(g);
 	const double *Pin = P;
 	int team = 1;
@@ -410,14 +460,18 @@ void gram_apply(struct gram_op *g, const double *P, double *Z)
 			memcpy(g->zt, g->pt, (size_t)(n * b) * sizeof *g->zt);
 			Pin = g->zt;
 		}
-		bf16_order(Pin, g->pt, b, n, 1);
+		bf16_order(Pin, g->pt, b, n, run, 1);
 		Pin = g->pt;
 	}
+	if (single)
+		for (int64_t i = 0; i < n * b; i++)
+			g->pf[i] = (float)Pin[i];
 #pragma omp parallel num_threads(g->nth)
 	{
 		int tid = omp_get_thread_num();
 		double *acc = g->ws + (size_t)tid * stride;
-		float *tile = (float *)(acc + g->acc_len);
+		float *zf = (float *)(acc + g->acc_len);
+		float *tile = zf + ((g->acc_len + 1) / 2) * 2;
 		int64_t lo, hi, ld;
 
 		/* the team may be smaller than asked (nested, or a limit) */
@@ -428,15 +482,32 @@ void gram_apply(struct gram_op *g, const double *P, double *Z)
 		for (int64_t r0 = lo; r0 < hi; r0 += TILE) {
 			int64_t nr = hi - r0 < TILE ? hi - r0 : TILE;
 			const void *w = tile_rows(v, r0, nr, tile, &ld);
-			rows_block(w, v->dtype == SW_DTYPE_BF16, ld, nr, n, Pin, b, acc);
+			if (!single) {
+				rows_block(w, g->bf16, ld, nr, n, Pin, b, acc);
+				continue;
+			}
+			memset(zf, 0, (size_t)g->acc_len * sizeof *zf);
+			rows_block_single(w, g->bf16, ld, nr, n, g->pf, b, zf);
+			for (int64_t j = 0; j < g->acc_len; j++)
+				acc[j] += zf[j];
 		}
 	}
 	if (g->bf16) {
 		sum_threads(g, team, g->zt);
-		bf16_order(g->zt, Z, b, n, 0);
+		bf16_order(g->zt, Z, b, n, run, 0);
 	} else {
 		sum_threads(g, team, Z);
 	}
 	if (v->col_scale)
 		scale_columns(Z, b, n, v->col_scale);
+}
+
+void gram_apply(struct gram_op *g, const double *P, double *Z)
+{
+	apply(g, P, Z, 0);
+}
+
+void gram_apply_single(struct gram_op *g, const double *P, double *Z)
+{
+	apply(g, P, Z, 1);
 }

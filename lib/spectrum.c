@@ -157,6 +157,13 @@ int spectrum_full(const struct spec_view *v, double *s, double *frob_sq,
 
 #define TOP_BMAX GRAM_BMAX
 #define TOP_MAX_STEPS 5000
+/* The float32 search (gram_apply_single) stops at this fraction of the
+ * tolerance, or at this residual relative to theta_1, float32's floor
+ * (the operator's rounding is about 3e-7 of its largest entry), or after
+ * this many steps; then the check in double. */
+#define TOP_SINGLE_STOP 0.3
+#define TOP_SINGLE_FLOOR 2e-6
+#define TOP_SINGLE_MAX_STEPS 1000
 
 HOT static double dot(const double *x, const double *y, int64_t n)
 {
@@ -295,13 +302,16 @@ static int top_ws_alloc(struct top_ws *w, int64_t n, int cap, int b)
  * Z = Q R; Q becomes the next pending block. Returns the new m.
  */
 static int top_step(struct top_ws *w, struct gram_op *g, int m, double anorm,
-		    struct sw_rng *rng)
+		    struct sw_rng *rng, int single)
 {
 	int64_t n = w->n;
 	int b = w->b, j = m + b, cap = w->cap;
 	double *P = w->V + (size_t)m * (size_t)n;
 
-	gram_apply(g, P, w->Z);
+	if (single)
+		gram_apply_single(g, P, w->Z);
+	else
+		gram_apply(g, P, w->Z);
 	memset(w->C, 0, (size_t)j * (size_t)b * sizeof *w->C);
 	project_out(w->V, n, j, w->Z, b, w->C, w->tmp);
 	/* H[0:j, m:j] = C, and the mirror; the diagonal block symmetrized */
@@ -359,6 +369,68 @@ static double residual(const struct top_ws *w, int m, int i)
 	return sqrt(s);
 }
 
+/*
+ * The check in double after the float32 search: Y = the top b Ritz
+ * vectors (orthonormal), Z = A Y by gram_apply, the b x b matrix Y^T Z
+ * diagonalized (theta descending, Y and Z rotated with it), and the
+ * residual block R = Z - Y diag(theta) of the top k: by Kahan's theorem
+ * each theta_i, i < k, is within ||R||_2 <= ||R||_F of its own eigenvalue
+ * of A, whatever arithmetic found Y. Y (n x b, rotated) is left in
+ * w->tmp, theta in w->theta; returns ||R||_F, or -1 if LAPACK failed.
+ */
+static double check_double(struct top_ws *w, struct gram_op *g, int m, int k)
+{
+	int64_t n = w->n;
+	int b = w->b;
+	size_t nb = (size_t)n * (size_t)b;
+	double *Y = w->tmp, *Z = w->Z, *G = w->C, *rot = malloc(2 * nb * sizeof *rot), fres = 0;
+	lapack_int info;
+
+	if (!rot)
+		return -1;
+	memset(Y, 0, nb * sizeof *Y);
+	for (int c = 0; c < b; c++)
+		for (int r = 0; r < m; r++)
+			axpy(w->T[(size_t)c * (size_t)m + (size_t)r], w->V + (size_t)r * (size_t)n,
+			     Y + (size_t)c * (size_t)n, n);
+	gram_apply(g, Y, Z);
+	for (int c = 0; c < b; c++)
+		for (int d = 0; d <= c; d++) {
+			double x = 0.5 * (dot(Y + (size_t)c * (size_t)n, Z + (size_t)d * (size_t)n, n) +
+					  dot(Y + (size_t)d * (size_t)n, Z + (size_t)c * (size_t)n, n));
+			G[c * b + d] = G[d * b + c] = x;
+		}
+	info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', b, G, b, w->theta);
+	if (info != 0) {
+		free(rot);
+		return -1;
+	}
+	/* descending: column b-1-c of G is the c-th */
+	memset(rot, 0, 2 * nb * sizeof *rot);
+	for (int c = 0; c < b; c++) {
+		const double *u = G + (size_t)(b - 1 - c) * (size_t)b;
+		for (int d = 0; d < b; d++) {
+			axpy(u[d], Y + (size_t)d * (size_t)n, rot + (size_t)c * (size_t)n, n);
+			axpy(u[d], Z + (size_t)d * (size_t)n, rot + nb + (size_t)c * (size_t)n, n);
+		}
+	}
+	for (int c = 0; c < b / 2; c++) {
+		double t = w->theta[c];
+		w->theta[c] = w->theta[b - 1 - c];
+		w->theta[b - 1 - c] = t;
+	}
+	for (int c = 0; c < k; c++) {
+		const double *y = rot + (size_t)c * (size_t)n, *z = rot + nb + (size_t)c * (size_t)n;
+		for (int64_t i = 0; i < n; i++) {
+			double r = z[i] - w->theta[c] * y[i];
+			fres += r * r;
+		}
+	}
+	memcpy(Y, rot, nb * sizeof *Y);
+	free(rot);
+	return sqrt(fres);
+}
+
 /* Thick restart: V[:, 0:keep] = V[:, 0:m] T[:, 0:keep] (the best Ritz
  * vectors), H = diag(theta), the pending block moved behind them. */
 static void restart(struct top_ws *w, int m, int keep)
@@ -391,7 +463,7 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 	struct top_ws w;
 	struct sw_rng rng;
 	double anorm = 0, fres = 0;
-	int b, cap, keep, m = 0, rc = SW_OK, step;
+	int b, cap, keep, m = 0, rc = SW_OK, step, single, checked = 0;
 
 	memset(info, 0, sizeof *info);
 	if (k > n)
@@ -457,13 +529,19 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 	orthonormalize(w.V, w.n, 0, w.V, b, w.R, 0.0, &rng, w.tmp);
 	/* ||A|| <= ||W||_F^2: the scale for "numerically zero" */
 	anorm = sc.frob_sq;
+	/* the search runs the operator in float32 (about three times faster
+	 * a step) until its residual is below TOP_SINGLE_STOP of the
+	 * tolerance, or at float32's floor; then one step in double checks
+	 * the Ritz vectors found. Within the bound, they are the answer;
+	 * otherwise Lanczos goes on in double from them. */
+	single = k <= b;
 	for (step = 0; step < TOP_MAX_STEPS; step++) {
 		if (m + b > cap) {
 			restart(&w, m, keep);
 			m = keep;
 			info->restarts++;
 		}
-		m = top_step(&w, &g, m, anorm, &rng);
+		m = top_step(&w, &g, m, anorm, &rng, single);
 		if (ritz(&w, m)) {
 			rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevd failed on the Lanczos matrix");
 			goto out;
@@ -474,6 +552,30 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 			fres += r * r;
 		}
 		fres = sqrt(fres);
+		if (single) {
+			if (fres > TOP_SINGLE_STOP * rel_tol * w.theta[k - 1] &&
+			    fres > TOP_SINGLE_FLOOR * w.theta[0] && w.theta[0] > 0 &&
+			    step + 1 < TOP_SINGLE_MAX_STEPS)
+				continue;
+			info->single_steps = step + 1;
+			step++;         /* the check is a step: one pass over W */
+			single = 0;
+			fres = check_double(&w, &g, m, (int)k);
+			if (fres < 0) {
+				rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevd failed on the Lanczos check");
+				goto out;
+			}
+			checked = 1;
+			if (fres <= rel_tol * w.theta[k - 1] || fres <= 1e-12 * w.theta[0] ||
+			    w.theta[0] <= 0)
+				break;
+			/* not yet: on in double, from the vectors checked */
+			checked = 0;
+			memcpy(w.V, w.tmp, (size_t)w.n * (size_t)b * sizeof *w.V);
+			memset(w.H, 0, (size_t)cap * (size_t)cap * sizeof *w.H);
+			m = 0;
+			continue;
+		}
 		/* converged; or at the rounding floor of the operator (values
 		 * of W below ~3e-4 sigma_max, zeros: an absolute bound of
 		 * 1e-6 sigma_max); or the zero matrix */
@@ -493,7 +595,9 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 	info->block = b;
 	info->steps = step + 1;
 	info->rel_bound = w.theta[0] <= 0 ? 0 : w.theta[k - 1] > fres ? 0.5 * fres / (w.theta[k - 1] - fres) : INFINITY;
-	if (top_vec) {
+	if (top_vec && checked) {
+		memcpy(top_vec, w.tmp, (size_t)w.n * sizeof *top_vec);
+	} else if (top_vec) {
 		memset(top_vec, 0, (size_t)w.n * sizeof *top_vec);
 		for (int r = 0; r < m; r++)
 			axpy(w.T[r], w.V + (size_t)r * (size_t)w.n, top_vec, w.n);

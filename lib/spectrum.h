@@ -53,7 +53,8 @@ int spectrum_full(const struct spec_view *v, double *s, double *frob_sq,
 struct spectrum_top_info {
 	const char *method;     /* "lanczos", or "full" for small matrices */
 	int block;              /* block size of the Lanczos steps */
-	int steps;              /* block steps = passes over W (wide: 2 each) */
+	int steps;              /* block steps = passes over W */
+	int single_steps;       /* of them, in float32 (the search) */
 	int restarts;
 	double rel_bound;       /* proven bound on each sigma_i's relative error */
 };
@@ -63,7 +64,10 @@ struct spectrum_top_info {
  * to min(rows, cols)). Block Lanczos on the Gram operator W^T W (gram.h),
  * block size p = max(2, min(k, 16)) (a value repeated up to p times comes
  * out with its multiplicity), full reorthogonalization, thick restart
- * keeping the best Ritz vectors. Stops when the top-k residual block R
+ * keeping the best Ritz vectors. The search applies the operator in
+ * float32 (gram_apply_single; k <= 16), then checks its top Ritz vectors
+ * with one application in double, and goes on in double only if the check
+ * fails. Stops when the top-k residual block R, computed in double,
  * satisfies ||R||_F <= rel_tol * theta_k: by Kahan's theorem each Ritz value
  * theta_i is then within ||R||_2 of its own eigenvalue of W^T W (with
  * multiplicity), so each sigma_i = sqrt(theta_i) has relative error at most

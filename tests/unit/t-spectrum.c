@@ -200,6 +200,35 @@ static void test_full(void)
 	}
 }
 
+/* The float32 search and its check in double: accepted at the check when
+ * the tolerance is above float32's floor; below it, Lanczos goes on in
+ * double and still meets the tolerance. */
+static void test_two_phases(void)
+{
+	double s[400], full[400], got[2];
+	float *f;
+	struct spec_view v;
+	struct spectrum_top_info info;
+	struct sw_err err = {0, ""};
+	int rc;
+
+	for (int i = 0; i < 400; i++)
+		s[i] = 1.0 + 1.0 / (1 + i);
+	f = known(600, 400, s);
+	v = spectrum_view(f, 600, 400);
+	rc = spectrum_full(&v, full, NULL, &err) || spectrum_top(&v, 2, 1e-5, got, NULL, &info, &err);
+	ok(!rc && info.single_steps > 0 && info.steps == info.single_steps + 1 &&
+	   max_rel(got, full, 2, 0) <= 5e-6,
+	   "to 1e-5: %d steps in float32, then the check in double (error %.2g, bound %.2g)",
+	   info.single_steps, max_rel(got, full, 2, 0), info.rel_bound);
+	rc = spectrum_top(&v, 2, 1e-8, got, NULL, &info, &err);
+	ok(!rc && info.single_steps > 0 && info.steps > info.single_steps + 1 &&
+	   max_rel(got, full, 2, 0) <= 5e-9 && info.rel_bound <= 5e-9,
+	   "to 1e-8, below float32's floor: %d steps in float32, %d in double (error %.2g, bound %.2g)",
+	   info.single_steps, info.steps - info.single_steps, max_rel(got, full, 2, 0), info.rel_bound);
+	free(f);
+}
+
 /* Heads as strided views: the same values as a contiguous copy. */
 static void test_heads(void)
 {
@@ -284,8 +313,9 @@ static void test_top(void)
 		struct spectrum_top_info info;
 		struct spec_view v = spectrum_view(z, 300, 200);
 		int rc = spectrum_top(&v, 3, 1e-5, got, NULL, &info, &err);
-		ok(rc == 0 && got[0] == 0 && got[2] == 0 && !strcmp(info.method, "lanczos") && info.steps == 1,
-		   "zero 300 x 200, top 3: zeros after one step (%d)", info.steps);
+		ok(rc == 0 && got[0] == 0 && got[2] == 0 && !strcmp(info.method, "lanczos") && info.steps == 2,
+		   "zero 300 x 200, top 3: zeros after one step and its check in double (%d)",
+		   info.steps);
 		free(z);
 	}
 
@@ -449,6 +479,7 @@ int main(void)
 	rng_seed(&rng, 20251017);
 	test_full();
 	test_heads();
+	test_two_phases();
 	test_top();
 	test_summary_hist();
 	test_scale();
