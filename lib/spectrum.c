@@ -162,7 +162,7 @@ int spectrum_full(const struct spec_view *v, double *s, double *frob_sq,
  * (the operator's rounding is about 3e-7 of its largest entry), or after
  * this many steps; then the check in double. */
 #define TOP_SINGLE_STOP 0.3
-#define TOP_SINGLE_FLOOR 2e-6
+#define TOP_SINGLE_FLOOR 1e-6
 #define TOP_SINGLE_MAX_STEPS 1000
 
 HOT static double dot(const double *x, const double *y, int64_t n)
