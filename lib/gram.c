@@ -147,20 +147,18 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 
 /* (macros, GNU C's statement expressions, not functions: a function
  * returning a vector would change the ABI of the clones that lack it) */
-#define load_v8f(w) ({ v8f f_; memcpy(&f_, (w), sizeof f_); f_; })
-#define load_v8u(w) ({ v8u u_; memcpy(&u_, (w), sizeof u_); u_; })
-#define load_f64(p) ({ v8d d_; memcpy(&d_, (p), sizeof d_); d_; })
+#define load_vec(VT, p) ({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
 #define u_as_v8d(u) ({ v8u t_ = (u); v8f f_; memcpy(&f_, &t_, sizeof f_);  \
 		       __builtin_convertvector(f_, v8d); })
 
 /* sixteen elements from w: (lo, hi) = elements 0-7 and 8-15 for float32;
  * the even and the odd ones for bf16 */
 #define load16_f32(w, lo, hi) do {                                             \
-	lo = __builtin_convertvector(load_v8f(w), v8d);                        \
-	hi = __builtin_convertvector(load_v8f((w) + 8), v8d);                  \
+	lo = __builtin_convertvector(load_vec(v8f, w), v8d);                   \
+	hi = __builtin_convertvector(load_vec(v8f, (w) + 8), v8d);             \
 } while (0)
 #define load16_bf16(w, lo, hi) do {                                            \
-	v8u w_ = load_v8u(w);                                                   \
+	v8u w_ = load_vec(v8u, w);                                             \
 	lo = u_as_v8d(w_ << 16);                                                \
 	hi = u_as_v8d(w_ & 0xffff0000u);                                        \
 } while (0)
@@ -180,7 +178,6 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 	LOAD((w)[1] + (j), a1, b1);                                            \
 	LOAD((w)[2] + (j), a2, b2);                                            \
 	LOAD((w)[3] + (j), a3, b3)
-#define load_vec(VT, p) ({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
 
 /*
  * NAME(W, ld, nr, n, P, Z): Z_q += (w_i . P_q) w_i for the nr rows of W
@@ -207,7 +204,7 @@ HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P,
 			LOAD_ROWS(VT, LOAD, w, j);                                           \
 			for (int q = 0; q < B; q++) {                                        \
 				const ST *p = P + (size_t)q * (size_t)n + j;                 \
-				VT pa = load_vec(VT, p), pb = load_vec(VT, p + (RUN) / 2);   \
+				VT pa = load_vec(VT, p), pb = load_vec(VT, p + (RUN) / 2); \
 				acc[0][q] += a0 * pa + b0 * pb;                              \
 				acc[1][q] += a1 * pa + b1 * pb;                              \
 				acc[2][q] += a2 * pa + b2 * pb;                              \
@@ -226,7 +223,7 @@ HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P,
 			LOAD_ROWS(VT, LOAD, w, j);                                           \
 			for (int q = 0; q < B; q++) {                                        \
 				ST *z = Z + (size_t)q * (size_t)n + j;                       \
-				VT za = load_vec(VT, z), zb = load_vec(VT, z + (RUN) / 2);   \
+				VT za = load_vec(VT, z), zb = load_vec(VT, z + (RUN) / 2); \
 				za += a0 * y[0][q] + a1 * y[1][q] + a2 * y[2][q] +           \
 				      a3 * y[3][q];                                          \
 				zb += b0 * y[0][q] + b1 * y[1][q] + b2 * y[2][q] +           \
@@ -268,15 +265,13 @@ ALL_ROWS_KERNELS(ROWS_KERNEL)
 typedef float v16f __attribute__((vector_size(64)));
 typedef uint32_t v16u __attribute__((vector_size(64)));
 
-#define load_v16f(w) ({ v16f f_; memcpy(&f_, (w), sizeof f_); f_; })
 #define u_as_v16f(u) ({ v16u t_ = (u); v16f f_; memcpy(&f_, &t_, sizeof f_); f_; })
 #define load32_f32(w, lo, hi) do {                                             \
-	lo = load_v16f(w);                                                      \
-	hi = load_v16f((w) + 16);                                               \
+	lo = load_vec(v16f, w);                                                \
+	hi = load_vec(v16f, (w) + 16);                                         \
 } while (0)
 #define load32_bf16(w, lo, hi) do {                                            \
-	v16u w_;                                                                \
-	memcpy(&w_, (w), sizeof w_);                                            \
+	v16u w_ = load_vec(v16u, w);                                           \
 	lo = u_as_v16f(w_ << 16);                                               \
 	hi = u_as_v16f(w_ & 0xffff0000u);                                       \
 } while (0)
