@@ -77,7 +77,7 @@ int main(int argc, char **argv)
 	}
 	t = now();
 	sv = spectrum_view(v.data, rows, cols);
-	if (spectrum_sigma_max(&sv, 1e-6, NULL, NULL, &si, &err)) {
+	if (spectrum_sigma_max(&sv, 1e-6, NULL, -1, NULL, &si, &err)) {
 		fprintf(stderr, "norms-kernels: %s\n", err.msg);
 		return 70;
 	}

@@ -170,48 +170,40 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 #define lanes_sum(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + \
 		      (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
 
-/* a0 b0 ... a3 b3: columns j..j+RUN-1 of the four rows w[0..3], by
- * LOAD (load16_* or load32_*) into vectors of type VT */
-#define LOAD_ROWS(VT, LOAD, w, j)                                              \
-	VT a0, b0, a1, b1, a2, b2, a3, b3;                                     \
-	LOAD((w)[0] + (j), a0, b0);                                            \
-	LOAD((w)[1] + (j), a1, b1);                                            \
-	LOAD((w)[2] + (j), a2, b2);                                            \
-	LOAD((w)[3] + (j), a3, b3)
-
 /*
  * NAME(W, ld, nr, n, P, Z): Z_q += (w_i . P_q) w_i for the nr rows of W
  * (elements of type T, ld apart, n columns) and the B vectors P_q = P + q
  * n, Z_q = Z + q n of type ST (in the order LOAD reads a run of RUN
- * columns, above), in vectors VT of RUN/2 lanes; ONE(w) is one element as
- * double, LANES(a) a vector's lanes added in double. A last group of fewer
- * than four rows repeats its first row with weight 0.
+ * columns, above), in vectors VT of RUN/2 lanes, G rows at a time; ONE(w)
+ * is one element as double, LANES(a) a vector's lanes added in double. A
+ * last group of fewer than G rows repeats its first row with weight 0.
  */
-#define ROWS_KERNEL_OF(NAME, T, B, VT, ST, RUN, LOAD, ONE, LANES)                           \
+#define ROWS_KERNEL_OF(NAME, T, B, G, VT, ST, RUN, LOAD, ONE, LANES)                        \
 HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P, ST *Z)   \
 {                                                                                            \
 	int64_t whole = n - n % (RUN);                                                       \
-	for (int64_t i = 0; i < nr; i += 4) {                                                \
-		const T *w[4];                                                               \
-		ST y[4][B];                                                                  \
-		VT acc[4][B];                                                                \
-		for (int r = 0; r < 4; r++)                                                  \
+	for (int64_t i = 0; i < nr; i += (G)) {                                              \
+		const T *w[G];                                                               \
+		ST y[G][B];                                                                  \
+		VT acc[G][B], a[G], b[G];                                                    \
+		for (int r = 0; r < (G); r++)                                                \
 			w[r] = W + (i + (i + r < nr ? r : 0)) * ld;                          \
-		for (int r = 0; r < 4; r++)                                                  \
+		for (int r = 0; r < (G); r++)                                                \
 			for (int q = 0; q < B; q++)                                          \
 				acc[r][q] = (VT){0};                                         \
 		for (int64_t j = 0; j < whole; j += (RUN)) {                                 \
-			LOAD_ROWS(VT, LOAD, w, j);                                           \
+			for (int r = 0; r < (G); r++)                                        \
+				LOAD(w[r] + j, a[r], b[r]);                                  \
 			for (int q = 0; q < B; q++) {                                        \
 				const ST *p = P + (size_t)q * (size_t)n + j;                 \
 				VT pa = load_vec(VT, p), pb = load_vec(VT, p + (RUN) / 2); \
-				acc[0][q] += a0 * pa + b0 * pb;                              \
-				acc[1][q] += a1 * pa + b1 * pb;                              \
-				acc[2][q] += a2 * pa + b2 * pb;                              \
-				acc[3][q] += a3 * pa + b3 * pb;                              \
+				for (int r = 0; r < (G); r++) {                              \
+					acc[r][q] += a[r] * pa;                              \
+					acc[r][q] += b[r] * pb;                              \
+				}                                                            \
 			}                                                                    \
 		}                                                                            \
-		for (int r = 0; r < 4; r++)                                                  \
+		for (int r = 0; r < (G); r++)                                                \
 			for (int q = 0; q < B; q++) {                                        \
 				const ST *p = P + (size_t)q * (size_t)n;                     \
 				double d = LANES(acc[r][q]);                                 \
@@ -220,23 +212,26 @@ HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P,
 				y[r][q] = i + r < nr ? (ST)d : (ST)0;                        \
 			}                                                                    \
 		for (int64_t j = 0; j < whole; j += (RUN)) {                                 \
-			LOAD_ROWS(VT, LOAD, w, j);                                           \
+			for (int r = 0; r < (G); r++)                                        \
+				LOAD(w[r] + j, a[r], b[r]);                                  \
 			for (int q = 0; q < B; q++) {                                        \
 				ST *z = Z + (size_t)q * (size_t)n + j;                       \
 				VT za = load_vec(VT, z), zb = load_vec(VT, z + (RUN) / 2); \
-				za += a0 * y[0][q] + a1 * y[1][q] + a2 * y[2][q] +           \
-				      a3 * y[3][q];                                          \
-				zb += b0 * y[0][q] + b1 * y[1][q] + b2 * y[2][q] +           \
-				      b3 * y[3][q];                                          \
+				for (int r = 0; r < (G); r++) {                              \
+					za += a[r] * y[r][q];                                \
+					zb += b[r] * y[r][q];                                \
+				}                                                            \
 				memcpy(z, &za, sizeof za);                                   \
 				memcpy(z + (RUN) / 2, &zb, sizeof zb);                       \
 			}                                                                    \
 		}                                                                            \
 		for (int64_t j = whole; j < n; j++)                                          \
-			for (int q = 0; q < B; q++)                                          \
-				Z[(size_t)q * (size_t)n + (size_t)j] += (ST)(                \
-					ONE(w[0] + j) * y[0][q] + ONE(w[1] + j) * y[1][q] +  \
-					ONE(w[2] + j) * y[2][q] + ONE(w[3] + j) * y[3][q]);  \
+			for (int q = 0; q < B; q++) {                                        \
+				double d = ONE(w[0] + j) * y[0][q];                          \
+				for (int r = 1; r < (G); r++)                                \
+					d += ONE(w[r] + j) * y[r][q];                        \
+				Z[(size_t)q * (size_t)n + (size_t)j] += (ST)d;               \
+			}                                                                    \
 	}                                                                                    \
 }
 
@@ -249,7 +244,7 @@ HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P,
 
 /* in double: rows_ELEM_B */
 #define ROWS_KERNEL(ELEM, T, B) \
-	ROWS_KERNEL_OF(rows_##ELEM##_##B, T, B, v8d, double, 16, load16_##ELEM, one_##ELEM, lanes_sum)
+	ROWS_KERNEL_OF(rows_##ELEM##_##B, T, B, 4, v8d, double, 16, load16_##ELEM, one_##ELEM, lanes_sum)
 
 ALL_ROWS_KERNELS(ROWS_KERNEL)
 
@@ -281,7 +276,7 @@ typedef uint32_t v16u __attribute__((vector_size(64)));
 /* in float32: rows1_ELEM_B (products and sums of one row and one tile in
  * float32, the lanes added in double) */
 #define ROWS_KERNEL_SINGLE(ELEM, T, B) \
-	ROWS_KERNEL_OF(rows1_##ELEM##_##B, T, B, v16f, float, 32, load32_##ELEM, one_##ELEM, lanes16_sum)
+	ROWS_KERNEL_OF(rows1_##ELEM##_##B, T, B, 4, v16f, float, 32, load32_##ELEM, one_##ELEM, lanes16_sum)
 
 ALL_ROWS_KERNELS(ROWS_KERNEL_SINGLE)
 

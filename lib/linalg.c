@@ -17,10 +17,10 @@ void linalg_split(int64_t rows, int nth, int tid, int64_t *lo, int64_t *hi)
 	*hi = *lo + q + (tid < r ? 1 : 0);
 }
 
-/* Hot loops are compiled twice: for AVX2+FMA machines and for any x86-64;
- * the loader picks one at run time. */
+/* Hot loops are compiled for AVX-512 and AVX2+FMA machines and for any
+ * x86-64; the loader picks one at run time (as in gram.c). */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define HOT
 #endif

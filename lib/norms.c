@@ -123,7 +123,9 @@ int norms_summarize_view(const struct spec_view *v, enum norms_what what, const 
 	s->have_top_vec = 0;
 	if (what == NORMS_NO_SPECTRAL)
 		goto out;
-	if ((rc = spectrum_sigma_max(v, NORMS_SIGMA_REL_TOL, start, top_vec, &sig, err)))
+	/* every value was checked finite above, and the pass has ||W||_F */
+	if ((rc = spectrum_sigma_max(v, NORMS_SIGMA_REL_TOL, start, pass.frob_sq, top_vec, &sig,
+				     err)))
 		goto out;
 	s->sigma_max = sig.sigma;
 	s->lanczos_steps = sig.iterations;

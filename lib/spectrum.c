@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Hot loops are compiled for AVX2+FMA machines and for any x86-64; the
- * loader picks one at run time (as in linalg.c). */
+/* Hot loops are compiled for AVX-512 and AVX2+FMA machines and for any
+ * x86-64; the loader picks one at run time (as in gram.c). */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define HOT
 #endif
@@ -182,27 +182,68 @@ HOT static void axpy(double a, const double *x, double *y, int64_t n)
 		y[i] += a * x[i];
 }
 
+/* t_q = x . Z_q for the b columns of Z (n apart): x read once for two */
+HOT static void dots(const double *x, const double *Z, int b, int64_t n, double *t)
+{
+	int q = 0;
+
+	for (; q + 1 < b; q += 2) {
+		const double *z0 = Z + (size_t)q * (size_t)n, *z1 = z0 + n;
+		double s0 = 0, s1 = 0;
+#pragma omp simd reduction(+ : s0, s1)
+		for (int64_t i = 0; i < n; i++) {
+			s0 += x[i] * z0[i];
+			s1 += x[i] * z1[i];
+		}
+		t[q] = s0;
+		t[q + 1] = s1;
+	}
+	if (q < b)
+		t[q] = dot(x, Z + (size_t)q * (size_t)n, n);
+}
+
+/* Z_q += a_q x for the b columns of Z: x read once for two */
+HOT static void axpys(const double *a, const double *x, double *Z, int b, int64_t n)
+{
+	int q = 0;
+
+	for (; q + 1 < b; q += 2) {
+		double *z0 = Z + (size_t)q * (size_t)n, *z1 = z0 + n, a0 = a[q], a1 = a[q + 1];
+#pragma omp simd
+		for (int64_t i = 0; i < n; i++) {
+			z0[i] += a0 * x[i];
+			z1[i] += a1 * x[i];
+		}
+	}
+	if (q < b)
+		axpy(a[q], x, Z + (size_t)q * (size_t)n, n);
+}
+
 /*
  * Z (n x b) -= V (V^T Z) with V n x j orthonormal, twice (classical
  * Gram-Schmidt twice is enough: Kahan-Parlett); C (j x b) += the
- * coefficients, which are V^T Z of the Z given. Plain loops, not BLAS:
- * a threaded BLAS keeps its threads spinning after a call, which slows
- * the next pass over W; and this is a few percent of a step.
+ * coefficients, which are V^T Z of the Z given. Each column of V is read
+ * once for every two of Z. Plain loops, not BLAS: a threaded BLAS keeps
+ * its threads spinning after a call, which slows the next pass over W;
+ * and this is a few percent of a step. tmp: 2 j b entries.
  */
 static void project_out(const double *V, int64_t n, int j, double *Z, int b, double *C,
 			double *tmp)
 {
+	double *t = tmp, *neg = tmp + (size_t)j * (size_t)b;
+
 	for (int pass = 0; pass < 2; pass++) {
-		for (int q = 0; q < b; q++) {
-			double *z = Z + (size_t)q * (size_t)n, *t = tmp + (size_t)q * (size_t)j;
-			for (int r = 0; r < j; r++)
-				t[r] = dot(V + (size_t)r * (size_t)n, z, n);
-			for (int r = 0; r < j; r++)
-				axpy(-t[r], V + (size_t)r * (size_t)n, z, n);
-		}
+		/* t[r b + q] = V_r . Z_q, then Z_q -= sum_r t[r b + q] V_r */
+		for (int r = 0; r < j; r++)
+			dots(V + (size_t)r * (size_t)n, Z, b, n, t + (size_t)r * (size_t)b);
+		for (int i = 0; i < j * b; i++)
+			neg[i] = -t[i];
+		for (int r = 0; r < j; r++)
+			axpys(neg + (size_t)r * (size_t)b, V + (size_t)r * (size_t)n, Z, b, n);
 		if (C)
-			for (int i = 0; i < j * b; i++)
-				C[i] += tmp[i];
+			for (int q = 0; q < b; q++)
+				for (int r = 0; r < j; r++)
+					C[q * j + r] += t[(size_t)r * (size_t)b + (size_t)q];
 	}
 }
 
@@ -258,11 +299,13 @@ struct top_ws {
 	double *V;              /* n x (cap + b): the basis, then the pending block */
 	double *H;              /* cap x cap: V^T A V */
 	double *T;              /* cap x cap: eigenvectors of H */
+	double *A;              /* cap x cap: H's copy for LAPACK */
+	lapack_int *isuppz;     /* 2 cap: dsyevr's support */
 	double *theta;          /* cap */
 	double *Z;              /* n x b */
 	double *C;              /* (cap + b) x b */
 	double *R;              /* b x b */
-	double *tmp;            /* n x cap (restart), also (cap + b) x b */
+	double *tmp;            /* n x cap (restart), also 2 (cap + b) x b */
 };
 
 static void top_ws_free(struct top_ws *w)
@@ -270,6 +313,8 @@ static void top_ws_free(struct top_ws *w)
 	free(w->V);
 	free(w->H);
 	free(w->T);
+	free(w->A);
+	free(w->isuppz);
 	free(w->theta);
 	free(w->Z);
 	free(w->C);
@@ -288,12 +333,15 @@ static int top_ws_alloc(struct top_ws *w, int64_t n, int cap, int b)
 	w->V = malloc(nn * (c + bb) * sizeof *w->V);
 	w->H = calloc(c * c, sizeof *w->H);
 	w->T = malloc(c * c * sizeof *w->T);
+	w->A = malloc(c * c * sizeof *w->A);
+	w->isuppz = malloc(2 * c * sizeof *w->isuppz);
 	w->theta = malloc(c * sizeof *w->theta);
 	w->Z = malloc(nn * bb * sizeof *w->Z);
 	w->C = malloc((c + bb) * bb * sizeof *w->C);
 	w->R = malloc(bb * bb * sizeof *w->R);
 	w->tmp = malloc((nn > c + bb ? nn : c + bb) * (c > bb ? c : bb) * sizeof *w->tmp);
-	return w->V && w->H && w->T && w->theta && w->Z && w->C && w->R && w->tmp ? 0 : -1;
+	return w->V && w->H && w->T && w->A && w->isuppz && w->theta && w->Z && w->C && w->R &&
+	       w->tmp ? 0 : -1;
 }
 
 /*
@@ -328,30 +376,52 @@ static int top_step(struct top_ws *w, struct gram_op *g, int m, double anorm,
 	return j;
 }
 
-/* Eigenpairs of H[0:m, 0:m]: theta descending, T's columns in that order. */
-static int ritz(struct top_ws *w, int m)
+/*
+ * The top `want` eigenpairs of the m x m symmetric A (destroyed), theta
+ * and vec's columns (ld m) descending, by dsyevr (relatively robust
+ * representations: the few wanted vectors cost a third of all of them at
+ * m = 60), in this thread alone. OpenBLAS sizes its team by
+ * omp_get_max_threads(), and the solvers make dozens of small products a
+ * call: waking a sleeping team for each cost more than the products
+ * (measured on 8192 x 2048 bf16, --top 1: 6.7 ms a Ritz step with the
+ * tools' short spin, 0.26 ms alone). The limit is this task's own
+ * (omp_set_num_threads sets the calling task's ICV) and is put back.
+ */
+static int small_eig(lapack_int m, lapack_int want, double *A, double *theta, double *vec,
+		     lapack_int *isuppz)
 {
-	int cap = w->cap;
-	lapack_int info;
+	int nth = omp_get_max_threads();
+	lapack_int info, found = 0;
 
-	for (int c = 0; c < m; c++)
-		memcpy(w->T + (size_t)c * (size_t)m, w->H + (size_t)c * (size_t)cap,
-		       (size_t)m * sizeof *w->T);
-	info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', m, w->T, m, w->theta);
-	if (info != 0)
+	omp_set_num_threads(1);
+	info = LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'V', want < m ? 'I' : 'A', 'U', m, A, m, 0, 0,
+			      m - want + 1, m, 0, &found, theta, vec, m, isuppz);
+	omp_set_num_threads(nth);
+	if (info != 0 || found != want)
 		return -1;
-	/* reverse to descending order */
-	for (int c = 0; c < m / 2; c++) {
-		double t = w->theta[c];
-		w->theta[c] = w->theta[m - 1 - c];
-		w->theta[m - 1 - c] = t;
+	/* ascending to descending */
+	for (int c = 0; c < want / 2; c++) {
+		double t = theta[c];
+		theta[c] = theta[want - 1 - c];
+		theta[want - 1 - c] = t;
 		for (int r = 0; r < m; r++) {
-			t = w->T[(size_t)c * m + r];
-			w->T[(size_t)c * m + r] = w->T[(size_t)(m - 1 - c) * m + r];
-			w->T[(size_t)(m - 1 - c) * m + r] = t;
+			t = vec[(size_t)c * (size_t)m + (size_t)r];
+			vec[(size_t)c * (size_t)m + (size_t)r] =
+				vec[(size_t)(want - 1 - c) * (size_t)m + (size_t)r];
+			vec[(size_t)(want - 1 - c) * (size_t)m + (size_t)r] = t;
 		}
 	}
 	return 0;
+}
+
+/* The top `want` eigenpairs of H[0:m, 0:m]: theta descending, T's
+ * columns (ld m) in that order. */
+static int ritz(struct top_ws *w, int m, int want)
+{
+	for (int c = 0; c < m; c++)
+		memcpy(w->A + (size_t)c * (size_t)m, w->H + (size_t)c * (size_t)w->cap,
+		       (size_t)m * sizeof *w->A);
+	return small_eig(m, want < m ? want : m, w->A, w->theta, w->T, w->isuppz);
 }
 
 /* ||R y_last|| for Ritz vector i: y_last = its last b components. */
@@ -383,8 +453,7 @@ static double check_double(struct top_ws *w, struct gram_op *g, int m, int k)
 	int64_t n = w->n;
 	int b = w->b;
 	size_t nb = (size_t)n * (size_t)b;
-	double *Y = w->tmp, *Z = w->Z, *G = w->C, *rot = malloc(2 * nb * sizeof *rot), fres = 0;
-	lapack_int info;
+	double *Y = w->tmp, *Z = w->Z, *G = w->A, *rot = malloc(2 * nb * sizeof *rot), fres = 0;
 
 	if (!rot)
 		return -1;
@@ -400,24 +469,18 @@ static double check_double(struct top_ws *w, struct gram_op *g, int m, int k)
 					  dot(Y + (size_t)d * (size_t)n, Z + (size_t)c * (size_t)n, n));
 			G[c * b + d] = G[d * b + c] = x;
 		}
-	info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', b, G, b, w->theta);
-	if (info != 0) {
+	/* theta and T's columns descending (T's Ritz vectors are in Y now) */
+	if (small_eig(b, b, G, w->theta, w->T, w->isuppz)) {
 		free(rot);
 		return -1;
 	}
-	/* descending: column b-1-c of G is the c-th */
 	memset(rot, 0, 2 * nb * sizeof *rot);
 	for (int c = 0; c < b; c++) {
-		const double *u = G + (size_t)(b - 1 - c) * (size_t)b;
+		const double *u = w->T + (size_t)c * (size_t)b;
 		for (int d = 0; d < b; d++) {
 			axpy(u[d], Y + (size_t)d * (size_t)n, rot + (size_t)c * (size_t)n, n);
 			axpy(u[d], Z + (size_t)d * (size_t)n, rot + nb + (size_t)c * (size_t)n, n);
 		}
-	}
-	for (int c = 0; c < b / 2; c++) {
-		double t = w->theta[c];
-		w->theta[c] = w->theta[b - 1 - c];
-		w->theta[b - 1 - c] = t;
 	}
 	for (int c = 0; c < k; c++) {
 		const double *y = rot + (size_t)c * (size_t)n, *z = rot + nb + (size_t)c * (size_t)n;
@@ -452,10 +515,11 @@ static void restart(struct top_ws *w, int m, int keep)
 }
 
 /* spectrum_top, its first vector optionally start (length cols), its top
- * Ritz vector optionally into top_vec (when Lanczos ran) */
+ * Ritz vector optionally into top_vec (when Lanczos ran); known_frob_sq
+ * as spectrum_sigma_max's frob_sq */
 static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, const double *start,
-		       double *s, double *frob_sq, struct spectrum_top_info *info, double *top_vec,
-		       struct sw_err *err)
+		       double known_frob_sq, double *s, double *frob_sq,
+		       struct spectrum_top_info *info, double *top_vec, struct sw_err *err)
 {
 	int64_t n = min64(v->rows, v->cols);
 	struct spec_scan sc;
@@ -463,7 +527,7 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 	struct top_ws w;
 	struct sw_rng rng;
 	double anorm = 0, fres = 0;
-	int b, cap, keep, m = 0, rc = SW_OK, step, single, checked = 0;
+	int b, cap, keep, want, m = 0, rc = SW_OK, step, single, checked = 0;
 
 	memset(info, 0, sizeof *info);
 	if (k > n)
@@ -488,8 +552,12 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 		info->rel_bound = 1e-7;
 		return rc;
 	}
-	if ((rc = spectrum_scan(v, &sc, err)))
+	if (known_frob_sq >= 0) {
+		sc.frob_sq = known_frob_sq;
+		sc.nonfinite = 0;
+	} else if ((rc = spectrum_scan(v, &sc, err))) {
 		return rc;
+	}
 	if (sc.nonfinite)
 		return nonfinite_error(v, err);
 	if (frob_sq)
@@ -508,6 +576,8 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 	if (cap > n / 2)
 		cap = (int)(n / 2);
 	keep = (int)(k + b > cap / 2 ? k + b : cap / 2);
+	/* the Ritz pairs needed each step: the k, and the b the check takes */
+	want = (int)(k > b ? k : b);
 	/* the operator is W^T W whatever the shape: vectors of length cols */
 	if (top_ws_alloc(&w, v->cols, cap, b)) {
 		top_ws_free(&w);
@@ -537,13 +607,18 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 	single = k <= b;
 	for (step = 0; step < TOP_MAX_STEPS; step++) {
 		if (m + b > cap) {
+			/* the last step's Ritz problem had the top `want` */
+			if (ritz(&w, m, keep)) {
+				rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
+				goto out;
+			}
 			restart(&w, m, keep);
 			m = keep;
 			info->restarts++;
 		}
 		m = top_step(&w, &g, m, anorm, &rng, single);
-		if (ritz(&w, m)) {
-			rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevd failed on the Lanczos matrix");
+		if (ritz(&w, m, want)) {
+			rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
 			goto out;
 		}
 		fres = 0;
@@ -562,7 +637,7 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 			single = 0;
 			fres = check_double(&w, &g, m, (int)k);
 			if (fres < 0) {
-				rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevd failed on the Lanczos check");
+				rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos check");
 				goto out;
 			}
 			checked = 1;
@@ -611,17 +686,19 @@ out:
 int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s,
 		 double *frob_sq, struct spectrum_top_info *info, struct sw_err *err)
 {
-	return top_lanczos(v, k, rel_tol, NULL, s, frob_sq, info, NULL, err);
+	return top_lanczos(v, k, rel_tol, NULL, -1, s, frob_sq, info, NULL, err);
 }
 
 int spectrum_sigma_max(const struct spec_view *v, double rel_tol, const double *start,
-		       double *top_vec, struct sigma_info *out, struct sw_err *err)
+		       double frob_sq, double *top_vec, struct sigma_info *out,
+		       struct sw_err *err)
 {
 	struct spectrum_top_info info;
 	int rc;
 
 	memset(out, 0, sizeof *out);
-	if ((rc = top_lanczos(v, 1, rel_tol, start, &out->sigma, NULL, &info, top_vec, err)))
+	if ((rc = top_lanczos(v, 1, rel_tol, start, frob_sq, &out->sigma, NULL, &info, top_vec,
+			      err)))
 		return rc;
 	out->iterations = info.steps;
 	out->rel_bound = info.rel_bound;

@@ -86,6 +86,9 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
  * by the residual bound. start (NULL, or cols entries, not all zero) is
  * the block's first vector: a warm start, such as the top right singular
  * vector of a matrix near this one; the bound is the same either way.
+ * frob_sq: the view's squared Frobenius norm when the caller has it, with
+ * every value checked finite (sw-norms' own pass), so the view is not
+ * scanned again; negative when not known.
  * When Lanczos ran (out->method "lanczos"), and top_vec is not NULL, the
  * top right singular vector found (cols entries, unit length) is written
  * there.
@@ -97,7 +100,8 @@ struct sigma_info {
 	const char *method;     /* "full" or "lanczos" */
 };
 int spectrum_sigma_max(const struct spec_view *v, double rel_tol, const double *start,
-		       double *top_vec, struct sigma_info *out, struct sw_err *err);
+		       double frob_sq, double *top_vec, struct sigma_info *out,
+		       struct sw_err *err);
 
 /* One row of --summary. stable rank ||W||_F^2 / sigma_max^2, effective
  * rank exp(-sum p_i ln p_i) with p_i = sigma_i / sum sigma: extras from

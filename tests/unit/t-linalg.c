@@ -27,7 +27,7 @@ static int sigma_max(const float *W, int64_t rows, int64_t cols, const float *g,
 	struct spec_view v = spectrum_view(W, rows, cols);
 
 	v.col_scale = g;
-	return spectrum_sigma_max(&v, rel_tol, NULL, NULL, info, err);
+	return spectrum_sigma_max(&v, rel_tol, NULL, -1, NULL, info, err);
 }
 
 /* sigma_max of a rows x cols matrix with singular values s (k = min). */
@@ -160,9 +160,9 @@ int main(void)
 			fs[i] = f[i] * g[i % cols];
 		linalg_singular_values_dense(fs, rows, cols, NULL, sd, &err);
 		view = spectrum_view(f, rows, cols);
-		rc = spectrum_sigma_max(&view, 1e-6, NULL, v, &cold, &err) ||
-		     spectrum_sigma_max(&view, 1e-6, v, v2, &warm, &err) ||
-		     spectrum_sigma_max(&view, 1e-6, e1, NULL, &poor, &err);
+		rc = spectrum_sigma_max(&view, 1e-6, NULL, -1, v, &cold, &err) ||
+		     spectrum_sigma_max(&view, 1e-6, v, -1, v2, &warm, &err) ||
+		     spectrum_sigma_max(&view, 1e-6, e1, -1, NULL, &poor, &err);
 		for (int64_t i = 0; i < rows; i++) {
 			double d = 0;
 			for (int64_t j = 0; j < cols; j++)
@@ -180,8 +180,8 @@ int main(void)
 		ok(!rc && close_rel(poor.sigma, 2.0, 1e-6),
 		   "started at e_1: sigma %.12g in %d steps", poor.sigma, poor.iterations);
 		view.col_scale = g;
-		rc = spectrum_sigma_max(&view, 1e-6, NULL, NULL, &fcold, &err) ||
-		     spectrum_sigma_max(&view, 1e-6, v, NULL, &fwarm, &err);
+		rc = spectrum_sigma_max(&view, 1e-6, NULL, -1, NULL, &fcold, &err) ||
+		     spectrum_sigma_max(&view, 1e-6, v, -1, NULL, &fwarm, &err);
 		ok(!rc && close_rel(fcold.sigma, sd[0], 1e-6) && close_rel(fwarm.sigma, sd[0], 1e-6) &&
 		   fwarm.iterations < fcold.iterations,
 		   "W.diag(g), g within 2.5%% of 1, from W's vector: %d steps, not %d (%.10g, %.10g, LAPACK %.10g)",
