@@ -170,13 +170,67 @@ static void op_norms_unknown(struct op_norms *o)
 	o->spectral = o->frobenius = o->rms = o->max_abs = NAN;
 }
 
+/*
+ * W and W diag(g) (the view's col_scale) summarized together: a pass each,
+ * their sigma_max by spectrum_sigma_max_pair, which shares the passes over
+ * W of the two Lanczos runs.
+ */
+static int summarize_pair(const struct spec_view *v, struct mat_summary *raw,
+			  struct mat_summary *folded, struct sw_err *err)
+{
+	struct spec_view plain = *v;
+	struct sigma_info a, b;
+	int rc;
+
+	plain.col_scale = NULL;
+	if ((rc = norms_summarize_view(&plain, NORMS_NO_SPECTRAL, NULL, NULL, raw, err)) ||
+	    (rc = norms_summarize_view(v, NORMS_NO_SPECTRAL, NULL, NULL, folded, err)))
+		return rc;
+	/* every value was checked finite by the passes, which have ||W||_F */
+	if ((rc = spectrum_sigma_max_pair(v, NORMS_SIGMA_REL_TOL, raw->frob_sq, folded->frob_sq,
+					  &a, &b, err)))
+		return rc;
+	raw->sigma_max = a.sigma;
+	raw->lanczos_steps = a.iterations;
+	folded->sigma_max = b.sigma;
+	folded->lanczos_steps = b.iterations;
+	return SW_OK;
+}
+
+/* Whether the folded head is computed with the raw head (summarize_pair):
+ * not when |g_j| is the same for every j (W diag(g) is W scaled, and a
+ * Lanczos run started from W's top vector ends in a step or two:
+ * norms_compute), nor when a g_j is NaN or Inf (the folded row's error
+ * is its own; the raw head is still computed) */
+static int gain_pairs(const float *g, int64_t n)
+{
+	int uniform = 1;
+
+	for (int64_t j = 0; j < n; j++) {
+		if (!isfinite(g[j]))
+			return 0;
+		uniform &= fabsf(g[j]) == fabsf(g[0]);
+	}
+	return !uniform;
+}
+
 int norms_output_head(const float *head, int64_t vocab, int64_t d_model, const float *gamma,
 		      enum norms_what what, struct head_norms *out, struct sw_err *err)
 {
-	struct mat_summary s;
+	struct mat_summary s, f;
+	struct spec_view v;
 	int rc;
 
 	op_norms_unknown(&out->folded);
+	if (gamma && what == NORMS_ALL) {
+		v = spectrum_view(head, vocab, d_model);
+		v.col_scale = gamma;
+		if ((rc = summarize_pair(&v, &s, &f, err)))
+			return rc;
+		norms_of_operator(&s, 0, &out->raw);
+		norms_of_operator(&f, 0, &out->folded);
+		return SW_OK;
+	}
 	if ((rc = norms_summarize(head, vocab, d_model, NULL, what, &s, err)))
 		return rc;
 	norms_of_operator(&s, 0, &out->raw);
@@ -202,11 +256,13 @@ static long head_tensor(const struct ckpt *ck)
 
 /*
  * Load tensor i and summarize it with its columns scaled by the final
- * norm's gain when folded (checked to have one entry per column).
+ * norm's gain when folded (checked to have one entry per column). With
+ * pair not NULL (folded 0), the folded summary too, into pair, when the
+ * gain is not uniform (summarize_pair); *pair_done says whether it was.
  */
 static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_what what,
 			    const double *start, double *top_vec, struct mat_summary *s,
-			    struct sw_err *err)
+			    struct mat_summary *pair, int *pair_done, struct sw_err *err)
 {
 	const struct sw_tensor_info *t = ckpt_info(ck, i);
 	struct ckpt_view v, gv;
@@ -217,7 +273,9 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 	memset(&gv, 0, sizeof gv);
 	if (t->rank != 2)
 		return sw_fail(err, SW_EDATA, "%s is not a matrix", t->name);
-	if (folded) {
+	if (pair_done)
+		*pair_done = 0;
+	if (folded || pair) {
 		g = ckpt_find_role(ck, "final_norm", -1);
 		if (g < 0)
 			return sw_fail(err, SW_EDATA, "no final norm gain to fold into %s", t->name);
@@ -238,7 +296,13 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 	}
 	view = gram_view(v.raw, v.raw_dtype, t->shape[0], t->shape[1]);
 	view.col_scale = folded ? gv.data : NULL;
-	rc = norms_summarize_view(&view, what, start, top_vec, s, err);
+	if (pair && what == NORMS_ALL && gain_pairs(gv.data, t->shape[1])) {
+		view.col_scale = gv.data;
+		rc = summarize_pair(&view, s, pair, err);
+		*pair_done = !rc;
+	} else {
+		rc = norms_summarize_view(&view, what, start, top_vec, s, err);
+	}
 	/* a file that shrank meanwhile explains any result: none is kept */
 	if (ckptsrc_check(&v, err) || ckptsrc_check(&gv, err))
 		rc = SW_EIO;
@@ -256,20 +320,27 @@ int norms_output_head_ckpt(struct ckpt *ck, enum norms_what what, struct head_no
 			   struct sw_err *err)
 {
 	long head = head_tensor(ck);
-	struct mat_summary s;
-	int rc;
+	struct mat_summary s, f;
+	int rc, paired;
 
 	op_norms_unknown(&out->folded);
 	if (head < 0)
 		return sw_fail(err, SW_EDATA, "no output head (lm_head, or an embedding tied to it)");
-	if ((rc = summarize_tensor(ck, (size_t)head, 0, what, NULL, NULL, &s, err)))
+	if (ckpt_find_role(ck, "final_norm", -1) < 0) {
+		/* no final norm gain: nothing to fold */
+		if ((rc = summarize_tensor(ck, (size_t)head, 0, what, NULL, NULL, &s, NULL, NULL,
+					   err)))
+			return rc;
+		norms_of_operator(&s, 0, &out->raw);
+		return SW_OK;
+	}
+	if ((rc = summarize_tensor(ck, (size_t)head, 0, what, NULL, NULL, &s, &f, &paired, err)))
 		return rc;
 	norms_of_operator(&s, 0, &out->raw);
-	if (ckpt_find_role(ck, "final_norm", -1) < 0)
-		return SW_OK;   /* no final norm gain: nothing to fold */
-	if ((rc = summarize_tensor(ck, (size_t)head, 1, what, NULL, NULL, &s, err)))
+	if (!paired &&
+	    (rc = summarize_tensor(ck, (size_t)head, 1, what, NULL, NULL, &f, NULL, NULL, err)))
 		return rc;
-	norms_of_operator(&s, 0, &out->folded);
+	norms_of_operator(&f, 0, &out->folded);
 	return SW_OK;
 }
 
@@ -311,6 +382,8 @@ int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_
 		    folded_selected(sel, t))
 			add_row(rows, &n, NORMS_ROW_FOLDED_HEAD, i, t, "lm_head_folded");
 	}
+	for (size_t r = 0; r < n; r++)
+		rows[r].folded_follows = 0;
 	if (head >= 0 && ckpt_meta(ck)->head_tied) {
 		/* the tied head is listed under its own name, after the layers */
 		h = *ckpt_info(ck, (size_t)head);
@@ -320,6 +393,15 @@ int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_
 		if (gain >= 0 && folded_selected(sel, &h))
 			add_row(rows, &n, NORMS_ROW_FOLDED_HEAD, (size_t)head, &h, "lm_head_folded");
 	}
+	/* the first row that reads the head's tensor computes the folded
+	 * head with it (norms_compute), the passes over W shared */
+	for (size_t r = 0; r < n; r++)
+		if (rows[r].kind == NORMS_ROW_FOLDED_HEAD)
+			for (size_t q = 0; q < r; q++)
+				if ((long)rows[q].tensor == head) {
+					rows[q].folded_follows = 1;
+					break;
+				}
 	*out = rows;
 	*nout = n;
 	return SW_OK;
@@ -343,12 +425,31 @@ void norms_row_cost(const struct norms_row *row, struct matsched_item *c)
  * folded head's (cols entries; NULL when out of memory: no warm start) */
 static double *head_vec_for(struct norms_cache *cache, struct ckpt *ck, const struct norms_row *row)
 {
-	if (row->kind != NORMS_ROW_TENSOR || (long)row->tensor != head_tensor(ck))
+	if (row->kind == NORMS_ROW_FOLDED_HEAD || (long)row->tensor != head_tensor(ck))
 		return NULL;
 	free(cache->head_vec);
 	cache->head_vec = malloc((size_t)row->info.shape[1] * sizeof *cache->head_vec);
 	cache->have_head_vec = 0;
 	return cache->head_vec;
+}
+
+/*
+ * A row that reads its tensor: the head's also computes the folded head
+ * when that row follows (into cache->folded), or else keeps its top right
+ * singular vector. Rows run side by side: only the head's row writes
+ * these parts of the cache.
+ */
+static int summarize_row(struct ckpt *ck, const struct norms_row *row, struct norms_cache *cache,
+			 struct mat_summary *s, struct sw_err *err)
+{
+	double *vec = head_vec_for(cache, ck, row);
+	int rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, NULL, vec, s,
+				  row->folded_follows ? &cache->folded : NULL,
+				  row->folded_follows ? &cache->have_folded : NULL, err);
+
+	if (vec)
+		cache->have_head_vec = !rc && s->have_top_vec;
+	return rc;
 }
 
 int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cache *cache,
@@ -357,14 +458,11 @@ int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cac
 	const struct sw_tensor_info *t = ckpt_info(ck, row->tensor);
 	int is_embed = !strcmp(t->role, "embed"), rc;
 	struct mat_summary s;
-	double *vec;
 
 	switch (row->kind) {
 	case NORMS_ROW_TENSOR:
-		vec = head_vec_for(cache, ck, row);
-		if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, NULL, vec, &s, err)))
+		if ((rc = summarize_row(ck, row, cache, &s, err)))
 			return rc;
-		cache->have_head_vec = vec && s.have_top_vec;
 		if (is_embed) {
 			cache->embed = s;
 			cache->have_embed = 1;
@@ -375,15 +473,21 @@ int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cac
 	case NORMS_ROW_TIED_HEAD:
 		if (cache->have_embed)
 			s = cache->embed;       /* one tensor, two operators */
-		else if ((rc = summarize_tensor(ck, row->tensor, 0, NORMS_ALL, NULL, NULL, &s, err)))
+		else if ((rc = summarize_row(ck, row, cache, &s, err)))
 			return rc;
 		norms_of_operator(&s, 0, out);
 		return SW_OK;
 	case NORMS_ROW_FOLDED_HEAD:
+		if (cache->have_folded) {
+			/* computed with the head's own row */
+			norms_of_operator(&cache->folded, 0, out);
+			return SW_OK;
+		}
 		/* W diag(g) starts from W's top right singular vector: with g
-		 * near uniform it is near the answer (the same bound holds) */
+		 * uniform it is the answer (the same bound holds) */
 		if ((rc = summarize_tensor(ck, row->tensor, 1, NORMS_ALL,
-					   cache->have_head_vec ? cache->head_vec : NULL, NULL, &s, err)))
+					   cache->have_head_vec ? cache->head_vec : NULL, NULL, &s, NULL,
+					   NULL, err)))
 			return rc;
 		norms_of_operator(&s, 0, out);
 		return SW_OK;

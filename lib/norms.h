@@ -109,6 +109,8 @@ struct norms_row {
 	enum norms_row_kind kind;
 	size_t tensor;          /* index in ck: the matrix, or the head's storage */
 	struct sw_tensor_info info;
+	int folded_follows;     /* the first row of the head's tensor, with a
+				 * folded row after it: computes both */
 };
 
 /* The rows for the tensors sel selects, in print order (*rows malloc'ed;
@@ -118,12 +120,17 @@ int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_
 	       size_t *n, struct sw_err *err);
 
 /* Compute a planned row. cache keeps the embedding's summary between its
- * own row and a tied head's (one tensor, two operators, read once), and
- * the head's top right singular vector for the folded head's Lanczos to
- * start from; zeroed to begin, norms_cache_free after the last row. */
+ * own row and a tied head's (one tensor, two operators, read once); the
+ * folded head's, computed with the head's row where the gain is not
+ * uniform (spectrum_sigma_max_pair: the two Lanczos runs share their
+ * passes over W); else the head's top right singular vector for the
+ * folded head's Lanczos to start from. Zeroed to begin, norms_cache_free
+ * after the last row. */
 struct norms_cache {
 	int have_embed;
 	struct mat_summary embed;
+	int have_folded;
+	struct mat_summary folded;
 	int have_head_vec;
 	double *head_vec;
 };

@@ -345,21 +345,16 @@ static int top_ws_alloc(struct top_ws *w, int64_t n, int cap, int b)
 }
 
 /*
- * One block step on the pending block P = V[:, m:m+b]: Z = A P, project
- * out V[:, 0:m+b] (the coefficients are H's new columns), orthonormalize
- * Z = Q R; Q becomes the next pending block. Returns the new m.
+ * One block step on the pending block P = V[:, m:m+b], given Z = A P in
+ * w->Z: project out V[:, 0:m+b] (the coefficients are H's new columns),
+ * orthonormalize Z = Q R; Q becomes the next pending block. Returns the
+ * new m.
  */
-static int top_step(struct top_ws *w, struct gram_op *g, int m, double anorm,
-		    struct sw_rng *rng, int single)
+static int step_finish(struct top_ws *w, int m, double anorm, struct sw_rng *rng)
 {
 	int64_t n = w->n;
 	int b = w->b, j = m + b, cap = w->cap;
-	double *P = w->V + (size_t)m * (size_t)n;
 
-	if (single)
-		gram_apply_single(g, P, w->Z);
-	else
-		gram_apply(g, P, w->Z);
 	memset(w->C, 0, (size_t)j * (size_t)b * sizeof *w->C);
 	project_out(w->V, n, j, w->Z, b, w->C, w->tmp);
 	/* H[0:j, m:j] = C, and the mirror; the diagonal block symmetrized */
@@ -441,14 +436,29 @@ static double residual(const struct top_ws *w, int m, int i)
 
 /*
  * The check in double after the float32 search: Y = the top b Ritz
- * vectors (orthonormal), Z = A Y by gram_apply, the b x b matrix Y^T Z
- * diagonalized (theta descending, Y and Z rotated with it), and the
- * residual block R = Z - Y diag(theta) of the top k: by Kahan's theorem
- * each theta_i, i < k, is within ||R||_2 <= ||R||_F of its own eigenvalue
- * of A, whatever arithmetic found Y. Y (n x b, rotated) is left in
- * w->tmp, theta in w->theta; returns ||R||_F, or -1 if LAPACK failed.
+ * vectors (orthonormal; check_begin, into w->tmp), Z = A Y by gram_apply
+ * (w->Z), the b x b matrix Y^T Z diagonalized (theta descending, Y and Z
+ * rotated with it), and the residual block R = Z - Y diag(theta) of the
+ * top k: by Kahan's theorem each theta_i, i < k, is within ||R||_2 <=
+ * ||R||_F of its own eigenvalue of A, whatever arithmetic found Y. Y (n x
+ * b, rotated) is left in w->tmp, theta in w->theta; check_finish returns
+ * ||R||_F, or -1 if LAPACK failed or out of memory.
  */
-static double check_double(struct top_ws *w, struct gram_op *g, int m, int k)
+static double *check_begin(struct top_ws *w, int m)
+{
+	int64_t n = w->n;
+	size_t nb = (size_t)n * (size_t)w->b;
+	double *Y = w->tmp;
+
+	memset(Y, 0, nb * sizeof *Y);
+	for (int c = 0; c < w->b; c++)
+		for (int r = 0; r < m; r++)
+			axpy(w->T[(size_t)c * (size_t)m + (size_t)r], w->V + (size_t)r * (size_t)n,
+			     Y + (size_t)c * (size_t)n, n);
+	return Y;
+}
+
+static double check_finish(struct top_ws *w, int k)
 {
 	int64_t n = w->n;
 	int b = w->b;
@@ -457,12 +467,6 @@ static double check_double(struct top_ws *w, struct gram_op *g, int m, int k)
 
 	if (!rot)
 		return -1;
-	memset(Y, 0, nb * sizeof *Y);
-	for (int c = 0; c < b; c++)
-		for (int r = 0; r < m; r++)
-			axpy(w->T[(size_t)c * (size_t)m + (size_t)r], w->V + (size_t)r * (size_t)n,
-			     Y + (size_t)c * (size_t)n, n);
-	gram_apply(g, Y, Z);
 	for (int c = 0; c < b; c++)
 		for (int d = 0; d <= c; d++) {
 			double x = 0.5 * (dot(Y + (size_t)c * (size_t)n, Z + (size_t)d * (size_t)n, n) +
@@ -514,6 +518,220 @@ static void restart(struct top_ws *w, int m, int keep)
 		w->H[(size_t)i * (size_t)cap + (size_t)i] = w->theta[i];
 }
 
+/*
+ * One Lanczos run of spectrum_top as a sequence of passes over W: each
+ * pass applies the operator to the block run_block names, and run_take
+ * goes on from the result (in w.Z). A driver owns the passes, so two runs
+ * on one W can share them (spectrum_sigma_max_pair).
+ *
+ * The search applies the operator in float32 (about three times faster a
+ * pass) until its residual is below TOP_SINGLE_STOP of the tolerance, or
+ * at float32's floor; then one pass in double checks the Ritz vectors
+ * found. Within the bound, they are the answer; otherwise Lanczos goes on
+ * in double from them.
+ */
+struct top_run {
+	struct top_ws w;
+	struct sw_rng rng;
+	int64_t k;
+	double rel_tol;
+	double anorm;           /* ||A|| <= ||W||_F^2: the scale for "numerically zero" */
+	double fres;            /* the residual bound of the last step */
+	int b, cap, keep, want;
+	int m;                  /* basis vectors */
+	int passes, single_steps, restarts;
+	int single;             /* the search, in float32 */
+	int checking;           /* the next pass is the check in double */
+	int checked;            /* the answer is the check's vectors */
+	int done;
+};
+
+static void run_free(struct top_run *r)
+{
+	top_ws_free(&r->w);
+}
+
+/* k <= n / 4 values of an operator on vectors of length cols (n: the
+ * smaller dimension); frob_sq = ||W||_F^2 */
+static int run_init(struct top_run *r, int64_t cols, int64_t n, int64_t k, double rel_tol,
+		    const double *start, double frob_sq, struct sw_err *err)
+{
+	memset(r, 0, sizeof *r);
+	r->k = k;
+	r->rel_tol = rel_tol;
+	r->anorm = frob_sq;
+	/* a block of b vectors finds a value repeated up to b times; at
+	 * least two: where the top of the spectrum has no gap (noise, early
+	 * in training) a block needs fewer passes over W, but each pass
+	 * costs more arithmetic. Measured on 4096 x 4096 Gaussian, 2
+	 * threads, k = 1 to 1e-5: 69 steps for one vector, 60 for two, 43
+	 * for four; a pass of float32 2.8, 4.2 and 4.7 ms, of bf16 3.2, 3.9
+	 * and 5.6 ms: about even, and two find a double top value. */
+	r->b = k < 2 ? 2 : k > TOP_BMAX ? TOP_BMAX : (int)k;
+	/* basis: room for the wanted values, a margin of b, and enough
+	 * steps between restarts to make progress */
+	r->cap = (int)(4 * (k + r->b) > 60 ? 4 * (k + r->b) : 60);
+	if (r->cap > n / 2)
+		r->cap = (int)(n / 2);
+	r->keep = (int)(k + r->b > r->cap / 2 ? k + r->b : r->cap / 2);
+	/* the Ritz pairs needed each step: the k, and the b the check takes */
+	r->want = (int)(k > r->b ? k : r->b);
+	/* the operator is W^T W whatever the shape: vectors of length cols */
+	if (top_ws_alloc(&r->w, cols, r->cap, r->b)) {
+		run_free(r);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos (%lld x %d)",
+			       (long long)cols, r->cap);
+	}
+	/* a fixed pseudo-random start: the answer is reproducible */
+	rng_seed(&r->rng, 0x5ca1e5bec7u);
+	for (int64_t i = 0; i < r->w.n * r->b; i++)
+		r->w.V[i] = rng_normal(&r->rng);
+	/* a warm start: a vector near the top one (orthonormalize keeps the
+	 * first vector's direction) */
+	if (start)
+		memcpy(r->w.V, start, (size_t)r->w.n * sizeof *r->w.V);
+	orthonormalize(r->w.V, r->w.n, 0, r->w.V, r->b, r->w.R, 0.0, &r->rng, r->w.tmp);
+	r->single = k <= r->b;
+	return SW_OK;
+}
+
+/* The block the next pass applies the operator to (b vectors of length
+ * cols), and whether in float32. */
+static int run_block(struct top_run *r, const double **P, int *single, struct sw_err *err)
+{
+	if (r->passes >= TOP_MAX_STEPS)
+		return sw_fail(err, SW_ESOFTWARE,
+			       "the top %lld singular values did not converge in %d Lanczos steps",
+			       (long long)r->k, TOP_MAX_STEPS);
+	*single = 0;
+	if (r->checking) {
+		*P = check_begin(&r->w, r->m);
+		return SW_OK;
+	}
+	if (r->m + r->b > r->cap) {
+		/* the last step's Ritz problem had the top `want` */
+		if (ritz(&r->w, r->m, r->keep))
+			return sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
+		restart(&r->w, r->m, r->keep);
+		r->m = r->keep;
+		r->restarts++;
+	}
+	*P = r->w.V + (size_t)r->m * (size_t)r->w.n;
+	*single = r->single;
+	return SW_OK;
+}
+
+/* converged; or at the rounding floor of the operator (values of W below
+ * ~3e-4 sigma_max, zeros: an absolute bound of 1e-6 sigma_max); or the
+ * zero matrix */
+static int run_converged(const struct top_run *r)
+{
+	const double *theta = r->w.theta;
+
+	return r->fres <= r->rel_tol * theta[r->k - 1] || r->fres <= 1e-12 * theta[0] ||
+	       theta[0] <= 0;
+}
+
+/* On from the pass over run_block's block, its result in w.Z. */
+static int run_take(struct top_run *r, struct sw_err *err)
+{
+	struct top_ws *w = &r->w;
+	double fres = 0;
+
+	r->passes++;
+	if (r->checking) {
+		r->checking = 0;
+		r->fres = check_finish(w, (int)r->k);
+		if (r->fres < 0)
+			return sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos check");
+		r->checked = 1;
+		if (run_converged(r)) {
+			r->done = 1;
+			return SW_OK;
+		}
+		/* not yet: on in double, from the vectors checked */
+		r->checked = 0;
+		memcpy(w->V, w->tmp, (size_t)w->n * (size_t)r->b * sizeof *w->V);
+		memset(w->H, 0, (size_t)r->cap * (size_t)r->cap * sizeof *w->H);
+		r->m = 0;
+		return SW_OK;
+	}
+	r->m = step_finish(w, r->m, r->anorm, &r->rng);
+	if (ritz(w, r->m, r->want))
+		return sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
+	for (int i = 0; i < r->k; i++) {
+		double x = residual(w, r->m, i);
+		fres += x * x;
+	}
+	r->fres = sqrt(fres);
+	if (r->single) {
+		if (r->fres > TOP_SINGLE_STOP * r->rel_tol * w->theta[r->k - 1] &&
+		    r->fres > TOP_SINGLE_FLOOR * w->theta[0] && w->theta[0] > 0 &&
+		    r->passes < TOP_SINGLE_MAX_STEPS)
+			return SW_OK;
+		/* the check is a step: one pass over W */
+		r->single_steps = r->passes;
+		r->single = 0;
+		r->checking = 1;
+		return SW_OK;
+	}
+	r->done = run_converged(r);
+	return SW_OK;
+}
+
+/* The values (s, k entries), the run's figures, and its top Ritz vector
+ * (top_vec, when not NULL). */
+static void run_result(const struct top_run *r, double *s, struct spectrum_top_info *info,
+		       double *top_vec)
+{
+	const struct top_ws *w = &r->w;
+	const double *theta = w->theta;
+
+	for (int64_t i = 0; i < r->k; i++)
+		s[i] = theta[i] > 0 ? sqrt(theta[i]) : 0.0;
+	info->method = "lanczos";
+	info->block = r->b;
+	info->steps = r->passes;
+	info->single_steps = r->single_steps;
+	info->restarts = r->restarts;
+	info->rel_bound = theta[0] <= 0 ? 0 : theta[r->k - 1] > r->fres ?
+			  0.5 * r->fres / (theta[r->k - 1] - r->fres) : INFINITY;
+	if (top_vec && r->checked) {
+		memcpy(top_vec, w->tmp, (size_t)w->n * sizeof *top_vec);
+	} else if (top_vec) {
+		memset(top_vec, 0, (size_t)w->n * sizeof *top_vec);
+		for (int i = 0; i < r->m; i++)
+			axpy(w->T[i], w->V + (size_t)i * (size_t)w->n, top_vec, w->n);
+	}
+}
+
+/* the Lanczos run's ||W||_F^2: known (>= 0; every value checked finite
+ * by the caller), else scanned, with the NaN/Inf check */
+static int frob_for_run(const struct spec_view *v, double known, double *frob_sq,
+			struct sw_err *err)
+{
+	struct spec_scan sc;
+	int rc;
+
+	if (known >= 0) {
+		*frob_sq = known;
+		return SW_OK;
+	}
+	if ((rc = spectrum_scan(v, &sc, err)))
+		return rc;
+	if (sc.nonfinite)
+		return nonfinite_error(v, err);
+	*frob_sq = sc.frob_sq;
+	return SW_OK;
+}
+
+/* small problems, or most of the spectrum: the dense method is as fast
+ * and exact */
+static int top_is_dense(int64_t n, int64_t k)
+{
+	return n <= 128 || 4 * k >= n;
+}
+
 /* spectrum_top, its first vector optionally start (length cols), its top
  * Ritz vector optionally into top_vec (when Lanczos ran); known_frob_sq
  * as spectrum_sigma_max's frob_sq */
@@ -522,12 +740,10 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 		       struct spectrum_top_info *info, double *top_vec, struct sw_err *err)
 {
 	int64_t n = min64(v->rows, v->cols);
-	struct spec_scan sc;
+	struct top_run r;
 	struct gram_op g;
-	struct top_ws w;
-	struct sw_rng rng;
-	double anorm = 0, fres = 0;
-	int b, cap, keep, want, m = 0, rc = SW_OK, step, single, checked = 0;
+	double fsq = 0;
+	int rc;
 
 	memset(info, 0, sizeof *info);
 	if (k > n)
@@ -538,9 +754,7 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 			*frob_sq = 0;
 		return SW_OK;
 	}
-	/* small problems, or most of the spectrum: the dense method is as
-	 * fast and exact */
-	if (n <= 128 || 4 * k >= n) {
+	if (top_is_dense(n, k)) {
 		double *all = malloc((size_t)n * sizeof *all);
 		if (!all)
 			return sw_fail(err, SW_ESOFTWARE, "out of memory");
@@ -552,134 +766,33 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 		info->rel_bound = 1e-7;
 		return rc;
 	}
-	if (known_frob_sq >= 0) {
-		sc.frob_sq = known_frob_sq;
-		sc.nonfinite = 0;
-	} else if ((rc = spectrum_scan(v, &sc, err))) {
+	if ((rc = frob_for_run(v, known_frob_sq, &fsq, err)))
 		return rc;
-	}
-	if (sc.nonfinite)
-		return nonfinite_error(v, err);
 	if (frob_sq)
-		*frob_sq = sc.frob_sq;
-	/* a block of b vectors finds a value repeated up to b times; at
-	 * least two: where the top of the spectrum has no gap (noise, early
-	 * in training) a block needs fewer passes over W, but each pass
-	 * costs more arithmetic. Measured on 4096 x 4096 Gaussian, 2
-	 * threads, k = 1 to 1e-5: 69 steps for one vector, 60 for two, 43
-	 * for four; a pass of float32 2.8, 4.2 and 4.7 ms, of bf16 3.2, 3.9
-	 * and 5.6 ms: about even, and two find a double top value. */
-	b = k < 2 ? 2 : k > TOP_BMAX ? TOP_BMAX : (int)k;
-	/* basis: room for the wanted values, a margin of b, and enough
-	 * steps between restarts to make progress */
-	cap = (int)(4 * (k + b) > 60 ? 4 * (k + b) : 60);
-	if (cap > n / 2)
-		cap = (int)(n / 2);
-	keep = (int)(k + b > cap / 2 ? k + b : cap / 2);
-	/* the Ritz pairs needed each step: the k, and the b the check takes */
-	want = (int)(k > b ? k : b);
-	/* the operator is W^T W whatever the shape: vectors of length cols */
-	if (top_ws_alloc(&w, v->cols, cap, b)) {
-		top_ws_free(&w);
-		return sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos (%lld x %d)",
-			       (long long)v->cols, cap);
-	}
-	if (gram_init(&g, v, b, 0)) {
-		top_ws_free(&w);
+		*frob_sq = fsq;
+	if ((rc = run_init(&r, v->cols, n, k, rel_tol, start, fsq, err)))
+		return rc;
+	if (gram_init(&g, v, r.b, 0)) {
+		run_free(&r);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
 	}
-	/* a fixed pseudo-random start: the answer is reproducible */
-	rng_seed(&rng, 0x5ca1e5bec7u);
-	for (int64_t i = 0; i < w.n * b; i++)
-		w.V[i] = rng_normal(&rng);
-	/* a warm start: a vector near the top one (orthonormalize keeps the
-	 * first vector's direction) */
-	if (start)
-		memcpy(w.V, start, (size_t)w.n * sizeof *w.V);
-	orthonormalize(w.V, w.n, 0, w.V, b, w.R, 0.0, &rng, w.tmp);
-	/* ||A|| <= ||W||_F^2: the scale for "numerically zero" */
-	anorm = sc.frob_sq;
-	/* the search runs the operator in float32 (about three times faster
-	 * a step) until its residual is below TOP_SINGLE_STOP of the
-	 * tolerance, or at float32's floor; then one step in double checks
-	 * the Ritz vectors found. Within the bound, they are the answer;
-	 * otherwise Lanczos goes on in double from them. */
-	single = k <= b;
-	for (step = 0; step < TOP_MAX_STEPS; step++) {
-		if (m + b > cap) {
-			/* the last step's Ritz problem had the top `want` */
-			if (ritz(&w, m, keep)) {
-				rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
-				goto out;
-			}
-			restart(&w, m, keep);
-			m = keep;
-			info->restarts++;
-		}
-		m = top_step(&w, &g, m, anorm, &rng, single);
-		if (ritz(&w, m, want)) {
-			rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
-			goto out;
-		}
-		fres = 0;
-		for (int i = 0; i < k; i++) {
-			double r = residual(&w, m, i);
-			fres += r * r;
-		}
-		fres = sqrt(fres);
-		if (single) {
-			if (fres > TOP_SINGLE_STOP * rel_tol * w.theta[k - 1] &&
-			    fres > TOP_SINGLE_FLOOR * w.theta[0] && w.theta[0] > 0 &&
-			    step + 1 < TOP_SINGLE_MAX_STEPS)
-				continue;
-			info->single_steps = step + 1;
-			step++;         /* the check is a step: one pass over W */
-			single = 0;
-			fres = check_double(&w, &g, m, (int)k);
-			if (fres < 0) {
-				rc = sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos check");
-				goto out;
-			}
-			checked = 1;
-			if (fres <= rel_tol * w.theta[k - 1] || fres <= 1e-12 * w.theta[0] ||
-			    w.theta[0] <= 0)
-				break;
-			/* not yet: on in double, from the vectors checked */
-			checked = 0;
-			memcpy(w.V, w.tmp, (size_t)w.n * (size_t)b * sizeof *w.V);
-			memset(w.H, 0, (size_t)cap * (size_t)cap * sizeof *w.H);
-			m = 0;
-			continue;
-		}
-		/* converged; or at the rounding floor of the operator (values
-		 * of W below ~3e-4 sigma_max, zeros: an absolute bound of
-		 * 1e-6 sigma_max); or the zero matrix */
-		if (fres <= rel_tol * w.theta[k - 1] || fres <= 1e-12 * w.theta[0] ||
-		    w.theta[0] <= 0)
+	while (!r.done) {
+		const double *P;
+		int single;
+
+		if ((rc = run_block(&r, &P, &single, err)))
+			break;
+		if (single)
+			gram_apply_single(&g, P, r.w.Z);
+		else
+			gram_apply(&g, P, r.w.Z);
+		if ((rc = run_take(&r, err)))
 			break;
 	}
-	if (step == TOP_MAX_STEPS) {
-		rc = sw_fail(err, SW_ESOFTWARE,
-			     "the top %lld singular values did not converge in %d Lanczos steps",
-			     (long long)k, TOP_MAX_STEPS);
-		goto out;
-	}
-	for (int64_t i = 0; i < k; i++)
-		s[i] = w.theta[i] > 0 ? sqrt(w.theta[i]) : 0.0;
-	info->method = "lanczos";
-	info->block = b;
-	info->steps = step + 1;
-	info->rel_bound = w.theta[0] <= 0 ? 0 : w.theta[k - 1] > fres ? 0.5 * fres / (w.theta[k - 1] - fres) : INFINITY;
-	if (top_vec && checked) {
-		memcpy(top_vec, w.tmp, (size_t)w.n * sizeof *top_vec);
-	} else if (top_vec) {
-		memset(top_vec, 0, (size_t)w.n * sizeof *top_vec);
-		for (int r = 0; r < m; r++)
-			axpy(w.T[r], w.V + (size_t)r * (size_t)w.n, top_vec, w.n);
-	}
-out:
+	if (!rc)
+		run_result(&r, s, info, top_vec);
 	gram_free(&g);
-	top_ws_free(&w);
+	run_free(&r);
 	return rc;
 }
 
@@ -689,21 +802,136 @@ int spectrum_top(const struct spec_view *v, int64_t k, double rel_tol, double *s
 	return top_lanczos(v, k, rel_tol, NULL, -1, s, frob_sq, info, NULL, err);
 }
 
+static void sigma_info_of(const struct spectrum_top_info *info, double sigma,
+			  struct sigma_info *out)
+{
+	out->sigma = sigma;
+	out->iterations = info->steps;
+	out->rel_bound = info->rel_bound;
+	out->method = info->method;
+}
+
 int spectrum_sigma_max(const struct spec_view *v, double rel_tol, const double *start,
 		       double frob_sq, double *top_vec, struct sigma_info *out,
 		       struct sw_err *err)
 {
 	struct spectrum_top_info info;
+	double sigma;
 	int rc;
 
 	memset(out, 0, sizeof *out);
-	if ((rc = top_lanczos(v, 1, rel_tol, start, frob_sq, &out->sigma, NULL, &info, top_vec,
-			      err)))
+	if ((rc = top_lanczos(v, 1, rel_tol, start, frob_sq, &sigma, NULL, &info, top_vec, err)))
 		return rc;
-	out->iterations = info.steps;
-	out->rel_bound = info.rel_bound;
-	out->method = info.method;
+	sigma_info_of(&info, sigma, out);
 	return SW_OK;
+}
+
+/* P_q *= s (columns) for b vectors of length n */
+static void scale_block(double *P, int b, int64_t n, const float *s)
+{
+	for (int q = 0; q < b; q++)
+		for (int64_t j = 0; j < n; j++)
+			P[(size_t)q * (size_t)n + (size_t)j] *= s[j];
+}
+
+int spectrum_sigma_max_pair(const struct spec_view *v, double rel_tol, double frob_sq,
+			    double scaled_frob_sq, struct sigma_info *raw,
+			    struct sigma_info *scaled, struct sw_err *err)
+{
+	struct spec_view plain = *v;
+	int64_t n = min64(v->rows, v->cols), cols = v->cols;
+	struct top_run r[2];
+	struct gram_op both, alone[2];
+	struct spectrum_top_info info;
+	double *P2 = NULL, *Z2 = NULL, sigma;
+	int rc = SW_OK, ready = 0;
+
+	memset(raw, 0, sizeof *raw);
+	memset(scaled, 0, sizeof *scaled);
+	plain.col_scale = NULL;
+	if (!v->col_scale || top_is_dense(n, 1)) {
+		if ((rc = spectrum_sigma_max(&plain, rel_tol, NULL, frob_sq, NULL, raw, err)))
+			return rc;
+		return spectrum_sigma_max(v, rel_tol, NULL, scaled_frob_sq, NULL, scaled, err);
+	}
+	if ((rc = frob_for_run(&plain, frob_sq, &frob_sq, err)) ||
+	    (rc = frob_for_run(v, scaled_frob_sq, &scaled_frob_sq, err)))
+		return rc;
+	if ((rc = run_init(&r[0], cols, n, 1, rel_tol, NULL, frob_sq, err)))
+		return rc;
+	if ((rc = run_init(&r[1], cols, n, 1, rel_tol, NULL, scaled_frob_sq, err))) {
+		run_free(&r[0]);
+		return rc;
+	}
+	/* one pass for both blocks while both run in the same arithmetic:
+	 * [P_raw, s P_scaled] through W^T W, the second half scaled again
+	 * (as gram_apply does for a view's col_scale) */
+	P2 = malloc((size_t)cols * (size_t)(r[0].b + r[1].b) * sizeof *P2);
+	Z2 = malloc((size_t)cols * (size_t)(r[0].b + r[1].b) * sizeof *Z2);
+	if (!P2 || !Z2 || gram_init(&both, &plain, r[0].b + r[1].b, 0)) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
+		goto out;
+	}
+	ready = 1;
+	if (gram_init(&alone[0], &plain, r[0].b, 0)) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
+		goto out;
+	}
+	ready = 2;
+	if (gram_init(&alone[1], v, r[1].b, 0)) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
+		goto out;
+	}
+	ready = 3;
+	while (!r[0].done || !r[1].done) {
+		const double *P[2] = {NULL, NULL};
+		int single[2] = {0, 0};
+
+		for (int i = 0; i < 2; i++)
+			if (!r[i].done && (rc = run_block(&r[i], &P[i], &single[i], err)))
+				goto out;
+		if (!r[0].done && !r[1].done && single[0] == single[1]) {
+			size_t nb0 = (size_t)cols * (size_t)r[0].b, nb1 = (size_t)cols * (size_t)r[1].b;
+			memcpy(P2, P[0], nb0 * sizeof *P2);
+			memcpy(P2 + nb0, P[1], nb1 * sizeof *P2);
+			scale_block(P2 + nb0, r[1].b, cols, v->col_scale);
+			if (single[0])
+				gram_apply_single(&both, P2, Z2);
+			else
+				gram_apply(&both, P2, Z2);
+			scale_block(Z2 + nb0, r[1].b, cols, v->col_scale);
+			memcpy(r[0].w.Z, Z2, nb0 * sizeof *Z2);
+			memcpy(r[1].w.Z, Z2 + nb0, nb1 * sizeof *Z2);
+		} else {
+			for (int i = 0; i < 2; i++) {
+				if (r[i].done)
+					continue;
+				if (single[i])
+					gram_apply_single(&alone[i], P[i], r[i].w.Z);
+				else
+					gram_apply(&alone[i], P[i], r[i].w.Z);
+			}
+		}
+		for (int i = 0; i < 2; i++)
+			if (P[i] && (rc = run_take(&r[i], err)))
+				goto out;
+	}
+	run_result(&r[0], &sigma, &info, NULL);
+	sigma_info_of(&info, sigma, raw);
+	run_result(&r[1], &sigma, &info, NULL);
+	sigma_info_of(&info, sigma, scaled);
+out:
+	if (ready >= 3)
+		gram_free(&alone[1]);
+	if (ready >= 2)
+		gram_free(&alone[0]);
+	if (ready >= 1)
+		gram_free(&both);
+	free(P2);
+	free(Z2);
+	run_free(&r[0]);
+	run_free(&r[1]);
+	return rc;
 }
 
 /* ---- summaries -------------------------------------------------------- */

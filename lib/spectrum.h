@@ -103,6 +103,19 @@ int spectrum_sigma_max(const struct spec_view *v, double rel_tol, const double *
 		       double frob_sq, double *top_vec, struct sigma_info *out,
 		       struct sw_err *err);
 
+/*
+ * sigma_max of W (raw) and of W diag(col_scale) (scaled) for a view with
+ * col_scale set, as two spectrum_sigma_max runs from the same start that
+ * share their passes over W while both search in the same arithmetic: a
+ * block of four vectors where each run has two, for about the cost of one
+ * run where reading W is the bound (the output head in float32). Each
+ * result is the one its own run gives, with its own bound. frob_sq and
+ * scaled_frob_sq as spectrum_sigma_max's frob_sq.
+ */
+int spectrum_sigma_max_pair(const struct spec_view *v, double rel_tol, double frob_sq,
+			    double scaled_frob_sq, struct sigma_info *raw,
+			    struct sigma_info *scaled, struct sw_err *err);
+
 /* One row of --summary. stable rank ||W||_F^2 / sigma_max^2, effective
  * rank exp(-sum p_i ln p_i) with p_i = sigma_i / sum sigma: extras from
  * none of the papers (DESIGN.md). condition is inf when sigma_min = 0. */

@@ -191,6 +191,52 @@ int main(void)
 		free(fs);
 	}
 
+	/* W and W diag(g) together (sw-norms' output head): the two runs share
+	 * their passes over W and give what each gives alone, bit for bit,
+	 * each sigma within the bound of LAPACK's on the explicit product;
+	 * the raw run needs more steps than the scaled one here, so the pair
+	 * also runs one of them alone to its end */
+	{
+		int64_t rows = 500, cols = 260;
+		double *w = malloc((size_t)(rows * cols) * sizeof *w), sd[260], sw[260];
+		float *f, *fs = malloc((size_t)(rows * cols) * sizeof *fs), g[260];
+		struct spec_view view;
+		struct sigma_info a, b, pa, pb;
+		int rc;
+		for (int i = 0; i < 260; i++) {
+			s[i] = 1.0 + 0.5 * pow(0.999, i) - 0.2 * i / 260.0;
+			g[i] = (float)(0.5 + rng_uniform(&r));
+		}
+		synth_known_spectrum(&r, rows, cols, s, w, &err);
+		f = to_float(w, rows * cols);
+		for (int64_t i = 0; i < rows * cols; i++)
+			fs[i] = f[i] * g[i % cols];
+		linalg_singular_values_dense(f, rows, cols, NULL, sw, &err);
+		linalg_singular_values_dense(fs, rows, cols, NULL, sd, &err);
+		view = spectrum_view(f, rows, cols);
+		rc = spectrum_sigma_max(&view, 1e-6, NULL, -1, NULL, &a, &err);
+		view.col_scale = g;
+		rc = rc || spectrum_sigma_max(&view, 1e-6, NULL, -1, NULL, &b, &err) ||
+		     spectrum_sigma_max_pair(&view, 1e-6, -1, -1, &pa, &pb, &err);
+		ok(!rc && pa.sigma == a.sigma && pb.sigma == b.sigma && pa.iterations == a.iterations &&
+		   pb.iterations == b.iterations && a.iterations != b.iterations,
+		   "pair = alone, bit for bit: %.15g (%d steps), %.15g (%d steps)", pa.sigma,
+		   pa.iterations, pb.sigma, pb.iterations);
+		ok(!rc && close_rel(pa.sigma, sw[0], 1e-6) && close_rel(pb.sigma, sd[0], 1e-6),
+		   "pair: sigma(W) %.10g (LAPACK %.10g), sigma(W diag(g)) %.10g (LAPACK %.10g)",
+		   pa.sigma, sw[0], pb.sigma, sd[0]);
+		view = spectrum_view(f, 100, 100);
+		view.ld = cols;
+		view.col_scale = g;
+		rc = spectrum_sigma_max_pair(&view, 1e-6, -1, -1, &pa, &pb, &err) ||
+		     spectrum_sigma_max(&view, 1e-6, NULL, -1, NULL, &b, &err);
+		ok(!rc && !strcmp(pa.method, "full") && pb.sigma == b.sigma,
+		   "pair on a small matrix: the dense method, %.10g", pb.sigma);
+		free(w);
+		free(f);
+		free(fs);
+	}
+
 	/* rows x cols with known row norms: W = diag(r) Q, Q orthonormal rows;
 	 * its singular values are r too */
 	{
