@@ -393,8 +393,7 @@ static void sum_threads(const struct gram_op *g, int nth, double *dst)
 	}
 }
 
-/* dst_q[j] *= s[j] for the b vectors of length len */
-static void scale_columns(double *dst, int b, int64_t len, const float *s)
+void gram_scale_columns(double *dst, int b, int64_t len, const float *s)
 {
 	for (int q = 0; q < b; q++)
 		for (int64_t j = 0; j < len; j++)
@@ -441,7 +440,7 @@ static void apply(struct gram_op *g, const double *P, double *Z, int single)
 
 	if (v->col_scale) {
 		memcpy(g->pt, P, (size_t)(n * b) * sizeof *g->pt);
-		scale_columns(g->pt, b, n, v->col_scale);
+		gram_scale_columns(g->pt, b, n, v->col_scale);
 		Pin = g->pt;
 	}
 	if (g->bf16) {
@@ -489,7 +488,7 @@ static void apply(struct gram_op *g, const double *P, double *Z, int single)
 		sum_threads(g, team, Z);
 	}
 	if (v->col_scale)
-		scale_columns(Z, b, n, v->col_scale);
+		gram_scale_columns(Z, b, n, v->col_scale);
 }
 
 void gram_apply(struct gram_op *g, const double *P, double *Z)

@@ -74,6 +74,9 @@ struct gram_op {
 int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth);
 void gram_free(struct gram_op *g);
 
+/* dst_q[j] *= s[j] for the b vectors of length len (vector q at dst + q
+ * len): how a view's col_scale enters and leaves the operator. */
+void gram_scale_columns(double *dst, int b, int64_t len, const float *s);
 /* Z = A P for the b vectors P (vector q at P + q n), into Z (the same
  * layout). */
 void gram_apply(struct gram_op *g, const double *P, double *Z);

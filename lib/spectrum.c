@@ -826,14 +826,6 @@ int spectrum_sigma_max(const struct spec_view *v, double rel_tol, const double *
 	return SW_OK;
 }
 
-/* P_q *= s (columns) for b vectors of length n */
-static void scale_block(double *P, int b, int64_t n, const float *s)
-{
-	for (int q = 0; q < b; q++)
-		for (int64_t j = 0; j < n; j++)
-			P[(size_t)q * (size_t)n + (size_t)j] *= s[j];
-}
-
 int spectrum_sigma_max_pair(const struct spec_view *v, double rel_tol, double frob_sq,
 			    double scaled_frob_sq, struct sigma_info *raw,
 			    struct sigma_info *scaled, struct sw_err *err)
@@ -894,12 +886,12 @@ int spectrum_sigma_max_pair(const struct spec_view *v, double rel_tol, double fr
 			size_t nb0 = (size_t)cols * (size_t)r[0].b, nb1 = (size_t)cols * (size_t)r[1].b;
 			memcpy(P2, P[0], nb0 * sizeof *P2);
 			memcpy(P2 + nb0, P[1], nb1 * sizeof *P2);
-			scale_block(P2 + nb0, r[1].b, cols, v->col_scale);
+			gram_scale_columns(P2 + nb0, r[1].b, cols, v->col_scale);
 			if (single[0])
 				gram_apply_single(&both, P2, Z2);
 			else
 				gram_apply(&both, P2, Z2);
-			scale_block(Z2 + nb0, r[1].b, cols, v->col_scale);
+			gram_scale_columns(Z2 + nb0, r[1].b, cols, v->col_scale);
 			memcpy(r[0].w.Z, Z2, nb0 * sizeof *Z2);
 			memcpy(r[1].w.Z, Z2 + nb0, nb1 * sizeof *Z2);
 		} else {
