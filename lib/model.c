@@ -22,6 +22,96 @@
 #define GEMM cblas_sgemm
 #endif
 
+/* ---- row reductions ------------------------------------------------------ */
+
+/*
+ * A row's maximum and its sums in vectors (a serial sum in double waits
+ * four cycles an element, and a serial "p > max ? p : max" compiles to
+ * scalar code unless NaNs are ruled out). A maximum is the same
+ * whatever the order, so the compiler picks it. A sum runs in ROW_LANES
+ * lanes, lane j taking elements j, j + ROW_LANES, ..., then the lanes are
+ * added in order, then the tail: the same order on every CPU. A sum is in
+ * double, so only its last bits depend on the order, and the float made
+ * from it (1/sum, r, a mean) is the same for any order but where the
+ * double lies within those bits of a float's rounding boundary. The GPU's
+ * kernels add in another order (lib/cuda/kernels.h), and t0064 holds the
+ * two to the same checkpoints, bit for bit.
+ */
+#define ROW_LANES 16
+
+static inline real row_max(const real *p, int n)
+{
+	real maxv = -INFINITY;
+
+#pragma omp simd reduction(max : maxv)
+	for (int i = 0; i < n; i++)
+		maxv = p[i] > maxv ? p[i] : maxv;
+	return maxv;
+}
+
+static inline double lanes_total(const double *lane)
+{
+	double sum = 0;
+	for (int j = 0; j < ROW_LANES; j++)
+		sum += lane[j];
+	return sum;
+}
+
+/* p[i] = exp(p[i] - maxv); returns their sum */
+static inline double row_exp_sum(real *p, int n, real maxv)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	for (; i + ROW_LANES <= n; i += ROW_LANES)
+		for (int j = 0; j < ROW_LANES; j++) {
+			p[i + j] = elem_exp(p[i + j] - maxv);
+			lane[j] += p[i + j];
+		}
+	sum = lanes_total(lane);
+	for (; i < n; i++) {
+		p[i] = elem_exp(p[i] - maxv);
+		sum += p[i];
+	}
+	return sum;
+}
+
+/* sum of a[i] b[i] in double (each product exact) */
+static inline double row_dot(const real *a, const real *b, int n)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	for (; i + ROW_LANES <= n; i += ROW_LANES)
+		for (int j = 0; j < ROW_LANES; j++)
+			lane[j] += (double)a[i + j] * b[i + j];
+	sum = lanes_total(lane);
+	for (; i < n; i++)
+		sum += (double)a[i] * b[i];
+	return sum;
+}
+
+/* RMSNorm backward's dot(dxhat, xhat) over a row (elem_rmsnorm_dot's
+ * terms; gain NULL: 1) */
+static inline double rmsnorm_row_dot(const real *dy, const real *gain, const real *x, real r, int n)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	if (gain)
+		for (; i + ROW_LANES <= n; i += ROW_LANES)
+			for (int j = 0; j < ROW_LANES; j++)
+				lane[j] += elem_rmsnorm_dot(dy[i + j], gain[i + j], x[i + j], r);
+	else
+		for (; i + ROW_LANES <= n; i += ROW_LANES)
+			for (int j = 0; j < ROW_LANES; j++)
+				lane[j] += elem_rmsnorm_dot(dy[i + j], 1, x[i + j], r);
+	sum = lanes_total(lane);
+	for (; i < n; i++)
+		sum += elem_rmsnorm_dot(dy[i], gain ? gain[i] : 1, x[i], r);
+	return sum;
+}
+
 /* ---- the layers, forward and backward ------------------------------- */
 
 /* out[n] = embed[token[n]] */
@@ -52,10 +142,7 @@ static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *
 	for (int n = 0; n < N; n++) {
 		const real *x = inp + (size_t)n * C;
 		real *y = out + (size_t)n * C;
-		double ss = 0;
-		for (int i = 0; i < C; i++)
-			ss += (double)x[i] * x[i];
-		real r = elem_rmsnorm_rstd(ss, C, eps);
+		real r = elem_rmsnorm_rstd(row_dot(x, x, C), C, eps);
 		rstd[n] = r;
 		for (int i = 0; i < C; i++)
 			y[i] = elem_rmsnorm_out(x[i], r, gain ? gain[i] : 1);
@@ -87,10 +174,7 @@ static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const re
 		for (int n = 0; n < N; n++) {
 			const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
 			real *dx = dinp + (size_t)n * C, r = rstd[n];
-			double dot = 0;
-			for (int i = 0; i < C; i++)
-				dot += elem_rmsnorm_dot(dy[i], gain ? gain[i] : 1, x[i], r);
-			real mean = elem_rmsnorm_mean(dot, C);
+			real mean = elem_rmsnorm_mean(rmsnorm_row_dot(dy, gain, x, r, C), C);
 			for (int i = 0; i < C; i++)
 				dx[i] += elem_rmsnorm_dx(dy[i], gain ? gain[i] : 1, x[i], r, mean);
 		}
@@ -240,16 +324,8 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 				     qh + (size_t)r0 * Q, Q, kg, K, 0, pbh + (size_t)r0 * T, T);
 			}
 			for (int t = 0; t < T; t++) {
-				real *p = pbh + (size_t)t * T, maxv = -INFINITY;
-				for (int u = 0; u <= t; u++)
-					maxv = p[u] > maxv ? p[u] : maxv;
-				double sum = 0;
-				/* the exponentials in vectors, then their sum in order */
-				for (int u = 0; u <= t; u++)
-					p[u] = elem_exp(p[u] - maxv);
-				for (int u = 0; u <= t; u++)
-					sum += p[u];
-				real inv = elem_softmax_inv(sum);
+				real *p = pbh + (size_t)t * T;
+				real inv = elem_softmax_inv(row_exp_sum(p, t + 1, row_max(p, t + 1)));
 				for (int u = 0; u <= t; u++)
 					p[u] *= inv;
 				for (int u = t + 1; u < T; u++)
@@ -316,9 +392,7 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 				for (int t = 0; t < T; t++) {
 					const real *p = pbh + (size_t)t * T;
 					real *d = ds + (size_t)t * T;
-					double sum = 0;
-					for (int u = 0; u <= t; u++)
-						sum += (double)p[u] * d[u];
+					double sum = row_dot(p, d, t + 1);
 					for (int u = 0; u <= t; u++)
 						d[u] = elem_softmax_dscore(p[u], d[u], sum, scale);
 					for (int u = t + 1; u < T; u++)
@@ -409,15 +483,8 @@ static void softmax_crossentropy_forward(real *losses, real *probs, const int *t
 {
 #pragma omp parallel for schedule(static) PAR_IF((size_t)N * V)
 	for (int n = 0; n < N; n++) {
-		real *p = probs + (size_t)n * V, maxv = -INFINITY;
-		double sum = 0;
-		for (int i = 0; i < V; i++)
-			maxv = p[i] > maxv ? p[i] : maxv;
-		for (int i = 0; i < V; i++)
-			p[i] = elem_exp(p[i] - maxv);
-		for (int i = 0; i < V; i++)
-			sum += p[i];
-		real inv = elem_softmax_inv(sum);
+		real *p = probs + (size_t)n * V;
+		real inv = elem_softmax_inv(row_exp_sum(p, V, row_max(p, V)));
 		for (int i = 0; i < V; i++)
 			p[i] *= inv;
 		if (targets)
