@@ -309,7 +309,7 @@ install: $(TOOL_BIN) $(CUDA_SO)
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
 
 bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)/bench/sgemm-peak \
-		$(BUILD)/bench/tokenize-naive
+		$(BUILD)/bench/fma-peak $(BUILD)/bench/tokenize-naive
 	bench/norms
 	bench/spectrum
 	bench/train
@@ -344,3 +344,6 @@ $(BUILD)/bench/cuda-info: $(BUILD)/bench/cuda-info.o $(LIB_A)
 
 $(BUILD)/bench/sgemm-peak: $(BUILD)/bench/sgemm-peak.o $(BUILD)/tools/common.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/fma-peak: $(BUILD)/bench/fma-peak.o
+	$(CC) $(LDFLAGS) -o $@ $^
