@@ -83,15 +83,94 @@ static int cmp_float(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* numpy's default quantile: linear between the order statistics */
-static double quantile(const float *sorted, int64_t n, double q)
+static void swap_float(float *a, float *b)
+{
+	float t = *a;
+	*a = *b;
+	*b = t;
+}
+
+static float median_of_3(float a, float b, float c)
+{
+	return a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+}
+
+/*
+ * Reorders v[lo..hi) (no NaN) so that v[k] holds the value it would hold
+ * were the range sorted, with nothing greater before it and nothing smaller
+ * after: quickselect, three-way partitions around the median of three
+ * entries drawn by a fixed pseudo-random sequence, so equal values (many
+ * h share one) cost one pass. Expected linear time; should the rounds
+ * exceed 2 log2(n) + 16, the rest of the range is sorted instead, which
+ * bounds the worst case by a sort's n log n. A sort of a billion-parameter
+ * block took a minute (the comparisons are calls); this takes seconds.
+ */
+static void select_kth_rounds(float *v, int64_t lo, int64_t hi, int64_t k, int rounds)
+{
+	uint64_t draw = 0x9e3779b97f4a7c15u;
+
+	while (hi - lo > 1) {
+		int64_t n = hi - lo, at[3];
+		if (rounds-- == 0) {
+			qsort(v + lo, (size_t)n, sizeof *v, cmp_float);
+			return;
+		}
+		for (int j = 0; j < 3; j++) {
+			draw = draw * 6364136223846793005u + 1442695040888963407u;
+			at[j] = lo + (int64_t)((draw >> 33) % (uint64_t)n);
+		}
+		float pivot = median_of_3(v[at[0]], v[at[1]], v[at[2]]);
+		/* [lo, lt) < pivot, [lt, gt) == pivot, [gt, hi) > pivot */
+		int64_t lt = lo, i = lo, gt = hi;
+		while (i < gt) {
+			if (v[i] < pivot)
+				swap_float(&v[lt++], &v[i++]);
+			else if (v[i] > pivot)
+				swap_float(&v[i], &v[--gt]);
+			else
+				i++;
+		}
+		if (k < lt)
+			hi = lt;
+		else if (k >= gt)
+			lo = gt;
+		else
+			return;         /* v[k] is the pivot, in place */
+	}
+}
+
+static void select_kth(float *v, int64_t lo, int64_t hi, int64_t k)
+{
+	int rounds = 16;
+
+	for (int64_t n = hi - lo; n > 1; n >>= 1)
+		rounds += 2;
+	select_kth_rounds(v, lo, hi, k, rounds);
+}
+
+/*
+ * numpy's default quantile of v[0..n): linear between the order statistics
+ * i = floor(q (n - 1)) and i + 1. v[from..n) must hold the statistics
+ * from `from` on (an earlier call's i, for an equal or larger q: its
+ * selection left what lies above it above it); returns i.
+ */
+static int64_t quantile(float *v, int64_t n, double q, int64_t from, double *out)
 {
 	double pos = q * (double)(n - 1);
 	int64_t i = (int64_t)floor(pos);
 	double f = pos - (double)i;
-	if (i + 1 >= n)
-		return sorted[n - 1];
-	return sorted[i] + f * ((double)sorted[i + 1] - sorted[i]);
+	float next;
+
+	select_kth(v, from, n, i);
+	if (i + 1 >= n) {
+		*out = v[n - 1];
+		return i;
+	}
+	next = v[i + 1];        /* the next statistic: the least of what lies above i */
+	for (int64_t j = i + 2; j < n; j++)
+		next = v[j] < next ? v[j] : next;
+	*out = v[i] + f * ((double)next - v[i]);
+	return i;
 }
 
 int gnb_stats_of(float *vals, int64_t n, struct gnb_stats *s, struct sw_err *err)
@@ -120,10 +199,9 @@ int gnb_stats_of(float *vals, int64_t n, struct gnb_stats *s, struct sw_err *err
 		return SW_OK;
 	}
 	s->mean_log10 = lsum / (double)nz;
-	qsort(vals, (size_t)nz, sizeof *vals, cmp_float);
-	s->q10 = quantile(vals, nz, 0.1);
-	s->median = quantile(vals, nz, 0.5);
-	s->q90 = quantile(vals, nz, 0.9);
+	int64_t at = quantile(vals, nz, 0.1, 0, &s->q10);
+	at = quantile(vals, nz, 0.5, at, &s->median);
+	quantile(vals, nz, 0.9, at, &s->q90);
 	return SW_OK;
 }
 

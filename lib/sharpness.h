@@ -49,7 +49,7 @@ struct gnb_stats {
 	int64_t zeros;          /* exact zeros (tokens absent from the batch) */
 };
 
-/* Stats of the values vals (n, modified: sorted in place). */
+/* Stats of the values vals (n, modified: reordered in place). */
 int gnb_stats_of(float *vals, int64_t n, struct gnb_stats *s, struct sw_err *err);
 
 /* The sharpness paper's Blockwise LR ratios (eq. 5), for --ratios: 10, 8,

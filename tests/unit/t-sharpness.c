@@ -15,6 +15,53 @@
 
 #include "tap.h"
 
+/* numpy's default quantile from a sorted copy: the reference for the
+ * selection in gnb_stats_of (the same arithmetic, so equal to the bit) */
+static double sorted_quantile(const float *sorted, int64_t n, double q)
+{
+	double pos = q * (double)(n - 1);
+	int64_t i = (int64_t)floor(pos);
+	if (i + 1 >= n)
+		return sorted[n - 1];
+	return sorted[i] + (pos - (double)i) * ((double)sorted[i + 1] - sorted[i]);
+}
+
+/* The three quantiles by selection against those of a sorted copy, on n
+ * values of one pattern: 0 random, 1 five distinct values, 2 ascending,
+ * 3 descending, 4 all equal, 5 organ pipe (up, then down). */
+static int quantiles_match(int64_t n, int pattern, struct sw_rng *r)
+{
+	float *v = malloc((size_t)n * sizeof *v), *ref = malloc((size_t)n * sizeof *ref);
+	int same = v && ref;
+
+	for (int64_t i = 0; same && i < n; i++) {
+		switch (pattern) {
+		case 0: v[i] = (float)rng_normal(r); break;
+		case 1: v[i] = (float)(rng_next(r) % 5) - 2.5f; break;
+		case 2: v[i] = (float)i; break;
+		case 3: v[i] = (float)(n - i); break;
+		case 4: v[i] = -5.25f; break;
+		default: v[i] = (float)(i < n / 2 ? i : n - i); break;
+		}
+		ref[i] = v[i];
+	}
+	if (same) {
+		double got[3];
+		int64_t at = quantile(v, n, 0.1, 0, &got[0]);
+		at = quantile(v, n, 0.5, at, &got[1]);
+		quantile(v, n, 0.9, at, &got[2]);
+		qsort(ref, (size_t)n, sizeof *ref, cmp_float);
+		same = got[0] == sorted_quantile(ref, n, 0.1) && got[1] == sorted_quantile(ref, n, 0.5) &&
+		       got[2] == sorted_quantile(ref, n, 0.9);
+		/* and the values were only moved: sorted, they are the copy */
+		qsort(v, (size_t)n, sizeof *v, cmp_float);
+		same = same && memcmp(v, ref, (size_t)n * sizeof *v) == 0;
+	}
+	free(v);
+	free(ref);
+	return same;
+}
+
 int main(void)
 {
 	const struct sw_config c = {
@@ -130,6 +177,24 @@ int main(void)
 	   close_rel(s.mean_log10, -1.5, 1e-6) && close_rel(s.median, -1.5, 1e-6) &&
 	   close_rel(s.q10, -2.7, 1e-6) && close_rel(s.q90, -0.3, 1e-6),
 	   "stats: mean %.6g, zeros apart, log10 quantiles %.3g %.3g %.3g", s.mean, s.q10, s.median, s.q90);
+	/* the quantiles by selection equal a sort's, to the bit, at every
+	 * size and on the patterns that slow a naive quickselect */
+	int all_match = 1;
+	const int64_t sizes[] = {1, 2, 3, 10, 11, 1000, 100003};
+	for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+		for (int pattern = 0; pattern < 6; pattern++)
+			if (!quantiles_match(sizes[k], pattern, &r)) {
+				all_match = 0;
+				diag("quantiles differ: n %lld, pattern %d", (long long)sizes[k], pattern);
+			}
+	ok(all_match, "q10, median, q90 by selection equal a sorted copy's (7 sizes x 6 patterns)");
+
+	/* the selection's fallback: with no rounds left it sorts the range */
+	float few[5] = {3, 1, 2, 5, 4};
+	select_kth_rounds(few, 0, 5, 2, 0);
+	ok(few[0] == 1 && few[1] == 2 && few[2] == 3 && few[3] == 4 && few[4] == 5,
+	   "a selection out of rounds sorts the range");
+
 	free(exact);
 	free(mean);
 	free(m2);
