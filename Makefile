@@ -3,7 +3,10 @@
 #   make               the library and the tools (build/bin)
 #   make check         every test through prove, then the same under ASan+UBSan
 #   make check-asan    the suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make check-portable  the suite as AVX2 and SSE machines compute it, other
+#                      OpenBLAS kernels, one thread (developers, not CI)
 #   make demo          the main job on the embedded default (see README)
+#   make demo-spread   the demo on three seeds: each finding's mean and range
 #   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
@@ -45,6 +48,12 @@ BLAS_LIBS = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -ll
 MINIZIP_LIBS   := $(shell pkg-config --libs minizip 2>/dev/null || echo -lminizip)
 LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) $(MINIZIP_LIBS) -lcjson -lm
 LDFLAGS  += -fopenmp
+
+# ISA=V3 or ISA=BASE: the hot loops compiled only for AVX2+FMA or for any
+# x86-64, as such a machine runs them (lib/isa.h; make check-portable)
+ifdef ISA
+SW_CFLAGS += -DSW_ISA_$(ISA)
+endif
 
 ifdef SANITIZE
 SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -99,7 +108,7 @@ DEB_RUN   = gnuplot-nox fortunes openmpi-bin
 DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shellcheck parallel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
-.PHONY: all deps deps-check deps-fuzz check check-asan check-cuda test-suite unit fuzz fuzz-targets demo \
+.PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
 	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale transfer-study
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
@@ -240,6 +249,20 @@ check-asan:
 	SW_SANITIZED=1 SW_BIN=$(abspath build-asan/bin) SW_TOP=$(CURDIR) \
 	  prove -j$(PROVE_JOBS) -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES))
 
+# The suite as machines unlike this one compute it, for the developers to
+# run before they stop (not in CI, which must leave OpenBLAS's settings
+# alone): built for AVX2+FMA and run on OpenBLAS's Haswell kernels, then
+# built for any x86-64 and run on its Prescott (SSE3) kernels on one
+# thread. Each float32 sum then adds in another order; every test must
+# still pass (README, "Exact and numerical").
+check-portable: deps-check
+	$(MAKE) -j$(BUILD_JOBS) BUILD=build-v3 ISA=V3 NVCC= all unit
+	OPENBLAS_CORETYPE=Haswell SW_BIN=$(abspath build-v3/bin) SW_TOP=$(CURDIR) \
+	  prove -j$(PROVE_JOBS) -e '' $(subst $(BUILD)/,build-v3/,$(PROVE_FILES))
+	$(MAKE) -j$(BUILD_JOBS) BUILD=build-base ISA=BASE NVCC= all unit
+	OPENBLAS_CORETYPE=Prescott OMP_NUM_THREADS=1 SW_BIN=$(abspath build-base/bin) SW_TOP=$(CURDIR) \
+	  prove -j$(PROVE_JOBS) -e '' $(subst $(BUILD)/,build-base/,$(PROVE_FILES))
+
 # The GPU trainer against the CPU reference (tests/e2e/t0270-cuda.t): where
 # there is no usable GPU it fails saying why (make check runs the same
 # script, which skips there).
@@ -283,6 +306,12 @@ fixtures: $(GEN)
 demo: deps
 	$(MAKE) all
 	@sh demo/demo.sh $(BUILD)/bin
+
+# the demo on seeds 1, 2 and 3 and the spread of its findings (three times
+# make demo's time and disk: demo/spread.sh; the README's figures)
+demo-spread: deps
+	$(MAKE) all
+	@sh demo/spread.sh $(BUILD)/bin
 
 # the optimal-norm paper's experiment at this machine's scale (about an
 # hour on 2 cores; not part of make demo): demo/transfer-study.sh
@@ -329,7 +358,7 @@ bench-cuda: all $(BUILD)/bench/cuda-info
 	bench/train-cuda
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-v3 build-base
 
 -include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 

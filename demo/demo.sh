@@ -19,6 +19,9 @@
 # two at a time on one thread each: on two cores that beats one run at a
 # time on two threads (small matrices do not keep two threads busy).
 #
+# SW_DEMO_SEED=N trains every run from seed N (default 1): demo/spread.sh
+# runs the demo on three seeds to give each finding its spread.
+#
 # SW_DEMO_TINY=1 runs the same job in miniature (the committed corpus,
 # tiny models, a few steps: seconds) into SW_DEMO_OUT; the end-to-end test
 # tests/e2e/t0250-mini-demo.t does that.
@@ -115,7 +118,7 @@ if [ ! -s "$out/fortunes.tok" ]; then
 	sw-tokenize encode -t "$out/tokenizer.bpe" -o "$out/fortunes.tok" "$out/fortunes.txt" >"$out/encode.tsv"
 	pretty <"$out/encode.tsv"
 fi
-DATA="--data $out/fortunes.tok --vocab $VOCAB"
+DATA="--data $out/fortunes.tok --vocab $VOCAB --seed ${SW_DEMO_SEED:-1}"
 
 # ---- 2. the main run -----------------------------------------------------
 

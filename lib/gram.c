@@ -1,5 +1,6 @@
 /* gram.c - weight-matrix views and their Gram operator on blocks (gram.h). */
 #include "gram.h"
+#include "isa.h"
 #include "dtype.h"
 #include "linalg.h"
 
@@ -16,13 +17,8 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-/* Hot loops are compiled for AVX-512 and AVX2+FMA machines and for any
- * x86-64; the loader picks one at run time (as in linalg.c). */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define HOT
-#endif
+/* hot loops in the widest vectors this CPU has (isa.h) */
+#define HOT ISA_CLONES
 
 struct spec_view spectrum_view(const float *W, int64_t rows, int64_t cols)
 {

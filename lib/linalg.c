@@ -1,5 +1,6 @@
 /* linalg.c - row/column passes, sigma_max by Lanczos (see linalg.h). */
 #include "linalg.h"
+#include "isa.h"
 #include "par.h"
 #include "rng.h"
 
@@ -17,13 +18,8 @@ void linalg_split(int64_t rows, int nth, int tid, int64_t *lo, int64_t *hi)
 	*hi = *lo + q + (tid < r ? 1 : 0);
 }
 
-/* Hot loops are compiled for AVX-512 and AVX2+FMA machines and for any
- * x86-64; the loader picks one at run time (as in gram.c). */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define HOT
-#endif
+/* hot loops in the widest vectors this CPU has (isa.h) */
+#define HOT ISA_CLONES
 
 HOT static void rows_pass(const float *W, int64_t lo, int64_t hi, int64_t cols,
 			  const float *scale, double *row_sq, double *col_acc,

@@ -6,6 +6,7 @@
  */
 #include "model.h"
 #include "elemmath.h"
+#include "isa.h"
 #include "par.h"
 #include "rng.h"
 
@@ -135,7 +136,7 @@ static void encoder_backward(real *dembed, const real *dout, const int *tokens, 
 }
 
 /* out = gain * x / sqrt(mean(x^2) + eps), per row of C; gain may be NULL */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *gain,
 			    int N, int C, double eps)
 {
@@ -155,7 +156,7 @@ static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *
  * dg += sum_n dy * xhat; dx = r * (dxhat - xhat * mean(dxhat * xhat)),
  * dxhat = dy * g.
  */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void rmsnorm_backward(real *dinp, real *dgain, const real *dout, const real *inp,
 			     const real *gain, const real *rstd, int N, int C)
 {
@@ -302,7 +303,7 @@ static void rope_backward(real *dx, const real *cos_, const real *sin_, int B, i
  * then masked), and O_h = P V_g, P being zero above the diagonal. The
  * GEMMs run inside the parallel loop, each on one thread.
  */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void attention_forward(real *out, real *att, const real *q, const real *k, const real *v,
 			      int B, int T, int H, int KV, int hd)
 {
@@ -359,7 +360,7 @@ static void causal_add_tn(real *dy, int ldy, const real *m, const real *x, int l
  * (b, KV-head) pairs, so a KV head's gradients are written by one thread
  * only, whatever the group size; dP lives in that pair's T x T scratch.
  */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 			       const real *dout, const real *q, const real *k, const real *v,
 			       const real *att, int B, int T, int H, int KV, int hd)
@@ -411,7 +412,7 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 }
 
 /* h = silu(gate) * up, silu(x) = x sigmoid(x) */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
 {
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
@@ -420,7 +421,7 @@ static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
 }
 
 /* d silu(x)/dx = s(x) (1 + x (1 - s(x))) */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
 			    const real *up, size_t n)
 {
@@ -436,7 +437,7 @@ static void swiglu_backward(real *dgate, real *dup, const real *dh, const real *
 /* The backward into the fused product's gradient dgu (N, 2F), written:
  * each element 0 + its term, the sum into zeros the unfused backward
  * forms (a -0 comes out +0 as there). */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void swiglu_backward_fused(real *dgu, const real *dh, const real *gate, const real *up,
 				  int N, int F)
 {
@@ -469,7 +470,7 @@ static void qkv_join(real *dqkv, const real *dq, const real *dk, const real *dv,
 	}
 }
 
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void residual_forward(real *out, const real *a, const real *b, size_t n)
 {
 #pragma omp parallel for schedule(static) PAR_IF(n)
@@ -478,7 +479,7 @@ static void residual_forward(real *out, const real *a, const real *b, size_t n)
 }
 
 /* probs = softmax(logits) in place, per row of V; losses = -log p[target] */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void softmax_crossentropy_forward(real *losses, real *probs, const int *targets,
 					 int N, int V)
 {
@@ -494,7 +495,7 @@ static void softmax_crossentropy_forward(real *losses, real *probs, const int *t
 }
 
 /* dlogits = (probs - onehot(target)) * scale, in place over probs */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void softmax_crossentropy_backward(real *probs, const int *targets, int N, int V, real scale)
 {
 #pragma omp parallel for schedule(static) PAR_IF((size_t)N * V)

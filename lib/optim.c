@@ -1,6 +1,7 @@
 /* optim.c - AdamW, Muon, Scion, schedules, per-tensor hparams (see optim.h). */
 #include "optim.h"
 #include "elemmath.h"
+#include "isa.h"
 #include "par.h"
 
 #include <cblas.h>
@@ -265,7 +266,7 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 }
 
 /* PyTorch's AdamW: decay first, then p -= lr m_hat / (sqrt(v_hat) + eps). */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void adamw_tensor(const struct optim *o, real *p, const real *g, double clip, float *m,
 			 float *v, size_t n, double lr, double wd, enum sw_wd_mode mode)
 {

@@ -17,18 +17,4 @@
 #define PAR_IF(n) if ((size_t)(n) >= PAR_MIN_ELEMS)
 #define PAR_IF_FLOPS(n) if ((size_t)(n) >= PAR_MIN_FLOPS)
 
-/*
- * A per-element loop in the widest vectors this CPU has: the build
- * targets any x86-64 (SSE2), so a function marked so is compiled also
- * for AVX2 and AVX-512 and the loader picks one (GCC's target_clones).
- * The same IEEE operations in every version (no FMA: -std=c17 contracts
- * nothing), so the same bits. Not under the sanitizers, whose run-time
- * the loader's choice would precede.
- */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-#define PAR_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PAR_VECTOR_CLONES
-#endif
-
 #endif

@@ -1,5 +1,6 @@
 /* spectrum.c - singular-value spectra of weight matrices (see spectrum.h). */
 #include "spectrum.h"
+#include "isa.h"
 #include "linalg.h"
 #include "rng.h"
 
@@ -10,13 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Hot loops are compiled for AVX-512 and AVX2+FMA machines and for any
- * x86-64; the loader picks one at run time (as in gram.c). */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define HOT
-#endif
+/* hot loops in the widest vectors this CPU has (isa.h) */
+#define HOT ISA_CLONES
 
 static int64_t min64(int64_t a, int64_t b)
 {

@@ -20,6 +20,10 @@ test_expect_success 'header: the columns, exactly' '
 	test_cmp expect header
 '
 
+# against the construction (computed in double): row, column and Frobenius
+# sums are taken in double, sigma_max by Lanczos stopped at 1e-6 relative
+# (NORMS_SIGMA_REL_TOL) or the dense path in double; the float32 storage
+# of the entries moves a norm by ~6e-8 relative: 1e-6 relative
 test_expect_success 'tiny (LAPACK path): every norm within 1e-6 of the construction' '
 	sw-norms "$FIX/tiny.h5" >actual &&
 	project actual >got &&
@@ -37,6 +41,7 @@ test_expect_success 'step and tokens come from the file' '
 	printf "1200\t4915200\n" >expect && test_cmp expect st
 '
 
+# exact: the same binary on byte-identical float32 weights
 test_expect_success 'safetensors F32, single and sharded: the same numbers as HDF5, exactly' '
 	norms_of "$FIX/tiny.h5" h5 &&
 	norms_of "$FIX/tiny-hf" st4 &&
@@ -50,6 +55,10 @@ test_expect_success 'safetensors without step: step and tokens empty' '
 	printf "\t\n" >expect && test_cmp expect st23
 '
 
+# BF16 keeps 8 significant bits: each weight moves by at most 2^-9
+# relative, so the row, column, Frobenius and max norms by at most that,
+# sigma_max by about that (the rounding errors do not line up with its
+# singular vectors); 2^-8 leaves a factor 2
 test_expect_success 'BF16 copy: the same norms to BF16 precision (2^-8)' '
 	norms_of "$FIX/tiny.h5" h5 && norms_of "$FIX/tiny-hf-bf16" bf16 &&
 	numbers_close 0.00390625 h5 bf16

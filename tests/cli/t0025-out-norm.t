@@ -1,7 +1,9 @@
 #!/bin/sh
 # The output head's RMS->inf norm has one owner (lib/norms.c,
 # norms_output_head): the trainer's trace, sw-norms and sw-transfer give
-# the same number for the same weights, tied head or not.
+# the same number for the same weights, tied head or not. Exact: a trace
+# row against the checkpoint row, computed by the same function on the
+# same float32 weights on the same machine.
 . "$(dirname "$0")/../lib/tap.sh"
 
 # trace_out_norm RUN STEP: the trace's out_norm at STEP, as %.9g

@@ -16,7 +16,9 @@ dump_carried() {
 	h5dump -a /step -a /tokens -g /config -g /optim -g /metrics -g /params "$1" >h5dump.out &&
 	sed 1d h5dump.out
 }
-# the numbers the tools print, without the file column
+# the numbers the tools print, without the file column; same_numbers
+# compares them exactly: the same binaries, on the same machine, on
+# the same float32 values losslessly converted
 tool_numbers() {
 	sw-norms "$1" >"$2.out" && cut -f2- "$2.out" >"$2.norms" &&
 	sw-spectrum --summary "$1" >"$2.out" && cut -f2- "$2.out" >"$2.spectrum" &&
@@ -59,6 +61,7 @@ test_expect_success 'the metadata: format pt and the scalewatch attributes' '
 
 test_expect_success 'tiny: back to HDF5, the same file as h5dump prints it (data and attributes)' '
 	sw-convert "$FIX/tiny.h5" rt-st && sw-convert rt-st tiny-rt.h5 &&
+	# exact: the stored values copied, bit for bit
 	dump "$FIX/tiny.h5" >expect && dump tiny-rt.h5 >actual && test_cmp expect actual
 '
 
@@ -82,6 +85,7 @@ while IFS='|' read -r name flags; do
 		eval sw-train \$TRAIN --out run $flags >/dev/null &&
 		sw-convert run/ckpt-000003.h5 st &&
 		sw-convert st rt.h5 &&
+		# exact: the stored values copied, bit for bit
 		dump_carried run/ckpt-000003.h5 >expect && dump_carried rt.h5 >actual &&
 		test_cmp expect actual &&
 		tool_numbers run/ckpt-000003.h5 orig && tool_numbers rt.h5 rt && same_numbers orig rt &&
@@ -129,13 +133,17 @@ test_expect_success '--dtype bf16: BF16 tensors, torch_dtype bfloat16, norms to 
 	test_cmp expect dtypes &&
 	sw-norms "$FIX/tiny.h5" >norms && cut -f2- norms >f32 &&
 	sw-norms bf16 >norms && cut -f2- norms >b16 &&
+	# BF16 keeps 8 significant bits: each value within 2^-9 relative, the
+	# norms within 2^-8 (and not the same as float32)
 	numbers_close 0.00390625 f32 b16 && ! cmp -s f32 b16
 '
 
 test_expect_success '--dtype bf16 and back: the widened BF16 values, exactly' '
 	sw-convert --dtype bf16 "$FIX/tiny.h5" bf16-back && sw-convert bf16-back bf16.h5 &&
 	sw-norms bf16-back >norms && cut -f2- norms >b16 &&
-	sw-norms bf16.h5 >norms && cut -f2- norms >back && test_cmp b16 back
+	sw-norms bf16.h5 >norms && cut -f2- norms >back &&
+	# exact: the same binary on the same BF16 values, converted losslessly
+	test_cmp b16 back
 '
 
 test_expect_success 'an existing OUT: exit 73, one line, untouched' '

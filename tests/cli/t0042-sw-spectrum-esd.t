@@ -18,7 +18,10 @@ test_expect_success 'the columns, a row per matrix' '
 
 # the fixture head was built with sigma_k = 2.5 0.8^(k-1), k = 1..16, 48 x 16
 # (stored in float32: 1e-7 relative): lambda_k = sigma_k^2 / 48, a
-# geometric sequence
+# geometric sequence. The spectrum is the Gram matrix's in double
+# (dsyevd), so only the float32 storage separates it from the
+# construction: 1e-7 relative. The fit's columns against the same fit
+# redone here from the printed (9-digit) values: 1e-6.
 test_expect_success 'the head of known spectrum: lambda_max, the norms, alpha and its s.e. from the tail' '
 	sw-spectrum --esd-fit --role lm_head "$FIX/tiny.h5" >out &&
 	awk -F"\t" "NR == 2 { print \$7, \$8, \$15, \$16 }" out >got &&
@@ -33,6 +36,7 @@ test_expect_success 'the head of known spectrum: lambda_max, the norms, alpha an
 		exit !(c == n && d < 1e-6 * a && e < 1e-6 && w < 1e-6 * (a + 1)) }" out
 '
 
+# densities and edges printed to 9 digits: the integrals agree to 1e-6
 test_expect_success '--esd-fit --hist: the density of lambda integrates to 1, the power law to the tail'"'"'s share up to lambda_max' '
 	sw-spectrum --esd-fit --hist 12 --role down --layer 0 "$FIX/wide.h5" >h &&
 	head -n 1 h | cut -f7- >header &&
@@ -63,6 +67,7 @@ test_expect_success 'a tied head: its row is the embedding'"'"'s' '
 	sw-train --data "$FIX/corpus.txt" --out tied --steps 2 --d-model 16 --n-layers 1 --n-heads 2 --tie \
 		--batch 1 --seq-len 8 --eval-every 0 --trace "" --threads 1 >/dev/null &&
 	sw-spectrum --esd-fit --role embed,lm_head tied/ckpt-000002.h5 >t &&
+	# exact: the same function on the same matrix twice
 	test_line_count = 3 t && cut -f7- t | sed 1d | uniq >u && test_line_count = 1 u
 '
 

@@ -11,6 +11,10 @@
 
 MKTRACE=$SW_BIN/../tests/unit/mktrace
 
+# Every value comparison here is exact: mktrace writes values exact in
+# binary (quarters, 2^-10 steps, integers: its header), which sw-trace and
+# h5py only read back and print; the other side is sw-trace on the same file.
+
 test_expect_success 'setup: a closed trace of 4 rows' '
 	"$MKTRACE" -n 4 run.h5 >progress &&
 	test_line_count = 4 progress

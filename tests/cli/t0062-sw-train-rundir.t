@@ -58,6 +58,7 @@ test_expect_success 'an empty directory, or one of other files only, is used as 
 	sw-train --data "$CORPUS" --out empty $SMALL --steps 4 >/dev/null &&
 	sw-train --data "$CORPUS" --out others $SMALL --steps 4 >/dev/null 2>err &&
 	test_line_count = 0 err &&
+	# exact: the same binary, data and threads twice
 	cmp empty/ckpt-000004.h5 others/ckpt-000004.h5 &&
 	rm others/ckpt-000004.h5 others/trace.h5 && snapshot others others.after &&
 	test_cmp others.before others.after
@@ -83,6 +84,7 @@ test_expect_success '--force: the old run replaced as a whole, the user file kep
 	test_cmp expect names && echo "my notes" >expect && test_cmp expect forced/notes.txt
 '
 
+# exact: the same binary, data and threads twice (checkpoints and trace)
 test_expect_success '--force: what it writes is what a run into an empty directory writes' '
 	sw-train --data "$CORPUS" --out clean $SMALL --d-model 32 --steps 30 --ckpt-every 15 >/dev/null &&
 	cmp clean/ckpt-000015.h5 forced/ckpt-000015.h5 && cmp clean/ckpt-000030.h5 forced/ckpt-000030.h5 &&
@@ -104,8 +106,12 @@ test_expect_success 'setup: an uninterrupted run of 40 steps, and one stopped af
 	trace_steps half/trace.h5 steps && printf "step\n10\n20\n30\n40\n" >expect && test_cmp expect steps
 '
 
+# exact here and below: a resume against the uninterrupted run, the same
+# binary and the same thread count (--threads 1 as in $SMALL: a resume
+# takes the thread count from its command line, and another count would
+# add the sums in another order)
 test_expect_success '--resume in the run'"'"'s own directory: allowed, bit for bit, the trace appended' '
-	sw-train --data "$CORPUS" --out half --resume half/ckpt-000020.h5 --ckpt-every 10 >out 2>err &&
+	sw-train --data "$CORPUS" --out half --resume half/ckpt-000020.h5 --ckpt-every 10 --threads 1 >out 2>err &&
 	test_line_count = 0 err &&
 	cmp full/ckpt-000030.h5 half/ckpt-000030.h5 && cmp full/ckpt-000040.h5 half/ckpt-000040.h5 &&
 	cmp full/ckpt-000010.h5 half/ckpt-000010.h5 &&
@@ -136,14 +142,14 @@ test_expect_success '--resume into another directory holding a run: exit 73; --f
 	grep -q "^sw-train: run: holds another run than the one full/ckpt-000020.h5 continues: 2 checkpoints" err &&
 	test_line_count = 1 err && snapshot run after && test_cmp before after &&
 	cp -r run branch &&
-	sw-train --data "$CORPUS" --out branch --resume full/ckpt-000020.h5 --force >out 2>err &&
+	sw-train --data "$CORPUS" --out branch --resume full/ckpt-000020.h5 --force --threads 1 >out 2>err &&
 	ls branch >names && printf "ckpt-000040.h5\nnotes.txt\ntrace.h5\n" >expect && test_cmp expect names &&
 	cmp full/ckpt-000040.h5 branch/ckpt-000040.h5 &&
 	trace_steps branch/trace.h5 steps && printf "step\n30\n40\n" >expect && test_cmp expect steps
 '
 
 test_expect_success '--resume into a new directory: a new trace, beginning after the step' '
-	sw-train --data "$CORPUS" --out new --resume full/ckpt-000020.h5 >out 2>err &&
+	sw-train --data "$CORPUS" --out new --resume full/ckpt-000020.h5 --threads 1 >out 2>err &&
 	test_line_count = 0 err && echo new/ckpt-000040.h5 >expect && test_cmp expect out &&
 	cmp full/ckpt-000040.h5 new/ckpt-000040.h5 &&
 	trace_steps new/trace.h5 steps && printf "step\n30\n40\n" >expect && test_cmp expect steps &&

@@ -24,6 +24,7 @@ test_expect_success '--log: a line per evaluation and checkpoint, and at the end
 	printf "ckpt-000020.h5\nckpt-000040.h5\n" >expect && test_cmp expect ckpts
 '
 
+# exact: the same floats of one run, printed by the trainer and by sw-trace
 test_expect_success '--log: the loss and val printed are the trace'"'"'s, to 4 decimals' '
 	sed -n "s/.*step \([0-9]*\)\/40  loss \([0-9.]*\)  val \([0-9.]*\) .*/\1 \2 \3/p" err >printed &&
 	sw-trace --series loss,val_loss run/trace.h5 >trace.tsv &&

@@ -3,16 +3,24 @@
 # trainer's path. Without a GPU (no /dev/nvidia0), --device cuda is
 # refused in one line, exit 69, nothing written. --device emu runs the
 # CUDA path (lib/cuda/gpumodel.c, its kernel bodies and products through
-# the host emulation of lib/cuda/gpu_emu.c) and must give the CPU's
-# checkpoints bit for bit on micro-batches of at most 256 tokens (here
-# 64): on one thread the emulated products are the CPU's OpenBLAS calls,
-# and every reduction the checkpoint depends on adds in an order that
-# rounds to the same floats (a norm gain's gradient, summed in chunks of
-# 256 rows, in the CPU's order within a chunk; t-cuda-model checks the
-# kernels' order to 1e-5); with gradient accumulation that gradient is
-# added per micro-batch, not per row, and the runs agree to 1e-5. So the wiring of train.c's --device
-# hook is checked here: resume across devices, /fisher, /optim_state,
-# traces, sharpness. The GPU itself: tests/e2e/t0270-cuda.t.
+# the host emulation of lib/cuda/gpu_emu.c), so the wiring of train.c's
+# --device hook is checked here: resume across devices, /fisher,
+# /optim_state, traces, sharpness. The GPU itself: tests/e2e/t0270-cuda.t.
+#
+# What is exact and what is numerical (README, "Exact and numerical"):
+# - the emulated device against itself, same binary and machine: bit for
+#   bit, resumed or not (cmp);
+# - the emulated device against the CPU: numerical. Its products are
+#   OpenBLAS calls of other shapes and layouts than the CPU's, which some
+#   OpenBLAS kernels sum in another order (SkylakeX and Prescott gave the
+#   same bits, Haswell did not). Measured after these 12 steps, max |a-b|
+#   over max |b| per tensor: emu against CPU up to 2.0e-6 (Haswell), and
+#   the CPU on one OpenBLAS kernel against another up to 1.8e-4 (AdamW,
+#   whose update divides by sqrt(v) and so magnifies the rounding of
+#   gradients near zero). The tolerance, 1e-3, is 5x the larger; one step
+#   missed or repeated moves a tensor (its moments first) by 0.34 to 1.5.
+#   The losses of the trace agree to 8e-9 (tolerance 1e-6), its statistics
+#   to 7e-8, one float32 ulp (tolerance 1e-6).
 . "$(dirname "$0")/../lib/tap.sh"
 
 CORPUS=$FIX/corpus.txt
@@ -53,26 +61,35 @@ test_expect_success 'an unknown device, bf16 on the CPU: usage errors' '
 	test_expect_code 64 sw-sharpness --device tpu x.h5 2>err && test ! -e x
 '
 
+# the parameters and optimizer state of two checkpoints to TOL (above)
+CKPT_TOL=1e-3
 for opts in "--optimizer adamw --multipliers row --tie" "--optimizer muon --qk-norm --norm-everywhere" \
 	"--optimizer scion --multipliers col --save-grads"; do
-	test_expect_success "emu: the CPU's checkpoints bit for bit ($opts)" '
+	test_expect_success "emu: the CPU's checkpoints, the same tensors (exact) ($opts)" '
 		rm -rf cpu emu &&
 		sw-train $RUN $opts --steps 12 --out cpu >/dev/null &&
 		sw-train $RUN $opts --steps 12 --out emu --device emu >last &&
 		echo emu/ckpt-000012.h5 >expect && test_cmp expect last &&
-		cmp cpu/ckpt-000006.h5 emu/ckpt-000006.h5 && cmp cpu/ckpt-000012.h5 emu/ckpt-000012.h5
+		sw-ls cpu/ckpt-000012.h5 >cpu.ls && sw-ls emu/ckpt-000012.h5 >emu.ls &&
+		sed "s,^cpu/,emu/," cpu.ls >expect && test_cmp expect emu.ls
 	'
+	if have_python_modules h5py; then
+		test_expect_success "emu: the CPU's values to float32 rounding ($opts)" '
+			"$PY" "$SW_TOP/tests/e2e/params_close.py" emu/ckpt-000006.h5 cpu/ckpt-000006.h5 $CKPT_TOL &&
+			"$PY" "$SW_TOP/tests/e2e/params_close.py" emu/ckpt-000012.h5 cpu/ckpt-000012.h5 $CKPT_TOL
+		'
+	else
+		test_skip "emu: the CPU's values to float32 rounding ($opts)" 'no python3-h5py'
+	fi
 done
 
 # every series but the wall-clock seconds
 SERIES=loss,val_loss,lr,grad_norm,tokens,out_norm,residual_rms,attn_out_rms,mlp_out_rms,sublayer_gain
 SERIES=$SERIES,weight_rms,q_head_rms,k_head_rms,multiplier
-test_expect_success 'emu: the trace, loss to the bit, the statistics summed on the device to 1e-12' '
-	sw-trace --series loss,val_loss,lr,tokens,out_norm cpu/trace.h5 >cpu.loss &&
-	sw-trace --series loss,val_loss,lr,tokens,out_norm emu/trace.h5 >emu.loss &&
-	test_cmp cpu.loss emu.loss &&
+test_expect_success 'emu: the trace, the same steps and tokens, every series to 1e-6 of the CPU' '
 	sw-trace --series $SERIES cpu/trace.h5 >cpu.all && sw-trace --series $SERIES emu/trace.h5 >emu.all &&
-	numbers_close 1e-12 cpu.all emu.all && test_line_count = 7 emu.all
+	numbers_close 1e-6 cpu.all emu.all && test_line_count = 7 emu.all &&
+	cut -f1,6 cpu.all >expect && cut -f1,6 emu.all >got && test_cmp expect got
 '
 
 if have_python_modules h5py; then
@@ -92,16 +109,27 @@ test_expect_success 'setup: a CPU run of 12 steps, and its first 6 (Muon, QK-nor
 	sw-train $RUN --optimizer muon --qk-norm --steps 6 --out half >/dev/null
 '
 
-test_expect_success 'resumed across devices: CPU then emu, emu then CPU, each the 12 steps bit for bit' '
-	rm -rf a b && cp -r half a &&
-	sw-train $RUN --optimizer muon --qk-norm --resume a/ckpt-000006.h5 --steps 12 --out a \
-		--device emu >/dev/null &&
-	cmp ref/ckpt-000012.h5 a/ckpt-000012.h5 &&
+test_expect_success 'emu resumed on emu: the uninterrupted run bit for bit (same binary, same machine)' '
+	sw-train $RUN --optimizer muon --qk-norm --steps 12 --out eref --device emu >/dev/null &&
 	sw-train $RUN --optimizer muon --qk-norm --steps 6 --out b --device emu >/dev/null &&
-	cmp half/ckpt-000006.h5 b/ckpt-000006.h5 &&
-	sw-train $RUN --optimizer muon --qk-norm --resume b/ckpt-000006.h5 --steps 12 --out b >/dev/null &&
-	cmp ref/ckpt-000012.h5 b/ckpt-000012.h5
+	cp -r b e2 &&
+	sw-train $RUN --optimizer muon --qk-norm --resume e2/ckpt-000006.h5 --steps 12 --out e2 \
+		--device emu >/dev/null &&
+	cmp eref/ckpt-000012.h5 e2/ckpt-000012.h5
 '
+
+if have_python_modules h5py; then
+	test_expect_success 'resumed across devices: CPU then emu, emu then CPU, each the 12 steps to float32 rounding' '
+		rm -rf a && cp -r half a &&
+		sw-train $RUN --optimizer muon --qk-norm --resume a/ckpt-000006.h5 --steps 12 --out a \
+			--device emu >/dev/null &&
+		"$PY" "$SW_TOP/tests/e2e/params_close.py" a/ckpt-000012.h5 ref/ckpt-000012.h5 $CKPT_TOL &&
+		sw-train $RUN --optimizer muon --qk-norm --resume b/ckpt-000006.h5 --steps 12 --out b >/dev/null &&
+		"$PY" "$SW_TOP/tests/e2e/params_close.py" b/ckpt-000012.h5 ref/ckpt-000012.h5 $CKPT_TOL
+	'
+else
+	test_skip 'resumed across devices: the 12 steps to float32 rounding' 'no python3-h5py'
+fi
 
 test_expect_success 'sw-sharpness --device emu: the CPU estimate to 1e-6 (fresh batches, and one batch in micro-batches)' '
 	for dev in cpu emu; do

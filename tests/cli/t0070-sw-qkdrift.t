@@ -130,6 +130,9 @@ qkn gains 2 QK-norm: the pair is the q_norm/k_norm gains
 unit unit 2 QK-norm without gains: both scales fixed at 1, no drift
 CASES
 
+# the message prints the slope to 6 digits: the planted 1.5 and 2 come
+# out within 1e-8 (mksynth's float32 rounding; sums in double, no BLAS),
+# far inside the 5e-7 that would change a printed digit
 test_expect_success '--check MAX: exit 1 naming every head whose |slope| exceeds it' '
 	test_expect_code 1 sw-qkdrift --check 1.2 gqa/*.h5 >out 2>err &&
 	test_line_count = 9 out &&
@@ -161,6 +164,7 @@ test_expect_success '--layer: only those layers' '
 
 test_expect_success 'file names on stdin' '
 	ls gqa/*.h5 | sw-qkdrift --drift >out && drift_check matrices 0.25 2 &&
+	# exact: the same binary on the same files twice
 	ls gqa/*.h5 | sw-qkdrift --drift - >out2 && test_cmp out out2
 '
 
@@ -177,6 +181,7 @@ test_expect_success 'a safetensors model (no step): rows with an empty step' '
 	sed -n 2p out | cut -f2,3 >st && printf "\t\n" >expect && test_cmp expect st
 '
 
+# exact: the same binary on the same float32 values in two formats
 test_expect_success 'the same numbers from safetensors as from HDF5' '
 	sw-qkdrift "$FIX/tiny.h5" >out && cut -f4- out >h5 &&
 	sw-qkdrift "$FIX/tiny-hf" >out && cut -f4- out >st && test_cmp h5 st

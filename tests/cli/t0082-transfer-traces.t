@@ -32,6 +32,11 @@ same_but_file() {
 	cut -f"$3" --complement "$1" >expect && cut -f"$3" --complement "$2" >got && test_cmp expect got
 }
 
+# exact, here and in the next tests: the trainer logs in its trace what a
+# checkpoint stores (val_loss, tokens, lr_max, batch_size: copies) and the
+# output norms by the function sw-norms and sw-transfer run on a checkpoint
+# (norms_output_head: each row's sum of squares on one thread, so any
+# thread count gives the same bits), on the same machine
 test_expect_success 'the optimum of each horizon: the same from the traces as from the checkpoints' '
 	sw-transfer $(cat ckpts) >ckpt.tsv && sw-transfer $(cat traces) >trace.tsv &&
 	test_line_count = 5 trace.tsv && same_but_file ckpt.tsv trace.tsv 14 &&
@@ -75,6 +80,7 @@ test_expect_success 'the norms the trace logs are those of the head a checkpoint
 	done
 '
 
+# exact: the same binary on the same files
 test_expect_success 'a sweep directory: the runs traces' '
 	sw-transfer $(cat traces) >expect && sw-transfer sweep >got && test_cmp expect got &&
 	sw-transfer --table sweep/ >got && sw-transfer --table $(cat traces) >expect && test_cmp expect got &&
@@ -117,14 +123,18 @@ test_expect_success '--check: a wide tolerance passes, none fails, naming the tr
 	grep -q "^sw-transfer: check: the optimal output norms of 4 groups span .*/trace.h5" err
 '
 
+# mktrace writes binary fractions, the same on every machine, which print
+# alike; log2_out_norm is sw-transfer's log2() against awk's
+# log(x)/log(2), which may differ in the last bit and so round apart in
+# the 9th digit printed: 1e-8 relative there (the other cells are equal)
 test_expect_success 'a synthetic trace (mktrace -t): a run at each evaluation step after 0 tokens, its numbers' '
 	"$MKTRACE" -t -n 10 synth.h5 >/dev/null &&
 	sw-transfer --table synth.h5 >got &&
 	awk "BEGIN { OFS = \"\t\"
 		print \"file\", \"lr\", \"batch\", \"tokens\", \"d_model\", \"loss\", \"loss_kind\", \"out_norm\", \"out_norm_folded\", \"log2_out_norm\", \"optimal\"
-		for (r = 3; r <= 9; r += 3) printf \"synth.h5\t0.00390625\t16\t%.0f\t16\t%.9g\tval_loss\t%.9g\t\t%.9g\t1\n\",
+		for (r = 3; r <= 9; r += 3) printf \"synth.h5\t0.00390625\t16\t%.0f\t16\t%.9g\tval_loss\t%.9g\t\t%.17g\t1\n\",
 			123456789012 * r, 8.5 - r / 4, 4 + r / 8, log(4 + r / 8) / log(2) }" >expect &&
-	test_cmp expect got
+	numbers_close 1e-8 expect got
 '
 
 test_expect_success 'a trace without out_norm_folded (an older sw-train): the folded norm empty, --check --folded an error' '
@@ -138,6 +148,7 @@ test_expect_success 'bad: a trace of an older sw-train (no /optim): one line nam
 	"$MKTRACE" -n 4 old.h5 >/dev/null &&
 	test_expect_code 65 sw-transfer old.h5 $(cat traces) >out 2>err &&
 	test_one_error sw-transfer old.h5 && grep -q "no /optim lr_max" err &&
+	# exact: the same binary on the same traces
 	sw-transfer $(cat traces) >expect && test_cmp expect out
 '
 

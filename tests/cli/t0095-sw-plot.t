@@ -81,6 +81,8 @@ test_expect_success 'gnuplot missing: exit 70 with the package named' '
 	grep -q gnuplot-nox err
 '
 
+# cmp against ref.png, here and below: exact, the same gnuplot on the
+# same table
 test_expect_success 'an existing figure is replaced whole, never left half-written' '
 	echo "the user s figure" >keep.png && sw-plot norms norms.tsv -o keep.png && cmp keep.png ref.png &&
 	ls >files && ! grep -q tmp files
@@ -122,6 +124,10 @@ test_expect_success 'each figure says what a referee asks (read from its SVG)' '
 	grep -q ">lr 0.0001<" said-transfer.svg && grep -q ">batch 32<" said-transfer.svg
 '
 
+# exact to the 2 decimals printed: both fits are double arithmetic (no
+# BLAS, no float32) on runs.tsv, which awk writes the same on every
+# machine, and the exponents (-0.830, 0.479, 0.25, 0.144) lie far from a
+# rounding boundary of 2 decimals
 test_expect_success 'transfer-fits prints the exponents sw-transfer --summary fits, with their s.e.' '
 	sw-transfer --summary - <runs.tsv >summary.tsv &&
 	awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next } \$1 == \"all\" {

@@ -27,7 +27,8 @@ start_follower() {
 }
 
 # the rows followed are the first rows of the first run, exactly, and none
-# of the second run's
+# of the second run's (exact: the losses 8 - r/4 are exact in float, and
+# the same sw-trace prints them from the same rows)
 only_first_run() {
 	awk -F'\t' 'NR > 1 && $2 > 50' followed >second-run-rows &&
 	test_line_count = 0 second-run-rows &&

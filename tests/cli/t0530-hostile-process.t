@@ -42,6 +42,7 @@ test_expect_success 'stdout closed: sw-convert writes its directory, exit 0' '
 	cmp open-hf/model.safetensors closed-hf/model.safetensors &&
 	cmp open-hf/config.json closed-hf/config.json &&
 	sw-convert closed-hf back.h5 >&- 2>err && test_line_count = 0 err &&
+	# exact: the same binary on the same float32 values, converted losslessly
 	sw-norms back.h5 >got && sw-norms "$FIX/tiny.h5" >ref && sed "s|$FIX/tiny.h5|back.h5|" ref >expect &&
 	test_cmp expect got
 '
@@ -120,6 +121,8 @@ for role, g in ((\"lm_head\", [1, 1, 1, 1]), (\"lm_head_folded\", [2, 2, 0.5, 1]
     n = math.sqrt(sum(x * x for x in g))
     print(\"\t\".join([role] + [\"%.17g\" % v for v in (2 * c * n, 2 * c * n, c * max(g),
           math.sqrt(8) * c * n, math.sqrt(8) * c * n, c * n / 2, c * max(g))]))" >expect &&
+	# 32 exact float32 values whose squares and sums are taken in double
+	# (they would overflow float32): ~1e-16 each, 1e-8 relative in all
 	numbers_close 1e-8 expect got
 '
 
@@ -162,6 +165,7 @@ test_expect_success 'F64 values float32 would make 0: exit 65, not norms of 0' '
 test_expect_success 'F64 values float32 holds: the same norms as the float32 checkpoint' '
 	"$PY" mkst.py ok64 d 0.5,-0.25,3,2 - && "$PY" mkst.py ok32 f 0.5,-0.25,3,2 - &&
 	sw-norms ok64 >got64 && sw-norms ok32 >got32 &&
+	# exact: the same binary on the same values (each F64 one is a float32)
 	cut -f2- got64 >a && cut -f2- got32 >b && test_cmp b a
 '
 

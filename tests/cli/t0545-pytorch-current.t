@@ -12,6 +12,8 @@
 
 P=$FIX/pt-current
 
+# exact: the same binary on the same float32 (or BF16) values in two formats
+
 for pair in "model.pt tiny-hf" "bf16.pt tiny-hf-bf16"; do
 	set -- $pair
 	test_expect_success "torch 2.15's $1: sw-ls, sw-norms, sw-spectrum, sw-qkdrift as on $2" "

@@ -12,6 +12,10 @@ if ! have_python_modules "numpy, h5py"; then
 	test_done
 fi
 
+# the check's tolerances (spectrum_reference.py): the full spectrum is the
+# Gram matrix's in double (dsyevd), whose error in sigma_i is ~1e-16
+# sigma_max^2 / sigma_i, so 1e-5 relative down to 1e-4 sigma_max and 1e-6
+# sigma_max below it; --top stops block Lanczos at 1e-6 relative
 for f in tiny.h5 wide.h5 tiny-hf-bf16; do
 	test_expect_success "$f: every spectrum = numpy's float64 SVD (>= 1e-4 sigma_max: 1e-5 relative)" "
 		sw-spectrum \"\$FIX/$f\" >actual &&
@@ -45,6 +49,10 @@ test_expect_success 'h5py checkpoint: --per-head (2 heads of 128) = numpy' '
 	"$PY" "$REF" check h5py.h5 actual --per-head
 '
 
+# the exponents are least-squares slopes of log sigma_max over log lr, wd
+# and d, both in double; our sigma_max of these small matrices is the
+# dense path's, in double (all 9 printed digits agree), and at worst
+# Lanczos's, stopped at 1e-6 relative: 1e-6 relative on exponents of ~1
 test_expect_success '--fit: the exponents = numpy lstsq on numpy sigma_max, to 1e-6' '
 	sw-gen-fixtures --sweep sweep 0.9 0.7 0.02 &&
 	"$PY" "$REF" fit sweep/*.h5 >ref && sort ref >expect &&

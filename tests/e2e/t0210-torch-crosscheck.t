@@ -15,7 +15,10 @@ if ! have_python_modules "torch, h5py, numpy"; then
 	test_done
 fi
 
-# check: every line of the reference's report within tolerance
+# check: every line of the reference's report within tolerance: our
+# float32 forward and backward over d_model <= 32, 2 layers, 36-132 tokens
+# against float64 is a few ulps times sqrt(n) and the depth, ~1e-6
+# relative; 1e-5 leaves a margin and still catches a 1e-3 error (below)
 check() {
 	awk '
 		$1 == "loss" && $2 > 1e-5 { print; bad = 1 }

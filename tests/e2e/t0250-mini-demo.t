@@ -58,4 +58,27 @@ test_expect_success 'a rerun trains nothing again' '
 	! grep -q "^== training" log2 && ! grep -q "^== an lr" log2 && grep -q "^== done in" log2
 '
 
+test_expect_success 'demo/spread.sh: the findings over two seeds, seed 1 the demo above' '
+	mkdir spr && ln -s ../out spr/seed1 &&
+	SW_DEMO_TINY=1 SW_SPREAD_OUT=spr SW_SPREAD_SEEDS="1 2" sh "$SW_TOP/demo/spread.sh" "$SW_BIN" \
+		>spread 2>err &&
+	# exact: the table spread.sh wrote and the copy it printed
+	test_cmp spr/spread.tsv spread &&
+	cut -f1 spread >got &&
+	printf "%s\n" quantity val_loss S_emb S_qk S_ffn S_vo S_norm S_out principle_holds_ckpts \
+		principle_holds_from_step out_norm out_norm_folded sigma_max_down1 \
+		transfer_log2_norm_spread transfer_lr_exponent >expect &&
+	test_cmp expect got &&
+	head -n 1 spread >got && printf "quantity\tseed1\tseed2\tmean\tmin\tmax\n" >expect && test_cmp expect got &&
+	# exact: spread.sh copies seed 1 S_emb from out/sharpness.tsv as text
+	awk -F"\t" "\$3 == \"emb\" { print \$5 }" out/sharpness.tsv >expect &&
+	awk -F"\t" "\$1 == \"S_emb\" { print \$2 }" spread >got && test_cmp expect got &&
+	# mean, min and max printed to 6 digits (%.6g): 1e-5 relative
+	awk -F"\t" "function off(x, y) { d = x - y; return (d < 0 ? -d : d) > 1e-5 * (y < 0 ? -y : y) }
+		NR > 1 && \$1 == \"val_loss\" && \$2 == \$3 { print \"seed 2 trained the same run\"; bad = 1 }
+		NR > 1 { a = \$2 + 0; b = \$3 + 0; lo = a < b ? a : b; hi = a < b ? b : a
+			if (off(\$4, (a + b) / 2) || off(\$5, lo) || off(\$6, hi)) { print \"bad row: \" \$0; bad = 1 } }
+		END { exit bad }" spread
+'
+
 test_done

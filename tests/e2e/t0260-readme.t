@@ -141,6 +141,52 @@ test_expect_success 'runner: (glob) and (re) lines match what varies, and only t
 	grep "^vary2.md:3: prints something else than its line 5 shows" out
 '
 
+test_expect_success 'runner: decimals within 1e-5 relative or one unit of their last digit match' '
+	cat >num.md <<-\EOF &&
+	Text
+
+	    $ echo "loss 4.269700651988387  norm 2.25e-4 step 1000 x"
+	    loss 4.269700650591403 norm 2.24e-4 step 1000 x
+	    $ echo "layers.0.attn 1.50000"
+	    layers.0.attn 1.50001
+	EOF
+	sh "$RUN" num.md >out 2>&1 &&
+	grep "^num.md: commands run: 2, not as shown: 0" out
+'
+
+test_expect_success 'runner: integers, text, and decimals beyond the tolerance do not match' '
+	for pair in "step 1001|step 1000" "layers.1.attn 1.5|layers.0.attn 1.5" "x 1.50|x 1.52" \
+		"a 4.2697|b 4.2697" "v 1.0000|v 1.0002" "n 12 3.5|n 12" "2.0e-4|2.2e-4"; do
+		printf "Text\n\n    \$ echo \"%s\"\n    %s\n" "${pair%%|*}" "${pair#*|}" >far.md &&
+		test_expect_code 1 sh "$RUN" far.md >out 2>&1 &&
+		grep "^far.md:3: prints something else than its line 4 shows" out || exit 1
+	done
+'
+
+test_expect_success 'runner: (exact) compares the text; (tol X) widens the tolerance to X' '
+	cat >marks.md <<-\EOF &&
+	Text
+
+	    $ echo "bits 1.2345"
+	    bits 1.2345 (exact)
+	    $ echo "eta 0.00927 exponent -0.08"
+	    eta 0.00903 exponent -0.10 (tol 0.3)
+	EOF
+	sh "$RUN" marks.md >out 2>&1 &&
+	grep "^marks.md: commands run: 2, not as shown: 0" out &&
+	cat >marks2.md <<-\EOF &&
+	Text
+
+	    $ echo "bits 1.23450001"
+	    bits 1.2345 (exact)
+	    $ echo "eta 0.00927"
+	    eta 0.00803 (tol 0.1)
+	EOF
+	test_expect_code 1 sh "$RUN" marks2.md >out 2>&1 &&
+	grep "^marks2.md:3: prints something else than its line 4 shows" out &&
+	grep "^marks2.md:5: prints something else than its line 6 shows" out
+'
+
 test_expect_success 'runner: an example that writes into fixtures/ fails' '
 	printf "Text\n\n    \$ echo x >fixtures/corpus.txt\n" >fix.md &&
 	test_expect_code 1 sh "$RUN" fix.md >out 2>&1 &&

@@ -36,6 +36,8 @@ test_expect_success 'setup: torch.save writes the variants (pt/), every tool run
 	test_line_count = 88 norms.want
 '
 
+# exact: the same binary on the same float32 values (Meta's q and k rows
+# permuted back bit for bit), sw-sharpness with --threads 1 both times
 while IFS='|' read -r name in; do
 	test_expect_success "$name: every tool prints what it prints on the safetensors" "
 		sw-ls pt/$in >ls.out && cut -f2- ls.out >ls.got && test_cmp ls.want ls.got &&
@@ -60,6 +62,9 @@ Meta, two slices|meta2
 Meta, two slices, Llama 3 embedding split|meta2-llama3
 VARIANTS
 
+# numpy in float64 on the values torch wrote: 1e-6 relative for the
+# norms (sums in double, Lanczos stopped at 1e-6), the spectra as in
+# t0110 (spectrum_reference.py: 1e-5 relative down to 1e-4 sigma_max)
 for v in fp32/model.pt bf16/model.pt fp16/model.pt views/model.pt nested/ckpt.pt:model; do
 	test_expect_success "$v: sw-norms and sw-spectrum = numpy on what torch wrote" "
 		\"\$PY\" \"\$REF\" export pt/$v ref &&
@@ -77,6 +82,9 @@ test_expect_success 'BF16 and F16 files: dtypes as stored' '
 	printf "%s\n" "111 BF16" "111 F16" "1 dtype" >want && test_cmp want got
 '
 
+# our float32 forward pass against float64 (d_model 16, 12 layers): a few
+# ulps times sqrt(d) and the depth, ~1e-6 relative, checked at 1e-5 (an
+# unpermuted read is off by more than 1e-3, below)
 for m in meta1 meta2 meta2-llama3; do
 	test_expect_success "$m: logits = a float64 forward of Meta's own (interleaved RoPE)" "
 		\"\$LOGITS\" pt/$m \$TOKENS >ours.tsv &&
@@ -112,6 +120,7 @@ for n in (\"q_proj\", \"k_proj\", \"v_proj\"):
 test_expect_success 'sw-convert: a .pt to HDF5 and to safetensors, the same numbers' '
 	sw-convert pt/fp32/model.pt fp32.h5 &&
 	sw-convert --to safetensors pt/bf16/model.pt bf16-st &&
+	# exact: the same binary on the same values, converted losslessly
 	sw-norms fp32.h5 >a && cut -f4- a >a.got && cut -f3- norms.want >a.want && test_cmp a.want a.got &&
 	sw-norms bf16-st pt/bf16/model.pt >b && cut -f1 --complement b >b2 &&
 	sed -n 2,88p b2 >b.st && sed -n 89,175p b2 >b.pt && test_cmp b.pt b.st

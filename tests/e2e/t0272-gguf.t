@@ -28,7 +28,8 @@ test_expect_success 'setup: an untied GQA run (4 heads, 2 KV) and a tied MQA run
 '
 
 # same TOOL ARGS: TOOL on m.gguf and on the reference print the same
-# (the file column cut off)
+# (the file column cut off); exact: the same binary on the same float32
+# values (the reference is what the reader must decode, bit for bit)
 same() {
 	tool=$1
 	shift
@@ -36,6 +37,9 @@ same() {
 	cut -f2- g.out >g && cut -f2- r.out >r && test_cmp r g
 }
 
+# numpy's norms: float64 on the same float32 values; ours sum in double
+# and stop Lanczos at 1e-6 relative (NORMS_SIGMA_REL_TOL): 1e-6 relative.
+# The logits: the same mklogits on the same values twice, exact.
 for run in gqa mqa; do
 	for type in f32 f16 bf16 q8_0; do
 		test_expect_success "$run, $type: every tool prints the reference's numbers, the same logits" "
@@ -57,6 +61,7 @@ test_expect_success 'the dtypes listed: weights in their type, norm gains F32' '
 	grep -c "	F32	" ls >n && echo 5 >want && test_cmp want n
 '
 
+# exact: the same binary on byte-identical float32 weights
 test_expect_success 'F32: the GGUF gives the checkpoint s own numbers and logits' '
 	"$PY" "$W" gqa/ckpt-000020.h5 m.gguf ref &&
 	sw-norms m.gguf >g.tsv && sw-norms gqa/ckpt-000020.h5 >h.tsv &&
@@ -74,6 +79,7 @@ test_expect_success 'sw-sharpness --data: the GGUF = its reference' '
 	same sw-sharpness --data "$FIX/corpus.txt" --batch-tokens 512 --seq-len 32 --threads 1
 '
 
+# exact: the same sw-norms on the same F32 weights as h.tsv, laid out otherwise
 while IFS='|' read -r name flags; do
 	test_expect_success "$name: read, the same numbers" "
 		\"\$PY\" \"\$W\" gqa/ckpt-000020.h5 v.gguf vref $flags &&
@@ -109,6 +115,8 @@ test_expect_success 'no llama.context_length: refused, the key named' '
 	test_one_error sw-ls c.gguf && grep -q "missing metadata llama.context_length" err
 '
 
+# exact: F16 widened to F32 by the converter is the value the GGUF reader
+# gives; the same binary on the same values
 test_expect_success 'sw-convert: GGUF to HDF5 and to safetensors (BF16), the numbers kept, the source recorded' '
 	"$PY" "$W" gqa/ckpt-000020.h5 m.gguf ref --type f16 &&
 	sw-convert m.gguf m.h5 && sw-convert --dtype bf16 m.gguf m-hf &&

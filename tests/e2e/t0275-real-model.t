@@ -40,6 +40,9 @@ if ! have_python_modules numpy; then
 	test_done
 fi
 
+# ".bin = F32 copy" here and below is exact: the same binary on the same
+# float32 values (a lossless copy), the same machine and threads; against
+# numpy (float64, its own summation) it is numerical, to a tolerance
 test_expect_success 'sw-norms: .bin = F32 copy exactly, = numpy on the .bin to 1e-6' '
 	sw-norms "$BIN" >bin.tsv && sw-norms "$REAL/stories260k-f32" >f32.tsv &&
 	cut -f2- bin.tsv >a && cut -f2- f32.tsv >b && test_cmp a b &&
@@ -118,7 +121,8 @@ test_expect_success 'logits: .bin = F32 copy exactly; BF16 copy = llama2.c s for
 	awk "\$1 == \"logits\" && \$2 <= 1e-5 { ok = 1 } { print } END { exit !ok }" report
 '
 
-# the same weights in the other llama2.c layouts, written by numpy
+# the same weights in the other llama2.c layouts, written by numpy: exact,
+# the same float32 values, the same binary
 while IFS='|' read -r name flags; do
 	test_expect_success "llama2.c $name: the tools print the .bin s numbers" "
 		\"\$PY\" \"\$REF\" write \"\$BIN\" other.bin $flags &&
@@ -140,6 +144,8 @@ test_expect_success 'sw-ls: an untied head is a tensor of the file, a tied one t
 	printf "name\tdtype\tshape\tnumel\nlm_head.weight\ttied\t512x64\t0\n" >want && test_cmp want got
 '
 
+# exact here and for GGUF F32: sw-convert and gguf_write.py copy the
+# float32 values the tools read from the .bin, and the same binary reads them
 test_expect_success 'sw-convert: .bin to HDF5 and to safetensors, the same numbers, the source recorded' '
 	sw-convert "$BIN" s.h5 && sw-convert "$BIN" s-hf && ls s-hf >files &&
 	printf "config.json\nmodel.safetensors\n" >want && test_cmp want files &&
@@ -157,6 +163,9 @@ test_expect_success 'GGUF of the model (F32): the .bin s numbers and logits' '
 	"$LOGITS" s.gguf $TOKENS >g.logits && test_cmp ours.tsv g.logits
 '
 
+# exact: Q8_0 dequantizes to d * q (an F16 scale times an int8, exact in
+# float32) and F16 widens exactly, so ref-q8 holds the same float32
+# values; the same binary reads both
 test_expect_success 'GGUF of the model (Q8_0, down_proj F16): numpy s dequantized weights, exactly' '
 	"$PY" "$GGUF" "$REAL/stories260k-f32" q8.gguf ref-q8 --type q8_0 &&
 	sw-ls q8.gguf >q.ls && grep -c "	Q8_0	" q.ls >n && echo 31 >want && test_cmp want n &&

@@ -86,6 +86,8 @@ for run in a b; do
 	done
 done
 
+# eos_adam from the printed lambda_1 and lr (9 digits each, 5e-10
+# relative): 1e-6 relative is ample
 test_expect_success 'eos_adam is lambda_1 eta (1 - beta1) / (2 + 2 beta1), eta the tensors lr' '
 	awk -F"\t" -v b1="$(cat beta1)" "NR > 1 { want = \$5 * \$13 * (1 - b1) / (2 + 2 * b1); d = \$14 - want; if (d < 0) d = -d;
 		if (d > 1e-6 * want || want <= 0) { print; bad = 1 } n++ } END { exit bad || n < 6 }" ours-a-preconditioned
@@ -107,6 +109,8 @@ test_expect_success 'SLQ: the first four moments within 3 standard errors of the
 		END { exit bad || n != 3 }" nodes ref-a-hessian
 '
 
+# micro-batches add the sequences' float32 products in another order (a
+# few ulps, ~1e-7 relative), and Lanczos stops at --tol 1e-6: 1e-5 relative
 test_expect_success 'micro-batches of one sequence give the same eigenvalues as one pass' '
 	sw-hessian $HS --tol 1e-6 --max-steps 300 --probes 2 a/ckpt-000040.h5 >one &&
 	sw-hessian $HS --tol 1e-6 --max-steps 300 --probes 2 --micro-batch 1 a/ckpt-000040.h5 >two &&

@@ -1,16 +1,35 @@
 # readme-check.awk - compare what a session printed with what the Markdown
 # file shows (tests/lib/readme-run.sh).
 #
-#   awk -v salt=MARK -v md=NAME -v dir=D [-v update=OUT] -f readme-check.awk \
+#   awk -v salt=MARK -v md=NAME -v dir=D [-v update=OUT] [-v tol=T] -f readme-check.awk \
 #       EXPECT ACTUAL [FILE.md]
 #
 # EXPECT is readme-extract.awk's; ACTUAL the session's stdout and stderr,
-# with its marker lines. A line of the file's output matches the same line
-# printed, or, when it ends in " (glob)", the rest as a shell pattern (* any
-# characters, ? one, \ quotes the next), or, when it ends in " (re)", the
-# rest as an awk extended regular expression of the whole line. A last line
-# printed without a newline reads "TEXT (no-eol)". Every command must also
-# exit 0: a failure is shown by the command itself (; echo "exit $?").
+# with its marker lines. A line of the file's output matches the line
+# printed when
+#   - it ends in " (glob)": the rest as a shell pattern (* any characters,
+#     ? one, \ quotes the next);
+#   - it ends in " (re)": the rest as an awk extended regular expression of
+#     the whole line;
+#   - it ends in " (exact)": the rest, character for character (for the
+#     numbers the project promises to the bit on any machine);
+#   - otherwise, numerically (numbers_match below): the same text around the
+#     numbers (runs of spaces counted as one, as a table's padding follows
+#     its numbers' widths), the same integers, and decimals that agree to a
+#     relative tolerance: tol (default 1e-5), or X where the line ends in
+#     " (tol X)", the mark of a number that depends on a training run.
+# A last line printed without a newline reads "TEXT (no-eol)". Every
+# command must also exit 0: a failure is shown by the command itself
+# (; echo "exit $?").
+#
+# Why numbers are not text: a float32 sum in another order (another BLAS
+# kernel, SIMD width or thread count) rounds differently, so a value
+# computed in float32 agrees across machines only to a few ulps times the
+# square root of the terms summed - about 1e-6 for the README's norms and
+# losses over thousands of terms - and a printed value of d digits moves by
+# one unit of its last digit when the value crosses a rounding boundary.
+# Training amplifies the first: a loss after k steps differs in its 3rd to
+# 6th digit, a fitted optimum in its 2nd; those lines say so with (tol X).
 #
 # Prints "NAME:LINE: what is wrong" for every command that fails (and for
 # the first one writes D/expected and D/actual, for diff, and its line to
@@ -37,14 +56,83 @@ function glob_re(p,    r, c, i) {
 	return "^" r "$"
 }
 
-function line_matches(shown, printed) {
+# NUMBER: an integer, or a decimal (a fraction, an exponent or both)
+function split_numbers(s, text, num,    k, re) {
+	re = "-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?"
+	k = 0
+	while (match(s, re)) {
+		text[k] = squeeze(substr(s, 1, RSTART - 1))
+		num[++k] = substr(s, RSTART, RLENGTH)
+		s = substr(s, RSTART + RLENGTH)
+	}
+	text[k] = squeeze(s)
+	return k
+}
+
+function squeeze(s) {
+	gsub(/  +/, " ", s)
+	return s
+}
+
+function is_decimal(x) {
+	return x ~ /[.eE]/
+}
+
+# one unit of the last digit written: 10^(exponent - digits after the point)
+function last_unit(x,    e, d) {
+	e = 0
+	if (match(x, /[eE][-+]?[0-9]+$/)) {
+		e = substr(x, RSTART + 1) + 0
+		x = substr(x, 1, RSTART - 1)
+	}
+	d = index(x, ".") ? length(x) - index(x, ".") : 0
+	return 10 ^ (e - d)
+}
+
+function abs(x) {
+	return x < 0 ? -x : x
+}
+
+# Decimals a and b as printed agree when |a - b| <= tol max(|a|, |b|) plus
+# one unit of the coarser last digit (two values within tol round to
+# printed values that far apart). Integers (counts, shapes, steps, exit
+# statuses) must be equal.
+function numbers_match(shown, printed, tol,    ns, np, ts, tp, xs, xp, i, d, m, u) {
+	ns = split_numbers(shown, ts, xs)
+	np = split_numbers(printed, tp, xp)
+	if (ns != np || ts[0] != tp[0])
+		return 0
+	for (i = 1; i <= ns; i++) {
+		if (ts[i] != tp[i])
+			return 0
+		if (xs[i] == xp[i])
+			continue
+		if (!is_decimal(xs[i]) || !is_decimal(xp[i]))
+			return 0
+		d = abs(xs[i] - xp[i])
+		m = abs(xs[i]) > abs(xp[i]) ? abs(xs[i]) : abs(xp[i])
+		u = last_unit(xs[i]) > last_unit(xp[i]) ? last_unit(xs[i]) : last_unit(xp[i])
+		if (d > tol * m + u)
+			return 0
+	}
+	return 1
+}
+
+function line_matches(shown, printed,    t) {
 	if (shown == printed)
 		return 1
 	if (shown ~ / \(glob\)$/)
 		return printed ~ glob_re(substr(shown, 1, length(shown) - 7))
 	if (shown ~ / \(re\)$/)
 		return printed ~ ("^(" substr(shown, 1, length(shown) - 5) ")$")
-	return 0
+	if (shown ~ / \(exact\)$/)
+		return printed == substr(shown, 1, length(shown) - 8)
+	t = tol == "" ? 1e-5 : tol
+	if (match(shown, / \(tol [0-9.]+([eE][-+]?[0-9]+)?\)$/)) {
+		t = substr(shown, RSTART + 6, RLENGTH - 7) + 0
+		shown = substr(shown, 1, RSTART - 1)
+	}
+	return numbers_match(shown, printed, t)
 }
 
 function report(k, msg,    i) {

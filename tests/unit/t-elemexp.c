@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "../../lib/elemmath.h"
-#include "../../lib/par.h"
+#include "../../lib/isa.h"
 #include "tap.h"
 
 static float from_bits(uint32_t b)
@@ -31,7 +31,7 @@ static int64_t ordered(float f)
 }
 
 /* out[i] = elem_exp(x[i]) in the widest vectors there are */
-PAR_VECTOR_CLONES
+ISA_VECTOR_CLONES
 static void exp_vector(float *restrict out, const float *restrict x, size_t n)
 {
 #pragma omp simd
