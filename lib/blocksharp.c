@@ -284,7 +284,8 @@ int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
 		return agree(o, e, rc);
 	e->has_step = ckpt_meta(ck)->has_step;
 	e->step = ckpt_meta(ck)->step;
-	if (!o->recompute && !o->dump)
+	/* --data given is data to use: a checkpoint's /fisher only without it */
+	if (!o->recompute && !o->dump && !o->data)
 		rc = from_fisher(ck, e, &have, err);
 	ckpt_close(ck);
 	/* every rank read the same file: the same way on */

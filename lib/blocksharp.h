@@ -3,8 +3,9 @@
  * reports it, over the estimator of sharpness.h.
  *
  * blocksharp_estimate gives the GNB estimate h of every parameter: the
- * checkpoint's /fisher when every tensor has one (the trainer's), else
- * computed with the model on tokens of a data file (the largest
+ * checkpoint's /fisher when every tensor has one (the trainer's) and no
+ * data file was given, else computed with the model on tokens of the
+ * data file (the largest
  * micro-batch that divides the batch and whose activations take at most a
  * quarter of the free memory, on a GPU (device) the whole batch unless
  * micro says less; a fresh batch per draw unless same_batch;
@@ -40,7 +41,7 @@ struct blocksharp_opts {
 	int micro;              /* sequences per pass; 0: as memory allows */
 	int draws;
 	int same_batch;
-	int recompute;          /* ignore /fisher */
+	int recompute;          /* ignore /fisher (as data does) */
 	uint64_t seed;
 	const char *dump;       /* write the inputs and labels here, or NULL (one process) */
 	struct comm *comm;      /* the ranks computing the estimate together; NULL: one */

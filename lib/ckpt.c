@@ -123,7 +123,8 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 		arch_model_order_key(&info[i], &order[i].key);
 		order[i].t = &info[i];
 	}
-	qsort(order, n, sizeof *order, keyed_cmp);
+	if (n > 1)
+		qsort(order, n, sizeof *order, keyed_cmp);
 	for (size_t i = 0; i < n; i++)
 		ck->src[i] = (size_t)(order[i].t - info);
 	free(order);

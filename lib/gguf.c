@@ -306,7 +306,8 @@ static int names_unique(const struct gguf_file *f, struct sw_err *err)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (size_t i = 0; i < f->nt; i++)
 		by[i] = &f->t[i];
-	qsort(by, f->nt, sizeof *by, name_cmp);
+	if (f->nt > 1)
+		qsort(by, f->nt, sizeof *by, name_cmp);
 	for (size_t i = 1; i < f->nt && !rc; i++)
 		if (!strcmp(by[i - 1]->name, by[i]->name))
 			rc = sw_fail(err, SW_EDATA, "tensor %s appears twice", by[i]->name);
@@ -378,7 +379,8 @@ int gguf_parse(const unsigned char *p, uint64_t size, struct gguf_file *f, struc
 	for (; f->nkv < nkv && !rc; f->nkv++)
 		rc = get_kv(&c, &f->kv[f->nkv], err);
 	if (!rc) {
-		qsort(f->kv, f->nkv, sizeof *f->kv, key_cmp);
+		if (f->nkv > 1)
+			qsort(f->kv, f->nkv, sizeof *f->kv, key_cmp);
 		for (size_t i = 1; i < f->nkv && !rc; i++)
 			if (!strcmp(f->kv[i - 1].key, f->kv[i].key))
 				rc = sw_fail(err, SW_EDATA, "metadata key '%.100s' appears twice",

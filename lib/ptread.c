@@ -299,6 +299,8 @@ static int read_file(struct ptsrc *s, int k, const char *key, struct named_list 
 		rc = walk(out, d, "", 0, err);
 	for (size_t i = 0; i < out->n && !rc; i++)
 		rc = locate(&z, &out->v[i], k, err);
+	if (!rc && !out->n)
+		rc = sw_fail(err, SW_EDATA, "no tensors in its state dict");
 	if (!rc) {
 		qsort(out->v, out->n, sizeof *out->v, named_cmp);
 		for (size_t i = 1; i < out->n && !rc; i++)
@@ -512,7 +514,7 @@ static int list_pth(struct ptsrc *s, const char *dir, const char *file, const st
 		n++;
 	}
 	closedir(d);
-	if (!rc)
+	if (!rc && n > 1)
 		qsort(names, n, sizeof *names, pth_cmp);
 	for (size_t i = 0; i < n && !rc; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);

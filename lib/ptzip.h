@@ -34,6 +34,7 @@ struct ptzip_entry {
 	uint64_t csize;         /* bytes in the file */
 	uint64_t offset;        /* absolute offset of its data in the file */
 	uint64_t dirpos, dirnum;        /* minizip's position of it (unz64_file_pos) */
+	uint32_t crc;           /* its CRC-32; 0: not computed (torch's compute_crc32=False) */
 };
 
 /* How minizip reads the archive: the open file fd, or mem (the fuzzer). */

@@ -173,7 +173,8 @@ int st_parse_header_meta(const char *json, size_t len, uint64_t data_len,
 		k++;
 	}
 	/* the byte ranges tile the data part exactly, in offset order */
-	qsort(sorted, count, sizeof *sorted, entry_cmp_offset);
+	if (count > 1)
+		qsort(sorted, count, sizeof *sorted, entry_cmp_offset);
 	for (size_t i = 0; i < count; i++) {
 		uint64_t expect = i ? sorted[i - 1]->end : 0;
 		if (sorted[i]->begin != expect) {

@@ -203,13 +203,15 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 		if (heads) {
 			rc = heads_spectra(&v, t, by_cols, o->top, r, err);
 		} else {
+			/* a fault of the data is the stored tensor's (a tied head's
+			 * is the embedding's, said under its name) */
 			if (!(rc = result_alloc(r, 1, k, err)) &&
 			    (rc = view_spectrum(&v, o->top, r->s, &r->n, &r->frob_sq[0], err)))
-				sw_err_prefix(err, "%s", t->name);
+				sw_err_prefix(err, "%s", ckpt_info(ck, job->tensor)->name);
 		}
 		/* a file that shrank meanwhile explains any result: none is kept */
 		if (ckptsrc_check(&cv, err)) {
-			sw_err_prefix(err, "%s", t->name);
+			sw_err_prefix(err, "%s", ckpt_info(ck, job->tensor)->name);
 			rc = SW_EIO;
 		}
 		MATSCHED_CRITICAL

@@ -461,7 +461,8 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 		if (rc || (rc = list_shards(s, dir, &idx, err)))
 			goto out;
 		/* sorted by name from here on: a lookup is a binary search */
-		qsort(idx.e, idx.n, sizeof *idx.e, index_cmp_name);
+		if (idx.n > 1)
+			qsort(idx.e, idx.n, sizeof *idx.e, index_cmp_name);
 		if (!(seen = calloc(idx.n ? idx.n : 1, 1))) {
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			goto out;

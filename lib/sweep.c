@@ -16,8 +16,8 @@
 static const char *const options[SWEEP_AXES] = {"lr", "batch", "wd", "d-model", "tokens"};
 static const char *const columns[SWEEP_AXES] = {"lr", "batch", "wd", "d_model", "tokens"};
 static const char *const tags[SWEEP_AXES] = {"lr", "b", "wd", "d", "t"};
-/* sw-train's defaults, for --tokens */
-enum { TRAIN_BATCH = 8, TRAIN_SEQ_LEN = 64, TRAIN_GRAD_ACCUM = 1 };
+/* sw-train's defaults, for --tokens and for a run's length */
+enum { TRAIN_BATCH = 8, TRAIN_SEQ_LEN = 64, TRAIN_GRAD_ACCUM = 1, TRAIN_STEPS = 1000 };
 
 const char *sweep_axis_option(int axis) { return options[axis]; }
 const char *sweep_axis_column(int axis) { return columns[axis]; }
@@ -84,6 +84,10 @@ static int check_args(const struct sweep *s, struct sw_err *err)
 {
 	static const char *const ours[] = {"out", "resume", "force"};
 
+	/* each run's command file holds --out DIR/NAME as one line */
+	if (strchr(s->dir, '\n'))
+		return sw_fail(err, SW_EUSAGE, "--out: the directory's name holds a newline");
+
 	for (int i = 0; i < s->nargs; i++)
 		if (strchr(s->args[i], '\n'))
 			return sw_fail(err, SW_EUSAGE, "a sw-train argument holds a newline");
@@ -117,7 +121,7 @@ static long long int_arg(const struct sweep *s, const char *name, long long dflt
 int sweep_expand(struct sweep *s, struct sw_err *err)
 {
 	long long n = 1, seq = int_arg(s, "seq-len", TRAIN_SEQ_LEN), acc = int_arg(s, "grad-accum", TRAIN_GRAD_ACCUM),
-		  batch0 = int_arg(s, "batch", TRAIN_BATCH);
+		  batch0 = int_arg(s, "batch", TRAIN_BATCH), steps = int_arg(s, "steps", TRAIN_STEPS);
 	int rc;
 
 	if ((rc = check_args(s, err)))
@@ -126,8 +130,8 @@ int sweep_expand(struct sweep *s, struct sw_err *err)
 		n *= s->nvalues[a] ? s->nvalues[a] : 1;
 	if (n > 100000)
 		return sw_fail(err, SW_EUSAGE, "%lld runs: more than 100000", n);
-	if (seq < 0 || acc < 0 || batch0 < 0)
-		return sw_fail(err, SW_EUSAGE, "--seq-len, --grad-accum and --batch must be positive integers");
+	if (seq < 0 || acc < 0 || batch0 < 0 || steps < 0)
+		return sw_fail(err, SW_EUSAGE, "--seq-len, --grad-accum, --batch and --steps must be positive integers");
 	if (!(s->runs = calloc((size_t)n, sizeof *s->runs)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	s->nruns = (int)n;
@@ -149,7 +153,9 @@ int sweep_expand(struct sweep *s, struct sw_err *err)
 			strcpy(r->name, "run");
 		if (r->value[SWEEP_BATCH] >= 0)
 			batch = atoll(s->values[SWEEP_BATCH][r->value[SWEEP_BATCH]]);
-		r->steps = -1;
+		/* without --tokens, the run's --steps (or sw-train's default): a
+		 * run is done when a checkpoint of that step exists */
+		r->steps = steps;
 		if (r->value[SWEEP_TOKENS] >= 0) {
 			long long tokens = atoll(s->values[SWEEP_TOKENS][r->value[SWEEP_TOKENS]]);
 			r->steps = tokens / (batch * seq * acc);
@@ -260,7 +266,7 @@ static void command_file(const struct sweep *s, const struct sweep_run *r, struc
 	for (int a = 0; a < SWEEP_TOKENS; a++)
 		if (r->value[a] >= 0)
 			put(t, "--%s\n%s\n", options[a], s->values[a][r->value[a]]);
-	if (r->steps > 0)
+	if (r->value[SWEEP_TOKENS] >= 0)
 		put(t, "--steps\n%lld\n", (long long)r->steps);
 	put(t, "--out\n%s/%s\n", s->dir, r->name);
 }
@@ -517,6 +523,22 @@ const char *sweep_shell_quote(const char *word, char *buf, size_t len)
 	return buf;
 }
 
+int sweep_check_slurm(const char *dir, char **sbatch, int nsbatch, struct sw_err *err)
+{
+	char cwd[PATH_MAX];
+	const char *bad = " \t\n'\"\\";
+
+	for (int i = 0; i < nsbatch; i++)
+		if (strchr(sbatch[i], '\n'))
+			return sw_fail(err, SW_EUSAGE, "--sbatch: option %d holds a newline", i + 1);
+	if (dir[0] != '/' && !getcwd(cwd, sizeof cwd))
+		return sw_fail(err, sw_errno_status(errno), "the working directory: %s", strerror(errno));
+	if (strpbrk(dir, bad) || (dir[0] != '/' && strpbrk(cwd, bad)))
+		return sw_fail(err, SW_EUSAGE, "--slurm: the sweep's path holds a blank, a quote or a backslash, "
+			       "which an #SBATCH --output line cannot quote: choose a directory without");
+	return SW_OK;
+}
+
 int sweep_write_slurm(const struct sweep *s, const char *path, const char *sweep_exe,
 		      const int *pending, int npending, char **sbatch, int nsbatch,
 		      struct sw_err *err)
@@ -531,12 +553,10 @@ int sweep_write_slurm(const struct sweep *s, const char *path, const char *sweep
 	if (!sweep_shell_quote(cwd, qcwd, sizeof qcwd))
 		return sw_fail(err, SW_EUSAGE, "a path is too long for the script");
 	snprintf(out, sizeof out, "%s/slurm-%%A_%%a.out", dir);
-	if (!sweep_shell_quote(dir, qdir, sizeof qdir) || !sweep_shell_quote(sweep_exe, qexe, sizeof qexe) ||
-	    strchr(out, '\n'))
+	if (!sweep_shell_quote(dir, qdir, sizeof qdir) || !sweep_shell_quote(sweep_exe, qexe, sizeof qexe))
 		return sw_fail(err, SW_EUSAGE, "a path is too long for the script");
-	for (int i = 0; i < nsbatch; i++)
-		if (strchr(sbatch[i], '\n'))
-			return sw_fail(err, SW_EUSAGE, "--sbatch: an option holds a newline");
+	if ((rc = sweep_check_slurm(dir, sbatch, nsbatch, err)))
+		return rc;
 	put(&t, "#!/bin/sh\n");
 	put(&t, "# %d run%s of the sweep in %s, one Slurm array task each: sbatch this file.\n", npending,
 	    npending == 1 ? "" : "s", dir);

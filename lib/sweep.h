@@ -97,6 +97,15 @@ int sweep_load(const char *dir, int *nruns, char (**names)[256], int64_t **steps
 const char *sweep_shell_quote(const char *word, char *buf, size_t len);
 
 /*
+ * Whether a Slurm script for a sweep in dir with these #SBATCH options can
+ * be written: no option with a newline, and dir's full path (dir from the
+ * working directory) without a blank, a quote or a backslash, since the
+ * #SBATCH --output line that names it cannot be quoted (sbatch splits it
+ * on blanks). SW_EUSAGE naming the fault. Checked before anything is made.
+ */
+int sweep_check_slurm(const char *dir, char **sbatch, int nsbatch, struct sw_err *err);
+
+/*
  * A Slurm job-array script running the runs of s listed in pending
  * (indices, npending of them): one array task each, which runs
  * `SWEEP --run DIR --launcher srun INDEX` (srun around sw-train, so a task

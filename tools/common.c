@@ -12,6 +12,7 @@
 #include <hdf5.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -130,11 +131,33 @@ const char *tool_next_file(struct tool *t)
 			tool_stdin_failed(t);
 			return NULL;
 		}
-		while (n > 0 && (t->line[n - 1] == '\n' || t->line[n - 1] == '\r'))
-			t->line[--n] = '\0';
-		if (n > 0)
+		if (tool_name_line(t, t->line, n) > 0)
 			return t->line;
 	}
+}
+
+int tool_name_line(struct tool *t, char *line, ssize_t n)
+{
+	struct sw_err err;
+	char where[64];
+
+	t->stdin_lines++;
+	snprintf(where, sizeof where, "stdin: line %ld", t->stdin_lines);
+	if (n > 0 && line[n - 1] == '\n')
+		line[--n] = '\0';
+	if (n > 0 && line[n - 1] == '\r')
+		line[--n] = '\0';
+	if ((ssize_t)strlen(line) != n) {
+		sw_fail(&err, SW_EDATA, "a NUL byte in a file name: not a list of names");
+		tool_error(t, where, &err);
+		return -1;
+	}
+	if (n >= PATH_MAX) {
+		sw_fail(&err, SW_EDATA, "%zd bytes, more than a path can have (%d)", n, PATH_MAX);
+		tool_error(t, where, &err);
+		return -1;
+	}
+	return n > 0;
 }
 
 struct ckpt *tool_next_ckpt(struct tool *t, const char **file)
@@ -152,12 +175,25 @@ struct ckpt *tool_next_ckpt(struct tool *t, const char **file)
 
 void tool_error(struct tool *t, const char *file, const struct sw_err *err)
 {
+	char line[sizeof t->last_error];
+	struct sw_err name;
+
 	tool_progress_done(t);
 	fflush(stdout);
-	if (file)
-		fprintf(stderr, "%s: %s: %s\n", t->prog, file, err->msg);
-	else
-		fprintf(stderr, "%s: %s\n", t->prog, err->msg);
+	/* a name from a file or stdin: its control bytes escaped, as a
+	 * message's are (status.h) */
+	if (file) {
+		sw_fail(&name, SW_OK, "%s", file);
+		snprintf(line, sizeof line, "%s: %s: %s", t->prog, name.msg, err->msg);
+	} else {
+		snprintf(line, sizeof line, "%s: %s", t->prog, err->msg);
+	}
+	/* one fault met again (a tied head is the embedding's tensor, read
+	 * for each of its rows) is said once */
+	if (strcmp(line, t->last_error)) {
+		fprintf(stderr, "%s\n", line);
+		memcpy(t->last_error, line, sizeof line);
+	}
 	/* the first failure's status; a real error beats a --check finding */
 	if (!t->status || t->status == SW_ECHECK)
 		t->status = err->code ? err->code : SW_ESOFTWARE;

@@ -62,6 +62,8 @@ struct tool {
 	long files_matched, files_unmatched;    /* by the selection (tool_selected) */
 	int stdout_errno;       /* errno when stdout first failed, 0 before */
 	int stdin_reported;     /* a read error of stdin was reported */
+	char last_error[1024];  /* the last line tool_error printed: one fault, one line */
+	long stdin_lines;       /* lines of names read from stdin */
 };
 
 /*
@@ -95,8 +97,18 @@ void tool_usage_error(struct tool *t, const char *fmt, ...)
  * none and stdin is a terminal (names would be read from it). */
 void tool_files_begin(struct tool *t, int optind_);
 
-/* The next input file, or NULL at the end. */
+/* The next input file, or NULL at the end. Names read from stdin, one a
+ * line, pass tool_name_line. */
 const char *tool_next_file(struct tool *t);
+
+/*
+ * A line of a name list read from stdin (n bytes, its newline included),
+ * made a name: the newline (and a CR before it) cut. Returns 1 for a name,
+ * 0 for a blank line (skipped), -1 for a line no file name can be (a NUL
+ * byte, longer than PATH_MAX): said in one line naming stdin's line
+ * number, exit status 65.
+ */
+int tool_name_line(struct tool *t, char *line, ssize_t n);
 
 /*
  * The next input opened as a checkpoint, its name in *file; a file that

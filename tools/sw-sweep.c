@@ -291,7 +291,7 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "--out DIR is required");
 	s.args = argv + optind;
 	s.nargs = argc - optind;
-	if ((rc = sweep_expand(&s, &err)))
+	if ((rc = sweep_expand(&s, &err)) || (slurm && (rc = sweep_check_slurm(s.dir, sbatch, nsbatch, &err))))
 		tool_usage_error(&tl, "%s", err.msg);
 	if ((rc = sweep_write(&s, &err))) {
 		tool_error(&tl, s.dir, &err);

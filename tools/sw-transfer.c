@@ -199,11 +199,14 @@ static void read_stdin(struct sweep *s)
 	size_t cap = 0;
 	ssize_t len;
 
-	while ((len = getline(&line, &cap, stdin)) >= 0) {
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = '\0';
-		if (len > 0)
-			break;
+	int kind = 0;
+
+	/* the first line that is not blank: a header or a name */
+	while (kind == 0 && (len = getline(&line, &cap, stdin)) >= 0)
+		kind = tool_name_line(s->tl, line, len);
+	if (kind < 0) {
+		free(line);
+		return;
 	}
 	if (len < 0) {
 		tool_stdin_failed(s->tl);

@@ -137,6 +137,41 @@ test_expect_success 'sw-sharpness --data: NaN in a weight is named, exit 65' '
 	grep -q "NaN or Inf" err
 '
 
+# a NaN in a tied embedding: one fault, one line, though the embedding is
+# read for the head's rows too (llama2.c's shared classifier; the same
+# tensor in the F32 safetensors copy, which ties the head)
+test_expect_success 'a NaN in a tied embedding: one line from each tool, exit 65' '
+	cp "$FIX/real/stories260K.bin" tied-nan.bin &&
+	printf "\000\000\300\177" | dd of=tied-nan.bin bs=1 seek=56 conv=notrunc 2>/dev/null &&
+	for tool in sw-norms sw-spectrum; do
+		test_expect_code 65 $tool tied-nan.bin >out 2>err &&
+		test_one_error $tool tied-nan.bin &&
+		grep -q "model.embed_tokens.weight: 1 of 32768 values are NaN or Inf" err || exit 1
+	done &&
+	test_expect_code 65 sw-sharpness --data v8.llmc --seq-len 4 --batch-tokens 8 tied-nan.bin >out 2>err &&
+	test_one_error sw-sharpness tied-nan.bin
+'
+
+# names read from stdin: a line no file name can be is refused, named by
+# its line number (not echoed back); a name is shown with its control
+# bytes escaped
+test_expect_success 'a name list on stdin: NUL, a line longer than a path: exit 65, one short line' '
+	printf "\000\377\376\n" >nul.list &&
+	test_expect_code 65 sw-transfer - <nul.list >out 2>err &&
+	test_one_error sw-transfer "stdin: line 1" && grep -q "a NUL byte in a file name" err &&
+	test_expect_code 65 sw-ls <nul.list >out 2>err && test_one_error sw-ls "stdin: line 1" &&
+	awk "BEGIN { printf \"\\n\"; for (i = 0; i < 100000; i++) printf \"aaaaaaaaaa\"; print \"\" }" >long.list &&
+	test_expect_code 65 sw-norms <long.list >out 2>err &&
+	test_one_error sw-norms "stdin: line 2" && grep -q "1000000 bytes, more than a path can have" err &&
+	test $(wc -c <err) -lt 200
+'
+
+test_expect_success 'a name with control bytes: escaped in the message' '
+	printf "x\033[31m\n" >esc.list &&
+	test_expect_code 66 sw-norms <esc.list >out 2>err &&
+	test_line_count = 1 err && grep -q "^sw-norms: x\\\\x1b\[31m: No such file or directory\$" err
+'
+
 test_expect_success 'sw-sharpness: no /fisher and no --data: exit 64' '
 	expect_error sw-sharpness 64 "$FIX/tiny.h5" "no /fisher in the checkpoint: give --data"
 '

@@ -30,6 +30,8 @@ test_expect_success 'nparams per type are the model parameter counts' '
 	test_cmp counts ours
 '
 
+# mean and log10_mean are printed to 9 digits (5e-10 relative): log10 of
+# the printed mean is log10_mean to far better than 1e-6
 test_expect_success 'log10_mean is log10 of mean; quantiles ordered' '
 	sw-sharpness run/ckpt-000020.h5 >out && test_line_count = 7 out &&
 	awk -F"\t" "NR > 1 { d = \$6 - log(\$5) / log(10); if (d < 0) d = -d;
@@ -51,7 +53,19 @@ test_expect_success 'computed on data: same rows; another seed, other values' '
 	sw-sharpness --recompute --data "$CORPUS" --batch-tokens 512 --seq-len 32 run/ckpt-000020.h5 >a &&
 	sw-sharpness --recompute --data "$CORPUS" --batch-tokens 512 --seq-len 32 run/ckpt-000020.h5 >b &&
 	sw-sharpness --recompute --data "$CORPUS" --batch-tokens 512 --seq-len 32 --seed 2 run/ckpt-000020.h5 >c &&
+	# exact: the same binary on the same data and seed twice
 	test_cmp a b && ! cmp -s a c && test_line_count = 7 a
+'
+
+test_expect_success '--data given is used: the estimate computed on it, /fisher or not' '
+	sw-sharpness --data "$CORPUS" --batch-tokens 512 --seq-len 32 run/ckpt-000020.h5 >d &&
+	# exact: --recompute and --data alone are the same computation
+	test_cmp a d &&
+	sw-sharpness run/ckpt-000020.h5 >fisher && ! cmp -s a fisher &&
+	printf "\001\002" >two.bin &&
+	test_expect_code 65 sw-sharpness --data two.bin --data-format uint16 --seq-len 32 \
+		run/ckpt-000020.h5 >out 2>err &&
+	test_one_error sw-sharpness run/ckpt-000020.h5 && grep -q "two.bin: fewer than 2 tokens" err
 '
 
 test_expect_success 'more draws: the estimate of S moves less between seeds' '
@@ -66,13 +80,18 @@ test_expect_success 'more draws: the estimate of S moves less between seeds' '
 	awk -v a="$a" -v b="$b" "BEGIN { exit !(b < a) }"
 '
 
+# the pooled mean and the layers' are double sums of the same float32
+# estimates, printed to 9 digits (5e-10 relative each): the weighted mean
+# of the printed layer means is the pooled one to 1e-8 relative (a
+# rounding to 6 digits compared as text would flip on a value near a
+# boundary)
 test_expect_success '--per-layer: the pooled mean is the size-weighted mean of the layers' '
 	sw-sharpness --per-layer --block ffn run/ckpt-000020.h5 >pl &&
 	test_line_count = 3 pl &&
-	awk -F"\t" "NR > 1 { s += \$5 * \$6; n += \$5 } END { printf \"%.6g\n\", s / n }" pl >pooled &&
+	awk -F"\t" "NR > 1 { s += \$5 * \$6; n += \$5 } END { printf \"%.9g\n\", s / n }" pl >pooled &&
 	sw-sharpness run/ckpt-000020.h5 >out &&
-	awk -F"\t" "\$3 == \"ffn\" { printf \"%.6g\n\", \$5 }" out >expect &&
-	test_cmp expect pooled
+	awk -F"\t" "\$3 == \"ffn\" { print \$5 }" out >expect &&
+	test_line_count = 1 expect && numbers_close 1e-8 expect pooled
 '
 
 test_expect_success '--per-tensor: a row per tensor, the selection applies' '
@@ -80,6 +99,8 @@ test_expect_success '--per-tensor: a row per tensor, the selection applies' '
 	test_line_count = 10 pt && cut -f6 pt | sed 1d | sort -u >layers && echo 1 >expect && test_cmp expect layers
 '
 
+# fractions (count / n) printed to 9 digits: 20 of them sum to 1 within
+# 1e-8, so 1e-6 is ample
 test_expect_success '--hist: per type, fractions sum to 1' '
 	sw-sharpness --hist 20 run/ckpt-000020.h5 >h &&
 	test_line_count = $((1 + 6 * 20)) h &&
@@ -88,6 +109,7 @@ test_expect_success '--hist: per type, fractions sum to 1' '
 
 test_expect_success '--ratios: S(norm)/S(type) beside the paper ratios' '
 	sw-sharpness --ratios run/ckpt-000020.h5 >r &&
+	# exact by construction: S(norm)/S(norm) is 1, the paper ratios constants
 	awk -F"\t" "\$3 == \"norm\" { print \$5, \$6 }" r >nr && echo "1 1" >expect && test_cmp expect nr &&
 	awk -F"\t" "\$3 == \"emb\" { print \$6 }" r >pe && echo 10 >expect && test_cmp expect pe
 '

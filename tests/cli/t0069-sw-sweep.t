@@ -28,6 +28,7 @@ test_expect_success 'a 2x2 grid run with xargs -P: every run done, its sweep fil
 test_expect_success 'each run is the sw-train command its point says (lr, batch, steps)' '
 	sw-trace --series lr,tokens sw/lr1e-2-b8-t8192/trace.h5 >t &&
 	tail -n 1 t | cut -f1,3 >last && printf "64\t8192\n" >expect && test_cmp expect last &&
+	# exact: lr_max is the 1e-2 given, stored as is
 	h5dump -a /optim/lr_max sw/lr1e-2-b8-t8192/ckpt-000064.h5 >a && grep -q "(0): 0.01" a &&
 	h5dump -a /optim/batch_size sw/lr1e-2-b8-t8192/ckpt-000064.h5 >a && grep -q "(0): 8\$" a
 '
@@ -53,6 +54,7 @@ if parallel --version >/dev/null 2>&1; then
 test_expect_success 'GNU parallel as the runner: the same runs, bit for bit' '
 	sw-sweep --out swp $GRID -j 2 --runner parallel -- $TRAIN >outp &&
 	sed "s|sw/|swp/|g" out >expect && test_cmp expect outp &&
+	# exact: the same sw-train, --threads 1, on the same data twice
 	h5dump -g /params sw/lr1e-2-b4-t8192/ckpt-000128.h5 | sed 1d >a &&
 	h5dump -g /params swp/lr1e-2-b4-t8192/ckpt-000128.h5 | sed 1d >b && test_cmp a b
 '
@@ -71,6 +73,7 @@ test_expect_success 'killed in the middle, run again: the cut run resumes, bit f
 	sw-sweep --out cut $LONG -j 1 -- $TRAIN >done &&
 	test_line_count = 3 done && grep -c "	done	" done >n && echo 2 >expect && test_cmp expect n &&
 	sw-train $TRAIN --lr 3e-3 --batch 4 --steps 2048 --ckpt-every 512 --out whole >o &&
+	# exact: a resumed run against an uninterrupted one, the same binary, --threads 1
 	h5dump -g /params whole/ckpt-002048.h5 | sed 1d >a &&
 	h5dump -g /params cut/lr3e-3-b4-t131072/ckpt-002048.h5 | sed 1d >b && test_cmp a b
 '
@@ -90,6 +93,7 @@ test_expect_success '--slurm: each array task, srun standing in, runs its run' '
 		PATH=$PWD/bin:$PATH SLURM_ARRAY_TASK_ID=$t sh job.sh || return 1
 	done &&
 	sw-sweep --status sl >st && sed "s|sl/|sw/|g" st >st2 && test_cmp out st2 &&
+	# exact: the same sw-train, --threads 1, on the same data twice
 	h5dump -g /params sl/lr3e-3-b8-t8192/ckpt-000064.h5 | sed 1d >a &&
 	h5dump -g /params sw/lr3e-3-b8-t8192/ckpt-000064.h5 | sed 1d >b && test_cmp a b
 '
@@ -107,6 +111,31 @@ test_expect_success 'usage errors: exit 64' '
 	test_expect_code 64 sw-sweep --out x --lr 1e-3 -- $TRAIN --out y 2>err &&
 	test_expect_code 64 sw-sweep --out x --tokens 10 -- $TRAIN 2>err &&
 	! test -e x
+'
+
+test_expect_success 'without --tokens: --steps after -- is the run length, and a finished run is done' '
+	sw-sweep --out plain --lr 1e-3 -- $TRAIN --steps 5 --ckpt-every 2 >out3 &&
+	printf "run\tstate\tcheckpoint\nplain/lr1e-3\tdone\tplain/lr1e-3/ckpt-000005.h5\n" >expect &&
+	test_cmp expect out3 &&
+	printf "index\trun\tlr\tsteps\n0\tlr1e-3\t1e-3\t5\n" >expect && test_cmp expect plain/sweep.tsv &&
+	sw-sweep --status plain >status && test_cmp out3 status &&
+	sw-sweep --out plain --lr 1e-3 -- $TRAIN --steps 5 --ckpt-every 2 >again3 && test_cmp out3 again3 &&
+	test_expect_code 64 sw-sweep --out bad --lr 1e-3 -- $TRAIN --steps 0 2>err &&
+	grep "^sw-sweep: --seq-len, --grad-accum, --batch and --steps must be positive integers\$" err && test ! -e bad
+'
+
+test_expect_success 'options checked before anything is made: newlines, a path --slurm cannot quote' '
+	nl=$(printf "nl\nx") &&
+	test_expect_code 64 sw-sweep --out "$nl" --lr 1e-3 -- $TRAIN >out 2>err &&
+	grep -q "^sw-sweep: --out: the directory.s name holds a newline\$" err && test ! -e nl &&
+	opt=$(printf -- "--time=1\nx") &&
+	test_expect_code 64 sw-sweep --out s1 --slurm s1.sh --sbatch "$opt" --lr 1e-3 -- $TRAIN >out 2>err &&
+	grep -q "^sw-sweep: --sbatch: option 1 holds a newline\$" err && test ! -e s1 && test ! -e s1.sh &&
+	for d in "a b" "q\"x" "s'"'"'q"; do
+		test_expect_code 64 sw-sweep --out "$d" --slurm s2.sh --lr 1e-3 -- $TRAIN >out 2>err &&
+		grep -q "^sw-sweep: --slurm: the sweep.s path holds a blank, a quote or a backslash" err &&
+		test ! -e "$d" && test ! -e s2.sh || exit 1
+	done
 '
 
 test_done

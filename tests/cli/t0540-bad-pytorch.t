@@ -17,13 +17,28 @@ expect_error() {
 	test_line_count -le 1 out
 }
 
+# exact by construction: the squares of small integers sum to 91 exactly in
+# any order, and sqrt(91), sqrt(91 / 6) are correctly rounded
 test_expect_success 'the unbroken archive reads: w = [[1, -2, 3], [-4, 5, -6]]' '
-	sw-norms "$B/ok.pt" "$B/pkl-deflated-ok.pt" >out &&
+	sw-norms "$B/ok.pt" "$B/pkl-deflated-ok.pt" "$B/crc-zero-ok.pt" >out &&
 	cut -f4,8,9,14- out >got &&
 	printf "name\trows\tcols\tfrobenius\trms\tmax_abs\n" >want &&
 	printf "w\t2\t3\t9.53939201\t3.89444048\t6\n" >>want &&
 	printf "w\t2\t3\t9.53939201\t3.89444048\t6\n" >>want &&
+	printf "w\t2\t3\t9.53939201\t3.89444048\t6\n" >>want &&
 	test_cmp want got
+'
+
+# torch.save with compute_crc32=False writes every CRC-32 as 0 and
+# torch.load reads the file: so do we; a CRC that is wrong and not 0 is
+# still refused
+test_expect_success 'CRC-32 0 (not computed) reads; a wrong one is refused' '
+	sw-ls "$B/crc-zero-ok.pt" >out && test_line_count = 2 out &&
+	cp "$B/pkl-deflated-ok.pt" badcrc.pt &&
+	off=$(grep -abo "PK$(printf "\001\002")" badcrc.pt | head -n 1 | cut -d: -f1) &&
+	printf "\001" | dd of=badcrc.pt bs=1 seek=14 conv=notrunc 2>/dev/null &&
+	printf "\001" | dd of=badcrc.pt bs=1 seek=$((off + 16)) conv=notrunc 2>/dev/null &&
+	expect_error sw-ls 65 badcrc.pt "its CRC-32 does not match its data"
 '
 
 cat >cases <<'CASES'
@@ -49,6 +64,7 @@ cat >cases <<'CASES'
 65 name-slash.pt tensor name 'a/b' is not a valid name
 65 dict-cycle.pt a dict reached twice
 65 legacy.pt a legacy PyTorch file (torch < 1.6
+65 no-tensors.pt no tensors in its state dict
 66 meta-no-params/consolidated.00.pth no params.json is beside it
 CASES
 
