@@ -22,9 +22,10 @@
 
 /*
  * The formats, each a reader (ckptsrc.h). A file is the one format whose
- * sniff claims its bytes; a file no format claims is given to the last,
- * whose reader says what is wrong with it (safetensors: most files from
- * elsewhere are meant to be safetensors).
+ * sniff claims its bytes. A file no format claims but whose ninth byte
+ * opens a JSON object is given to the last, whose reader says what is
+ * wrong with it (safetensors: a header length out of bounds); any other
+ * is refused, saying what its first bytes look like (unknown_file).
  */
 static const struct ckpt_format_ops *const formats[] = {
 	&h5src_format,
@@ -167,10 +168,42 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
  * claim it are refused: an HDF5 userblock can hold a whole safetensors
  * file, and h5py and the safetensors reader would see two models.
  */
+/* What a file no reader claims looks like, from its first bytes b (n of
+ * them): SW_EDATA with a message naming the near miss, if any. */
+static int unknown_file(const unsigned char *b, size_t n, struct sw_err *err)
+{
+	static const char what[] = "not a checkpoint scalewatch reads (HDF5, safetensors, PyTorch, "
+				   "GGUF, llama2.c)";
+	char hex[3 * 8 + 1] = "";
+	size_t text = 0;
+
+	if (n >= 4 && (!memcmp(b, "lmgg", 4) || !memcmp(b, "tjgg", 4) || !memcmp(b, "fmgg", 4) ||
+		       !memcmp(b, "ggml", 4) || !memcmp(b, "ggjt", 4)))
+		return sw_fail(err, SW_EDATA, "%s: a GGML/GGJT file, llama.cpp's format before GGUF", what);
+	if (n >= 4 && (uint32_t)(b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]) == L2C_MAGIC)
+		return sw_fail(err, SW_EDATA, "%s: llama2.c's magic in big-endian byte order "
+			       "(llama2.c files are little-endian)", what);
+	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+		return sw_fail(err, SW_EDATA, "%s: gzip-compressed (uncompress it first)", what);
+	if (n >= 2 && b[0] == 'P' && b[1] == 'K')
+		return sw_fail(err, SW_EDATA, "%s: a zip archive, but not one torch.save writes "
+			       "(no local file header first)", what);
+	while (text < n && ((b[text] >= 0x20 && b[text] < 0x7f) || b[text] == '\n' || b[text] == '\t' ||
+			    b[text] == '\r'))
+		text++;
+	if (text == n)
+		return sw_fail(err, SW_EDATA, "%s: text", what);
+	for (size_t i = 0, len = 0; i < n && i < 8; i++)
+		len += (size_t)snprintf(hex + len, sizeof hex - len, "%s%02x", i ? " " : "", b[i]);
+	return sw_fail(err, SW_EDATA, "%s: its first bytes are %s", what, hex);
+}
+
 static int which_format(int fd, uint64_t size, const struct ckpt_format_ops **out,
 			struct sw_err *err)
 {
 	const struct ckpt_format_ops *found = NULL;
+	unsigned char head[64];
+	ssize_t got;
 
 	for (size_t i = 0; i < NFORMATS; i++) {
 		if (!formats[i]->sniff(fd, size))
@@ -180,8 +213,18 @@ static int which_format(int fd, uint64_t size, const struct ckpt_format_ops **ou
 				       found->name, formats[i]->name);
 		found = formats[i];
 	}
-	*out = found ? found : formats[NFORMATS - 1];
-	return SW_OK;
+	if (found) {
+		*out = found;
+		return SW_OK;
+	}
+	got = pread(fd, head, size < sizeof head ? (size_t)size : sizeof head, 0);
+	if (got < 0)
+		return sw_fail(err, sw_errno_status(errno), "%s", strerror(errno));
+	if (got >= 9 && head[8] == '{') {
+		*out = formats[NFORMATS - 1];
+		return SW_OK;
+	}
+	return unknown_file(head, (size_t)got, err);
 }
 
 /*

@@ -1027,6 +1027,14 @@ static int read_lengths(struct trace_reader *r, struct sw_err *err)
 				       (long long)v);
 		r->finished = v == 1;
 	}
+	/* a closed trace has every row whole: each series as long as step
+	 * (while it is written a series may run a row ahead, and a reader
+	 * takes the rows all have) */
+	for (int i = 0; r->finished && i < r->n; i++)
+		if (r->s[i].len != r->step_len)
+			return sw_fail(err, SW_EDATA, "/series/%s has %lld rows and /series/step %lld: "
+				       "a closed trace's series have one row a step", r->s[i].name,
+				       (long long)r->s[i].len, (long long)r->step_len);
 	return SW_OK;
 }
 
@@ -1323,8 +1331,27 @@ static int read_rows(hid_t d, const char *name, int64_t len, int ncols, hid_t mt
 int trace_read_steps(struct trace_reader *r, int64_t row0, int64_t n,
 		     int64_t *steps, struct sw_err *err)
 {
-	return failed_read(r, read_rows(r->step, "step", r->step_len, 0, H5T_NATIVE_INT64, row0, n,
-					steps, err), err);
+	int64_t prev = -1;
+	int rc;
+
+	/* the row before, to check the first against it */
+	if (row0 > 0 && n > 0 &&
+	    (rc = failed_read(r, read_rows(r->step, "step", r->step_len, 0, H5T_NATIVE_INT64, row0 - 1, 1,
+					   &prev, err), err)))
+		return rc;
+	if ((rc = failed_read(r, read_rows(r->step, "step", r->step_len, 0, H5T_NATIVE_INT64, row0, n,
+					   steps, err), err)))
+		return rc;
+	/* steps are counts of updates, each row a later one than the last */
+	for (int64_t i = 0; i < n; i++) {
+		if (steps[i] < 0 || steps[i] <= prev)
+			return sw_fail(err, SW_EDATA, "/series/step: row %lld is step %lld%s%lld: "
+				       "steps must increase from row to row", (long long)(row0 + i),
+				       (long long)steps[i], steps[i] < 0 ? ", below " : " after ",
+				       (long long)(steps[i] < 0 ? 0 : prev));
+		prev = steps[i];
+	}
+	return SW_OK;
 }
 
 int trace_read(struct trace_reader *r, int i, int64_t row0, int64_t n,

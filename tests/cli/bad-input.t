@@ -152,6 +152,58 @@ test_expect_success 'a NaN in a tied embedding: one line from each tool, exit 65
 	test_one_error sw-sharpness tied-nan.bin
 '
 
+# traces whose steps do not increase, or whose series have other row
+# counts than step (a closed trace): refused by the trace reader, so by
+# every tool that reads traces, naming the series
+if have_python_modules h5py; then
+	test_expect_success 'traces: steps out of order or repeated, a series short of rows: exit 65' '
+		"$SW_BIN/../tests/unit/mktrace" -q 0.25 -n 6 good.h5 >/dev/null &&
+		for bad in down:"[0, 10, 20, 15, 40, 50]" same:"[0, 10, 20, 20, 40, 50]" \
+			negative:"[-10, 10, 20, 30, 40, 50]"; do
+			cp good.h5 ${bad%%:*}.h5 &&
+			"$PY" -c "import h5py, sys; f = h5py.File(sys.argv[1], \"r+\"); f[\"series/step\"][:] = ${bad#*:}" \
+				${bad%%:*}.h5 || exit 1
+		done &&
+		cp good.h5 short.h5 &&
+		"$PY" -c "import h5py, sys; f = h5py.File(sys.argv[1], \"r+\"); f[\"series/loss\"].resize((2,))" short.h5 &&
+		for tool in sw-trace sw-qkdrift; do
+			expect_error $tool 65 down.h5 "/series/step: row 3 is step 15 after 20: steps must increase" &&
+			expect_error $tool 65 same.h5 "/series/step: row 3 is step 20 after 20" &&
+			expect_error $tool 65 negative.h5 "/series/step: row 0 is step -10, below 0" &&
+			expect_error $tool 65 short.h5 "/series/loss has 2 rows and /series/step 6" || exit 1
+		done &&
+		sw-trace good.h5 >out && test_line_count = 7 out
+	'
+else
+	test_skip 'traces: steps out of order, a series short of rows' 'no python3-h5py'
+fi
+
+# a file no reader claims: one line saying what it looks like, exit 65
+# (never "no config.json beside it" from the safetensors reader it used
+# to fall to), config.json beside it or not
+test_expect_success 'not a checkpoint: text, binary, a big-endian llama2.c magic, GGML: exit 65' '
+	awk "BEGIN { for (i = 0; i < 100; i++) printf \"x\" }" >x100 &&
+	printf "GGUX\003\000\000\000\001\002" >gx &&
+	printf "\141\153\064\062\000\000\000\000\000\000" >be &&
+	printf "tjgg\001\000\000\000\000\000" >ggjt &&
+	printf "\037\213\010\000\000\000\000\000\000\000" >gz &&
+	cat >cases <<-\EOF &&
+	x100 text
+	gx its first bytes are 47 47 55 58 03 00 00 00
+	be llama2.c.s magic in big-endian byte order
+	ggjt a GGML/GGJT file, llama.cpp.s format before GGUF
+	gz gzip-compressed
+	EOF
+	while read -r f what; do
+		for tool in sw-ls sw-norms; do
+			expect_error $tool 65 $f "not a checkpoint scalewatch reads (HDF5, safetensors, PyTorch, GGUF, llama2.c): $what" ||
+				exit 1
+		done
+	done <cases &&
+	mkdir hf && cp x100 hf/model.safetensors && cp "$FIX/tiny-hf/config.json" hf/ &&
+	expect_error sw-norms 65 hf "not a checkpoint scalewatch reads (HDF5, safetensors, PyTorch, GGUF, llama2.c): text"
+'
+
 # names read from stdin: a line no file name can be is refused, named by
 # its line number (not echoed back); a name is shown with its control
 # bytes escaped
