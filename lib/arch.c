@@ -113,10 +113,14 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 	if (c->n_heads * c->head_dim >= big)
 		return sw_fail(err, SW_EDATA, "config: n_heads*head_dim is out of range");
 	/* config.json's reader already refuses Inf; an HDF5 attribute can hold it */
-	if (!(isfinite(c->norm_eps) && c->norm_eps >= 0) ||
-	    !(isfinite(c->rope_theta) && c->rope_theta >= 0))
-		return sw_fail(err, SW_EDATA,
-			       "config: norm_eps or rope_theta is not a finite nonnegative number");
+	if (!(isfinite(c->norm_eps) && c->norm_eps >= 0))
+		return sw_fail(err, SW_EDATA, "config: norm_eps = %g is not a finite nonnegative number",
+			       c->norm_eps);
+	/* RoPE's angles are positions over rope_theta^(2i/d): a base of 0
+	 * (or 1) gives infinite (or no) rotation */
+	if (!(isfinite(c->rope_theta) && c->rope_theta > 1))
+		return sw_fail(err, SW_EDATA, "config: rope_theta = %g is not a finite number above 1",
+			       c->rope_theta);
 	if (strcmp(c->multipliers, "none") && strcmp(c->multipliers, "scalar") &&
 	    strcmp(c->multipliers, "row") && strcmp(c->multipliers, "col"))
 		return sw_fail(err, SW_EDATA,

@@ -82,7 +82,8 @@ int meta_split_dim(const char *role)
 	return -1;
 }
 
-/* A size of params.json: a positive integer below 2^31, or absent (dflt). */
+/* A size of params.json: a nonnegative integer below 2^31 (-1 or positive
+ * where dflt is -1), or absent (dflt). */
 static int params_int(const cJSON *root, const char *key, int64_t *v, int64_t dflt,
 		      int required, struct sw_err *err)
 {
@@ -94,9 +95,13 @@ static int params_int(const cJSON *root, const char *key, int64_t *v, int64_t df
 		*v = dflt;
 		return SW_OK;
 	}
+	/* a size whose default is -1 (vocab_size: the tokenizer's) is -1 or
+	 * positive */
 	if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) ||
-	    j->valuedouble < (dflt < 0 ? -1 : 0) || j->valuedouble >= 2147483648.0)
-		return sw_fail(err, SW_EDATA, "params.json: %s is not a valid size", key);
+	    j->valuedouble < (dflt < 0 ? -1 : 0) || (dflt < 0 && j->valuedouble == 0) ||
+	    j->valuedouble >= 2147483648.0)
+		return sw_fail(err, SW_EDATA, "params.json: %s = %g is not a valid size%s", key,
+			       j->valuedouble, dflt < 0 ? " (-1 or positive)" : "");
 	*v = (int64_t)j->valuedouble;
 	return SW_OK;
 }

@@ -110,6 +110,12 @@ test_expect_success 'a Meta slice that is a symlink leading out of the directory
 	expect_error sw-ls 65 meta/consolidated.00.pth "a symlink to"
 '
 
+test_expect_success 'Meta params.json: vocab_size 0 refused by name (-1 means the tokenizer.s)' '
+	mkdir -p meta0 && cp "$B/meta-no-params/consolidated.00.pth" meta0/ &&
+	printf "{\"dim\": 3, \"n_layers\": 1, \"n_heads\": 1, \"vocab_size\": 0}" >meta0/params.json &&
+	expect_error sw-ls 65 meta0 "params.json: vocab_size = 0 is not a valid size (-1 or positive)"
+'
+
 test_expect_success 'a zip archive of a storage file is read only whole: every truncation refused' '
 	size=$(wc -c <"$B/ok.pt") && i=1 && : >codes &&
 	while [ $i -lt $size ]; do

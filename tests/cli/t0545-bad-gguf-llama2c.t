@@ -24,12 +24,13 @@ str() {
 kv_u32() { str "$1" && le 4 4 && le "$2" 4; }
 kv_str() { str "$1" && le 8 4 && str "$2" ${3:+"$3"}; }
 
-# gguf TYPE ROWS [ARCH [ARCH_LEN [ALIGN]]]: a GGUF v3 file of a Llama with
-# d_model 4 (2 heads), one layer, vocabulary 3, whose one tensor is the
-# embedding, token_embd.weight (dims 4, ROWS) of ggml type TYPE at offset
-# 0: the header, zeros to a multiple of 32, 12 floats 1.0
+# gguf TYPE ROWS [ARCH [ARCH_LEN [ALIGN [THETA_BITS]]]]: a GGUF v3 file of
+# a Llama with d_model 4 (2 heads), one layer, vocabulary 3, whose one
+# tensor is the embedding, token_embd.weight (dims 4, ROWS) of ggml type
+# TYPE at offset 0: the header, zeros to a multiple of 32, 12 floats 1.0;
+# with THETA_BITS, llama.rope.freq_base the float32 of those bits
 gguf() {
-	nkv=7 && { [ -z "${5:-}" ] || nkv=8; } &&
+	nkv=7 && { [ -z "${5:-}" ] || nkv=$((nkv + 1)); } && { [ -z "${6:-}" ] || nkv=$((nkv + 1)); } &&
 	{
 		printf GGUF && le 3 4 && le 1 8 && le $nkv 8 &&
 		kv_str general.architecture "${3:-llama}" ${4:+"$4"} &&
@@ -38,6 +39,7 @@ gguf() {
 		kv_u32 llama.context_length 8 &&
 		str llama.attention.layer_norm_rms_epsilon && le 6 4 && le 925353388 4 &&
 		{ [ -z "${5:-}" ] || kv_u32 general.alignment "$5"; } &&
+		{ [ -z "${6:-}" ] || { str llama.rope.freq_base && le 6 4 && le "$6" 4; }; } &&
 		str token_embd.weight && le 2 4 && le 4 8 && le "$2" 8 && le "$1" 4 && le 0 8
 	} >head.part &&
 	size=$(wc -c <head.part) && cat head.part && head -c $(((32 - size % 32) % 32)) /dev/zero &&
@@ -86,6 +88,12 @@ test_expect_success 'GGUF: an alignment that is no power of two, or 0' '
 test_expect_success 'GGUF: a truncated header, another architecture' '
 	printf "GGUF\003\000\000" >short.gguf && refused short.gguf "truncated file" &&
 	gguf 0 3 gpt2 >gpt2.gguf && refused gpt2.gguf "general.architecture .gpt2. is not supported"
+'
+
+test_expect_success 'GGUF: an absurd RoPE base (0, 1) refused by name, a sane one read' '
+	gguf 0 3 llama "" "" 0 >theta0.gguf && refused theta0.gguf "config: rope_theta = 0 is not a finite number above 1" &&
+	gguf 0 3 llama "" "" 1065353216 >theta1.gguf && refused theta1.gguf "config: rope_theta = 1 is not" &&
+	gguf 0 3 llama "" "" 1176256512 >theta.gguf && sw-ls theta.gguf >out && test_line_count = 3 out
 '
 
 test_expect_success 'llama2.c: the real .bin four bytes short' '

@@ -112,6 +112,12 @@ int main(void)
 	bad.rope_theta = INFINITY;
 	ok(arch_config_check(&bad, &err) == SW_EDATA && strstr(err.msg, "finite"),
 	   "rope_theta = Inf refused (found by fuzz-h5ckpt)");
+	for (int i = 0; i < 3; i++) {
+		bad = cfg;
+		bad.rope_theta = (double[]){0, 1, -5}[i];
+		ok(arch_config_check(&bad, &err) == SW_EDATA && strstr(err.msg, "rope_theta = "),
+		   "rope_theta = %g refused by name (a GGUF or params.json said so)", bad.rope_theta);
+	}
 	bad = cfg;
 	bad.norm_eps = NAN;
 	ok(arch_config_check(&bad, &err) == SW_EDATA, "norm_eps = NaN refused");
