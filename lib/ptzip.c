@@ -99,11 +99,59 @@ static int entry_cmp(const void *a, const void *b)
 	return strcmp(((const struct ptzip_entry *)a)->name, ((const struct ptzip_entry *)b)->name);
 }
 
+/* len bytes at off of the archive, or -1 (short: off the end, or an error) */
+static int io_pread(struct ptzip_io *io, void *buf, size_t len, uint64_t off)
+{
+	uint64_t pos = io->pos;
+	int ok = off <= io->size && len <= io->size - off;
+
+	if (ok) {
+		io->pos = off;
+		ok = io_read(NULL, io, buf, (uLong)len) == len;
+		io->pos = pos;
+	}
+	return ok ? 0 : -1;
+}
+
 static int zip_fail(struct ptzip *z, int code, struct sw_err *err, const char *what)
 {
 	if (z->io.error)
 		return sw_fail(err, SW_EIO, "zip archive: %s: %s", what, strerror(z->io.error));
 	return sw_fail(err, SW_EDATA, "zip archive: %s (minizip error %d)", what, code);
+}
+
+/*
+ * The local header of the current entry (open), as the central directory
+ * says it is: minizip checks its method, sizes, CRC and name length, not
+ * its name or its flags. data is where its data starts, after the header's
+ * 30 bytes, the name and the local extra field. The encryption and
+ * data-descriptor flags must be the central directory's (torch sets the
+ * data-descriptor flag in both), the name the same bytes.
+ */
+static int check_local_header(struct ptzip *z, const unz_file_info64 *fi, const char *name,
+			      uint64_t data, struct sw_err *err)
+{
+	unsigned char h[30 + PTZIP_NAME_MAX];
+	int extra = unzGetLocalExtrafield(z->unz, NULL, 0);
+	size_t n = (size_t)fi->size_filename;
+	uint64_t at;
+	unsigned flags;
+
+	if (extra < 0 || data < 30 + n + (uint64_t)extra)
+		return sw_fail(err, SW_EDATA, "zip archive: %.100s: its local header is unreadable", name);
+	at = data - 30 - n - (uint64_t)extra;
+	if (io_pread(&z->io, h, 30 + n, at) < 0 || memcmp(h, "PK\3\4", 4))
+		return sw_fail(err, z->io.error ? SW_EIO : SW_EDATA,
+			       "zip archive: %.100s: its local header is missing", name);
+	flags = (unsigned)(h[6] | h[7] << 8);
+	if ((flags & 9) != (fi->flag & 9))
+		return sw_fail(err, SW_EDATA, "zip archive: %.100s: its local header's flags (0x%x) "
+			       "disagree with the central directory's (0x%lx): encryption or a data "
+			       "descriptor said in one only", name, flags, (unsigned long)fi->flag);
+	if (memcmp(h + 30, name, n))
+		return sw_fail(err, SW_EDATA, "zip archive: %.100s: its local header names another "
+			       "record", name);
+	return SW_OK;
 }
 
 /* Record the current entry of the central directory in z->e[z->n]. */
@@ -162,7 +210,10 @@ static int take_entry(struct ptzip *z, size_t *cap, struct sw_err *err)
 	e = &z->e[z->n];
 	memset(e, 0, sizeof *e);
 	e->offset = unzGetCurrentFileZStreamPos64(z->unz);
+	rc = check_local_header(z, &fi, name, e->offset, err);
 	unzCloseCurrentFile(z->unz);
+	if (rc)
+		return rc;
 	e->method = (int)fi.compression_method;
 	e->size = fi.uncompressed_size;
 	e->csize = fi.compressed_size;
@@ -177,6 +228,29 @@ static int take_entry(struct ptzip *z, size_t *cap, struct sw_err *err)
 	if (!(e->name = strdup(name + toplen + 1)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	z->n++;
+	return SW_OK;
+}
+
+/*
+ * The end of central directory record ends the file: 22 bytes and its
+ * comment. minizip finds the record by its signature and takes a record
+ * cut short (its last bytes past the end of the file) or followed by other
+ * bytes.
+ */
+static int check_end_record(struct ptzip *z, struct sw_err *err)
+{
+	unz_global_info64 gi;
+	unsigned char sig[4];
+	uint64_t need;
+	int rc;
+
+	if ((rc = unzGetGlobalInfo64(z->unz, &gi)) != UNZ_OK)
+		return zip_fail(z, rc, err, "unreadable end of central directory");
+	need = 22 + (uint64_t)gi.size_comment;
+	if (z->io.size < need || io_pread(&z->io, sig, 4, z->io.size - need) < 0 ||
+	    memcmp(sig, "PK\5\6", 4))
+		return sw_fail(err, z->io.error ? SW_EIO : SW_EDATA, "zip archive: the end of central "
+			       "directory record is cut short or followed by other bytes");
 	return SW_OK;
 }
 
@@ -197,6 +271,10 @@ int ptzip_open(int fd, const void *mem, uint64_t size, struct ptzip *z, struct s
 			return sw_fail(err, SW_EIO, "zip archive: %s", strerror(z->io.error));
 		return sw_fail(err, SW_EDATA, "not a zip archive torch can read (no valid end of "
 			       "central directory; truncated?)");
+	}
+	if ((rc = check_end_record(z, err))) {
+		ptzip_close(z);
+		return rc;
 	}
 	rc = unzGoToFirstFile(z->unz);
 	if (rc == UNZ_END_OF_LIST_OF_FILE) {

@@ -45,6 +45,10 @@ cat >cases <<'CASES'
 65 truncated.pt no valid end of central directory; truncated?
 65 eocd-outside.pt no valid end of central directory
 65 cd-outside.pt its local header is missing or disagrees with the central directory
+65 local-name.pt archive/data.pkl: its local header names another record
+65 local-encrypted.pt its local header's flags (0x1) disagree with the central directory's (0x0)
+65 local-descriptor.pt its local header's flags (0x8) disagree with the central directory's (0x0)
+65 eocd-cut.pt the end of central directory record is cut short or followed by other bytes
 65 encrypted.pt archive/data.pkl is encrypted
 65 record-twice.pt two records named archive/data/0: refused as ambiguous
 65 record-outside.pt record 'elsewhere/x' is not under 'archive/'
