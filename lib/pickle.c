@@ -655,6 +655,18 @@ static int op_float(struct vm *m)
 	return push(m, x);
 }
 
+static int dict_or_none(const struct pk_value *v)
+{
+	return v->type == PK_DICT || v->type == PK_NONE;
+}
+
+static int build_state_ok(const struct pk_value *v)
+{
+	if (v->type == PK_TUPLE)
+		return v->u.seq.n == 2 && dict_or_none(v->u.seq.v[0]) && dict_or_none(v->u.seq.v[1]);
+	return dict_or_none(v);
+}
+
 static int op_build(struct vm *m)
 {
 	int rc;
@@ -665,6 +677,11 @@ static int op_build(struct vm *m)
 	if (m->stack[m->sp - 2]->type != PK_DICT)
 		return fail(m, "BUILD on a %s is not allowed: refused, nothing executed",
 			    type_name(m->stack[m->sp - 2]));
+	/* the state is a dict or None, or a pair of them (state, slots), as
+	 * the unpickler's BUILD requires; anything else fails torch.load */
+	if (!build_state_ok(m->stack[m->sp - 1]))
+		return fail(m, "BUILD with a %s state (a dict's state is a dict): refused",
+			    type_name(m->stack[m->sp - 1]));
 	m->sp--;
 	return SW_OK;
 }
@@ -686,7 +703,14 @@ static int step(struct vm *m, int *stop)
 			return fail(m, "pickle protocol %d (torch.save writes 2)", b[0]);
 		return SW_OK;
 	case OP_FRAME:
-		return take_bytes(m, 8, &b);
+		/* a frame's length is the bytes after it that it holds: past the
+		 * end, the C unpickler (torch.load's) refuses it as truncated */
+		if ((rc = take_bytes(m, 8, &b)))
+			return rc;
+		if (le(b, 8) > (uint64_t)(m->end - m->p))
+			return fail(m, "a FRAME of %llu bytes, more than the %zu left: the pickle is "
+				    "truncated", (unsigned long long)le(b, 8), (size_t)(m->end - m->p));
+		return SW_OK;
 	case OP_STOP:
 		if (m->sp != 1 || m->nmarks)
 			return fail(m, "STOP with a stack that does not hold exactly one value");
@@ -735,15 +759,16 @@ static int step(struct vm *m, int *stop)
 	case OP_BINBYTES:
 		if ((rc = take_bytes(m, 4, &b)))
 			return rc;
+		/* BINSTRING too: torch.load decodes it as UTF-8 */
 		return str_value(m, op == OP_BINBYTES ? PK_BYTES : PK_STR, (size_t)le(b, 4),
-				 op == OP_BINUNICODE);
+				 op != OP_BINBYTES);
 	case OP_SHORT_BINUNICODE:
 	case OP_SHORT_BINSTRING:
 	case OP_SHORT_BINBYTES:
 		if ((rc = take_bytes(m, 1, &b)))
 			return rc;
 		return str_value(m, op == OP_SHORT_BINBYTES ? PK_BYTES : PK_STR, b[0],
-				 op == OP_SHORT_BINUNICODE);
+				 op != OP_SHORT_BINBYTES);
 	case OP_BINUNICODE8:
 		if ((rc = take_bytes(m, 8, &b)))
 			return rc;

@@ -151,6 +151,9 @@ static int choose_dict(const struct pk_value *root, const char *key, const struc
 		for (const char *p = key; *p;) {
 			const char *dot = strchr(p, '.');
 			size_t n = dot ? (size_t)(dot - p) : strlen(p);
+			if (!n || (dot && !dot[1]))
+				return sw_fail(err, SW_EDATA, "key '%s': an empty part (a dot at its start "
+					       "or end, or two in a row)", key);
 			snprintf(part, sizeof part, "%.*s", (int)n, p);
 			if (!(d = pk_dict_get(d, part)))
 				return sw_fail(err, SW_EDATA, "key '%s': no '%s' in the pickle's dict", key, part);

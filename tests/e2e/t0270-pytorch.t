@@ -147,7 +147,11 @@ test_expect_success 'FILE:KEY naming no dict, and a key for a format that has no
 	test_expect_code 65 sw-ls pt/nested/ckpt.pt:iter_num >out 2>err &&
 	grep -q "is not a dict" err &&
 	test_expect_code 65 sw-ls "$FIX/tiny.h5:model" >out 2>err &&
-	test_one_error sw-ls "$FIX/tiny.h5:model" && grep -q "for PyTorch files" err
+	test_one_error sw-ls "$FIX/tiny.h5:model" && grep -q "for PyTorch files" err &&
+	for key in model. .model model..x; do
+		test_expect_code 65 sw-ls "pt/nested/ckpt.pt:$key" >out 2>err &&
+		test_one_error sw-ls "pt/nested/ckpt.pt:$key" && grep -q "an empty part" err || exit 1
+	done
 '
 
 test_expect_success 'a pickle that runs os.system in torch.load: refused by name, nothing run' '

@@ -110,6 +110,26 @@ int main(void)
 	   "a string longer than the pickle");
 	ok(refused_for(PK("\x80\x02X\2\0\0\0\xc3\x28."), "not valid UTF-8"), "invalid UTF-8");
 	ok(refused_for(PK("\x80\x01K\x01."), "pickle protocol 1"), "protocol 1");
+	/* what torch.load (the C unpickler, encoding utf-8) refuses, refused */
+	ok(refused_for(PK("\x80\x04\x95\x40\0\0\0\0\0\0\0K\x01."), "a FRAME of 64 bytes, more than the 3 left"),
+	   "a FRAME longer than what follows");
+	ok(load(PK("\x80\x04\x95\x01\0\0\0\0\0\0\0K\x01."), &r, &err) == SW_OK && r.root->u.i == 1,
+	   "a FRAME shorter than its opcodes: read, as the C unpickler reads it");
+	pk_free(&r);
+	ok(refused_for(PK("\x80\x02}X\1\0\0\0sb."), "BUILD with a str state"), "BUILD with a string state");
+	ok(refused_for(PK("\x80\x02}N}\x86}\x86" "b."), "BUILD with a tuple state"),
+	   "BUILD with a state of two levels");
+	{
+		static const char *const states[] = {"\x80\x02}}b.", "\x80\x02}Nb.", "\x80\x02}N}\x86" "b."};
+		int good = 0;
+		for (int i = 0; i < 3; i++) {
+			good += load(states[i], strlen(states[i]), &r, &err) == SW_OK && r.root->type == PK_DICT;
+			pk_free(&r);
+		}
+		ok(good == 3, "BUILD with a dict, None, or (None, dict) state");
+	}
+	ok(refused_for(PK("\x80\x02U\2w\xff."), "not valid UTF-8"), "SHORT_BINSTRING: UTF-8 checked");
+	ok(refused_for(PK("\x80\x02T\2\0\0\0w\xff."), "not valid UTF-8"), "BINSTRING: UTF-8 checked");
 	{
 		/* a million TUPLE1s around one list: each byte builds a tuple and
 		 * its array, 64 bytes, more than the 32 a byte may justify */
