@@ -161,6 +161,8 @@ struct vm {
 	struct pk_storage **stor;
 	size_t nstor, stcap;
 	struct sw_err *err;
+	size_t records;                 /* of the archive: the budget's measure */
+	int over_budget;                /* an array the budget refused to grow */
 };
 
 static struct pk_value none_value = {.type = PK_NONE};
@@ -181,10 +183,10 @@ static int fail(struct vm *m, const char *fmt, ...)
 
 static int oom(struct vm *m)
 {
-	if (m->arena->spent + 64 > m->arena->budget)
-		return sw_fail(m->err, SW_EDATA, "data.pkl: byte %zu: builds more than a pickle "
-			       "of %zu bytes can justify (%zu bytes)", m->at,
-			       (size_t)(m->end - m->start), m->arena->budget);
+	if (m->arena->spent + 64 > m->arena->budget || m->over_budget)
+		return sw_fail(m->err, SW_EDATA, "data.pkl: byte %zu: builds more than an archive "
+			       "of %zu records can justify (%zu bytes)", m->at, m->records,
+			       m->arena->budget);
 	return sw_fail(m->err, SW_ESOFTWARE, "out of memory");
 }
 
@@ -216,7 +218,8 @@ static int push(struct vm *m, struct pk_value *v)
 	if (m->sp == m->scap) {
 		size_t c = m->scap ? 2 * m->scap : 64;
 		void *p;
-		if (c * sizeof *m->stack > m->arena->budget || !(p = realloc(m->stack, c * sizeof *m->stack)))
+		m->over_budget = c * sizeof *m->stack > m->arena->budget;
+		if (m->over_budget || !(p = realloc(m->stack, c * sizeof *m->stack)))
 			return oom(m);
 		m->stack = p;
 		m->scap = c;
@@ -339,6 +342,10 @@ static int memo_put(struct vm *m, uint64_t idx)
 			c *= 2;
 		if (c > (size_t)(m->end - m->start))
 			c = (size_t)(m->end - m->start);
+		if (c * sizeof *m->memo > m->arena->budget) {
+			m->over_budget = 1;
+			return oom(m);
+		}
 		if (!(p = realloc(m->memo, c * sizeof *m->memo)))
 			return oom(m);
 		m->memo = p;
@@ -720,7 +727,8 @@ static int step(struct vm *m, int *stop)
 		if (m->nmarks == m->mcap) {
 			size_t c = m->mcap ? 2 * m->mcap : 16;
 			void *p;
-			if (c * sizeof *m->marks > m->arena->budget || !(p = realloc(m->marks, c * sizeof *m->marks)))
+			m->over_budget = c * sizeof *m->marks > m->arena->budget;
+			if (m->over_budget || !(p = realloc(m->marks, c * sizeof *m->marks)))
 				return oom(m);
 			m->marks = p;
 			m->mcap = c;
@@ -830,7 +838,8 @@ static int step(struct vm *m, int *stop)
 	}
 }
 
-int pk_load(const void *buf, size_t len, struct pk_result *out, struct sw_err *err)
+int pk_load(const void *buf, size_t len, size_t records, struct pk_result *out,
+	    struct sw_err *err)
 {
 	struct vm m = {0};
 	int rc = SW_OK, stop = 0;
@@ -842,7 +851,9 @@ int pk_load(const void *buf, size_t len, struct pk_result *out, struct sw_err *e
 	attrmap_init(&m.storages);
 	if (!(m.arena = calloc(1, sizeof *m.arena)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	m.arena->budget = (len > SIZE_MAX / 64 ? SIZE_MAX / 2 : 32 * len) + (1u << 20);
+	m.records = records;
+	m.arena->budget = (records > SIZE_MAX / 4 / PK_BYTES_PER_RECORD ? SIZE_MAX / 4 :
+			   records * PK_BYTES_PER_RECORD) + (1u << 20);
 	while (!rc && !stop) {
 		if (m.p == m.end) {
 			m.at = len;

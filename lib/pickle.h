@@ -22,9 +22,13 @@
  * storage. A storage KEY is a plain name ([A-Za-z0-9_-]); two persistent
  * ids of one KEY must agree on its type and size.
  *
- * Bounded: the values built may take at most 32 bytes per byte of the
- * pickle (plus 1 MiB), memo indices stay below the pickle's length, and
- * nothing here recurses; a dict is a list of pairs as the pickle gave
+ * Bounded by what the checkpoint can hold, not by the pickle's length (a
+ * deflated data.pkl of repeated opcodes inflates a thousandfold): the
+ * values built, the stack, the marks and the memo may each take at most
+ * PK_BYTES_PER_RECORD per record of the archive the pickle came from (a
+ * tensor's storage is one; a real state dict builds about 1.2 KB of values
+ * a tensor, so this leaves room for 50 views of each storage) plus 1 MiB;
+ * memo indices stay below the pickle's length, and nothing here recurses; a dict is a list of pairs as the pickle gave
  * them (duplicate keys are the walker's to refuse, lib/ptread.c).
  */
 #ifndef SW_PICKLE_H
@@ -84,8 +88,12 @@ struct pk_result {
 	struct pk_arena *arena;         /* everything the values hold */
 };
 
-/* Run the len bytes of a pickle; *out holds its value until pk_free. */
-int pk_load(const void *buf, size_t len, struct pk_result *out, struct sw_err *err);
+#define PK_BYTES_PER_RECORD ((size_t)64 << 10)
+
+/* Run the len bytes of a pickle from an archive of records records; *out
+ * holds its value until pk_free. */
+int pk_load(const void *buf, size_t len, size_t records, struct pk_result *out,
+	    struct sw_err *err);
 void pk_free(struct pk_result *r);
 
 /* The dict d's value for string key, or NULL (d not a dict, or no key). */

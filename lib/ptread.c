@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #define PKL_MAX (64u << 20)     /* data.pkl: a state dict of 10^5 tensors takes 15 MB */
+#define PKL_MAX_RATIO 50        /* a deflated pickle of tensor names compresses ~5-10x */
 #define WALK_DEPTH 32
 
 struct pt_file {
@@ -297,8 +298,15 @@ static int read_file(struct ptsrc *s, int k, const char *key, struct named_list 
 	if (!(e = ptzip_find(&z, "data.pkl")))
 		rc = sw_fail(err, SW_EDATA, "a zip archive without %s/data.pkl: not a PyTorch checkpoint",
 			     z.top);
+	/* torch stores its pickle; one that inflates more than a pickle can
+	 * compress is a deflate bomb, refused before it is inflated */
+	if (!rc && e->method != 0 && e->size / PKL_MAX_RATIO > e->csize)
+		rc = sw_fail(err, SW_EDATA, "%s/data.pkl inflates %llu bytes to %llu, more than %d "
+			     "times: refused as a deflate bomb (torch stores its pickle uncompressed)",
+			     z.top, (unsigned long long)e->csize, (unsigned long long)e->size,
+			     PKL_MAX_RATIO);
 	if (!rc && !(rc = ptzip_read(&z, e, PKL_MAX, &pkl, &len, err)) &&
-	    !(rc = pk_load(pkl, len, &pk, err)) && !(rc = choose_dict(pk.root, key, &d, err)))
+	    !(rc = pk_load(pkl, len, z.n, &pk, err)) && !(rc = choose_dict(pk.root, key, &d, err)))
 		rc = walk(out, d, "", 0, err);
 	for (size_t i = 0; i < out->n && !rc; i++)
 		rc = locate(&z, &out->v[i], k, err);

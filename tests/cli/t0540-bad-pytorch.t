@@ -120,6 +120,42 @@ test_expect_success 'Meta params.json: vocab_size 0 refused by name (-1 means th
 	expect_error sw-ls 65 meta0 "params.json: vocab_size = 0 is not a valid size (-1 or positive)"
 '
 
+# Pickle bombs: data.pkl of 63 MiB of EMPTY_LIST deflated into 64 KB, and
+# 8 MiB of it stored. The first is refused before it is inflated (torch
+# stores its pickle; a deflated one 50 times smaller than itself is no
+# state dict), the second when its values outgrow what an archive of two
+# records can hold (64 KiB a record plus 1 MiB), never by running out of
+# memory: under a 600 MB address-space limit (not under ASan, which
+# reserves terabytes) the refusal is still the one line, exit 65 (the old
+# limit of 32 bytes a pickle byte ran out of memory there, exit 70). One
+# thread: OpenBLAS maps a buffer per thread when it loads, and spins
+# forever when a limit refuses it (hence the timeout too).
+if [ -n "${SW_SANITIZED:-}" ]; then
+	memlimit=:
+else
+	memlimit="ulimit -v 600000"
+fi
+test_expect_success 'pickle bombs: deflated and stored, refused in bounded memory' '
+	cat >mkbomb.py <<-\EOF &&
+	import sys, zipfile
+	n = 63 << 20 if sys.argv[1] == "deflated" else 8 << 20
+	with zipfile.ZipFile(sys.argv[2], "w") as z:
+	    info = zipfile.ZipInfo("archive/data.pkl", date_time=(1980, 1, 1, 0, 0, 0))
+	    if sys.argv[1] == "deflated":
+	        info.compress_type = zipfile.ZIP_DEFLATED
+	    z.writestr(info, b"\x80\x02" + b"]" * n + b".")
+	    z.writestr(zipfile.ZipInfo("archive/version", date_time=(1980, 1, 1, 0, 0, 0)), b"3\n")
+	EOF
+	"$PY" mkbomb.py deflated deflated.pt && "$PY" mkbomb.py stored stored.pt &&
+	test $(wc -c <deflated.pt) -lt 100000 &&
+	(eval "$memlimit" && OMP_NUM_THREADS=1 exec timeout 60 sw-ls deflated.pt) >out 2>err; echo $? >status &&
+	echo 65 >want && test_cmp want status && test_one_error sw-ls deflated.pt &&
+	grep -q "archive/data.pkl inflates [0-9]* bytes to 66060291, more than 50 times: refused as a deflate bomb" err &&
+	(eval "$memlimit" && OMP_NUM_THREADS=1 exec timeout 60 sw-ls stored.pt) >out 2>err; echo $? >status &&
+	test_cmp want status && test_one_error sw-ls stored.pt &&
+	grep -q "builds more than an archive of 2 records can justify (1179648 bytes)" err
+'
+
 test_expect_success 'a zip archive of a storage file is read only whole: every truncation refused' '
 	size=$(wc -c <"$B/ok.pt") && i=1 && : >codes &&
 	while [ $i -lt $size ]; do

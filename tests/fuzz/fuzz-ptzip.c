@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_ASSERT(!memcmp(rec, buf + e->offset, len));
 		if (!strcmp(e->name, "data.pkl")) {
 			struct pk_result r;
-			if (pk_load(rec, len, &r, &err) == SW_OK)
+			if (pk_load(rec, len, z.n, &r, &err) == SW_OK)
 				pk_free(&r);
 		}
 		free(rec);

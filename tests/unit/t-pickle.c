@@ -12,7 +12,7 @@
 static int load(const char *buf, size_t len, struct pk_result *r, struct sw_err *err)
 {
 	memset(err, 0, sizeof *err);
-	return pk_load(buf, len, r, err);
+	return pk_load(buf, len, 1, r, err);   /* a pickle of an archive of one record */
 }
 
 static int refused_for(const char *buf, size_t len, const char *why)
@@ -132,14 +132,14 @@ int main(void)
 	ok(refused_for(PK("\x80\x02T\2\0\0\0w\xff."), "not valid UTF-8"), "BINSTRING: UTF-8 checked");
 	{
 		/* a million TUPLE1s around one list: each byte builds a tuple and
-		 * its array, 64 bytes, more than the 32 a byte may justify */
+		 * its array, 64 MB, more than one record's 64 KiB and 1 MiB */
 		size_t n = 1000000;
 		char *big = malloc(n + 4);
 		ok(big != NULL, "memory for the big pickle");
 		memcpy(big, "\x80\x02]", 3);
 		memset(big + 3, 0x85, n);
 		big[n + 3] = '.';
-		ok(refused_for(big, n + 4, "builds more than a pickle of"),
+		ok(refused_for(big, n + 4, "builds more than an archive of 1 records can justify"),
 		   "a million nested tuples: more than the memory a pickle can justify");
 		free(big);
 	}
