@@ -84,7 +84,13 @@ test_expect_success '--slurm: an array over the runs not done; shellcheck-clean'
 	test -x job.sh &&
 	grep "^#SBATCH --array=" job.sh >a && echo "#SBATCH --array=0,1,2,3" >expect && test_cmp expect a &&
 	grep -c "^#SBATCH --time=0:10:00\$" job.sh >n && echo 1 >expect && test_cmp expect n &&
-	shellcheck job.sh
+	shellcheck job.sh &&
+	# as sbatch reads them: #SBATCH lines up to the first command, each
+	# option one blank-separated word (no quoting), the log in the sweep
+	awk "/^#SBATCH/ { if (NF != 2) bad = 1; print \$2; next } /^#/ || !NF { next } { exit }
+		END { exit bad }" job.sh >directives &&
+	printf "%s\n" --job-name=sw-sweep "--output=$(cd sl && pwd -P)/slurm-%A_%a.out" \
+		--array=0,1,2,3 --time=0:10:00 >expect && test_cmp expect directives
 '
 
 test_expect_success '--slurm: each array task, srun standing in, runs its run' '
