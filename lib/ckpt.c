@@ -180,7 +180,7 @@ static int unknown_file(const unsigned char *b, size_t n, struct sw_err *err)
 	if (n >= 4 && (!memcmp(b, "lmgg", 4) || !memcmp(b, "tjgg", 4) || !memcmp(b, "fmgg", 4) ||
 		       !memcmp(b, "ggml", 4) || !memcmp(b, "ggjt", 4)))
 		return sw_fail(err, SW_EDATA, "%s: a GGML/GGJT file, llama.cpp's format before GGUF", what);
-	if (n >= 4 && (uint32_t)(b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]) == L2C_MAGIC)
+	if (n >= 4 && ((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]) == L2C_MAGIC)
 		return sw_fail(err, SW_EDATA, "%s: llama2.c's magic in big-endian byte order "
 			       "(llama2.c files are little-endian)", what);
 	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
