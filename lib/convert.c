@@ -196,38 +196,78 @@ static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
 	return SW_OK;
 }
 
-/* The index of the tensor named name, or -1. */
-static long find_name(const struct ckpt *ck, const char *name)
+/*
+ * The tensor attributes of all (ckpt_attrs), grouped by tensor: key[i]
+ * is an index into all, the keys of tensor t (model order) being
+ * key[first[t]..first[t+1]), each group in all's order. Built once, by a
+ * map of the names and a counting sort, so that a shard's metadata costs
+ * its own keys however many shards and tensors there are.
+ */
+struct keys_by_tensor {
+	size_t *key, *first;
+};
+
+static int group_keys(const struct ckpt *ck, const struct attr_map *all,
+		      struct keys_by_tensor *g, struct sw_err *err)
 {
-	for (size_t i = 0; i < ckpt_count(ck); i++)
-		if (!strcmp(ckpt_info(ck, i)->name, name))
-			return (long)i;
-	return -1;
+	char obj[SW_NAME_MAX + 16], attr[64], num[32];
+	size_t count = ckpt_count(ck);
+	long *tensor = malloc((all->n ? all->n : 1) * sizeof *tensor);
+	struct attr_map names;
+	int rc = SW_OK;
+
+	attrmap_init(&names);
+	g->key = malloc((all->n ? all->n : 1) * sizeof *g->key);
+	g->first = calloc(count + 2, sizeof *g->first);
+	if (!tensor || !g->key || !g->first) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < count && !rc; i++) {
+		snprintf(num, sizeof num, "%zu", i);
+		rc = attrmap_set(&names, ckpt_info(ck, i)->name, num, err);
+	}
+	for (size_t i = 0; i < all->n && !rc; i++) {
+		const char *k;
+		tensor[i] = -1;
+		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
+		    !strncmp(obj, "/params/", 8) && (k = attrmap_get(&names, obj + 8)))
+			tensor[i] = strtol(k, NULL, 10);
+		if (tensor[i] >= 0)
+			g->first[tensor[i] + 2]++;
+	}
+	if (rc)
+		goto out;
+	for (size_t t = 2; t < count + 2; t++)
+		g->first[t] += g->first[t - 1];
+	for (size_t i = 0; i < all->n; i++)
+		if (tensor[i] >= 0)
+			g->key[g->first[tensor[i] + 1]++] = i;
+out:
+	free(tensor);
+	attrmap_free(&names);
+	return rc;
 }
 
-/*
- * The metadata of one shard: the checkpoint's (global), then its tensors'
- * attributes (ckpt_attrs lists them tensor by tensor in model order).
- */
-static int shard_meta(const struct ckpt *ck, const struct shard_plan *p,
-		      const struct attr_map *global, const struct attr_map *all,
+static void keys_by_tensor_free(struct keys_by_tensor *g)
+{
+	free(g->key);
+	free(g->first);
+}
+
+/* The metadata of one shard: the checkpoint's (global), then its tensors'
+ * attributes. */
+static int shard_meta(const struct shard_plan *p, const struct attr_map *global,
+		      const struct attr_map *all, const struct keys_by_tensor *g,
 		      struct attr_map *m, struct sw_err *err)
 {
-	char obj[SW_NAME_MAX + 16], attr[64];
 	int rc = SW_OK;
 
 	attrmap_init(m);
 	for (size_t i = 0; i < global->n && !rc; i++)
 		rc = attrmap_set(m, global->kv[i].key, global->kv[i].value, err);
-	for (size_t i = 0; i < all->n && !rc; i++) {
-		long k;
-		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) < 0 ||
-		    strncmp(obj, "/params/", 8))
-			continue;
-		k = find_name(ck, obj + 8);
-		if (k >= (long)p->lo && k < (long)p->hi)
-			rc = attrmap_set(m, all->kv[i].key, all->kv[i].value, err);
-	}
+	for (size_t j = g->first[p->lo]; j < g->first[p->hi] && !rc; j++)
+		rc = attrmap_set(m, all->kv[g->key[j]].key, all->kv[g->key[j]].value, err);
 	if (rc)
 		attrmap_free(m);
 	return rc;
@@ -360,6 +400,7 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 	size_t count = ckpt_count(ck);
 	char tmpdir[PATH_MAX] = "", path[PATH_MAX + 80];
 	const char **names = NULL, **shard_of = NULL;
+	struct keys_by_tensor g = {0};
 	int rc, nshards = 0, exists, made = 0;
 
 	attrmap_init(&global);
@@ -383,6 +424,8 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 			rc = attrmap_set(&global, all->kv[i].key, all->kv[i].value, err);
 	if (!rc)
 		rc = plan_shards(ck, o->shard_size, sw_dtype_size(o->dtype), &plan, &nshards, err);
+	if (!rc)
+		rc = group_keys(ck, all, &g, err);
 	if (!rc) {
 		files.name = calloc((size_t)nshards + 2, sizeof *files.name);
 		names = calloc(count + 1, sizeof *names);
@@ -405,7 +448,7 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
 	for (int k = 0; k < nshards && !rc; k++) {
 		struct attr_map m;
-		if ((rc = shard_meta(ck, &plan[k], &global, all, &m, err))) {
+		if ((rc = shard_meta(&plan[k], &global, all, &g, &m, err))) {
 			blame(r, err, in);
 			goto out;
 		}
@@ -436,6 +479,7 @@ out:
 	else if (tmpdir[0])
 		atomic_forget(tmpdir);
 	attrmap_free(&global);
+	keys_by_tensor_free(&g);
 	free(plan);
 	free(files.name);
 	free(names);

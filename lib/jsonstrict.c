@@ -40,9 +40,24 @@ int jsonstrict_utf8_len(const unsigned char *s, size_t avail)
 
 /* ---- the RFC 8259 check, one pass ----------------------------------- */
 
+/*
+ * With keys on, the scan also decodes each object's keys into arena (grown
+ * as needed: a decoded key never takes more than its quoted text, so the
+ * room left must be the rest of the document's length at most) and, when
+ * the object closes, checks them unique.
+ * The keys of the objects still open lie on a stack (key), so the check is
+ * one pass whatever the nesting.
+ */
 struct scan {
 	const unsigned char *start, *p, *end;
 	const char *why;        /* the first fault, NULL if none */
+	int keys;               /* decode and check the keys */
+	char *arena;
+	size_t arena_len, arena_cap;
+	size_t *key, nkey, key_cap;     /* arena offsets of the open objects' keys */
+	size_t *slot, slot_cap;         /* a hash index, for an object's keys */
+	const char *dup;                /* the key found twice */
+	int oom;
 };
 
 static int fault(struct scan *s, const char *why)
@@ -74,16 +89,54 @@ static int hex4(struct scan *s, unsigned *v)
 	return 0;
 }
 
-static int string(struct scan *s)
+/* Code point u as UTF-8 at out; the bytes written. */
+static size_t put_utf8(char *out, unsigned u)
 {
+	if (u < 0x80) {
+		out[0] = (char)u;
+		return 1;
+	}
+	if (u < 0x800) {
+		out[0] = (char)(0xC0 | u >> 6);
+		out[1] = (char)(0x80 | (u & 0x3F));
+		return 2;
+	}
+	if (u < 0x10000) {
+		out[0] = (char)(0xE0 | u >> 12);
+		out[1] = (char)(0x80 | (u >> 6 & 0x3F));
+		out[2] = (char)(0x80 | (u & 0x3F));
+		return 3;
+	}
+	out[0] = (char)(0xF0 | u >> 18);
+	out[1] = (char)(0x80 | (u >> 12 & 0x3F));
+	out[2] = (char)(0x80 | (u >> 6 & 0x3F));
+	out[3] = (char)(0x80 | (u & 0x3F));
+	return 4;
+}
+
+/* The string at s->p (its opening quote), checked; decoded into out with
+ * a NUL when out is not NULL (room: the quoted text's length). */
+static int string(struct scan *s, char *out)
+{
+	size_t n_out = 0;
+
 	s->p++;                 /* the opening quote */
 	while (s->p < s->end) {
 		unsigned char c = *s->p;
 		unsigned u, lo;
 		int n;
 
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {   /* the common case */
+			if (out)
+				out[n_out] = (char)c;
+			n_out++;
+			s->p++;
+			continue;
+		}
 		if (c == '"') {
 			s->p++;
+			if (out)
+				out[n_out] = '\0';
 			return 0;
 		}
 		if (c < 0x20)
@@ -91,14 +144,22 @@ static int string(struct scan *s)
 		if (c != '\\') {
 			if (!(n = jsonstrict_utf8_len(s->p, (size_t)(s->end - s->p))))
 				return fault(s, "invalid UTF-8");
+			if (out)
+				memcpy(out + n_out, s->p, (size_t)n);
+			n_out += (size_t)n;
 			s->p += n;
 			continue;
 		}
 		if (++s->p == s->end)
 			break;
 		c = *s->p++;
-		if (strchr("\"\\/bfnrt", c) && c)
+		if (strchr("\"\\/bfnrt", c) && c) {
+			static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+			if (out)
+				out[n_out] = to[strchr(from, c) - from];
+			n_out++;
 			continue;
+		}
 		if (c != 'u')
 			return fault(s, "an unknown escape");
 		if (hex4(s, &u) < 0)
@@ -117,7 +178,12 @@ static int string(struct scan *s)
 				return -1;
 			if (lo < 0xDC00 || lo > 0xDFFF)
 				return fault(s, "an unpaired surrogate escape");
+			u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
 		}
+		if (out)
+			n_out += put_utf8(out + n_out, u);
+		else
+			n_out += 4;
 	}
 	return fault(s, "an unterminated string");
 }
@@ -165,12 +231,107 @@ static int literal(struct scan *s, const char *word)
 	return 0;
 }
 
+/* ---- keys unique in every object ------------------------------------ */
+
+static size_t hash_key(const char *k)
+{
+	size_t h = 1469598103934665603ULL;      /* FNV-1a */
+
+	for (; *k; k++)
+		h = (h ^ (unsigned char)*k) * 1099511628211ULL;
+	return h;
+}
+
+/* The keys key[from..nkey) of one object: a few compared pairwise, more
+ * through a hash index (linear on average, whatever their number). */
+static int check_unique(struct scan *s, size_t from)
+{
+	size_t n = s->nkey - from, mask;
+
+	if (n <= 8) {
+		for (size_t i = from; i < s->nkey; i++)
+			for (size_t j = from; j < i; j++)
+				if (!strcmp(s->arena + s->key[i], s->arena + s->key[j])) {
+					s->dup = s->arena + s->key[i];
+					return -1;
+				}
+		return 0;
+	}
+	for (mask = 16; mask < 2 * n; mask *= 2)
+		;
+	if (mask > s->slot_cap) {
+		size_t *slot = realloc(s->slot, mask * sizeof *slot);
+		if (!slot) {
+			s->oom = 1;
+			return -1;
+		}
+		s->slot = slot;
+		s->slot_cap = mask;
+	}
+	memset(s->slot, 0, mask * sizeof *s->slot);
+	mask--;
+	for (size_t i = from; i < s->nkey; i++) {
+		const char *k = s->arena + s->key[i];
+		size_t h = hash_key(k) & mask;
+		for (; s->slot[h]; h = (h + 1) & mask)
+			if (!strcmp(s->arena + s->key[s->slot[h] - 1], k)) {
+				s->dup = k;
+				return -1;
+			}
+		s->slot[h] = i + 1;
+	}
+	return 0;
+}
+
+/* An object key at s->p: checked, and with keys on decoded and pushed. */
+static int object_key(struct scan *s)
+{
+	const unsigned char *at = s->p;
+	size_t need;
+
+	if (!s->keys)
+		return string(s, NULL);
+	if (s->nkey == s->key_cap) {
+		size_t cap = s->key_cap ? 2 * s->key_cap : 64;
+		size_t *key = realloc(s->key, cap * sizeof *key);
+		if (!key) {
+			s->oom = 1;
+			return -1;
+		}
+		s->key = key;
+		s->key_cap = cap;
+	}
+	/* checked first, so that the arena grows by what the key needs */
+	if (string(s, NULL) < 0)
+		return -1;
+	need = (size_t)(s->p - at);     /* the quoted text: room for the key and its NUL */
+	if (s->arena_cap - s->arena_len < need) {
+		size_t cap = 2 * s->arena_cap > s->arena_len + need ? 2 * s->arena_cap
+								     : s->arena_len + need + 4096;
+		char *arena = realloc(s->arena, cap);
+		if (!arena) {
+			s->oom = 1;
+			return -1;
+		}
+		s->arena = arena;
+		s->arena_cap = cap;
+	}
+	s->p = at;
+	s->key[s->nkey] = s->arena_len;
+	if (string(s, s->arena + s->arena_len) < 0)
+		return -1;
+	s->arena_len += strlen(s->arena + s->arena_len) + 1;
+	s->nkey++;
+	return 0;
+}
+
 static int value(struct scan *s, int depth);
 
 /* '{' or '[' already seen: the members up to the closing bracket */
 static int container(struct scan *s, int depth)
 {
 	unsigned char close = *s->p == '{' ? '}' : ']';
+	size_t key_from = s->nkey, arena_from = s->arena_len;
 
 	if (depth >= JSONSTRICT_MAX_DEPTH)
 		return fault(s, "nesting deeper than 512 levels");
@@ -185,7 +346,7 @@ static int container(struct scan *s, int depth)
 		if (close == '}') {
 			if (s->p == s->end || *s->p != '"')
 				return fault(s, "an object key that is not a string");
-			if (string(s) < 0)
+			if (object_key(s) < 0)
 				return -1;
 			skip_ws(s);
 			if (s->p == s->end || *s->p != ':')
@@ -199,12 +360,19 @@ static int container(struct scan *s, int depth)
 			return fault(s, "a cut document");
 		if (*s->p == close) {
 			s->p++;
-			return 0;
+			break;
 		}
 		if (*s->p != ',')
 			return fault(s, "a missing ',' between members");
 		s->p++;
 	}
+	if (s->keys && close == '}') {
+		if (check_unique(s, key_from) < 0)
+			return -1;
+		s->nkey = key_from;
+		s->arena_len = arena_from;
+	}
+	return 0;
 }
 
 static int value(struct scan *s, int depth)
@@ -216,7 +384,7 @@ static int value(struct scan *s, int depth)
 	case '{': case '[':
 		return container(s, depth);
 	case '"':
-		return string(s);
+		return string(s, NULL);
 	case 't':
 		return literal(s, "true");
 	case 'f':
@@ -230,79 +398,79 @@ static int value(struct scan *s, int depth)
 	}
 }
 
-/* ---- keys unique in every object ------------------------------------ */
-
-static int cmp_key(const void *a, const void *b)
+int jsonstrict_check(const char *buf, size_t len, const char *what, struct sw_err *err)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+	struct scan s = {0};
+	int rc = SW_OK;
 
-/* keys: a buffer reused from object to object, grown as needed */
-struct keybuf {
-	const char **k;
-	size_t cap;
-};
-
-static int unique_keys(const cJSON *j, struct keybuf *kb, const char *what, struct sw_err *err)
-{
-	const cJSON *c;
-	size_t n = 0;
-	int rc;
-
-	if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
-		return SW_OK;
-	if (cJSON_IsObject(j) && j->child && j->child->next) {   /* two keys or more */
-		for (c = j->child; c; c = c->next)
-			n++;
-		if (n > kb->cap) {
-			const char **k = realloc(kb->k, n * sizeof *k);
-			if (!k)
-				return sw_fail(err, SW_ESOFTWARE, "out of memory");
-			kb->k = k;
-			kb->cap = n;
-		}
-		n = 0;
-		for (c = j->child; c; c = c->next)
-			kb->k[n++] = c->string;
-		qsort(kb->k, n, sizeof *kb->k, cmp_key);
-		for (size_t i = 1; i < n; i++)
-			if (!strcmp(kb->k[i - 1], kb->k[i]))
-				return sw_fail(err, SW_EDATA, "%s: key '%.100s' appears twice", what,
-					       kb->k[i]);
-	}
-	for (c = j->child; c; c = c->next)
-		if ((rc = unique_keys(c, kb, what, err)))
-			return rc;
-	return SW_OK;
-}
-
-int jsonstrict_parse(const char *buf, size_t len, const char *what, cJSON **out,
-		     struct sw_err *err)
-{
-	struct scan s = {(const unsigned char *)buf, (const unsigned char *)buf,
-			 (const unsigned char *)buf + len, NULL};
-	struct keybuf kb = {NULL, 0};
-	cJSON *root;
-	int rc;
-
-	*out = NULL;
+	s.start = s.p = (const unsigned char *)buf;
+	s.end = s.start + len;
+	s.keys = 1;
 	if (value(&s, 0) == 0) {
 		skip_ws(&s);
 		if (s.p != s.end)
 			fault(&s, "bytes after the JSON value");
 	}
-	if (s.why)
-		return sw_fail(err, SW_EDATA, "%s is not valid JSON (byte %zu: %s)", what,
-			       (size_t)(s.p - s.start), s.why);
+	if (s.oom)
+		rc = sw_fail(err, SW_ESOFTWARE, "%s: out of memory", what);
+	else if (s.dup)
+		rc = sw_fail(err, SW_EDATA, "%s: key '%.100s' appears twice", what, s.dup);
+	else if (s.why)
+		rc = sw_fail(err, SW_EDATA, "%s is not valid JSON (byte %zu: %s)", what,
+			     (size_t)(s.p - s.start), s.why);
+	free(s.arena);
+	free(s.key);
+	free(s.slot);
+	return rc;
+}
+
+int jsonstrict_parse(const char *buf, size_t len, const char *what, cJSON **out,
+		     struct sw_err *err)
+{
+	cJSON *root;
+	int rc;
+
+	*out = NULL;
+	if ((rc = jsonstrict_check(buf, len, what, err)))
+		return rc;
 	root = cJSON_ParseWithLength(buf, len);
 	if (!root)      /* valid JSON that cJSON cannot hold: out of memory */
 		return sw_fail(err, SW_ESOFTWARE, "%s: out of memory parsing JSON", what);
-	rc = unique_keys(root, &kb, what, err);
-	free(kb.k);
-	if (rc) {
-		cJSON_Delete(root);
-		return rc;
-	}
 	*out = root;
 	return SW_OK;
+}
+
+/* ---- a cursor over a checked document -------------------------------- */
+
+static struct scan cursor(const char *p, const char *end)
+{
+	struct scan s = {0};
+
+	s.start = s.p = (const unsigned char *)p;
+	s.end = (const unsigned char *)end;
+	return s;
+}
+
+const char *jsonstrict_ws(const char *p, const char *end)
+{
+	struct scan s = cursor(p, end);
+
+	skip_ws(&s);
+	return (const char *)s.p;
+}
+
+const char *jsonstrict_skip(const char *p, const char *end)
+{
+	struct scan s = cursor(p, end);
+
+	value(&s, 0);
+	return (const char *)s.p;
+}
+
+const char *jsonstrict_string(const char *p, const char *end, char *out)
+{
+	struct scan s = cursor(p, end);
+
+	string(&s, out);
+	return (const char *)s.p;
 }

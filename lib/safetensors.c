@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ static int json_uint(const cJSON *j, uint64_t *v)
 }
 
 /* qsort context without globals: order entries by their byte ranges
- * through an array of pointers (the entries are large). */
+ * through an array of pointers. */
 static int entry_cmp_offset(const void *a, const void *b)
 {
 	const struct st_entry *x = *(const struct st_entry *const *)a;
@@ -68,146 +69,250 @@ int st_name_check(const char *name, struct sw_err *err)
 	return SW_OK;
 }
 
-static int parse_entry(const cJSON *item, struct st_entry *e, struct sw_err *err)
-{
-	const cJSON *dt, *shape, *offs, *x;
-	uint64_t nbytes, begin, end;
-	int size = 0, i, rc;
+/*
+ * The header is walked in place (jsonstrict.h's cursor) once it is known
+ * to be valid JSON with unique keys: no tree of it is built, so a header
+ * of a million tensors takes its own size plus about 100 bytes a tensor.
+ * Decoded strings go to the pool: the names stay there (the entries point
+ * at them), scratch text goes past them. The pool has the header's length
+ * plus one: decoded strings never take more than their quoted text.
+ */
+struct walk {
+	const char *end;
+	char *pool;
+	size_t pool_len;        /* the names kept */
+};
 
-	if ((rc = st_name_check(item->string, err)))
+/* The value at p as a nonnegative integer below 2^53 (exact in double). */
+static int walk_uint(const char *p, uint64_t *v)
+{
+	double d;
+
+	if (*p != '-' && (*p < '0' || *p > '9'))
+		return -1;
+	d = strtod(p, NULL);    /* a valid JSON number, a delimiter after it */
+	if (!(d >= 0 && d <= 9007199254740992.0 && d == floor(d)))
+		return -1;
+	*v = (uint64_t)d;
+	return 0;
+}
+
+/* The number of values of the array at p ('['). */
+static int walk_count(const struct walk *w, const char *p)
+{
+	int n = 0;
+
+	p = jsonstrict_ws(p + 1, w->end);
+	if (*p == ']')
+		return 0;
+	for (;;) {
+		p = jsonstrict_ws(jsonstrict_skip(p, w->end), w->end);
+		if (n < INT_MAX)
+			n++;
+		if (*p++ == ']')
+			return n;
+		p = jsonstrict_ws(p, w->end);
+	}
+}
+
+/* The integers of the array at p ('['), n of them (walk_count). */
+static int walk_uints(const struct walk *w, const char *p, uint64_t *v, int n)
+{
+	p = jsonstrict_ws(p + 1, w->end);
+	for (int i = 0; i < n; i++) {
+		if (walk_uint(p, &v[i]) < 0)
+			return -1;
+		p = jsonstrict_ws(jsonstrict_skip(p, w->end), w->end);
+		p = jsonstrict_ws(p + 1, w->end);       /* ',' or ']' */
+	}
+	return 0;
+}
+
+/* One tensor's entry, its value at p; *next past it. */
+static int walk_entry(struct walk *w, const char *p, const char **next, struct st_entry *e,
+		      struct sw_err *err)
+{
+	const char *dt = NULL, *shape = NULL, *offs = NULL;
+	char *scratch = w->pool + w->pool_len;
+	uint64_t nbytes, begin_end[2], dims[SW_MAX_RANK];
+	int size = 0, rc;
+
+	*next = jsonstrict_skip(p, w->end);
+	if ((rc = st_name_check(e->name, err)))
 		return rc;
-	strcpy(e->name, item->string);
-	if (!cJSON_IsObject(item))
+	if (*p != '{')
 		return sw_fail(err, SW_EDATA, "%s: entry is not an object", e->name);
-	dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
-	shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
-	offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
-	if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs))
+	p = jsonstrict_ws(p + 1, w->end);
+	while (*p == '"') {
+		const char *v;
+		p = jsonstrict_string(p, w->end, scratch);
+		p = jsonstrict_ws(p, w->end);
+		v = jsonstrict_ws(p + 1, w->end);       /* past ':' */
+		if (!strcmp(scratch, "dtype"))
+			dt = v;
+		else if (!strcmp(scratch, "shape"))
+			shape = v;
+		else if (!strcmp(scratch, "data_offsets"))
+			offs = v;
+		p = jsonstrict_ws(jsonstrict_skip(v, w->end), w->end);
+		if (*p == ',')
+			p = jsonstrict_ws(p + 1, w->end);
+	}
+	if (!dt || *dt != '"' || !shape || *shape != '[' || !offs || *offs != '[')
 		return sw_fail(err, SW_EDATA, "%s: needs dtype, shape and data_offsets", e->name);
+	jsonstrict_string(dt, w->end, scratch);
 	for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++)
-		if (!strcmp(dt->valuestring, dtypes[k].name)) {
+		if (!strcmp(scratch, dtypes[k].name)) {
 			size = dtypes[k].size;
 			e->dtype = dtypes[k].dtype;
-			snprintf(e->dtype_name, sizeof e->dtype_name, "%s", dtypes[k].name);
+			e->dtype_name = dtypes[k].name;
 		}
 	if (!size)
-		return sw_fail(err, SW_EDATA, "%s: unknown dtype '%.32s'", e->name, dt->valuestring);
-	e->rank = cJSON_GetArraySize(shape);
+		return sw_fail(err, SW_EDATA, "%s: unknown dtype '%.32s'", e->name, scratch);
+	e->rank = walk_count(w, shape);
 	if (e->rank > SW_MAX_RANK)
 		return sw_fail(err, SW_EDATA, "%s: rank %d is not supported", e->name, e->rank);
-	i = 0;
-	cJSON_ArrayForEach(x, shape) {
-		uint64_t d;
-		if (json_uint(x, &d) < 0)
-			return sw_fail(err, SW_EDATA, "%s: shape holds a non-integer", e->name);
-		e->shape[i++] = (int64_t)d;
-	}
+	if (walk_uints(w, shape, dims, e->rank) < 0)
+		return sw_fail(err, SW_EDATA, "%s: shape holds a non-integer", e->name);
+	for (int i = 0; i < e->rank; i++)
+		e->shape[i] = (int64_t)dims[i];
 	if (sw_shape_numel(e->rank, e->shape, &e->numel) < 0 ||
 	    __builtin_mul_overflow((uint64_t)e->numel, (uint64_t)size, &nbytes))
 		return sw_fail(err, SW_EDATA, "%s: element count overflows", e->name);
-	if (cJSON_GetArraySize(offs) != 2 || json_uint(offs->child, &begin) < 0 ||
-	    json_uint(offs->child->next, &end) < 0 || begin > end)
+	if (walk_count(w, offs) != 2 || walk_uints(w, offs, begin_end, 2) < 0 ||
+	    begin_end[0] > begin_end[1])
 		return sw_fail(err, SW_EDATA, "%s: data_offsets is not [begin, end]", e->name);
-	if (end - begin != nbytes)
+	if (begin_end[1] - begin_end[0] != nbytes)
 		return sw_fail(err, SW_EDATA,
 			       "%s: data_offsets span %llu bytes, shape and dtype need %llu",
-			       e->name, (unsigned long long)(end - begin),
+			       e->name, (unsigned long long)(begin_end[1] - begin_end[0]),
 			       (unsigned long long)nbytes);
-	e->begin = begin;
-	e->end = end;
+	e->begin = begin_end[0];
+	e->end = begin_end[1];
 	return SW_OK;
 }
 
-/* The "__metadata__" object: strings only; added to meta when not NULL. */
-static int take_metadata(const cJSON *md, struct attr_map *meta, struct sw_err *err)
-{
-	const cJSON *m;
-	int rc;
-
-	if (!cJSON_IsObject(md))
-		return sw_fail(err, SW_EDATA, "__metadata__ is not an object");
-	cJSON_ArrayForEach(m, md) {
-		if (!cJSON_IsString(m))
-			return sw_fail(err, SW_EDATA, "__metadata__ values must be strings");
-		if (meta && (rc = attrmap_set(meta, m->string, m->valuestring, err)))
-			return rc;
-	}
-	return SW_OK;
-}
-
-int st_parse_header_meta(const char *json, size_t len, uint64_t data_len,
-			 struct attr_map *meta, struct st_entry **out, size_t *n,
+/* The "__metadata__" object at p: strings only; added to meta when not
+ * NULL. */
+static int walk_metadata(struct walk *w, const char *p, struct attr_map *meta,
 			 struct sw_err *err)
 {
-	cJSON *root = NULL, *item;
-	struct st_entry *e = NULL, **sorted = NULL;
-	size_t count = 0, k = 0;
+	char *key = w->pool + w->pool_len;
 	int rc;
 
-	*out = NULL;
-	*n = 0;
-	if (len == 0 || json[0] != '{')
-		return sw_fail(err, SW_EDATA, "not a safetensors file (header does not start with '{')");
-	/* strict: no bytes after the JSON but the spaces the writers pad
-	 * with, valid UTF-8, every key once (jsonstrict.h) */
-	if ((rc = jsonstrict_parse(json, len, "safetensors header", &root, err)))
-		return rc;
-	cJSON_ArrayForEach(item, root)
-		if (strcmp(item->string, "__metadata__") != 0)
-			count++;
-	e = calloc(count ? count : 1, sizeof *e);
-	sorted = calloc(count ? count : 1, sizeof *sorted);
-	if (!e || !sorted) {
-		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-		goto out;
+	if (*p != '{')
+		return sw_fail(err, SW_EDATA, "__metadata__ is not an object");
+	p = jsonstrict_ws(p + 1, w->end);
+	while (*p == '"') {
+		char *value;
+		p = jsonstrict_string(p, w->end, key);
+		p = jsonstrict_ws(jsonstrict_ws(p, w->end) + 1, w->end);
+		if (*p != '"')
+			return sw_fail(err, SW_EDATA, "__metadata__ values must be strings");
+		value = key + strlen(key) + 1;
+		p = jsonstrict_ws(jsonstrict_string(p, w->end, value), w->end);
+		if (meta && (rc = attrmap_set(meta, key, value, err)))
+			return rc;
+		if (*p == ',')
+			p = jsonstrict_ws(p + 1, w->end);
 	}
-	cJSON_ArrayForEach(item, root) {
-		if (!strcmp(item->string, "__metadata__")) {
-			if ((rc = take_metadata(item, meta, err)))
-				goto out;
-			continue;
-		}
-		if ((rc = parse_entry(item, &e[k], err)))
-			goto out;
-		sorted[k] = &e[k];
-		k++;
-	}
-	/* the byte ranges tile the data part exactly, in offset order */
-	if (count > 1)
-		qsort(sorted, count, sizeof *sorted, entry_cmp_offset);
-	for (size_t i = 0; i < count; i++) {
-		uint64_t expect = i ? sorted[i - 1]->end : 0;
-		if (sorted[i]->begin != expect) {
+	return SW_OK;
+}
+
+/* The byte ranges tile the data part exactly, in offset order. */
+static int check_tiling(const struct st_header *h, uint64_t data_len, struct sw_err *err)
+{
+	const struct st_entry **sorted;
+	uint64_t end = 0;
+	int rc = SW_OK;
+
+	if (!(sorted = malloc((h->n ? h->n : 1) * sizeof *sorted)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (size_t i = 0; i < h->n; i++)
+		sorted[i] = &h->e[i];
+	if (h->n > 1)
+		qsort(sorted, h->n, sizeof *sorted, entry_cmp_offset);
+	for (size_t i = 0; i < h->n && !rc; i++) {
+		if (sorted[i]->begin != end)
 			rc = sw_fail(err, SW_EDATA,
-				     sorted[i]->begin < expect ?
+				     sorted[i]->begin < end ?
 				     "%s: data_offsets overlap the previous tensor's" :
 				     "%s: data_offsets leave a gap before it",
 				     sorted[i]->name);
-			goto out;
-		}
+		end = sorted[i]->end;
 	}
-	if ((count ? sorted[count - 1]->end : 0) != data_len) {
-		uint64_t end = count ? sorted[count - 1]->end : 0;
+	if (!rc && end != data_len)
 		rc = sw_fail(err, SW_EDATA,
 			     end > data_len ? "data_offsets reach byte %llu, beyond the data (%llu bytes): truncated file?"
 					    : "data_offsets end at byte %llu but the data has %llu bytes",
 			     (unsigned long long)end, (unsigned long long)data_len);
-		goto out;
-	}
-	*out = e;
-	*n = count;
-	e = NULL;
-out:
-	free(e);
 	free(sorted);
-	cJSON_Delete(root);
 	return rc;
 }
 
-int st_parse_header(const char *json, size_t len, uint64_t data_len,
-		    struct st_entry **out, size_t *n, struct sw_err *err)
+int st_parse_header(const char *json, size_t len, uint64_t data_len, struct attr_map *meta,
+		    struct st_header *h, struct sw_err *err)
 {
-	return st_parse_header_meta(json, len, data_len, NULL, out, n, err);
+	struct walk w = {json + len, NULL, 0};
+	size_t cap = 0;
+	const char *p;
+	int rc;
+
+	memset(h, 0, sizeof *h);
+	if (len == 0 || json[0] != '{')
+		return sw_fail(err, SW_EDATA, "not a safetensors file (header does not start with '{')");
+	/* strict: no bytes after the JSON but the spaces the writers pad
+	 * with, valid UTF-8, every key once (jsonstrict.h) */
+	if ((rc = jsonstrict_check(json, len, "safetensors header", err)))
+		return rc;
+	if (!(w.pool = malloc(len + 1)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	h->pool = w.pool;
+	p = jsonstrict_ws(json + 1, w.end);
+	while (*p == '"') {
+		char *name = w.pool + w.pool_len;
+		p = jsonstrict_string(p, w.end, name);
+		p = jsonstrict_ws(jsonstrict_ws(p, w.end) + 1, w.end);  /* past ':' */
+		if (!strcmp(name, "__metadata__")) {
+			if ((rc = walk_metadata(&w, p, meta, err)))
+				goto fail;
+			p = jsonstrict_skip(p, w.end);
+		} else {
+			struct st_entry *e;
+			if (h->n == cap) {
+				size_t c = cap ? 2 * cap : 64;
+				if (!(e = realloc(h->e, c * sizeof *e))) {
+					rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+					goto fail;
+				}
+				h->e = e;
+				cap = c;
+			}
+			e = &h->e[h->n];
+			memset(e, 0, sizeof *e);
+			e->name = name;
+			w.pool_len += strlen(name) + 1;
+			if ((rc = walk_entry(&w, p, &p, e, err)))
+				goto fail;
+			h->n++;
+		}
+		p = jsonstrict_ws(p, w.end);
+		if (*p == ',')
+			p = jsonstrict_ws(p + 1, w.end);
+	}
+	if ((rc = check_tiling(h, data_len, err)))
+		goto fail;
+	return SW_OK;
+fail:
+	st_header_free(h);
+	return rc;
+}
+
+void st_header_free(struct st_header *h)
+{
+	free(h->e);
+	free(h->pool);
+	memset(h, 0, sizeof *h);
 }
 
 static int cfg_int(const cJSON *root, const char *key, int64_t *v, int64_t dflt,
@@ -319,58 +424,75 @@ out:
 
 int st_parse_index(const char *json, size_t len, struct st_index *idx, struct sw_err *err)
 {
-	const cJSON *map, *item;
-	size_t bytes = 0, k = 0;
-	cJSON *root;
-	char *at;
+	const char *end = json + len, *p, *map = NULL;
+	size_t cap = 0, used = 0;
 	int rc;
 
 	memset(idx, 0, sizeof *idx);
-	if ((rc = jsonstrict_parse(json, len, "index", &root, err)))
+	/* walked in place like the header (an index of a million entries
+	 * is no tree of a million nodes); the pool as there */
+	if ((rc = jsonstrict_check(json, len, "index", err)))
 		return rc;
-	if (!cJSON_IsObject(root)) {
-		cJSON_Delete(root);
+	p = jsonstrict_ws(json, end);
+	if (*p != '{')
 		return sw_fail(err, SW_EDATA, "index is not a JSON object");
+	if (!(idx->pool = malloc(len + 1)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	p = jsonstrict_ws(p + 1, end);
+	while (*p == '"') {
+		p = jsonstrict_string(p, end, idx->pool);
+		p = jsonstrict_ws(jsonstrict_ws(p, end) + 1, end);
+		if (!strcmp(idx->pool, "weight_map"))
+			map = p;
+		p = jsonstrict_ws(jsonstrict_skip(p, end), end);
+		if (*p == ',')
+			p = jsonstrict_ws(p + 1, end);
 	}
-	map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-	if (!cJSON_IsObject(map)) {
+	if (!map || *map != '{') {
 		rc = sw_fail(err, SW_EDATA, "index has no weight_map object");
 		goto out;
 	}
-	cJSON_ArrayForEach(item, map) {
-		const char *f = cJSON_IsString(item) ? item->valuestring : NULL;
-		if ((rc = st_name_check(item->string, err))) {
+	p = jsonstrict_ws(map + 1, end);
+	while (*p == '"') {
+		char *name = idx->pool + used, *f;
+		p = jsonstrict_string(p, end, name);
+		p = jsonstrict_ws(jsonstrict_ws(p, end) + 1, end);
+		if ((rc = st_name_check(name, err))) {
 			sw_err_prefix(err, "weight_map");
 			goto out;
 		}
+		f = name + strlen(name) + 1;
+		if (*p == '"')
+			p = jsonstrict_string(p, end, f);
+		else
+			f = NULL;       /* not a string: refused below */
 		if (!f || !f[0] || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..") ||
 		    strlen(f) >= ST_SHARD_NAME_MAX) {
 			rc = sw_fail(err, SW_EDATA,
-				     "weight_map entry '%.64s' is not a plain shard file name",
-				     item->string);
+				     "weight_map entry '%.64s' is not a plain shard file name", name);
 			goto out;
 		}
+		if (idx->n == cap) {
+			size_t c = cap ? 2 * cap : 64;
+			struct st_index_entry *e = realloc(idx->e, c * sizeof *e);
+			if (!e) {
+				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+				goto out;
+			}
+			idx->e = e;
+			cap = c;
+		}
+		idx->e[idx->n].name = name;
+		idx->e[idx->n].shard = f;
 		idx->n++;
-		bytes += strlen(item->string) + strlen(f) + 2;
-	}
-	idx->e = calloc(idx->n ? idx->n : 1, sizeof *idx->e);
-	idx->pool = malloc(bytes ? bytes : 1);
-	if (!idx->e || !idx->pool) {
-		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-		goto out;
-	}
-	at = idx->pool;
-	cJSON_ArrayForEach(item, map) {
-		idx->e[k].name = at;
-		at = stpcpy(at, item->string) + 1;
-		idx->e[k].shard = at;
-		at = stpcpy(at, item->valuestring) + 1;
-		k++;
+		used += strlen(name) + strlen(f) + 2;
+		p = jsonstrict_ws(p, end);
+		if (*p == ',')
+			p = jsonstrict_ws(p + 1, end);
 	}
 out:
 	if (rc)
 		st_index_free(idx);
-	cJSON_Delete(root);
 	return rc;
 }
 
@@ -379,23 +501,4 @@ void st_index_free(struct st_index *idx)
 	free(idx->e);
 	free(idx->pool);
 	memset(idx, 0, sizeof *idx);
-}
-
-/* ---- __metadata__ -------------------------------------------------- */
-
-int st_parse_metadata(const char *json, size_t len, struct attr_map *m,
-		      struct sw_err *err)
-{
-	const cJSON *md;
-	cJSON *root;
-	int rc;
-
-	if ((rc = jsonstrict_parse(json, len, "safetensors header", &root, err)))
-		return rc;
-	if (!cJSON_IsObject(root))
-		rc = sw_fail(err, SW_EDATA, "safetensors header is not a JSON object");
-	else if ((md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__")))
-		rc = take_metadata(md, m, err);
-	cJSON_Delete(root);
-	return rc;
 }

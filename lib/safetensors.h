@@ -10,8 +10,9 @@
  * range = numel x dtype size, the ranges contiguous from 0 and covering the
  * data exactly. Every JSON document is read by jsonstrict.h's rules (valid
  * UTF-8, nothing after the value but whitespace, no key twice in an
- * object), in O(n log n). The parsers take bytes, not files, so they can
- * be fuzzed.
+ * object); the header and the index are then walked in place, never
+ * made a tree, in time linear in their length. The parsers take bytes,
+ * not files, so they can be fuzzed.
  *
  * The header's "__metadata__" is a string -> string map (attrmap.h);
  * sw-convert keeps a scalewatch checkpoint's attributes there under
@@ -32,25 +33,32 @@
 #define ST_SHARD_NAME_MAX 256        /* bytes of a shard's file name, NUL included */
 
 struct st_entry {
-	char name[SW_NAME_MAX];
+	const char *name;       /* in the header's pool */
 	enum sw_dtype dtype;
-	char dtype_name[16];
+	const char *dtype_name; /* as written: "F32", "BF16", ... */
 	int rank;
 	int64_t shape[SW_MAX_RANK];
 	int64_t numel;
 	uint64_t begin, end;    /* relative to the start of the data */
 };
 
-/* Parse and validate a header of len bytes (not NUL-terminated) for a file
- * whose data part is data_len bytes. On success *out is a malloc'ed array
- * of *n entries in header order. SW_EDATA with a message otherwise. */
-int st_parse_header(const char *json, size_t len, uint64_t data_len,
-		    struct st_entry **out, size_t *n, struct sw_err *err);
-/* The same, adding the "__metadata__" entries to meta (attrmap.h) in the
- * same pass when meta is not NULL. */
-int st_parse_header_meta(const char *json, size_t len, uint64_t data_len,
-			 struct attr_map *meta, struct st_entry **out, size_t *n,
-			 struct sw_err *err);
+/* A parsed header: the entries in header order, their names in pool. */
+struct st_header {
+	struct st_entry *e;     /* (n) */
+	size_t n;
+	char *pool;
+};
+
+/*
+ * Parse and validate a header of len bytes (not NUL-terminated) for a file
+ * whose data part is data_len bytes, adding its "__metadata__" entries to
+ * meta (attrmap.h) when meta is not NULL. SW_EDATA with a message when it
+ * is not valid. It takes about len bytes plus 100 a tensor, and time
+ * linear in len (the tiling check sorts the ranges: n log n in n).
+ */
+int st_parse_header(const char *json, size_t len, uint64_t data_len, struct attr_map *meta,
+		    struct st_header *h, struct sw_err *err);
+void st_header_free(struct st_header *h);
 
 /*
  * A tensor name the tools take: not empty, shorter than SW_NAME_MAX, not
@@ -77,12 +85,5 @@ struct st_index {
 };
 int st_parse_index(const char *json, size_t len, struct st_index *idx, struct sw_err *err);
 void st_index_free(struct st_index *idx);
-
-/* ---- __metadata__ ---- */
-
-/* Add the "__metadata__" entries of a header (the bytes st_parse_header
- * takes) to m (attrmap.h); SW_EDATA if it is not an object of strings. */
-int st_parse_metadata(const char *json, size_t len, struct attr_map *m,
-		      struct sw_err *err);
 
 #endif

@@ -139,16 +139,15 @@ static void dir_of(const char *path, char *dir, size_t len)
 	snprintf(dir, len, "%s", dirname(tmp));
 }
 
-static int open_shard_(struct st_shard *sh, struct st_entry **e, size_t *n,
-		       uint64_t *data_start, struct attr_map *meta, struct sw_err *err);
+static int open_shard_(struct st_shard *sh, struct st_header *h, uint64_t *data_start,
+		       struct attr_map *meta, struct sw_err *err);
 
 /* Open one shard: check the header, return its entries, add its
  * __metadata__ to meta. */
-static int open_shard(struct st_shard *sh, struct st_entry **e, size_t *n,
-		      uint64_t *data_start, struct attr_map *meta, int sharded,
-		      struct sw_err *err)
+static int open_shard(struct st_shard *sh, struct st_header *h, uint64_t *data_start,
+		      struct attr_map *meta, int sharded, struct sw_err *err)
 {
-	int rc = open_shard_(sh, e, n, data_start, meta, err);
+	int rc = open_shard_(sh, h, data_start, meta, err);
 
 	/* name the shard only when the user named another file */
 	if (rc && sharded && !strstr(err->msg, sh->path))
@@ -176,8 +175,8 @@ static int merge_meta(struct attr_map *meta, const struct attr_map *shard, struc
 	return SW_OK;
 }
 
-static int open_shard_(struct st_shard *sh, struct st_entry **e, size_t *n,
-		       uint64_t *data_start, struct attr_map *meta, struct sw_err *err)
+static int open_shard_(struct st_shard *sh, struct st_header *h, uint64_t *data_start,
+		       struct attr_map *meta, struct sw_err *err)
 {
 	unsigned char lenbuf[8];
 	uint64_t hlen = 0;
@@ -214,13 +213,10 @@ static int open_shard_(struct st_shard *sh, struct st_entry **e, size_t *n,
 	}
 	*data_start = 8 + hlen;
 	attrmap_init(&mine);
-	rc = st_parse_header_meta(json, hlen, sh->size - 8 - hlen, &mine, e, n, err);
+	rc = st_parse_header(json, hlen, sh->size - 8 - hlen, &mine, h, err);
 	free(json);
-	if (!rc && (rc = merge_meta(meta, &mine, err))) {
-		free(*e);
-		*e = NULL;
-		*n = 0;
-	}
+	if (!rc && (rc = merge_meta(meta, &mine, err)))
+		st_header_free(h);
 	attrmap_free(&mine);
 	return rc;
 }
@@ -237,7 +233,7 @@ static int add_tensor(struct stsrc *s, const struct sw_config *c, struct sw_tens
 		return sw_fail(err, SW_EDATA, "%s: layer number outside 0..%lld",
 			       e->name, (long long)c->n_layers - 1);
 	t->dtype = e->dtype;
-	memcpy(t->dtype_name, e->dtype_name, sizeof t->dtype_name);
+	snprintf(t->dtype_name, sizeof t->dtype_name, "%s", e->dtype_name);
 	t->rank = e->rank;
 	memcpy(t->shape, e->shape, sizeof t->shape);
 	t->numel = e->numel;
@@ -478,24 +474,24 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 		s->nshards = 1;
 	}
 	for (int k = 0; k < s->nshards; k++) {
-		struct st_entry *e = NULL;
-		size_t n = 0;
+		struct st_header h = {0};
 		uint64_t data_start = 0;
 
 		if (is_index && (rc = stsrc_check_shard_link(s->shards[k].path, dir, file, err)))
 			goto out;
-		if ((rc = open_shard(&s->shards[k], &e, &n, &data_start, &s->meta, is_index, err)))
+		if ((rc = open_shard(&s->shards[k], &h, &data_start, &s->meta, is_index, err)))
 			goto out;
 		if (is_index)
-			rc = check_listed(&idx, seen, s->shards[k].path, e, n, err);
-		if (!rc)
-			rc = grow_tensors(s, &info, &cap, total + n, err);
-		for (size_t i = 0; i < n && !rc; i++)
-			rc = add_tensor(s, &cm->config, info, total + i, &e[i], k, data_start, err);
-		free(e);
+			rc = check_listed(&idx, seen, s->shards[k].path, h.e, h.n, err);
+		/* the table grows as tensors are taken: a header refused at
+		 * its first tensor costs no table of all the others */
+		for (size_t i = 0; i < h.n && !rc; i++)
+			if (!(rc = grow_tensors(s, &info, &cap, total + i + 1, err)))
+				rc = add_tensor(s, &cm->config, info, total + i, &h.e[i], k, data_start, err);
+		total += h.n;
+		st_header_free(&h);
 		if (rc)
 			goto out;
-		total += n;
 		s->n = total;
 	}
 	/* every listed tensor must be in its shard */

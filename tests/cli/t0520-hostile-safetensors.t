@@ -291,4 +291,31 @@ test_expect_success 'D11: an index of 150000 entries reads in < 60 s' '
 	time_ls bigidx && test_line_count = 150001 out
 ' 3>&1
 
+# hostile2 #15: the header is checked and walked in place, no tree of it
+# built; at 500,000 tensors the reader needs about 250 MB of address
+# space where the tree needed over 600 MB. The bound holds the tools to
+# that (600,000 KiB of address space; measured: refused at 400,000 KiB,
+# passed at 600,000, where the tree ran out of memory). One thread:
+# OpenBLAS reserves a buffer per thread. Unbounded under the sanitizers,
+# whose shadow memory is address space too.
+if [ -n "${SW_SANITIZED:-}" ]; then
+	memlimit=:
+else
+	memlimit="ulimit -v 600000"
+fi
+test_expect_success 'hostile2 #15: 500000 tensors in layers the config lacks: refused in bounded memory' '
+	mkdir dense && cp base/config.json dense/ &&
+	"$PY" - <<-\EOF &&
+	import json, struct
+	n = 500000
+	hdr = {"model.layers.%d.x.weight" % i: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+	       for i in range(n)}
+	h = json.dumps(hdr, separators=(",", ":")).encode()
+	open("dense/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + bytes(4 * n))
+	EOF
+	(eval "$memlimit" && OMP_NUM_THREADS=1 exec timeout 60 sw-ls dense) >out 2>err; echo $? >status &&
+	echo 65 >want && test_cmp want status && test_one_error sw-ls dense &&
+	grep -q "model.layers.12.x.weight: layer number outside 0..11" err && test_line_count -le 1 out
+'
+
 test_done

@@ -43,6 +43,7 @@ static int by_begin(const void *a, const void *b)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct st_entry *e, **order;
+	struct st_header h;
 	struct sw_err err = {0};
 	uint64_t data_len = 0, end = 0;
 	size_t n;
@@ -54,11 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < 8; i++)
 		data_len |= (uint64_t)data[i] << (8 * i);
 	json = fuzz_copy(data + 8, size - 8);
-	rc = st_parse_header(json, size - 8, data_len, &e, &n, &err);
+	rc = st_parse_header(json, size - 8, data_len, NULL, &h, &err);
 	free(json);
+	e = h.e;
+	n = h.n;
 	if (rc) {
 		FUZZ_REFUSED(rc, err);
-		FUZZ_ASSERT(!e && n == 0);
+		FUZZ_ASSERT(!e && n == 0 && !h.pool);
 		return 0;
 	}
 	FUZZ_ASSERT(n == 0 || e);
@@ -69,10 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int64_t numel = 1;
 		int es;
 
-		FUZZ_ASSERT(memchr(e[i].name, '\0', sizeof e[i].name));
+		FUZZ_ASSERT(strlen(e[i].name) < SW_NAME_MAX);
 		FUZZ_ASSERT(strcmp(e[i].name, "__metadata__"));
 		FUZZ_ASSERT(e[i].name[0] && !strchr(e[i].name, '/') && strcmp(e[i].name, "."));
-		FUZZ_ASSERT(memchr(e[i].dtype_name, '\0', sizeof e[i].dtype_name));
 		es = dtype_size(e[i].dtype_name);
 		FUZZ_ASSERT(es > 0);
 		FUZZ_ASSERT(e[i].dtype == SW_DTYPE_UNSUPPORTED || sw_dtype_size(e[i].dtype) == es);
@@ -95,6 +97,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_ASSERT(end == data_len);
 	free(order);
-	free(e);
+	st_header_free(&h);
 	return 0;
 }

@@ -259,8 +259,8 @@ static void test_meta_file(const char *dir)
 	   ckpt_open(path, &ck, &err) == SW_EDATA && strstr(err.msg, "scalewatch.step"),
 	   "step 'soon': refused (%s)", err.msg);
 	attrmap_free(&m);
-	ok(st_parse_metadata("{\"__metadata__\":{\"a\":1}}", 23, &m, &err) == SW_EDATA,
-	   "a number in __metadata__: refused");
+	ok(st_parse_header("{\"__metadata__\":{\"a\":1}}", 23, 0, &m, &(struct st_header){0},
+			   &err) == SW_EDATA, "a number in __metadata__: refused");
 	attrmap_free(&m);
 }
 

@@ -110,6 +110,37 @@ int main(void)
 	}
 	free(deep);
 
+	{
+		/* objects of more than 8 keys are checked through a hash index:
+		 * a key twice among 2000 is found wherever it is, escaped or
+		 * not, and 2000 distinct keys (one object inside another) pass */
+		size_t cap = 64 * 2000 + 64, len;
+		char *doc = malloc(cap);
+		len = (size_t)sprintf(doc, "{\"inner\":{");
+		for (int i = 0; i < 2000; i++)
+			len += (size_t)sprintf(doc + len, "%s\"k%d\":%d", i ? "," : "", i, i);
+		strcpy(doc + len, "},\"k1\":1}");
+		ok(parse(doc, &err) == SW_OK, "2000 keys in an object, one of them again outside it");
+		strcpy(doc + len, ",\"k\\u0031999\":0}}");
+		ok(parse(doc, &err) == SW_EDATA && strstr(err.msg, "key 'k1999' appears twice"),
+		   "a key twice among 2001, the second escaped: %s", err.msg);
+		free(doc);
+	}
+	{
+		/* the cursor over a checked document: strings decoded as the
+		 * reference readers decode them, values passed whole */
+		const char *doc = "{\"caf\\u00e9\\ud83d\\ude00\\n\\\"x\\/\" : [1, {\"a\": \"]\"}] , \"z\":2}";
+		const char *end = doc + strlen(doc), *p;
+		char out[64];
+		ok(jsonstrict_check(doc, strlen(doc), "doc", &err) == SW_OK, "the cursor's document checks");
+		p = jsonstrict_string(jsonstrict_ws(doc + 1, end), end, out);
+		ok(!strcmp(out, "caf\xc3\xa9\xf0\x9f\x98\x80\n\"x/") && *p == ' ',
+		   "escapes decoded to UTF-8 (a surrogate pair to 4 bytes)");
+		p = jsonstrict_ws(jsonstrict_ws(p, end) + 1, end);
+		p = jsonstrict_skip(p, end);
+		ok(*p == ' ' && p[1] == ',', "a value skipped whole, a bracket inside a string too");
+	}
+
 	ok(jsonstrict_utf8_len((const unsigned char *)"a", 1) == 1, "ASCII: 1 byte");
 	ok(jsonstrict_utf8_len((const unsigned char *)"\xc3\xa9", 2) == 2, "U+00E9: 2 bytes");
 	ok(jsonstrict_utf8_len((const unsigned char *)"\xc3\xa9", 1) == 0, "a sequence cut by avail");

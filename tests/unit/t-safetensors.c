@@ -9,12 +9,12 @@
 
 static int parse(const char *json, uint64_t data_len, struct sw_err *err, size_t *n)
 {
-	struct st_entry *e = NULL;
-	size_t count = 0;
-	int rc = st_parse_header(json, strlen(json), data_len, &e, &count, err);
-	free(e);
+	struct st_header h;
+	int rc = st_parse_header(json, strlen(json), data_len, NULL, &h, err);
+
 	if (n)
-		*n = count;
+		*n = h.n;
+	st_header_free(&h);
 	return rc;
 }
 
@@ -59,14 +59,14 @@ int main(void)
 	ok(parse("{\"__metadata__\":{\"x\":1}}", 0, &err, NULL) == SW_EDATA, "metadata values must be strings");
 	ok(parse("[1,2]", 0, &err, NULL) == SW_EDATA, "not an object");
 	ok(parse("{\"a\":", 0, &err, NULL) == SW_EDATA, "cut JSON");
-	ok(st_parse_header("", 0, 0, &(struct st_entry *){0}, &n, &err) == SW_EDATA, "empty header");
+	ok(st_parse_header("", 0, 0, NULL, &(struct st_header){0}, &err) == SW_EDATA, "empty header");
 	{
 		/* a header that is not NUL-terminated must not be read past its length */
 		char *buf = malloc(2);
 		memcpy(buf, "{}", 2);
-		struct st_entry *e = NULL;
-		ok(st_parse_header(buf, 2, 0, &e, &n, &err) == SW_OK && n == 0, "header read by length, not NUL");
-		free(e);
+		struct st_header h;
+		ok(st_parse_header(buf, 2, 0, NULL, &h, &err) == SW_OK && h.n == 0, "header read by length, not NUL");
+		st_header_free(&h);
 		free(buf);
 	}
 
@@ -108,6 +108,57 @@ int main(void)
 	const char *slash = "{\"weight_map\":{\"a/b\":\"m-1.safetensors\"}}";
 	ok(st_parse_index(slash, strlen(slash), &ix, &err) == SW_EDATA && strstr(err.msg, "'a/b'"),
 	   "a tensor name with '/' in the index: %s", err.msg);
+
+	const char *walk = "{\"weight_map\":{\"\\u0061\":\"m-\\u0031.safetensors\",\"b\":[\"m-2.safetensors\"]},"
+			   "\"metadata\":{\"weight_map\":1}}";
+	ok(st_parse_index(walk, strlen(walk), &ix, &err) == SW_EDATA && strstr(err.msg, "entry 'b'"),
+	   "a shard that is not a string, after an escaped entry: %s", err.msg);
+	const char *none = "{\"metadata\":{\"weight_map\":{\"a\":\"m.safetensors\"}}}";
+	ok(st_parse_index(none, strlen(none), &ix, &err) == SW_EDATA && strstr(err.msg, "no weight_map"),
+	   "a weight_map only inside another object is no weight_map: %s", err.msg);
+	const char *esc = "{\"weight_map\":{\"\\u0061\":\"m-\\u0031.safetensors\"},\"x\":[{}]}";
+	ok(st_parse_index(esc, strlen(esc), &ix, &err) == SW_OK && ix.n == 1 && !strcmp(ix.e[0].name, "a") &&
+	   !strcmp(ix.e[0].shard, "m-1.safetensors"), "index names and shards decoded, other keys passed");
+	st_index_free(&ix);
+
+	/* the header's walk: names decoded, keys it does not know passed
+	 * over whole (their own keys still checked unique) */
+	{
+		const char *h = "{\"caf\\u00e9\":{\"x\":{\"shape\":[9]},\"dtype\":\"F32\",\"shape\":[ 2 ,1e0 ],"
+				"\"data_offsets\":[0, 8],\"y\":\"}\"}}";
+		struct st_header hd;
+		ok(st_parse_header(h, strlen(h), 8, NULL, &hd, &err) == SW_OK && hd.n == 1 &&
+		   !strcmp(hd.e[0].name, "caf\xc3\xa9") && hd.e[0].rank == 2 && hd.e[0].shape[0] == 2 &&
+		   hd.e[0].shape[1] == 1 && !strcmp(hd.e[0].dtype_name, "F32"),
+		   "an escaped name decoded; unknown keys passed; blanks and 1e0 in a shape");
+		st_header_free(&hd);
+		h = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":{\"k\":1,\"k\":2}}}";
+		ok(parse(h, 4, &err, NULL) == SW_EDATA && strstr(err.msg, "'k' appears twice"),
+		   "a key twice inside an unknown value: %s", err.msg);
+		h = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,2,3,4,5,6,7,8,9],\"data_offsets\":[0,4]}}";
+		ok(parse(h, 4, &err, NULL) == SW_EDATA && strstr(err.msg, "rank 9"), "rank 9: %s", err.msg);
+		h = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,4]}}";
+		ok(parse(h, 4, &err, NULL) == SW_EDATA && strstr(err.msg, "not [begin, end]"),
+		   "three data_offsets: %s", err.msg);
+		h = "{\"a\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}";
+		ok(parse(h, 4, &err, NULL) == SW_EDATA && strstr(err.msg, "non-integer"),
+		   "a dimension as a string: %s", err.msg);
+		h = "{\"a\":{\"dtype\":[\"F32\"],\"shape\":[1],\"data_offsets\":[0,4]}}";
+		ok(parse(h, 4, &err, NULL) == SW_EDATA && strstr(err.msg, "needs dtype"),
+		   "a dtype that is not a string: %s", err.msg);
+		h = "{\"a\":[],\"b\":{}}";
+		ok(parse(h, 0, &err, NULL) == SW_EDATA && strstr(err.msg, "a: entry is not an object"),
+		   "an entry that is not an object: %s", err.msg);
+		h = "{\"__metadata__\":{\"k\\u00e9\":\"v\\n\"},\"a\":{\"dtype\":\"F32\",\"shape\":[],"
+		    "\"data_offsets\":[0,4]}}";
+		struct attr_map m;
+		attrmap_init(&m);
+		ok(st_parse_header(h, strlen(h), 4, &m, &hd, &err) == SW_OK && m.n == 1 &&
+		   !strcmp(attrmap_get(&m, "k\xc3\xa9"), "v\n") && hd.n == 1 && hd.e[0].rank == 0,
+		   "metadata keys and values decoded");
+		st_header_free(&hd);
+		attrmap_free(&m);
+	}
 
 	/* what the reference readers refuse (jsonstrict.h), in each parser */
 	ok(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}}}garbage", 4, &err,
@@ -151,11 +202,11 @@ int main(void)
 		attrmap_init(&m);
 		const char *h = "{\"__metadata__\":{\"format\":\"pt\"},"
 				"\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
-		struct st_entry *e = NULL;
-		ok(st_parse_header_meta(h, strlen(h), 4, &m, &e, &n, &err) == SW_OK && n == 1 &&
+		struct st_header hd;
+		ok(st_parse_header(h, strlen(h), 4, &m, &hd, &err) == SW_OK && hd.n == 1 &&
 		   m.n == 1 && !strcmp(attrmap_get(&m, "format"), "pt"),
 		   "header and metadata in one pass");
-		free(e);
+		st_header_free(&hd);
 		attrmap_free(&m);
 	}
 	/* the writer never writes what the readers refuse */
