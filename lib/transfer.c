@@ -714,6 +714,7 @@ int transfer_summarize(const struct transfer_group *g, size_t ng, int64_t d_mode
 		if (n == 0 || g[k].d_model != g[idx[n - 1]].d_model)
 			nmodels++;
 		idx[n] = k;
+		s->unbracketed += !g[k].bracketed;
 		model[n] = nmodels - 1;
 		norm[n] = g[k].out_norm;
 		folded[n] = g[k].out_norm_folded;

@@ -123,6 +123,10 @@ int transfer_analyze(struct transfer_run *runs, size_t n, const struct transfer_
 struct transfer_summary {
 	int64_t d_model;        /* -1: every model size */
 	size_t groups;
+	size_t unbracketed;     /* groups whose optimal lr is at the grid's edge: a
+				 * bound, not a measured optimum, so a fit through
+				 * them (an exponent of 0 +- 0 when every one is
+				 * at the same edge) says little */
 	size_t norm_min, norm_max;       /* groups with the smallest and largest norm */
 	size_t folded_min, folded_max;   /* the same for the folded norm */
 	double log2_norm_mean, log2_norm_sd, log2_norm_spread;  /* spread = max - min */

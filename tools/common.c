@@ -2,8 +2,10 @@
 #include "common.h"
 #include "../lib/atomicfile.h"
 #include "../lib/ckpt.h"
+#include "../lib/comm.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <strings.h>
@@ -94,12 +96,25 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 	case OPT_JSON:
 		t->fmt = TABLE_JSON;
 		return 1;
+	case OPT_THREADS: {
+		/* both pools: OpenMP runs the tools' own loops, OpenBLAS its
+		 * sgemm (its OpenMP build follows omp_set_num_threads only
+		 * for calls made after it, so both are told) */
+		int n = (int)tool_parse_int(t, "--threads", arg, 1, 1024);
+		omp_set_num_threads(n);
+		openblas_set_num_threads(n);
+		return 1;
+	}
 	case OPT_HELP:
 		printf("usage: %s\n%s", t->usage, t->help);
 		exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
-	case OPT_VERSION:
+	case OPT_VERSION: {
+		char line[512];
 		printf("%s (scalewatch) %s\n", t->prog, SW_VERSION);
+		if (t->mpi_use)
+			printf("%s\n", comm_version_line(line, sizeof line, t->mpi_use));
 		exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
+	}
 	case '?':
 		fprintf(stderr, "usage: %s\n", t->usage);
 		exit(SW_EUSAGE);

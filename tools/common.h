@@ -21,7 +21,7 @@
 
 enum {
 	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
-	OPT_VERSION, OPT_TOOL_FIRST = 1100
+	OPT_VERSION, OPT_THREADS, OPT_TOOL_FIRST = 1100
 };
 
 #define TOOL_COMMON_OPTIONS                                      \
@@ -32,6 +32,13 @@ enum {
 	{"json", no_argument, NULL, OPT_JSON},                   \
 	{"help", no_argument, NULL, OPT_HELP},                   \
 	{"version", no_argument, NULL, OPT_VERSION}
+
+/* --threads N, for every tool that computes (tool_common_option sets
+ * OpenMP's and OpenBLAS's thread counts alike). */
+#define TOOL_THREADS_OPTION {"threads", required_argument, NULL, OPT_THREADS}
+#define TOOL_THREADS_HELP                                                                  \
+	"  --threads N    threads, for OpenMP and OpenBLAS alike (default: every core,\n"    \
+	"                 or OMP_NUM_THREADS when it is set)\n"
 
 /* The --help lines of the shared options. */
 #define TOOL_SELECT_HELP                                                                   \
@@ -64,6 +71,8 @@ struct tool {
 	int stdin_reported;     /* a read error of stdin was reported */
 	char last_error[1024];  /* the last line tool_error printed: one fault, one line */
 	long stdin_lines;       /* lines of names read from stdin */
+	const char *mpi_use;    /* what the tool does under mpirun, for --version's
+				 * MPI line; NULL: a tool that does not use MPI */
 };
 
 /*

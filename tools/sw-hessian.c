@@ -8,7 +8,6 @@
  * options and prints.
  */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +51,7 @@ static const char help[] =
 	"                     file step block ... lambda density\n"
 	"  --smooth S         its width, relative to the block's node range (0.01)\n"
 	"  --dump-batch FILE  the batch's tokens and targets (HDF5)\n"
-	"  --threads N        threads (default: all cores)\n"
+	TOOL_THREADS_HELP
 	TOOL_SELECT_HELP
 	"Memory: 4 copies of the parameters, 2 of one micro-batch's activations, the\n"
 	"logits, (max-steps + 1) float32 vectors of the largest block. See sw-hessian(1).\n";
@@ -60,8 +59,7 @@ static const char help[] =
 enum {
 	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_BATCH_TOKENS, O_SEQ_LEN, O_MICRO_BATCH, O_SEED,
 	O_PER_LAYER, O_PER_TENSOR, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
-	O_PRECONDITIONED, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH,
-	O_THREADS
+	O_PRECONDITIONED, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH
 };
 
 #define MAX_COLS 64
@@ -267,7 +265,7 @@ int main(int argc, char **argv)
 		{"grid", required_argument, NULL, O_GRID},
 		{"smooth", required_argument, NULL, O_SMOOTH},
 		{"dump-batch", required_argument, NULL, O_DUMP_BATCH},
-		{"threads", required_argument, NULL, O_THREADS},
+		TOOL_THREADS_OPTION,
 		{NULL, 0, NULL, 0}
 	};
 	struct opts o = {
@@ -316,7 +314,6 @@ int main(int argc, char **argv)
 			smooth_given = 1;
 			break;
 		case O_DUMP_BATCH: o.h.dump = optarg; break;
-		case O_THREADS: omp_set_num_threads((int)tool_parse_int(&tl, "--threads", optarg, 1, 1024)); break;
 		default: tool_common_option(&tl, opt, optarg); break;
 		}
 	}

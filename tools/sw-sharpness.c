@@ -9,7 +9,6 @@
  * file names, hands them on and prints.
  */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +46,7 @@ static const char help[] =
 	"  --check principle  exit 1 unless Norm is the sharpest and Emb the flattest\n"
 	"  --strict           with --check: also S(qk) < S(ffn) < S(vo)\n"
 	"  --dump-labels FILE the inputs and sampled labels of every draw (HDF5)\n"
-	"  --threads N        threads (default: all cores)\n"
+	TOOL_THREADS_HELP
 	"  --device D         where a computed estimate runs: cpu (default); cuda, the\n"
 	"                     GPU (exit 69 without one; never run on GPU hardware yet);\n"
 	"                     emu, the CUDA path's kernels run on the CPU (for tests)\n"
@@ -59,7 +58,7 @@ static const char help[] =
 enum {
 	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_BATCH_TOKENS, O_SEQ_LEN, O_MICRO_BATCH, O_DRAWS,
 	O_SAME_BATCH, O_SEED, O_RECOMPUTE, O_PER_LAYER, O_PER_TENSOR, O_HIST, O_RATIOS, O_CHECK,
-	O_STRICT, O_DUMP_LABELS, O_THREADS, O_DEVICE
+	O_STRICT, O_DUMP_LABELS, O_DEVICE
 };
 
 enum mode { BY_TYPE, BY_LAYER, BY_TENSOR, HIST, RATIOS };
@@ -69,16 +68,6 @@ struct opts {
 	int check, strict, bins;
 	enum mode mode;
 };
-
-/* --version, and whether this build splits estimates under mpirun */
-static void print_version(void)
-{
-	char line[512];
-
-	printf("%s (scalewatch) %s\n%s\n", "sw-sharpness", SW_VERSION,
-	       comm_version_line(line, sizeof line, "estimates split over the ranks under mpirun"));
-	exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
-}
 
 /* The next file: rank 0's, handed to every rank (NULL at the end, or once
  * rank 0's stdout broke). */
@@ -285,7 +274,7 @@ int main(int argc, char **argv)
 		{"check", required_argument, NULL, O_CHECK},
 		{"strict", no_argument, NULL, O_STRICT},
 		{"dump-labels", required_argument, NULL, O_DUMP_LABELS},
-		{"threads", required_argument, NULL, O_THREADS},
+		TOOL_THREADS_OPTION,
 		{"device", required_argument, NULL, O_DEVICE},
 		{NULL, 0, NULL, 0}
 	};
@@ -297,6 +286,7 @@ int main(int argc, char **argv)
 	int opt, modes = 0, rank;
 
 	tool_init(&tl, "sw-sharpness", usage, help, argc, argv);
+	tl.mpi_use = "estimates split over the ranks under mpirun";
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_DATA: o.est.data = optarg; break;
@@ -322,12 +312,6 @@ int main(int argc, char **argv)
 			break;
 		case O_STRICT: o.strict = 1; break;
 		case O_DUMP_LABELS: o.est.dump = optarg; break;
-		case OPT_VERSION: print_version(); break;
-		case O_THREADS: {
-			int n = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024);
-			omp_set_num_threads(n);
-			break;
-		}
 		case O_DEVICE:
 			if (sw_device_parse(optarg, &o.est.device) < 0)
 				tool_usage_error(&tl, "--device: cpu, cuda or emu");

@@ -24,7 +24,7 @@
 
 static const char usage[] =
 	"sw-spectrum [--json] [--normalize] [--per-head] [--block LIST] [--layer LIST]\n"
-	"                   [--name GLOB] [--role LIST] [--top K]\n"
+	"                   [--name GLOB] [--role LIST] [--top K] [--threads N]\n"
 	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]] [FILE ...]";
 static const char help[] =
 	"Singular values of every weight matrix, one row per value per matrix per file:\n"
@@ -46,6 +46,7 @@ static const char help[] =
 	"  --per-head     each head's slice of q, k, v (rows) and o (columns), column head\n"
 	"  --normalize    sigma divided by the equilibrium scale: sqrt(lr/wd) (coupled\n"
 	"                 weight decay) or lr/sqrt(wd) (independent)\n"
+	TOOL_THREADS_HELP
 	TOOL_SELECT_HELP
 	"See sw-spectrum(1).\n";
 
@@ -408,6 +409,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		TOOL_COMMON_OPTIONS,
+		TOOL_THREADS_OPTION,
 		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"hist", required_argument, NULL, OPT_HIST},
 		{"fit", no_argument, NULL, OPT_FIT},

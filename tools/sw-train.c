@@ -5,9 +5,7 @@
  * the optimizers lib/optim.c, on a GPU lib/cuda/gpumodel.c; under mpirun,
  * data parallel over the job's processes (lib/comm.c, lib/dp.c).
  */
-#include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +64,7 @@ static const char help[] =
 	"                         into the checkpoint's directory, its run goes on there\n"
 	"  --force                replace the run DIR holds (its checkpoints and trace)\n"
 	"  --log                  a line on stderr per evaluation and checkpoint\n"
-	"  --threads N            threads (default: all cores)\n"
+	TOOL_THREADS_HELP
 	"  --zero1                under mpirun: shard the optimizer state over the ranks\n"
 	"Device:\n"
 	"  --device D             cpu (default); cuda: the GPU (exit 69 without one; never\n"
@@ -86,7 +84,7 @@ enum {
 	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
-	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_THREADS, O_FISHER_EVERY,
+	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_FISHER_EVERY,
 	O_FORCE, O_LOG, O_ZERO1, O_DEVICE, O_PRECISION, O_TIMING
 };
 
@@ -212,16 +210,6 @@ static void print_timing(const struct train_result *r)
 	fprintf(stderr, ", other %.3f\n", other);
 }
 
-/* --version, and whether this build trains data parallel under mpirun */
-static void print_version(void)
-{
-	char line[512];
-
-	printf("%s (scalewatch) %s\n%s\n", "sw-train", SW_VERSION,
-	       comm_version_line(line, sizeof line, "data parallel under mpirun"));
-	exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
-}
-
 /* "emb=10,qk=8" into the block ratios */
 static void parse_block_ratios(struct tool *tl, const char *arg, double *ratio)
 {
@@ -294,7 +282,7 @@ int main(int argc, char **argv)
 		{"trace-every", required_argument, NULL, O_TRACE_EVERY},
 		{"save-grads", no_argument, NULL, O_SAVE_GRADS},
 		{"resume", required_argument, NULL, O_RESUME},
-		{"threads", required_argument, NULL, O_THREADS},
+		TOOL_THREADS_OPTION,
 		{"fisher-every", required_argument, NULL, O_FISHER_EVERY},
 		{"force", no_argument, NULL, O_FORCE},
 		{"log", no_argument, NULL, O_LOG},
@@ -314,9 +302,10 @@ int main(int argc, char **argv)
 	struct train_config tc;
 	struct sw_config *c = &tc.model;
 	struct sw_err err;
-	int opt, k, threads = 0, d_ff = 0, head_dim = 0, kv = 0;
+	int opt, k, d_ff = 0, head_dim = 0, kv = 0;
 
 	tool_init(&tl, "sw-train", usage, help, argc, argv);
+	tl.mpi_use = "data parallel under mpirun";
 	memset(&tc, 0, sizeof tc);
 	optim_defaults(&tc.optim);
 	strcpy(c->arch, "llama");
@@ -443,9 +432,7 @@ int main(int argc, char **argv)
 		case O_LOG: rep.log = 1; break;
 		case O_TIMING: tc.timing = 1; break;
 		case O_ZERO1: tc.zero1 = 1; break;
-		case OPT_VERSION: print_version(); break;
 		case O_FISHER_EVERY: tc.fisher_every = tool_parse_int(&tl, "--fisher-every", optarg, 0, 1LL << 40); break;
-		case O_THREADS: threads = (int)tool_parse_int(&tl, "--threads", optarg, 1, 1024); break;
 		case O_DEVICE:
 			if (sw_device_parse(optarg, &tc.device) < 0)
 				tool_usage_error(&tl, "--device: cpu, cuda or emu");
@@ -476,10 +463,6 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "the head dimension must be even (RoPE rotates pairs)");
 	if (tc.precision == SW_PRECISION_BF16 && tc.device == SW_DEVICE_CPU)
 		tool_usage_error(&tl, "--precision bf16 is for a GPU (--device cuda); the CPU computes in fp32");
-	if (threads) {
-		omp_set_num_threads(threads);
-		openblas_set_num_threads(threads);
-	}
 	signal(SIGINT, on_sigint);
 
 	struct train_result res;

@@ -39,7 +39,8 @@ static const char help[] =
 	"  --summary      one row per model size, and one for all: the mean, standard\n"
 	"                 deviation and spread (max - min) of log2 of the optimal\n"
 	"                 norms, and the power laws lr* = a D^e, batch* = b D^f with\n"
-	"                 exponents, standard errors and R^2\n"
+	"                 exponents, standard errors and R^2; unbracketed counts the\n"
+	"                 optima at the lr grid's edge (bounds, not measurements)\n"
 	"  --check TOL    exit 1 when the optimal norms of all groups span more than\n"
 	"                 TOL in log2 units\n"
 	"  --folded       --check the folded norm instead of the raw one\n"
@@ -65,7 +66,7 @@ static const char *const summary_cols[] = {
 	"d_model", "groups", "log2_out_norm_mean", "log2_out_norm_sd", "log2_out_norm_spread",
 	"log2_out_norm_folded_mean", "log2_out_norm_folded_sd", "log2_out_norm_folded_spread",
 	"lr_exponent", "lr_exponent_se", "lr_prefactor", "lr_r2",
-	"batch_exponent", "batch_exponent_se", "batch_prefactor", "batch_r2"
+	"batch_exponent", "batch_exponent_se", "batch_prefactor", "batch_r2", "unbracketed"
 };
 #define NCOLS(a) ((int)(sizeof a / sizeof a[0]))
 
@@ -300,6 +301,7 @@ static void print_summary(struct table *tb, const struct transfer_summary *s)
 	num(tb, s->batch_exponent_se);
 	num(tb, s->batch_prefactor);
 	num(tb, s->batch_r2);
+	table_int(tb, (int64_t)s->unbracketed);
 	table_end_row(tb);
 }
 
@@ -434,7 +436,7 @@ int main(int argc, char **argv)
 			print_runs(&tl, s.runs, s.n, g);
 		else if (!summary)
 			print_groups(&tl, g, ng, s.runs);
-		summaries(&tl, g, ng, summary, !table, &all);
+		summaries(&tl, g, ng, summary, summary, &all);  /* a fit that fails is said only when asked for */
 		if (check)
 			check_spread(&tl, g, s.runs, &all, tol, folded);
 	}

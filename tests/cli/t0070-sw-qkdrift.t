@@ -235,4 +235,9 @@ test_expect_success 'closing the pipe early ends it quietly' '
 	test_closed_quietly status && test_line_count = 2 out && test_line_count = 0 err
 '
 
+test_expect_success '--drift on a checkpoint with no step: that one line, no second one' '
+	test_expect_code 65 sw-qkdrift --drift "$FIX/tiny-hf" >out 2>err &&
+	test_one_error sw-qkdrift "$FIX/tiny-hf" && grep -q "no step in this checkpoint" err
+'
+
 test_done

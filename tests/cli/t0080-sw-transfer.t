@@ -90,18 +90,28 @@ test_expect_success '--refine: lr* and the norm there from the parabola in log2 
 test_expect_success '--summary --refine: the known spread and exponents (within 0.01; in fact 1e-8)' '
 	sw-transfer --summary --refine - <sweep.tsv >out &&
 	head -n 1 out >header &&
-	printf "d_model\tgroups\tlog2_out_norm_mean\tlog2_out_norm_sd\tlog2_out_norm_spread\tlog2_out_norm_folded_mean\tlog2_out_norm_folded_sd\tlog2_out_norm_folded_spread\tlr_exponent\tlr_exponent_se\tlr_prefactor\tlr_r2\tbatch_exponent\tbatch_exponent_se\tbatch_prefactor\tbatch_r2\n" >expect &&
+	printf "d_model\tgroups\tlog2_out_norm_mean\tlog2_out_norm_sd\tlog2_out_norm_spread\tlog2_out_norm_folded_mean\tlog2_out_norm_folded_sd\tlog2_out_norm_folded_spread\tlr_exponent\tlr_exponent_se\tlr_prefactor\tlr_r2\tbatch_exponent\tbatch_exponent_se\tbatch_prefactor\tbatch_r2\tunbracketed\n" >expect &&
 	test_cmp expect header &&
 	awk "BEGIN { OFS = \"\t\"; OFMT = \"%.17g\"; f = log(0.9) / log(2)
-		print 256, 3, 7.05, 0.05, 0.1, 7.05 + f, 0.05, 0.1, -0.28, 0, 2 ^ (-7.1 + 0.28 * 24), 1, 0.5, 0, 2 ^ -8, 1
-		print 512, 3, 7.15, 0.05, 0.1, 7.15 + f, 0.05, 0.1, -0.28, 0, 2 ^ (-7.4 + 0.28 * 24), 1, 0.5, 0, 2 ^ -8, 1
-		print \"all\", 6, 7.1, sqrt(0.005), 0.2, 7.1 + f, sqrt(0.005), 0.2, -0.28, 0, \"\", 1, 0.5, 0, \"\", 1 }" >values &&
+		print 256, 3, 7.05, 0.05, 0.1, 7.05 + f, 0.05, 0.1, -0.28, 0, 2 ^ (-7.1 + 0.28 * 24), 1, 0.5, 0, 2 ^ -8, 1, 0
+		print 512, 3, 7.15, 0.05, 0.1, 7.15 + f, 0.05, 0.1, -0.28, 0, 2 ^ (-7.4 + 0.28 * 24), 1, 0.5, 0, 2 ^ -8, 1, 0
+		print \"all\", 6, 7.1, sqrt(0.005), 0.2, 7.1 + f, sqrt(0.005), 0.2, -0.28, 0, \"\", 1, 0.5, 0, \"\", 1, 0 }" >values &&
 	sed 1d out >got &&
 	awk -F"\t" "NR == FNR { for (i = 1; i <= NF; i++) w[FNR, i] = \$i; next }
 		{ for (i = 1; i <= NF; i++) { d = \$i - w[FNR, i]; if (d < 0) d = -d;
 		  m = w[FNR, i] < 0 ? -w[FNR, i] : w[FNR, i];
 		  if (\$i \"\" != w[FNR, i] \"\" && d > 1e-8 * m + 1e-9) { print FNR, i, \$i, w[FNR, i]; bad = 1 } } }
 		END { exit bad }" values got
+'
+
+test_expect_success '--summary: optima at the lr grid s edge counted as unbracketed' '
+	# the grid cut at lr 2^-8: the optimal lr of 2^-7.1, 2^-7.66, 2^-8.22
+	# (d_model 256) and 2^-7.4, 2^-7.96 (512) lie past it, their grid
+	# optimum 2^-8 at the edge; 2^-8.52 (512) is nearest 2^-9, inside
+	awk -F"\t" "NR == 1 || \$2 <= 0.00390625" sweep.tsv >cut.tsv &&
+	sw-transfer --summary - <cut.tsv >out &&
+	cut -f1,17 out >got && printf "d_model\tunbracketed\n256\t3\n512\t2\nall\t5\n" >expect &&
+	test_cmp expect got
 '
 
 test_expect_success '--check TOL: the span of log2 optimal norms against TOL' '
@@ -236,18 +246,21 @@ test_expect_success '--horizon-tol: nearby token counts are one horizon' '
 	test_cmp expect got
 '
 
-test_expect_success 'bad: a sweep with one run: the group printed, the fit an error, exit 65' '
-	test_expect_code 65 sw-transfer ck/run-1000000-0.001-8.h5 >out 2>err &&
-	test_line_count = 2 out &&
-	test_line_count = 1 err &&
-	grep -q "^sw-transfer: d_model 16: cannot fit lr\*(D) and batch\*(D): the sweep has one horizon (1 run in all)" err &&
-	test_expect_code 65 sw-transfer --summary ck/run-1000000-0.001-8.h5 >out 2>err &&
-	test_line_count = 3 out && test_line_count = 1 err
+test_expect_success 'one run: the group printed, no fit asked, none said (exit 0)' '
+	sw-transfer ck/run-1000000-0.001-8.h5 >out 2>err &&
+	test_line_count = 2 out && test_line_count = 0 err
 '
 
-test_expect_success 'bad: one horizon, many runs: the same' '
-	test_expect_code 65 sw-transfer ck/run-1000000-*.h5 >out 2>err &&
-	test_line_count = 2 out && grep -q "one horizon (6 runs in all)" err
+test_expect_success 'bad: --summary of a sweep with one run: the fit an error, exit 65' '
+	test_expect_code 65 sw-transfer --summary ck/run-1000000-0.001-8.h5 >out 2>err &&
+	test_line_count = 3 out && test_line_count = 1 err &&
+	grep -q "^sw-transfer: d_model 16: cannot fit lr\*(D) and batch\*(D): the sweep has one horizon (1 run in all)" err
+'
+
+test_expect_success 'bad: --summary of one horizon, many runs: the same' '
+	test_expect_code 65 sw-transfer --summary ck/run-1000000-*.h5 >out 2>err &&
+	test_line_count = 3 out && grep -q "one horizon (6 runs in all)" err &&
+	sw-transfer ck/run-1000000-*.h5 >out 2>err && test_line_count = 2 out && test_line_count = 0 err
 '
 
 test_expect_success '--table needs no fit: one run is fine' '

@@ -1,0 +1,66 @@
+#!/bin/sh
+# The command-line grammar every tool shares ([cli]): --help and --version
+# on all fourteen, creating nothing; --threads N on every tool that
+# computes, one spelling and one range, and the same rows whatever N.
+. "$(dirname "$0")/../lib/tap.sh"
+
+TOOLS="sw-convert sw-gen-fixtures sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness
+	sw-spectrum sw-sweep sw-tokenize sw-trace sw-train sw-transfer"
+COMPUTE="sw-hessian sw-norms sw-sharpness sw-spectrum sw-train"
+
+for tool in $TOOLS; do
+	test_expect_success "$tool --help: the usage on stdout, exit 0, nothing created" '
+		mkdir help-$tool && (cd help-$tool && $tool --help >../out 2>../err) &&
+		test_line_count = 0 err && head -n 1 out >first &&
+		grep -q "^usage: $tool" first && test -z "$(ls help-$tool)"
+	'
+	test_expect_success "$tool --version: the version first, exit 0" '
+		$tool --version >out 2>err && test_line_count = 0 err && head -n 1 out >first &&
+		grep -q "^$tool (scalewatch) [0-9]" first
+	'
+done
+
+test_expect_success 'sw-gen-fixtures: a directory named like an option is refused, nothing made' '
+	mkdir gen && cd gen &&
+	test_expect_code 64 sw-gen-fixtures --hepl >../out 2>../err &&
+	grep -q "^sw-gen-fixtures: .--hepl. is not an option it takes" ../err &&
+	test_expect_code 64 sw-gen-fixtures --sweep -x >../out 2>../err && test -z "$(ls)"
+'
+
+for tool in $COMPUTE; do
+	test_expect_success "$tool --threads 0 and --threads x: exit 64, the range named" '
+		test_expect_code 64 $tool --threads 0 "$FIX/tiny.h5" >out 2>err &&
+		grep -q "^$tool: --threads: .0. is not an integer in 1..1024" err &&
+		test_expect_code 64 $tool --threads x "$FIX/tiny.h5" >out 2>err &&
+		grep -q "^$tool: --threads: .x. is not an integer in 1..1024" err
+	'
+	test_expect_success "$tool --help names --threads as the grammar does" '
+		$tool --help >out && grep -q "^  --threads N    threads, for OpenMP and OpenBLAS alike" out
+	'
+done
+
+# float32 sums split among threads add in another order: each value moves
+# by a few ulps of the sums behind it (2^-24 each, times at most a few
+# hundred terms here), far below 1e-5 relative
+test_expect_success 'sw-norms --threads 1 and 2: the same rows (to 1e-5)' '
+	sw-norms --threads 1 "$FIX/wide.h5" >one &&
+	sw-norms --threads 2 "$FIX/wide.h5" >two &&
+	test_line_count = 11 one && numbers_close 1e-5 one two
+'
+
+# sigma_min and the condition number left out: the fixture's matrices have
+# few directions: their smallest values sit at float32's rounding floor
+# (1e-6 sigma_max), noise that the order of the sums moves at will
+test_expect_success 'sw-spectrum --threads 1 and 2: the same values (to 1e-5)' '
+	sw-spectrum --summary --threads 1 "$FIX/wide.h5" >out && cut -f1-7,9,10,12,13 out >one &&
+	sw-spectrum --summary --threads 2 "$FIX/wide.h5" >out && cut -f1-7,9,10,12,13 out >two &&
+	test_line_count = 10 one && numbers_close 1e-5 one two
+'
+
+test_expect_success 'sw-train --threads 1: a run (the option taken where it was before)' '
+	sw-train --threads 1 --data "$FIX/corpus.txt" --out run --steps 2 --d-model 16 \
+		--seq-len 16 --batch 2 --n-layers 1 --n-heads 2 --trace "" >/dev/null &&
+	test -f run/ckpt-000002.h5
+'
+
+test_done
