@@ -97,7 +97,7 @@ TEST_HELPERS = $(BUILD)/tests/unit/mktrace $(BUILD)/tests/unit/mksynth $(BUILD)/
 FUZZ_ALL  = st-header st-index st-config tokens h5ckpt tokenizer pickle ptzip gguf llama2c
 FUZZ_REPLAY = $(FUZZ_ALL:%=$(BUILD)/tests/fuzz/replay-%)
 GEN       = $(BUILD)/bin/sw-gen-fixtures
-MANPAGES  = $(wildcard man/*.1 man/*.5)
+MANPAGES  = $(wildcard man/*.1 man/*.5 man/*.7)
 
 # Debian packages, installed by need: make deps what building and running
 # (the demo included) need, make check the tests' references and tools too,
@@ -329,6 +329,7 @@ lint-man:
 
 install: $(TOOL_BIN) $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+		$(DESTDIR)$(PREFIX)/share/man/man7 \
 		$(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin
 	$(if $(CUDA_SO),install -d $(DESTDIR)$(PREFIX)/lib/scalewatch && \
@@ -336,6 +337,7 @@ install: $(TOOL_BIN) $(CUDA_SO)
 	install -m 644 plots/*.gp $(DESTDIR)$(PREFIX)/share/scalewatch/plots
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 644 $(wildcard man/*.7) $(DESTDIR)$(PREFIX)/share/man/man7
 
 bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)/bench/sgemm-peak \
 		$(BUILD)/bench/fma-peak $(BUILD)/bench/tokenize-naive

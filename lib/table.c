@@ -154,8 +154,8 @@ void table_num(struct table *t, double v)
 		fprintf(t->out, "%.9g", v);
 	else if (t->fmt == TABLE_JSON)
 		fputs("null", t->out);
-	else
-		fputs(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", t->out);
+	else if (!isnan(v))     /* NaN: unknown, an empty field */
+		fputs(v > 0 ? "inf" : "-inf", t->out);
 }
 
 void table_double(struct table *t, double v)

@@ -3,8 +3,9 @@
  * JSON Lines with the same field names (--json).
  *
  * Numbers are printed with %.9g (enough to round-trip a float32); integers
- * exactly; an empty cell (unknown value) is an empty field in TSV and null
- * in JSON. Non-finite numbers print as nan/inf in TSV and null in JSON.
+ * exactly. NaN is an unknown value, in every tool: like an empty cell it
+ * is an empty field in TSV and null in JSON; infinities print as inf and
+ * -inf in TSV and null in JSON (which has no number for them).
  * Strings (names come from files of strangers) are escaped so that a cell
  * never spills and a terminal runs nothing: in TSV as PostgreSQL's COPY
  * text writes them, \t \n \r \\ by letter, other control bytes, DEL and

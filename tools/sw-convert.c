@@ -12,7 +12,8 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-convert [--dtype f32 | bf16] [--force] [--shard-size SIZE] [--to hdf5 | safetensors] IN OUT";
+	"sw-convert [--dtype f32 | bf16] [--force] [--json] [--shard-size SIZE]\n"
+	"                  [--to hdf5 | safetensors] IN {-o OUT | OUT}";
 static const char help[] =
 	"Convert a scalewatch HDF5 checkpoint IN to a Hugging Face safetensors\n"
 	"directory OUT (config.json, model.safetensors or model-0000K-of-0000N.safetensors\n"
@@ -25,6 +26,9 @@ static const char help[] =
 	"\n"
 	"  --dtype T         safetensors out: f32 (default, exact) or bf16 (nearest even)\n"
 	"  --force           replace an existing OUT\n"
+	"  --json            report what was written as one JSON object on stdout:\n"
+	"                    in, out, to, tensors, shards, bytes (silent otherwise)\n"
+	"  -o, --output OUT  the output, as the second operand would name it\n"
 	"  --shard-size SIZE safetensors out: at most SIZE bytes of tensors per file\n"
 	"                    (10MB, 2GiB, 4096; default 5GB)\n"
 	"  --to F            what OUT is: hdf5 or safetensors (default: safetensors\n"
@@ -42,6 +46,8 @@ int main(int argc, char **argv)
 		{"force", no_argument, NULL, O_FORCE},
 		{"shard-size", required_argument, NULL, O_SHARD_SIZE},
 		{"to", required_argument, NULL, O_TO},
+		{"output", required_argument, NULL, 'o'},
+		{"json", no_argument, NULL, OPT_JSON},
 		{"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0}
@@ -50,11 +56,12 @@ int main(int argc, char **argv)
 	struct convert_result r;
 	struct sw_err err;
 	struct tool tl;
+	const char *out = NULL, *in;
 	int opt;
 
 	tool_init(&tl, "sw-convert", usage, help, argc, argv);
 	convert_opts_init(&o);
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_DTYPE:
 			if (!strcmp(optarg, "f32") || !strcmp(optarg, "F32"))
@@ -65,6 +72,8 @@ int main(int argc, char **argv)
 				tool_usage_error(&tl, "--dtype: '%s' is not f32 or bf16", optarg);
 			break;
 		case O_FORCE: o.force = 1; break;
+		case 'o': out = optarg; break;
+		case OPT_JSON: tl.fmt = TABLE_JSON; break;
 		case O_SHARD_SIZE:
 			if (convert_parse_size(optarg, &o.shard_size) < 0)
 				tool_usage_error(&tl, "--shard-size: '%s' is not a size like 10MB, 2GiB or 4096",
@@ -83,9 +92,27 @@ int main(int argc, char **argv)
 			tool_usage_error(&tl, "unknown option");
 		}
 	}
-	if (argc - optind != 2)
-		tool_usage_error(&tl, "needs IN and OUT");
-	if (convert_run(argv[optind], argv[optind + 1], &o, &r, &err))
-		tool_error(&tl, r.culprit[0] ? r.culprit : argv[optind], &err);
+	if (argc - optind != (out ? 1 : 2))
+		tool_usage_error(&tl, out ? "needs IN (and -o OUT, not a second OUT)" : "needs IN and OUT");
+	in = argv[optind];
+	if (!out)
+		out = argv[optind + 1];
+	if (convert_run(in, out, &o, &r, &err)) {
+		tool_error(&tl, r.culprit[0] ? r.culprit : in, &err);
+	} else if (tl.fmt == TABLE_JSON) {
+		static const char *const cols[] = {"in", "out", "to", "tensors", "shards", "bytes"};
+		struct table tb;
+		table_init(&tb, stdout, TABLE_JSON, cols, 6);
+		table_str(&tb, in);
+		table_str(&tb, out);
+		table_str(&tb, r.to_safetensors ? "safetensors" : "hdf5");
+		table_int(&tb, (int64_t)r.tensors);
+		if (r.to_safetensors)
+			table_int(&tb, r.shards);
+		else
+			table_empty(&tb);
+		table_int(&tb, (int64_t)r.bytes);
+		table_end_row(&tb);
+	}
 	return tool_finish(&tl);
 }

@@ -132,14 +132,6 @@ static int columns(const struct opts *o, const char **cols, char names[MAX_TOP][
 	return n;
 }
 
-static void num_or_empty(struct table *tb, double v)
-{
-	if (isnan(v))
-		table_empty(tb);
-	else
-		table_num(tb, v);
-}
-
 static void row_start(struct table *tb, const char *file, const struct opts *o,
 		      const struct hessian_result *r, const struct hessian_block *b)
 {
@@ -223,14 +215,14 @@ static int print_file(struct tool *tl, struct table *tb, const char *file, const
 		row_start(tb, file, o, r, b);
 		table_int(tb, b->n);
 		for (int k = 0; k < o->h.top; k++)
-			num_or_empty(tb, k < b->neig ? b->eig[k] : NAN);
+			table_num(tb, k < b->neig ? b->eig[k] : NAN);
 		table_int(tb, b->steps);
 		table_num(tb, b->bound);
-		num_or_empty(tb, b->trace);
-		num_or_empty(tb, b->trace_se);
-		num_or_empty(tb, b->trace / (double)b->n);
-		num_or_empty(tb, b->lr);
-		num_or_empty(tb, b->eos);
+		table_num(tb, b->trace);
+		table_num(tb, b->trace_se);
+		table_num(tb, b->trace / (double)b->n);
+		table_num(tb, b->lr);
+		table_num(tb, b->eos);
 		table_end_row(tb);
 		if (!b->converged)
 			fprintf(stderr, "%s: %s: %s%s%s: Lanczos stopped after %d products with its residual bound at %.3g (--tol %g of %.3g not reached; raise --max-steps)\n",

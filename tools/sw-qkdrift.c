@@ -119,15 +119,6 @@ static size_t dedup(struct entry *e, size_t n)
 	return kept;
 }
 
-/* A number, or an empty cell when unknown or not applicable (NaN). */
-static void num(struct table *tb, double v)
-{
-	if (isnan(v))
-		table_empty(tb);
-	else
-		table_num(tb, v);
-}
-
 static void print_heads(struct tool *tl, const struct entry *e, size_t n, size_t nheads)
 {
 	struct table tb;
@@ -154,10 +145,10 @@ static void print_heads(struct tool *tl, const struct entry *e, size_t n, size_t
 			table_num(&tb, h->k_rms);
 			table_num(&tb, h->product);
 			table_num(&tb, h->log2_ratio);
-			num(&tb, h->q_mult);
-			num(&tb, h->k_mult);
-			num(&tb, h->mult_product);
-			num(&tb, h->mult_log2_ratio);
+			table_num(&tb, h->q_mult);
+			table_num(&tb, h->k_mult);
+			table_num(&tb, h->mult_product);
+			table_num(&tb, h->mult_log2_ratio);
 			table_end_row(&tb);
 		}
 	}
@@ -218,11 +209,11 @@ static void print_drift(struct tool *tl, const struct entry *e, size_t n, size_t
 		table_int(&tb, d.first_step);
 		table_int(&tb, d.last_step);
 		table_num(&tb, d.slope);
-		num(&tb, d.slope_se);
+		table_num(&tb, d.slope_se);
 		table_num(&tb, d.product_change);
-		num(&tb, d.mult_slope);
-		num(&tb, d.mult_slope_se);
-		num(&tb, d.mult_product_change);
+		table_num(&tb, d.mult_slope);
+		table_num(&tb, d.mult_slope_se);
+		table_num(&tb, d.mult_product_change);
 		table_end_row(&tb);
 		if (check && fabs(d.slope) > max) {
 			sw_fail(&err, SW_ECHECK, "check: layer %d head %d: log2_ratio drifts %.6g per 1000 steps (|slope| > %g)",

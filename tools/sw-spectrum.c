@@ -310,16 +310,6 @@ out:
 	free(jobs);
 }
 
-/* NaN is "unknown" (an exponent of a regressor that did not vary, a
- * standard error from as many points as parameters): an empty cell. */
-static void num_or_empty(struct table *tb, double v)
-{
-	if (isnan(v))
-		table_empty(tb);
-	else
-		table_num(tb, v);
-}
-
 /* --fit: per role, in order of first appearance, sigma_top then rms. */
 static void print_fit(struct tool *tl, struct table *tb, const struct spectra_fit_set *f)
 {
@@ -341,12 +331,12 @@ static void print_fit(struct tool *tl, struct table *tb, const struct spectra_fi
 		table_str(tb, rows[i].role);
 		table_str(tb, rows[i].quantity);
 		table_int(tb, pf->n);
-		num_or_empty(tb, pf->a1);
-		num_or_empty(tb, pf->se1);
-		num_or_empty(tb, pf->a2);
-		num_or_empty(tb, pf->se2);
-		num_or_empty(tb, pf->c);
-		num_or_empty(tb, pf->r2);
+		table_num(tb, pf->a1);
+		table_num(tb, pf->se1);
+		table_num(tb, pf->a2);
+		table_num(tb, pf->se2);
+		table_num(tb, pf->c);
+		table_num(tb, pf->r2);
 		table_end_row(tb);
 	}
 	free(rows);

@@ -21,9 +21,9 @@
 static const char usage[] =
 	"sw-sweep --out DIR [--lr LIST] [--batch LIST] [--wd LIST] [--d-model LIST]\n"
 	"                [--tokens LIST] [-j N] [--runner auto|parallel|xargs] [--launcher CMD]\n"
-	"                [--slurm FILE [--sbatch OPT]...] [--dry-run] -- SW-TRAIN-OPTION ...\n"
+	"                [--slurm FILE [--sbatch OPT]...] [--dry-run] [--json] -- SW-TRAIN-OPTION ...\n"
 	"       sw-sweep --run DIR [--launcher CMD] INDEX\n"
-	"       sw-sweep --status DIR\n"
+	"       sw-sweep --status DIR [--json]\n"
 	"       sw-sweep --checkpoints DIR";
 static const char help[] =
 	"A grid of sw-train runs: DIR/NAME per point, the grid in DIR/sweep.tsv. Runs\n"
@@ -33,7 +33,7 @@ static const char help[] =
 	"  --out DIR          the sweep's directory\n"
 	"  --lr, --batch, --wd, --d-model LIST   comma lists of sw-train's values\n"
 	"  --tokens LIST      training tokens: --steps = tokens / (batch x seq-len x grad-accum)\n"
-	"  -j N               runs at a time (1)\n"
+	"  -j N, --jobs N     runs at a time (1)\n"
 	"  --runner R         auto (GNU parallel when installed, else xargs -P), parallel, xargs\n"
 	"  --launcher CMD     words before sw-train, e.g. 'mpirun -np 2' (split on spaces)\n"
 	"  --slurm FILE       write a Slurm job-array script of the runs not done; run nothing\n"
@@ -42,6 +42,7 @@ static const char help[] =
 	"  --run DIR INDEX    run one run of a sweep: start, resume, or skip it when done\n"
 	"  --status DIR       the state of every run: new, partial, done\n"
 	"  --checkpoints DIR  every checkpoint of the sweep's runs, one a line\n"
+	"  --json             the runs' states as JSON Lines instead of TSV\n"
 	"  --help, --version\n"
 	"Everything after -- goes to every sw-train. See sw-sweep(1).\n";
 
@@ -237,6 +238,8 @@ int main(int argc, char **argv)
 		{"run", required_argument, NULL, O_RUN},
 		{"status", required_argument, NULL, O_STATUS},
 		{"checkpoints", required_argument, NULL, O_CHECKPOINTS},
+		{"jobs", required_argument, NULL, 'j'},
+		{"json", no_argument, NULL, OPT_JSON},
 		{NULL, 0, NULL, 0}
 	};
 	static const int axis_of[] = {SWEEP_LR, SWEEP_BATCH, SWEEP_WD, SWEEP_D_MODEL, SWEEP_TOKENS};
@@ -256,7 +259,7 @@ int main(int argc, char **argv)
 			if (sweep_set_axis(&s, axis_of[opt - O_LR], optarg, &err))
 				tool_usage_error(&tl, "%s", err.msg);
 			break;
-		case 'j': jobs = (int)tool_parse_int(&tl, "-j", optarg, 1, 4096); break;
+		case 'j': jobs = (int)tool_parse_int(&tl, "--jobs", optarg, 1, 4096); break;
 		case O_RUNNER:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "parallel") && strcmp(optarg, "xargs"))
 				tool_usage_error(&tl, "--runner: auto, parallel or xargs");

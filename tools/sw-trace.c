@@ -15,12 +15,15 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-trace [--series LIST] [--list] [--follow] [--every N] [--json] TRACE";
+	"sw-trace [--series LIST] [--list] [--every N] [--json] [TRACE ...]\n"
+	"       sw-trace --follow [--series LIST] [--every N] [--json] TRACE";
 static const char help[] =
 	"Prints a trace, one row per traced step: step, then the selected series\n"
 	"(all by default). A per-layer or per-head series gives one column per named\n"
-	"column, SERIES.COLUMN (residual_rms.layer0). Unknown values are nan (null in\n"
-	"JSON).\n"
+	"column, SERIES.COLUMN (residual_rms.layer0). Unknown values are empty (null\n"
+	"in JSON). With several traces, or their names on stdin, each row starts\n"
+	"with its file, as grep names the file of each line; every trace must then\n"
+	"have the first one's columns (--series chooses common ones).\n"
 	"\n"
 	"  --series LIST  only these series or columns (loss,lr,residual_rms.layer0)\n"
 	"  --list         the series and their columns instead of the rows\n"
@@ -30,6 +33,7 @@ static const char help[] =
 	"  --every N      one row per N steps: the first at or after each multiple of N\n"
 	"  --json         JSON Lines instead of TSV\n"
 	"  --help, --version\n"
+	"With no TRACE, or TRACE '-', trace names are read from stdin, one per line.\n"
 	"See sw-trace(1).\n";
 
 enum { OPT_SERIES = OPT_TOOL_FIRST, OPT_LIST, OPT_FOLLOW, OPT_EVERY };
@@ -47,7 +51,8 @@ struct printer {
 	struct tool *tl;
 	const char *file;
 	struct trace_reader *r;
-	struct table tb;
+	struct table *tb;       /* one table for every trace printed */
+	int with_file;          /* each row starts with the file (several traces) */
 	char **header;          /* (1 + ncells) "step", then "loss", "residual_rms.layer0", ... */
 	struct cell *cells;     /* (ncells) */
 	int ncells, cap;
@@ -208,7 +213,6 @@ static int plan(struct printer *p, char **lists, int nlists, struct sw_err *err)
 	free(read);
 	if (!p->steps || rc)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	table_init(&p->tb, stdout, p->tl->fmt, (const char *const *)p->header, 1 + p->ncells);
 	return SW_OK;
 }
 
@@ -260,12 +264,14 @@ static int print_rows(struct printer *p, int64_t from, int64_t to)
 		for (int64_t k = 0; k < n; k++) {
 			if (!every_keeps(p, p->steps[k]))
 				continue;
-			table_int(&p->tb, p->steps[k]);
+			if (p->with_file)
+				table_str(p->tb, p->file);
+			table_int(p->tb, p->steps[k]);
 			for (int c = 0; c < p->ncells; c++) {
 				int i = p->cells[c].series, ncols = trace_series_ncols(p->r, i);
-				table_double(&p->tb, p->buf[i][k * (ncols ? ncols : 1) + p->cells[c].col]);
+				table_double(p->tb, p->buf[i][k * (ncols ? ncols : 1) + p->cells[c].col]);
 			}
-			if (table_end_row(&p->tb) < 0)
+			if (table_end_row(p->tb) < 0)
 				return SW_OK;   /* stdout failed: tool_finish says why */
 		}
 	}
@@ -317,21 +323,20 @@ static void follow(struct printer *p, int64_t done)
 	}
 }
 
-/* --list: one row per series: its name, column count and columns. */
-static void list_series(struct tool *tl, struct trace_reader *r)
+/* --list: one row per series: its name, column count and columns; file
+ * first when not NULL (several traces). */
+static void list_series(struct tool *tl, struct table *tb, const char *file,
+			struct trace_reader *r)
 {
-	static const char *const cols[] = {"series", "ncols", "columns"};
-	struct table tb;
-
-	table_init(&tb, stdout, tl->fmt, cols, 3);
-	table_header(&tb);
 	for (int i = 0; i < trace_nseries(r) && !tool_stdout_broken(tl); i++) {
 		int ncols = trace_series_ncols(r, i);
 		size_t len = 1;
 		char *joined;
 
-		table_str(&tb, trace_series_name(r, i));
-		table_int(&tb, ncols);
+		if (file)
+			table_str(tb, file);
+		table_str(tb, trace_series_name(r, i));
+		table_int(tb, ncols);
 		for (int j = 0; j < ncols; j++)
 			len += strlen(trace_column_name(r, i, j)) + 1;
 		if (ncols && (joined = calloc(1, len))) {
@@ -340,13 +345,46 @@ static void list_series(struct tool *tl, struct trace_reader *r)
 					strcat(joined, ",");
 				strcat(joined, trace_column_name(r, i, j));
 			}
-			table_str(&tb, joined);
+			table_str(tb, joined);
 			free(joined);
 		} else {
-			table_empty(&tb);
+			table_empty(tb);
 		}
-		table_end_row(&tb);
+		table_end_row(tb);
 	}
+}
+
+/* The first trace's columns, kept (with its name) for the table's header
+ * and to compare the other traces' with. */
+static int keep_columns(const struct printer *p, char ***first, int *nfirst, char **first_file,
+			const char ***cols, struct sw_err *err)
+{
+	int n = 1 + p->ncells;
+
+	*first = calloc((size_t)n, sizeof **first);
+	*cols = calloc((size_t)n + 1, sizeof **cols);
+	*first_file = strdup(p->file);
+	if (!*first || !*cols || !*first_file)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	(*cols)[0] = "file";
+	for (int c = 0; c < n; c++) {
+		if (!((*first)[c] = strdup(p->header[c])))
+			return sw_fail(err, SW_ESOFTWARE, "out of memory");
+		(*nfirst)++;
+		(*cols)[1 + c] = (*first)[c];
+	}
+	return SW_OK;
+}
+
+/* Has p the columns of the first trace, in its order? */
+static int same_columns(const struct printer *p, char **first, int nfirst)
+{
+	if (1 + p->ncells != nfirst)
+		return 0;
+	for (int c = 0; c < nfirst; c++)
+		if (strcmp(p->header[c], first[c]))
+			return 0;
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -361,11 +399,18 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0}
 	};
-	struct printer p = {0};
+	static const char *const list_cols[] = {"file", "series", "ncols", "columns"};
+	const char **cols = NULL;       /* the table's: "file", then the first trace's */
+	char **first = NULL;            /* the first trace's columns, "step" ... */
+	char *first_file = NULL;
+	int nfirst = 0;
+	const char *file;
+	struct table tb;
 	struct tool tl;
 	struct sw_err err;
 	char **lists;
-	int nlists = 0, list = 0, want_follow = 0, opt;
+	int64_t every = 0;
+	int nlists = 0, list = 0, want_follow = 0, opt, several, printed = 0;
 
 	tool_init(&tl, "sw-trace", usage, help, argc, argv);
 	lists = calloc((size_t)argc, sizeof *lists);
@@ -381,33 +426,60 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LIST: list = 1; break;
 		case OPT_FOLLOW: want_follow = 1; break;
-		case OPT_EVERY: p.every = tool_parse_int(&tl, "--every", optarg, 1, INT64_MAX); break;
+		case OPT_EVERY: every = tool_parse_int(&tl, "--every", optarg, 1, INT64_MAX); break;
 		default: tool_common_option(&tl, opt, optarg); break;
 		}
 	}
-	if (optind == argc)
-		tool_usage_error(&tl, "no TRACE given");
-	if (optind < argc - 1)
-		tool_usage_error(&tl, "one TRACE at a time");
-	if (list && (nlists || want_follow || p.every))
+	if (list && (nlists || want_follow || every))
 		tool_usage_error(&tl, "--list prints the series, not rows: no --series, --follow or --every with it");
-	p.tl = &tl;
-	p.file = argv[optind];
-	if (trace_open(p.file, &p.r, &err)) {
-		tool_error(&tl, p.file, &err);
-	} else if (list) {
-		list_series(&tl, p.r);
-	} else if (plan(&p, lists, nlists, &err)) {
-		tool_error(&tl, p.file, &err);
-	} else {
-		table_header(&p.tb);
-		if (want_follow)
+	if (want_follow && (argc - optind != 1 || !strcmp(argv[optind], "-")))
+		tool_usage_error(&tl, "--follow follows one TRACE, named");
+	tool_files_begin(&tl, optind);
+	/* as grep names the file of each line only when given several */
+	several = tl.from_stdin || argc - optind > 1;
+	while ((file = tool_next_file(&tl))) {
+		struct printer p = {0};
+		int rc = SW_OK;
+
+		p.tl = &tl;
+		p.file = file;
+		p.every = every;
+		p.tb = &tb;
+		p.with_file = several;
+		if (trace_open(file, &p.r, &err)) {
+			tool_error(&tl, file, &err);
+		} else if (list) {
+			if (!printed++) {
+				table_init(&tb, stdout, tl.fmt, several ? list_cols : list_cols + 1,
+					   several ? 4 : 3);
+				table_header(&tb);
+			}
+			list_series(&tl, &tb, several ? file : NULL, p.r);
+		} else if ((rc = plan(&p, lists, nlists, &err)) == SW_OK && !printed) {
+			if ((rc = keep_columns(&p, &first, &nfirst, &first_file, &cols, &err)) == SW_OK) {
+				table_init(&tb, stdout, tl.fmt, several ? cols : cols + 1,
+					   nfirst + (several ? 1 : 0));
+				table_header(&tb);
+				printed = 1;
+			}
+		} else if (rc == SW_OK && !same_columns(&p, first, nfirst)) {
+			rc = sw_fail(&err, SW_EDATA, "its series are not those of %s: choose common ones "
+				     "with --series", first_file);
+		}
+		if (p.r && !list && rc)
+			tool_error(&tl, file, &err);
+		else if (p.r && !list && want_follow)
 			follow(&p, 0);
-		else
+		else if (p.r && !list)
 			print_rows(&p, 0, trace_rows(p.r));
+		printer_free(&p);
+		trace_reader_close(p.r);
 	}
-	printer_free(&p);
-	trace_reader_close(p.r);
+	for (int c = 0; c < nfirst; c++)
+		free(first[c]);
+	free(first);
+	free(first_file);
+	free(cols);
 	free(lists);
 	return tool_finish(&tl);
 }

@@ -76,15 +76,6 @@ struct sweep {
 	size_t n, cap;
 };
 
-/* A number, or an empty cell when unknown or not applicable (NaN). */
-static void num(struct table *tb, double v)
-{
-	if (isnan(v))
-		table_empty(tb);
-	else
-		table_num(tb, v);
-}
-
 /* Keep r (0), or report that memory ran out (-1). */
 static int add_run(struct sweep *s, struct transfer_run *r)
 {
@@ -247,9 +238,9 @@ static void print_groups(struct tool *tl, const struct transfer_group *g, size_t
 		table_num(&tb, g[k].batch);
 		table_num(&tb, g[k].loss);
 		table_num(&tb, g[k].out_norm);
-		num(&tb, g[k].out_norm_folded);
+		table_num(&tb, g[k].out_norm_folded);
 		table_num(&tb, log2(g[k].out_norm));
-		num(&tb, log2(g[k].out_norm_folded));
+		table_num(&tb, log2(g[k].out_norm_folded));
 		table_int(&tb, g[k].bracketed);
 		table_int(&tb, g[k].refined);
 		table_str(&tb, runs[g[k].best].name);
@@ -273,7 +264,7 @@ static void print_runs(struct tool *tl, const struct transfer_run *r, size_t n,
 		table_num(&tb, r[i].loss);
 		table_str(&tb, g[r[i].group].loss_kind);
 		table_num(&tb, r[i].out_norm);
-		num(&tb, r[i].out_norm_folded);
+		table_num(&tb, r[i].out_norm_folded);
 		table_num(&tb, log2(r[i].out_norm));
 		table_int(&tb, r[i].optimal);
 		table_end_row(&tb);
@@ -287,20 +278,20 @@ static void print_summary(struct table *tb, const struct transfer_summary *s)
 	else
 		table_int(tb, s->d_model);
 	table_int(tb, (int64_t)s->groups);
-	num(tb, s->log2_norm_mean);
-	num(tb, s->log2_norm_sd);
-	num(tb, s->log2_norm_spread);
-	num(tb, s->log2_folded_mean);
-	num(tb, s->log2_folded_sd);
-	num(tb, s->log2_folded_spread);
-	num(tb, s->lr_exponent);
-	num(tb, s->lr_exponent_se);
-	num(tb, s->lr_prefactor);
-	num(tb, s->lr_r2);
-	num(tb, s->batch_exponent);
-	num(tb, s->batch_exponent_se);
-	num(tb, s->batch_prefactor);
-	num(tb, s->batch_r2);
+	table_num(tb, s->log2_norm_mean);
+	table_num(tb, s->log2_norm_sd);
+	table_num(tb, s->log2_norm_spread);
+	table_num(tb, s->log2_folded_mean);
+	table_num(tb, s->log2_folded_sd);
+	table_num(tb, s->log2_folded_spread);
+	table_num(tb, s->lr_exponent);
+	table_num(tb, s->lr_exponent_se);
+	table_num(tb, s->lr_prefactor);
+	table_num(tb, s->lr_r2);
+	table_num(tb, s->batch_exponent);
+	table_num(tb, s->batch_exponent_se);
+	table_num(tb, s->batch_prefactor);
+	table_num(tb, s->batch_r2);
 	table_int(tb, (int64_t)s->unbracketed);
 	table_end_row(tb);
 }

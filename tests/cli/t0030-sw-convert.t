@@ -263,4 +263,26 @@ test_expect_success "disk full ($FULL_HOW): HDF5 out: exit 74, nothing left" '
 '
 [ "$FULL_HOW" = tmpfs ] && umount full
 
+test_expect_success '-o OUT: the same export as the operand OUT' '
+	sw-convert "$FIX/tiny.h5" as-operand && sw-convert "$FIX/tiny.h5" -o as-option &&
+	diff -r as-operand as-option &&
+	test_expect_code 64 sw-convert -o x "$FIX/tiny.h5" y >out 2>err &&
+	grep -q "not a second OUT" err && ! test -e x && ! test -e y
+'
+
+test_expect_success '--json: one object saying what was written, counted independently' '
+	sw-convert --json "$FIX/tiny.h5" -o js >report &&
+	sw-ls "$FIX/tiny.h5" >ls && tensors=$(($(wc -l <ls) - 1)) &&
+	bytes=$(awk -F"\t" "NR > 1 { s += \$9 * 4 } END { print s }" ls) &&
+	"$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); \
+		assert r == {\"in\": sys.argv[2], \"out\": \"js\", \"to\": \"safetensors\", \
+		\"tensors\": int(sys.argv[3]), \"shards\": 1, \"bytes\": int(sys.argv[4])}, r" \
+		report "$FIX/tiny.h5" "$tensors" "$bytes" &&
+	sw-convert --json js js.h5 >report &&
+	"$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); \
+		assert r[\"to\"] == \"hdf5\" and r[\"shards\"] is None and r[\"tensors\"] == int(sys.argv[2]), r" \
+		report "$tensors" &&
+	sw-convert "$FIX/tiny.h5" quiet >out && test_line_count = 0 out
+'
+
 test_done

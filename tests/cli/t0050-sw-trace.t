@@ -20,13 +20,13 @@ test_expect_success 'setup: a closed trace of 4 rows' '
 	test_line_count = 4 progress
 '
 
-test_expect_success 'TSV: every series, 2-D ones as SERIES.COLUMN, values exactly as written' '
+test_expect_success 'TSV: every series, 2-D ones as SERIES.COLUMN, values exactly as written, unknown ones empty' '
 	sw-trace run.h5 >actual &&
 	printf "%s\n" \
 		"step	loss	lr	val_loss	tokens	residual_rms.layer0	residual_rms.layer1	residual_rms.layer2" \
 		"0	8	0	8.5	0	1	1.125	1.25" \
-		"10	7.75	0.0009765625	nan	123456789012	1.5	1.625	1.75" \
-		"20	7.5	0.001953125	nan	246913578024	2	2.125	2.25" \
+		"10	7.75	0.0009765625		123456789012	1.5	1.625	1.75" \
+		"20	7.5	0.001953125		246913578024	2	2.125	2.25" \
 		"30	7.25	0.0029296875	7.75	370370367036	2.5	2.625	2.75" >expect &&
 	test_cmp expect actual
 '
@@ -50,7 +50,7 @@ test_expect_success '--series loss,lr: those columns, in that order' '
 
 test_expect_success '--series with a dotted column, a 2-D series whole, and step' '
 	sw-trace --series step,residual_rms.layer1,val_loss run.h5 >actual &&
-	printf "step\tresidual_rms.layer1\tval_loss\n0\t1.125\t8.5\n10\t1.625\tnan\n20\t2.125\tnan\n30\t2.625\t7.75\n" >expect &&
+	printf "step\tresidual_rms.layer1\tval_loss\n0\t1.125\t8.5\n10\t1.625\t\n20\t2.125\t\n30\t2.625\t7.75\n" >expect &&
 	test_cmp expect actual &&
 	sw-trace --series residual_rms run.h5 >actual &&
 	printf "step\tresidual_rms.layer0\tresidual_rms.layer1\tresidual_rms.layer2\n" >expect &&
@@ -118,9 +118,40 @@ test_expect_success 'cannot open: no such file, a directory: 66' '
 	mkdir adir && expect_error 66 "sw-trace: adir: is a directory" adir
 '
 
+test_expect_success 'several traces: each row starts with its file, one header' '
+	cp run.h5 again.h5 &&
+	sw-trace --series loss run.h5 again.h5 >actual &&
+	printf "file\tstep\tloss\n" >expect &&
+	for f in run.h5 again.h5; do printf "$f\t%s\t%s\n" 0 8 10 7.75 20 7.5 30 7.25 >>expect || exit 1; done &&
+	test_cmp expect actual
+'
+
+test_expect_success 'trace names on stdin: the same table as named' '
+	printf "run.h5\nagain.h5\n" >names &&
+	sw-trace --series loss <names >from-stdin &&
+	sw-trace --series loss run.h5 again.h5 >named && test_cmp named from-stdin &&
+	sw-trace --series loss - <names >dash && test_cmp named dash
+'
+
+test_expect_success 'several traces, one not a trace, one with other series: said (exit 65), the others printed' '
+	test_expect_code 65 sw-trace run.h5 "$FIX/tiny.h5" again.h5 >out 2>err &&
+	test_line_count = 9 out && test_line_count = 1 err &&
+	"$MKTRACE" -n 4 -q 0.5 qk.h5 >progress &&
+	test_expect_code 65 sw-trace again.h5 qk.h5 >out 2>err &&
+	grep -q "^sw-trace: qk.h5: its series are not those of again.h5: choose common ones with --series" err &&
+	test_line_count = 5 out && test_line_count = 1 err &&
+	sw-trace --series loss,lr again.h5 qk.h5 >out && test_line_count = 9 out
+'
+
+test_expect_success '--list of several traces: the file first' '
+	sw-trace --list run.h5 again.h5 >out &&
+	head -n 1 out >header && printf "file\tseries\tncols\tcolumns\n" >expect && test_cmp expect header &&
+	cut -f1 out >files && test "$(grep -c "^again.h5\$" files)" = "$(grep -c "^run.h5\$" files)"
+'
+
 test_expect_success 'bad command lines: 64' '
-	test_expect_code 64 sw-trace >out 2>err && grep -q "no TRACE given" err &&
-	test_expect_code 64 sw-trace run.h5 run.h5 >out 2>err && grep -q "one TRACE at a time" err &&
+	test_expect_code 64 sw-trace --follow run.h5 run.h5 >out 2>err && grep -q "follows one TRACE" err &&
+	test_expect_code 64 sw-trace --follow - <names >out 2>err && grep -q "follows one TRACE" err &&
 	test_expect_code 64 sw-trace --every 0 run.h5 >out 2>err &&
 	test_expect_code 64 sw-trace --every x run.h5 >out 2>err &&
 	test_expect_code 64 sw-trace --series loss,,lr run.h5 >out 2>err &&

@@ -125,6 +125,9 @@ test_expect_success 'without --tokens: --steps after -- is the run length, and a
 	test_cmp expect out3 &&
 	printf "index\trun\tlr\tsteps\n0\tlr1e-3\t1e-3\t5\n" >expect && test_cmp expect plain/sweep.tsv &&
 	sw-sweep --status plain >status && test_cmp out3 status &&
+	sw-sweep --status plain --json >status.json &&
+	printf "%s\n" "{\"run\": \"plain/lr1e-3\", \"state\": \"done\", \"checkpoint\": \"plain/lr1e-3/ckpt-000005.h5\"}" >expect &&
+	test_cmp expect status.json &&
 	sw-sweep --out plain --lr 1e-3 -- $TRAIN --steps 5 --ckpt-every 2 >again3 && test_cmp out3 again3 &&
 	test_expect_code 64 sw-sweep --out bad --lr 1e-3 -- $TRAIN --steps 0 2>err &&
 	grep "^sw-sweep: --seq-len, --grad-accum, --batch and --steps must be positive integers\$" err && test ! -e bad

@@ -17,7 +17,7 @@ MAN=$SW_TOP/man
 
 if command -v mandoc >/dev/null 2>&1; then
 	test_expect_success 'mandoc -Tlint -W warning: clean' '
-		mandoc -Tlint -W warning "$MAN"/*.1 "$MAN"/*.5 >lint 2>&1 &&
+		mandoc -Tlint -W warning "$MAN"/*.1 "$MAN"/*.5 "$MAN"/*.7 >lint 2>&1 &&
 		test_line_count = 0 lint
 	'
 else
@@ -63,7 +63,7 @@ examples() {
 	sed -e "s/\\\\-/-/g" -e "s/\\\\(dq/\"/g" -e "s/\\\\(aq/'/g" -e 's/\\e/\\/g' -e 's/\\&//g'
 }
 
-for page in "$MAN"/sw-*.1; do
+for page in "$MAN"/sw-*.1 "$MAN"/scalewatch.7; do
 	name=$(basename "$page")
 	examples "$page" >"$name.examples"
 	n=$(wc -l <"$name.examples")

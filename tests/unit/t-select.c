@@ -63,7 +63,7 @@ int main(void)
 	out = render(TABLE_TSV);
 	if (!ok(!strcmp(out, "name\tn\tx\tshape\tempty\n"
 			     "a\\tb\"c\\n\t-1\t0.100000001\t4096x1024\t\n"
-			     "z\t7\tnan\t\t1e+300\n"), "TSV: header, escapes, %%.9g, empty cell"))
+			     "z\t7\t\t\t1e+300\n"), "TSV: header, escapes, %%.9g, empty cell, NaN empty"))
 		diag("got: %s", out);
 	free(out);
 	out = render(TABLE_JSON);
