@@ -88,6 +88,32 @@ int arch_supported(const char *arch)
 	       !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3");
 }
 
+int arch_multipliers_parse(const char *s)
+{
+	static const char *const names[] = {"none", "scalar", "row", "col"};
+
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
+int arch_default_head_dim(struct sw_config *c, struct sw_err *err)
+{
+	if (c->n_heads <= 0)
+		return sw_fail(err, SW_EDATA, "n_heads is %lld", (long long)c->n_heads);
+	if (c->d_model % c->n_heads)
+		return sw_fail(err, SW_EDATA, "d_model %lld is not a multiple of n_heads %lld, "
+			       "and no head_dim is given", (long long)c->d_model, (long long)c->n_heads);
+	c->head_dim = c->d_model / c->n_heads;
+	return SW_OK;
+}
+
+int64_t arch_default_d_ff(int64_t d_model)
+{
+	return ((d_model * 8 / 3 + 7) / 8) * 8;
+}
+
 int arch_config_check(const struct sw_config *c, struct sw_err *err)
 {
 	const int64_t big = (int64_t)1 << 31;
@@ -121,11 +147,9 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 	if (!(isfinite(c->rope_theta) && c->rope_theta > 1))
 		return sw_fail(err, SW_EDATA, "config: rope_theta = %g is not a finite number above 1",
 			       c->rope_theta);
-	if (strcmp(c->multipliers, "none") && strcmp(c->multipliers, "scalar") &&
-	    strcmp(c->multipliers, "row") && strcmp(c->multipliers, "col"))
-		return sw_fail(err, SW_EDATA,
-			       "config: multipliers = '%s' (expected none, scalar, row or col)",
-			       c->multipliers);
+	if (arch_multipliers_parse(c->multipliers) < 0)
+		return sw_fail(err, SW_EDATA, "config: multipliers = '%s' (expected "
+			       ARCH_MULTIPLIERS_LIST ")", c->multipliers);
 	return SW_OK;
 }
 

@@ -42,8 +42,23 @@ struct sw_config {
 #define ARCH_SUPPORTED_LIST "llama, mistral, qwen2, qwen3"
 int arch_supported(const char *arch);
 
+/* The learnable multipliers' kinds (sw_config.multipliers), the one
+ * list: 0 none, 1 scalar, 2 row, 3 col; -1 for another name. */
+#define ARCH_MULTIPLIERS_LIST "none, scalar, row or col"
+int arch_multipliers_parse(const char *s);
+
 /* Ranges: everything positive, H % KV == 0, sizes < 2^31. */
 int arch_config_check(const struct sw_config *c, struct sw_err *err);
+
+/*
+ * The defaults of the sizes a format or a command line may leave out, the
+ * one place each is written. head_dim: d_model / n_heads, which must then
+ * divide (SW_EDATA otherwise, in scalewatch's names: callers prefix their
+ * format's). d_ff: Llama's SwiGLU width, 2/3 of 4 d_model rounded up to a
+ * multiple of 8.
+ */
+int arch_default_head_dim(struct sw_config *c, struct sw_err *err);
+int64_t arch_default_d_ff(int64_t d_model);
 
 /* What a role means. */
 struct arch_role {

@@ -128,16 +128,12 @@ static int take_config(const struct gguf_file *g, struct sw_config *c, struct sw
 		c->n_kv_heads = c->n_heads;
 	if (!has_theta)
 		c->rope_theta = 10000.0;        /* llama.cpp's default */
-	if (c->n_heads == 0)
-		return sw_fail(err, SW_EDATA, "metadata llama.attention.head_count is 0");
-	if (has_key)
+	if (has_key) {
 		c->head_dim = key_len;
-	else if (c->d_model % c->n_heads)
-		return sw_fail(err, SW_EDATA, "llama.embedding_length %lld is no multiple of "
-			       "llama.attention.head_count %lld", (long long)c->d_model,
-			       (long long)c->n_heads);
-	else
-		c->head_dim = c->d_model / c->n_heads;
+	} else if ((rc = arch_default_head_dim(c, err))) {
+		sw_err_prefix(err, "metadata llama.embedding_length and llama.attention.head_count");
+		return rc;
+	}
 	if (has_value && value_len != c->head_dim)
 		return sw_fail(err, SW_EDATA, "llama.attention.value_length %lld differs from the key "
 			       "length %lld", (long long)value_len, (long long)c->head_dim);

@@ -359,13 +359,9 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 			     c->arch, ARCH_SUPPORTED_LIST);
 		goto out;
 	}
-	if (!present) {
-		if (c->n_heads <= 0 || c->d_model % c->n_heads) {
-			rc = sw_fail(err, SW_EDATA,
-				     "/config: d_model is not a multiple of n_heads and head_dim is not given");
-			goto out;
-		}
-		c->head_dim = c->d_model / c->n_heads;
+	if (!present && (rc = arch_default_head_dim(c, err))) {
+		sw_err_prefix(err, "/config");
+		goto out;
 	}
 	rc = arch_config_check(c, err);
 out:

@@ -219,7 +219,8 @@ static int l2c_misfit_sniff(int fd, uint64_t size)
 	return read_header(fd, size, &h, &plausible_header, NULL) != SW_OK && plausible_header;
 }
 
-static void take_config(const struct l2c_header *h, struct sw_config *c)
+/* The model's sizes; the header's checks made head_dim an even divisor. */
+static int take_config(const struct l2c_header *h, struct sw_config *c, struct sw_err *err)
 {
 	memset(c, 0, sizeof *c);
 	strcpy(c->arch, "llama");
@@ -228,7 +229,6 @@ static void take_config(const struct l2c_header *h, struct sw_config *c)
 	c->n_layers = h->n_layers;
 	c->n_heads = h->n_heads;
 	c->n_kv_heads = h->n_kv_heads;
-	c->head_dim = h->dim / h->n_heads;
 	c->d_ff = h->hidden_dim;
 	c->seq_len = h->seq_len;
 	c->rope_theta = 10000.0;        /* run.c's RoPE */
@@ -236,6 +236,7 @@ static void take_config(const struct l2c_header *h, struct sw_config *c)
 	c->tie_embeddings = h->shared;
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
+	return arch_default_head_dim(c, err);
 }
 
 /* The tensors in file order, with their offsets. */
@@ -305,9 +306,9 @@ static int l2c_open(const char *path, int fd, uint64_t size, void **src, struct 
 	if ((rc = ropeperm_src_new(fd, size, (size_t)(2 + 9 * h.n_layers + !h.shared), &s, err)))
 		return rc;
 	m->format = CKPT_LLAMA2C;
-	take_config(&h, &m->config);
+	rc = take_config(&h, &m->config, err);
 	s->head_dim = m->config.head_dim;
-	if (!(rc = arch_config_check(&m->config, err)) &&
+	if (!rc && !(rc = arch_config_check(&m->config, err)) &&
 	    !(rc = list_tensors(s, &h, &m->config, info, err)))
 		rc = ropeperm_record(s, h.version ? "llama2.c v1" : "llama2.c v0 (legacy)", err);
 	if (rc) {

@@ -143,12 +143,10 @@ int meta_parse_params(const char *json, size_t len, struct sw_config *c, int64_t
 	    (rc = params_num(root, "norm_eps", &c->norm_eps, 1e-5, err)) ||
 	    (rc = params_num(root, "rope_theta", &c->rope_theta, 10000.0, err)))
 		goto out;
-	if (!c->n_heads || c->d_model % c->n_heads) {
-		rc = sw_fail(err, SW_EDATA, "params.json: dim %lld is not a multiple of n_heads %lld",
-			     (long long)c->d_model, (long long)c->n_heads);
+	if ((rc = arch_default_head_dim(c, err))) {
+		sw_err_prefix(err, "params.json (dim is d_model)");
 		goto out;
 	}
-	c->head_dim = c->d_model / c->n_heads;
 	snprintf(c->arch, sizeof c->arch, "llama");
 	snprintf(c->multipliers, sizeof c->multipliers, "none");
 	c->scale_vectors = 1;

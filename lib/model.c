@@ -714,9 +714,8 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 		return rc;
 	if (c->head_dim % 2)
 		return sw_fail(err, SW_EUSAGE, "head_dim %lld is odd: RoPE needs pairs", (long long)c->head_dim);
-	m->mult = !strcmp(c->multipliers, "scalar") ? MULT_SCALAR :
-		  !strcmp(c->multipliers, "row") ? MULT_ROW :
-		  !strcmp(c->multipliers, "col") ? MULT_COL : MULT_NONE;
+	/* arch_multipliers_parse's order; the config was checked above */
+	m->mult = (enum mult_mode)arch_multipliers_parse(c->multipliers);
 	/* count the tensors and linear layers, then lay them out */
 	if ((rc = enumerate(m, err)))
 		return rc;

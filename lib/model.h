@@ -42,7 +42,7 @@ typedef double real;
 typedef float real;
 #endif
 
-enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL };
+enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL };   /* arch_multipliers_parse's */
 
 /* One parameter tensor: metadata as the checkpoint stores it, and where
  * its values are in the flat block. */

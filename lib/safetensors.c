@@ -358,7 +358,7 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		{"Qwen3ForCausalLM", "qwen3", "qwen3"},
 	};
 	cJSON *root;
-	const cJSON *a, *mt, *tie, *rp;
+	const cJSON *a, *mt, *tie, *rp, *hd;
 	const char *found = NULL, *named = NULL;
 	int rc;
 
@@ -394,12 +394,19 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 	    (rc = cfg_int(root, "max_position_embeddings", &c->seq_len, 0, 0, err)) ||
 	    (rc = cfg_num(root, "rms_norm_eps", &c->norm_eps, 1e-6, err)))
 		goto out;
-	if (c->n_heads == 0 || (rc = cfg_int(root, "head_dim", &c->head_dim,
-					     c->d_model / c->n_heads, 0, err))) {
-		if (!rc)
-			rc = sw_fail(err, SW_EDATA, "config.json: num_attention_heads is 0");
+	if (c->n_heads == 0) {
+		rc = sw_fail(err, SW_EDATA, "config.json: num_attention_heads is 0");
 		goto out;
 	}
+	/* no head_dim: d_model / n_heads, as transformers takes it, and
+	 * refused where that does not divide (transformers would floor) */
+	hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
+	if (hd && !cJSON_IsNull(hd))
+		rc = cfg_int(root, "head_dim", &c->head_dim, 0, 1, err);
+	else if ((rc = arch_default_head_dim(c, err)))
+		sw_err_prefix(err, "config.json (hidden_size is d_model, num_attention_heads n_heads)");
+	if (rc)
+		goto out;
 	/* newer configs keep rope_theta inside rope_parameters */
 	rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
 	if ((rc = cfg_num(cJSON_IsObject(rp) ? rp : root, "rope_theta", &c->rope_theta,

@@ -2,6 +2,7 @@
 #include "sweep.h"
 #include "atomicfile.h"
 #include "rundir.h"
+#include "train.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,8 +17,6 @@
 static const char *const options[SWEEP_AXES] = {"lr", "batch", "wd", "d-model", "tokens"};
 static const char *const columns[SWEEP_AXES] = {"lr", "batch", "wd", "d_model", "tokens"};
 static const char *const tags[SWEEP_AXES] = {"lr", "b", "wd", "d", "t"};
-/* sw-train's defaults, for --tokens and for a run's length */
-enum { TRAIN_BATCH = 8, TRAIN_SEQ_LEN = 64, TRAIN_GRAD_ACCUM = 1, TRAIN_STEPS = 1000 };
 
 const char *sweep_axis_option(int axis) { return options[axis]; }
 const char *sweep_axis_column(int axis) { return columns[axis]; }
@@ -120,9 +119,15 @@ static long long int_arg(const struct sweep *s, const char *name, long long dflt
 
 int sweep_expand(struct sweep *s, struct sw_err *err)
 {
-	long long n = 1, seq = int_arg(s, "seq-len", TRAIN_SEQ_LEN), acc = int_arg(s, "grad-accum", TRAIN_GRAD_ACCUM),
-		  batch0 = int_arg(s, "batch", TRAIN_BATCH), steps = int_arg(s, "steps", TRAIN_STEPS);
+	struct train_config d;  /* sw-train's defaults: a run's length unless given */
+	long long n = 1, seq, acc, batch0, steps;
 	int rc;
+
+	train_config_defaults(&d);
+	seq = int_arg(s, "seq-len", d.model.seq_len);
+	acc = int_arg(s, "grad-accum", d.grad_accum);
+	batch0 = int_arg(s, "batch", d.batch);
+	steps = int_arg(s, "steps", d.optim.steps);
 
 	if ((rc = check_args(s, err)))
 		return rc;

@@ -929,6 +929,30 @@ static void report(struct trainer *t, const struct step_log *s)
 	t->tc->progress(t->tc->ctx, &p);
 }
 
+void train_config_defaults(struct train_config *tc)
+{
+	struct sw_config *c = &tc->model;
+
+	memset(tc, 0, sizeof *tc);
+	optim_defaults(&tc->optim);
+	strcpy(c->arch, "llama");
+	c->d_model = 128;
+	c->n_layers = 2;
+	c->n_heads = 4;
+	c->seq_len = 64;
+	c->rope_theta = 10000;
+	c->norm_eps = 1e-5;
+	c->scale_vectors = 1;
+	strcpy(c->multipliers, "none");
+	tc->val_fraction = 0.1;
+	tc->eval_every = 100;
+	tc->eval_batches = 4;
+	tc->batch = 8;
+	tc->grad_accum = 1;
+	tc->seed = 1;
+	tc->trace_every = 10;
+}
+
 int train_run(const struct train_config *tc, struct train_result *res, struct sw_err *err)
 {
 	struct trainer t;

@@ -97,6 +97,16 @@ struct train_result {
 	double step_s, phase_s[MODEL_PHASE_COUNT];
 };
 
+/*
+ * sw-train's defaults, the one place they are written (sw-sweep reads
+ * them for a run's length): a 2-layer Llama of width 128 with 4 heads
+ * over sequences of 64 tokens, 8 sequences a step, optim_defaults'
+ * optimizer, 10 % of the data held out and evaluated every 100 steps on
+ * 4 batches, the trace every 10 steps, seed 1. d_ff, head_dim and
+ * n_kv_heads are left 0, to be derived (arch.h) once the options are in.
+ */
+void train_config_defaults(struct train_config *tc);
+
 /* Train. SW_OK, or: SW_EDATA for bad data or a NaN loss (err says at
  * which step and which checkpoint is the last good one), SW_ENOINPUT,
  * SW_ECANTCREAT (also: out_dir holds another run), SW_EIO, SW_ESOFTWARE (also: a CUDA

@@ -96,14 +96,6 @@ static void on_sigint(int sig)
 	interrupted = 1;
 }
 
-static int pick(const char *arg, const char *const *names, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(arg, names[i]))
-			return i;
-	return -1;
-}
-
 /* What the progress callback needs. */
 struct report {
 	struct tool *tl;
@@ -292,38 +284,16 @@ int main(int argc, char **argv)
 		{"timing", no_argument, NULL, O_TIMING},
 		{NULL, 0, NULL, 0}
 	};
-	static const char *const formats[] = {"auto", "llmc", "uint16", "bytes"};
-	static const char *const opts[] = {"adamw", "muon", "scion"};
-	static const char *const scheds[] = {"constant", "cosine", "wsd"};
-	static const char *const norm_wds[] = {"none", "all", "iwd"};
-	static const char *const mults[] = {"none", "scalar", "row", "col"};
 	struct tool tl;
 	struct report rep;
 	struct train_config tc;
 	struct sw_config *c = &tc.model;
 	struct sw_err err;
-	int opt, k, d_ff = 0, head_dim = 0, kv = 0;
+	int opt, d_ff = 0, head_dim = 0, kv = 0;
 
 	tool_init(&tl, "sw-train", usage, help, argc, argv);
 	tl.mpi_use = "data parallel under mpirun";
-	memset(&tc, 0, sizeof tc);
-	optim_defaults(&tc.optim);
-	strcpy(c->arch, "llama");
-	c->d_model = 128;
-	c->n_layers = 2;
-	c->n_heads = 4;
-	c->seq_len = 64;
-	c->rope_theta = 10000;
-	c->norm_eps = 1e-5;
-	c->scale_vectors = 1;
-	strcpy(c->multipliers, "none");
-	tc.val_fraction = 0.1;
-	tc.eval_every = 100;
-	tc.eval_batches = 4;
-	tc.batch = 8;
-	tc.grad_accum = 1;
-	tc.seed = 1;
-	tc.trace_every = 10;
+	train_config_defaults(&tc);
 	memset(&rep, 0, sizeof rep);
 	rep.tl = &tl;
 	tc.interrupt = &interrupted;
@@ -334,9 +304,8 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case O_DATA: tc.data_path = optarg; break;
 		case O_DATA_FORMAT:
-			if ((k = pick(optarg, formats, 4)) < 0)
+			if (data_format_parse(optarg, &tc.data_format) < 0)
 				tool_usage_error(&tl, "--data-format: auto, llmc, uint16 or bytes");
-			tc.data_format = (enum data_format)k;
 			break;
 		case O_VOCAB: c->vocab_size = tool_parse_int(&tl, "--vocab", optarg, 2, 1 << 20); break;
 		case O_VAL_FRACTION: tc.val_fraction = tool_parse_double(&tl, "--val-fraction", optarg, 0, 0.9); break;
@@ -354,8 +323,8 @@ int main(int argc, char **argv)
 		case O_TIE: c->tie_embeddings = 1; break;
 		case O_QK_NORM: c->qk_norm = 1; break;
 		case O_MULTIPLIERS:
-			if (pick(optarg, mults, 4) < 0)
-				tool_usage_error(&tl, "--multipliers: none, scalar, row or col");
+			if (arch_multipliers_parse(optarg) < 0)
+				tool_usage_error(&tl, "--multipliers: " ARCH_MULTIPLIERS_LIST);
 			strcpy(c->multipliers, optarg);
 			break;
 		case O_NO_SCALE_VECTORS: c->scale_vectors = 0; break;
@@ -368,17 +337,15 @@ int main(int argc, char **argv)
 		case O_GRAD_ACCUM: tc.grad_accum = (int)tool_parse_int(&tl, "--grad-accum", optarg, 1, 1 << 16); break;
 		case O_SEED: tc.seed = (uint64_t)tool_parse_int(&tl, "--seed", optarg, 0, 1LL << 62); break;
 		case O_OPTIMIZER:
-			if ((k = pick(optarg, opts, 3)) < 0)
+			if (optim_kind_parse(optarg, &tc.optim.kind) < 0)
 				tool_usage_error(&tl, "--optimizer: adamw, muon or scion");
-			tc.optim.kind = (enum opt_kind)k;
 			break;
 		case O_LR: tc.optim.lr = tool_parse_double(&tl, "--lr", optarg, 0, 1e3); break;
 		case O_LR_MIN: tc.optim.lr_min = tool_parse_double(&tl, "--lr-min", optarg, 0, 1e3); break;
 		case O_WARMUP: tc.optim.warmup = tool_parse_int(&tl, "--warmup", optarg, 0, 1LL << 40); break;
 		case O_SCHEDULE:
-			if ((k = pick(optarg, scheds, 3)) < 0)
+			if (optim_sched_parse(optarg, &tc.optim.sched) < 0)
 				tool_usage_error(&tl, "--schedule: constant, cosine or wsd");
-			tc.optim.sched = (enum sched_kind)k;
 			break;
 		case O_DECAY_FRAC: tc.optim.decay_frac = tool_parse_double(&tl, "--decay-frac", optarg, 0, 1); break;
 		case O_BETA1: tc.optim.beta1 = tool_parse_double(&tl, "--beta1", optarg, 0, 0.999999); break;
@@ -387,17 +354,14 @@ int main(int argc, char **argv)
 		case O_MOMENTUM: tc.optim.momentum = tool_parse_double(&tl, "--momentum", optarg, 0, 0.999999); break;
 		case O_WD: tc.optim.wd = tool_parse_double(&tl, "--wd", optarg, 0, 1e3); break;
 		case O_WD_MODE:
-			if (!strcmp(optarg, "coupled"))
-				tc.optim.wd_mode = SW_WD_COUPLED;
-			else if (!strcmp(optarg, "independent"))
-				tc.optim.wd_mode = SW_WD_INDEPENDENT;
-			else
+			/* of the modes a file may record, the two a run trains with */
+			if (sw_wd_mode_parse(optarg, &tc.optim.wd_mode) < 0 ||
+			    (tc.optim.wd_mode != SW_WD_COUPLED && tc.optim.wd_mode != SW_WD_INDEPENDENT))
 				tool_usage_error(&tl, "--wd-mode: coupled or independent");
 			break;
 		case O_NORM_WD:
-			if ((k = pick(optarg, norm_wds, 3)) < 0)
+			if (optim_norm_wd_parse(optarg, &tc.optim.norm_wd) < 0)
 				tool_usage_error(&tl, "--norm-wd: none, all or iwd");
-			tc.optim.norm_wd = (enum norm_wd)k;
 			break;
 		case O_MULT_LR: tc.optim.mult_lr_ratio = tool_parse_double(&tl, "--mult-lr", optarg, 0, 1e6); break;
 		case O_MULT_WD: tc.optim.mult_wd = tool_parse_double(&tl, "--mult-wd", optarg, 0, 1e3); break;
@@ -451,12 +415,11 @@ int main(int argc, char **argv)
 	rep.out = tc.out_dir;
 	rep.periodic = (tc.eval_every > 0 && tc.val_fraction > 0) || tc.ckpt_every > 0;
 	c->n_kv_heads = kv ? kv : c->n_heads;
-	c->head_dim = head_dim ? head_dim : c->d_model / c->n_heads;
-	if (!head_dim && c->d_model % c->n_heads)
+	c->head_dim = head_dim;
+	if (!head_dim && arch_default_head_dim(c, &err))
 		tool_usage_error(&tl, "--d-model %lld is not a multiple of --n-heads %lld (or give --head-dim)",
 				 (long long)c->d_model, (long long)c->n_heads);
-	/* Llama's SwiGLU width: 2/3 of 4 d, rounded up to a multiple of 8 */
-	c->d_ff = d_ff ? d_ff : ((c->d_model * 8 / 3 + 7) / 8) * 8;
+	c->d_ff = d_ff ? d_ff : arch_default_d_ff(c->d_model);
 	if (c->n_heads % c->n_kv_heads)
 		tool_usage_error(&tl, "--n-heads must be a multiple of --n-kv-heads");
 	if (c->head_dim % 2)
