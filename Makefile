@@ -44,7 +44,7 @@ SW_CFLAGS = $(OPT) -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE \
 # spinning threads halve sw-train's speed on two cores).
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 BLAS_LIBS = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -llapacke -lopenblas
-# PyTorch checkpoints are zip archives: zlib's minizip reads them (README, Dependencies)
+# PyTorch checkpoints are zip archives: zlib's minizip reads them (docs/internals.md, Dependencies)
 MINIZIP_LIBS   := $(shell pkg-config --libs minizip 2>/dev/null || echo -lminizip)
 LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) $(MINIZIP_LIBS) -lcjson -lm
 LDFLAGS  += -fopenmp
@@ -254,7 +254,7 @@ check-asan:
 # alone): built for AVX2+FMA and run on OpenBLAS's Haswell kernels, then
 # built for any x86-64 and run on its Prescott (SSE3) kernels on one
 # thread. Each float32 sum then adds in another order; every test must
-# still pass (README, "Exact and numerical").
+# still pass (docs/numerics.md, "Exact and numerical").
 check-portable: deps-check
 	$(MAKE) -j$(BUILD_JOBS) BUILD=build-v3 ISA=V3 NVCC= all unit
 	OPENBLAS_CORETYPE=Haswell SW_BIN=$(abspath build-v3/bin) SW_TOP=$(CURDIR) \
@@ -308,7 +308,7 @@ demo: deps
 	@sh demo/demo.sh $(BUILD)/bin
 
 # the demo on seeds 1, 2 and 3 and the spread of its findings (three times
-# make demo's time and disk: demo/spread.sh; the README's figures)
+# make demo's time and disk: demo/spread.sh; docs/findings.md)
 demo-spread: deps
 	$(MAKE) all
 	@sh demo/spread.sh $(BUILD)/bin
@@ -319,7 +319,7 @@ transfer-study: deps
 	$(MAKE) all
 	@sh demo/transfer-study.sh $(BUILD)/bin
 
-# the README's figures: the demo's, committed under demo/figures
+# the figures of the README and docs/findings.md: the demo's, committed under demo/figures
 figures: demo
 	mkdir -p demo/figures
 	cp demo/out/*.png demo/figures/

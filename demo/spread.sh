@@ -2,7 +2,7 @@
 # make demo-spread: the demo on several seeds, and the spread of its
 # findings. A number that comes from a training run moves with the seed,
 # and, by float32 rounding amplified over the steps, with the machine (an
-# OpenBLAS kernel, a SIMD width, a thread count): the README reports the
+# OpenBLAS kernel, a SIMD width, a thread count): docs/findings.md reports the
 # demo's findings as the mean and range printed here, not as one run's
 # digits.
 #

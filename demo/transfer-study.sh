@@ -15,7 +15,7 @@
 #      figures (sw-plot transfer, transfer-fits) into STUDY_OUT
 #
 # The sweep resumes: rerun to finish what was cut. The findings it prints
-# are what the README's "norm-transfer study" needs.
+# are what docs/guide.md's "norm-transfer study" needs.
 # STUDY_TINY=1: the same in miniature (the committed corpus, a tiny model,
 # seconds), for trying the pipeline; STUDY_HORIZONS="A B C": other
 # horizons (tokens; each checkpoint interval is the first).

@@ -349,7 +349,7 @@ void tool_runtime(char **argv)
 	 * and sw-spectrum --top 1.5x slower on a quiet machine. A short spin
 	 * (1000 rounds, microseconds) keeps most of the one without the
 	 * other: with a busy process on one core, as fast as passive
-	 * (measured: README, "Threads"). */
+	 * (measured: docs/numerics.md, "Threads"). */
 	if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") &&
 	    setenv("GOMP_SPINCOUNT", "1000", 1) == 0)
 		again = 1;

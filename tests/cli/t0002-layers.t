@@ -1,5 +1,5 @@
 #!/bin/sh
-# lib/'s layers, as README.md's Layout table gives them: every module is
+# lib/'s layers, as the Layout table of docs/internals.md gives them: every module is
 # in the table once, and includes only modules of its own layer or of the
 # layers above it in the table (lower layers first). A module that reaches
 # up a layer fails here, naming the file and the include.
@@ -13,7 +13,7 @@ layers() {
 			m = substr(s, RSTART + 1, RLENGTH - 2); sub(/\.h$/, "", m)
 			print m, n; s = substr(s, RSTART + RLENGTH)
 		}
-	} on && /^$/ && n { exit }' "$SW_TOP/README.md"
+	} on && /^$/ && n { exit }' "$SW_TOP/docs/internals.md"
 }
 
 # reaches_up TABLE MODULE FILE: the includes of FILE (module MODULE) that
@@ -26,7 +26,7 @@ reaches_up() {
 		END { exit bad }' "$1" incs
 }
 
-test_expect_success 'setup: the table read from README.md' '
+test_expect_success 'setup: the table read from docs/internals.md' '
 	layers >table && test_line_count -gt 30 table
 '
 

@@ -7,7 +7,7 @@
 # --device hook is checked here: resume across devices, /fisher,
 # /optim_state, traces, sharpness. The GPU itself: tests/e2e/t0270-cuda.t.
 #
-# What is exact and what is numerical (README, "Exact and numerical"):
+# What is exact and what is numerical (docs/numerics.md, "Exact and numerical"):
 # - the emulated device against itself, same binary and machine: bit for
 #   bit, resumed or not (cmp);
 # - the emulated device against the CPU: numerical. Its products are

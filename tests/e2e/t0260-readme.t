@@ -1,15 +1,17 @@
 #!/bin/sh
-# README.md's examples are a test: every "$ " line of its code blocks runs,
-# in order, as one shell session from a fresh checkout's top directory (a
+# The examples of README.md and docs/*.md are a test: every "$ " line of a
+# file's code blocks runs, in order, as one shell session (one per file)
+# from a fresh checkout's top directory (a
 # copy of fixtures/ and build/), and prints exactly what the README shows
 # (tests/lib/readme-run.sh; the rules and the markers for what varies, in
 # tests/lib/readme-extract.awk and readme-check.awk). First the runner on
-# small Markdown files whose outcome is known, then README.md.
+# small Markdown files whose outcome is known, then README.md and docs/.
 #
 # After a tool's output changed, SW_README_UPDATE=1 also writes
-# $SW_TOP/README.actual, the README with every example's output as printed
-# now, to review (diff README.md README.actual) and copy over by hand; the
-# same without prove: sh tests/lib/readme-run.sh -u README.actual README.md
+# $SW_TOP/README.md.actual (docs-guide.md.actual, ...), each page with
+# every example's output as printed now, to review (diff README.md
+# README.md.actual) and copy over by hand; the same without prove:
+# sh tests/lib/readme-run.sh -u README.actual README.md
 . "$(dirname "$0")/../lib/tap.sh"
 
 RUN=$SW_TOP/tests/lib/readme-run.sh
@@ -244,20 +246,24 @@ test_expect_success 'runner: -u writes the file with the output as printed, patt
 	grep "^upd.actual: commands run: 2, not as shown: 0" out
 '
 
-# README.md itself. Its examples use gnuplot (sw-plot) and h5dump.
+# README.md itself, and every page of docs/ with examples, each its own
+# session. Their examples use gnuplot (sw-plot) and h5dump.
 if ! command -v gnuplot >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; then
-	test_skip "README.md: every example prints what it shows" 'gnuplot or h5dump not installed'
+	test_skip "README.md and docs/: every example prints what it shows" 'gnuplot or h5dump not installed'
 	test_done
 fi
 
-update=
-[ -n "${SW_README_UPDATE:-}" ] && update=$SW_TOP/README.actual
-test_expect_success 'README.md: every example prints what it shows' '
-	(cd "$SW_TOP" && sh "$RUN" ${update:+-u "$update"} README.md) >out 2>&1 ||
-		{ cat out; false; } &&
-	n=$(grep -c "^ *\$ " "$SW_TOP/README.md") && test "$n" -gt 0 &&
-	echo "README.md: commands run: $n, not as shown: 0" >expect &&
-	test_cmp expect out
-'
+for page in README.md $(cd "$SW_TOP" && ls docs/*.md); do
+	grep -q "^ *\$ " "$SW_TOP/$page" || continue
+	update=
+	[ -n "${SW_README_UPDATE:-}" ] && update=$SW_TOP/$(echo "$page" | tr / -).actual
+	test_expect_success "$page: every example prints what it shows" '
+		(cd "$SW_TOP" && sh "$RUN" ${update:+-u "$update"} "$page") >out 2>&1 ||
+			{ cat out; false; } &&
+		n=$(grep -c "^ *\$ " "$SW_TOP/$page") && test "$n" -gt 0 &&
+		echo "$page: commands run: $n, not as shown: 0" >expect &&
+		test_cmp expect out
+	'
+done
 
 test_done
