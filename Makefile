@@ -113,6 +113,11 @@ DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
+# no object is an intermediate to delete: the pattern rules made make
+# remove build/tools/*.o after linking, so the next make (make check
+# after make demo) compiled every tool again
+.SECONDARY:
+
 # The model's per-element loops (elemmath.h: exp, the softmax, SwiGLU, AdamW)
 # compare, select and take square roots; gcc turns them into vector code
 # only when it may assume no floating-point traps and no errno from sqrt,
@@ -228,9 +233,16 @@ SLOW_TESTS  = tests/cli/t0090-man.t tests/e2e/t0270-pytorch.t tests/e2e/t0260-re
 PROVE_FILES = $(SLOW_TESTS) $(BUILD)/tests/unit/*.t \
               $(filter-out $(SLOW_TESTS),$(wildcard tests/cli/*.t tests/e2e/*.t tests/fuzz/*.t))
 PROVE_JOBS  = 3
+# a failing test shows its "not ok" line and the log under it (what the
+# command printed), not only prove's count; the few notes tests print
+# (# sw-ls bigmeta: 0.42 s) come along
+PROVE_SHOW  = --failures --comments
+
+PROVE_HINT  = echo "to rerun one script and see every line: SW_BIN=$(1)/bin SW_TOP=$(CURDIR) prove -v -e '' tests/cli/tNNNN-....t"
 
 test-suite: all unit
-	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j$(PROVE_JOBS) -e '' $(PROVE_FILES)
+	SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -j$(PROVE_JOBS) $(PROVE_SHOW) -e '' $(PROVE_FILES) || \
+	  { $(call PROVE_HINT,$(abspath $(BUILD))); exit 1; }
 
 # the builds on every core (a plain make builds one file at a time)
 BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -247,7 +259,8 @@ check-asan:
 	ASAN_OPTIONS=exitcode=86:detect_leaks=1:abort_on_error=0 \
 	UBSAN_OPTIONS=exitcode=87:print_stacktrace=1:halt_on_error=1 \
 	SW_SANITIZED=1 SW_BIN=$(abspath build-asan/bin) SW_TOP=$(CURDIR) \
-	  prove -j$(PROVE_JOBS) -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES))
+	  prove -j$(PROVE_JOBS) $(PROVE_SHOW) -e '' $(subst $(BUILD)/,build-asan/,$(PROVE_FILES)) || \
+	  { $(call PROVE_HINT,$(abspath build-asan)) "(with SW_SANITIZED=1 and the ASAN_OPTIONS above)"; exit 1; }
 
 # The suite as machines unlike this one compute it, for the developers to
 # run before they stop (not in CI, which must leave OpenBLAS's settings
@@ -258,10 +271,10 @@ check-asan:
 check-portable: deps-check
 	$(MAKE) -j$(BUILD_JOBS) BUILD=build-v3 ISA=V3 NVCC= all unit
 	OPENBLAS_CORETYPE=Haswell SW_BIN=$(abspath build-v3/bin) SW_TOP=$(CURDIR) \
-	  prove -j$(PROVE_JOBS) -e '' $(subst $(BUILD)/,build-v3/,$(PROVE_FILES))
+	  prove -j$(PROVE_JOBS) $(PROVE_SHOW) -e '' $(subst $(BUILD)/,build-v3/,$(PROVE_FILES))
 	$(MAKE) -j$(BUILD_JOBS) BUILD=build-base ISA=BASE NVCC= all unit
 	OPENBLAS_CORETYPE=Prescott OMP_NUM_THREADS=1 SW_BIN=$(abspath build-base/bin) SW_TOP=$(CURDIR) \
-	  prove -j$(PROVE_JOBS) -e '' $(subst $(BUILD)/,build-base/,$(PROVE_FILES))
+	  prove -j$(PROVE_JOBS) $(PROVE_SHOW) -e '' $(subst $(BUILD)/,build-base/,$(PROVE_FILES))
 
 # The GPU trainer against the CPU reference (tests/e2e/t0270-cuda.t): where
 # there is no usable GPU it fails saying why (make check runs the same

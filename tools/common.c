@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <limits.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void tool_std_fds(void)
@@ -95,6 +96,9 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 	case OPT_NAME: rc = select_add_name(&t->sel, arg, &err); break;
 	case OPT_JSON:
 		t->fmt = TABLE_JSON;
+		return 1;
+	case OPT_LOG:
+		t->log = 1;
 		return 1;
 	case OPT_THREADS: {
 		/* both pools: OpenMP runs the tools' own loops, OpenBLAS its
@@ -237,10 +241,32 @@ static int selection_status(const struct tool *t)
 	return t->status;
 }
 
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void tool_progress(struct tool *t, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (t->log) {
+		double now = now_s();
+		if (t->last_log > 0 && now - t->last_log < 10)
+			return;
+		t->last_log = now;
+		fprintf(stderr, "%s: ", t->prog);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+		fflush(stderr);
+		return;
+	}
 	if (!t->progress)
 		return;
 	fprintf(stderr, "\r\033[K%s: ", t->prog);
@@ -252,7 +278,7 @@ void tool_progress(struct tool *t, const char *fmt, ...)
 
 void tool_progress_done(struct tool *t)
 {
-	if (t->progress)
+	if (t->progress && !t->log)
 		fputs("\r\033[K", stderr);
 }
 

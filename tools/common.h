@@ -21,7 +21,7 @@
 
 enum {
 	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
-	OPT_VERSION, OPT_THREADS, OPT_TOOL_FIRST = 1100
+	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_TOOL_FIRST = 1100
 };
 
 #define TOOL_COMMON_OPTIONS                                      \
@@ -39,6 +39,13 @@ enum {
 #define TOOL_THREADS_HELP                                                                  \
 	"  --threads N    threads, for OpenMP and OpenBLAS alike (default: every core,\n"    \
 	"                 or OMP_NUM_THREADS when it is set)\n"
+
+/* --log, for every tool that may run for minutes: its progress as lines
+ * on stderr, a terminal or not (a log file, a batch job's output). */
+#define TOOL_LOG_OPTION {"log", no_argument, NULL, OPT_LOG}
+#define TOOL_LOG_HELP                                                                      \
+	"  --log          progress as lines on stderr, at most one each 10 s, even\n"        \
+	"                 when it is not a terminal (by default: on a terminal only)\n"
 
 /* The --help lines of the shared options. */
 #define TOOL_SELECT_HELP                                                                   \
@@ -61,6 +68,8 @@ struct tool {
 	enum table_format fmt;
 	struct sw_select sel;
 	int progress;           /* stderr is a terminal */
+	int log;                /* --log: progress as lines, terminal or not */
+	double last_log;        /* when the last --log line went out (monotonic s) */
 	int argc, argi;
 	char **argv;
 	int from_stdin;
@@ -138,7 +147,9 @@ void tool_error(struct tool *t, const char *file, const struct sw_err *err);
  */
 void tool_selected(struct tool *t, const char *file, size_t count, const char *what);
 
-/* Progress line on stderr when it is a terminal; done clears it. */
+/* Progress on stderr: on a terminal one line rewritten in place (done
+ * clears it); with --log a line each, at most one each 10 s, the first at
+ * once. */
 void tool_progress(struct tool *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tool_progress_done(struct tool *t);

@@ -21,7 +21,7 @@ static const char usage[] =
 	"                  [--micro-batch M] [--seed S] [--per-layer | --per-tensor] [--top K]\n"
 	"                  [--max-steps N] [--tol X] [--probes N] [--gauss-newton]\n"
 	"                  [--preconditioned] [--density [--slq-vectors V] [--slq-steps M]\n"
-	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N]\n"
+	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N] [--log]\n"
 	"                  [--block LIST] [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
 static const char help[] =
 	"The loss Hessian of checkpoints on a batch of --data, per block type (and the\n"
@@ -52,6 +52,7 @@ static const char help[] =
 	"  --smooth S         its width, relative to the block's node range (0.01)\n"
 	"  --dump-batch FILE  the batch's tokens and targets (HDF5)\n"
 	TOOL_THREADS_HELP
+	TOOL_LOG_HELP
 	TOOL_SELECT_HELP
 	"Memory: 4 copies of the parameters, 2 of one micro-batch's activations, the\n"
 	"logits, (max-steps + 1) float32 vectors of the largest block. See sw-hessian(1).\n";
@@ -258,6 +259,7 @@ int main(int argc, char **argv)
 		{"smooth", required_argument, NULL, O_SMOOTH},
 		{"dump-batch", required_argument, NULL, O_DUMP_BATCH},
 		TOOL_THREADS_OPTION,
+		TOOL_LOG_OPTION,
 		{NULL, 0, NULL, 0}
 	};
 	struct opts o = {

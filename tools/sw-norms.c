@@ -14,7 +14,7 @@
 
 static const char usage[] =
 	"sw-norms [--json] [--block LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
-	"                [--threads N] [FILE ...]";
+	"                [--threads N] [--log] [FILE ...]";
 static const char help[] =
 	"Operator norms of every weight matrix, one row per matrix per file:\n"
 	"file step tokens name block role layer rows cols rms_to_inf rms_to_rms\n"
@@ -24,6 +24,7 @@ static const char help[] =
 	"head is listed as lm_head.weight computed from the embedding.\n"
 	"\n"
 	TOOL_THREADS_HELP
+	TOOL_LOG_HELP
 	TOOL_SELECT_HELP
 	"See sw-norms(1).\n";
 
@@ -134,6 +135,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		TOOL_COMMON_OPTIONS,
 		TOOL_THREADS_OPTION,
+		TOOL_LOG_OPTION,
 		{NULL, 0, NULL, 0}
 	};
 	/* the folded head's row (norms_plan) has a role of its own */

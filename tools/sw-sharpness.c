@@ -22,7 +22,7 @@ static const char usage[] =
 	"                    [--same-batch] [--seq-len T] [--micro-batch M] [--recompute]\n"
 	"                    [--per-layer | --per-tensor | --hist BINS | --ratios]\n"
 	"                    [--check principle [--strict]] [--dump-labels FILE]\n"
-	"                    [--threads N] [--device D] [--block LIST] [--layer LIST] [--name GLOB]\n"
+	"                    [--threads N] [--log] [--device D] [--block LIST] [--layer LIST] [--name GLOB]\n"
 	"                    [--role LIST] FILE ...";
 static const char help[] =
 	"Diagonal Gauss-Newton (GNB) sharpness of checkpoints, per block type:\n"
@@ -47,6 +47,7 @@ static const char help[] =
 	"  --strict           with --check: also S(qk) < S(ffn) < S(vo)\n"
 	"  --dump-labels FILE the inputs and sampled labels of every draw (HDF5)\n"
 	TOOL_THREADS_HELP
+	TOOL_LOG_HELP
 	"  --device D         where a computed estimate runs: cpu (default); cuda, the\n"
 	"                     GPU (exit 69 without one; never run on GPU hardware yet);\n"
 	"                     emu, the CUDA path's kernels run on the CPU (for tests)\n"
@@ -275,6 +276,7 @@ int main(int argc, char **argv)
 		{"strict", no_argument, NULL, O_STRICT},
 		{"dump-labels", required_argument, NULL, O_DUMP_LABELS},
 		TOOL_THREADS_OPTION,
+		TOOL_LOG_OPTION,
 		{"device", required_argument, NULL, O_DEVICE},
 		{NULL, 0, NULL, 0}
 	};
@@ -335,6 +337,8 @@ int main(int argc, char **argv)
 		}
 	}
 	rank = comm_rank(o.est.comm);
+	if (rank > 0)
+		tl.progress = tl.log = 0;       /* rank 0 tells the progress */
 	if (o.est.dump && comm_size(o.est.comm) > 1) {
 		if (rank == 0)
 			fprintf(stderr, "sw-sharpness: --dump-labels: one process only (not under mpirun)\n");

@@ -24,7 +24,7 @@
 
 static const char usage[] =
 	"sw-spectrum [--json] [--normalize] [--per-head] [--block LIST] [--layer LIST]\n"
-	"                   [--name GLOB] [--role LIST] [--top K] [--threads N]\n"
+	"                   [--name GLOB] [--role LIST] [--top K] [--threads N] [--log]\n"
 	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]] [FILE ...]";
 static const char help[] =
 	"Singular values of every weight matrix, one row per value per matrix per file:\n"
@@ -47,6 +47,7 @@ static const char help[] =
 	"  --normalize    sigma divided by the equilibrium scale: sqrt(lr/wd) (coupled\n"
 	"                 weight decay) or lr/sqrt(wd) (independent)\n"
 	TOOL_THREADS_HELP
+	TOOL_LOG_HELP
 	TOOL_SELECT_HELP
 	"See sw-spectrum(1).\n";
 
@@ -400,6 +401,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		TOOL_COMMON_OPTIONS,
 		TOOL_THREADS_OPTION,
+		TOOL_LOG_OPTION,
 		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"hist", required_argument, NULL, OPT_HIST},
 		{"fit", no_argument, NULL, OPT_FIT},

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The command-line grammar every tool shares ([cli]): --help and --version
 # on all fourteen, creating nothing; --threads N on every tool that
-# computes, one spelling and one range, and the same rows whatever N.
+# computes, one spelling and one range, and the same rows whatever N;
+# --log on the tools that may run for minutes.
 . "$(dirname "$0")/../lib/tap.sh"
 
 TOOLS="sw-convert sw-gen-fixtures sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness
@@ -55,6 +56,21 @@ test_expect_success 'sw-spectrum --threads 1 and 2: the same values (to 1e-5)' '
 	sw-spectrum --summary --threads 1 "$FIX/wide.h5" >out && cut -f1-7,9,10,12,13 out >one &&
 	sw-spectrum --summary --threads 2 "$FIX/wide.h5" >out && cut -f1-7,9,10,12,13 out >two &&
 	test_line_count = 10 one && numbers_close 1e-5 one two
+'
+
+for tool in sw-hessian sw-norms sw-sharpness sw-spectrum; do
+	test_expect_success "$tool --help names --log as the grammar does" '
+		$tool --help >out && grep -q "^  --log          progress as lines on stderr" out
+	'
+done
+
+test_expect_success '--log: progress lines on a stderr that is no terminal; none without it' '
+	for tool in sw-norms sw-spectrum; do
+		$tool --log "$FIX/tiny.h5" "$FIX/wide.h5" >out 2>err &&
+		test_line_count -ge 1 err && head -n 1 err >first &&
+		grep -q "^$tool: .*fixtures/tiny.h5" first &&
+		$tool "$FIX/tiny.h5" >out 2>err && test_line_count = 0 err || exit 1
+	done
 '
 
 test_expect_success 'sw-train --threads 1: a run (the option taken where it was before)' '
