@@ -21,7 +21,7 @@
 static const char usage[] =
 	"sw-sweep --out DIR [--lr LIST] [--batch LIST] [--wd LIST] [--d-model LIST]\n"
 	"                [--tokens LIST] [-j N] [--runner auto|parallel|xargs] [--launcher CMD]\n"
-	"                [--slurm FILE [--sbatch OPT]...] [--dry-run] [--json] -- SW-TRAIN-OPTION ...\n"
+	"                [--slurm FILE [--sbatch OPT]...] [--dry-run] [--json] [--log] -- SW-TRAIN-OPTION ...\n"
 	"       sw-sweep --run DIR [--launcher CMD] INDEX\n"
 	"       sw-sweep --status DIR [--json]\n"
 	"       sw-sweep --checkpoints DIR";
@@ -43,6 +43,7 @@ static const char help[] =
 	"  --status DIR       the state of every run: new, partial, done\n"
 	"  --checkpoints DIR  every checkpoint of the sweep's runs, one a line\n"
 	"  --json             the runs' states as JSON Lines instead of TSV\n"
+	"  --log              say on stderr how many runs are to do, and each run's end\n"
 	"  --help, --version\n"
 	"Everything after -- goes to every sw-train. See sw-sweep(1).\n";
 
@@ -143,6 +144,9 @@ static int run_one(struct tool *tl, const char *dir, const char *index, char *la
 	full[n] = NULL;
 	rc = run_child(full, 1, NULL, NULL);
 	sweep_argv_free(argv);
+	if (tl->log && rc >= 0)
+		fprintf(stderr, "sw-sweep: %s/%s: %s\n", dir, name,
+			rc ? "failed (its error above)" : "finished");
 	if (rc < 0) {
 		sw_fail(&err, SW_ESOFTWARE, "%s", strerror(errno));
 		tool_error(tl, dir, &err);
@@ -224,6 +228,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"help", no_argument, NULL, OPT_HELP}, {"version", no_argument, NULL, OPT_VERSION},
 		{"json", no_argument, NULL, OPT_JSON},
+		TOOL_LOG_OPTION,
 		{"out", required_argument, NULL, O_OUT},
 		{"lr", required_argument, NULL, O_LR},
 		{"batch", required_argument, NULL, O_BATCH},
@@ -337,12 +342,19 @@ int main(int argc, char **argv)
 			exit(SW_ESOFTWARE);
 		}
 		if (use_parallel) {
+			/* --line-buffer: each run's lines as they come, not all
+			 * at its end */
 			cmd[n++] = "parallel"; cmd[n++] = "--will-cite"; cmd[n++] = "-q"; cmd[n++] = "-j";
-			cmd[n++] = jn; cmd[n++] = "--halt"; cmd[n++] = "never";
+			cmd[n++] = jn; cmd[n++] = "--halt"; cmd[n++] = "never"; cmd[n++] = "--line-buffer";
 		} else {
 			cmd[n++] = "xargs"; cmd[n++] = "-P"; cmd[n++] = jn; cmd[n++] = "-n"; cmd[n++] = "1";
 		}
 		cmd[n++] = self;
+		if (tl.log) {
+			cmd[n++] = "--log";
+			fprintf(stderr, "sw-sweep: %s: %d of %d runs to do, %d at a time\n", s.dir,
+				npending, s.nruns, jobs);
+		}
 		cmd[n++] = "--run";
 		cmd[n++] = s.dir;
 		if (launcher) {

@@ -147,4 +147,12 @@ test_expect_success 'options checked before anything is made: newlines, a path -
 	done
 '
 
+test_expect_success '--log: the runs to do, then each run as it finishes, on stderr' '
+	sw-sweep --out logged --lr 1e-3,2e-3 -j 2 --log -- $TRAIN --steps 2 >out 2>err &&
+	grep -q "^sw-sweep: logged: 2 of 2 runs to do, 2 at a time\$" err &&
+	grep -q "^sw-sweep: logged/lr1e-3: finished\$" err &&
+	grep -q "^sw-sweep: logged/lr2e-3: finished\$" err &&
+	sw-sweep --out quiet --lr 1e-3 -- $TRAIN --steps 2 >out 2>err && test_line_count = 0 err
+'
+
 test_done
