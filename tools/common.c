@@ -3,6 +3,7 @@
 #include "../lib/atomicfile.h"
 #include "../lib/ckpt.h"
 #include "../lib/comm.h"
+#include "../lib/matsched.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -335,6 +336,53 @@ int tool_finish(struct tool *t)
 	free(t->line);
 	t->line = NULL;
 	return status;
+}
+
+/* tool_run_matrices' state, shared by the jobs matsched runs */
+struct matrix_run {
+	struct tool *t;
+	const char *file;
+	const struct tool_matrix_jobs *jobs;
+	struct sw_err *errs;
+	int *rcs;
+	size_t n, done;
+	double t0;
+};
+
+static int matrix_job(void *ctx, size_t k)
+{
+	struct matrix_run *m = ctx;
+
+	m->rcs[k] = m->jobs->compute(m->jobs->ctx, k, &m->errs[k]);
+	MATSCHED_CRITICAL
+	tool_progress(m->t, "%s: matrix %zu of %zu, %s, %.1f s", m->file, ++m->done, m->n,
+		      m->jobs->name(m->jobs->ctx, k), now_s() - m->t0);
+	return m->rcs[k];
+}
+
+void tool_run_matrices(struct tool *t, const char *file, const struct matsched_item *items,
+		       size_t n, const struct tool_matrix_jobs *jobs)
+{
+	struct matrix_run m = {t, file, jobs, NULL, NULL, n, 0, now_s()};
+	struct sw_err err;
+
+	m.errs = calloc(n ? n : 1, sizeof *m.errs);
+	m.rcs = calloc(n ? n : 1, sizeof *m.rcs);
+	if (!m.errs || !m.rcs) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(t, file, &err);
+	} else if (matsched_run(items, n, 0, matsched_available_memory(), matrix_job, &m, &err)) {
+		tool_error(t, file, &err);
+	} else {
+		/* printed in model order */
+		for (size_t k = 0; k < n && !tool_stdout_broken(t); k++)
+			if (m.rcs[k])
+				tool_error(t, file, &m.errs[k]);
+			else
+				jobs->emit(jobs->ctx, k);
+	}
+	free(m.errs);
+	free(m.rcs);
 }
 
 long long tool_parse_int(struct tool *t, const char *opt, const char *arg,

@@ -188,6 +188,24 @@ int tool_finish(struct tool *t);
  */
 void tool_runtime(char **argv);
 
+struct matsched_item;
+/*
+ * The per-matrix work of one file, computed side by side (matsched.h:
+ * items[k] the cost of job k), then handed over in model order: a job
+ * that failed is reported (tool_error) and skipped. compute fills the
+ * caller's result k (SW_OK, or a status with err); name names job k on
+ * the progress line; emit prints result k. Nothing is handed over once
+ * stdout is broken. sw-norms and sw-spectrum run on it.
+ */
+struct tool_matrix_jobs {
+	int (*compute)(void *ctx, size_t k, struct sw_err *err);
+	const char *(*name)(void *ctx, size_t k);
+	void (*emit)(void *ctx, size_t k);
+	void *ctx;
+};
+void tool_run_matrices(struct tool *t, const char *file, const struct matsched_item *items,
+		       size_t n, const struct tool_matrix_jobs *jobs);
+
 /* Bounds-checked numbers from the command line (exit 64 when bad). */
 long long tool_parse_int(struct tool *t, const char *opt, const char *arg,
 			 long long lo, long long hi);

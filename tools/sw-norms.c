@@ -61,32 +61,39 @@ static void print_row(struct table *tb, const char *file, const struct ckpt_meta
 	table_end_row(tb);
 }
 
-/* The rows of one file, computed side by side (matsched.h). */
+/* The rows of one file, computed side by side (tool_run_matrices). */
 struct file_rows {
-	struct tool *tl;
+	struct table *tb;
 	const char *file;
 	struct ckpt *ck;
 	const struct norms_row *rows;
 	struct norms_cache cache;
 	struct op_norms *norms;
-	struct sw_err *errs;
-	int *rcs;
-	size_t n, done;
 };
 
-static int norms_job(void *ctx, size_t k)
+static int norms_job(void *ctx, size_t k, struct sw_err *err)
 {
 	struct file_rows *f = ctx;
 
-	f->rcs[k] = norms_compute(f->ck, &f->rows[k], &f->cache, &f->norms[k], &f->errs[k]);
-	MATSCHED_CRITICAL
-	tool_progress(f->tl, "%s [%zu/%zu] %s", f->file, ++f->done, f->n, f->rows[k].info.name);
-	return f->rcs[k];
+	return norms_compute(f->ck, &f->rows[k], &f->cache, &f->norms[k], err);
+}
+
+static const char *norms_name(void *ctx, size_t k)
+{
+	return ((struct file_rows *)ctx)->rows[k].info.name;
+}
+
+static void norms_emit(void *ctx, size_t k)
+{
+	struct file_rows *f = ctx;
+
+	print_row(f->tb, f->file, ckpt_meta(f->ck), &f->rows[k].info, &f->norms[k]);
 }
 
 static void norms_file(struct tool *tl, struct table *tb, const char *file, struct ckpt *ck)
 {
-	struct file_rows f = {.tl = tl, .file = file, .ck = ck};
+	struct file_rows f = {.tb = tb, .file = file, .ck = ck};
+	struct tool_matrix_jobs jobs = {norms_job, norms_name, norms_emit, &f};
 	struct matsched_item *items;
 	struct norms_row *rows;
 	struct sw_err err;
@@ -98,34 +105,18 @@ static void norms_file(struct tool *tl, struct table *tb, const char *file, stru
 	}
 	tool_selected(tl, file, n, "matrix");   /* rows are of matrices only */
 	f.rows = rows;
-	f.n = n;
 	f.norms = calloc(n ? n : 1, sizeof *f.norms);
-	f.errs = calloc(n ? n : 1, sizeof *f.errs);
-	f.rcs = calloc(n ? n : 1, sizeof *f.rcs);
 	items = calloc(n ? n : 1, sizeof *items);
-	if (!f.norms || !f.errs || !f.rcs || !items) {
+	if (!f.norms || !items) {
 		sw_fail(&err, SW_ESOFTWARE, "out of memory");
 		tool_error(tl, file, &err);
-		goto out;
+	} else {
+		for (size_t k = 0; k < n; k++)
+			norms_row_cost(&rows[k], &items[k]);
+		tool_run_matrices(tl, file, items, n, &jobs);
 	}
-	for (size_t k = 0; k < n; k++)
-		norms_row_cost(&rows[k], &items[k]);
-	if (matsched_run(items, n, 0, matsched_available_memory(), norms_job, &f, &err)) {
-		tool_error(tl, file, &err);
-		goto out;
-	}
-	/* printed in model order */
-	for (size_t k = 0; k < n && !tool_stdout_broken(tl); k++) {
-		if (f.rcs[k])
-			tool_error(tl, file, &f.errs[k]);
-		else
-			print_row(tb, file, ckpt_meta(ck), &rows[k].info, &f.norms[k]);
-	}
-out:
 	norms_cache_free(&f.cache);
 	free(f.norms);
-	free(f.errs);
-	free(f.rcs);
 	free(items);
 	free(rows);
 }

@@ -13,7 +13,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../lib/ckpt.h"
 #include "../lib/esdfit.h"
@@ -72,14 +71,6 @@ struct run {
 	const char *file;
 	const struct ckpt_meta *m;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The identifying cells every row starts with. */
 static void row_start(struct run *r, const struct sw_tensor_info *t, int64_t head)
@@ -225,36 +216,54 @@ static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t hea
 	free(lam);
 }
 
-/* The matrices of one file, computed side by side (matsched.h), each
- * into its own result. */
+/* The matrices of one file, computed side by side (tool_run_matrices),
+ * each into its own result. */
 struct file_jobs {
 	struct run *r;
 	struct ckpt *ck;
+	struct spectra_fit_set *fit;
 	const struct spectra_job *jobs;
 	struct spectra_cache cache;
 	struct spectra_result *res;
-	struct sw_err *errs;
-	int *rcs;
-	size_t n, done;
-	double t0;
 };
 
-static int spectrum_job(void *ctx, size_t k)
+static int spectrum_job(void *ctx, size_t k, struct sw_err *err)
 {
 	struct file_jobs *f = ctx;
 
-	f->rcs[k] = spectra_compute(f->ck, &f->jobs[k], &f->r->o->so, &f->cache, &f->res[k],
-				    &f->errs[k]);
-	MATSCHED_CRITICAL
-	tool_progress(f->r->tl, "%s: matrix %zu of %zu, %s, %.1f s", f->r->file, ++f->done,
-		      f->n, f->jobs[k].info.name, now() - f->t0);
-	return f->rcs[k];
+	return spectra_compute(f->ck, &f->jobs[k], &f->r->o->so, &f->cache, &f->res[k], err);
 }
 
-static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set *fit,
-			  double t0)
+static const char *spectrum_name(void *ctx, size_t k)
 {
-	struct file_jobs f = {.r = r, .ck = ck, .t0 = t0};
+	return ((struct file_jobs *)ctx)->jobs[k].info.name;
+}
+
+static void spectrum_emit(void *ctx, size_t k)
+{
+	struct file_jobs *f = ctx;
+	struct run *r = f->r;
+	const struct sw_tensor_info *t = &f->jobs[k].info;
+	struct spectra_result *res = &f->res[k];
+	struct sw_err err;
+
+	if (r->o->mode == MODE_FIT) {
+		if (spectra_fit_add(f->fit, t, res, r->m->config.d_model, &err))
+			tool_error(r->tl, r->file, &err);
+	} else if (r->o->mode == MODE_ESD) {
+		for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
+			print_esd(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n, res->n);
+	} else {
+		for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
+			print_spectrum(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n,
+				       res->n, res->frob_sq[h]);
+	}
+}
+
+static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set *fit)
+{
+	struct file_jobs f = {.r = r, .ck = ck, .fit = fit};
+	struct tool_matrix_jobs mj = {spectrum_job, spectrum_name, spectrum_emit, &f};
 	struct matsched_item *items;
 	struct spectra_job *jobs;
 	struct sw_err err;
@@ -267,45 +276,19 @@ static void spectrum_file(struct run *r, struct ckpt *ck, struct spectra_fit_set
 	/* spectra are of matrices only; per head, of attention projections */
 	tool_selected(r->tl, r->file, n, r->o->so.per_head ? "attention projection" : "matrix");
 	f.jobs = jobs;
-	f.n = n;
 	f.res = calloc(n ? n : 1, sizeof *f.res);
-	f.errs = calloc(n ? n : 1, sizeof *f.errs);
-	f.rcs = calloc(n ? n : 1, sizeof *f.rcs);
 	items = calloc(n ? n : 1, sizeof *items);
-	if (!f.res || !f.errs || !f.rcs || !items) {
+	if (!f.res || !items) {
 		sw_fail(&err, SW_ESOFTWARE, "out of memory");
 		tool_error(r->tl, r->file, &err);
-		goto out;
+	} else {
+		for (size_t k = 0; k < n; k++)
+			spectra_job_cost(&jobs[k], &r->o->so, &items[k]);
+		tool_run_matrices(r->tl, r->file, items, n, &mj);
 	}
-	for (size_t k = 0; k < n; k++)
-		spectra_job_cost(&jobs[k], &r->o->so, &items[k]);
-	if (matsched_run(items, n, 0, matsched_available_memory(), spectrum_job, &f, &err)) {
-		tool_error(r->tl, r->file, &err);
-		goto out;
-	}
-	/* printed in model order */
-	for (size_t k = 0; k < n && !tool_stdout_broken(r->tl); k++) {
-		const struct sw_tensor_info *t = &jobs[k].info;
-		struct spectra_result *res = &f.res[k];
-
-		if (f.rcs[k])
-			tool_error(r->tl, r->file, &f.errs[k]);
-		else if (r->o->mode == MODE_FIT && spectra_fit_add(fit, t, res, r->m->config.d_model, &err))
-			tool_error(r->tl, r->file, &err);
-		else if (r->o->mode == MODE_ESD)
-			for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
-				print_esd(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n, res->n);
-		else if (r->o->mode != MODE_FIT)
-			for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
-				print_spectrum(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n,
-					       res->n, res->frob_sq[h]);
-	}
-out:
 	for (size_t k = 0; f.res && k < n; k++)
 		spectra_result_free(&f.res[k]);
 	free(f.res);
-	free(f.errs);
-	free(f.rcs);
 	free(items);
 	spectra_cache_free(&f.cache);
 	free(jobs);
@@ -418,7 +401,6 @@ int main(int argc, char **argv)
 	struct table tb;
 	struct ckpt *ck;
 	const char *file;
-	double t0 = now();
 	int opt;
 
 	tool_init(&tl, "sw-spectrum", usage, help, argc, argv);
@@ -452,7 +434,7 @@ int main(int argc, char **argv)
 	while ((ck = tool_next_ckpt(&tl, &file))) {
 		struct run r = {&tl, &tb, &o, file, ckpt_meta(ck)};
 
-		spectrum_file(&r, ck, &fit, t0);
+		spectrum_file(&r, ck, &fit);
 		ckpt_close(ck);
 	}
 	if (o.mode == MODE_FIT && !tool_stdout_broken(&tl))
