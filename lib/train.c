@@ -976,7 +976,10 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 			break;
 		/* the trace's activation statistics are this step's, before
 		 * evaluation reuses the activations */
-		trace_now = t.tracing && due(&t, tc->trace_every);
+		/* and at every evaluation, so that no validation loss is
+		 * missing from the trace whatever the two periods */
+		trace_now = t.tracing && (due(&t, tc->trace_every) ||
+					  (due(&t, tc->eval_every) && t.d.n > t.d.n_train));
 		if ((trace_now && (rc = dev_trace_stats(&t.tp, &t.m, t.gpu, &t.dp, (size_t)t.B * t.T, err))) ||
 		    (rc = evaluate(&t, &s, err)))
 			break;

@@ -180,4 +180,13 @@ test_expect_success '--save-grads: /grads and the batch in the checkpoint' '
 	grep -q "GROUP \"grads\"" h && grep -q "DATASET \"tokens\"" h && grep -q "DATASET \"targets\"" h
 '
 
+test_expect_success 'an evaluation off the trace period is traced too: no validation loss lost' '
+	sw-train --data "$CORPUS" --out evals $SMALL --steps 30 --eval-every 15 --trace-every 10 \
+		--ckpt-every 30 >/dev/null &&
+	sw-trace --series val_loss evals/trace.h5 >rows &&
+	cut -f1 rows >steps && printf "step\n10\n15\n20\n30\n" >expect && test_cmp expect steps &&
+	awk -F"\t" "NR > 1 && (\$1 == 15 || \$1 == 30) && \$2 == \"\" { bad = 1 }
+		NR > 1 && (\$1 == 10 || \$1 == 20) && \$2 != \"\" { bad = 1 } END { exit bad }" rows
+'
+
 test_done
