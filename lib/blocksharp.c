@@ -423,3 +423,11 @@ int blocksharp_principle(const double S[SW_BLOCK_COUNT], int strict,
 	*nv = n;
 	return SW_OK;
 }
+
+void blocksharp_opts_defaults(struct blocksharp_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->batch_tokens = BLOCKSHARP_BATCH_TOKENS;
+	o->draws = 1;
+	o->seed = 1;
+}

@@ -49,6 +49,17 @@ struct blocksharp_opts {
 };
 
 /*
+ * The defaults sw-sharpness and sw-hessian share, written once: a batch
+ * of 2048 tokens, one draw, seed 1. Why 2048: on make demo's last
+ * checkpoint the block means of three seeds spread 0.05-0.08 in log10 at
+ * 8192 tokens and 0.07-0.10 at 2048 (the sampled labels, not the batch,
+ * dominate), while 8192 costs 3.2x the time here and 4x in sw-hessian
+ * (minutes per checkpoint).
+ */
+#define BLOCKSHARP_BATCH_TOKENS 2048
+void blocksharp_opts_defaults(struct blocksharp_opts *o);
+
+/*
  * What a computation with the model on data needs, shared with sw-hessian
  * (hessian.c): the model of the checkpoint at path, the data file opened
  * and checked, the sequence length T (o->seq_len, else the model's, at

@@ -57,6 +57,7 @@ void tool_init(struct tool *t, const char *prog, const char *usage,
 	t->fmt = TABLE_TSV;
 	t->argc = argc;
 	t->argv = argv;
+	opterr = 0;     /* tool_common_option says what was wrong */
 	select_init(&t->sel);
 	t->progress = isatty(STDERR_FILENO);
 	/* "| head" ends the tool quietly: die of SIGPIPE even if the parent
@@ -120,9 +121,14 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 			printf("%s\n", comm_version_line(line, sizeof line, t->mpi_use));
 		exit(fflush(stdout) == 0 ? SW_OK : SW_EIO);
 	}
-	case '?':
+	case '?': {
+		/* getopt says nothing (opterr 0, tool_init): the message is
+		 * "sw-TOOL: ...", as every other, not argv[0]'s path */
+		const char *bad = optind > 0 && optind <= t->argc ? t->argv[optind - 1] : "?";
+		fprintf(stderr, "%s: '%s': an unknown option, or one missing its value\n", t->prog, bad);
 		fprintf(stderr, "usage: %s\n", t->usage);
 		exit(SW_EUSAGE);
+	}
 	default:
 		return 0;
 	}

@@ -19,6 +19,10 @@
 #define SW_VERSION "unknown"
 #endif
 
+/* A numeric default from lib/ in a --help string: "(" TOOL_STR(X) ")". */
+#define TOOL_STR_(x) #x
+#define TOOL_STR(x) TOOL_STR_(x)
+
 enum {
 	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
 	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_TOOL_FIRST = 1100

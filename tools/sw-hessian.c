@@ -31,7 +31,7 @@ static const char help[] =
 	"\n"
 	"  --data FILE        tokens (llm.c, nanoGPT .bin, or text as bytes)\n"
 	"  --data-format F    auto, llmc, uint16, bytes\n"
-	"  --batch-tokens N   tokens of the batch the loss is the mean over (2048)\n"
+	"  --batch-tokens N   tokens of the batch the loss is the mean over (" TOOL_STR(BLOCKSHARP_BATCH_TOKENS) ")\n"
 	"  --seq-len T        tokens per sequence (the model's, at most 512)\n"
 	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"
 	"  --seed S           the batch, Lanczos starts and probes (1)\n"
@@ -263,7 +263,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0}
 	};
 	struct opts o = {
-		.h = {.data = {.batch_tokens = 2048, .seed = 1}, .by = HESSIAN_BY_TYPE, .top = 3,
+		.h = {.by = HESSIAN_BY_TYPE, .top = 3,
 		      .max_steps = 100, .tol = 1e-5, .probes = 20, .slq_steps = 40},
 		.smooth = 0.01,
 	};
@@ -274,6 +274,7 @@ int main(int argc, char **argv)
 	struct table tb;
 
 	tool_init(&tl, "sw-hessian", usage, help, argc, argv);
+	blocksharp_opts_defaults(&o.h.data);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_DATA: o.h.data.data = optarg; break;

@@ -32,7 +32,7 @@ static const char help[] =
 	"\n"
 	"  --data FILE        tokens (llm.c, nanoGPT .bin, or text as bytes)\n"
 	"  --data-format F    auto, llmc, uint16, bytes\n"
-	"  --batch-tokens N   loss terms per estimate (8192); a multiple of --seq-len\n"
+	"  --batch-tokens N   loss terms per estimate (" TOOL_STR(BLOCKSHARP_BATCH_TOKENS) "); a multiple of --seq-len\n"
 	"  --seq-len T        tokens per sequence (the model's, at most 512)\n"
 	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"
 	"  --draws K          label draws averaged (1)\n"
@@ -280,7 +280,7 @@ int main(int argc, char **argv)
 		{"device", required_argument, NULL, O_DEVICE},
 		{NULL, 0, NULL, 0}
 	};
-	struct opts o = {.est = {.batch_tokens = 8192, .draws = 1, .seed = 1}, .mode = BY_TYPE};
+	struct opts o = {.mode = BY_TYPE};
 	struct tool tl;
 	struct table tb;
 	const char *file;
@@ -288,6 +288,7 @@ int main(int argc, char **argv)
 	int opt, modes = 0, rank;
 
 	tool_init(&tl, "sw-sharpness", usage, help, argc, argv);
+	blocksharp_opts_defaults(&o.est);
 	tl.mpi_use = "estimates split over the ranks under mpirun";
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {

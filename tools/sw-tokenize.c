@@ -571,6 +571,8 @@ int main(int argc, char **argv)
 	if (i == 4)
 		tool_usage_error(&tl, "unknown command '%s': train, encode, decode or info", argv[1]);
 	o.cmd = (enum cmd)i;
+	tl.argv = argv + 1;     /* getopt's view, for the message of a bad option */
+	tl.argc = argc - 1;
 	while ((opt = getopt_long(argc - 1, argv + 1, "o:t:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'o': o.output = optarg; break;
@@ -589,6 +591,8 @@ int main(int argc, char **argv)
 		default: tool_common_option(&tl, opt, optarg); break;
 		}
 	}
+	tl.argv = argv;
+	tl.argc = argc;
 	if ((o.vocab_set || o.pretok_set) && o.cmd != CMD_TRAIN)
 		tool_usage_error(&tl, "--vocab and --pretokenize are options of train");
 	if (json && o.cmd == CMD_DECODE)

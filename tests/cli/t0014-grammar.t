@@ -21,6 +21,17 @@ for tool in $TOOLS; do
 	'
 done
 
+for tool in $TOOLS; do
+	case $tool in sw-gen-fixtures) continue ;; esac
+	test_expect_success "$tool --no-such-option: exit 64, one line naming it as the tool, then the usage" '
+		case $tool in sw-tokenize) set -- info --no-such-option ;; *) set -- --no-such-option ;; esac &&
+		test_expect_code 64 $tool "$@" >out 2>err && test_line_count = 0 out &&
+		head -n 1 err >first &&
+		echo "$tool: '"'"'--no-such-option'"'"': an unknown option, or one missing its value" >expect &&
+		test_cmp expect first && sed -n 2p err >second && grep -q "^usage: $tool" second
+	'
+done
+
 test_expect_success 'sw-gen-fixtures: a directory named like an option is refused, nothing made' '
 	mkdir gen && cd gen &&
 	test_expect_code 64 sw-gen-fixtures --hepl >../out 2>../err &&
@@ -71,6 +82,21 @@ test_expect_success '--log: progress lines on a stderr that is no terminal; none
 		grep -q "^$tool: .*fixtures/tiny.h5" first &&
 		$tool "$FIX/tiny.h5" >out 2>err && test_line_count = 0 err || exit 1
 	done
+'
+
+test_expect_success 'sw-sharpness and sw-hessian: one --batch-tokens default, the one they use' '
+	sw-sharpness --help >h1 && sw-hessian --help >h2 &&
+	sed -n "s/.*--batch-tokens N .*(\([0-9]*\)).*/\1/p" h1 >d1 &&
+	sed -n "s/.*--batch-tokens N .*(\([0-9]*\)).*/\1/p" h2 >d2 &&
+	test_line_count = 1 d1 && test_cmp d1 d2 &&
+	sw-train --data "$FIX/corpus.txt" --out bt --steps 2 --d-model 16 --seq-len 16 --batch 2 \
+		--n-layers 1 --n-heads 2 --threads 1 --trace "" >/dev/null &&
+	# exact: the same binary, thread count and seed, with and without the option
+	sw-sharpness --data "$FIX/corpus.txt" --seq-len 16 --threads 1 bt/ckpt-000002.h5 >dflt &&
+	sw-sharpness --data "$FIX/corpus.txt" --seq-len 16 --threads 1 \
+		--batch-tokens "$(cat d1)" bt/ckpt-000002.h5 >given && test_cmp dflt given &&
+	sw-sharpness --data "$FIX/corpus.txt" --seq-len 16 --threads 1 \
+		--batch-tokens 1024 bt/ckpt-000002.h5 >other && ! cmp -s dflt other
 '
 
 test_expect_success 'sw-train --threads 1: a run (the option taken where it was before)' '
