@@ -391,6 +391,21 @@ void tool_run_matrices(struct tool *t, const char *file, const struct matsched_i
 	free(m.rcs);
 }
 
+double tool_parse_check(struct tool *t, const char *name, const char *arg, double lo, double hi)
+{
+	size_t n = strlen(name);
+	char opt[64];
+
+	snprintf(opt, sizeof opt, "--check %s", name);
+	if (!strncmp(arg, name, n) && arg[n] == '=')
+		return tool_parse_double(t, opt, arg + n + 1, lo, hi);
+	if (strchr(arg, '=') || !(arg[0] == '.' || (arg[0] >= '0' && arg[0] <= '9')))
+		tool_usage_error(t, "--check: '%s' is not %s=NUMBER", arg, name);
+	fprintf(stderr, "%s: --check %s is the old spelling of --check %s=%s; it goes in the next "
+		"release\n", t->prog, arg, name, arg);
+	return tool_parse_double(t, "--check", arg, lo, hi);
+}
+
 long long tool_parse_int(struct tool *t, const char *opt, const char *arg,
 			 long long lo, long long hi)
 {

@@ -210,6 +210,13 @@ struct tool_matrix_jobs {
 void tool_run_matrices(struct tool *t, const char *file, const struct matsched_item *items,
 		       size_t n, const struct tool_matrix_jobs *jobs);
 
+/*
+ * --check NAME=X, a named test with its threshold (scalewatch(7)): X in
+ * lo..hi, else exit 64. The spelling of the release before, --check X,
+ * is still taken, with a one-line note on stderr that it goes.
+ */
+double tool_parse_check(struct tool *t, const char *name, const char *arg, double lo, double hi);
+
 /* Bounds-checked numbers from the command line (exit 64 when bad). */
 long long tool_parse_int(struct tool *t, const char *opt, const char *arg,
 			 long long lo, long long hi);

@@ -18,7 +18,7 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-qkdrift [--drift] [--check MAX] [--json] [--layer LIST] [FILE ...]";
+	"sw-qkdrift [--drift] [--check drift=MAX] [--json] [--layer LIST] [FILE ...]";
 static const char help[] =
 	"FILE: the checkpoints of a run, or its trace (told by its content), or\n"
 	"both: a step that a trace and a checkpoint both have is one row, the\n"
@@ -37,7 +37,7 @@ static const char help[] =
 	"                 log2_ratio per 1000 steps over every step given (points:\n"
 	"                 checkpoints and trace rows), its standard error, and the\n"
 	"                 relative change of the product from the first to the last step\n"
-	"  --check MAX    with --drift: exit 1 when any |slope| (or |mult_slope|)\n"
+	"  --check drift=MAX  with --drift: exit 1 when any |slope| (or |mult_slope|)\n"
 	"                 exceeds MAX, naming the layer and head\n"
 	"  --layer LIST   only these layers (0,3-5); a file with none of them is said\n"
 	"                 on stderr (exit 65 if no file had one)\n"
@@ -380,7 +380,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CHECK:
 			check = drift = 1;
-			max = tool_parse_double(&tl, "--check", optarg, 0, 1e300);
+			max = tool_parse_check(&tl, "drift", optarg, 0, 1e300);
 			break;
 		default:
 			tool_common_option(&tl, opt, optarg);

@@ -18,7 +18,7 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-transfer [--table | --summary] [--check TOL] [--folded] [--horizon-tol FRAC]\n"
+	"sw-transfer [--table | --summary] [--check spread=TOL] [--folded] [--horizon-tol FRAC]\n"
 	"                   [--json] [--refine] [FILE ...]";
 static const char help[] =
 	"FILE: a checkpoint of each run of a sweep at each horizon; or a run's\n"
@@ -41,7 +41,7 @@ static const char help[] =
 	"                 norms, and the power laws lr* = a D^e, batch* = b D^f with\n"
 	"                 exponents, standard errors and R^2; unbracketed counts the\n"
 	"                 optima at the lr grid's edge (bounds, not measurements)\n"
-	"  --check TOL    exit 1 when the optimal norms of all groups span more than\n"
+	"  --check spread=TOL  exit 1 when the optimal norms of all groups span more than\n"
 	"                 TOL in log2 units\n"
 	"  --folded       --check the folded norm instead of the raw one\n"
 	"  --horizon-tol FRAC  runs whose tokens lie within FRAC (relative) of a\n"
@@ -391,7 +391,7 @@ int main(int argc, char **argv)
 		case OPT_SUMMARY: summary = 1; break;
 		case OPT_CHECK:
 			check = 1;
-			tol = tool_parse_double(&tl, "--check", optarg, 0, 1e300);
+			tol = tool_parse_check(&tl, "spread", optarg, 0, 1e300);
 			break;
 		case OPT_FOLDED: folded = 1; break;
 		case OPT_HORIZON_TOL:

@@ -136,7 +136,7 @@ test_expect_success '--drift: slope and standard error are the least squares of 
 # so the fit gives the planted 0.75 and 1 to about 1e-15 (doubles, no
 # BLAS), far inside the 5e-7 that would change a printed digit
 test_expect_success '--check MAX on a trace: exit 1 naming each head faster than MAX' '
-	test_expect_code 1 sw-qkdrift --check 0.6 planted.h5 >out 2>err &&
+	test_expect_code 1 sw-qkdrift --check drift=0.6 planted.h5 >out 2>err &&
 	test_line_count = 7 out &&
 	cat >expect <<-\EOF &&
 	sw-qkdrift: check: layer 1 head 1: log2_ratio drifts 0.75 per 1000 steps (|slope| > 0.6)
@@ -144,7 +144,7 @@ test_expect_success '--check MAX on a trace: exit 1 naming each head faster than
 	sw-qkdrift: check: layer 2 head 1: log2_ratio drifts 1 per 1000 steps (|slope| > 0.6)
 	EOF
 	test_cmp expect err &&
-	sw-qkdrift --check 1.1 planted.h5 >out 2>err && test_line_count = 0 err
+	sw-qkdrift --check drift=1.1 planted.h5 >out 2>err && test_line_count = 0 err
 '
 
 test_expect_success '--layer and --json on a trace' '

@@ -115,14 +115,17 @@ test_expect_success '--summary: optima at the lr grid s edge counted as unbracke
 '
 
 test_expect_success '--check TOL: the span of log2 optimal norms against TOL' '
-	sw-transfer --refine --check 0.25 - <sweep.tsv >out 2>err && test_line_count = 0 err &&
-	test_expect_code 1 sw-transfer --refine --check 0.15 - <sweep.tsv >out 2>err &&
+	sw-transfer --refine --check spread=0.25 - <sweep.tsv >out 2>err && test_line_count = 0 err &&
+	sw-transfer --refine --check 0.25 - <sweep.tsv >old 2>err && test_cmp out old &&
+	echo "sw-transfer: --check 0.25 is the old spelling of --check spread=0.25; it goes in the next release" >expect &&
+	test_cmp expect err &&
+	test_expect_code 1 sw-transfer --refine --check spread=0.15 - <sweep.tsv >out 2>err &&
 	test_line_count = 1 err && test_line_count = 7 out &&
 	grep -q "^sw-transfer: check: the optimal output norms of 6 groups span 0.2 in log2, more than 0.15: 2^7 at d_model 256, tokens 16777216 (run-0-0--7-4) to 2^7.2 at d_model 512, tokens 268435456 (run-1-2--9-6)" err
 '
 
 test_expect_success '--check --folded: the folded norms' '
-	test_expect_code 1 sw-transfer --summary --refine --check 0.15 --folded - <sweep.tsv >out 2>err &&
+	test_expect_code 1 sw-transfer --summary --refine --check spread=0.15 --folded - <sweep.tsv >out 2>err &&
 	grep -q "optimal folded output norms of 6 groups span 0.2" err
 '
 
@@ -303,7 +306,7 @@ test_expect_success 'bad: a TSV without the columns, an empty stdin' '
 test_expect_success 'bad usage: exit 64' '
 	test_expect_code 64 sw-transfer --table --summary - <sweep.tsv >out 2>err &&
 	test_expect_code 64 sw-transfer --folded - <sweep.tsv >out 2>err &&
-	test_expect_code 64 sw-transfer --check -1 - <sweep.tsv >out 2>err &&
+	test_expect_code 64 sw-transfer --check spread=-1 - <sweep.tsv >out 2>err &&
 	test_expect_code 64 sw-transfer --horizon-tol 2 - <sweep.tsv >out 2>err &&
 	grep -q "^usage: sw-transfer" err
 '

@@ -115,10 +115,10 @@ test_expect_success 'only evaluation steps are runs (a trace row every 4 steps, 
 
 test_expect_success '--check: a wide tolerance passes, none fails, naming the traces' '
 	sw-transfer --summary $(cat traces) >summary &&
-	sw-transfer --check 100 $(cat traces) >out 2>err && test_line_count = 0 err &&
-	sw-transfer --check 100 --folded $(cat traces) >out 2>err && test_line_count = 0 err &&
+	sw-transfer --check spread=100 $(cat traces) >out 2>err && test_line_count = 0 err &&
+	sw-transfer --check spread=100 --folded $(cat traces) >out 2>err && test_line_count = 0 err &&
 	awk -F"\t" "NR == 2 { exit !(\$5 > 0) }" summary &&
-	test_expect_code 1 sw-transfer --check 0 $(cat traces) >out 2>err &&
+	test_expect_code 1 sw-transfer --check spread=0 $(cat traces) >out 2>err &&
 	test_line_count = 1 err &&
 	grep -q "^sw-transfer: check: the optimal output norms of 4 groups span .*/trace.h5" err
 '
@@ -140,7 +140,7 @@ test_expect_success 'a synthetic trace (mktrace -t): a run at each evaluation st
 test_expect_success 'a trace without out_norm_folded (an older sw-train): the folded norm empty, --check --folded an error' '
 	sw-transfer synth.h5 >got 2>err && test_line_count = 0 err &&
 	cut -f9,11 got | sed 1d | sort -u >folded && printf "\t\n" >expect && test_cmp expect folded &&
-	test_expect_code 65 sw-transfer --check 1 --folded synth.h5 >out 2>err &&
+	test_expect_code 65 sw-transfer --check spread=1 --folded synth.h5 >out 2>err &&
 	grep -q "no folded norm" err
 '
 

@@ -93,10 +93,10 @@ test_expect_success '--summary: the exponents are the slopes through the two opt
 
 test_expect_success '--check: a wide tolerance passes, zero fails (two different optima)' '
 	sw-transfer --summary $(cat ckpts) >summary &&
-	sw-transfer --check 100 $(cat ckpts) >out 2>err && test_line_count = 0 err &&
+	sw-transfer --check spread=100 $(cat ckpts) >out 2>err && test_line_count = 0 err &&
 	spread=$(sed -n 2p summary | cut -f5) &&
 	if awk "BEGIN { exit !($spread > 0) }"; then
-		test_expect_code 1 sw-transfer --check 0 $(cat ckpts) >out 2>err &&
+		test_expect_code 1 sw-transfer --check spread=0 $(cat ckpts) >out 2>err &&
 		grep -q "^sw-transfer: check: the optimal output norms of 2 groups span" err
 	fi
 '
