@@ -9,14 +9,6 @@
 #error "scalewatch reads little-endian data in place; port sw_to_f32 first"
 #endif
 
-float sw_bf16_to_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
 uint16_t sw_f32_to_bf16(float f)
 {
 	uint32_t u;

@@ -16,11 +16,32 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "status.h"
 #include "tensor.h"
 
-float sw_bf16_to_f32(uint16_t h);
+/* BF16 is float32's upper half: exact, and inline, so that the hot
+ * loops that widen it in place (gram.c) vectorize. */
+static inline float sw_bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* n (1 to 8) bytes at p as a little-endian unsigned integer: the one
+ * decoder of the binary formats' fields (GGUF, pickle, llama2.c). */
+static inline uint64_t sw_le_uint(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
 uint16_t sw_f32_to_bf16(float f);
 float sw_f16_to_f32(uint16_t h);
 

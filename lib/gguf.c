@@ -1,5 +1,6 @@
 /* gguf.c - the GGUF parser (see gguf.h). */
 #include "gguf.h"
+#include "dtype.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,21 +43,12 @@ static uint64_t left(const struct cur *c)
 	return c->size - c->pos;
 }
 
-static uint64_t le(const unsigned char *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 /* n bytes as a little-endian unsigned integer; -1 if the file ends first */
 static int get(struct cur *c, int n, uint64_t *v)
 {
 	if (left(c) < (uint64_t)n)
 		return -1;
-	*v = le(c->p + c->pos, n);
+	*v = sw_le_uint(c->p + c->pos, n);
 	c->pos += (uint64_t)n;
 	return 0;
 }

@@ -56,16 +56,6 @@ struct spec_view gram_head_view(const struct spec_view *whole, int by_cols, int6
 	return v;
 }
 
-/* bf16 is float32's upper half */
-static inline float bf16_value(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
 /* pc elements of row r from column c0 as double, scaled, into d; their
  * sum of squares. One plain loop per element type, so each vectorizes. */
 HOT static double row_to_double(const struct spec_view *v, int64_t r, int64_t c0, int64_t pc,
@@ -80,7 +70,7 @@ HOT static double row_to_double(const struct spec_view *v, int64_t r, int64_t c0
 	case SW_DTYPE_BF16:
 #pragma omp simd reduction(+ : s)
 		for (int64_t j = 0; j < pc; j++) {
-			d[j] = bf16_value(h[j]);
+			d[j] = sw_bf16_to_f32(h[j]);
 			s += d[j] * d[j];
 		}
 		break;
@@ -159,7 +149,7 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 	hi = u_as_v8d(w_ & 0xffff0000u);                                        \
 } while (0)
 #define one_f32(w) ((double)*(w))
-#define one_bf16(h) ((double)bf16_value(*(h)))
+#define one_bf16(h) ((double)sw_bf16_to_f32(*(h)))
 
 /* the eight lanes of a v8d added in a fixed order (the result must not
  * depend on how the compiler reduces) */

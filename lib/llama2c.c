@@ -2,6 +2,7 @@
 #include "llama2c.h"
 #include "arch.h"
 #include "attrmap.h"
+#include "dtype.h"
 #include "ropeperm.h"
 
 #include <math.h>
@@ -30,8 +31,7 @@ static const struct seg order_v1[] = {
 
 static int32_t le32(const unsigned char *p)
 {
-	return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			 (uint32_t)p[3] << 24);
+	return (int32_t)(uint32_t)sw_le_uint(p, 4);
 }
 
 /* A role's shape as llama2.c stores it ([out, in], PyTorch's), in floats;

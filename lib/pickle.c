@@ -1,5 +1,6 @@
 /* pickle.c - the restricted unpickler (see pickle.h). */
 #include "pickle.h"
+#include "dtype.h"
 #include "attrmap.h"
 #include "jsonstrict.h"
 
@@ -245,15 +246,6 @@ static int take_bytes(struct vm *m, size_t n, const unsigned char **out)
 	*out = m->p;
 	m->p += n;
 	return SW_OK;
-}
-
-static uint64_t le(const unsigned char *b, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | b[i];
-	return v;
 }
 
 /* Room for one more element in a tuple, list or dict. */
@@ -639,7 +631,7 @@ static int op_long1(struct vm *m)
 			return oom(m);
 		return push(m, x);
 	}
-	u = le(b, (int)n);
+	u = sw_le_uint(b, (int)n);
 	if (n && n < 8 && (b[n - 1] & 0x80))
 		u |= ~(uint64_t)0 << (8 * n);
 	return op_int(m, (int64_t)u);
@@ -714,9 +706,9 @@ static int step(struct vm *m, int *stop)
 		 * end, the C unpickler (torch.load's) refuses it as truncated */
 		if ((rc = take_bytes(m, 8, &b)))
 			return rc;
-		if (le(b, 8) > (uint64_t)(m->end - m->p))
+		if (sw_le_uint(b, 8) > (uint64_t)(m->end - m->p))
 			return fail(m, "a FRAME of %llu bytes, more than the %zu left: the pickle is "
-				    "truncated", (unsigned long long)le(b, 8), (size_t)(m->end - m->p));
+				    "truncated", (unsigned long long)sw_le_uint(b, 8), (size_t)(m->end - m->p));
 		return SW_OK;
 	case OP_STOP:
 		if (m->sp != 1 || m->nmarks)
@@ -751,7 +743,7 @@ static int step(struct vm *m, int *stop)
 	case OP_BININT:
 		if ((rc = take_bytes(m, 4, &b)))
 			return rc;
-		return op_int(m, (int32_t)(uint32_t)le(b, 4));
+		return op_int(m, (int32_t)(uint32_t)sw_le_uint(b, 4));
 	case OP_BININT1:
 		if ((rc = take_bytes(m, 1, &b)))
 			return rc;
@@ -759,7 +751,7 @@ static int step(struct vm *m, int *stop)
 	case OP_BININT2:
 		if ((rc = take_bytes(m, 2, &b)))
 			return rc;
-		return op_int(m, (int64_t)le(b, 2));
+		return op_int(m, (int64_t)sw_le_uint(b, 2));
 	case OP_LONG1: return op_long1(m);
 	case OP_BINFLOAT: return op_float(m);
 	case OP_BINUNICODE:
@@ -768,7 +760,7 @@ static int step(struct vm *m, int *stop)
 		if ((rc = take_bytes(m, 4, &b)))
 			return rc;
 		/* BINSTRING too: torch.load decodes it as UTF-8 */
-		return str_value(m, op == OP_BINBYTES ? PK_BYTES : PK_STR, (size_t)le(b, 4),
+		return str_value(m, op == OP_BINBYTES ? PK_BYTES : PK_STR, (size_t)sw_le_uint(b, 4),
 				 op != OP_BINBYTES);
 	case OP_SHORT_BINUNICODE:
 	case OP_SHORT_BINSTRING:
@@ -780,9 +772,9 @@ static int step(struct vm *m, int *stop)
 	case OP_BINUNICODE8:
 		if ((rc = take_bytes(m, 8, &b)))
 			return rc;
-		if (le(b, 8) > (uint64_t)(m->end - m->p))
+		if (sw_le_uint(b, 8) > (uint64_t)(m->end - m->p))
 			return fail(m, "the pickle ends inside an opcode's argument");
-		return str_value(m, PK_STR, (size_t)le(b, 8), 1);
+		return str_value(m, PK_STR, (size_t)sw_le_uint(b, 8), 1);
 	case OP_EMPTY_TUPLE: return make_tuple(m, 0);
 	case OP_TUPLE1:
 	case OP_TUPLE2:
@@ -816,7 +808,7 @@ static int step(struct vm *m, int *stop)
 	case OP_LONG_BINPUT:
 		if ((rc = take_bytes(m, 4, &b)))
 			return rc;
-		return memo_put(m, le(b, 4));
+		return memo_put(m, sw_le_uint(b, 4));
 	case OP_MEMOIZE: return memo_put(m, m->memo_next);
 	case OP_BINGET:
 		if ((rc = take_bytes(m, 1, &b)))
@@ -825,7 +817,7 @@ static int step(struct vm *m, int *stop)
 	case OP_LONG_BINGET:
 		if ((rc = take_bytes(m, 4, &b)))
 			return rc;
-		return memo_get(m, le(b, 4));
+		return memo_get(m, sw_le_uint(b, 4));
 	case OP_GLOBAL: return op_global(m);
 	case OP_STACK_GLOBAL: return op_stack_global(m);
 	case OP_REDUCE: return op_reduce(m);
