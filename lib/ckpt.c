@@ -377,6 +377,7 @@ void ckpt_close(struct ckpt *ck)
 const struct ckpt_meta *ckpt_meta(const struct ckpt *ck) { return &ck->meta; }
 const char *ckpt_path(const struct ckpt *ck) { return ck->path; }
 size_t ckpt_count(const struct ckpt *ck) { return ck->n; }
+const char *ckpt_format_name(const struct ckpt *ck) { return ck->fmt->name; }
 const struct sw_tensor_info *ckpt_info(const struct ckpt *ck, size_t i) { return &ck->info[i]; }
 
 long ckpt_find_role(const struct ckpt *ck, const char *role, int layer)

@@ -35,6 +35,9 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err);
 void ckpt_close(struct ckpt *ck);
 
 const struct ckpt_meta *ckpt_meta(const struct ckpt *ck);
+/* What the file is, for a message: "a safetensors file", "a GGUF file",
+ * ... (its reader's name, the one place each is written). */
+const char *ckpt_format_name(const struct ckpt *ck);
 /* The file opened: the path given, or the file found in a directory. */
 const char *ckpt_path(const struct ckpt *ck);
 size_t ckpt_count(const struct ckpt *ck);

@@ -265,8 +265,7 @@ int modelio_load_state(const char *path, const struct model *m, struct optim *o,
 	memset(rs, 0, sizeof *rs);
 	if (ckpt_meta(ck)->format != CKPT_HDF5) {
 		rc = sw_fail(err, SW_EDATA, "%s has no /optim_state: it cannot be resumed",
-			     ckpt_meta(ck)->format == CKPT_SAFETENSORS ? "a safetensors checkpoint"
-								       : "a PyTorch checkpoint");
+			     ckpt_format_name(ck));
 		goto out;
 	}
 	rs->step = ckpt_meta(ck)->step;

@@ -52,11 +52,9 @@ int spectra_plan(const struct ckpt *ck, const struct sw_select *sel,
 	*nout = 0;
 	if (o->need_scale && m->format != CKPT_HDF5 && !any_tensor_has_lr(ck))
 		/* an export by sw-convert carries lr, wd and wd_mode in its metadata */
-		return sw_fail(err, SW_EDATA, "%s carry no per-tensor lr, wd and wd_mode: %s needs them",
-			       m->format == CKPT_SAFETENSORS ? "safetensors without scalewatch metadata" :
-			       m->format == CKPT_PYTORCH ? "PyTorch files" :
-			       m->format == CKPT_GGUF ? "GGUF files" :
-			       m->format == CKPT_LLAMA2C ? "llama2.c files" : "files of this format",
+		return sw_fail(err, SW_EDATA, "%s%s carries no per-tensor lr, wd and wd_mode: %s "
+			       "needs them", ckpt_format_name(ck),
+			       m->format == CKPT_SAFETENSORS ? " without scalewatch metadata" : "",
 			       o->normalize ? "--normalize" : "--fit");
 	if (!(jobs = calloc(count + 1, sizeof *jobs)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
