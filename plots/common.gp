@@ -54,6 +54,10 @@ set key outside right top vertical reverse Left samplen 2 noenhanced
 set style fill solid 0.85 border -1
 set pointsize 1.2
 
+# check=1 on gnuplot's command line (never from sw-plot): each panel says
+# how it came out, on stderr (check.gp), for the tests.
+CHECK = exists("check") ? (check ? 1 : 0) : 0
+
 # Okabe & Ito (2008): blue, orange, bluish green, vermillion, reddish
 # purple, sky blue, black, yellow
 array PAL[8] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442"]
@@ -122,3 +126,36 @@ _curves_awk = "NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } " \
 	. "  if (ns == 1 && S[1] != \"\") t = t (t == \"\" ? \"\" : \", \") \"step \" S[1]; " \
 	. "  print (nd > 1 && ns == 1 && nm == 1 ? \"run\" : \"\"); print t; print \"#\" }"
 curves(file) = system(sprintf("awk -F'\t' '%s' '%s'", _curves_awk, file))
+
+# The groups of column NAME (block types) in Principle (1)'s order, as
+# sharpness.gp draws them: emb, qk, ffn, vo, norm, then out, mult, other,
+# then any other value in order of first appearance; a line per group, its
+# index in groups(NAME) (a number), then "#". For grouped.gp's GO.
+_order_awk = "NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } " \
+	. "k && !($k in s) { s[$k] = ++n; V[n] = $k } " \
+	. "END { np = split(\"emb qk ffn vo norm out mult other\", P, \" \"); " \
+	. "  for (i = 1; i <= np; i++) if (P[i] in s) { print s[P[i]]; d[P[i]] = 1 } " \
+	. "  for (j = 1; j <= n; j++) if (!(V[j] in d)) print j; print \"#\" }"
+blockorder(name) = system(sprintf("awk -F'\t' -v c='%s' '%s' '%s'", name, _order_awk, in))
+
+# What the matrix of a table of sw-spectrum is, in words, when the table
+# has one (column name) and it is a Llama matrix ("layer 1 MLP down
+# projection" for model.layers.1.mlp.down_proj.weight), else an empty line;
+# then "#".
+_what_awk = "NR == 1 { for (i = 1; i <= NF; i++) if ($i == \"name\") c = i; next } " \
+	. "c && !($c in s) { s[$c] = 1; n++; m = $c } " \
+	. "END { w = \"\"; " \
+	. "  R[\"self_attn.q_proj\"] = \"attention query projection\"; R[\"self_attn.k_proj\"] = \"attention key projection\"; " \
+	. "  R[\"self_attn.v_proj\"] = \"attention value projection\"; R[\"self_attn.o_proj\"] = \"attention output projection\"; " \
+	. "  R[\"mlp.gate_proj\"] = \"MLP gate projection\"; R[\"mlp.up_proj\"] = \"MLP up projection\"; " \
+	. "  R[\"mlp.down_proj\"] = \"MLP down projection\"; R[\"input_layernorm\"] = \"attention norm gain\"; " \
+	. "  R[\"post_attention_layernorm\"] = \"MLP norm gain\"; " \
+	. "  if (n == 1) { " \
+	. "    if (m == \"model.embed_tokens.weight\") w = \"token embedding\"; " \
+	. "    else if (m == \"lm_head.weight\") w = \"output layer (LM head)\"; " \
+	. "    else if (m == \"model.norm.weight\") w = \"final norm gain\"; " \
+	. "    else if (split(m, a, \".\") >= 5 && a[1] == \"model\" && a[2] == \"layers\" && a[3] ~ /^[0-9]+$/ && a[split(m, a, \".\")] == \"weight\") { " \
+	. "      r = a[4]; for (i = 5; i < split(m, a, \".\"); i++) r = r \".\" a[i]; " \
+	. "      if (r in R) w = \"layer \" a[3] \" \" R[r] } } " \
+	. "  print w; print \"#\" }"
+matrixwords(file) = system(sprintf("awk -F'\t' '%s' '%s'", _what_awk, file))

@@ -9,6 +9,17 @@ load DIR."common.gp"
 
 set logscale y 2
 set format y "2^{%L}"
+# the axes fitted to the data: x from the first checkpoint (not from 0),
+# y with ticks at whole or fractional powers of two, four or more on the
+# data and one beyond it at either end
+stats in using "step" name "SX" nooutput
+stats in using "rms_to_inf" name "SY" nooutput
+_dx = SX_max > SX_min ? 0.04 * (SX_max - SX_min) : 1
+set xrange [SX_min - _dx:SX_max + _dx]
+if (SY_min > 0) {
+	call DIR."log2tics.gp" "y" SY_min SY_max
+	set yrange [(SY_min / 1.1 < LT_BELOW ? SY_min / 1.1 : LT_BELOW):(SY_max * 1.1 > LT_ABOVE ? SY_max * 1.1 : LT_ABOVE)]
+}
 set xlabel "step"
 set ylabel OUTNORM
 set key inside bottom right
@@ -21,3 +32,4 @@ do for [_i = 1:GV_n] {
 }
 GT_OWN = 1
 call DIR."grouped.gp" "step" "rms_to_inf" "role" "linespoints"
+call DIR."check.gp" "norms" "y"

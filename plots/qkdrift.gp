@@ -52,12 +52,17 @@ do for [_i = 1:_ng] {
 _nh = 1
 do for [_i = 1:_ng] { if (HEAD[_i] + 1 > _nh) { _nh = HEAD[_i] + 1 } }
 
+# x in units of 10^e (e from the largest product), so the tick labels are
+# short (0.5, 1, 2, 3, not 0.002, 0.003 running into each other in a narrow
+# panel); the data columns are scaled as they are drawn
+_xe = floor(log10(PX_max))
+_xs = 10.0**_xe
 set logscale x
-set xrange [PX_min / 1.15:PX_max * 1.15]
-call DIR."logtics.gp" "x" PX_min / 1.15 PX_max * 1.15
+set xrange [PX_min / _xs / 1.15:PX_max / _xs * 1.15]
+call DIR."logtics.gp" "x" PX_min / _xs / 1.15 PX_max / _xs * 1.15
 _dy = PY_max - PY_min + 0.01
 set yrange [PY_min - 0.06 * _dy:PY_max + 0.06 * _dy]
-_xl = "product ‖Q_h‖_{rms} ‖K_h‖_{rms}"
+_xl = _xe == 0 ? "product ‖Q_h‖_{rms} ‖K_h‖_{rms}" : sprintf("product ‖Q_h‖_{rms} ‖K_h‖_{rms}  (×10^{%d})", _xe)
 _yl = "log_2(‖Q_h‖_{rms} / ‖K_h‖_{rms})"
 _ring = "last step"
 hc(h) = h % 8 + 1
@@ -74,13 +79,14 @@ if (_nl <= 16) {
 		if ((_l - 1) % _cols == 0) { set ylabel _yl; set format y "%g" } else { unset ylabel; set format y "" }
 		if (_l > _nl - _cols) { set xlabel _xl; set format x "%g" } else { unset xlabel; set format x "" }
 		if (_l == _nl) { set key at screen 0.812, 0.9 left top samplen 1.5 }
-		plot for [_i = FIRST[_l]:LAST[_l]] sprintf('$G%d', _i) using 2:3 with linespoints \
+		plot for [_i = FIRST[_l]:LAST[_l]] sprintf('$G%d', _i) using ($2 / _xs):3 with linespoints \
 			linetype hc(HEAD[_i]) pointtype hm(HEAD[_i]) pointsize 0.7 pointinterval _pi notitle, \
-		     for [_i = FIRST[_l]:LAST[_l]] sprintf('$G%d', _i) using 2:3 every ::(NR[_i] - 1) \
+		     for [_i = FIRST[_l]:LAST[_l]] sprintf('$G%d', _i) using ($2 / _xs):3 every ::(NR[_i] - 1) \
 			with points linetype hc(HEAD[_i]) pointtype 6 pointsize 2.5 notitle, \
 		     for [_h = 0:_nh - 1] NaN with linespoints linetype hc(_h) pointtype hm(_h) pointsize 0.7 \
 			title sprintf("head %d", _h), \
 		     NaN with points linecolor rgb "#000000" pointtype 6 pointsize 2.5 title _ring
+		call DIR."check.gp" "layer" "x"
 	}
 	unset multiplot
 } else {
@@ -88,12 +94,13 @@ if (_nl <= 16) {
 	set ylabel _yl
 	set title "Q/K scales per head over training (from the effective matrices; our extension of Fig. 4a)"
 	set key title ""
-	plot for [_i = 1:_ng] sprintf('$G%d', _i) using 2:3 with linespoints \
+	plot for [_i = 1:_ng] sprintf('$G%d', _i) using ($2 / _xs):3 with linespoints \
 		linetype (LAYER[_i] % 8 + 1) pointtype hm(HEAD[_i] * 8) pointsize 0.7 pointinterval _pi notitle, \
-	     for [_i = 1:_ng] sprintf('$G%d', _i) using 2:3 every ::(NR[_i] - 1) \
+	     for [_i = 1:_ng] sprintf('$G%d', _i) using ($2 / _xs):3 every ::(NR[_i] - 1) \
 		with points linetype (LAYER[_i] % 8 + 1) pointtype 6 pointsize 2 notitle, \
 	     for [_l = 1:(_nl < 8 ? _nl : 8)] NaN with lines linetype _l title sprintf("layer %d (+8k)", _l - 1), \
 	     for [_h = 0:(_nh < 6 ? _nh : 6) - 1] NaN with points linecolor rgb "#555555" pointtype MARK[_h + 1] \
 		title sprintf("head %d (+6k)", _h), \
 	     NaN with points linecolor rgb "#000000" pointtype 6 pointsize 2 title _ring
+	call DIR."check.gp" "layers" "x"
 }

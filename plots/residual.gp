@@ -26,13 +26,20 @@ set xlabel "step"
 set logscale y
 # readable ticks when the values span little: their range over every column
 _mm = system(sprintf("awk -F'\t' 'NR > 1 { for (i = 2; i <= NF; i++) if ($i + 0 > 0) { if (!n++ || $i + 0 < lo) lo = $i + 0; if ($i + 0 > hi) hi = $i + 0 } } END { printf \"%%.17g %%.17g\", n ? lo : 1, n ? hi : 10 }' '%s'", in))
-call DIR."logtics.gp" "y" word(_mm, 1) word(_mm, 2)
-set yrange [real(word(_mm, 1)) / 1.15:real(word(_mm, 2)) * 1.15]
-set key title "layer"
+# and a tick beyond the data at either end (so 6.5 has 10 above it, not
+# only 5 below)
+_rlo = real(word(_mm, 1)); _rhi = real(word(_mm, 2))
+call DIR."logtics.gp" "y" _rlo _rhi
+set yrange [(_rlo / 1.15 < LT_BELOW ? _rlo / 1.15 : LT_BELOW):(_rhi * 1.15 > LT_ABOVE ? _rhi * 1.15 : LT_ABOVE)]
+# layer 0's input is the embedding's output
+set key title (_what eq "residual_rms" ? "entering layer" : "layer")
 # the key from the header (read by awk): "residual_rms.layer3" reads "3",
 # "residual_rms.final" "after the last"
 _lines = system(sprintf("awk -F'\t' 'NR == 1 { for (i = 2; i <= NF; i++) print $i; print \"#\"; exit }' '%s'", in))
 call DIR."lines.gp" "HD"
 _t(h) = strstrt(h, ".") > 0 ? h[strstrt(h, ".") + 1:] : h
-_short(h) = _t(h) eq "final" ? "after the last" : _t(h)[1:5] eq "layer" ? _t(h)[6:] : _t(h)
+_short(h) = _t(h) eq "final" ? "after the last" \
+	: _t(h) eq "layer0" && _what eq "residual_rms" ? "0 (embedding output)" \
+	: _t(h)[1:5] eq "layer" ? _t(h)[6:] : _t(h)
 plot for [i = 2:_nc] in using 1:i with lines linetype ((i - 2) % 8 + 1) title _short(HD[i - 1])
+call DIR."check.gp" "residual" "y"

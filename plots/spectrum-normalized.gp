@@ -6,4 +6,6 @@
 _s = ARG0; _k = strlen(_s); while (_k > 0 && _s[_k:_k] ne "/") { _k = _k - 1 }
 DIR = _k > 0 ? _s[1:_k] : ""
 load DIR."common.gp"
-call DIR."spectrum-lines.gp" "σ_i / √(η/λ)  (the equilibrium scale)"
+# the key inside, bottom left: the spectra fall from the top left to the
+# bottom right
+call DIR."spectrum-lines.gp" "σ_i / √(η/λ)  (the equilibrium scale)" "inside"

@@ -32,6 +32,14 @@ do for [_p = 1:_nh] {
 	OPT[_p] = O_records > 0 ? O_max : 0
 }
 
+# the loss the runs are ranked by, in words, from loss_kind (read by awk):
+# one kind for every row, or "mixed" (validation where a run has it)
+_lk = system(sprintf("awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == \"loss_kind\") c = i; next } { k = c ? $c : \"\"; if (NR == 2) v = k; else if (k != v) v = \"mixed\" } END { print v }' '%s'", in))
+_ylab = _lk eq "val_loss" ? "validation loss at the horizon (nats/token)" \
+	: _lk eq "train_loss" ? "training loss at the horizon (nats/token)" \
+	: _lk eq "mixed" ? "loss at the horizon (validation where measured, else training)" \
+	: "loss at the horizon (nats/token)"
+
 _cols = _nh <= 4 ? _nh : 4
 _rows = int(ceil(_nh / 4.0))
 # one norm axis and one loss axis for every panel, labelled at the edges
@@ -39,6 +47,9 @@ set multiplot layout _rows,_cols margins 0.1,0.83,0.13,0.92 spacing 0.025,0.14
 set logscale x 2
 set format x "2^{%L}"
 set xrange [N_min / 1.25:N_max * 1.25]
+# three or more labelled ticks in every panel, at whole or fractional
+# powers of two (a sweep of 2 learning rates spans about one octave)
+call DIR."log2tics.gp" "x" N_min / 1.25 N_max * 1.25 3
 set yrange [L_min - 0.06 * (L_max - L_min + 0.01):L_max + 0.06 * (L_max - L_min + 0.01)]
 set xlabel OUTNORM
 unset key
@@ -56,7 +67,7 @@ do for [_p = 1:_nh] {
 		# the key, right of the panels: lr by colour, batch by marker
 		set key at screen 0.845, 0.92 left top title "" samplen 1
 	}
-	if ((_p - 1) % _cols != 0) { unset ylabel; set format y "" } else { set ylabel "loss at the horizon (nats/token)"; set format y "%g" }
+	if ((_p - 1) % _cols != 0) { unset ylabel; set format y "" } else { set ylabel _ylab; set format y "%g" }
 	plot for [_i = 1:_nl] for [_j = 1:_nb] in \
 		using (at(column("lr") == real(LR[_i]) && column("batch") == real(BT[_j]) ? column("out_norm") : NaN)):"loss" \
 		with points linetype (_i - 1) % 8 + 1 pointtype MARK[(_j - 1) % 6 + 1] pointsize 1.6 notitle, \
@@ -65,5 +76,6 @@ do for [_p = 1:_nh] {
 	     for [_i = 1:_nl] NaN with points linetype (_i - 1) % 8 + 1 pointtype 7 pointsize 1.6 title "lr ".LR[_i], \
 	     for [_j = 1:_nb] NaN with points linecolor rgb "#555555" pointtype MARK[(_j - 1) % 6 + 1] pointsize 1.6 title "batch ".BT[_j], \
 	     NaN with points linecolor rgb "#000000" pointtype 6 pointsize 3.5 linewidth 2 title "optimum"
+	call DIR."check.gp" "horizon" "x"
 }
 unset multiplot

@@ -13,6 +13,64 @@ png_size() {
 	od -A n -t u1 -j 16 -N 8 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 "x" $5 * 16777216 + $6 * 65536 + $7 * 256 + $8 }'
 }
 
+# The figures as drawn, for the general rule (axis ranges cover the data,
+# no empty decade on a log axis, four or more labelled ticks per axis):
+# gpcheck KIND TABLE runs plots/KIND.gp on TABLE with check=1 (plots/
+# check.gp: after each panel a line "check PANEL LOG XMIN XMAX YMIN YMAX
+# DXMIN DXMAX DYMIN DYMAX" on stderr; sw-plot never sets check) into
+# check-KIND.
+gpcheck() {
+	gnuplot -e "in='$2'; out='check-$1.png'; check=1" "$SW_TOP/plots/$1.gp" 2>"check-$1.err" &&
+	grep "^check	" "check-$1.err" >"check-$1"
+}
+
+# extent TABLE "COL...": the smallest and largest number in columns COL of
+# TABLE (empty cells and words skipped)
+extent() {
+	awk -F'\t' -v cols="$2" 'NR == 1 { n = split(cols, C, " "); for (i = 1; i <= NF; i++) for (j = 1; j <= n; j++) if ($i == C[j]) k[i] = 1; next }
+		{ for (i in k) if ($i ~ /^[-+]?[.0-9]/) { v = $i + 0; if (!m++ || v < lo) lo = v; if (m == 1 || v > hi) hi = v } }
+		END { if (!m) exit 1; printf "%.9g %.9g\n", lo, hi }' "$1"
+}
+
+# fits KIND PANEL AXIS MODE LO HI: in check-KIND, PANEL's AXIS (x or y)
+# range holds LO..HI (the table's extent) and every point of it was drawn
+# (the data drawn spans LO..HI), and MODE says how closely: lin, a margin
+# of 1 to 15% of the range at either end (no point on the frame, no empty
+# band); log, less than a decade empty at either end; ratio, as log for a
+# panel that draws the values in units of 10^e (the drawn extent's ratio
+# is HI / LO).
+fits() {
+	awk -F'\t' -v p="$2" -v ax="$3" -v mode="$4" -v lo="$5" -v hi="$6" '
+		$2 == p { n++; o = ax == "x" ? 4 : 6; a = $o; b = $(o + 1); da = $(o + 4); db = $(o + 5)
+			e = 1e-6
+			if (mode == "ratio") { if (da <= 0 || (db / da) / (hi / lo) > 1 + e || (db / da) / (hi / lo) < 1 - e) bad = bad " drew " da ".." db " for " lo ".." hi; lo = da; hi = db }
+			else if (da > lo * (1 + (lo < 0 ? -e : e)) || db < hi * (1 - (hi < 0 ? -e : e))) bad = bad " drew " da ".." db ", not all of " lo ".." hi
+			if (a > lo || b < hi) bad = bad " range " a ".." b " misses " lo ".." hi
+			if (mode == "lin" && ((lo - a) < 0.01 * (b - a) || (b - hi) < 0.01 * (b - a))) bad = bad " range " a ".." b ": a point on the frame"
+			if (mode == "lin" && ((lo - a) > 0.15 * (b - a) || (b - hi) > 0.15 * (b - a))) bad = bad " range " a ".." b ": an empty band"
+			if (mode != "lin" && (lo / a >= 10 || b / hi >= 10)) bad = bad " range " a ".." b ": an empty decade" }
+		END { if (!n) print "no panel " p; else if (bad != "") print p " " ax ":" bad; exit !n || bad != "" }' "check-$1"
+}
+
+# svglabels SVG: the text labels of a figure, "ANCHOR X Y TEXT" (rotated
+# ones left out); yticks SVG and xticks SVG: the labels of the y ticks (end
+# anchored at the x most of them share) and of the x ticks (centred at the
+# y most share), a line each
+svglabels() {
+	awk 'function out() { if (!r) print a "\t" x "\t" y "\t" t; g = 0 }
+		/<g transform="translate\(/ && /text-anchor=/ { if (g) out(); g = 1; s = $0; sub(/.*<g transform="translate\(/, "", s)
+			x = s; sub(/,.*/, "", x); y = s; sub(/^[^,]*,/, "", y); sub(/\).*/, "", y)
+			a = $0; sub(/.*text-anchor="/, "", a); sub(/".*/, "", a); r = $0 ~ /rotate/; t = ""; next }
+		g && /<text/ { u = $0; sub(/.*<text>/, "", u); sub(/<\/text>.*/, "", u); gsub(/<[^>]*>/, "", u); t = t u }
+		g && /<\/g>/ { out() }' "$1"
+}
+yticks() {
+	svglabels "$1" | awk -F'\t' '$1 == "end" { n[$2]++; L[NR] = $2 "\t" $4 } END { for (k in n) if (n[k] > m) { m = n[k]; c = k } for (i = 1; i <= NR; i++) if (split(L[i], f, "\t") && f[1] == c) print f[2] }'
+}
+xticks() {
+	svglabels "$1" | awk -F'\t' '$1 == "middle" { n[$3]++; L[NR] = $3 "\t" $4 } END { for (k in n) if (n[k] > m) { m = n[k]; c = k } for (i = 1; i <= NR; i++) if (split(L[i], f, "\t") && f[1] == c) print f[2] }'
+}
+
 test_expect_success 'setup: a run with a trace and /fisher, the tables, a reference figure ref.png' '
 	sw-train --data "$FIX/corpus.txt" --out run --steps 40 --ckpt-every 20 --fisher-every 20 \
 		--eval-every 20 --trace-every 5 --batch 4 --seq-len 32 --d-model 32 --n-layers 2 >/dev/null &&
@@ -122,6 +180,103 @@ test_expect_success 'each figure says what a referee asks (read from its SVG)' '
 	grep -q ">layer 1<" said-qkdrift.svg &&
 	grep -q ">RMS of the residual stream entering the layer<" said-residual.svg &&
 	grep -q ">lr 0.0001<" said-transfer.svg && grep -q ">batch 32<" said-transfer.svg
+'
+
+test_expect_success 'training: the loss axis holds both losses, with room above the first point; a title' '
+	gpcheck training training.tsv && test_line_count = 4 check-training &&
+	fits training loss y lin $(extent training.tsv "loss val_loss") &&
+	awk "BEGIN { print \"step\tloss\tval_loss\tlr\tgrad_norm\tout_norm\"
+		for (s = 10; s <= 400; s += 10) printf \"%d\t%g\t%s\t0.001\t1\t8\n\", s, (s == 10 ? 7.5 : 3.5 + 3 * exp(-s / 60)), (s % 100 ? \"\" : 3.4 + 3 * exp(-s / 60)) }" >t75.tsv &&
+	gpcheck training t75.tsv && fits training loss y lin $(extent t75.tsv "loss val_loss") &&
+	sw-plot training training.tsv -o title-training.svg &&
+	grep -q ">training: loss, learning rate, gradient norm and output-layer norm against step<" title-training.svg
+'
+
+test_expect_success 'norms, sharpness-steps: x from the first checkpoint, y fitted (no empty decade)' '
+	gpcheck norms norms.tsv && fits norms norms x lin $(extent norms.tsv step) &&
+	fits norms norms y log $(extent norms.tsv rms_to_inf) &&
+	gpcheck sharpness-steps sharpness-steps.tsv && fits sharpness-steps mean x lin $(extent sharpness-steps.tsv step) &&
+	fits sharpness-steps mean y ratio $(extent sharpness-steps.tsv mean)
+'
+
+test_expect_success 'sharpness: S as points on a log axis fitted to S, its spread fitted too' '
+	gpcheck sharpness sharpness.tsv && fits sharpness mean y ratio $(extent sharpness.tsv mean) &&
+	fits sharpness spread y log $(awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next } !f { f = \$1 } \$1 == f { print 10 ^ \$c[\"q10_log10\"]; print 10 ^ \$c[\"q90_log10\"] }" sharpness.tsv |
+		sort -g | sed -n "1p;\$p") &&
+	sw-plot sharpness sharpness.tsv -o bars.svg && ! grep -q "<polygon" bars.svg && grep -q "<use xlink:href=.#gpPt" bars.svg
+'
+
+test_expect_success 'residual, spectrum, spectrum-normalized: y fitted, a labelled tick at or beyond either end of the data' '
+	ncol=$(head -n 1 residual.tsv | awk -F"\t" "{ print NF }") &&
+	cols=$(head -n 1 residual.tsv | cut -f2-$ncol | tr "\t" " ") &&
+	gpcheck residual residual.tsv && fits residual residual y log $(extent residual.tsv "$cols") &&
+	gpcheck spectrum spectrum.tsv && fits spectrum spectrum y log $(extent spectrum.tsv sigma) &&
+	gpcheck spectrum-normalized spectrum-normalized.tsv &&
+	fits spectrum-normalized spectrum y log $(extent spectrum-normalized.tsv sigma) &&
+	for k in residual spectrum spectrum-normalized; do
+		sw-plot $k $k.tsv -o cover-$k.svg && yticks cover-$k.svg >y-$k &&
+		set -- $(extent $k.tsv "$(test $k = residual && echo "$cols" || echo sigma)") &&
+		awk -v lo=$1 -v hi=$2 "\$1 + 0 <= lo { b = 1 } \$1 + 0 >= hi { a = 1 } END { exit !(a && b) }" y-$k ||
+		{ echo "$k: y ticks $(tr "\n" " " <y-$k)do not cover $1..$2"; exit 1; }
+	done
+'
+
+test_expect_success 'the single-panel figures: four or more labelled ticks on each axis' '
+	for k in norms residual sharpness-steps sharpness-hist spectrum spectrum-normalized hessian-density; do
+		sw-plot $k $k.tsv -o ticks-$k.svg && yticks ticks-$k.svg >y-$k && xticks ticks-$k.svg >x-$k &&
+		test $(wc -l <y-$k) -ge 4 && test $(wc -l <x-$k) -ge 4 ||
+		{ echo "$k: y $(tr "\n" " " <y-$k)/ x $(tr "\n" " " <x-$k)"; exit 1; }
+	done
+'
+
+test_expect_success 'hessian-density: x spans the eigenvalues with a density above the floor, not the whole grid' '
+	awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next } { n++; L[n] = \$c[\"lambda\"]; D[n] = \$c[\"density\"]; if (D[n] > hi) hi = D[n] }
+		END { for (i = 1; i <= n; i++) if (D[i] >= hi * 1e-6) { if (!m++ || L[i] < a) a = L[i]; if (m == 1 || L[i] > b) b = L[i] } print a, b }" \
+		hessian-density.tsv >above && read -r lo hi <above &&
+	gpcheck hessian-density hessian-density.tsv &&
+	awk -F"\t" -v lo=$lo -v hi=$hi "{ exit !(\$4 <= lo && \$5 >= hi && \$5 - \$4 <= 1.2 * (hi - lo)) }" check-hessian-density ||
+	{ cat check-hessian-density; echo "data above the floor: $lo..$hi"; exit 1; }
+'
+
+test_expect_success 'sharpness-hist: a far mode of one type is left out of x, its share said' '
+	{ printf "file\tstep\tblock\tbin_lo\tbin_hi\tcount\tfraction\n" &&
+	  awk "BEGIN { split(\"emb qk out\", B, \" \"); for (b = 1; b <= 3; b++) for (k = 0; k < 40; k++) { x = -20 + 0.5 * k; y = 0
+		if (x >= -6 && x < -1) y = (b == 3 ? 0.096 : 0.1); if (b == 3 && x >= -14 && x < -13) y = 0.02
+		printf \"c.h5\t9\t%s\t%g\t%g\t%d\t%g\n\", B[b], x, x + 0.5, y * 1000, y } }"; } >far.tsv &&
+	gpcheck sharpness-hist far.tsv && awk -F"\t" "{ exit !(\$4 >= -7 && \$4 <= -6 && \$5 >= -1 && \$5 <= 0) }" check-sharpness-hist &&
+	sw-plot sharpness-hist far.tsv -o far.svg && grep -q ">out: 4.0% left<" far.svg && grep -q ">emb<" far.svg &&
+	grep -q "not drawn" far.svg &&
+	awk -F"\t" -v OFS="\t" "NR == 1 { print \$0, \"zeros\"; next } { print \$0, (\$3 == \"emb\" ? 77 : 0) }" far.tsv >zeros.tsv &&
+	sw-plot sharpness-hist zeros.tsv -o zeros.svg && grep -q ">emb: 77 zeros<" zeros.svg
+'
+
+test_expect_success 'sharpness-steps, sharpness-hist, hessian-density: the types in Principle (1)'"'"'s order' '
+	for k in sharpness-steps sharpness-hist hessian-density; do
+		sw-plot $k $k.tsv -o order-$k.svg &&
+		svglabels order-$k.svg | awk -F"\t" "\$1 == \"start\" { print \$4 }" | sed "s/[: ].*//" |
+			grep -x -e emb -e qk -e ffn -e vo -e norm -e out | tr "\n" " " >order-$k &&
+		test "$(cat order-$k)" = "emb qk ffn vo norm out " || { echo "$k: $(cat order-$k)"; exit 1; }
+	done
+'
+
+test_expect_success 'transfer: the loss named from loss_kind; 3 or more x labels per panel for a sweep of 2 learning rates' '
+	awk -F"\t" -v OFS="\t" "NR == 1 || ((\$1 == 0.001 || \$1 == 0.01) && \$2 == 16)" runs.tsv | sw-transfer --table - >two-lr.tsv &&
+	sw-plot transfer two-lr.tsv -o two-lr.svg && grep -q ">loss at the horizon (nats/token)<" two-lr.svg &&
+	test $(xticks two-lr.svg | wc -l) -ge 9 &&
+	awk -F"\t" -v OFS="\t" "NR == 1 { for (i = 1; i <= NF; i++) if (\$i == \"loss_kind\") k = i } NR > 1 { \$k = \"val_loss\" } 1" \
+		two-lr.tsv >val.tsv && sw-plot transfer val.tsv -o val.svg && grep -q ">validation loss at the horizon (nats/token)<" val.svg
+'
+
+test_expect_success 'transfer-fits: no line through optima at the grid edge or through one grid value, said so' '
+	awk -F"\t" -v OFS="\t" "NR == 1 { for (i = 1; i <= NF; i++) if (\$i == \"bracketed\") k = i; print; next } { \$k = 0; print }" \
+		transfer-fits.tsv >edge.tsv &&
+	sw-plot transfer-fits edge.tsv -o edge.svg && grep -q ">no optimum bracketed:<" edge.svg && grep -q ">not fitted<" edge.svg &&
+	! grep -q "±" edge.svg && svglabels edge.svg | cut -f4 >edge-labels && ! grep -qx fit edge-labels &&
+	awk -F"\t" -v OFS="\t" "NR == 1 { for (i = 1; i <= NF; i++) if (\$i == \"batch\") k = i; print; next } { \$k = 4; print }" \
+		transfer-fits.tsv >flat.tsv &&
+	sw-plot transfer-fits flat.tsv -o flat.svg && grep -q ">B\\* the same at every horizon<" flat.svg &&
+	! grep -q "0.00 ± 0.00" flat.svg && grep -q ">-0.83 ± 0.48<" flat.svg &&
+	gpcheck transfer-fits flat.tsv && fits transfer-fits batch y log 4 4 && test $(yticks flat.svg | wc -l) -ge 4
 '
 
 # exact to the 2 decimals printed: both fits are double arithmetic (no
