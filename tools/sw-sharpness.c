@@ -110,7 +110,7 @@ static const char *const tensor_cols[] = {
 	"mean_log10", "q10_log10", "median_log10", "q90_log10", "zeros"
 };
 static const char *const hist_cols[] = {
-	"file", "step", "block", "bin_lo", "bin_hi", "count", "fraction"
+	"file", "step", "block", "bin_lo", "bin_hi", "count", "fraction", "zeros"
 };
 static const char *const ratio_cols[] = {
 	"file", "step", "block", "mean", "norm_over_block", "paper_ratio"
@@ -149,7 +149,12 @@ static int print_hist(struct tool *tl, struct table *tb, const char *file, const
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 	else
 		rc = blocksharp_hist(e, &tl->sel, o->bins, count, fraction, present, &lo, &w, err);
-	for (int b = 0; !rc && b < SW_BLOCK_COUNT; b++)
+	for (int b = 0; !rc && b < SW_BLOCK_COUNT; b++) {
+		/* the type's exact zeros, which no log bin holds: on each of its rows */
+		struct gnb_stats s = {0};
+		int64_t n = 0;
+		if (present[b] && (rc = blocksharp_stats(e, &tl->sel, b, -2, -1, &s, &n, err)))
+			break;
 		for (int k = 0; present[b] && k < o->bins; k++) {
 			row_head(tb, file, e);
 			table_str(tb, sw_block_name((enum sw_block)b));
@@ -157,8 +162,10 @@ static int print_hist(struct tool *tl, struct table *tb, const char *file, const
 			table_num(tb, lo + (k + 1) * w);
 			table_int(tb, count[(size_t)b * o->bins + k]);
 			table_num(tb, fraction[(size_t)b * o->bins + k]);
+			table_int(tb, n ? s.zeros : 0);
 			table_end_row(tb);
 		}
+	}
 	free(count);
 	free(fraction);
 	return rc;
@@ -351,7 +358,7 @@ int main(int argc, char **argv)
 	else if (o.mode == BY_TENSOR)
 		table_init(&tb, stdout, tl.fmt, tensor_cols, 14);
 	else if (o.mode == HIST)
-		table_init(&tb, stdout, tl.fmt, hist_cols, 7);
+		table_init(&tb, stdout, tl.fmt, hist_cols, 8);
 	else if (o.mode == RATIOS)
 		table_init(&tb, stdout, tl.fmt, ratio_cols, 6);
 	else

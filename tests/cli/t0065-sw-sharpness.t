@@ -104,7 +104,14 @@ test_expect_success '--per-tensor: a row per tensor, the selection applies' '
 test_expect_success '--hist: per type, fractions sum to 1' '
 	sw-sharpness --hist 20 run/ckpt-000020.h5 >h &&
 	test_line_count = $((1 + 6 * 20)) h &&
-	awk -F"\t" "NR > 1 { f[\$3] += \$7 } END { for (b in f) { d = f[b] - 1; if (d < 0) d = -d; if (d > 1e-6) bad = 1 } exit bad }" h
+	awk -F"\t" "NR > 1 { f[\$3] += \$7 } END { for (b in f) { d = f[b] - 1; if (d < 0) d = -d; if (d > 1e-6) bad = 1 } exit bad }" h &&
+	# the exact zeros of each type beside its bins: those of the default table, exactly
+	# (integers); the bins count the nonzero entries, so with them, all
+	sw-sharpness run/ckpt-000020.h5 >t &&
+	awk -F"\t" "NR > 1 { print \$3, \$4, \$11 }" t | sort >want &&
+	awk -F"\t" "NR > 1 { n[\$3] += \$6; z[\$3] = \$8 } END { for (b in n) print b, n[b] + z[b], z[b] }" h |
+		sort >got &&
+	test_cmp want got
 '
 
 test_expect_success '--ratios: S(norm)/S(type) beside the paper ratios' '
