@@ -253,6 +253,14 @@ if ! command -v gnuplot >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; 
 	test_done
 fi
 
+# docs/guide.md runs mpirun: under the sanitizers OpenMPI's own leaks
+# (libmpi, its plugins) are suppressed as in t0066, nothing of ours
+if [ -n "${SW_SANITIZED:-}" ]; then
+	LSAN_OPTIONS=suppressions=$SW_TOP/tests/lib/lsan-mpi.supp:print_suppressions=0
+	ASAN_OPTIONS=${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0
+	export LSAN_OPTIONS ASAN_OPTIONS
+fi
+
 for page in README.md $(cd "$SW_TOP" && ls docs/*.md); do
 	grep -q "^ *\$ " "$SW_TOP/$page" || continue
 	update=
