@@ -147,8 +147,8 @@ test_expect_success 'an existing figure is replaced whole, never left half-writt
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 15 list &&
-	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density \
+	sw-plot --list >list && test_line_count = 16 list &&
+	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density hessian \
 		esd-fit; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
@@ -390,6 +390,26 @@ test_expect_success 'killed while gnuplot runs: no stage, no half figure left' '
 	test -e started && test -n "$(ls -A tmp)" &&
 	kill -TERM $pid && { wait $pid; rc=$?; } && test $rc = 143 &&
 	test -z "$(ls -A tmp)" && ! ls sig.png* 2>/dev/null
+'
+
+test_expect_success 'hessian: lambda_1 and trace per parameter per block over the steps, every point drawn' '
+	printf "file\tstep\tblock\tnparams\tlambda_1\ttrace_per_param\n" >hess.tsv &&
+	for st in 100 200 300; do
+		for b in emb qk ffn vo norm out all; do
+			printf "c.h5\t%d\t%s\t64\t%s\t%s\n" $st $b \
+				$(awk -v s=$st -v b=$b "BEGIN { h = length(b); printf \"%g %g\", h * s / 100, (h - 3) * s / 1e5 }") \
+				>>hess.tsv || exit 1
+		done
+	done &&
+	sw-plot hessian hess.tsv -o hess.png && test -s hess.png &&
+	gpcheck hessian hess.tsv &&
+	for panel in "lambda_1" "trace_per_param"; do
+		set -- $(extent hess.tsv "$panel") &&
+		awk -F"\t" -v p="$panel" -v lo="$1" -v hi="$2" "\$2 == p { n++
+			if (\$10 - lo > 1e-9 * (hi - lo) || hi - \$11 > 1e-9 * (hi - lo)) bad = 1
+			if (\$6 > lo || \$7 < hi || \$4 > 100 || \$5 < 300) bad = 1 }
+			END { exit !n || bad }" check-hessian || { cat check-hessian; exit 1; }
+	done
 '
 
 test_done
