@@ -13,8 +13,8 @@ _lines = curves(in)
 call DIR."lines.gp" "C"
 _nc = C_n - 2
 if (_nc < 1) { print "no rows to plot"; exit status 65 }
-stats in using "lo" name "LO" nooutput
-stats in using "hi" name "HI" nooutput
+stats in using "bin_lo" name "LO" nooutput
+stats in using "bin_hi" name "HI" nooutput
 set title C[_nc + 2] noenhanced
 set key inside top right title C[_nc + 1] noenhanced
 set logscale xy
@@ -28,9 +28,9 @@ _mn = system(sprintf("awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == 
 FLOOR = real(_mn)
 set yrange [FLOOR:*]
 set style fill transparent solid 0.2 border
-plot for [_i = 1:_nc] blocks("file name", "lo hi density", _i) using (sqrt($1 * $2)):($3 > 0 ? $3 : NaN):1:2:(FLOOR):3 \
+plot for [_i = 1:_nc] blocks("file name", "bin_lo bin_hi density", _i) using (sqrt($1 * $2)):($3 > 0 ? $3 : NaN):1:2:(FLOOR):3 \
 	with boxxyerror linetype (_i - 1) % 8 + 1 title C[_i], \
-     for [_i = 1:_nc] blocks("file name", "lo hi fit_density", _i) using (sqrt($1 * $2)):($3 > 0 ? $3 : NaN) \
+     for [_i = 1:_nc] blocks("file name", "bin_lo bin_hi fit_density", _i) using (sqrt($1 * $2)):($3 > 0 ? $3 : NaN) \
 	with lines linetype (_i - 1) % 8 + 1 linewidth 3 title "power law", \
-     for [_i = 1:_nc] blocks("file name", "lo hi mp_density", _i) using (sqrt($1 * $2)):($3 > 0 ? $3 : NaN) \
+     for [_i = 1:_nc] blocks("file name", "bin_lo bin_hi mp_density", _i) using (sqrt($1 * $2)):($3 > 0 ? $3 : NaN) \
 	with lines linetype (_i - 1) % 8 + 1 dashtype 2 title "Marchenko-Pastur"

@@ -12,8 +12,8 @@ call DIR."lines.gp" "C"
 _nc = C_n - 2
 if (_nc < 1) { print "no rows to plot"; exit status 65 }
 # x: the bins' span
-stats in using "lo" name "LO" nooutput
-stats in using "hi" name "HI" nooutput
+stats in using "bin_lo" name "LO" nooutput
+stats in using "bin_hi" name "HI" nooutput
 set title C[_nc + 2] noenhanced
 set key inside top right title C[_nc + 1] noenhanced
 if (_nc == 1) { unset key }
@@ -24,5 +24,5 @@ set yrange [0:*]
 set xlabel "singular value σ"
 set ylabel "density p(σ) = count / (n Δσ),  ∫p dσ = 1"
 set style fill transparent solid 0.25 border
-plot for [_i = 1:_nc] blocks("file name", "lo hi density", _i) using (sqrt($1 * $2)):($3 / 2):1:2:(0):3 \
+plot for [_i = 1:_nc] blocks("file name", "bin_lo bin_hi density", _i) using (sqrt($1 * $2)):($3 / 2):1:2:(0):3 \
 	with boxxyerror linetype (_i - 1) % 8 + 1 title C[_i]

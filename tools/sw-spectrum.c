@@ -32,12 +32,12 @@ static const char help[] =
 	"  --summary      one row per matrix: sigma_max sigma_min stable_rank\n"
 	"                 effective_rank condition frobenius count\n"
 	"  --hist BINS    density of the sigma_i in BINS log-spaced bins:\n"
-	"                 bin lo hi count density\n"
+	"                 bin bin_lo bin_hi count density\n"
 	"  --esd-fit      heavy tails of the eigenvalues lambda = sigma^2 / max(rows, cols):\n"
 	"                 count lambda_max alpha alpha_se xmin ks_d tail alpha_weighted\n"
 	"                 log_spectral_norm log_norm mp_sigma2 mp_edge spikes (power law\n"
 	"                 by Clauset-Shalizi-Newman; Marchenko-Pastur bulk); with --hist\n"
-	"                 BINS, the density of lambda with the fits: bin lo hi count\n"
+	"                 BINS, the density of lambda with the fits: bin bin_lo bin_hi count\n"
 	"                 density fit_density mp_density\n"
 	"  --fit          across all files, per role: ln sigma_top and ln ||W||_rms\n"
 	"                 fitted against ln(equilibrium scale) and ln d_model\n"
@@ -336,13 +336,13 @@ static int columns(const struct opts *o, const char **cols)
 		"sigma_max", "sigma_min", "stable_rank", "effective_rank", "condition",
 		"frobenius", "count"
 	};
-	static const char *const hist[] = {"bin", "lo", "hi", "count", "density"};
+	static const char *const hist[] = {"bin", "bin_lo", "bin_hi", "count", "density"};
 	static const char *const esd[] = {
 		"count", "lambda_max", "alpha", "alpha_se", "xmin", "ks_d", "tail", "alpha_weighted",
 		"log_spectral_norm", "log_norm", "mp_sigma2", "mp_edge", "spikes"
 	};
 	static const char *const esd_hist[] = {
-		"bin", "lo", "hi", "count", "density", "fit_density", "mp_density"
+		"bin", "bin_lo", "bin_hi", "count", "density", "fit_density", "mp_density"
 	};
 	static const char *const fit[] = {
 		"role", "quantity", "points", "exp_scale", "se_scale", "exp_d_model",

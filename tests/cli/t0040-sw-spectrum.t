@@ -200,7 +200,7 @@ test_expect_success '--normalize on an sw-convert export: the lr, wd and wd_mode
 test_expect_success '--hist 4: log-spaced bins from sigma_min to sigma_max, 4 values each' '
 	sw-spectrum --hist 4 --role lm_head "$FIX/tiny.h5" >hist &&
 	head -n 1 hist >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tbin\tlo\thi\tcount\tdensity\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tbin\tbin_lo\tbin_hi\tcount\tdensity\n" >expect &&
 	test_cmp expect header &&
 	awk "BEGIN { lo = 2.5 * 0.8 ^ 15; r = (2.5 / lo) ^ 0.25
 		for (b = 0; b < 4; b++) printf \"%d\t%.17g\t%.17g\t4\t%.17g\n\", b + 1, lo * r ^ b, lo * r ^ (b + 1), 4 / (16 * (lo * r ^ (b + 1) - lo * r ^ b)) }" >expect &&

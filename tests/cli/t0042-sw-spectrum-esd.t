@@ -40,7 +40,7 @@ test_expect_success 'the head of known spectrum: lambda_max, the norms, alpha an
 test_expect_success '--esd-fit --hist: the density of lambda integrates to 1, the power law to the tail'"'"'s share up to lambda_max' '
 	sw-spectrum --esd-fit --hist 12 --role down --layer 0 "$FIX/wide.h5" >h &&
 	head -n 1 h | cut -f7- >header &&
-	printf "bin\tlo\thi\tcount\tdensity\tfit_density\tmp_density\n" >expect && test_cmp expect header &&
+	printf "bin\tbin_lo\tbin_hi\tcount\tdensity\tfit_density\tmp_density\n" >expect && test_cmp expect header &&
 	sw-spectrum --esd-fit --role down --layer 0 "$FIX/wide.h5" >f &&
 	awk -F"\t" "NR == FNR { if (FNR == 2) { n = \$7; x = \$11; t = \$13; m = \$8; al = \$9 } next } FNR > 1 {
 		w = \$9 - \$8; a += \$11 * w; c += \$10
