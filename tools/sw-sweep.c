@@ -350,7 +350,9 @@ int main(int argc, char **argv)
 			cmd[n++] = "xargs"; cmd[n++] = "-P"; cmd[n++] = jn; cmd[n++] = "-n"; cmd[n++] = "1";
 		}
 		cmd[n++] = self;
-		if (tl.log) {
+		/* on a terminal too: a line as each run ends, not minutes of
+		 * silence (the runs' own progress lines would interleave) */
+		if (tl.log || tl.progress) {
 			cmd[n++] = "--log";
 			fprintf(stderr, "sw-sweep: %s: %d of %d runs to do, %d at a time\n", s.dir,
 				npending, s.nruns, jobs);

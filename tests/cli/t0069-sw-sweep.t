@@ -155,4 +155,14 @@ test_expect_success '--log: the runs to do, then each run as it finishes, on std
 	sw-sweep --out quiet --lr 1e-3 -- $TRAIN --steps 2 >out 2>err && test_line_count = 0 err
 '
 
+if command -v script >/dev/null 2>&1; then
+	test_expect_success 'on a terminal (script): each run says when it ends, without --log' '
+		script -qec "sw-sweep --out tty --lr 1e-3 -- $TRAIN --steps 2" /dev/null </dev/null >typescript 2>&1 &&
+		grep -q "sw-sweep: tty/lr1e-3: finished" typescript &&
+		grep -q "sw-sweep: tty: 1 of 1 runs to do" typescript
+	'
+else
+	test_skip 'on a terminal: each run says when it ends' 'script (util-linux) not installed'
+fi
+
 test_done
