@@ -303,6 +303,17 @@ static hid_t float16_type(void)
 	return t;
 }
 
+/* Is dataset d a virtual dataset? */
+static int is_virtual(hid_t d)
+{
+	hid_t dcpl = H5Dget_create_plist(d);
+	int v = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL;
+
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	return v;
+}
+
 /* Replace a tensor by one of another shape, type or layout, with its
  * attributes; poke: also put a NaN, Inf or huge value into it. */
 static void op_replace(hid_t file, struct in *in, int poke)
@@ -397,7 +408,12 @@ static void op_replace(hid_t file, struct in *in, int poke)
 		goto out;
 	for (hsize_t i = 0; i < n; i++)
 		v[i] = (float)(i % 7) * 0.25f - 0.5f;
-	if (!mode && n && H5Dread(old, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+	/* the old values, unless the old tensor is itself virtual (an earlier
+	 * edit's): libhdf5 1.10 recurses without end reading a virtual dataset
+	 * whose source it resolves to itself (a stack overflow in H5D__read,
+	 * found by this target); the synthetic values above stand instead */
+	if (!mode && n && !is_virtual(old) &&
+	    H5Dread(old, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
 		goto out;
 	/* what was read from outside (or a fill value) is not written here:
 	 * OUTSIDE in the file stays the mark of data never its own */
