@@ -276,11 +276,11 @@ check-portable: deps-check
 	OPENBLAS_CORETYPE=Prescott OMP_NUM_THREADS=1 SW_BIN=$(abspath build-base/bin) SW_TOP=$(CURDIR) \
 	  prove -j$(PROVE_JOBS) $(PROVE_SHOW) -e '' $(subst $(BUILD)/,build-base/,$(PROVE_FILES))
 
-# The GPU trainer against the CPU reference (tests/e2e/t0270-cuda.t): where
+# The GPU trainer against the CPU reference (tests/e2e/t0271-cuda.t): where
 # there is no usable GPU it fails saying why (make check runs the same
 # script, which skips there).
 check-cuda: all unit
-	SW_REQUIRE_GPU=1 SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -v -e '' tests/e2e/t0270-cuda.t
+	SW_REQUIRE_GPU=1 SW_BIN=$(abspath $(BUILD)/bin) SW_TOP=$(CURDIR) prove -v -e '' tests/e2e/t0271-cuda.t
 
 # libFuzzer targets: the library again, built by clang with the fuzzer's
 # coverage and ASan+UBSan, in its own directory. make fuzz runs each of

@@ -6,8 +6,8 @@
  * scalewatch-format(5), "What an HDF5 reader refuses"): the file HDF5
  * reads is the regular file the caller opened, no link leaves it, and a
  * dataset's data is inside it, written, decodable here and no bomb. The
- * checkpoint reader is h5read.c, the writer h5write.c, the trace trace.c;
- * all use these.
+ * checkpoint reader is h5read.c, the writer h5write.c, the trace's
+ * tracewrite.c and traceread.c; all use these.
  */
 #ifndef SW_H5IO_H
 #define SW_H5IO_H

@@ -5,7 +5,7 @@
 # CUDA path (lib/cuda/gpumodel.c, its kernel bodies and products through
 # the host emulation of lib/cuda/gpu_emu.c), so the wiring of train.c's
 # --device hook is checked here: resume across devices, /fisher,
-# /optim_state, traces, sharpness. The GPU itself: tests/e2e/t0270-cuda.t.
+# /optim_state, traces, sharpness. The GPU itself: tests/e2e/t0271-cuda.t.
 #
 # What is exact and what is numerical (docs/numerics.md, "Exact and numerical"):
 # - the emulated device against itself, same binary and machine: bit for

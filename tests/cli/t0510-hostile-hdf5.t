@@ -1,6 +1,6 @@
 #!/bin/sh
 # Hostile HDF5 checkpoints and traces. This script extends the bad-input
-# table (bad-input.t) with the rules of DESIGN.md's "Files from
+# table (t0500-bad-input.t) with the rules of DESIGN.md's "Files from
 # strangers" for HDF5 (scalewatch-format(5), "What an HDF5 reader
 # refuses"): data that lives outside the file (external links, external
 # raw storage, virtual datasets: the outside file may be /etc/passwd or a

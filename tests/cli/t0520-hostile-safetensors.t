@@ -1,6 +1,6 @@
 #!/bin/sh
 # Hostile safetensors, JSON and ambiguous files: this script extends the
-# bad-input table (bad-input.t) with the safetensors side of issue
+# bad-input table (t0500-bad-input.t) with the safetensors side of issue
 # [hostile]: FIFOs in place of a shard, config.json or index (D4), a file
 # that is both HDF5 and safetensors and a directory with both a single
 # file and an index (D7), huge headers parsed in O(n log n) (D11), inf

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Hostile processes: this script extends the bad-input table
-# (tests/cli/bad-input.t) with what the table cannot do in one command:
+# (tests/cli/t0500-bad-input.t) with what the table cannot do in one command:
 # standard descriptors closed or a directory, an input that shrinks while
 # a tool has it mapped, a tool killed while it writes a directory, a
 # tokenizer whose tokens expand to gigabytes, values out of float32's

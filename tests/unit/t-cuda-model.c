@@ -8,7 +8,7 @@
  * products. This runs everything the GPU path does above the kernels:
  * the device layout, the row-major products through cuBLAS's column-major
  * interface, the attention's per-head batched products, the order of the
- * backward pass. What it cannot run is CUDA itself (tests/e2e/t0270-cuda.t
+ * backward pass. What it cannot run is CUDA itself (tests/e2e/t0271-cuda.t
  * does, where there is a GPU).
  *
  * Tolerances: float sums in another order (cuBLAS's or the kernels'

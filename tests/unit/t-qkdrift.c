@@ -1,6 +1,6 @@
 /*
  * Unit tests of the trace side of lib/qkdrift.c and lib/transfer.c, on
- * traces written here with lib/trace.c's writer: qkdrift_layer on arrays
+ * traces written here with lib/tracewrite.c's writer: qkdrift_layer on arrays
  * gives what qkdrift_head_derive makes of its four scales; a trace's rows
  * read back as heads with the config's KV heads, the selected layers and
  * the tokens; the trace is told from a checkpoint by content; and what an

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the trace module (lib/trace.c): what the writer appends
+ * Unit tests of the trace module (lib/trace.c, tracewrite.c, traceread.c): what the writer appends
  * reads back bit for bit, 2-D series keep their columns, a reopen drops
  * the rows after keep_step and goes on, a reader sees the rows of a
  * writer running in another process and of one killed with SIGKILL, a
