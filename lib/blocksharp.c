@@ -284,6 +284,7 @@ int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
 		return agree(o, e, rc);
 	e->has_step = ckpt_meta(ck)->has_step;
 	e->step = ckpt_meta(ck)->step;
+	e->tokens = ckpt_meta(ck)->tokens;
 	/* --data given is data to use: a checkpoint's /fisher only without it */
 	if (!o->recompute && !o->dump && !o->data)
 		rc = from_fisher(ck, e, &have, err);
@@ -355,7 +356,7 @@ int blocksharp_type_means(const struct blocksharp_estimate *e, const struct sw_s
 }
 
 int blocksharp_hist(const struct blocksharp_estimate *e, const struct sw_select *sel, int bins,
-		    int64_t *count, double *fraction, int present[SW_BLOCK_COUNT], double *lo_out,
+		    int64_t *count, double *density, int present[SW_BLOCK_COUNT], double *lo_out,
 		    double *width, struct sw_err *err)
 {
 	float *vals = scratch(e, err);
@@ -388,7 +389,7 @@ int blocksharp_hist(const struct blocksharp_estimate *e, const struct sw_select 
 				nz++;
 			}
 		for (int k = 0; k < bins; k++)
-			fraction[(size_t)b * bins + k] = nz ? (double)c[k] / (double)nz : 0;
+			density[(size_t)b * bins + k] = nz ? (double)c[k] / ((double)nz * w) : 0;
 	}
 	free(vals);
 	*lo_out = lo;

@@ -86,8 +86,8 @@ struct blocksharp_estimate {
 	size_t *offset;                 /* (n) into h */
 	float *h;
 	int64_t total;                  /* parameters */
-	int has_step;
-	int64_t step;
+	int has_step;            /* step and tokens known */
+	int64_t step, tokens;
 	const char *source;             /* "fisher" or "computed" */
 	int reporter;                   /* on failure, the rank whose err is shown */
 };
@@ -113,12 +113,13 @@ int blocksharp_type_means(const struct blocksharp_estimate *e, const struct sw_s
 /*
  * log10 h per block type in bins common to all types (from the smallest to
  * the largest nonzero value over the selection): count[b * bins + k] and
- * the fraction of the type's nonzero entries; *lo and *width give bin k
- * as [lo + k width, lo + (k + 1) width). present[b]: the type has
+ * the density, per unit of log10 h, of the type's nonzero entries (it
+ * sums to 1 / width over the bins); *lo and *width give bin k as
+ * [lo + k width, lo + (k + 1) width). present[b]: the type has
  * parameters. SW_EDATA when every estimate is zero.
  */
 int blocksharp_hist(const struct blocksharp_estimate *e, const struct sw_select *sel, int bins,
-		    int64_t *count, double *fraction, int present[SW_BLOCK_COUNT], double *lo,
+		    int64_t *count, double *density, int present[SW_BLOCK_COUNT], double *lo,
 		    double *width, struct sw_err *err);
 
 /*

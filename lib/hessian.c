@@ -188,6 +188,7 @@ static int checkpoint_lrs(const char *path, const struct model *m, double *lr,
 		return rc;
 	r->has_step = ckpt_meta(ck)->has_step;
 	r->step = ckpt_meta(ck)->step;
+	r->tokens = ckpt_meta(ck)->tokens;
 	for (int i = 0; i < m->ntensors; i++) {
 		long k = ckpt_find_role(ck, m->tensors[i].info.role, m->tensors[i].info.layer);
 		lr[i] = k < 0 ? NAN : ckpt_info(ck, (size_t)k)->lr;

@@ -86,8 +86,8 @@ struct hessian_block {
 };
 
 struct hessian_result {
-	int has_step;
-	int64_t step;
+	int has_step;            /* step and tokens known */
+	int64_t step, tokens;
 	int T, B, mb;           /* the batch: B sequences of T, micro-batches of mb */
 	int64_t nparams;
 	double mem_bytes;       /* the estimate checked against the free memory */

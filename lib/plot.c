@@ -26,7 +26,7 @@ const struct plot_kind plot_kinds[] = {
 	{"sharpness-steps", "step block mean",
 	 "average sharpness per block type over training (sharpness Fig. 3)",
 	 "sw-sharpness CKPT..."},
-	{"sharpness-hist", "block bin_lo fraction",
+	{"sharpness-hist", "block bin_lo density|fraction",
 	 "distribution of log10 h per block type (sharpness Fig. 2)",
 	 "sw-sharpness --hist 60 CKPT"},
 	{"norms", "step role rms_to_inf",
@@ -169,10 +169,16 @@ static int check_header(const char *line, size_t n, const struct plot_kind *k,
 	if (n == 0)
 		return sw_fail(err, SW_EDATA, "line 1: an empty header line");
 	while (*p) {
-		size_t wl = strcspn(p, " ");
-		if (!has_field(line, p, wl))
+		size_t wl = strcspn(p, " "), first = strcspn(p, " |"), found = 0;
+		/* a|b: either column (b, the name an earlier release printed) */
+		for (size_t i = 0; i < wl && !found; i++) {
+			size_t al = strcspn(p + i, " |");
+			found = has_field(line, p + i, al);
+			i += al;
+		}
+		if (!found)
 			return sw_fail(err, SW_EDATA, "no column '%.*s': the %s figure needs the TSV of: %s",
-				       (int)wl, p, k->name, k->source);
+				       (int)first, p, k->name, k->source);
 		p += wl;
 		p += strspn(p, " ");
 	}

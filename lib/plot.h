@@ -24,7 +24,7 @@
 /* A figure kind: its script is plots/NAME.gp. */
 struct plot_kind {
 	const char *name;
-	const char *columns;    /* the columns it needs, space-separated */
+	const char *columns;    /* the columns it needs, space-separated; a|b: either */
 	const char *what;       /* what it shows, one line */
 	const char *source;     /* the command that prints its table */
 };

@@ -1,6 +1,7 @@
 /* common.c - the shared plumbing of every tool (see common.h). */
 #include "common.h"
 #include "../lib/atomicfile.h"
+#include "../lib/blocksharp.h"
 #include "../lib/ckpt.h"
 #include "../lib/comm.h"
 #include "../lib/matsched.h"
@@ -464,4 +465,79 @@ void tool_runtime(char **argv)
 	if (again)
 		execv("/proc/self/exe", argv);
 	/* could not re-execute: go on as we are */
+}
+
+void tool_step_cell(struct table *tb, int has_step, int64_t step)
+{
+	if (has_step)
+		table_int(tb, step);
+	else
+		table_empty(tb);
+}
+
+void tool_tokens_cell(struct table *tb, int has_step, int64_t tokens)
+{
+	tool_step_cell(tb, has_step, tokens);
+}
+
+const char *tool_next_file_shared(struct tool *t, struct comm *c, char *buf, size_t len)
+{
+	int64_t n = -1;
+	struct sw_err err;
+
+	if (comm_rank(c) == 0) {
+		const char *f = tool_stdout_broken(t) ? NULL : tool_next_file(t);
+		if (f && strlen(f) < len) {
+			n = (int64_t)strlen(f);
+			memcpy(buf, f, (size_t)n + 1);
+		} else if (f) {
+			sw_fail(&err, SW_EUSAGE, "file name longer than %zu bytes", len - 1);
+			tool_error(t, "stdin", &err);
+		}
+	}
+	if (comm_bcast(c, &n, 1, COMM_I64, 0, COMM_HOST, &err) ||
+	    (n >= 0 && comm_bcast(c, buf, (size_t)n + 1, COMM_BYTE, 0, COMM_HOST, &err))) {
+		tool_error(t, "MPI", &err);
+		return NULL;
+	}
+	return n < 0 ? NULL : buf;
+}
+
+void tool_shared_failure(struct tool *t, const char *file, int rc, int reporter, int rank,
+			 const struct sw_err *err)
+{
+	if (!rc)
+		return;
+	if (reporter == rank)
+		tool_error(t, file, err);
+	else if (!t->status)
+		t->status = rc;
+}
+
+void tool_row_begin(struct table *tb, const char *file, int has_step, int64_t step)
+{
+	table_str(tb, file);
+	tool_step_cell(tb, has_step, step);
+}
+
+void tool_row_end(struct table *tb, int has_step, int64_t tokens)
+{
+	tool_tokens_cell(tb, has_step, tokens);
+	table_end_row(tb);
+}
+
+int tool_batch_option(struct tool *t, int opt, const char *arg, struct blocksharp_opts *b)
+{
+	switch (opt) {
+	case OPT_DATA: b->data = arg; return 1;
+	case OPT_DATA_FORMAT:
+		if (data_format_parse(arg, &b->fmt) < 0)
+			tool_usage_error(t, "--data-format: auto, llmc, uint16 or bytes");
+		return 1;
+	case OPT_BATCH_TOKENS: b->batch_tokens = tool_parse_int(t, "--batch-tokens", arg, 1, 1LL << 32); return 1;
+	case OPT_SEQ_LEN: b->seq_len = (int)tool_parse_int(t, "--seq-len", arg, 1, 1 << 16); return 1;
+	case OPT_MICRO_BATCH: b->micro = (int)tool_parse_int(t, "--micro-batch", arg, 1, 1 << 20); return 1;
+	case OPT_SEED: b->seed = (uint64_t)tool_parse_int(t, "--seed", arg, 0, 1LL << 62); return 1;
+	default: return 0;
+	}
 }

@@ -17,6 +17,19 @@
 
 #ifndef SW_VERSION
 #define SW_VERSION "unknown"
+/*
+ * The per-file loop under mpirun: every rank takes the same files, rank 0
+ * reads the names (arguments or stdin) and hands each on; NULL at the end
+ * or once rank 0's stdout broke. buf holds the name (len bytes).
+ */
+struct comm;
+const char *tool_next_file_shared(struct tool *t, struct comm *c, char *buf, size_t len);
+
+/* A file's failure under mpirun is said once, by the rank that saw it
+ * (reporter); the others only keep the status. Nothing when rc is 0. */
+void tool_shared_failure(struct tool *t, const char *file, int rc, int reporter, int rank,
+			 const struct sw_err *err);
+
 #endif
 
 /* A numeric default from lib/ in a --help string: "(" TOOL_STR(X) ")". */
@@ -25,7 +38,8 @@
 
 enum {
 	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
-	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_TOOL_FIRST = 1100
+	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_DATA, OPT_DATA_FORMAT, OPT_BATCH_TOKENS,
+	OPT_SEQ_LEN, OPT_MICRO_BATCH, OPT_SEED, OPT_TOOL_FIRST = 1100
 };
 
 #define TOOL_COMMON_OPTIONS                                      \
@@ -43,6 +57,25 @@ enum {
 #define TOOL_THREADS_HELP                                                                  \
 	"  --threads N    threads, for OpenMP and OpenBLAS alike (default: every core,\n"    \
 	"                 or OMP_NUM_THREADS when it is set)\n"
+
+/* The batch a model is run on, for the tools that run one (sw-sharpness,
+ * sw-hessian): the same spelling, meaning and default in both, parsed
+ * into lib's struct blocksharp_opts by tool_batch_option. --seed's help
+ * says what the tool draws from it. */
+#define TOOL_BATCH_OPTIONS                                                      \
+	{"data", required_argument, NULL, OPT_DATA},                            \
+	{"data-format", required_argument, NULL, OPT_DATA_FORMAT},              \
+	{"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},            \
+	{"seq-len", required_argument, NULL, OPT_SEQ_LEN},                      \
+	{"micro-batch", required_argument, NULL, OPT_MICRO_BATCH},              \
+	{"seed", required_argument, NULL, OPT_SEED}
+#define TOOL_BATCH_HELP                                                                         \
+	"  --data FILE        tokens (llm.c, nanoGPT .bin, or text as bytes)\n"                     \
+	"  --data-format F    auto, llmc, uint16, bytes\n"                                           \
+	"  --batch-tokens N   tokens in the batch (" TOOL_STR(BLOCKSHARP_BATCH_TOKENS) \
+	"), a multiple of --seq-len\n"                                                           \
+	"  --seq-len T        tokens per sequence (the model's, at most 512)\n"                     \
+	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"
 
 /* --log, for every tool that may run for minutes: its progress as lines
  * on stderr, a terminal or not (a log file, a batch job's output). */
@@ -222,5 +255,38 @@ long long tool_parse_int(struct tool *t, const char *opt, const char *arg,
 			 long long lo, long long hi);
 double tool_parse_double(struct tool *t, const char *opt, const char *arg,
 			 double lo, double hi);
+
+/* The number of names in a column array. */
+#define TOOL_NCOLS(a) ((int)(sizeof(a) / sizeof *(a)))
+
+/* The step cell and the tokens cell of a row: empty when the file does
+ * not know them (a llama2.c or Hugging Face checkpoint). tokens is the
+ * last column in sw-spectrum, sw-sharpness and sw-hessian (added after
+ * their other columns, whose numbers it keeps) and the third in sw-norms
+ * and sw-qkdrift. */
+void tool_step_cell(struct table *tb, int has_step, int64_t step);
+void tool_tokens_cell(struct table *tb, int has_step, int64_t tokens);
+
+/* The first cells of a row of those three tools (file, step) and its end
+ * (tokens, and the end of the row). */
+void tool_row_begin(struct table *tb, const char *file, int has_step, int64_t step);
+void tool_row_end(struct table *tb, int has_step, int64_t tokens);
+
+/*
+ * The per-file loop under mpirun: every rank takes the same files, rank 0
+ * reads the names (arguments or stdin) and hands each on; NULL at the end
+ * or once rank 0's stdout broke. buf holds the name (len bytes).
+ */
+struct comm;
+const char *tool_next_file_shared(struct tool *t, struct comm *c, char *buf, size_t len);
+
+/* A file's failure under mpirun is said once, by the rank that saw it
+ * (reporter); the others only keep the status. Nothing when rc is 0. */
+void tool_shared_failure(struct tool *t, const char *file, int rc, int reporter, int rank,
+			 const struct sw_err *err);
+
+struct blocksharp_opts;
+/* One of TOOL_BATCH_OPTIONS into b: 1 if opt was one, else 0. */
+int tool_batch_option(struct tool *t, int opt, const char *arg, struct blocksharp_opts *b);
 
 #endif

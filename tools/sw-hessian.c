@@ -26,14 +26,11 @@ static const char usage[] =
 static const char help[] =
 	"The loss Hessian of checkpoints on a batch of --data, per block type (and the\n"
 	"whole selection, 'all'): file step block nparams lambda_1..lambda_K steps bound\n"
-	"trace trace_se trace_per_param lr eos_gd (eos_adam with --preconditioned).\n"
+	"trace trace_se trace_per_param lr eos_gd (eos_adam with --preconditioned)\n"
+	"tokens (the training tokens behind the checkpoint, on every row's end).\n"
 	"Exact Hessian-vector products (R-operator), restricted to each block.\n"
 	"\n"
-	"  --data FILE        tokens (llm.c, nanoGPT .bin, or text as bytes)\n"
-	"  --data-format F    auto, llmc, uint16, bytes\n"
-	"  --batch-tokens N   tokens of the batch the loss is the mean over (" TOOL_STR(BLOCKSHARP_BATCH_TOKENS) ")\n"
-	"  --seq-len T        tokens per sequence (the model's, at most 512)\n"
-	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"
+	TOOL_BATCH_HELP
 	"  --seed S           the batch, Lanczos starts and probes (1)\n"
 	"  --per-layer        one row per block type per layer\n"
 	"  --per-tensor       one row per tensor\n"
@@ -44,11 +41,11 @@ static const char help[] =
 	"  --gauss-newton     the Gauss-Newton (Fisher) matrix instead of the Hessian\n"
 	"  --preconditioned   P^-1/2 H P^-1/2, P = sqrt(v_hat) + eps from Adam's moments\n"
 	"  --density          the spectral density by SLQ: nodes and weights per block:\n"
-	"                     file step block ... vector lambda weight\n"
+	"                     file step block ... vector lambda weight tokens\n"
 	"  --slq-vectors V    SLQ vectors per block (1); they are also trace probes\n"
 	"  --slq-steps M      Lanczos steps per SLQ vector (40)\n"
 	"  --grid P           with --density: the Gaussian-smoothed density at P points:\n"
-	"                     file step block ... lambda density\n"
+	"                     file step block ... lambda density tokens\n"
 	"  --smooth S         its width, relative to the block's node range (0.01)\n"
 	"  --dump-batch FILE  the batch's tokens and targets (HDF5)\n"
 	TOOL_THREADS_HELP
@@ -58,8 +55,7 @@ static const char help[] =
 	"logits, (max-steps + 1) float32 vectors of the largest block. See sw-hessian(1).\n";
 
 enum {
-	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_BATCH_TOKENS, O_SEQ_LEN, O_MICRO_BATCH, O_SEED,
-	O_PER_LAYER, O_PER_TENSOR, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
+	O_PER_LAYER = OPT_TOOL_FIRST, O_PER_TENSOR, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
 	O_PRECONDITIONED, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH
 };
 
@@ -111,10 +107,12 @@ static int columns(const struct opts *o, const char **cols, char names[MAX_TOP][
 		if (o->grid) {
 			cols[n++] = "lambda";
 			cols[n++] = "density";
+			cols[n++] = "tokens";
 		} else {
 			cols[n++] = "vector";
 			cols[n++] = "lambda";
 			cols[n++] = "weight";
+			cols[n++] = "tokens";
 		}
 		return n;
 	}
@@ -130,17 +128,14 @@ static int columns(const struct opts *o, const char **cols, char names[MAX_TOP][
 	cols[n++] = "trace_per_param";
 	cols[n++] = "lr";
 	cols[n++] = o->h.preconditioned ? "eos_adam" : "eos_gd";
+	cols[n++] = "tokens";
 	return n;
 }
 
 static void row_start(struct table *tb, const char *file, const struct opts *o,
 		      const struct hessian_result *r, const struct hessian_block *b)
 {
-	table_str(tb, file);
-	if (r->has_step)
-		table_int(tb, r->step);
-	else
-		table_empty(tb);
+	tool_row_begin(tb, file, r->has_step, r->step);
 	if (o->h.by == HESSIAN_BY_TENSOR)
 		table_str(tb, b->block < 0 ? "" : b->name);
 	table_str(tb, b->block < 0 ? "all" : sw_block_name((enum sw_block)b->block));
@@ -184,14 +179,14 @@ static int print_grid(struct table *tb, const char *file, const struct opts *o,
 		row_start(tb, file, o, r, b);
 		table_num(tb, x[p]);
 		table_num(tb, y[p]);
-		table_end_row(tb);
+		tool_row_end(tb, r->has_step, r->tokens);
 	}
 	free(x);
 	free(y);
 	return SW_OK;
 }
 
-static int print_file(struct tool *tl, struct table *tb, const char *file, const struct opts *o,
+static int print_blocks(struct tool *tl, struct table *tb, const char *file, const struct opts *o,
 		      const struct hessian_result *r, struct sw_err *err)
 {
 	for (int j = 0; j < r->nblocks && !tool_stdout_broken(tl); j++) {
@@ -209,7 +204,7 @@ static int print_file(struct tool *tl, struct table *tb, const char *file, const
 				table_int(tb, b->vec[k]);
 				table_num(tb, b->node[k]);
 				table_num(tb, b->weight[k]);
-				table_end_row(tb);
+				tool_row_end(tb, r->has_step, r->tokens);
 			}
 			continue;
 		}
@@ -224,7 +219,7 @@ static int print_file(struct tool *tl, struct table *tb, const char *file, const
 		table_num(tb, b->trace / (double)b->n);
 		table_num(tb, b->lr);
 		table_num(tb, b->eos);
-		table_end_row(tb);
+		tool_row_end(tb, r->has_step, r->tokens);
 		if (!b->converged)
 			fprintf(stderr, "%s: %s: %s%s%s: Lanczos stopped after %d products with its residual bound at %.3g (--tol %g of %.3g not reached; raise --max-steps)\n",
 				tl->prog, file, b->block < 0 ? "all" : sw_block_name((enum sw_block)b->block),
@@ -238,12 +233,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		TOOL_COMMON_OPTIONS,
-		{"data", required_argument, NULL, O_DATA},
-		{"data-format", required_argument, NULL, O_DATA_FORMAT},
-		{"batch-tokens", required_argument, NULL, O_BATCH_TOKENS},
-		{"seq-len", required_argument, NULL, O_SEQ_LEN},
-		{"micro-batch", required_argument, NULL, O_MICRO_BATCH},
-		{"seed", required_argument, NULL, O_SEED},
+		TOOL_BATCH_OPTIONS,
 		{"per-layer", no_argument, NULL, O_PER_LAYER},
 		{"per-tensor", no_argument, NULL, O_PER_TENSOR},
 		{"top", required_argument, NULL, O_TOP},
@@ -277,15 +267,6 @@ int main(int argc, char **argv)
 	blocksharp_opts_defaults(&o.h.data);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
-		case O_DATA: o.h.data.data = optarg; break;
-		case O_DATA_FORMAT:
-			if (data_format_parse(optarg, &o.h.data.fmt) < 0)
-				tool_usage_error(&tl, "--data-format: auto, llmc, uint16 or bytes");
-			break;
-		case O_BATCH_TOKENS: o.h.data.batch_tokens = tool_parse_int(&tl, "--batch-tokens", optarg, 1, 1LL << 32); break;
-		case O_SEQ_LEN: o.h.data.seq_len = (int)tool_parse_int(&tl, "--seq-len", optarg, 1, 1 << 16); break;
-		case O_MICRO_BATCH: o.h.data.micro = (int)tool_parse_int(&tl, "--micro-batch", optarg, 1, 1 << 20); break;
-		case O_SEED: o.h.data.seed = (uint64_t)tool_parse_int(&tl, "--seed", optarg, 0, 1LL << 62); break;
 		case O_PER_LAYER: o.h.by = HESSIAN_BY_LAYER; modes++; break;
 		case O_PER_TENSOR: o.h.by = HESSIAN_BY_TENSOR; modes++; break;
 		case O_TOP: o.h.top = (int)tool_parse_int(&tl, "--top", optarg, 1, MAX_TOP); break;
@@ -309,7 +290,10 @@ int main(int argc, char **argv)
 			smooth_given = 1;
 			break;
 		case O_DUMP_BATCH: o.h.dump = optarg; break;
-		default: tool_common_option(&tl, opt, optarg); break;
+		default:
+			if (!tool_batch_option(&tl, opt, optarg, &o.h.data))
+				tool_common_option(&tl, opt, optarg);
+			break;
 		}
 	}
 	if (modes > 1)
@@ -341,7 +325,7 @@ int main(int argc, char **argv)
 		tool_progress_done(&tl);
 		if (!rc) {
 			tool_selected(&tl, file, (size_t)r.selected, "tensor");
-			rc = print_file(&tl, &tb, file, &o, &r, &err);
+			rc = print_blocks(&tl, &tb, file, &o, &r, &err);
 		}
 		if (rc)
 			tool_error(&tl, file, &err);

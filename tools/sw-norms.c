@@ -38,13 +38,8 @@ static void print_row(struct table *tb, const char *file, const struct ckpt_meta
 		      const struct sw_tensor_info *t, const struct op_norms *n)
 {
 	table_str(tb, file);
-	if (m->has_step) {
-		table_int(tb, m->step);
-		table_int(tb, m->tokens);
-	} else {
-		table_empty(tb);
-		table_empty(tb);
-	}
+	tool_step_cell(tb, m->has_step, m->step);
+	tool_tokens_cell(tb, m->has_step, m->tokens);
 	table_str(tb, t->name);
 	table_str(tb, sw_block_name(t->block));
 	table_str(tb, t->role);
@@ -142,7 +137,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1)
 		tool_common_option(&tl, opt, optarg);
 	tool_files_begin(&tl, optind);
-	table_init(&tb, stdout, tl.fmt, cols, (int)(sizeof cols / sizeof cols[0]));
+	table_init(&tb, stdout, tl.fmt, cols, TOOL_NCOLS(cols));
 	table_header(&tb);
 	while ((ck = tool_next_ckpt(&tl, &file))) {
 		norms_file(&tl, &tb, file, ck);

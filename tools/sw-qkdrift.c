@@ -123,7 +123,7 @@ static void print_heads(struct tool *tl, const struct entry *e, size_t n, size_t
 {
 	struct table tb;
 
-	table_init(&tb, stdout, tl->fmt, head_cols, (int)(sizeof head_cols / sizeof head_cols[0]));
+	table_init(&tb, stdout, tl->fmt, head_cols, TOOL_NCOLS(head_cols));
 	table_header(&tb);
 	for (size_t c = 0; c < n && !tool_stdout_broken(tl); c++) {
 		for (size_t j = 0; j < nheads; j++) {
@@ -192,7 +192,7 @@ static void print_drift(struct tool *tl, const struct entry *e, size_t n, size_t
 		steps[c] = e[c].step;
 		heads[c] = e[c].heads;
 	}
-	table_init(&tb, stdout, tl->fmt, drift_cols, (int)(sizeof drift_cols / sizeof drift_cols[0]));
+	table_init(&tb, stdout, tl->fmt, drift_cols, TOOL_NCOLS(drift_cols));
 	table_header(&tb);
 	for (size_t j = 0; j < nheads && !tool_stdout_broken(tl); j++) {
 		struct qk_drift d;

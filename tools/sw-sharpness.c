@@ -22,26 +22,24 @@ static const char usage[] =
 	"                    [--same-batch] [--seq-len T] [--micro-batch M] [--recompute]\n"
 	"                    [--per-layer | --per-tensor | --hist BINS | --ratios]\n"
 	"                    [--check principle [--strict]] [--dump-labels FILE]\n"
-	"                    [--threads N] [--log] [--device D] [--block LIST] [--layer LIST] [--name GLOB]\n"
-	"                    [--role LIST] FILE ...";
+	"                    [--threads N] [--log] [--device D] [--block LIST]\n"
+	"                    [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
 static const char help[] =
 	"Diagonal Gauss-Newton (GNB) sharpness of checkpoints, per block type:\n"
 	"file step block nparams mean log10_mean mean_log10 q10_log10 median_log10\n"
-	"q90_log10 zeros. Uses a checkpoint's /fisher when it has one and no --data\n"
+	"q90_log10 zeros tokens (tokens, the training tokens behind the checkpoint,\n"
+	"ends every row). Uses a checkpoint's /fisher when it has one and no --data\n"
 	"is given, else computes the estimate on the tokens of --data.\n"
 	"\n"
-	"  --data FILE        tokens (llm.c, nanoGPT .bin, or text as bytes)\n"
-	"  --data-format F    auto, llmc, uint16, bytes\n"
-	"  --batch-tokens N   loss terms per estimate (" TOOL_STR(BLOCKSHARP_BATCH_TOKENS) "); a multiple of --seq-len\n"
-	"  --seq-len T        tokens per sequence (the model's, at most 512)\n"
-	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"
+	TOOL_BATCH_HELP
 	"  --draws K          label draws averaged (1)\n"
 	"  --same-batch       all draws on one batch (default: a fresh batch each)\n"
 	"  --seed S           batches and labels (1)\n"
 	"  --recompute        ignore /fisher in the checkpoint (as --data does)\n"
 	"  --per-layer        one row per block type per layer\n"
 	"  --per-tensor       one row per tensor\n"
-	"  --hist BINS        the distribution of log10 h per block type\n"
+	"  --hist BINS        the distribution of log10 h per block type: bin_lo bin_hi\n"
+	"                     count density (per unit of log10 h) zeros\n"
 	"  --ratios           S(norm)/S(block) beside the paper's Blockwise LR ratios\n"
 	"  --check principle  exit 1 unless Norm is the sharpest and Emb the flattest\n"
 	"  --strict           with --check: also S(qk) < S(ffn) < S(vo)\n"
@@ -57,8 +55,7 @@ static const char help[] =
 	"See sw-sharpness(1).\n";
 
 enum {
-	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_BATCH_TOKENS, O_SEQ_LEN, O_MICRO_BATCH, O_DRAWS,
-	O_SAME_BATCH, O_SEED, O_RECOMPUTE, O_PER_LAYER, O_PER_TENSOR, O_HIST, O_RATIOS, O_CHECK,
+	O_DRAWS = OPT_TOOL_FIRST, O_SAME_BATCH, O_RECOMPUTE, O_PER_LAYER, O_PER_TENSOR, O_HIST, O_RATIOS, O_CHECK,
 	O_STRICT, O_DUMP_LABELS, O_DEVICE
 };
 
@@ -70,62 +67,29 @@ struct opts {
 	enum mode mode;
 };
 
-/* The next file: rank 0's, handed to every rank (NULL at the end, or once
- * rank 0's stdout broke). */
-static const char *next_file(struct tool *tl, struct comm *c, char *buf, size_t len)
-{
-	int64_t n = -1;
-	struct sw_err err;
-
-	if (comm_rank(c) == 0) {
-		const char *f = tool_stdout_broken(tl) ? NULL : tool_next_file(tl);
-		if (f && strlen(f) < len) {
-			n = (int64_t)strlen(f);
-			memcpy(buf, f, (size_t)n + 1);
-		} else if (f) {
-			sw_fail(&err, SW_EUSAGE, "file name longer than %zu bytes", len - 1);
-			tool_error(tl, "stdin", &err);
-		}
-	}
-	if (comm_bcast(c, &n, 1, COMM_I64, 0, COMM_HOST, &err) ||
-	    (n >= 0 && comm_bcast(c, buf, (size_t)n + 1, COMM_BYTE, 0, COMM_HOST, &err))) {
-		tool_error(tl, "MPI", &err);
-		return NULL;
-	}
-	return n < 0 ? NULL : buf;
-}
-
 /* ---- printing --------------------------------------------------------- */
 
 static const char *const type_cols[] = {
 	"file", "step", "block", "nparams", "mean", "log10_mean", "mean_log10", "q10_log10",
-	"median_log10", "q90_log10", "zeros"
+	"median_log10", "q90_log10", "zeros", "tokens"
 };
 static const char *const layer_cols[] = {
 	"file", "step", "block", "layer", "nparams", "mean", "log10_mean", "mean_log10", "q10_log10",
-	"median_log10", "q90_log10", "zeros"
+	"median_log10", "q90_log10", "zeros", "tokens"
 };
 static const char *const tensor_cols[] = {
 	"file", "step", "name", "block", "role", "layer", "nparams", "mean", "log10_mean",
-	"mean_log10", "q10_log10", "median_log10", "q90_log10", "zeros"
+	"mean_log10", "q10_log10", "median_log10", "q90_log10", "zeros", "tokens"
 };
 static const char *const hist_cols[] = {
-	"file", "step", "block", "bin_lo", "bin_hi", "count", "fraction", "zeros"
+	"file", "step", "block", "bin_lo", "bin_hi", "count", "density", "zeros", "tokens"
 };
 static const char *const ratio_cols[] = {
-	"file", "step", "block", "mean", "norm_over_block", "paper_ratio"
+	"file", "step", "block", "mean", "norm_over_block", "paper_ratio", "tokens"
 };
 
-static void row_head(struct table *tb, const char *file, const struct blocksharp_estimate *e)
-{
-	table_str(tb, file);
-	if (e->has_step)
-		table_int(tb, e->step);
-	else
-		table_empty(tb);
-}
-
-static void row_stats(struct table *tb, const struct gnb_stats *s)
+static void row_stats(struct table *tb, const struct blocksharp_estimate *e,
+		      const struct gnb_stats *s)
 {
 	table_int(tb, s->n);
 	table_num(tb, s->mean);
@@ -135,20 +99,20 @@ static void row_stats(struct table *tb, const struct gnb_stats *s)
 	table_num(tb, s->median);
 	table_num(tb, s->q90);
 	table_int(tb, s->zeros);
-	table_end_row(tb);
+	tool_row_end(tb, e->has_step, e->tokens);
 }
 
 static int print_hist(struct tool *tl, struct table *tb, const char *file, const struct opts *o,
 		      const struct blocksharp_estimate *e, struct sw_err *err)
 {
 	int64_t *count = malloc((size_t)SW_BLOCK_COUNT * o->bins * sizeof *count);
-	double *fraction = malloc((size_t)SW_BLOCK_COUNT * o->bins * sizeof *fraction), lo, w;
+	double *density = malloc((size_t)SW_BLOCK_COUNT * o->bins * sizeof *density), lo, w;
 	int present[SW_BLOCK_COUNT], rc;
 
-	if (!count || !fraction)
+	if (!count || !density)
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 	else
-		rc = blocksharp_hist(e, &tl->sel, o->bins, count, fraction, present, &lo, &w, err);
+		rc = blocksharp_hist(e, &tl->sel, o->bins, count, density, present, &lo, &w, err);
 	for (int b = 0; !rc && b < SW_BLOCK_COUNT; b++) {
 		/* the type's exact zeros, which no log bin holds: on each of its rows */
 		struct gnb_stats s = {0};
@@ -156,22 +120,22 @@ static int print_hist(struct tool *tl, struct table *tb, const char *file, const
 		if (present[b] && (rc = blocksharp_stats(e, &tl->sel, b, -2, -1, &s, &n, err)))
 			break;
 		for (int k = 0; present[b] && k < o->bins; k++) {
-			row_head(tb, file, e);
+			tool_row_begin(tb, file, e->has_step, e->step);
 			table_str(tb, sw_block_name((enum sw_block)b));
 			table_num(tb, lo + k * w);
 			table_num(tb, lo + (k + 1) * w);
 			table_int(tb, count[(size_t)b * o->bins + k]);
-			table_num(tb, fraction[(size_t)b * o->bins + k]);
+			table_num(tb, density[(size_t)b * o->bins + k]);
 			table_int(tb, n ? s.zeros : 0);
-			table_end_row(tb);
+			tool_row_end(tb, e->has_step, e->tokens);
 		}
 	}
 	free(count);
-	free(fraction);
+	free(density);
 	return rc;
 }
 
-static int print_file(struct tool *tl, struct table *tb, const char *file, const struct opts *o,
+static int print_estimate(struct tool *tl, struct table *tb, const char *file, const struct opts *o,
 		      const struct blocksharp_estimate *e, struct sw_err *err)
 {
 	struct gnb_stats s;
@@ -188,22 +152,22 @@ static int print_file(struct tool *tl, struct table *tb, const char *file, const
 					break;
 				if (!n)
 					continue;
-				row_head(tb, file, e);
+				tool_row_begin(tb, file, e->has_step, e->step);
 				table_str(tb, sw_block_name((enum sw_block)b));
 				if (o->mode == BY_LAYER)
 					table_int(tb, l);
-				row_stats(tb, &s);
+				row_stats(tb, e, &s);
 			}
 	} else if (o->mode == BY_TENSOR) {
 		for (int i = 0; i < e->n && !rc; i++) {
 			if ((rc = blocksharp_stats(e, &tl->sel, -1, -2, i, &s, &n, err)) || !n)
 				continue;
-			row_head(tb, file, e);
+			tool_row_begin(tb, file, e->has_step, e->step);
 			table_str(tb, e->info[i].name);
 			table_str(tb, sw_block_name(e->info[i].block));
 			table_str(tb, e->info[i].role);
 			table_int(tb, e->info[i].layer);
-			row_stats(tb, &s);
+			row_stats(tb, e, &s);
 		}
 	} else if (o->mode == HIST) {
 		rc = print_hist(tl, tb, file, o, e, err);
@@ -213,7 +177,7 @@ static int print_file(struct tool *tl, struct table *tb, const char *file, const
 			for (int b = 0; b < SW_BLOCK_COUNT; b++) {
 				if (isnan(S[b]))
 					continue;
-				row_head(tb, file, e);
+				tool_row_begin(tb, file, e->has_step, e->step);
 				table_str(tb, sw_block_name((enum sw_block)b));
 				table_num(tb, S[b]);
 				table_num(tb, S[SW_BLOCK_NORM] / S[b]);
@@ -221,7 +185,7 @@ static int print_file(struct tool *tl, struct table *tb, const char *file, const
 					table_num(tb, gnb_paper_ratio((enum sw_block)b));
 				else
 					table_empty(tb);
-				table_end_row(tb);
+				tool_row_end(tb, e->has_step, e->tokens);
 			}
 	}
 	return rc;
@@ -266,14 +230,9 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		TOOL_COMMON_OPTIONS,
-		{"data", required_argument, NULL, O_DATA},
-		{"data-format", required_argument, NULL, O_DATA_FORMAT},
-		{"batch-tokens", required_argument, NULL, O_BATCH_TOKENS},
-		{"seq-len", required_argument, NULL, O_SEQ_LEN},
-		{"micro-batch", required_argument, NULL, O_MICRO_BATCH},
+		TOOL_BATCH_OPTIONS,
 		{"draws", required_argument, NULL, O_DRAWS},
 		{"same-batch", no_argument, NULL, O_SAME_BATCH},
-		{"seed", required_argument, NULL, O_SEED},
 		{"recompute", no_argument, NULL, O_RECOMPUTE},
 		{"per-layer", no_argument, NULL, O_PER_LAYER},
 		{"per-tensor", no_argument, NULL, O_PER_TENSOR},
@@ -299,17 +258,8 @@ int main(int argc, char **argv)
 	tl.mpi_use = "estimates split over the ranks under mpirun";
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
-		case O_DATA: o.est.data = optarg; break;
-		case O_DATA_FORMAT:
-			if (data_format_parse(optarg, &o.est.fmt) < 0)
-				tool_usage_error(&tl, "--data-format: auto, llmc, uint16 or bytes");
-			break;
-		case O_BATCH_TOKENS: o.est.batch_tokens = tool_parse_int(&tl, "--batch-tokens", optarg, 1, 1LL << 32); break;
-		case O_SEQ_LEN: o.est.seq_len = (int)tool_parse_int(&tl, "--seq-len", optarg, 1, 1 << 16); break;
-		case O_MICRO_BATCH: o.est.micro = (int)tool_parse_int(&tl, "--micro-batch", optarg, 1, 1 << 20); break;
 		case O_DRAWS: o.est.draws = (int)tool_parse_int(&tl, "--draws", optarg, 1, 1 << 20); break;
 		case O_SAME_BATCH: o.est.same_batch = 1; break;
-		case O_SEED: o.est.seed = (uint64_t)tool_parse_int(&tl, "--seed", optarg, 0, 1LL << 62); break;
 		case O_RECOMPUTE: o.est.recompute = 1; break;
 		case O_PER_LAYER: o.mode = BY_LAYER; modes++; break;
 		case O_PER_TENSOR: o.mode = BY_TENSOR; modes++; break;
@@ -326,7 +276,10 @@ int main(int argc, char **argv)
 			if (sw_device_parse(optarg, &o.est.device) < 0)
 				tool_usage_error(&tl, "--device: cpu, cuda or emu");
 			break;
-		default: tool_common_option(&tl, opt, optarg); break;
+		default:
+			if (!tool_batch_option(&tl, opt, optarg, &o.est))
+				tool_common_option(&tl, opt, optarg);
+			break;
 		}
 	}
 	if (modes > 1)
@@ -354,18 +307,18 @@ int main(int argc, char **argv)
 		return SW_EUSAGE;
 	}
 	if (o.mode == BY_LAYER)
-		table_init(&tb, stdout, tl.fmt, layer_cols, 12);
+		table_init(&tb, stdout, tl.fmt, layer_cols, TOOL_NCOLS(layer_cols));
 	else if (o.mode == BY_TENSOR)
-		table_init(&tb, stdout, tl.fmt, tensor_cols, 14);
+		table_init(&tb, stdout, tl.fmt, tensor_cols, TOOL_NCOLS(tensor_cols));
 	else if (o.mode == HIST)
-		table_init(&tb, stdout, tl.fmt, hist_cols, 8);
+		table_init(&tb, stdout, tl.fmt, hist_cols, TOOL_NCOLS(hist_cols));
 	else if (o.mode == RATIOS)
-		table_init(&tb, stdout, tl.fmt, ratio_cols, 6);
+		table_init(&tb, stdout, tl.fmt, ratio_cols, TOOL_NCOLS(ratio_cols));
 	else
-		table_init(&tb, stdout, tl.fmt, type_cols, 11);
+		table_init(&tb, stdout, tl.fmt, type_cols, TOOL_NCOLS(type_cols));
 	if (rank == 0)
 		table_header(&tb);
-	while ((file = next_file(&tl, o.est.comm, name, sizeof name))) {
+	while ((file = tool_next_file_shared(&tl, o.est.comm, name, sizeof name))) {
 		struct blocksharp_estimate e;
 		struct sw_err err;
 		int rc;
@@ -374,18 +327,8 @@ int main(int argc, char **argv)
 			      (long long)o.est.batch_tokens, o.est.draws);
 		rc = blocksharp_estimate(file, &o.est, &e, &err);
 		tool_progress_done(&tl);
-		if (rank > 0) {
-			/* rank 0 prints; a failure is said once, by the rank that saw it */
-			if (rc && e.reporter == rank)
-				tool_error(&tl, file, &err);
-			else if (rc && !tl.status)
-				tl.status = rc;
-			blocksharp_free(&e);
-			continue;
-		}
-		if (rc && e.reporter >= 0 && e.reporter != rank) {
-			if (!tl.status)
-				tl.status = rc;
+		if (rank > 0 || (rc && e.reporter >= 0 && e.reporter != rank)) {
+			tool_shared_failure(&tl, file, rc, e.reporter, rank, &err);
 			blocksharp_free(&e);
 			continue;
 		}
@@ -394,7 +337,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (!rc)
-			rc = print_file(&tl, &tb, file, &o, &e, &err);
+			rc = print_estimate(&tl, &tb, file, &o, &e, &err);
 		if (!rc && o.check) {
 			rc = check_principle(&tl, file, &o, &e, &err);
 			if (rc == SW_ECHECK) {

@@ -27,7 +27,8 @@ static const char usage[] =
 	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]] [FILE ...]";
 static const char help[] =
 	"Singular values of every weight matrix, one row per value per matrix per file:\n"
-	"file step name block role layer index sigma (index 1 is the largest).\n"
+	"file step name block role layer index sigma tokens (index 1 is the largest;\n"
+	"tokens, the training tokens behind the checkpoint, ends every row).\n"
 	"\n"
 	"  --summary      one row per matrix: sigma_max sigma_min stable_rank\n"
 	"                 effective_rank condition frobenius count\n"
@@ -75,11 +76,7 @@ struct run {
 /* The identifying cells every row starts with. */
 static void row_start(struct run *r, const struct sw_tensor_info *t, int64_t head)
 {
-	table_str(r->tb, r->file);
-	if (r->m->has_step)
-		table_int(r->tb, r->m->step);
-	else
-		table_empty(r->tb);
+	tool_row_begin(r->tb, r->file, r->m->has_step, r->m->step);
 	table_str(r->tb, t->name);
 	table_str(r->tb, sw_block_name(t->block));
 	table_str(r->tb, t->role);
@@ -98,7 +95,7 @@ static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_
 			row_start(r, t, head);
 			table_int(r->tb, i + 1);
 			table_num(r->tb, s[i]);
-			table_end_row(r->tb);
+			tool_row_end(r->tb, r->m->has_step, r->m->tokens);
 		}
 	} else if (r->o->mode == MODE_SUMMARY) {
 		struct spectrum_summary sm;
@@ -112,7 +109,7 @@ static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_
 		table_num(r->tb, sm.condition);
 		table_num(r->tb, sm.frobenius);
 		table_int(r->tb, sm.count);
-		table_end_row(r->tb);
+		tool_row_end(r->tb, r->m->has_step, r->m->tokens);
 	} else if (r->o->mode == MODE_HIST) {
 		struct spectrum_bin *bins = calloc((size_t)r->o->bins, sizeof *bins);
 		struct sw_err err;
@@ -130,7 +127,7 @@ static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_
 			table_num(r->tb, bins[b].hi);
 			table_int(r->tb, bins[b].count);
 			table_num(r->tb, bins[b].density);
-			table_end_row(r->tb);
+			tool_row_end(r->tb, r->m->has_step, r->m->tokens);
 		}
 		free(bins);
 	}
@@ -168,7 +165,7 @@ static int print_esd_hist(struct run *r, const struct sw_tensor_info *t, int64_t
 		else
 			table_empty(r->tb);
 		table_num(r->tb, bulkf * esdfit_mp_density(sqrt(lo * hi), f->mp.sigma2, y));
-		table_end_row(r->tb);
+		tool_row_end(r->tb, r->m->has_step, r->m->tokens);
 	}
 	free(bins);
 	return SW_OK;
@@ -209,7 +206,7 @@ static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t hea
 		table_num(r->tb, f.mp.sigma2);
 		table_num(r->tb, f.mp.edge);
 		table_int(r->tb, f.mp.spikes);
-		table_end_row(r->tb);
+		tool_row_end(r->tb, r->m->has_step, r->m->tokens);
 	}
 	if (rc)
 		tool_error(r->tl, r->file, &err);
@@ -364,6 +361,7 @@ static int columns(const struct opts *o, const char **cols)
 		cols[n++] = "head";
 	for (int i = 0; i < nown; i++)
 		cols[n++] = own[i];
+	cols[n++] = "tokens";
 	return n;
 }
 

@@ -99,6 +99,31 @@ test_expect_success 'sw-sharpness and sw-hessian: one --batch-tokens default, th
 		--batch-tokens 1024 bt/ckpt-000002.h5 >other && ! cmp -s dflt other
 '
 
+# col NAME FILE: the column NAME of a table, header dropped
+col() {
+	awk -F"\t" -v name="$1" "NR == 1 { for (i = 1; i <= NF; i++) if (\$i == name) c = i; if (!c) exit 1; next } { print \$c }" "$2"
+}
+
+# bt/ trained 2 steps of 2 sequences of 16 tokens: step 2, 64 tokens,
+# known from the options; a Hugging Face directory (not ours) knows neither
+test_expect_success 'step and tokens: the same names and values in every tool that reads a checkpoint' '
+	sw-norms bt/ckpt-000002.h5 >norms &&
+	sw-spectrum --summary bt/ckpt-000002.h5 >spectrum &&
+	sw-sharpness --data "$FIX/corpus.txt" --seq-len 16 --batch-tokens 32 bt/ckpt-000002.h5 >sharpness &&
+	sw-hessian --data "$FIX/corpus.txt" --seq-len 16 --batch-tokens 32 --max-steps 3 --probes 1 \
+		bt/ckpt-000002.h5 >hessian 2>/dev/null &&
+	sw-qkdrift bt/ckpt-000002.h5 >qkdrift &&
+	for t in norms spectrum sharpness hessian qkdrift; do
+		col step $t | sort -u >steps && echo 2 >expect && test_cmp expect steps &&
+		col tokens $t | sort -u >tokens && echo 64 >expect && test_cmp expect tokens || exit 1
+	done &&
+	sw-spectrum --summary "$FIX/tiny-hf" >spectrum && sw-norms "$FIX/tiny-hf" >norms &&
+	for t in norms spectrum; do
+		col step $t | sort -u >steps && echo >expect && test_cmp expect steps &&
+		col tokens $t | sort -u >tokens && test_cmp expect tokens || exit 1
+	done
+'
+
 test_expect_success 'sw-train --threads 1: a run (the option taken where it was before)' '
 	sw-train --threads 1 --data "$FIX/corpus.txt" --out run --steps 2 --d-model 16 \
 		--seq-len 16 --batch 2 --n-layers 1 --n-heads 2 --trace "" >/dev/null &&

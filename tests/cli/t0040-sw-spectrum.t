@@ -36,7 +36,7 @@ spectra_close() {
 test_expect_success 'header: the columns, exactly' '
 	sw-spectrum "$FIX/tiny.h5" >tiny.out &&
 	head -n 1 tiny.out >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tindex\tsigma\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tindex\tsigma\ttokens\n" >expect &&
 	test_cmp expect header
 '
 
@@ -69,10 +69,10 @@ test_expect_success 'wide: the tied head is the embedding, listed as lm_head.wei
 '
 
 test_expect_success 'safetensors F32, single and sharded: the same values as HDF5, exactly' '
-	sw-spectrum "$FIX/tiny.h5" >tiny.out && sed 1d tiny.out | cut -f3- >h5 &&
+	sw-spectrum "$FIX/tiny.h5" >tiny.out && sed 1d tiny.out | cut -f3-8 >h5 &&
 	sw-spectrum "$FIX/tiny-hf" >st &&
-	sed 1d st | cut -f3- >st3 &&
-	sw-spectrum "$FIX/tiny-hf-sharded" >sharded.out && sed 1d sharded.out | cut -f3- >sharded &&
+	sed 1d st | cut -f3-8 >st3 &&
+	sw-spectrum "$FIX/tiny-hf-sharded" >sharded.out && sed 1d sharded.out | cut -f3-8 >sharded &&
 	# exact: the same binary on the same float32 values, stored three ways
 	test_cmp h5 st3 && test_cmp h5 sharded &&
 	sed -n 2p st | cut -f2 >step && echo >empty && test_cmp empty step
@@ -88,7 +88,7 @@ test_expect_success 'BF16 copy: the same spectra to BF16 precision (2^-8 sigma_m
 test_expect_success '--summary: the columns and the construction (geometric 0.8^k)' '
 	sw-spectrum --summary "$FIX/tiny.h5" >sum &&
 	head -n 1 sum >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tsigma_max\tsigma_min\tstable_rank\teffective_rank\tcondition\tfrobenius\tcount\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tsigma_max\tsigma_min\tstable_rank\teffective_rank\tcondition\tfrobenius\tcount\ttokens\n" >expect &&
 	test_cmp expect header &&
 	awk -F"\t" "NR > 1 && \$2 != \"lm_head_folded\" {
 		n = \$3 < \$4 ? \$3 : \$4; S = \$8; f = \$9; sum = 0; h = 0
@@ -96,7 +96,7 @@ test_expect_success '--summary: the columns and the construction (geometric 0.8^
 		for (k = 0; k < n; k++) { p = 0.8 ^ k / sum; h -= p * log(p) }
 		printf \"%s\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%d\n\", \$1, S, S * 0.8 ^ (n - 1), f * f / (S * S), exp(h), 0.8 ^ (1 - n), f, n
 	}" "$FIX/tiny.expect.tsv" >expect &&
-	sed 1d sum | cut -f3,7- >actual &&
+	sed 1d sum | cut -f3,7-13 >actual &&
 	test_line_count = 86 actual &&
 	# the construction against its float32-stored matrices: a few ulps in
 	# each value, 1e-6 relative (counts exact)
@@ -106,7 +106,7 @@ test_expect_success '--summary: the columns and the construction (geometric 0.8^
 test_expect_success '--per-head: q, k (GQA: 2 KV heads), v by rows, o by columns' '
 	sw-spectrum --per-head "$FIX/tiny.h5" >heads &&
 	head -n 1 heads >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\thead\tindex\tsigma\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\thead\tindex\tsigma\ttokens\n" >expect &&
 	test_cmp expect header &&
 	sed 1d heads | awk -F"\t" "{ n[\$5 \" \" \$7]++ } END { for (k in n) print k, n[k] }" | sort >counts &&
 	printf "k 0 48\nk 1 48\no 0 48\no 1 48\no 2 48\no 3 48\nq 0 48\nq 1 48\nq 2 48\nq 3 48\nv 0 48\nv 1 48\n" >expect &&
@@ -200,11 +200,11 @@ test_expect_success '--normalize on an sw-convert export: the lr, wd and wd_mode
 test_expect_success '--hist 4: log-spaced bins from sigma_min to sigma_max, 4 values each' '
 	sw-spectrum --hist 4 --role lm_head "$FIX/tiny.h5" >hist &&
 	head -n 1 hist >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tbin\tbin_lo\tbin_hi\tcount\tdensity\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tbin\tbin_lo\tbin_hi\tcount\tdensity\ttokens\n" >expect &&
 	test_cmp expect header &&
 	awk "BEGIN { lo = 2.5 * 0.8 ^ 15; r = (2.5 / lo) ^ 0.25
 		for (b = 0; b < 4; b++) printf \"%d\t%.17g\t%.17g\t4\t%.17g\n\", b + 1, lo * r ^ b, lo * r ^ (b + 1), 4 / (16 * (lo * r ^ (b + 1) - lo * r ^ b)) }" >expect &&
-	sed 1d hist | cut -f7- >actual &&
+	sed 1d hist | cut -f7-11 >actual &&
 	# bin edges from sigma_min and sigma_max of the construction against a
 	# float32-stored matrix: a few ulps, 1e-6 relative (the counts exact)
 	numbers_close 1e-6 expect actual
@@ -289,10 +289,10 @@ test_expect_success 'NaN in q with --per-head: exit 65 once for the tensor, the 
 test_expect_success '--json: JSON Lines, null for an unknown step' '
 	sw-spectrum --json --role lm_head --top 1 "$FIX/tiny-hf" >out &&
 	test_line_count = 1 out &&
-	grep -q "^{\"file\": \".*tiny-hf\", \"step\": null, \"name\": \"lm_head.weight\", \"block\": \"out\", \"role\": \"lm_head\", \"layer\": -1, \"index\": 1, \"sigma\": [-+.0-9e]*}$" out &&
+	grep -q "^{\"file\": \".*tiny-hf\", \"step\": null, \"name\": \"lm_head.weight\", \"block\": \"out\", \"role\": \"lm_head\", \"layer\": -1, \"index\": 1, \"sigma\": [-+.0-9e]*, \"tokens\": null}$" out &&
 	# sigma: the construction value 2.5 from a float32-stored matrix (a
 	# few ulps, 1e-6 relative), not the digits one machine printed
-	sed "s/.*\"sigma\": \([^}]*\)}$/\1/" out >sigma &&
+	sed "s/.*\"sigma\": \([^,]*\),.*/\1/" out >sigma &&
 	echo 2.5 >expect-sigma && numbers_close 1e-6 expect-sigma sigma
 '
 

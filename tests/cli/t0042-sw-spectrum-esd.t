@@ -10,7 +10,7 @@
 test_expect_success 'the columns, a row per matrix' '
 	sw-spectrum --esd-fit "$FIX/tiny.h5" >out &&
 	head -n 1 out >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tcount\tlambda_max\talpha\talpha_se\txmin\tks_d\ttail\talpha_weighted\tlog_spectral_norm\tlog_norm\tmp_sigma2\tmp_edge\tspikes\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tcount\tlambda_max\talpha\talpha_se\txmin\tks_d\ttail\talpha_weighted\tlog_spectral_norm\tlog_norm\tmp_sigma2\tmp_edge\tspikes\ttokens\n" >expect &&
 	test_cmp expect header &&
 	sw-spectrum --summary "$FIX/tiny.h5" >summary &&
 	test_line_count = $(wc -l <summary) out
@@ -39,7 +39,7 @@ test_expect_success 'the head of known spectrum: lambda_max, the norms, alpha an
 # densities and edges printed to 9 digits: the integrals agree to 1e-6
 test_expect_success '--esd-fit --hist: the density of lambda integrates to 1, the power law to the tail'"'"'s share up to lambda_max' '
 	sw-spectrum --esd-fit --hist 12 --role down --layer 0 "$FIX/wide.h5" >h &&
-	head -n 1 h | cut -f7- >header &&
+	head -n 1 h | cut -f7-13 >header &&
 	printf "bin\tbin_lo\tbin_hi\tcount\tdensity\tfit_density\tmp_density\n" >expect && test_cmp expect header &&
 	sw-spectrum --esd-fit --role down --layer 0 "$FIX/wide.h5" >f &&
 	awk -F"\t" "NR == FNR { if (FNR == 2) { n = \$7; x = \$11; t = \$13; m = \$8; al = \$9 } next } FNR > 1 {

@@ -16,7 +16,7 @@ test_expect_success 'setup: a run with /fisher every 10 steps' '
 test_expect_success 'the table: one row per block type present, the columns exactly' '
 	sw-sharpness run/ckpt-000020.h5 >out &&
 	head -n 1 out >header &&
-	printf "file\tstep\tblock\tnparams\tmean\tlog10_mean\tmean_log10\tq10_log10\tmedian_log10\tq90_log10\tzeros\n" >expect &&
+	printf "file\tstep\tblock\tnparams\tmean\tlog10_mean\tmean_log10\tq10_log10\tmedian_log10\tq90_log10\tzeros\ttokens\n" >expect &&
 	test_cmp expect header &&
 	cut -f3 out | sed 1d | tr "\n" " " >blocks &&
 	printf "emb qk vo ffn norm out " >expect && test_cmp expect blocks
@@ -99,12 +99,14 @@ test_expect_success '--per-tensor: a row per tensor, the selection applies' '
 	test_line_count = 10 pt && cut -f6 pt | sed 1d | sort -u >layers && echo 1 >expect && test_cmp expect layers
 '
 
-# fractions (count / n) printed to 9 digits: 20 of them sum to 1 within
-# 1e-8, so 1e-6 is ample
-test_expect_success '--hist: per type, fractions sum to 1' '
+# densities (count / (n width)) and bin edges printed to 9 digits: the
+# 20 products density x width sum to 1 within 1e-8, so 1e-6 is ample;
+# each density is its count over the type's nonzero entries and the width
+test_expect_success '--hist: per type, density x width sums to 1' '
 	sw-sharpness --hist 20 run/ckpt-000020.h5 >h &&
 	test_line_count = $((1 + 6 * 20)) h &&
-	awk -F"\t" "NR > 1 { f[\$3] += \$7 } END { for (b in f) { d = f[b] - 1; if (d < 0) d = -d; if (d > 1e-6) bad = 1 } exit bad }" h &&
+	awk -F"\t" "NR > 1 { f[\$3] += \$7 * (\$5 - \$4) } END { for (b in f) { d = f[b] - 1; if (d < 0) d = -d; if (d > 1e-6) bad = 1 } exit bad }" h &&
+	awk -F"\t" "NR > 1 { n[\$3] += \$6; r[NR] = \$3 \" \" \$6 \" \" \$7 * (\$5 - \$4) } END { for (i in r) { split(r[i], x, \" \"); d = x[3] - x[2] / n[x[1]]; if (d < 0) d = -d; if (d > 1e-6) bad = 1 } exit bad }" h &&
 	# the exact zeros of each type beside its bins: those of the default table, exactly
 	# (integers); the bins count the nonzero entries, so with them, all
 	sw-sharpness run/ckpt-000020.h5 >t &&

@@ -19,7 +19,7 @@ test_expect_success 'setup: a small run' '
 test_expect_success 'the table: its columns, a row per block type and all' '
 	sw-hessian $HS run/ckpt-000030.h5 >out &&
 	head -n 1 out >header &&
-	printf "file\tstep\tblock\tnparams\tlambda_1\tlambda_2\tlambda_3\tsteps\tbound\ttrace\ttrace_se\ttrace_per_param\tlr\teos_gd\n" >expect &&
+	printf "file\tstep\tblock\tnparams\tlambda_1\tlambda_2\tlambda_3\tsteps\tbound\ttrace\ttrace_se\ttrace_per_param\tlr\teos_gd\ttokens\n" >expect &&
 	test_cmp expect header &&
 	cut -f3 out | sed 1d | tr "\n" " " >blocks &&
 	printf "emb qk vo ffn norm out all " >expect && test_cmp expect blocks
@@ -93,7 +93,7 @@ test_expect_success '--density: each vector'"'"'s weights sum to 1, nodes at mos
 	sw-hessian $HS --top 1 run/ckpt-000030.h5 >top &&
 	sw-hessian $HS --density --slq-vectors 3 --slq-steps 20 run/ckpt-000030.h5 >nodes &&
 	head -n 1 nodes >header &&
-	printf "file\tstep\tblock\tvector\tlambda\tweight\n" >expect && test_cmp expect header &&
+	printf "file\tstep\tblock\tvector\tlambda\tweight\ttokens\n" >expect && test_cmp expect header &&
 	awk -F"\t" "NR == FNR { if (FNR > 1) top[\$3] = \$5 + \$9; next } FNR > 1 {
 		w[\$3, \$4] += \$6; if (\$5 > top[\$3] * (1 + 1e-5)) { print \"node above lambda_1:\", \$0; bad = 1 } }
 		END { for (k in w) { n++; d = w[k] - 1; if (d < 0) d = -d; if (d > 1e-6) { print k, w[k]; bad = 1 } } exit bad || n != 21 }" top nodes

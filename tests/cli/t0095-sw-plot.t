@@ -238,16 +238,20 @@ test_expect_success 'hessian-density: x spans the eigenvalues with a density abo
 	{ cat check-hessian-density; echo "data above the floor: $lo..$hi"; exit 1; }
 '
 
+# density per unit of log10 h on bins of 0.5: the shares are 0.5 density
 test_expect_success 'sharpness-hist: a far mode of one type is left out of x, its share said' '
-	{ printf "file\tstep\tblock\tbin_lo\tbin_hi\tcount\tfraction\n" &&
+	{ printf "file\tstep\tblock\tbin_lo\tbin_hi\tcount\tdensity\n" &&
 	  awk "BEGIN { split(\"emb qk out\", B, \" \"); for (b = 1; b <= 3; b++) for (k = 0; k < 40; k++) { x = -20 + 0.5 * k; y = 0
 		if (x >= -6 && x < -1) y = (b == 3 ? 0.096 : 0.1); if (b == 3 && x >= -14 && x < -13) y = 0.02
-		printf \"c.h5\t9\t%s\t%g\t%g\t%d\t%g\n\", B[b], x, x + 0.5, y * 1000, y } }"; } >far.tsv &&
+		printf \"c.h5\t9\t%s\t%g\t%g\t%d\t%g\n\", B[b], x, x + 0.5, y * 1000, y / 0.5 } }"; } >far.tsv &&
 	gpcheck sharpness-hist far.tsv && awk -F"\t" "{ exit !(\$4 >= -7 && \$4 <= -6 && \$5 >= -1 && \$5 <= 0) }" check-sharpness-hist &&
 	sw-plot sharpness-hist far.tsv -o far.svg && grep -q ">out: 4.0% left<" far.svg && grep -q ">emb<" far.svg &&
 	grep -q "not drawn" far.svg &&
 	awk -F"\t" -v OFS="\t" "NR == 1 { print \$0, \"zeros\"; next } { print \$0, (\$3 == \"emb\" ? 77 : 0) }" far.tsv >zeros.tsv &&
-	sw-plot sharpness-hist zeros.tsv -o zeros.svg && grep -q ">emb: 77 zeros<" zeros.svg
+	sw-plot sharpness-hist zeros.tsv -o zeros.svg && grep -q ">emb: 77 zeros<" zeros.svg &&
+	# a table of an earlier release, the share of each bin as fraction: the same key
+	awk -F"\t" -v OFS="\t" "NR == 1 { \$7 = \"fraction\" } NR > 1 { \$7 = \$7 * 0.5 } 1" far.tsv >old.tsv &&
+	sw-plot sharpness-hist old.tsv -o old.svg && grep -q ">out: 4.0% left<" old.svg
 '
 
 test_expect_success 'sharpness-steps, sharpness-hist, hessian-density: the types in Principle (1)'"'"'s order' '
