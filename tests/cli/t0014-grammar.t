@@ -2,7 +2,9 @@
 # The command-line grammar every tool shares ([cli]): --help and --version
 # on all fourteen, creating nothing; --threads N on every tool that
 # computes, one spelling and one range, and the same rows whatever N;
-# --log on the tools that may run for minutes.
+# --log on the tools that may run for minutes; --json on every tool that
+# reads checkpoints, traces or tokenizers (its objects the TSV's rows), and
+# their file names from stdin; step and tokens under one name everywhere.
 . "$(dirname "$0")/../lib/tap.sh"
 
 TOOLS="sw-convert sw-gen-fixtures sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness
@@ -122,6 +124,71 @@ test_expect_success 'step and tokens: the same names and values in every tool th
 		col step $t | sort -u >steps && echo >expect && test_cmp expect steps &&
 		col tokens $t | sort -u >tokens && test_cmp expect tokens || exit 1
 	done
+'
+
+# A run with a trace and a checkpoint (step 4), and a tokenizer: the files
+# every reading tool below takes
+test_expect_success 'setup: a run with its trace, a tokenizer' '
+	sw-train --data "$FIX/corpus.txt" --out tr --steps 4 --eval-every 2 --d-model 16 --seq-len 16 \
+		--batch 2 --n-layers 1 --n-heads 2 --threads 1 >/dev/null 2>&1 &&
+	test -f tr/trace.h5 && test -f tr/ckpt-000004.h5 &&
+	sw-tokenize train --vocab 300 -o tok "$FIX/corpus.txt" >/dev/null
+'
+
+DATA="--data $FIX/corpus.txt --seq-len 16 --batch-tokens 32 --threads 1"
+# "tool options...|operand": every tool that reads checkpoints, traces or
+# tokenizers, as a user runs it
+READERS="sw-ls|tr/ckpt-000004.h5
+sw-norms|tr/ckpt-000004.h5
+sw-spectrum --summary|tr/ckpt-000004.h5
+sw-qkdrift|tr/ckpt-000004.h5
+sw-sharpness $DATA|tr/ckpt-000004.h5
+sw-hessian $DATA --max-steps 3 --probes 1|tr/ckpt-000004.h5
+sw-trace|tr/trace.h5
+sw-transfer|tr
+sw-tokenize info|tok"
+
+# json_matches TSV JSON: every line of JSON a JSON object whose keys are
+# the TSV's header, in order, one object a row
+json_matches() {
+	"$PY" -c "
+import json, sys
+head = open(sys.argv[1]).readline().rstrip(chr(10)).split(chr(9))
+rows = open(sys.argv[1]).read().count(chr(10)) - 1
+objs = [json.loads(l) for l in open(sys.argv[2])]
+bad = [o for o in objs if not isinstance(o, dict) or list(o) != head]
+sys.exit(1 if bad or len(objs) != rows or rows < 1 else 0)
+" "$1" "$2"
+}
+
+while IFS="|" read -r cmd file; do
+	tool=${cmd%% *}
+	test_expect_success "$tool --json: JSON Lines, an object a row, the TSV header as its keys" '
+		$cmd "$file" >tsv 2>/dev/null && $cmd --json "$file" >json 2>/dev/null &&
+		json_matches tsv json
+	'
+done <<EOF
+$READERS
+EOF
+
+# sw-trace and sw-tokenize name the file in a first column once the names
+# come from stdin (as with several files): compared past it
+while IFS="|" read -r cmd file; do
+	tool=${cmd%% *}
+	test_expect_success "$tool: the file names from stdin (-), the same rows" '
+		$cmd "$file" >args 2>/dev/null && echo "$file" | $cmd - >stdin 2>/dev/null &&
+		case $tool in
+		sw-trace) cut -f2- stdin >s && mv s stdin ;;
+		esac &&
+		test_cmp args stdin
+	'
+done <<EOF
+$READERS
+EOF
+
+test_expect_success 'sw-convert --json: its report, one object' '
+	sw-convert --json tr/ckpt-000004.h5 hf >report &&
+	"$PY" -c "import json, sys; o = json.load(open(sys.argv[1])); sys.exit(o[\"tensors\"] != 12)" report
 '
 
 test_expect_success 'sw-train --threads 1: a run (the option taken where it was before)' '
