@@ -46,6 +46,15 @@ void tool_std_fds(void)
 	}
 }
 
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void tool_init(struct tool *t, const char *prog, const char *usage,
 	       const char *help, int argc, char **argv)
 {
@@ -61,6 +70,10 @@ void tool_init(struct tool *t, const char *prog, const char *usage,
 	opterr = 0;     /* tool_common_option says what was wrong */
 	select_init(&t->sel);
 	t->progress = isatty(STDERR_FILENO);
+	/* off a terminal: lines, the first once the run has taken 10 s */
+	t->started = now_s();
+	t->log = t->progress ? 0 : 2;
+	t->last_log = t->log ? t->started : 0;
 	/* "| head" ends the tool quietly: die of SIGPIPE even if the parent
 	 * ignored it, as every Unix filter does */
 	signal(SIGPIPE, SIG_DFL);
@@ -102,6 +115,12 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 		return 1;
 	case OPT_LOG:
 		t->log = 1;
+		t->last_log = 0;
+		t->quiet = 0;
+		return 1;
+	case OPT_QUIET:
+		t->quiet = 1;
+		t->progress = t->log = 0;
 		return 1;
 	case OPT_THREADS: {
 		/* both pools: OpenMP runs the tools' own loops, OpenBLAS its
@@ -249,15 +268,6 @@ static int selection_status(const struct tool *t)
 	return t->status;
 }
 
-/* Seconds on the monotonic clock. */
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void tool_progress(struct tool *t, const char *fmt, ...)
 {
 	va_list ap;
@@ -267,7 +277,7 @@ void tool_progress(struct tool *t, const char *fmt, ...)
 		if (t->last_log > 0 && now - t->last_log < 10)
 			return;
 		t->last_log = now;
-		fprintf(stderr, "%s: ", t->prog);
+		fprintf(stderr, "%s: [%.0f s] ", t->prog, now - t->started);
 		va_start(ap, fmt);
 		vfprintf(stderr, fmt, ap);
 		va_end(ap);
@@ -540,4 +550,18 @@ int tool_batch_option(struct tool *t, int opt, const char *arg, struct blockshar
 	case OPT_SEED: b->seed = (uint64_t)tool_parse_int(t, "--seed", arg, 0, 1LL << 62); return 1;
 	default: return 0;
 	}
+}
+
+void tool_note(struct tool *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!t->log && !t->progress)
+		return;
+	fprintf(stderr, "%s: [%.0f s] ", t->prog, now_s() - t->started);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
 }

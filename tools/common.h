@@ -38,7 +38,7 @@ void tool_shared_failure(struct tool *t, const char *file, int rc, int reporter,
 
 enum {
 	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
-	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_DATA, OPT_DATA_FORMAT, OPT_BATCH_TOKENS,
+	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_QUIET, OPT_DATA, OPT_DATA_FORMAT, OPT_BATCH_TOKENS,
 	OPT_SEQ_LEN, OPT_MICRO_BATCH, OPT_SEED, OPT_TOOL_FIRST = 1100
 };
 
@@ -77,12 +77,17 @@ enum {
 	"  --seq-len T        tokens per sequence (the model's, at most 512)\n"                     \
 	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"
 
-/* --log, for every tool that may run for minutes: its progress as lines
- * on stderr, a terminal or not (a log file, a batch job's output). */
-#define TOOL_LOG_OPTION {"log", no_argument, NULL, OPT_LOG}
+/* --log and --quiet, for every tool that may run for minutes. Progress
+ * goes to stderr: on a terminal one live line; elsewhere (a log file, a
+ * batch job's output) a line each 10 s once the run has taken 10 s, so
+ * that short runs say nothing. --log: lines from the start, terminal or
+ * not; --quiet: none. */
+#define TOOL_LOG_OPTION {"log", no_argument, NULL, OPT_LOG}, {"quiet", no_argument, NULL, OPT_QUIET}
 #define TOOL_LOG_HELP                                                                      \
-	"  --log          progress as lines on stderr, at most one each 10 s, even\n"        \
-	"                 when it is not a terminal (by default: on a terminal only)\n"
+	"  --log          progress as lines on stderr, the first at once, then at most\n"    \
+	"                 one each 10 s (default: a live line on a terminal, else a\n"       \
+	"                 line each 10 s once the run has taken 10 s)\n"                      \
+	"  --quiet        no progress on stderr\n"
 
 /* The --help lines of the shared options. */
 #define TOOL_SELECT_HELP                                                                   \
@@ -105,7 +110,9 @@ struct tool {
 	enum table_format fmt;
 	struct sw_select sel;
 	int progress;           /* stderr is a terminal */
-	int log;                /* --log: progress as lines, terminal or not */
+	int log;                /* progress as lines: 1 --log, 2 the default off a terminal */
+	int quiet;              /* --quiet: no progress */
+	double started;         /* when the tool started (monotonic s) */
 	double last_log;        /* when the last --log line went out (monotonic s) */
 	int argc, argi;
 	char **argv;
@@ -186,10 +193,17 @@ void tool_selected(struct tool *t, const char *file, size_t count, const char *w
 
 /* Progress on stderr: on a terminal one line rewritten in place (done
  * clears it); with --log a line each, at most one each 10 s, the first at
- * once. */
+ * once; off a terminal the same, the first after 10 s; with --quiet none.
+ * Lines start "TOOL: [N s] ", N the seconds since the start. */
 void tool_progress(struct tool *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tool_progress_done(struct tool *t);
+
+/* A line of status on stderr (a sweep's run that ended), stamped like
+ * progress lines with the seconds since the start ("sw-sweep: [42 s]
+ * ..."), so that a log tells them from errors; none with --quiet. */
+void tool_note(struct tool *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /*
  * Has a write to stdout failed (ferror: a full disk, a closed stdout, a

@@ -17,12 +17,14 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-hessian [--json] --data FILE [--data-format F] [--batch-tokens N] [--seq-len T]\n"
-	"                  [--micro-batch M] [--seed S] [--per-layer | --per-tensor] [--top K]\n"
-	"                  [--max-steps N] [--tol X] [--probes N] [--gauss-newton]\n"
-	"                  [--preconditioned] [--density [--slq-vectors V] [--slq-steps M]\n"
-	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N] [--log]\n"
-	"                  [--block LIST] [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
+	"sw-hessian [--json] --data FILE [--data-format F] [--batch-tokens N]\n"
+	"                  [--seq-len T] [--micro-batch M] [--seed S]\n"
+	"                  [--per-layer | --per-tensor] [--top K] [--max-steps N]\n"
+	"                  [--tol X] [--probes N] [--gauss-newton] [--preconditioned]\n"
+	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
+	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N]\n"
+	"                  [--log | --quiet] [--block LIST] [--layer LIST] [--name GLOB]\n"
+	"                  [--role LIST] FILE ...";
 static const char help[] =
 	"The loss Hessian of checkpoints on a batch of --data, per block type (and the\n"
 	"whole selection, 'all'): file step block nparams lambda_1..lambda_K steps bound\n"

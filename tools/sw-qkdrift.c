@@ -18,7 +18,8 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-qkdrift [--drift] [--check drift=MAX] [--json] [--layer LIST] [FILE ...]";
+	"sw-qkdrift [--drift] [--check drift=MAX] [--json] [--layer LIST]\n"
+	"                  [--log | --quiet] [FILE ...]";
 static const char help[] =
 	"FILE: the checkpoints of a run, or its trace (told by its content), or\n"
 	"both: a step that a trace and a checkpoint both have is one row, the\n"
@@ -42,6 +43,7 @@ static const char help[] =
 	"  --layer LIST   only these layers (0,3-5); a file with none of them is said\n"
 	"                 on stderr (exit 65 if no file had one)\n"
 	"  --json         JSON Lines instead of TSV\n"
+	TOOL_LOG_HELP
 	"  --help, --version\n"
 	"\n"
 	"With no FILE, or FILE '-', file names are read from stdin, one per line.\n"
@@ -356,6 +358,7 @@ static void read_trace(struct tool *tl, struct run *r, const char *file, size_t 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		TOOL_LOG_OPTION,
 		{"drift", no_argument, NULL, OPT_DRIFT},
 		{"check", required_argument, NULL, OPT_CHECK},
 		{"layer", required_argument, NULL, OPT_LAYER},

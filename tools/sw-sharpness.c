@@ -22,7 +22,7 @@ static const char usage[] =
 	"                    [--same-batch] [--seq-len T] [--micro-batch M] [--recompute]\n"
 	"                    [--per-layer | --per-tensor | --hist BINS | --ratios]\n"
 	"                    [--check principle [--strict]] [--dump-labels FILE]\n"
-	"                    [--threads N] [--log] [--device D] [--block LIST]\n"
+	"                    [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"
 	"                    [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
 static const char help[] =
 	"Diagonal Gauss-Newton (GNB) sharpness of checkpoints, per block type:\n"

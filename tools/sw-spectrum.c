@@ -23,8 +23,10 @@
 
 static const char usage[] =
 	"sw-spectrum [--json] [--normalize] [--per-head] [--block LIST] [--layer LIST]\n"
-	"                   [--name GLOB] [--role LIST] [--top K] [--threads N] [--log]\n"
-	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]] [FILE ...]";
+	"                   [--name GLOB] [--role LIST] [--top K] [--threads N]\n"
+	"                   [--log | --quiet]\n"
+	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]]\n"
+	"                   [FILE ...]";
 static const char help[] =
 	"Singular values of every weight matrix, one row per value per matrix per file:\n"
 	"file step name block role layer index sigma tokens (index 1 is the largest;\n"

@@ -21,7 +21,8 @@
 static const char usage[] =
 	"sw-sweep --out DIR [--lr LIST] [--batch LIST] [--wd LIST] [--d-model LIST]\n"
 	"                [--tokens LIST] [-j N] [--runner auto|parallel|xargs] [--launcher CMD]\n"
-	"                [--slurm FILE [--sbatch OPT]...] [--dry-run] [--json] [--log] -- SW-TRAIN-OPTION ...\n"
+	"                [--slurm FILE [--sbatch OPT]...] [--dry-run] [--json]\n"
+	"                [--log | --quiet] -- SW-TRAIN-OPTION ...\n"
 	"       sw-sweep --run DIR [--launcher CMD] INDEX\n"
 	"       sw-sweep --status DIR [--json]\n"
 	"       sw-sweep --checkpoints DIR";
@@ -44,6 +45,8 @@ static const char help[] =
 	"  --checkpoints DIR  every checkpoint of the sweep's runs, one a line\n"
 	"  --json             the runs' states as JSON Lines instead of TSV\n"
 	"  --log              say on stderr how many runs are to do, and each run's end\n"
+	"                     (the default; --log also makes each run log its progress)\n"
+	"  --quiet            say nothing of the kind\n"
 	"  --help, --version\n"
 	"Everything after -- goes to every sw-train. See sw-sweep(1).\n";
 
@@ -144,9 +147,8 @@ static int run_one(struct tool *tl, const char *dir, const char *index, char *la
 	full[n] = NULL;
 	rc = run_child(full, 1, NULL, NULL);
 	sweep_argv_free(argv);
-	if (tl->log && rc >= 0)
-		fprintf(stderr, "sw-sweep: %s/%s: %s\n", dir, name,
-			rc ? "failed (its error above)" : "finished");
+	if (tl->log == 1 && rc >= 0)
+		tool_note(tl, "%s/%s: %s", dir, name, rc ? "failed (its error above)" : "finished");
 	if (rc < 0) {
 		sw_fail(&err, SW_ESOFTWARE, "%s", strerror(errno));
 		tool_error(tl, dir, &err);
@@ -350,12 +352,13 @@ int main(int argc, char **argv)
 			cmd[n++] = "xargs"; cmd[n++] = "-P"; cmd[n++] = jn; cmd[n++] = "-n"; cmd[n++] = "1";
 		}
 		cmd[n++] = self;
-		/* on a terminal too: a line as each run ends, not minutes of
-		 * silence (the runs' own progress lines would interleave) */
+		/* a line as each run ends, on a terminal or in a log, not
+		 * minutes of silence (the runs' own progress lines would
+		 * interleave); none with --quiet */
 		if (tl.log || tl.progress) {
 			cmd[n++] = "--log";
-			fprintf(stderr, "sw-sweep: %s: %d of %d runs to do, %d at a time\n", s.dir,
-				npending, s.nruns, jobs);
+			tool_note(&tl, "%s: %d of %d runs to do, %d at a time", s.dir, npending,
+				  s.nruns, jobs);
 		}
 		cmd[n++] = "--run";
 		cmd[n++] = s.dir;

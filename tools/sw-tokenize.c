@@ -18,8 +18,9 @@
 
 static const char usage[] =
 	"sw-tokenize train [--json] [--vocab N] [--pretokenize words|none] -o TOKENIZER\n"
+	"                  [--log | --quiet] [FILE ...]\n"
+	"       sw-tokenize encode [--json] -t TOKENIZER -o TOKENS [--log | --quiet]\n"
 	"                  [FILE ...]\n"
-	"       sw-tokenize encode [--json] -t TOKENIZER -o TOKENS [FILE ...]\n"
 	"       sw-tokenize decode -t TOKENIZER [-o FILE] [TOKENS ...]\n"
 	"       sw-tokenize info [--json] [--tokens] [TOKENIZER ...]";
 static const char help[] =
@@ -38,6 +39,7 @@ static const char help[] =
 	"  --pretokenize P        words: merges stay within words (default); none\n"
 	"  --tokens               info: one row per token\n"
 	"  --json                 JSON Lines instead of TSV (train, encode, info)\n"
+	TOOL_LOG_HELP
 	"  --help, --version\n"
 	"\n"
 	"With no FILE, or FILE '-', train, encode and decode read standard input;\n"
@@ -546,6 +548,7 @@ static int cmd_info(struct tool *tl, const struct opts *o)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		TOOL_LOG_OPTION,
 		{"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{"json", no_argument, NULL, OPT_JSON},

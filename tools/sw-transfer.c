@@ -19,7 +19,7 @@
 
 static const char usage[] =
 	"sw-transfer [--table | --summary] [--check spread=TOL] [--folded] [--horizon-tol FRAC]\n"
-	"                   [--json] [--refine] [FILE ...]";
+	"                   [--json] [--refine] [--log | --quiet] [FILE ...]";
 static const char help[] =
 	"FILE: a checkpoint of each run of a sweep at each horizon; or a run's\n"
 	"trace (told by its content), a run at each of its evaluation steps; or a\n"
@@ -49,6 +49,7 @@ static const char help[] =
 	"  --refine       refine the optimal lr by the parabola in log2 lr through\n"
 	"                 the optimum and its neighbours at the optimal batch\n"
 	"  --json         JSON Lines instead of TSV\n"
+	TOOL_LOG_HELP
 	"  --help, --version\n"
 	"See sw-transfer(1).\n";
 
@@ -362,6 +363,7 @@ static void check_spread(struct tool *tl, const struct transfer_group *g,
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		TOOL_LOG_OPTION,
 		{"table", no_argument, NULL, OPT_TABLE},
 		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"check", required_argument, NULL, OPT_CHECK},

@@ -71,17 +71,29 @@ test_expect_success 'sw-spectrum --threads 1 and 2: the same values (to 1e-5)' '
 	test_line_count = 10 one && numbers_close 1e-5 one two
 '
 
-for tool in sw-hessian sw-norms sw-sharpness sw-spectrum; do
-	test_expect_success "$tool --help names --log as the grammar does" '
-		$tool --help >out && grep -q "^  --log          progress as lines on stderr" out
+for tool in sw-hessian sw-norms sw-sharpness sw-spectrum sw-qkdrift sw-transfer sw-tokenize; do
+	test_expect_success "$tool --help names --log and --quiet as the grammar does" '
+		$tool --help >out && grep -q "^  --log          progress as lines on stderr" out &&
+		grep -q "^  --quiet        no progress on stderr" out
 	'
 done
+
+# the name comes 11 s after the start, so the progress said as the file is
+# read comes past the 10 s a run takes before it says anything off a
+# terminal (a sleep, no work: the two runs side by side)
+test_expect_success 'off a terminal, a run past 10 s says where it is, stamped; --quiet silences it' '
+	(sleep 11; echo "$FIX/tiny.h5") | sw-norms - >out 2>err &
+	(sleep 11; echo "$FIX/tiny.h5") | sw-norms --quiet - >out-quiet 2>err-quiet &&
+	wait &&
+	test_line_count = 1 err && grep -q "^sw-norms: \[1[0-9] s\] .*fixtures/tiny.h5" err &&
+	test_line_count = 0 err-quiet && test_cmp out out-quiet
+'
 
 test_expect_success '--log: progress lines on a stderr that is no terminal; none without it' '
 	for tool in sw-norms sw-spectrum; do
 		$tool --log "$FIX/tiny.h5" "$FIX/wide.h5" >out 2>err &&
 		test_line_count -ge 1 err && head -n 1 err >first &&
-		grep -q "^$tool: .*fixtures/tiny.h5" first &&
+		grep -q "^$tool: \[[0-9]* s\] .*fixtures/tiny.h5" first &&
 		$tool "$FIX/tiny.h5" >out 2>err && test_line_count = 0 err || exit 1
 	done
 '

@@ -147,19 +147,25 @@ test_expect_success 'options checked before anything is made: newlines, a path -
 	done
 '
 
-test_expect_success '--log: the runs to do, then each run as it finishes, on stderr' '
-	sw-sweep --out logged --lr 1e-3,2e-3 -j 2 --log -- $TRAIN --steps 2 >out 2>err &&
-	grep -q "^sw-sweep: logged: 2 of 2 runs to do, 2 at a time\$" err &&
-	grep -q "^sw-sweep: logged/lr1e-3: finished\$" err &&
-	grep -q "^sw-sweep: logged/lr2e-3: finished\$" err &&
-	sw-sweep --out quiet --lr 1e-3 -- $TRAIN --steps 2 >out 2>err && test_line_count = 0 err
+# each line stamped with the seconds since its process began: the sweep's
+# for the first, each run's own (its time) for the others
+test_expect_success 'the runs to do, then each run as it finishes, on stderr; none with --quiet' '
+	for o in --log ""; do
+		rm -rf logged &&
+		sw-sweep --out logged --lr 1e-3,2e-3 -j 2 $o -- $TRAIN --steps 2 >out 2>err &&
+		grep -q "^sw-sweep: \[[0-9]* s\] logged: 2 of 2 runs to do, 2 at a time\$" err &&
+		grep -q "^sw-sweep: \[[0-9]* s\] logged/lr1e-3: finished\$" err &&
+		grep -q "^sw-sweep: \[[0-9]* s\] logged/lr2e-3: finished\$" err &&
+		test_line_count = 3 err || exit 1
+	done &&
+	sw-sweep --out quiet --lr 1e-3 --quiet -- $TRAIN --steps 2 >out 2>err && test_line_count = 0 err
 '
 
 if command -v script >/dev/null 2>&1; then
 	test_expect_success 'on a terminal (script): each run says when it ends, without --log' '
 		script -qec "sw-sweep --out tty --lr 1e-3 -- $TRAIN --steps 2" /dev/null </dev/null >typescript 2>&1 &&
-		grep -q "sw-sweep: tty/lr1e-3: finished" typescript &&
-		grep -q "sw-sweep: tty: 1 of 1 runs to do" typescript
+		grep -q "sw-sweep: \[[0-9]* s\] tty/lr1e-3: finished" typescript &&
+		grep -q "sw-sweep: \[[0-9]* s\] tty: 1 of 1 runs to do" typescript
 	'
 else
 	test_skip 'on a terminal: each run says when it ends' 'script (util-linux) not installed'
