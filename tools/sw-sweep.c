@@ -7,6 +7,7 @@
  * checkpoints, for sw-transfer and sw-spectrum --fit.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,82 @@ static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/*
+ * Run argv with its standard output thrown away and its standard error
+ * copied, as it comes, to the file log (appended: a resumed run's log goes
+ * on) and, with echo, to ours. last gets its last line that is not empty
+ * (len bytes): what to say when it fails. The exit status as run_child's.
+ */
+static int run_logged(char *const *argv, const char *log, int echo, char *last, size_t len)
+{
+	int fds[2], st, out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	char buf[4096], line[1024];
+	size_t used = 0;
+	ssize_t got, ignored;
+	pid_t pid;
+
+	last[0] = '\0';
+	if (out < 0 || pipe(fds) < 0) {
+		if (out >= 0)
+			close(out);
+		return -1;
+	}
+	fflush(stdout);
+	fflush(stderr);
+	if ((pid = fork()) < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		close(out);
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		if (!freopen("/dev/null", "w", stdout))
+			_exit(SW_ESOFTWARE);
+		execvp(argv[0], argv);
+		fprintf(stderr, "sw-sweep: %s: %s\n", argv[0], strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	close(fds[1]);
+	while ((got = read(fds[0], buf, sizeof buf)) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		/* a full disk loses the log, not the run */
+		ignored = write(out, buf, (size_t)got);
+		(void)ignored;
+		if (echo)
+			fwrite(buf, 1, (size_t)got, stderr);
+		for (ssize_t k = 0; k < got; k++) {
+			if (buf[k] != '\n' && buf[k] != '\r') {
+				if (used + 1 < sizeof line)
+					line[used++] = buf[k];
+				continue;
+			}
+			if (used) {
+				line[used] = '\0';
+				snprintf(last, len, "%s", line);
+			}
+			used = 0;
+		}
+	}
+	if (used) {
+		line[used] = '\0';
+		snprintf(last, len, "%s", line);
+	}
+	fflush(stderr);
+	close(fds[0]);
+	close(out);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* --launcher CMD: its words, space-separated, before sw-train. */
 static int split_words(char *cmd, char **words, int max)
 {
@@ -125,7 +202,7 @@ static int split_words(char *cmd, char **words, int max)
 /* --run DIR INDEX: start, resume or skip run INDEX. */
 static int run_one(struct tool *tl, const char *dir, const char *index, char *launcher)
 {
-	char self[PATH_MAX], train[PATH_MAX], name[256], **argv;
+	char self[PATH_MAX], train[PATH_MAX], name[256], log[PATH_MAX + 300], last[1024], **argv;
 	char *full[4200];
 	enum sweep_state st;
 	struct sw_err err;
@@ -145,10 +222,21 @@ static int run_one(struct tool *tl, const char *dir, const char *index, char *la
 	for (int k = 1; argv[k] && n < 4198; k++)
 		full[n++] = argv[k];
 	full[n] = NULL;
-	rc = run_child(full, 1, NULL, NULL);
+	/* the run's standard error in DIR/RUN.log beside its directory (not
+	 * in it: sw-train owns that) */
+	snprintf(log, sizeof log, "%s/%s.log", dir, name);
+	rc = run_logged(full, log, tl->log == 1, last, sizeof last);  /* echoed with --log */
 	sweep_argv_free(argv);
-	if (tl->log == 1 && rc >= 0)
-		tool_note(tl, "%s/%s: %s", dir, name, rc ? "failed (its error above)" : "finished");
+	if (rc > 0) {
+		/* a failure is said whatever --quiet: the run's last line and its log */
+		char run[PATH_MAX + 300];
+		snprintf(run, sizeof run, "%s/%s", dir, name);
+		sw_fail(&err, rc, "failed (exit %d)%s%s; its log: %s", rc, last[0] ? ": " : "",
+			last, log);
+		tool_error(tl, run, &err);
+	} else if (rc == 0) {
+		tool_note(tl, "%s/%s: finished", dir, name);   /* but with --quiet */
+	}
 	if (rc < 0) {
 		sw_fail(&err, SW_ESOFTWARE, "%s", strerror(errno));
 		tool_error(tl, dir, &err);
@@ -355,11 +443,12 @@ int main(int argc, char **argv)
 		/* a line as each run ends, on a terminal or in a log, not
 		 * minutes of silence (the runs' own progress lines would
 		 * interleave); none with --quiet */
-		if (tl.log || tl.progress) {
-			cmd[n++] = "--log";
-			tool_note(&tl, "%s: %d of %d runs to do, %d at a time", s.dir, npending,
-				  s.nruns, jobs);
-		}
+		if (tl.quiet)
+			cmd[n++] = "--quiet";
+		else if (tl.log == 1)
+			cmd[n++] = "--log";     /* and each run's lines as they come */
+		tool_note(&tl, "%s: %d of %d runs to do, %d at a time", s.dir, npending, s.nruns,
+			  jobs);
 		cmd[n++] = "--run";
 		cmd[n++] = s.dir;
 		if (launcher) {

@@ -161,6 +161,19 @@ test_expect_success 'the runs to do, then each run as it finishes, on stderr; no
 	sw-sweep --out quiet --lr 1e-3 --quiet -- $TRAIN --steps 2 >out 2>err && test_line_count = 0 err
 '
 
+test_expect_success 'each run logs its standard error in DIR/RUN.log; a failure says its last line and the log, --quiet or not' '
+	sw-sweep --out logs --lr 1e-3 -- $TRAIN --steps 2 --log >out 2>err &&
+	grep -q "^sw-train: logs/lr1e-3: step 2/2 " logs/lr1e-3.log &&
+	! grep -q "^sw-train:" err &&
+	for o in "" --quiet; do
+		rm -rf bad &&
+		test_expect_code 70 sw-sweep --out bad --lr 1e-3 $o -- $TRAIN --steps 2 --data nosuch.txt >out 2>err &&
+		echo "sw-train: nosuch.txt: No such file or directory" >expect &&
+		test_cmp expect bad/lr1e-3.log &&
+		grep -q "^sw-sweep: bad/lr1e-3: failed (exit 66): sw-train: nosuch.txt: No such file or directory; its log: bad/lr1e-3.log\$" err || exit 1
+	done
+'
+
 if command -v script >/dev/null 2>&1; then
 	test_expect_success 'on a terminal (script): each run says when it ends, without --log' '
 		script -qec "sw-sweep --out tty --lr 1e-3 -- $TRAIN --steps 2" /dev/null </dev/null >typescript 2>&1 &&
