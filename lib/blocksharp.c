@@ -1,6 +1,7 @@
 /* blocksharp.c - the blockwise sharpness of a checkpoint (see blocksharp.h). */
 #include "blocksharp.h"
 #include "ckpt.h"
+#include "cuda/gpumodel.h"
 #include "dp.h"
 #include "h5write.h"
 #include "model.h"

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "comm.h"
-#include "cuda/gpumodel.h"
+#include "device.h"
 #include "data.h"
 #include "model.h"
 #include "select.h"

@@ -28,21 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../device.h"
 #include "../model.h"
 #include "../optim.h"
 #include "../rng.h"
 #include "../status.h"
-
-/* Where a run computes: sw-train and sw-sharpness's --device. */
-enum sw_device { SW_DEVICE_CPU, SW_DEVICE_CUDA, SW_DEVICE_EMU };
-enum sw_precision { SW_PRECISION_FP32, SW_PRECISION_BF16 };
-
-/* "cpu", "cuda", "emu"; "fp32", "bf16". The parsers return -1 for an
- * unknown name. */
-const char *sw_device_name(enum sw_device d);
-int sw_device_parse(const char *s, enum sw_device *out);
-const char *sw_precision_name(enum sw_precision p);
-int sw_precision_parse(const char *s, enum sw_precision *out);
 
 struct gpu_model;
 
