@@ -12,10 +12,11 @@
 # Reruns reuse what is there: delete demo/out (or a part of it) to redo.
 # Usage: demo/demo.sh [BIN_DIR]   (make demo passes build/bin)
 #
-# Progress: each phase says first how long it took on the project's
-# 2-core machine (measured: the *_SECS below); sw-train --log prints a line
-# per evaluation and checkpoint (step, loss, tokens/s, ETA) on stderr, so
-# a slower or faster machine sees its own ETA. The sweeps' small runs go
+# Progress: each training phase says first how long it is expected to
+# take on this machine: a trial of a few steps of its own runs (trial()
+# below), timed and scaled to the phase's steps, runs and lanes; sw-train
+# --log prints a line per evaluation and checkpoint (step, loss, tokens/s,
+# ETA) on stderr as it goes. The sweeps' small runs go
 # two at a time on one thread each: on two cores that beats one run at a
 # time on two threads (small matrices do not keep two threads busy).
 #
@@ -34,13 +35,13 @@ if [ "${SW_DEMO_TINY:-0}" = 1 ]; then
 	MAIN_D=32 MAIN_T=32 MAIN_B=4 MAIN_STEPS=40 WARMUP=4
 	SWEEP_D=16 SWEEP_T=16 HORIZON=2048 LRS="0.002 0.008" BATCHES="4 8"
 	SPEC_DS="16 32" SPEC_STEPS=30
-	MAIN_SECS=3 SWEEP_SECS=2 SPEC_SECS=2
+	TRIAL_STEPS=4
 else
 	CORPUS="" VOCAB=2048
 	MAIN_D=128 MAIN_T=64 MAIN_B=16 MAIN_STEPS=2500 WARMUP=100
 	SWEEP_D=64 SWEEP_T=64 HORIZON=262144 LRS="0.001 0.002 0.004 0.008" BATCHES="4 8 16"
 	SPEC_DS="64 128" SPEC_STEPS=600
-	MAIN_SECS=250 SWEEP_SECS=85 SPEC_SECS=85
+	TRIAL_STEPS=10
 fi
 EVERY=$((MAIN_STEPS / 10))
 step6() { printf %06d "$1"; }
@@ -49,6 +50,9 @@ export PATH
 mkdir -p "$out"
 T0=$(date +%s)
 EXPECTED=0      # seconds of training the phases that ran expected
+
+TRIAL=$out/.trial
+trap 'rm -rf "$TRIAL"' EXIT
 
 say() { printf '\n== %s\n' "$*"; }
 elapsed() { mins "$(( $(date +%s) - T0 ))"; }
@@ -90,6 +94,77 @@ nth() {
 	echo "$1"
 }
 
+# seconds since the epoch, to the nanosecond where date(1) has %N (GNU)
+now() {
+	t=$(date +%s.%N)
+	case $t in
+	*[!0-9.]*) date +%s ;;
+	*) echo "$t" ;;
+	esac
+}
+
+# trial COPIES ARGS...: the expected duration of a phase's run, from
+# $TRIAL_STEPS steps of it: sw-train ARGS (the run's model, batch and
+# threads; a checkpoint, with the run's evaluation and /fisher, at the
+# trial's last step) into $TRIAL, COPIES at once (2: the sweeps' two lanes,
+# so that the trial shares the cores as the runs will). Sets STEP_S, the
+# seconds a step took (sw-train --timing: the steps alone), and REST_S, the
+# rest of the trial's wall time (start, the checkpoint with its evaluation
+# and /fisher), of the slowest copy; then removes the trial's files. Its
+# cost: a start, $TRIAL_STEPS steps and a checkpoint per trial; measured on
+# the project's 2-core machine, 2.6 s for the full demo's 6 trials (the
+# main run's 0.8 s), 0.5 s in miniature. The estimate holds while the
+# machine's load does: other work that starts or stops during a phase
+# moves its time, not its estimate.
+trial() {
+	copies=$1
+	shift
+	rm -rf "$TRIAL"
+	mkdir "$TRIAL"
+	c=0 pids=""
+	while [ $c -lt "$copies" ]; do
+		(t=$(now) &&
+		 sw-train "$@" --out "$TRIAL/$c" --steps "$TRIAL_STEPS" --timing >/dev/null 2>"$TRIAL/$c.err" &&
+		 echo "$t $(now)" >"$TRIAL/$c.wall") &
+		pids="$pids $!" c=$((c + 1))
+	done
+	st=0
+	for p in $pids; do
+		wait "$p" || st=1
+	done
+	if [ $st != 0 ]; then
+		cat "$TRIAL"/*.err >&2
+		echo "demo: the trial run (sw-train $*) failed" >&2
+		exit 70
+	fi
+	# each copy: "start end steps' seconds"
+	t=$(for f in "$TRIAL"/*.wall; do
+		echo "$(cat "$f") $(sed -n 's/^sw-train: timing: steps \([0-9.]*\) s.*/\1/p' "${f%.wall}.err")"
+	done | awk -v k="$TRIAL_STEPS" '{ if ($3 == "") $3 = $2 - $1   # no timing line: all of it steps
+		step = $3 / k; rest = $2 - $1 - $3; if (rest < 0) rest = 0
+		if (step > s) s = step; if (rest > r) r = rest }
+		END { printf "%.6f %.6f\n", s, r }')
+	STEP_S=${t% *} REST_S=${t#* }
+	rm -rf "$TRIAL"
+}
+
+# secs X [DIGITS]: the awk expression X, seconds, rounded to DIGITS
+# decimals (default 0: whole seconds, at least 1)
+secs() {
+	awk -v d="${2:-0}" "BEGIN { s = $1; if (d > 0) printf \"%.\" d \"f\n\", s
+		else { s = int(s + 0.5); print (s < 1 ? 1 : s) } }"
+}
+
+# lanes N IDX EST...: the seconds a sweep of N points takes, two lanes side
+# by side (two_lanes), point i's run expected to take EST number IDX (an
+# awk expression of i; from 0) seconds: the slower lane's sum
+lanes() {
+	n=$1 idx=$2
+	shift 2
+	secs "$(echo "$@" | awk -v n="$n" "{ for (i = 0; i < n; i++) l[i % 2] += \$(1 + ($idx))
+		print (l[0] > l[1] ? l[0] : l[1]) }")"
+}
+
 # align a TSV for reading (column(1) is not on every machine)
 pretty() {
 	awk -F'\t' '{ for (i = 1; i <= NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) }
@@ -126,6 +201,12 @@ MAIN=$out/main
 FINAL=$MAIN/ckpt-$(step6 $MAIN_STEPS).h5
 MODEL="--d-model $MAIN_D --n-layers 4 --n-heads 4 --n-kv-heads 2 --seq-len $MAIN_T --batch $MAIN_B"
 if [ ! -s "$FINAL" ]; then
+	# the steps, and the rest of the trial (a start, a checkpoint with its
+	# evaluation and /fisher) once per checkpoint; its trace rows (one per
+	# 10 steps, a few seconds in all) are left out
+	trial 1 $DATA $MODEL --warmup $WARMUP --lr 3e-3 --wd 0.1 --ckpt-every "$TRIAL_STEPS" \
+		--fisher-every "$TRIAL_STEPS" --eval-every "$TRIAL_STEPS" --trace-every $((EVERY / 25 > 0 ? EVERY / 25 : 1))
+	MAIN_SECS=$(secs "$STEP_S * $MAIN_STEPS + $REST_S * $MAIN_STEPS / $EVERY")
 	EXPECTED=$((EXPECTED + MAIN_SECS))
 	say "training: d_model $MAIN_D, 4 layers, GQA 4/2 heads, $MAIN_STEPS steps of $MAIN_B x $MAIN_T tokens; expected $(mins $MAIN_SECS) (at $(elapsed))"
 	rm -rf "$MAIN"
@@ -151,6 +232,15 @@ sweep_run() {
 	echo "sweep: lr$lr-b$b done, $(ls "$SWEEP"/*/.done | wc -l) of $RUNS runs (at $(elapsed))"
 }
 if [ ! -d "$SWEEP/done" ]; then
+	# each batch size's run (its steps, and 4 checkpoints with an
+	# evaluation), then the slower lane's runs
+	ests=""
+	for b in $BATCHES; do
+		trial 2 $DATA --d-model $SWEEP_D --n-layers 2 --n-heads 4 --seq-len $SWEEP_T --batch "$b" \
+			--ckpt-every "$TRIAL_STEPS" --eval-every "$TRIAL_STEPS" --trace "" --threads 1
+		ests="$ests $(secs "$STEP_S * $((HORIZON / (b * SWEEP_T))) + $REST_S * 4" 3)"
+	done
+	SWEEP_SECS=$(lanes $RUNS "i % $NB" $ests)
 	EXPECTED=$((EXPECTED + SWEEP_SECS))
 	say "an lr x batch sweep: lr $LRS x batch $BATCHES, d_model $SWEEP_D, horizons of $((HORIZON / 4)), $((HORIZON / 2)), $HORIZON tokens; $RUNS runs, two at a time; expected $(mins $SWEEP_SECS) (at $(elapsed))"
 	rm -rf "$SWEEP"
@@ -171,6 +261,14 @@ spec_run() {
 	echo "sweep: d$d-lr$lr-wd$wd done, $(ls "$SPEC"/*/.done | wc -l) of 8 runs (at $(elapsed))"
 }
 if [ ! -d "$SPEC/done" ]; then
+	# each width's run (its steps, a checkpoint), then the slower lane's runs
+	ests=""
+	for d in $SPEC_DS; do
+		trial 2 $DATA --d-model "$d" --n-layers 2 --n-heads 4 --seq-len 64 --batch 8 \
+			--ckpt-every "$TRIAL_STEPS" --eval-every 0 --trace "" --threads 1
+		ests="$ests $(secs "$STEP_S * $SPEC_STEPS + $REST_S" 3)"
+	done
+	SPEC_SECS=$(lanes 8 "int(i / 4)" $ests)
 	EXPECTED=$((EXPECTED + SPEC_SECS))
 	say "an lr x wd x width sweep: 2 x 2 x 2 runs of $SPEC_STEPS steps, two at a time; expected $(mins $SPEC_SECS) (at $(elapsed))"
 	rm -rf "$SPEC"
