@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "powerfit.h"
+#include "fit.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -98,7 +98,7 @@ int spectra_fit_add(struct spectra_fit_set *f, const struct sw_tensor_info *t,
 
 /*
  * The fits, per role in order of first appearance, sigma_top then rms:
- * ln y = c + a1 ln(scale) + a2 ln(d_model) (powerfit.h). A fit that
+ * ln y = c + a1 ln(scale) + a2 ln(d_model) (powerfit_fit, fit.h). A fit that
  * cannot be made has rc != 0 and err says why.
  */
 struct spectra_fit_row {

@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/spectrum.c and lib/powerfit.c. Spectra are checked
+ * Unit tests of lib/spectrum.c and lib/fit.c (powerfit_fit). Spectra are checked
  * against matrices whose singular values are known by construction,
  * W = U diag(s) V^T with random orthogonal factors (lib/synth.c), and
  * against LAPACK's dgesdd in double on the same float32 values (the
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../lib/fit.h"
 #include "../../lib/linalg.h"
-#include "../../lib/powerfit.h"
 #include "../../lib/spectrum.h"
 #include "../../lib/synth.h"
 #include "tap.h"
