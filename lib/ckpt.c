@@ -5,6 +5,7 @@
 #include "ckpt.h"
 #include "ggufread.h"
 #include "h5read.h"
+#include "hfdir.h"
 #include "llama2c.h"
 #include "ptread.h"
 #include "safetensors.h"
@@ -341,7 +342,7 @@ int ckpt_open(const char *path, struct ckpt **out, struct sw_err *err)
 		close(fd);
 		goto fail;
 	}
-	if (ck->fmt->reads_index && stsrc_sniff_index(fd, (uint64_t)st.st_size))
+	if (ck->fmt->reads_index && hfdir_sniff_index(fd, (uint64_t)st.st_size))
 		index_format(ck->path, fd, (uint64_t)st.st_size, &ck->fmt);
 	if (ck->meta.key[0] && !ck->fmt->reads_key) {
 		close(fd);

@@ -1,19 +1,20 @@
 /*
  * ckpt.h - the tensor source: one checkpoint, whatever its file format.
+ * This is the only way lib/ and the tools read a checkpoint.
  *
- * ckpt_open reads and validates the metadata of a scalewatch HDF5 v1
- * checkpoint (through h5read.c) or of a Hugging Face safetensors checkpoint
- * (through stread.c: one file, a sharded set through
- * model.safetensors.index.json, or a directory holding either; config.json
- * beside it gives the architecture). Tensors come in model order
- * (embedding, layers 0..L-1 numerically, final norm, head). This is the
- * only way lib/ and the tools read a checkpoint.
+ * ckpt_open resolves a directory to the file a model directory is read
+ * from, then gives the file to the one reader in ckpt.c's table of formats
+ * whose sniff claims its bytes (ckptsrc.h: scalewatch HDF5, safetensors,
+ * PyTorch, GGUF, llama2.c; an index goes to the format of its shards).
+ * Every reader stands behind the same interface, so what follows holds for
+ * all of them. Tensors come in model order (embedding, layers 0..L-1
+ * numerically, final norm, head).
  *
  * ckpt_load gives one tensor's data as float32 without copying where it
  * can: contiguous float32 data is mmapped in place; other data (bf16, f16,
- * chunked or compressed HDF5) is converted into a buffer. Release each view
- * before loading the next large one: peak memory tracks the largest
- * tensor, not the checkpoint.
+ * strided, permuted, chunked or compressed) is converted into a buffer.
+ * Release each view before loading the next large one: peak memory tracks
+ * the largest tensor, not the checkpoint.
  */
 #ifndef SW_CKPT_H
 #define SW_CKPT_H
@@ -53,8 +54,10 @@ long ckpt_find_role(const struct ckpt *ck, const char *role, int layer);
  * HDF5 checkpoint the attributes of /, /config, /optim, /metrics,
  * /optim_state and every /params dataset (read on first use); from
  * safetensors the shards' "__metadata__", merged (every key, not only the
- * scalewatch ones). ckpt_open already took step, tokens, the losses and
- * each tensor's lr, wd and wd_mode from it.
+ * scalewatch ones); from the other formats what their readers record
+ * (source_format, source_name, the RoPE permutation done). ckpt_open
+ * already took step, tokens, the losses and each tensor's lr, wd and
+ * wd_mode from it.
  */
 int ckpt_attrs(struct ckpt *ck, const struct attr_map **out, struct sw_err *err);
 
@@ -84,7 +87,7 @@ void ckpt_release(struct ckpt *ck, struct ckpt_view *v);
  * Companions of tensor i in a scalewatch HDF5 checkpoint: group/<name>
  * for group "fisher" (the trainer's GNB estimate), "grads", or
  * "optim_state/m" and "optim_state/v" (the optimizer's moments). has: 1
- * if there, 0 if not (always 0 for safetensors). load: its numel values
+ * if there, 0 if not (always 0 for the other formats). load: its numel values
  * into out. aux_attr: an integer attribute of it (batch_tokens, draws),
  * -1 if absent.
  */

@@ -1,12 +1,17 @@
 /*
- * ckptsrc.h - what the two checkpoint readers share and hand to ckpt.c:
- * the description of a checkpoint (struct ckpt_meta), one tensor's data
- * as float32 (struct ckpt_view: a range of the file mapped in place, or a
- * buffer the data was converted into) and the two ways of making a view.
+ * ckptsrc.h - the interface between ckpt.c, the tensor source, and the
+ * checkpoint readers, one per file format: what a reader is (struct
+ * ckpt_format_ops, an entry of ckpt.c's table of formats), what it hands
+ * up (struct ckpt_meta, the description of a checkpoint; struct
+ * ckpt_view, one tensor's data as float32: a range of the file mapped in
+ * place, or a buffer the data was converted into) and the helpers every
+ * reader makes its views with.
  *
- * The readers, h5read.c (scalewatch HDF5) and stread.c (Hugging Face
- * safetensors), depend on this module and on nothing above it; ckpt.c,
- * the tensor source the tools use, sits on top of both and calls them.
+ * The readers (h5read.c, stread.c, ptread.c, ggufread.c, llama2c.c)
+ * depend on this module, on their formats' parsers and on what formats
+ * share (hfdir.c, a Hugging Face directory's rules; ropeperm.c, the RoPE
+ * row permutation), never on another reader or on ckpt.c, which sits on
+ * top.
  */
 #ifndef SW_CKPTSRC_H
 #define SW_CKPTSRC_H

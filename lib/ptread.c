@@ -5,15 +5,14 @@
 #include "ptread.h"
 #include "attrmap.h"
 #include "dtype.h"
+#include "hfdir.h"
 #include "metallama.h"
 #include "pickle.h"
 #include "ptzip.h"
+#include "ropeperm.h"
 #include "safetensors.h"
-#include "stread.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -79,49 +78,7 @@ static int named_cmp(const void *a, const void *b)
 	return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
 }
 
-/* ---- small files ------------------------------------------------------ */
-
-static int open_regular(const char *path, int *fd, uint64_t *size, struct sw_err *err)
-{
-	struct stat st;
-
-	/* O_NONBLOCK: a FIFO is refused below, never waited on */
-	if ((*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
-		return sw_fail(err, sw_errno_status(errno), "%s: %s", path, strerror(errno));
-	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(*fd);
-		*fd = -1;
-		return sw_fail(err, SW_ENOINPUT, "%s: not a regular file", path);
-	}
-	*size = (uint64_t)st.st_size;
-	return SW_OK;
-}
-
-/* The whole of a small file (params.json, config.json, an index). */
-static int read_small(const char *path, size_t max, char **buf, size_t *len, struct sw_err *err)
-{
-	uint64_t size;
-	int fd, rc;
-
-	*buf = NULL;
-	if ((rc = open_regular(path, &fd, &size, err)))
-		return rc;
-	if (size > max)
-		rc = sw_fail(err, SW_EDATA, "%s: larger than %zu bytes", path, max);
-	else if (!(*buf = malloc((size_t)size + 1)))
-		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-	else if (pread(fd, *buf, (size_t)size, 0) != (ssize_t)size)
-		rc = sw_fail(err, SW_EIO, "%s: short read", path);
-	close(fd);
-	if (rc) {
-		free(*buf);
-		*buf = NULL;
-		return rc;
-	}
-	(*buf)[size] = '\0';
-	*len = (size_t)size;
-	return SW_OK;
-}
+/* ---- paths ----------------------------------------------------------- */
 
 static void dir_of(const char *path, char *dir, size_t len)
 {
@@ -353,7 +310,7 @@ static int add_file(struct ptsrc *s, const char *path, int fd, uint64_t size, st
 	strcpy(f->path, path);
 	f->size = size;
 	if (fd < 0)
-		return open_regular(path, &f->fd, &f->size, err);
+		return hfdir_open_regular(path, &f->fd, &f->size, err);
 	return SW_OK;
 }
 
@@ -411,50 +368,26 @@ static int add_hf(struct ptsrc *s, const struct sw_config *c, struct named_list 
 	return SW_OK;
 }
 
-static int parse_config(const char *dir, struct sw_config *c, struct sw_err *err)
-{
-	char path[PATH_MAX + 16], *json;
-	size_t len;
-	int rc;
-
-	snprintf(path, sizeof path, "%s/config.json", dir);
-	if (access(path, F_OK) < 0)
-		return sw_fail(err, SW_ENOINPUT, "no config.json beside it (needed for the architecture)");
-	if ((rc = read_small(path, 16u << 20, &json, &len, err)))
-		return rc;
-	rc = st_parse_config(json, len, c, err);
-	free(json);
-	return rc;
-}
-
-/* pytorch_model.bin.index.json and its shards, as stread.c reads
- * model.safetensors.index.json: each listed tensor in its shard, each
- * shard's tensors listed for it. */
+/* pytorch_model.bin.index.json and its shards, by the rules of every
+ * index (hfdir.h): each listed tensor in its shard, each shard's tensors
+ * listed for it. */
 static int open_index(struct ptsrc *s, const char *index, const char *dir, const char *key,
 		      const struct sw_config *c, struct sw_tensor_info **info, struct sw_err *err)
 {
-	struct st_index idx = {0};
-	struct attr_map where, seen;
-	char *json, path[PATH_MAX + ST_SHARD_NAME_MAX];
-	size_t len, found = 0;
+	struct hfdir_index ix;
+	char path[PATH_MAX + ST_SHARD_NAME_MAX];
+	size_t found = 0;
 	int rc;
 
-	attrmap_init(&where);
-	attrmap_init(&seen);
-	if ((rc = read_small(index, 64u << 20, &json, &len, err)))
+	if ((rc = hfdir_index_open(index, &ix, err)))
 		return rc;
-	rc = st_parse_index(json, len, &idx, err);
-	free(json);
-	for (size_t i = 0; i < idx.n && !rc; i++)
-		rc = attrmap_set(&where, idx.e[i].name, idx.e[i].shard, err);
-	for (size_t i = 0; i < idx.n && !rc; i++) {
+	for (size_t i = 0; i < ix.nshards && !rc; i++) {
+		const char *shard = ix.shard[i];
 		struct named_list l;
-		if (attrmap_get(&seen, idx.e[i].shard))
-			continue;
-		if ((rc = attrmap_set(&seen, idx.e[i].shard, "", err)))
-			break;
-		snprintf(path, sizeof path, "%s/%s", dir, idx.e[i].shard);
-		if ((rc = stsrc_check_shard_link(path, dir, index, err)) ||
+		/* fits: dir is shorter than PATH_MAX, a shard's name than
+		 * ST_SHARD_NAME_MAX; add_file refuses what is too long */
+		(void)hfdir_shard_path(path, sizeof path, dir, shard);
+		if ((rc = hfdir_check_link(path, dir, index, err)) ||
 		    (rc = add_file(s, path, -1, 0, err))) {
 			break;
 		}
@@ -463,22 +396,17 @@ static int open_index(struct ptsrc *s, const char *index, const char *dir, const
 				sw_err_prefix(err, "%s", path);
 			break;
 		}
-		for (size_t j = 0; j < l.n && !rc; j++) {
-			const char *listed = attrmap_get(&where, l.v[j].name);
-			if (!listed || strcmp(listed, idx.e[i].shard))
-				rc = sw_fail(err, SW_EDATA, "%s holds %s, which the index does not list there",
-					     path, l.v[j].name);
-		}
+		for (size_t j = 0; j < l.n && !rc; j++)
+			rc = hfdir_index_holds(&ix, shard, path, l.v[j].name, NULL, err);
 		found += l.n;
 		if (!rc)
 			rc = add_hf(s, c, &l, info, err);
 		free(l.v);
 	}
-	if (!rc && found != idx.n)
-		rc = sw_fail(err, SW_EDATA, "the index lists %zu tensors, its shards hold %zu", idx.n, found);
-	st_index_free(&idx);
-	attrmap_free(&where);
-	attrmap_free(&seen);
+	if (!rc && found != ix.idx.n)
+		rc = sw_fail(err, SW_EDATA, "the index lists %zu tensors, its shards hold %zu", ix.idx.n,
+			     found);
+	hfdir_index_free(&ix);
 	return rc;
 }
 
@@ -492,7 +420,7 @@ static int pth_cmp(const void *a, const void *b)
 /*
  * The model-parallel shards: every *.pth file of dir, sorted by name, as
  * Meta's llama code globs them; the file opened (mine) must be one, and
- * none a symlink leading out of dir (stread.h).
+ * none a symlink leading out of dir (hfdir.h).
  */
 static int list_pth(struct ptsrc *s, const char *dir, const char *file, const struct stat *mine,
 		    struct sw_err *err)
@@ -530,7 +458,7 @@ static int list_pth(struct ptsrc *s, const char *dir, const char *file, const st
 	for (size_t i = 0; i < n && !rc; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
 		/* a slice is data of this checkpoint: a symlink must not lead out */
-		if ((rc = stsrc_check_shard_link(path, dir, file, err)) ||
+		if ((rc = hfdir_check_link(path, dir, file, err)) ||
 		    (rc = add_file(s, path, -1, 0, err)))
 			break;
 		if (fstat(s->files[s->nfiles - 1].fd, &st) == 0 && st.st_dev == mine->st_dev &&
@@ -604,7 +532,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 	if (access(path, F_OK) < 0)
 		return sw_fail(err, SW_ENOINPUT, "holds Meta's names but no params.json is beside it "
 			       "(needed for the architecture)");
-	if ((rc = read_small(path, 1u << 20, &json, &len, err)))
+	if ((rc = hfdir_read_small(path, 1u << 20, &json, &len, err)))
 		return rc;
 	rc = meta_parse_params(json, len, c, &vocab_said, err);
 	free(json);
@@ -687,12 +615,15 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 		info_shape(t, &whole[i]);
 		if ((rc = arch_check_shape(c, t, err)))
 			break;
-		if (qk && (c->head_dim % 2 || l[0].v[i].p.shape[0] % c->head_dim)) {
-			rc = sw_fail(err, SW_EDATA, "%s: slices of %lld rows are not whole heads of an "
-				     "even head_dim %lld", mname, (long long)l[0].v[i].p.shape[0],
-				     (long long)c->head_dim);
+		/* every slice of q or k whole heads: their rows are permuted
+		 * a slice at a time */
+		for (int k = 0; qk && k < (dim < 0 ? 1 : S) && !rc; k++)
+			if (c->head_dim % 2 || l[k].v[i].p.shape[0] % c->head_dim)
+				rc = sw_fail(err, SW_EDATA, "%s: slices of %lld rows are not whole heads "
+					     "of an even head_dim %lld", mname,
+					     (long long)l[k].v[i].p.shape[0], (long long)c->head_dim);
+		if (rc)
 			break;
-		}
 		s->t[s->n] = (struct pt_tensor){s->npieces, dim < 0 ? 1 : S, dim,
 						qk ? (int)c->head_dim : 0};
 		for (int k = 0; k < (dim < 0 ? 1 : S); k++)
@@ -751,7 +682,7 @@ static int pt_open(const char *path, int fd, uint64_t size, void **src, struct c
 	if (!ptsrc_sniff(fd, size)) {
 		/* an index ckpt.c found to name PyTorch shards */
 		close(fd);
-		if (!(rc = parse_config(dir, &m->config, err)))
+		if (!(rc = hfdir_config(dir, &m->config, err)))
 			rc = open_index(s, path, dir, m->key, &m->config, &info, err);
 		goto out;
 	}
@@ -767,7 +698,7 @@ static int pt_open(const char *path, int fd, uint64_t size, void **src, struct c
 		close(s->files[0].fd);
 		s->nfiles = 0;
 		rc = open_meta(s, path, dir, &mine, m->key, &m->config, &info, err);
-	} else if (!(rc = parse_config(dir, &m->config, err))) {
+	} else if (!(rc = hfdir_config(dir, &m->config, err))) {
 		rc = add_hf(s, &m->config, &l, &info, err);
 	}
 out:
@@ -794,7 +725,7 @@ static int gather(const unsigned char *src, enum sw_dtype dtype, int esize, int 
 		  const int64_t *shape, const int64_t *sstride, float *dst, const int64_t *dstride,
 		  struct sw_err *err)
 {
-	int64_t idx[SW_MAX_RANK + 2] = {0}, n = 1, run;
+	int64_t idx[SW_MAX_RANK] = {0}, n = 1, run;
 	int last = rank - 1, rc;
 
 	if (rank == 0)
@@ -866,8 +797,7 @@ static int pt_load(void *src, size_t k, const struct sw_tensor_info *t,
 	for (int j = 0; j < pt->npieces && !rc; j++) {
 		const struct pt_piece *p = &s->pieces[pt->first + (size_t)j];
 		const struct pt_file *f = &s->files[p->file];
-		int64_t shape[SW_MAX_RANK + 2], sst[SW_MAX_RANK + 2], dst[SW_MAX_RANK + 2], base = 0;
-		int rank = p->rank;
+		int64_t base = 0;
 		const void *bytes;
 		uint64_t off, len;
 
@@ -883,23 +813,23 @@ static int pt_load(void *src, size_t k, const struct sw_tensor_info *t,
 		}
 		if (!buf && (rc = ckptsrc_buffer(scratch, t->numel, v, &buf, err)))
 			break;
-		memcpy(shape, p->shape, sizeof p->shape);
-		memcpy(sst, p->stride, sizeof p->stride);
-		memcpy(dst, dstride, sizeof dstride);
 		if (pt->cat_dim >= 0)
 			base = along * dstride[pt->cat_dim];
 		if (pt->head_dim) {
-			/* rows (head, i, j) of Meta's go to row head*hd + j*hd/2 + i */
-			int64_t hd = pt->head_dim, C = t->shape[1];
-			int64_t sh[4] = {p->shape[0] / hd, hd / 2, 2, p->shape[1]};
-			int64_t ss[4] = {hd * p->stride[0], 2 * p->stride[0], p->stride[0], p->stride[1]};
-			int64_t ds[4] = {hd * C, C, hd / 2 * C, 1};
-			memcpy(shape, sh, sizeof sh);
-			memcpy(sst, ss, sizeof ss);
-			memcpy(dst, ds, sizeof ds);
-			rank = 4;
+			/* Meta's q or k (a matrix of whole heads): rotate-half row
+			 * r is the slice's interleaved row ropeperm_source_row(r) */
+			const unsigned char *rows = bytes;
+			const int64_t one = 1;
+
+			rc = ropeperm_check_rows(p->shape[0], pt->head_dim, err);
+			for (int64_t r = 0; r < p->shape[0] && !rc; r++)
+				rc = gather(rows + ropeperm_source_row(r, pt->head_dim) * p->stride[0] * p->esize,
+					    p->dtype, p->esize, 1, &p->shape[1], &p->stride[1],
+					    buf + base + r * dstride[0], &one, err);
+		} else {
+			rc = gather(bytes, p->dtype, p->esize, p->rank, p->shape, p->stride, buf + base,
+				    dstride, err);
 		}
-		rc = gather(bytes, p->dtype, p->esize, rank, shape, sst, buf + base, dst, err);
 		ckptsrc_unmap(v);
 		if (pt->cat_dim >= 0)
 			along += p->shape[pt->cat_dim];

@@ -14,7 +14,8 @@
  * left out. A name twice, or a dict reached twice, is refused.
  *
  * Hugging Face names (model.layers.N.self_attn.q_proj.weight, ...) take
- * their architecture from the config.json beside the file (or index);
+ * their architecture from the config.json beside the file (or index), by
+ * the rules every reader of such a directory shares (hfdir.h);
  * Meta's names from params.json beside it, with every *.pth file of that
  * directory, sorted by name, as the model-parallel shards (what Meta's
  * llama code and transformers' converter read). Views are read wherever
@@ -22,8 +23,8 @@
  * is gathered); every element inside the storage (lib/pickle.c checks).
  * Contiguous float32 is mapped in place; the rest is converted into a
  * buffer; q and k of Meta's layout get their rows permuted to Hugging
- * Face's rotate-half order (recorded as the attribute rope_permuted of
- * each, beside source_name, Meta's name).
+ * Face's rotate-half order (ropeperm.h; recorded as the attribute
+ * rope_permuted of each, beside source_name, Meta's name).
  *
  * A legacy file (torch < 1.6, a bare pickle) is refused by name; storages
  * must be stored uncompressed, each as long as its persistent id says.

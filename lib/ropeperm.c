@@ -14,21 +14,26 @@ int64_t ropeperm_source_row(int64_t row, int64_t head_dim)
 	return head * head_dim + 2 * (p % half) + p / half;
 }
 
-int ropeperm_to_f32(enum sw_dtype dtype, const unsigned char *src, size_t row_bytes,
-		    int64_t rows, int64_t cols, int64_t head_dim, float *dst, struct sw_err *err)
+int ropeperm_check_rows(int64_t rows, int64_t head_dim, struct sw_err *err)
 {
 	if (head_dim <= 0 || head_dim % 2 || rows % head_dim)
 		return sw_fail(err, SW_EDATA,
 			       "%lld rows are no whole number of heads of an even size %lld: "
 			       "the RoPE pairs cannot be reordered", (long long)rows, (long long)head_dim);
-	for (int64_t r = 0; r < rows; r++) {
-		int64_t s = ropeperm_source_row(r, head_dim);
-		int rc = sw_to_f32(dtype, src + (size_t)s * row_bytes, dst + (size_t)r * (size_t)cols,
-				   (size_t)cols, err);
-		if (rc)
-			return rc;
-	}
 	return SW_OK;
+}
+
+int ropeperm_to_f32(enum sw_dtype dtype, const unsigned char *src, size_t row_bytes,
+		    int64_t rows, int64_t cols, int64_t head_dim, float *dst, struct sw_err *err)
+{
+	int rc = ropeperm_check_rows(rows, head_dim, err);
+
+	for (int64_t r = 0; r < rows && !rc; r++) {
+		int64_t s = ropeperm_source_row(r, head_dim);
+		rc = sw_to_f32(dtype, src + (size_t)s * row_bytes, dst + (size_t)r * (size_t)cols,
+			       (size_t)cols, err);
+	}
+	return rc;
 }
 
 int ropeperm_src_new(int fd, uint64_t size, size_t n, struct ropeperm_src **out,

@@ -14,9 +14,13 @@
  * rotate-half model computes exactly the attention of the original; every
  * row stays in its head, so per-head statistics are unchanged.
  *
- * The readers of such files (ggufread.c, llama2c.c) keep what they opened
- * in a struct ropeperm_src, load their tensors through ropeperm_load, and
- * say in their attributes that they did (ropeperm_record).
+ * This module is the one place the permutation is written
+ * (ropeperm_source_row); every reader that undoes it goes through it. The
+ * readers of such files (ggufread.c, llama2c.c) keep what they opened in
+ * a struct ropeperm_src, load their tensors through ropeperm_load, and
+ * say in their attributes that they did (ropeperm_record); the PyTorch
+ * reader (ptread.c) reads Meta's q and k slices, which may be strided
+ * views, a row at a time from ropeperm_source_row.
  */
 #ifndef SW_ROPEPERM_H
 #define SW_ROPEPERM_H
@@ -29,15 +33,19 @@
 #include "status.h"
 #include "tensor.h"
 
-/* The interleaved row that becomes rotate-half row `row` (head_dim even). */
+/* The interleaved row that becomes rotate-half row `row` (head_dim even):
+ * in the same head, so a matrix of whole heads maps onto itself. */
 int64_t ropeperm_source_row(int64_t row, int64_t head_dim);
+
+/* SW_OK if rows is a whole number of heads of an even head_dim > 0, what
+ * the permutation needs; SW_EDATA otherwise. */
+int ropeperm_check_rows(int64_t rows, int64_t head_dim, struct sw_err *err);
 
 /*
  * A rows x cols projection stored interleaved at src, row_bytes bytes a
  * row of dtype (sw_to_f32's: F32, F16, BF16, F64, Q8_0), as float32 rows
- * in rotate-half order at dst. rows must be a multiple of head_dim, and
- * head_dim even (SW_EDATA otherwise); errors of the conversion as
- * sw_to_f32 gives them.
+ * in rotate-half order at dst. rows must pass ropeperm_check_rows; errors
+ * of the conversion as sw_to_f32 gives them.
  */
 int ropeperm_to_f32(enum sw_dtype dtype, const unsigned char *src, size_t row_bytes,
 		    int64_t rows, int64_t cols, int64_t head_dim, float *dst, struct sw_err *err);

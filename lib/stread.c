@@ -4,6 +4,7 @@
  */
 #include "stread.h"
 #include "dtype.h"
+#include "hfdir.h"
 #include "safetensors.h"
 
 #include <errno.h>
@@ -55,39 +56,6 @@ static int open_regular(const char *path, int *fd, struct stat *st, struct sw_er
 	return SW_OK;
 }
 
-/* Read a whole small file (config.json, index) into a malloc'ed buffer. */
-static int slurp(const char *path, size_t max, char **buf, size_t *len, struct sw_err *err)
-{
-	struct stat st;
-	ssize_t got;
-	int fd, rc;
-
-	*buf = NULL;
-	if ((rc = open_regular(path, &fd, &st, err))) {
-		sw_err_prefix(err, "%s", path);
-		return rc;
-	}
-	if ((uint64_t)st.st_size > max) {
-		close(fd);
-		return sw_fail(err, SW_EDATA, "%s: larger than %zu bytes", path, max);
-	}
-	*buf = malloc((size_t)st.st_size + 1);
-	if (!*buf) {
-		close(fd);
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	}
-	got = pread(fd, *buf, (size_t)st.st_size, 0);
-	close(fd);
-	if (got != st.st_size) {
-		free(*buf);
-		*buf = NULL;
-		return sw_fail(err, SW_EIO, "%s: short read", path);
-	}
-	(*buf)[got] = '\0';
-	*len = (size_t)got;
-	return SW_OK;
-}
-
 int stsrc_sniff(int fd, uint64_t size)
 {
 	unsigned char buf[9];
@@ -98,21 +66,6 @@ int stsrc_sniff(int fd, uint64_t size)
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | buf[i];
 	return hlen <= ST_MAX_HEADER && hlen <= size - 8 && buf[8] == '{';
-}
-
-int stsrc_sniff_index(int fd, uint64_t size)
-{
-	unsigned char buf[64];
-	ssize_t got = pread(fd, buf, size < sizeof buf ? (size_t)size : sizeof buf, 0);
-
-	/* JSON's blanks, then '{' (a UTF-8 byte order mark is not JSON) */
-	for (ssize_t i = 0; i < got; i++) {
-		if (buf[i] == '{')
-			return 1;
-		if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\n' && buf[i] != '\r')
-			return 0;
-	}
-	return 0;
 }
 
 /* Is file an index (by its bytes)? Opened without blocking: ckpt.c has
@@ -126,7 +79,7 @@ static int fd_is_index(const char *file)
 		return 0;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
 		yes = !stsrc_sniff(fd, (uint64_t)st.st_size) &&
-		      stsrc_sniff_index(fd, (uint64_t)st.st_size);
+		      hfdir_sniff_index(fd, (uint64_t)st.st_size);
 	close(fd);
 	return yes;
 }
@@ -247,13 +200,6 @@ static int add_tensor(struct stsrc *s, const struct sw_config *c, struct sw_tens
 	return rc;
 }
 
-/* The file name part of a path (no copy, unlike POSIX basename). */
-static const char *base_name(const char *p)
-{
-	const char *slash = strrchr(p, '/');
-	return slash ? slash + 1 : p;
-}
-
 /*
  * A checkpoint sw-convert exported carries its scalewatch attributes in
  * the metadata (scalewatch-format(5)): take step, tokens, the losses and
@@ -308,71 +254,20 @@ void stsrc_close(struct stsrc *s)
 	free(s);
 }
 
-static int index_cmp_name(const void *a, const void *b)
-{
-	return strcmp(((const struct st_index_entry *)a)->name,
-		      ((const struct st_index_entry *)b)->name);
-}
-
-/* The shards the index names, each once, in order of first appearance
- * (a map of the names seen: O(1) a lookup). */
-static int list_shards(struct stsrc *s, const char *dir, const struct st_index *idx,
+/* The shards the index names (hfdir.h), each a path in dir. */
+static int list_shards(struct stsrc *s, const char *dir, const struct hfdir_index *ix,
 		       struct sw_err *err)
 {
-	struct attr_map seen;
-	int rc = SW_OK;
-
-	attrmap_init(&seen);
-	s->shards = calloc(idx->n ? idx->n : 1, sizeof *s->shards);
+	s->shards = calloc(ix->nshards ? ix->nshards : 1, sizeof *s->shards);
 	if (!s->shards)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	for (size_t i = 0; i < idx->n && !rc; i++) {
-		struct st_shard *sh;
-		if (attrmap_get(&seen, idx->e[i].shard))
-			continue;
-		if ((rc = attrmap_set(&seen, idx->e[i].shard, "", err)))
-			break;
-		sh = &s->shards[s->nshards++];
+	for (size_t i = 0; i < ix->nshards; i++) {
+		struct st_shard *sh = &s->shards[s->nshards++];
 		sh->fd = -1;
-		if (snprintf(sh->path, sizeof sh->path, "%s/%s", dir,
-			     idx->e[i].shard) >= (int)sizeof sh->path)
-			rc = sw_fail(err, SW_ENOINPUT, "shard path too long");
+		if (hfdir_shard_path(sh->path, sizeof sh->path, dir, ix->shard[i]) < 0)
+			return sw_fail(err, SW_ENOINPUT, "shard path too long");
 	}
-	attrmap_free(&seen);
-	return rc;
-}
-
-/* real is inside the directory top (both resolved paths) */
-static int path_inside(const char *real, const char *top)
-{
-	size_t n = strlen(top);
-
-	return !strncmp(real, top, n) && (real[n] == '/' || (n == 1 && top[0] == '/'));
-}
-
-/*
- * A shard the index names that is a symlink must stay in the index's
- * directory, or in the directory the index itself links into (the
- * Hugging Face cache: snapshots/REV/NAME -> ../../blobs/HASH); elsewhere
- * it would let a downloaded checkpoint read any file of the user's.
- */
-int stsrc_check_shard_link(const char *shard, const char *dir, const char *index,
-			   struct sw_err *err)
-{
-	char real[PATH_MAX], top[PATH_MAX], tmp[PATH_MAX];
-	struct stat st;
-
-	if (lstat(shard, &st) < 0 || !S_ISLNK(st.st_mode) || !realpath(shard, real))
-		return SW_OK;   /* not a link, or dangling: opening it says why */
-	if (realpath(dir, top) && path_inside(real, top))
-		return SW_OK;
-	if (realpath(index, tmp)) {
-		snprintf(top, sizeof top, "%s", dirname(tmp));
-		if (path_inside(real, top))
-			return SW_OK;
-	}
-	return sw_fail(err, SW_EDATA, "%s: a symlink to %s, outside the index's directory", shard,
-		       real);
+	return SW_OK;
 }
 
 /* Room for total + n tensors in info and s->loc, grown geometrically. */
@@ -397,20 +292,18 @@ static int grow_tensors(struct stsrc *s, struct sw_tensor_info **info, size_t *c
 }
 
 /*
- * Each tensor of shard k must be listed for that shard; seen marks the
- * index entries (sorted by name) found.
+ * Each tensor of the shard (file name shard, at path) must be listed for
+ * it; seen marks the index entries found.
  */
-static int check_listed(const struct st_index *idx, unsigned char *seen, const char *shard,
-			const struct st_entry *e, size_t n, struct sw_err *err)
+static int check_listed(const struct hfdir_index *ix, unsigned char *seen, const char *shard,
+			const char *path, const struct st_entry *e, size_t n, struct sw_err *err)
 {
 	for (size_t i = 0; i < n; i++) {
-		struct st_index_entry key = {e[i].name, NULL};
-		const struct st_index_entry *j = bsearch(&key, idx->e, idx->n, sizeof *idx->e,
-							 index_cmp_name);
-		if (!j || strcmp(j->shard, base_name(shard)))
-			return sw_fail(err, SW_EDATA, "%s holds %s, which the index does not list there",
-				       shard, e[i].name);
-		seen[j - idx->e] = 1;
+		size_t at;
+		int rc = hfdir_index_holds(ix, shard, path, e[i].name, &at, err);
+		if (rc)
+			return rc;
+		seen[at] = 1;
 	}
 	return SW_OK;
 }
@@ -418,14 +311,12 @@ static int check_listed(const struct st_index *idx, unsigned char *seen, const c
 int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	       struct sw_tensor_info **info_out, size_t *n_out, struct sw_err *err)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32];
-	struct st_index idx = {0};
+	char dir[PATH_MAX];
+	struct hfdir_index ix = {0};
 	struct sw_tensor_info *info = NULL;
 	unsigned char *seen = NULL;
 	struct stsrc *s;
 	size_t total = 0, cap = 0;
-	char *json = NULL;
-	size_t len;
 	int rc, is_index;
 
 	*out = NULL;
@@ -436,30 +327,14 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	attrmap_init(&s->meta);
 	cm->format = CKPT_SAFETENSORS;
 	dir_of(file, dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/config.json", dir);
-	if (access(path, F_OK) < 0) {
-		rc = sw_fail(err, SW_ENOINPUT, "no config.json beside it (needed for the architecture)");
-		goto out;
-	}
-	if ((rc = slurp(path, 16u << 20, &json, &len, err)))
-		goto out;
-	rc = st_parse_config(json, len, &cm->config, err);
-	free(json);
-	if (rc)
+	if ((rc = hfdir_config(dir, &cm->config, err)))
 		goto out;
 
 	is_index = fd_is_index(file);
 	if (is_index) {
-		if ((rc = slurp(file, 64u << 20, &json, &len, err)))
+		if ((rc = hfdir_index_open(file, &ix, err)) || (rc = list_shards(s, dir, &ix, err)))
 			goto out;
-		rc = st_parse_index(json, len, &idx, err);
-		free(json);
-		if (rc || (rc = list_shards(s, dir, &idx, err)))
-			goto out;
-		/* sorted by name from here on: a lookup is a binary search */
-		if (idx.n > 1)
-			qsort(idx.e, idx.n, sizeof *idx.e, index_cmp_name);
-		if (!(seen = calloc(idx.n ? idx.n : 1, 1))) {
+		if (!(seen = calloc(ix.idx.n ? ix.idx.n : 1, 1))) {
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			goto out;
 		}
@@ -477,12 +352,12 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 		struct st_header h = {0};
 		uint64_t data_start = 0;
 
-		if (is_index && (rc = stsrc_check_shard_link(s->shards[k].path, dir, file, err)))
+		if (is_index && (rc = hfdir_check_link(s->shards[k].path, dir, file, err)))
 			goto out;
 		if ((rc = open_shard(&s->shards[k], &h, &data_start, &s->meta, is_index, err)))
 			goto out;
 		if (is_index)
-			rc = check_listed(&idx, seen, s->shards[k].path, h.e, h.n, err);
+			rc = check_listed(&ix, seen, ix.shard[k], s->shards[k].path, h.e, h.n, err);
 		/* the table grows as tensors are taken: a header refused at
 		 * its first tensor costs no table of all the others */
 		for (size_t i = 0; i < h.n && !rc; i++)
@@ -495,10 +370,10 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 		s->n = total;
 	}
 	/* every listed tensor must be in its shard */
-	for (size_t i = 0; is_index && i < idx.n; i++)
+	for (size_t i = 0; is_index && i < ix.idx.n; i++)
 		if (!seen[i]) {
 			rc = sw_fail(err, SW_EDATA, "the index lists %s in %s, which does not hold it",
-				     idx.e[i].name, idx.e[i].shard);
+				     ix.idx.e[i].name, ix.idx.e[i].shard);
 			goto out;
 		}
 	if ((rc = apply_scalewatch_meta(&s->meta, cm, info, total, err)))
@@ -509,7 +384,7 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	*out = s;
 	s = NULL;
 out:
-	st_index_free(&idx);
+	hfdir_index_free(&ix);
 	free(seen);
 	free(info);
 	stsrc_close(s);
@@ -564,7 +439,7 @@ const struct attr_map *stsrc_attrs(const struct stsrc *s)
 
 static int st_sniff(int fd, uint64_t size)
 {
-	return stsrc_sniff(fd, size) || stsrc_sniff_index(fd, size);
+	return stsrc_sniff(fd, size) || hfdir_sniff_index(fd, size);
 }
 
 static int st_open(const char *path, int fd, uint64_t size, void **src, struct ckpt_meta *m,

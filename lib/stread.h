@@ -3,7 +3,8 @@
  * the tensor source (ckpt.c), which is the only caller.
  *
  * A checkpoint is one .safetensors file or a model.safetensors.index.json
- * with its shards, and the config.json beside it (the architecture). Every
+ * with its shards, and the config.json beside it (the architecture): the
+ * directory's rules are hfdir.h's, shared with the PyTorch reader. Every
  * shard's header is validated by safetensors.c's parsers; each tensor gets
  * its role, block and layer from its Hugging Face name (arch.c). The
  * "__metadata__" of the shards, merged, is the checkpoint's attribute map
@@ -13,7 +14,8 @@
  *
  * Only regular files are opened (a FIFO is never waited on); a shard the
  * index names that is a symlink must not lead out of the index's
- * directory; a shard that is also an HDF5 file is refused.
+ * directory (hfdir_check_link); a shard that is also an HDF5 file is
+ * refused.
  */
 #ifndef SW_STREAD_H
 #define SW_STREAD_H
@@ -44,21 +46,9 @@ int stsrc_load(struct stsrc *s, size_t k, const struct sw_tensor_info *t,
  */
 int stsrc_sniff(int fd, uint64_t size);
 
-/* 1 if the file is JSON text that opens an object, as an index does */
-int stsrc_sniff_index(int fd, uint64_t size);
-
 /* The format entry ckpt.c dispatches through (ckptsrc.h): a .safetensors
  * file or an index, told apart by their bytes. */
 extern const struct ckpt_format_ops stsrc_format;
-
-/*
- * A shard an index names that is a symlink must stay in the index's
- * directory dir, or in the directory the index itself links into (the
- * Hugging Face cache); SW_EDATA otherwise. For every reader of an index
- * (PyTorch's too, lib/ptread.c).
- */
-int stsrc_check_shard_link(const char *shard, const char *dir, const char *index,
-			   struct sw_err *err);
 
 /* The merged __metadata__. */
 const struct attr_map *stsrc_attrs(const struct stsrc *s);
