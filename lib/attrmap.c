@@ -1,5 +1,6 @@
 /* attrmap.c - a checkpoint's attributes as typed texts (see attrmap.h). */
 #include "attrmap.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <math.h>
@@ -85,17 +86,7 @@ int attrmap_set(struct attr_map *m, const char *key, const char *value, struct s
 		m->kv[m->slot[s] - 1].value = v;
 		return SW_OK;
 	}
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? 2 * m->cap : 32;
-		struct attr_kv *p = realloc(m->kv, cap * sizeof *p);
-		if (!p) {
-			free(v);
-			return sw_fail(err, SW_ESOFTWARE, "out of memory");
-		}
-		m->kv = p;
-		m->cap = cap;
-	}
-	if (!(k = strdup(key))) {
+	if (SW_GROW(m->kv, &m->cap, m->n + 1) < 0 || !(k = strdup(key))) {
 		free(v);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}

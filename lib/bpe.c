@@ -11,28 +11,9 @@
 #include <unistd.h>
 
 #include "atomicfile.h"
+#include "grow.h"
 
 /* ---- shared helpers (bpe_impl.h) ---- */
-
-int bpe_grow(void *p, size_t *cap, size_t need, size_t el)
-{
-	void **pp = p;
-	size_t c = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need) {
-		if (c > SIZE_MAX / 2 / el)
-			return -1;
-		c *= 2;
-	}
-	if (!(q = realloc(*pp, c * el)))
-		return -1;
-	*pp = q;
-	*cap = c;
-	return 0;
-}
 
 int bpe_strset_init(struct bpe_strset *s)
 {
@@ -106,9 +87,9 @@ int32_t bpe_strset_add(struct bpe_strset *s, const unsigned char *p, size_t n, u
 		return id;
 	if (s->n >= INT32_MAX - 1 || ((s->n + 1) * 2 > s->mask + 1 && strset_rehash(s)))
 		return -1;
-	if (bpe_grow(&s->ent, &s->ent_cap, s->n + 1, sizeof *s->ent) ||
+	if (sw_grow(&s->ent, &s->ent_cap, s->n + 1, sizeof *s->ent) ||
 	    n > SIZE_MAX - s->arena_len ||
-	    bpe_grow(&s->arena, &s->arena_cap, s->arena_len + n, 1))
+	    sw_grow(&s->arena, &s->arena_cap, s->arena_len + n, 1))
 		return -1;
 	memcpy(s->arena + s->arena_len, p, n);
 	s->ent[s->n].off = s->arena_len;
@@ -506,7 +487,7 @@ int bpe_load(const char *path, struct bpe **out, struct sw_err *err)
 					     BPE_MAX_FILE_BYTES);
 				goto out;
 			}
-			if (bpe_grow(&buf, &cap, cap + 65536, 1)) {
+			if (sw_grow(&buf, &cap, cap + 65536, 1)) {
 				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 				goto out;
 			}
@@ -632,7 +613,7 @@ void bpe_encoder_free(struct bpe_encoder *e)
 
 static int push_tokens(struct bpe_tokens *t, const uint16_t *id, size_t n)
 {
-	if (bpe_grow(&t->id, &t->cap, t->n + n, sizeof *t->id))
+	if (sw_grow(&t->id, &t->cap, t->n + n, sizeof *t->id))
 		return -1;
 	memcpy(t->id + t->n, id, n * sizeof *id);
 	t->n += n;
@@ -729,17 +710,17 @@ static int encode_long(struct bpe_encoder *e, const unsigned char *s, size_t n)
 	if (n > INT32_MAX)
 		return SW_EDATA;
 	if (cap < n) {
-		if (bpe_grow(&e->sym, &cap, n, sizeof *e->sym))
+		if (sw_grow(&e->sym, &cap, n, sizeof *e->sym))
 			return SW_ESOFTWARE;
 		cap = e->scratch_cap;
-		if (bpe_grow(&e->next, &cap, n, sizeof *e->next))
+		if (sw_grow(&e->next, &cap, n, sizeof *e->next))
 			return SW_ESOFTWARE;
 		cap = e->scratch_cap;
-		if (bpe_grow(&e->prev, &cap, n, sizeof *e->prev))
+		if (sw_grow(&e->prev, &cap, n, sizeof *e->prev))
 			return SW_ESOFTWARE;
 		e->scratch_cap = cap;
 	}
-	if (bpe_grow(&e->heap, &e->heap_cap, n, sizeof *e->heap))
+	if (sw_grow(&e->heap, &e->heap_cap, n, sizeof *e->heap))
 		return SW_ESOFTWARE;
 	e->heap_n = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -889,7 +870,7 @@ static int append_bytes(void *ctx, const void *p, size_t len, struct sw_err *err
 {
 	struct bpe_bytes *out = ctx;
 
-	if (bpe_grow(&out->p, &out->cap, out->n + len, 1))
+	if (sw_grow(&out->p, &out->cap, out->n + len, 1))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	memcpy(out->p + out->n, p, len);
 	out->n += len;

@@ -124,7 +124,4 @@ static inline int bpe_walk_pieces(enum bpe_pretok p, const unsigned char *s, siz
 	return 0;
 }
 
-/* Grow *p (of *cap elements of size el) to hold at least need; 0 or -1. */
-int bpe_grow(void *p, size_t *cap, size_t need, size_t el);
-
 #endif

@@ -15,6 +15,7 @@
  * when it comes to the top (lazy deletion: the heap stays a heap).
  */
 #include "bpe_impl.h"
+#include "grow.h"
 
 #include <stdlib.h>
 
@@ -110,7 +111,7 @@ static int count_piece(void *ctx, const unsigned char *s, size_t n)
 		return 0;
 	}
 	if ((id = bpe_strset_add(&t->pieces, s, n, bpe_hash(s, n), &added)) < 0 ||
-	    bpe_grow(&t->count, &t->count_cap, (size_t)id + 1, sizeof *t->count))
+	    sw_grow(&t->count, &t->count_cap, (size_t)id + 1, sizeof *t->count))
 		return SW_ESOFTWARE;
 	if (added) {
 		t->count[id] = 0;
@@ -155,7 +156,7 @@ static int32_t pair_of(struct bpe_trainer *t, uint32_t key)
 	for (i = bpe_key_slot(key, (uint32_t)t->map_mask); t->map[i] >= 0; i = (i + 1) & t->map_mask)
 		if (t->pair[t->map[i]].key == key)
 			return t->map[i];
-	if (bpe_grow(&t->pair, &t->pair_cap, t->npair + 1, sizeof *t->pair))
+	if (sw_grow(&t->pair, &t->pair_cap, t->npair + 1, sizeof *t->pair))
 		return -1;
 	t->pair[t->npair] = (struct pair){key, -1, 0, 0};
 	t->map[i] = (int32_t)t->npair;
@@ -173,7 +174,7 @@ static int heap_push(struct bpe_trainer *t, int32_t p)
 	struct entry e = {t->pair[p].count, t->pair[p].key, p};
 	size_t i = t->nheap;
 
-	if (bpe_grow(&t->heap, &t->heap_cap, t->nheap + 1, sizeof *t->heap))
+	if (sw_grow(&t->heap, &t->heap_cap, t->nheap + 1, sizeof *t->heap))
 		return -1;
 	for (; i > 0 && before(&e, &t->heap[(i - 1) / 2]); i = (i - 1) / 2)
 		t->heap[i] = t->heap[(i - 1) / 2];
@@ -218,7 +219,7 @@ static int mark_dirty(struct bpe_trainer *t, int32_t p)
 {
 	if (t->pair[p].dirty)
 		return 0;
-	if (bpe_grow(&t->dirty, &t->dirty_cap, t->ndirty + 1, sizeof *t->dirty))
+	if (sw_grow(&t->dirty, &t->dirty_cap, t->ndirty + 1, sizeof *t->dirty))
 		return -1;
 	t->pair[p].dirty = 1;
 	t->dirty[t->ndirty++] = p;
@@ -278,7 +279,7 @@ static int merge_pair(struct bpe_trainer *t, int32_t p, int32_t x, uint64_t *mer
 	size_t n = 0;
 
 	for (int32_t pos = t->pair[p].head; pos >= 0; pos = t->onext[pos]) {
-		if (bpe_grow(&t->occ, &t->occ_cap, n + 1, sizeof *t->occ))
+		if (sw_grow(&t->occ, &t->occ_cap, n + 1, sizeof *t->occ))
 			return -1;
 		t->occ[n++] = pos;
 	}

@@ -4,6 +4,7 @@
  * that run under mpirun, whose link puts that object before the library.
  */
 #include "comm.h"
+#include "grow.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -70,7 +71,8 @@ static int launched(const char **var, long *n)
 struct comm {
 	int rank, size;
 	MPI_Request *req;               /* started, not yet waited for */
-	int nreq, req_cap;
+	int nreq;
+	size_t req_cap;
 };
 
 /* MPI counts are int: larger buffers go in pieces of this many elements */
@@ -185,14 +187,8 @@ static int chunked(struct comm *c, enum chunked_op what, void *buf, size_t count
 	for (size_t i = 0; i < count; i += COMM_CHUNK) {
 		int n = (int)(count - i < COMM_CHUNK ? count - i : COMM_CHUNK);
 		void *at = (char *)buf + i * type_size(type);
-		if (what == IALLREDUCE && c->nreq == c->req_cap) {
-			int cap = c->req_cap ? 2 * c->req_cap : 64;
-			MPI_Request *r = realloc(c->req, (size_t)cap * sizeof *r);
-			if (!r)
-				return sw_fail(err, SW_ESOFTWARE, "out of memory");
-			c->req = r;
-			c->req_cap = cap;
-		}
+		if (what == IALLREDUCE && SW_GROW(c->req, &c->req_cap, (size_t)c->nreq + 1) < 0)
+			return sw_fail(err, SW_ESOFTWARE, "out of memory");
 		if (what == BCAST)
 			mrc = MPI_Bcast(at, n, t, root, MPI_COMM_WORLD);
 		else if (what == IALLREDUCE)

@@ -4,6 +4,7 @@
  */
 #include "h5read.h"
 #include "dtype.h"
+#include "grow.h"
 #include "h5io.h"
 
 #include <limits.h>
@@ -51,18 +52,7 @@ static herr_t collect_name(hid_t g, const char *name, const H5L_info_t *info, vo
 
 	(void)g;
 	(void)info;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **p = realloc(l->names, cap * sizeof *p);
-		if (!p) {
-			l->failed = 1;
-			return -1;
-		}
-		l->names = p;
-		l->cap = cap;
-	}
-	l->names[l->n] = strdup(name);
-	if (!l->names[l->n]) {
+	if (SW_GROW(l->names, &l->cap, l->n + 1) < 0 || !(l->names[l->n] = strdup(name))) {
 		l->failed = 1;
 		return -1;
 	}

@@ -1,5 +1,6 @@
 /* jsonstrict.c - JSON as the reference readers read it (see jsonstrict.h). */
 #include "jsonstrict.h"
+#include "grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -259,14 +260,9 @@ static int check_unique(struct scan *s, size_t from)
 	}
 	for (mask = 16; mask < 2 * n; mask *= 2)
 		;
-	if (mask > s->slot_cap) {
-		size_t *slot = realloc(s->slot, mask * sizeof *slot);
-		if (!slot) {
-			s->oom = 1;
-			return -1;
-		}
-		s->slot = slot;
-		s->slot_cap = mask;
+	if (SW_GROW(s->slot, &s->slot_cap, mask) < 0) {
+		s->oom = 1;
+		return -1;
 	}
 	memset(s->slot, 0, mask * sizeof *s->slot);
 	mask--;
@@ -291,30 +287,17 @@ static int object_key(struct scan *s)
 
 	if (!s->keys)
 		return string(s, NULL);
-	if (s->nkey == s->key_cap) {
-		size_t cap = s->key_cap ? 2 * s->key_cap : 64;
-		size_t *key = realloc(s->key, cap * sizeof *key);
-		if (!key) {
-			s->oom = 1;
-			return -1;
-		}
-		s->key = key;
-		s->key_cap = cap;
+	if (SW_GROW(s->key, &s->key_cap, s->nkey + 1) < 0) {
+		s->oom = 1;
+		return -1;
 	}
 	/* checked first, so that the arena grows by what the key needs */
 	if (string(s, NULL) < 0)
 		return -1;
 	need = (size_t)(s->p - at);     /* the quoted text: room for the key and its NUL */
-	if (s->arena_cap - s->arena_len < need) {
-		size_t cap = 2 * s->arena_cap > s->arena_len + need ? 2 * s->arena_cap
-								     : s->arena_len + need + 4096;
-		char *arena = realloc(s->arena, cap);
-		if (!arena) {
-			s->oom = 1;
-			return -1;
-		}
-		s->arena = arena;
-		s->arena_cap = cap;
+	if (SW_GROW(s->arena, &s->arena_cap, s->arena_len + need) < 0) {
+		s->oom = 1;
+		return -1;
 	}
 	s->p = at;
 	s->key[s->nkey] = s->arena_len;

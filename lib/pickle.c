@@ -1,6 +1,7 @@
 /* pickle.c - the restricted unpickler (see pickle.h). */
 #include "pickle.h"
 #include "dtype.h"
+#include "grow.h"
 #include "attrmap.h"
 #include "jsonstrict.h"
 
@@ -211,20 +212,32 @@ static const char *type_name(const struct pk_value *v)
 	return names[v->type];
 }
 
-/* Push v (grown by doubling; the stack itself is not the arena's) */
+/* Room for need elements of elem bytes in one of the machine's own arrays
+ * (*pp, *cap: the stack, the marks, the memo; not the arena's): at most
+ * most, and never more bytes than the budget. */
+static int grow_array(struct vm *m, void *pp, size_t *cap, size_t need, size_t elem,
+		      size_t most)
+{
+	size_t max = m->arena->budget / elem;
+
+	if (need > max) {
+		m->over_budget = 1;
+		return oom(m);
+	}
+	if (sw_grow_max(pp, cap, need, elem, most < max ? most : max) < 0)
+		return oom(m);
+	return SW_OK;
+}
+
+/* Push v (the stack grown by doubling) */
 static int push(struct vm *m, struct pk_value *v)
 {
+	int rc;
+
 	if (!v)
 		return oom(m);
-	if (m->sp == m->scap) {
-		size_t c = m->scap ? 2 * m->scap : 64;
-		void *p;
-		m->over_budget = c * sizeof *m->stack > m->arena->budget;
-		if (m->over_budget || !(p = realloc(m->stack, c * sizeof *m->stack)))
-			return oom(m);
-		m->stack = p;
-		m->scap = c;
-	}
+	if ((rc = grow_array(m, &m->stack, &m->scap, m->sp + 1, sizeof *m->stack, SIZE_MAX)))
+		return rc;
 	m->stack[m->sp++] = v;
 	return SW_OK;
 }
@@ -328,21 +341,12 @@ static int memo_put(struct vm *m, uint64_t idx)
 	if (idx >= (uint64_t)(m->end - m->start))
 		return fail(m, "a memo index beyond the pickle's length");
 	if (idx >= m->nmemo) {
-		size_t c = m->nmemo ? m->nmemo : 64;
-		void *p;
-		while (c <= idx)
-			c *= 2;
-		if (c > (size_t)(m->end - m->start))
-			c = (size_t)(m->end - m->start);
-		if (c * sizeof *m->memo > m->arena->budget) {
-			m->over_budget = 1;
-			return oom(m);
-		}
-		if (!(p = realloc(m->memo, c * sizeof *m->memo)))
-			return oom(m);
-		m->memo = p;
-		memset(m->memo + m->nmemo, 0, (c - m->nmemo) * sizeof *m->memo);
-		m->nmemo = c;
+		size_t old = m->nmemo;
+		int rc = grow_array(m, &m->memo, &m->nmemo, (size_t)idx + 1, sizeof *m->memo,
+				    (size_t)(m->end - m->start));
+		if (rc)
+			return rc;
+		memset(m->memo + old, 0, (m->nmemo - old) * sizeof *m->memo);
 	}
 	m->memo[idx] = m->stack[m->sp - 1];
 	if (idx >= m->memo_next)
@@ -459,15 +463,8 @@ static int op_persid(struct vm *m)
 			return fail(m, "storage %s is given two types or sizes: refused as ambiguous",
 				    s->key);
 	} else {
-		if (m->nstor == m->stcap) {
-			size_t c = m->stcap ? 2 * m->stcap : 16;
-			void *p = realloc(m->stor, c * sizeof *m->stor);
-			if (!p)
-				return oom(m);
-			m->stor = p;
-			m->stcap = c;
-		}
-		if (!(s = arena_alloc(m->arena, sizeof *s)))
+		if (SW_GROW(m->stor, &m->stcap, m->nstor + 1) < 0 ||
+		    !(s = arena_alloc(m->arena, sizeof *s)))
 			return oom(m);
 		s->key = f[2]->u.str.s;
 		s->dtype = st->dtype;
@@ -716,15 +713,8 @@ static int step(struct vm *m, int *stop)
 		*stop = 1;
 		return SW_OK;
 	case OP_MARK:
-		if (m->nmarks == m->mcap) {
-			size_t c = m->mcap ? 2 * m->mcap : 16;
-			void *p;
-			m->over_budget = c * sizeof *m->marks > m->arena->budget;
-			if (m->over_budget || !(p = realloc(m->marks, c * sizeof *m->marks)))
-				return oom(m);
-			m->marks = p;
-			m->mcap = c;
-		}
+		if ((rc = grow_array(m, &m->marks, &m->mcap, m->nmarks + 1, sizeof *m->marks, SIZE_MAX)))
+			return rc;
 		m->marks[m->nmarks++] = m->sp;
 		return SW_OK;
 	case OP_POP:

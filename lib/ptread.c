@@ -5,6 +5,7 @@
 #include "ptread.h"
 #include "attrmap.h"
 #include "dtype.h"
+#include "grow.h"
 #include "hfdir.h"
 #include "metallama.h"
 #include "pickle.h"
@@ -58,6 +59,7 @@ struct ptsrc {
 	size_t npieces;
 	struct pt_tensor *t;    /* (n) in the order of info */
 	size_t n;
+	size_t files_cap, pieces_cap, t_cap, info_cap;  /* of those arrays, and of info */
 	struct attr_map attrs;
 };
 
@@ -142,14 +144,8 @@ static int add_named(struct named_list *l, const char *name, const struct pk_ten
 
 	if ((rc = st_name_check(name, err)))
 		return rc;
-	if (l->n == l->cap) {
-		size_t c = l->cap ? 2 * l->cap : 64;
-		void *p = realloc(l->v, c * sizeof *l->v);
-		if (!p)
-			return sw_fail(err, SW_ESOFTWARE, "out of memory");
-		l->v = p;
-		l->cap = c;
-	}
+	if (SW_GROW(l->v, &l->cap, l->n + 1) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	x = &l->v[l->n++];
 	memset(x, 0, sizeof *x);
 	snprintf(x->name, sizeof x->name, "%s", name);
@@ -291,14 +287,12 @@ static int read_file(struct ptsrc *s, int k, const char *key, struct named_list 
 static int add_file(struct ptsrc *s, const char *path, int fd, uint64_t size, struct sw_err *err)
 {
 	struct pt_file *f;
-	void *p = realloc(s->files, ((size_t)s->nfiles + 1) * sizeof *s->files);
 
-	if (!p) {
+	if (SW_GROW(s->files, &s->files_cap, (size_t)s->nfiles + 1) < 0) {
 		if (fd >= 0)
 			close(fd);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
-	s->files = p;
 	f = &s->files[s->nfiles++];
 	f->fd = fd;
 	if (strlen(path) >= sizeof f->path) {
@@ -314,20 +308,14 @@ static int add_file(struct ptsrc *s, const char *path, int fd, uint64_t size, st
 	return SW_OK;
 }
 
-/* Room for n more tensors and m more pieces. */
+/* Room for n more tensors (in info and s->t) and m more pieces. */
 static int grow(struct ptsrc *s, struct sw_tensor_info **info, size_t n, size_t m,
 		struct sw_err *err)
 {
-	void *a = realloc(*info, (s->n + n + 1) * sizeof **info);
-
-	if (a)
-		*info = a;
-	if (!a || !(a = realloc(s->t, (s->n + n + 1) * sizeof *s->t)))
+	if (sw_grow(info, &s->info_cap, s->n + n + 1, sizeof **info) < 0 ||
+	    SW_GROW(s->t, &s->t_cap, s->n + n + 1) < 0 ||
+	    SW_GROW(s->pieces, &s->pieces_cap, s->npieces + m + 1) < 0)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	s->t = a;
-	if (!(a = realloc(s->pieces, (s->npieces + m + 1) * sizeof *s->pieces)))
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	s->pieces = a;
 	return SW_OK;
 }
 
@@ -438,15 +426,7 @@ static int list_pth(struct ptsrc *s, const char *dir, const char *file, const st
 		size_t l = strlen(de->d_name);
 		if (de->d_name[0] == '.' || l < 5 || strcmp(de->d_name + l - 4, ".pth"))
 			continue;
-		if (n == cap) {
-			void *p = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *names);
-			if (!p) {
-				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-				break;
-			}
-			names = p;
-		}
-		if (!(names[n] = strdup(de->d_name))) {
+		if (SW_GROW(names, &cap, n + 1) < 0 || !(names[n] = strdup(de->d_name))) {
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			break;
 		}

@@ -1,5 +1,6 @@
 /* ptzip.c - the zip container of PyTorch checkpoints (see ptzip.h). */
 #include "ptzip.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -197,15 +198,9 @@ static int take_entry(struct ptzip *z, size_t *cap, struct sw_err *err)
 		return sw_fail(err, z->io.error ? SW_EIO : SW_EDATA,
 			       "zip archive: %.100s: its local header is missing or disagrees with "
 			       "the central directory", name);
-	if (z->n == *cap) {
-		size_t c = *cap ? 2 * *cap : 16;
-		void *p = realloc(z->e, c * sizeof *z->e);
-		if (!p) {
-			unzCloseCurrentFile(z->unz);
-			return sw_fail(err, SW_ESOFTWARE, "out of memory");
-		}
-		z->e = p;
-		*cap = c;
+	if (SW_GROW(z->e, cap, z->n + 1) < 0) {
+		unzCloseCurrentFile(z->unz);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
 	e = &z->e[z->n];
 	memset(e, 0, sizeof *e);

@@ -1,5 +1,6 @@
 /* rundir.c - a training run's output directory (see rundir.h). */
 #include "rundir.h"
+#include "grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -81,15 +82,9 @@ static int scan(struct rundir_claim *c, struct sw_err *err)
 		if (!ckpt_name(e->d_name, &f.step, &f.tmp) || strlen(e->d_name) >= sizeof f.name ||
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
 			continue;
-		if (c->n == cap) {
-			size_t ncap = cap ? 2 * cap : 16;
-			struct rundir_file *g = realloc(c->f, ncap * sizeof *g);
-			if (!g) {
-				closedir(d);
-				return sw_fail(err, SW_ESOFTWARE, "out of memory");
-			}
-			c->f = g;
-			cap = ncap;
+		if (SW_GROW(c->f, &cap, c->n + 1) < 0) {
+			closedir(d);
+			return sw_fail(err, SW_ESOFTWARE, "out of memory");
 		}
 		strcpy(f.name, e->d_name);
 		c->f[c->n++] = f;

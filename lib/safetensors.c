@@ -3,6 +3,7 @@
  * model.safetensors.index.json and config.json (see safetensors.h).
  */
 #include "safetensors.h"
+#include "grow.h"
 #include "jsonstrict.h"
 
 #include <cjson/cJSON.h>
@@ -279,14 +280,9 @@ int st_parse_header(const char *json, size_t len, uint64_t data_len, struct attr
 			p = jsonstrict_skip(p, w.end);
 		} else {
 			struct st_entry *e;
-			if (h->n == cap) {
-				size_t c = cap ? 2 * cap : 64;
-				if (!(e = realloc(h->e, c * sizeof *e))) {
-					rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-					goto fail;
-				}
-				h->e = e;
-				cap = c;
+			if (SW_GROW(h->e, &cap, h->n + 1) < 0) {
+				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+				goto fail;
 			}
 			e = &h->e[h->n];
 			memset(e, 0, sizeof *e);
@@ -479,15 +475,9 @@ int st_parse_index(const char *json, size_t len, struct st_index *idx, struct sw
 				     "weight_map entry '%.64s' is not a plain shard file name", name);
 			goto out;
 		}
-		if (idx->n == cap) {
-			size_t c = cap ? 2 * cap : 64;
-			struct st_index_entry *e = realloc(idx->e, c * sizeof *e);
-			if (!e) {
-				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-				goto out;
-			}
-			idx->e = e;
-			cap = c;
+		if (SW_GROW(idx->e, &cap, idx->n + 1) < 0) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto out;
 		}
 		idx->e[idx->n].name = name;
 		idx->e[idx->n].shard = f;

@@ -1,6 +1,7 @@
 /* spectra.c - the spectra of a checkpoint's matrices (see spectra.h). */
 #include "spectra.h"
 #include "ckpt.h"
+#include "grow.h"
 #include "matsched.h"
 #include "select.h"
 #include "spectrum.h"
@@ -269,14 +270,8 @@ int spectra_fit_add(struct spectra_fit_set *f, const struct sw_tensor_info *t,
 
 	if (r->n < 1)
 		return SW_OK;
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 64;
-		struct spectra_fit_point *np = realloc(f->p, cap * sizeof *np);
-		if (!np)
-			return sw_fail(err, SW_ESOFTWARE, "out of memory");
-		f->p = np;
-		f->cap = cap;
-	}
+	if (SW_GROW(f->p, &f->cap, f->n + 1) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	p = &f->p[f->n++];
 	snprintf(p->role, sizeof p->role, "%s", t->role);
 	p->sigma_top = r->s[0];

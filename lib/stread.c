@@ -4,6 +4,7 @@
  */
 #include "stread.h"
 #include "dtype.h"
+#include "grow.h"
 #include "hfdir.h"
 #include "safetensors.h"
 
@@ -34,7 +35,7 @@ struct stsrc {
 	struct st_shard *shards;
 	int nshards;
 	struct st_loc *loc;             /* (n) */
-	size_t n;
+	size_t n, loc_cap;
 	struct attr_map meta;           /* __metadata__ of every shard, merged */
 };
 
@@ -270,24 +271,12 @@ static int list_shards(struct stsrc *s, const char *dir, const struct hfdir_inde
 	return SW_OK;
 }
 
-/* Room for total + n tensors in info and s->loc, grown geometrically. */
+/* Room for want tensors in info (*cap of them) and s->loc, grown geometrically. */
 static int grow_tensors(struct stsrc *s, struct sw_tensor_info **info, size_t *cap,
 			size_t want, struct sw_err *err)
 {
-	size_t c = *cap;
-	void *p;
-
-	if (want <= c)
-		return SW_OK;
-	while (c < want)
-		c = c ? 2 * c : 64;
-	if (!(p = realloc(*info, c * sizeof **info)))
+	if (sw_grow(info, cap, want, sizeof **info) < 0 || SW_GROW(s->loc, &s->loc_cap, want) < 0)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	*info = p;
-	if (!(p = realloc(s->loc, c * sizeof *s->loc)))
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	s->loc = p;
-	*cap = c;
 	return SW_OK;
 }
 

@@ -1,6 +1,7 @@
 /* sweep.c - a grid of sw-train runs in one directory (see sweep.h). */
 #include "sweep.h"
 #include "atomicfile.h"
+#include "grow.h"
 #include "rundir.h"
 #include "train.h"
 
@@ -199,15 +200,9 @@ static void put(struct text *t, const char *fmt, ...)
 	va_end(ap);
 	if (t->oom || n < 0)
 		return;
-	if (t->n + (size_t)n + 1 > t->cap) {
-		size_t cap = (t->n + (size_t)n + 1) * 2;
-		char *p = realloc(t->p, cap);
-		if (!p) {
-			t->oom = 1;
-			return;
-		}
-		t->p = p;
-		t->cap = cap;
+	if (SW_GROW(t->p, &t->cap, t->n + (size_t)n + 1) < 0) {
+		t->oom = 1;
+		return;
 	}
 	va_start(ap, fmt);
 	vsnprintf(t->p + t->n, t->cap - t->n, fmt, ap);
@@ -332,15 +327,11 @@ static char *read_all(const char *path, struct sw_err *err)
 		return NULL;
 	}
 	for (;;) {
-		if (n + 4096 + 1 > cap) {
-			char *p = realloc(buf, cap = (n + 4096 + 1) * 2);
-			if (!p) {
-				free(buf);
-				fclose(f);
-				sw_fail(err, SW_ESOFTWARE, "out of memory");
-				return NULL;
-			}
-			buf = p;
+		if (SW_GROW(buf, &cap, n + 4096 + 1) < 0) {
+			free(buf);
+			fclose(f);
+			sw_fail(err, SW_ESOFTWARE, "out of memory");
+			return NULL;
 		}
 		size_t got = fread(buf + n, 1, 4096, f);
 		n += got;
@@ -361,7 +352,8 @@ int sweep_load(const char *dir, int *nruns, char (**names)[256], int64_t **steps
 	       struct sw_err *err)
 {
 	char path[4200], *text, *line, *save = NULL;
-	int n = 0, cap = 0, rc = SW_OK;
+	size_t names_cap = 0, steps_cap = 0;
+	int n = 0, rc = SW_OK;
 
 	*nruns = 0;
 	*names = NULL;
@@ -380,17 +372,10 @@ int sweep_load(const char *dir, int *nruns, char (**names)[256], int64_t **steps
 			rc = sw_fail(err, SW_EDATA, "%s: line %d is not a run of the sweep", path, n + 2);
 			break;
 		}
-		if (n == cap) {
-			void *a = realloc(*names, (size_t)(cap = cap ? 2 * cap : 64) * sizeof **names),
-			     *b = a ? realloc(*steps, (size_t)cap * sizeof **steps) : NULL;
-			if (a)
-				*names = a;
-			if (b)
-				*steps = b;
-			if (!a || !b) {
-				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-				break;
-			}
+		if (SW_GROW(*names, &names_cap, (size_t)n + 1) < 0 ||
+		    SW_GROW(*steps, &steps_cap, (size_t)n + 1) < 0) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			break;
 		}
 		memcpy((*names)[n], tab1 + 1, (size_t)(tab2 - tab1 - 1));
 		(*names)[n][tab2 - tab1 - 1] = '\0';

@@ -11,6 +11,7 @@
 #include "trace.h"
 #include "traceint.h"
 #include "h5io.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -187,7 +188,8 @@ static int open_member(hid_t file, const char *name, hid_t *d, struct sw_err *er
 
 struct names {
 	char **v;
-	int n, cap;
+	int n;
+	size_t cap;
 	int failed;             /* out of memory, or too many */
 };
 
@@ -201,17 +203,7 @@ static herr_t collect(hid_t g, const char *name, const H5L_info_t *info, void *d
 		l->failed = 2;
 		return -1;
 	}
-	if (l->n == l->cap) {
-		int cap = l->cap ? 2 * l->cap : 16;
-		char **v = realloc(l->v, (size_t)cap * sizeof *v);
-		if (!v) {
-			l->failed = 1;
-			return -1;
-		}
-		l->v = v;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(name))) {
+	if (SW_GROW(l->v, &l->cap, (size_t)l->n + 1) < 0 || !(l->v[l->n] = strdup(name))) {
 		l->failed = 1;
 		return -1;
 	}

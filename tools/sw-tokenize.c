@@ -13,6 +13,7 @@
 
 #include "../lib/atomicfile.h"
 #include "../lib/bpe.h"
+#include "../lib/grow.h"
 #include "../lib/tokfile.h"
 #include "common.h"
 
@@ -109,15 +110,10 @@ static int feed_input(struct tool *tl, const char *name, feed_fn fn, void *ctx,
 	while (!final) {
 		size_t consumed;
 		ssize_t r;
-		if (cap - len < BLOCK) {        /* geometric: a long piece may pile up */
-			size_t c = cap > len + BLOCK ? 2 * cap : 2 * (len + BLOCK);
-			unsigned char *b = realloc(buf, c);
-			if (!b) {
-				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-				break;
-			}
-			buf = b;
-			cap = c;
+		/* geometric: a long piece may pile up */
+		if (SW_GROW(buf, &cap, len + BLOCK) < 0) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			break;
 		}
 		if ((r = read_some(fd, buf, cap, len, err)) < 0) {
 			rc = err->code;
@@ -152,14 +148,9 @@ static int slurp(const char *name, unsigned char **out, size_t *out_len, struct 
 		return rc;
 	for (;;) {
 		ssize_t r;
-		if (len == cap) {
-			unsigned char *b = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap ? 2 * cap : BLOCK);
-			if (!b) {
-				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-				break;
-			}
-			buf = b;
-			cap = cap ? 2 * cap : BLOCK;
+		if (len == cap && SW_GROW(buf, &cap, len + BLOCK) < 0) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			break;
 		}
 		if ((r = read_some(fd, buf, cap, len, err)) < 0) {
 			rc = err->code;
@@ -289,7 +280,7 @@ static int cmd_encode(struct tool *tl, const struct opts *o)
 		char *name;
 		uint64_t bytes, tokens;
 	} *row = NULL;
-	size_t nrow = 0;
+	size_t nrow = 0, rowcap = 0;
 	struct bpe *b;
 	struct sw_err err;
 	struct table tb;
@@ -304,12 +295,10 @@ static int cmd_encode(struct tool *tl, const struct opts *o)
 	}
 	while ((file = tool_next_file(tl))) {
 		uint64_t bytes;
-		void *r = realloc(row, (nrow + 1) * sizeof *row);
-		if (!r) {
+		if (SW_GROW(row, &rowcap, nrow + 1) < 0) {
 			rc = sw_fail(&err, SW_ESOFTWARE, "out of memory");
 			break;
 		}
-		row = r;
 		e.tokens = 0;
 		if ((rc = feed_input(tl, file, encode_feed, &e, &bytes, &err)))
 			break;
@@ -436,14 +425,8 @@ static int escape_chunk(void *ctx, const void *bytes, size_t n, struct sw_err *e
 	const unsigned char *p = bytes;
 	char *out;
 
-	if (e->cap < e->n + 4 * n + 1) {
-		size_t cap = 2 * (e->n + 4 * n + 1);
-		char *s = realloc(e->s, cap);
-		if (!s)
-			return sw_fail(err, SW_ESOFTWARE, "out of memory");
-		e->s = s;
-		e->cap = cap;
-	}
+	if (SW_GROW(e->s, &e->cap, e->n + 4 * n + 1) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	out = e->s + e->n;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = p[i];

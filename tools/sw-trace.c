@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/grow.h"
 #include "../lib/trace.h"
 #include "common.h"
 
@@ -55,7 +56,8 @@ struct printer {
 	int with_file;          /* each row starts with the file (several traces) */
 	char **header;          /* (1 + ncells) "step", then "loss", "residual_rms.layer0", ... */
 	struct cell *cells;     /* (ncells) */
-	int ncells, cap;
+	int ncells;
+	size_t cells_cap, header_cap;
 	double **buf;           /* per series of the trace: a block of its rows, or NULL */
 	int64_t *steps;         /* (block) */
 	int64_t block;          /* rows per read */
@@ -99,17 +101,9 @@ static int add_cell(struct printer *p, int series, int col, struct sw_err *err)
 	size_t len;
 	char *h;
 
-	if (p->ncells == p->cap) {
-		int cap = p->cap ? 2 * p->cap : 16;
-		struct cell *c = realloc(p->cells, (size_t)cap * sizeof *c);
-		char **hd = c ? realloc(p->header, (size_t)(cap + 1) * sizeof *hd) : NULL;
-		if (c)
-			p->cells = c;
-		if (!hd)
-			return sw_fail(err, SW_ESOFTWARE, "out of memory");
-		p->header = hd;
-		p->cap = cap;
-	}
+	if (SW_GROW(p->cells, &p->cells_cap, (size_t)p->ncells + 1) < 0 ||
+	    SW_GROW(p->header, &p->header_cap, (size_t)p->ncells + 2) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	if (trace_series_ncols(p->r, series) == 0) {
 		h = strdup(name);
 	} else {
@@ -176,11 +170,11 @@ static int plan(struct printer *p, char **lists, int nlists, struct sw_err *err)
 	unsigned char *read = NULL;   /* per series: printed, so read */
 	int64_t width = 0;
 
-	p->header = malloc(sizeof *p->header);
-	p->buf = calloc((size_t)(n ? n : 1), sizeof *p->buf);
-	if (!p->header || !p->buf)
+	if (SW_GROW(p->header, &p->header_cap, 1) < 0)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	p->header[0] = NULL;
+	p->header[0] = NULL;    /* before any failure: the cleanup frees header[0 .. ncells] */
+	if (!(p->buf = calloc((size_t)(n ? n : 1), sizeof *p->buf)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int k = 0; k < nlists && !rc; k++) {
 		char *save = NULL, *copy = strdup(lists[k]);
 		if (!copy)

@@ -10,6 +10,7 @@
  */
 #include "gpu.h"
 #include "../dtype.h"
+#include "../grow.h"
 
 #include <cblas.h>
 #include <stdlib.h>
@@ -74,14 +75,8 @@ static int emu_alloc(struct gpu *g, void **p, size_t bytes, struct sw_err *err)
 	struct emu *e = emu_of(g);
 
 	*p = NULL;
-	if (e->nblocks == e->cap) {
-		size_t cap = e->cap ? 2 * e->cap : 16;
-		struct emu_block *b = realloc(e->blocks, cap * sizeof *b);
-		if (!b)
-			return emu_fail(err, "out of memory");
-		e->blocks = b;
-		e->cap = cap;
-	}
+	if (SW_GROW(e->blocks, &e->cap, e->nblocks + 1) < 0)
+		return emu_fail(err, "out of memory");
 	/* not zeroed, as cudaMalloc's memory is not */
 	if (!(*p = malloc(bytes ? bytes : 1)))
 		return sw_fail(err, SW_ESOFTWARE, "cuda (emulated): out of memory for %zu bytes", bytes);
@@ -142,13 +137,8 @@ static int check_grid(struct emu *e, const struct gk_grid *gr, enum gk_id id, st
 		return sw_fail(err, SW_ESOFTWARE,
 			       "cuda (emulated): kernel %s: invalid launch (%lld blocks of %d threads, %d doubles shared)",
 			       gk_names[id], (long long)gr->blocks, gr->threads, gr->shm);
-	if ((size_t)gr->shm > e->shm_cap) {
-		double *s = realloc(e->shm, (size_t)gr->shm * sizeof *s);
-		if (!s)
-			return emu_fail(err, "out of memory");
-		e->shm = s;
-		e->shm_cap = (size_t)gr->shm;
-	}
+	if (SW_GROW(e->shm, &e->shm_cap, (size_t)gr->shm) < 0)
+		return emu_fail(err, "out of memory");
 	return SW_OK;
 }
 
