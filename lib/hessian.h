@@ -10,7 +10,7 @@
  * from the data with the seed (blocksharp_setup: the model, the data, the
  * micro-batches), with the true next tokens as labels: the Hessian of the
  * training loss on that batch, a fixed matrix. Products H v are exact
- * (model.h's R-operator, in float32, no step), restricted to the block: v
+ * (modelhvp.h's R-operator, in float32, no step), restricted to the block: v
  * is zero outside it and only its rows of H v are kept, so a block's
  * operator is H[B,B], its diagonal block, as in Zhang et al. ("Why
  * transformers need Adam: a Hessian perspective").
@@ -57,7 +57,8 @@ struct hessian_opts {
 	int top;                /* eigenvalues per block (K) */
 	int max_steps;          /* Lanczos products at most, per block */
 	double tol;             /* stop when every top-K residual <= tol max|theta| */
-	int probes;             /* Hutchinson probes */
+	int probes;             /* trace products: Hutchinson's probes, or Hutch++'s */
+	int hutchpp;            /* the trace by Hutch++ (traceest.h); not with density */
 	int density;            /* SLQ vectors (0: no density) */
 	int slq_steps;          /* Lanczos steps per SLQ vector */
 	int gauss_newton;       /* G instead of H */

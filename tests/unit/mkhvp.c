@@ -16,6 +16,7 @@
 
 #include "../../lib/blocksharp.h"
 #include "../../lib/h5write.h"
+#include "../../lib/modelhvp.h"
 #include "../../lib/rng.h"
 
 static int write_vec(struct h5w *w, const char *group, const struct model *m, const real *x,

@@ -74,8 +74,8 @@ static void test_encoder(struct sw_rng *r)
 		tok[n] = (n * 7) % 5;          /* tokens repeat: rows shared */
 	fill(embed, V * C, r, 1);
 	fill(dout, N * C, r, 1);
-	encoder_forward(cpu, tok, embed, N, C);
-	encoder_backward(dcpu, dout, tok, N, C);
+	model_encoder_forward(cpu, tok, embed, N, C);
+	model_encoder_backward(dcpu, dout, tok, N, C);
 	G->ops->upload(G, dtok, tok, sizeof tok, &err);
 	G->ops->upload(G, demb, embed, sizeof(float) * V * C, &err);
 	G->ops->upload(G, dvals, dout, sizeof(float) * N * C, &err);
@@ -114,7 +114,7 @@ static void test_rmsnorm(struct sw_rng *r, int rows, int C, int with_gain)
 	memcpy(dx, dx0, n * sizeof(float));
 	memcpy(dg, dg0, C * sizeof(float));
 	rmsnorm_forward(y, rs, x, with_gain ? g : NULL, rows, C, 1e-5);
-	rmsnorm_backward(dx, with_gain ? dg : NULL, dy, x, with_gain ? g : NULL, rs, rows, C);
+	model_rmsnorm_backward(dx, with_gain ? dg : NULL, dy, x, with_gain ? g : NULL, rs, rows, C);
 	G->ops->upload(G, d_x, x, n * sizeof(float), &err);
 	G->ops->upload(G, d_dy, dy, n * sizeof(float), &err);
 	G->ops->upload(G, d_g, g, C * sizeof(float), &err);
@@ -165,12 +165,12 @@ static void test_rope(struct sw_rng *r)
 	G->ops->upload(G, d_c, cs, sizeof(float) * T * hd / 2, &err);
 	G->ops->upload(G, d_s, sn, sizeof(float) * T * hd / 2, &err);
 	memcpy(x2, x, n * sizeof(float));
-	rope_forward(x, cs, sn, B, T, nh, hd);
+	model_rope_forward(x, cs, sn, B, T, nh, hd);
 	struct gk_rope a = {.grid = gk_elems((int64_t)n / 2), .x = d_x, .cos_ = d_c, .sin_ = d_s,
 			    .n = (int64_t)n / 2, .T = T, .nh = nh, .hd = hd};
 	rc = gk_launch_rope(G, &a, &err);
 	ok(launched(rc, &err, "rope_forward") && same(d_x, x, n), "rope_forward: bit for bit model.c's");
-	rope_backward(x, cs, sn, B, T, nh, hd);
+	model_rope_backward(x, cs, sn, B, T, nh, hd);
 	a.backward = 1;
 	rc = gk_launch_rope(G, &a, &err);
 	ok(launched(rc, &err, "rope_backward") && same(d_x, x, n) && rel(d_x, x2, n) < 1e-6,
@@ -272,7 +272,7 @@ static void test_crossentropy(struct sw_rng *r)
 	ok(launched(rc, &err, "sample_labels") && !memcmp(d_labels_host, labels, sizeof labels),
 	   "sample_labels: gnb_sample_labels's labels from the same uniforms");
 
-	softmax_crossentropy_backward(p, tgt, N, V, 0.125f);
+	model_softmax_crossentropy_backward(p, tgt, N, V, 0.125f);
 	rc = gk_launch_xent_backward(G, &(struct gk_xent_back){
 		.grid = gk_elems(N * V), .p = d_p, .targets = d_t, .n = N * V, .V = V, .scale = 0.125f}, &err);
 	ok(launched(rc, &err, "xent_backward") && same(d_p, p, N * V), "xent_backward: bit for bit model.c's");
@@ -312,12 +312,12 @@ static void test_pointwise(struct sw_rng *r)
 	ok(launched(rc, &err, "swiglu_forward") && same(d_out, out, n), "swiglu_forward: bit for bit model.c's");
 	memcpy(dg, dg0, sizeof dg);
 	memcpy(du, du0, sizeof du);
-	swiglu_backward(dg, du, dh, a, b, n);
+	model_swiglu_backward(dg, du, dh, a, b, n);
 	rc = gk_launch_swiglu_backward(G, &(struct gk_pointwise){
 		.grid = gk_elems(n), .out = d_dg, .out2 = d_du, .a = d_dh, .b = d_a, .c = d_b, .n = n}, &err);
 	ok(launched(rc, &err, "swiglu_backward") && same(d_dg, dg, n) && same(d_du, du, n),
 	   "swiglu_backward: bit for bit model.c's");
-	residual_forward(out, a, b, n);
+	model_residual_forward(out, a, b, n);
 	rc = gk_launch_residual_forward(G, &(struct gk_pointwise){
 		.grid = gk_elems(n), .out = d_out, .a = d_a, .b = d_b, .n = n}, &err);
 	ok(launched(rc, &err, "residual_forward") && same(d_out, out, n), "residual_forward: bit for bit");

@@ -1,5 +1,5 @@
 /*
- * The R-operator of lib/model.c (model_rop_forward, model_rop_backward)
+ * The R-operator of lib/modelhvp.c (model_rop_forward, model_rop_backward)
  * against central finite differences of the gradient, in double precision:
  * this file compiles lib/model.c itself with real = double, as
  * t-gradcheck.c does. In every model variant:
@@ -17,6 +17,7 @@
  */
 #define SW_REAL_DOUBLE
 #include "../../lib/model.c"
+#include "../../lib/modelhvp.c"
 
 #include "model_variants.h"
 #include "tap.h"
