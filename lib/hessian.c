@@ -4,9 +4,11 @@
 #include "h5write.h"
 #include "lanczos.h"
 #include "model.h"
+#include "modelhvp.h"
 #include "modelio.h"
 #include "optim.h"
 #include "rng.h"
+#include "traceest.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -92,7 +94,7 @@ double hessian_memory(const struct sw_config *c, int64_t nparams, int64_t larges
 	       2 * model_acts_bytes(c, mb, T) +
 	       (single_micro ? (double)mb * T * (double)c->vocab_size * sizeof(real) : 0) +
 	       (double)(o->max_steps > o->slq_steps ? o->max_steps : o->slq_steps) * n * 4 +
-	       n * 4 * sizeof(double);
+	       n * 4 * sizeof(double) + (o->hutchpp ? (double)(o->probes / 3 + 2) * n * 8 : 0);
 }
 
 /* Do tensors a (index ia) and b (ib) fall in one block? */
@@ -285,9 +287,16 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 	b->steps = info.steps;
 	b->bound = info.bound;
 	b->converged = info.converged;
+	/* Hutch++: its own products (no SLQ with it) */
+	if (o->hutchpp) {
+		if ((rc = trace_hutchpp(n, block_product, h, o->probes, &r, &b->trace, &b->trace_se,
+					err)))
+			goto out;
+		b->probes = o->probes;
+	}
 	/* Hutchinson's probes; the first nvec start SLQ runs, whose first
 	 * step gives the same z^T A z (n alpha_1 = n sum tau theta) */
-	for (int s = 0; s < S; s++) {
+	for (int s = 0; s < S && !o->hutchpp; s++) {
 		double q = 0;
 		rademacher(&r, z, n);
 		if (s < nvec) {
@@ -310,11 +319,13 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 		samples[s] = q;
 		sum += q;
 	}
-	b->probes = S;
-	b->trace = S ? sum / S : NAN;
-	for (int s = 0; s < S; s++)
-		ss += (samples[s] - b->trace) * (samples[s] - b->trace);
-	b->trace_se = S > 1 ? sqrt(ss / (S - 1) / S) : NAN;
+	if (!o->hutchpp) {
+		b->probes = S;
+		b->trace = S ? sum / S : NAN;
+		for (int s = 0; s < S; s++)
+			ss += (samples[s] - b->trace) * (samples[s] - b->trace);
+		b->trace_se = S > 1 ? sqrt(ss / (S - 1) / S) : NAN;
+	}
 	/* eta: the block's tensors' lr, when they share one */
 	b->lr = NAN;
 	for (int i = 0, first = 1; i < m->ntensors; i++) {
@@ -357,6 +368,8 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	if (o->top < 1 || o->max_steps < 1 || o->probes < 0 || o->density < 0 ||
 	    (o->density && o->slq_steps < 1))
 		return sw_fail(err, SW_EUSAGE, "hessian: bad options");
+	if (o->hutchpp && (o->probes < 3 || o->density))
+		return sw_fail(err, SW_EUSAGE, "Hutch++ takes 3 products at least, and no density");
 	if ((rc = blocksharp_setup(path, &o->data, 2, &su, err)))
 		return rc;
 	nt = su.m.ntensors;

@@ -20,7 +20,8 @@ static const char usage[] =
 	"sw-hessian [--json] --data FILE [--data-format F] [--batch-tokens N]\n"
 	"                  [--seq-len T] [--micro-batch M] [--seed S]\n"
 	"                  [--per-layer | --per-tensor] [--top K] [--max-steps N]\n"
-	"                  [--tol X] [--probes N] [--gauss-newton] [--preconditioned]\n"
+	"                  [--tol X] [--probes N] [--trace-estimator E]\n"
+	"                  [--gauss-newton] [--preconditioned]\n"
 	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
 	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N]\n"
 	"                  [--log | --quiet] [--block LIST] [--layer LIST] [--name GLOB]\n"
@@ -39,7 +40,9 @@ static const char help[] =
 	"  --top K            eigenvalues per block (3)\n"
 	"  --max-steps N      Lanczos products per block at most (100)\n"
 	"  --tol X            stop when each top-K residual <= X max|theta| (1e-5)\n"
-	"  --probes N         Hutchinson probes for the trace (20)\n"
+	"  --probes N         products for the trace (20)\n"
+	"  --trace-estimator E  hutchinson (every product a probe) or hutch++ (a\n"
+	"                     third sketch the top of the spectrum; not with --density)\n"
 	"  --gauss-newton     the Gauss-Newton (Fisher) matrix instead of the Hessian\n"
 	"  --preconditioned   P^-1/2 H P^-1/2, P = sqrt(v_hat) + eps from Adam's moments\n"
 	"  --density          the spectral density by SLQ: nodes and weights per block:\n"
@@ -58,7 +61,7 @@ static const char help[] =
 
 enum {
 	O_PER_LAYER = OPT_TOOL_FIRST, O_PER_TENSOR, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
-	O_PRECONDITIONED, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH
+	O_PRECONDITIONED, O_TRACE_ESTIMATOR, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH
 };
 
 #define MAX_COLS 64
@@ -242,6 +245,7 @@ int main(int argc, char **argv)
 		{"max-steps", required_argument, NULL, O_MAX_STEPS},
 		{"tol", required_argument, NULL, O_TOL},
 		{"probes", required_argument, NULL, O_PROBES},
+		{"trace-estimator", required_argument, NULL, O_TRACE_ESTIMATOR},
 		{"gauss-newton", no_argument, NULL, O_GAUSS_NEWTON},
 		{"preconditioned", no_argument, NULL, O_PRECONDITIONED},
 		{"density", no_argument, NULL, O_DENSITY},
@@ -275,6 +279,14 @@ int main(int argc, char **argv)
 		case O_MAX_STEPS: o.h.max_steps = (int)tool_parse_int(&tl, "--max-steps", optarg, 1, 100000); break;
 		case O_TOL: o.h.tol = tool_parse_double(&tl, "--tol", optarg, 0, 1); break;
 		case O_PROBES: o.h.probes = (int)tool_parse_int(&tl, "--probes", optarg, 0, 1 << 20); break;
+		case O_TRACE_ESTIMATOR:
+			if (!strcmp(optarg, "hutch++"))
+				o.h.hutchpp = 1;
+			else if (!strcmp(optarg, "hutchinson"))
+				o.h.hutchpp = 0;
+			else
+				tool_usage_error(&tl, "--trace-estimator: hutchinson or hutch++");
+			break;
 		case O_GAUSS_NEWTON: o.h.gauss_newton = 1; break;
 		case O_PRECONDITIONED: o.h.preconditioned = 1; break;
 		case O_DENSITY: o.density = 1; break;
@@ -308,6 +320,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "--slq-vectors, --slq-steps and --grid go with --density");
 	if (smooth_given && !o.grid)
 		tool_usage_error(&tl, "--smooth goes with --grid");
+	if (o.h.hutchpp && (o.density || o.h.probes < 3))
+		tool_usage_error(&tl, "--trace-estimator hutch++ takes --probes 3 or more, and no --density");
 	if (o.density)
 		o.h.density = slq_vectors;
 	tool_files_begin(&tl, optind);

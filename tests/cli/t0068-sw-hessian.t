@@ -126,6 +126,18 @@ test_expect_success '--preconditioned: eos_adam, P from the checkpoint'"'"'s Ada
 	! cmp -s pre plain
 '
 
+# two estimators of one trace (the same batch: the same seed), each with
+# its standard error: they agree within 4 of the two combined, block by
+# block (the estimator itself is checked on a known trace in
+# tests/unit/t-traceest.c)
+test_expect_success '--trace-estimator hutch++: the trace of Hutchinson'"'"'s within their errors' '
+	sw-hessian $HS --probes 60 run/ckpt-000030.h5 >hutchinson &&
+	sw-hessian $HS --probes 30 --trace-estimator hutch++ run/ckpt-000030.h5 >hutchpp &&
+	cut -f1-9 hutchinson >a && cut -f1-9 hutchpp >b && test_cmp a b &&
+	paste hutchinson hutchpp | awk -F"\t" "NR > 1 { d = \$10 - \$25; e = sqrt(\$11 * \$11 + \$26 * \$26)
+		if (!(d * d <= 16 * e * e) || !(\$26 > 0)) { print; bad = 1 } } END { exit bad }"
+'
+
 test_expect_success 'usage errors: exit 64' '
 	test_expect_code 64 sw-hessian run/ckpt-000030.h5 2>err && grep -q "\-\-data FILE" err &&
 	test_expect_code 64 sw-hessian $HS --per-layer --per-tensor run/ckpt-000030.h5 2>err &&
@@ -134,6 +146,9 @@ test_expect_success 'usage errors: exit 64' '
 	test_expect_code 64 sw-hessian $HS --gauss-newton --preconditioned run/ckpt-000030.h5 2>err &&
 	test_expect_code 64 sw-hessian $HS --top 0 run/ckpt-000030.h5 2>err &&
 	test_expect_code 64 sw-hessian $HS --top 33 run/ckpt-000030.h5 2>err &&
+	test_expect_code 64 sw-hessian $HS --trace-estimator hutch run/ckpt-000030.h5 2>err &&
+	test_expect_code 64 sw-hessian $HS --trace-estimator hutch++ --density run/ckpt-000030.h5 2>err &&
+	test_expect_code 64 sw-hessian $HS --trace-estimator hutch++ --probes 2 run/ckpt-000030.h5 2>err &&
 	test_expect_code 64 sw-hessian --data "$CORPUS" --batch-tokens 100 --seq-len 16 run/ckpt-000030.h5 >out 2>err &&
 	test_one_error sw-hessian run/ckpt-000030.h5 && grep -q "not a multiple" err
 '
