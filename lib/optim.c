@@ -308,18 +308,29 @@ static void muon_tensor(struct optim *o, real *p, const real *g, double clip, fl
 	apply_update(p, u, n, lr, wd, mode);
 }
 
-/* The matrices Muon and Scion orthogonalize: q, k, v, o and the MLP. */
-static int is_hidden_matrix(const struct sw_tensor_info *t)
+int optim_is_hidden_matrix(const struct sw_tensor_info *t)
 {
 	return t->kind == SW_KIND_MATRIX &&
 	       (t->block == SW_BLOCK_QK || t->block == SW_BLOCK_VO || t->block == SW_BLOCK_FFN);
 }
 
+enum optim_lmo optim_scion_lmo(const struct sw_tensor_info *t, double *scale)
+{
+	*scale = 1;
+	if (optim_is_hidden_matrix(t)) {
+		*scale = sqrt((double)t->shape[0] / (double)t->shape[1]);
+		return OPTIM_LMO_ORTHO;
+	}
+	if (!strcmp(t->role, "embed"))
+		return OPTIM_LMO_ROWS;
+	if (t->kind == SW_KIND_MATRIX)
+		*scale = 1.0 / (double)t->shape[1];
+	return OPTIM_LMO_SIGN;
+}
+
 /*
  * Scion, unconstrained: M <- mom M + (1 - mom) g; W <- W - lr lmo(M) with
- * the linear minimization oracle of each layer's norm: hidden matrices
- * (RMS->RMS) sqrt(d_out/d_in) NS5(M); the embedding (1->RMS) every token
- * vector to RMS 1; the head (RMS->inf) sign(M)/d_in; vectors sign(M).
+ * the linear minimization oracle of each layer's norm (optim_scion_lmo).
  */
 static void scion_tensor(struct optim *o, real *p, const real *g, double clip, float *mbuf,
 			 const struct sw_tensor_info *t, double lr, double wd, enum sw_wd_mode mode)
@@ -328,14 +339,17 @@ static void scion_tensor(struct optim *o, real *p, const real *g, double clip, f
 	double mom = o->cfg.momentum;
 	real *mr = o->work + o->work_size - 2 * n, *u = mr + n;
 
+	double scale;
+	enum optim_lmo lmo = optim_scion_lmo(t, &scale);
+
 	for (size_t k = 0; k < n; k++)
 		mr[k] = elem_scion_momentum(&mbuf[k], g[k], clip, mom);
-	if (is_hidden_matrix(t)) {
+	if (lmo == OPTIM_LMO_ORTHO) {
 		int rows = (int)t->shape[0], cols = (int)t->shape[1];
 		optim_newton_schulz(u, mr, rows, cols, o->work);
 		for (size_t k = 0; k < n; k++)
-			u[k] *= (real)sqrt((double)rows / cols);
-	} else if (!strcmp(t->role, "embed")) {
+			u[k] *= (real)scale;
+	} else if (lmo == OPTIM_LMO_ROWS) {
 		int64_t V = t->shape[0], C = t->shape[1];
 		for (int64_t i = 0; i < V; i++) {
 			double s = 0;
@@ -346,7 +360,6 @@ static void scion_tensor(struct optim *o, real *p, const real *g, double clip, f
 				u[i * C + j] = (real)(mr[i * C + j] * f);
 		}
 	} else {
-		double scale = t->kind == SW_KIND_MATRIX ? 1.0 / (double)t->shape[1] : 1.0;
 		for (size_t k = 0; k < n; k++)
 			u[k] = elem_scion_sign(mr[k], scale);
 	}
@@ -369,7 +382,7 @@ void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scal
 		optim_tensor_hparams(&o->cfg, t, step, &lr, &wd, &mode);
 		if (o->cfg.kind == OPT_SCION)
 			scion_tensor(o, p, g, clip, o->m + k, t, lr, wd, mode);
-		else if (o->cfg.kind == OPT_MUON && is_hidden_matrix(t))
+		else if (o->cfg.kind == OPT_MUON && optim_is_hidden_matrix(t))
 			muon_tensor(o, p, g, clip, o->m + k, t, lr, wd, mode);
 		else
 			adamw_tensor(o, p, g, clip, o->m + k, o->v + k, mt->numel, lr, wd, mode);

@@ -53,6 +53,19 @@ int optim_kind_parse(const char *s, enum opt_kind *out);
 int optim_sched_parse(const char *s, enum sched_kind *out);
 int optim_norm_wd_parse(const char *s, enum norm_wd *out);
 
+/*
+ * The optimizers' policy for one tensor, the same on every device (optim.c
+ * and cuda/gpumodel.c apply it): optim_is_hidden_matrix, the matrices Muon
+ * and Scion orthogonalize (q, k, v, o and the MLP); optim_scion_lmo, the
+ * linear minimization oracle Scion gives it, with its scale: a hidden
+ * matrix (RMS->RMS) NS5(M) times sqrt(d_out/d_in); the embedding (1->RMS)
+ * each token row to RMS 1 (no scale); any other matrix, the head
+ * (RMS->inf), sign(M)/d_in; a vector sign(M).
+ */
+enum optim_lmo { OPTIM_LMO_ORTHO, OPTIM_LMO_ROWS, OPTIM_LMO_SIGN };
+int optim_is_hidden_matrix(const struct sw_tensor_info *t);
+enum optim_lmo optim_scion_lmo(const struct sw_tensor_info *t, double *scale);
+
 /* The defaults: AdamW, betas 0.9/0.95, eps 1e-8, wd 0.1 coupled, gains
  * without wd, multipliers at lr x 1 with wd 2e-3, Blockwise ratios emb 10,
  * qk 8, ffn 6, vo 4, norm 1 (out, mult 1), cosine to lr/20, clip 1. */

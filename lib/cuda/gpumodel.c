@@ -753,13 +753,6 @@ static void backward(struct gpu_model *gm, const int *tokens, const int *targets
 
 /* ---- the optimizers, as optim.c's ---------------------------------------------------- */
 
-/* The matrices Muon and Scion orthogonalize: q, k, v, o and the MLP. */
-static int is_hidden_matrix(const struct sw_tensor_info *t)
-{
-	return t->kind == SW_KIND_MATRIX &&
-	       (t->block == SW_BLOCK_QK || t->block == SW_BLOCK_VO || t->block == SW_BLOCK_FFN);
-}
-
 static struct gk_opt opt_args(int64_t n)
 {
 	struct gk_opt a;
@@ -861,22 +854,24 @@ static void scion_tensor(struct gpu_model *gm, const struct optim *o, real *p, c
 	size_t n = (size_t)t->numel;
 	real *mr = gm->work + gm->work_size - 2 * n, *u = mr + n;
 	struct gk_opt a = opt_args((int64_t)n);
+	enum optim_lmo lmo;
+	double scale;
 
 	a.out = mr, a.buf = mbuf, a.x = g, a.clip = clip, a.mom = o->cfg.momentum;
 	LAUNCH(gm, scion_momentum, a);
 	a = opt_args((int64_t)n);
-	if (is_hidden_matrix(t)) {
+	lmo = optim_scion_lmo(t, &scale);
+	if (lmo == OPTIM_LMO_ORTHO) {
 		int rows = (int)t->shape[0], cols = (int)t->shape[1];
 		newton_schulz(gm, u, mr, rows, cols, gm->work);
-		a.out = u, a.scale = sqrt((double)rows / cols);
+		a.out = u, a.scale = scale;
 		LAUNCH(gm, scale, a);
-	} else if (!strcmp(t->role, "embed")) {
+	} else if (lmo == OPTIM_LMO_ROWS) {
 		a.grid = gk_rows(t->shape[0], t->shape[1]);
 		a.out = u, a.x = mr, a.rows = (int)t->shape[0], a.cols = (int)t->shape[1];
 		LAUNCH(gm, scion_rows, a);
 	} else {
-		a.out = u, a.x = mr;
-		a.scale = t->kind == SW_KIND_MATRIX ? 1.0 / (double)t->shape[1] : 1.0;
+		a.out = u, a.x = mr, a.scale = scale;
 		LAUNCH(gm, scion_sign, a);
 	}
 	apply_update(gm, p, u, n, lr, wd, mode);
@@ -1082,7 +1077,7 @@ int gpumodel_step(struct gpu_model *gm, struct optim *o, int64_t step, double cl
 		optim_tensor_hparams(&o->cfg, t, step, &lr, &wd, &mode);
 		if (o->cfg.kind == OPT_SCION)
 			scion_tensor(gm, o, p, g, clip, gm->mom_m + mt->offset, t, lr, wd, mode);
-		else if (o->cfg.kind == OPT_MUON && is_hidden_matrix(t))
+		else if (o->cfg.kind == OPT_MUON && optim_is_hidden_matrix(t))
 			muon_tensor(gm, o, p, g, clip, gm->mom_m + mt->offset, t, lr, wd, mode);
 		else
 			adamw_tensor(gm, o, p, g, clip, gm->mom_m + mt->offset, gm->mom_v + mt->offset,
