@@ -945,6 +945,15 @@ void model_update_effective(struct model *m)
 	}
 }
 
+double model_mean_loss(const real *losses, size_t n)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += losses[i];
+	return sum / (double)n;
+}
+
 void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T)
 {
 	const struct sw_config *c = &m->c;
@@ -1013,12 +1022,8 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
 	matmul_forward(m->logits, m->nf, m->p.lm_head, N, C, V);
 	LAP(GEMM);
 	softmax_crossentropy_forward(m->losses, m->logits, targets, N, V);
-	if (targets) {
-		double sum = 0;
-		for (int n = 0; n < N; n++)
-			sum += m->losses[n];
-		m->loss = sum / N;
-	}
+	if (targets)
+		m->loss = model_mean_loss(m->losses, (size_t)N);
 	LAP(ELEMWISE);
 }
 

@@ -186,6 +186,10 @@ int model_find(const struct model *m, const char *role, int layer);
  */
 void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T);
 
+/* The mean of n per-token losses, summed in double in order: the batch's
+ * loss on every device, so that a GPU run's equals the CPU's. */
+double model_mean_loss(const real *losses, size_t n);
+
 /* Recompute the effective weights (multipliers applied) from the
  * parameters; model_forward does it first. Call after an update when the
  * effective weights are read before the next forward (trace statistics). */

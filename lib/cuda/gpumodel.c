@@ -1003,12 +1003,9 @@ int gpumodel_forward(struct gpu_model *gm, const int *tokens, const int *targets
 		upload(gm, gm->tgt, targets, N * sizeof(int));
 	forward(gm, gm->tok, targets ? gm->tgt : NULL, B, T);
 	if (targets) {
-		/* the mean loss, summed in double in order as on the CPU */
-		double sum = 0;
 		download(gm, gm->host_losses, gm->losses, N * sizeof(real));
-		for (size_t n = 0; !failed(gm) && n < N; n++)
-			sum += gm->host_losses[n];
-		*loss = sum / (double)N;
+		if (!failed(gm))
+			*loss = model_mean_loss(gm->host_losses, N);
 	}
 	return result(gm, err);
 }
