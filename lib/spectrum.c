@@ -1,13 +1,13 @@
 /* spectrum.c - singular-value spectra of weight matrices (see spectrum.h). */
 #include "spectrum.h"
 #include "isa.h"
+#include "lanczos.h"
 #include "linalg.h"
 #include "rng.h"
 
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,71 +178,6 @@ HOT static void axpy(double a, const double *x, double *y, int64_t n)
 		y[i] += a * x[i];
 }
 
-/* t_q = x . Z_q for the b columns of Z (n apart): x read once for two */
-HOT static void dots(const double *x, const double *Z, int b, int64_t n, double *t)
-{
-	int q = 0;
-
-	for (; q + 1 < b; q += 2) {
-		const double *z0 = Z + (size_t)q * (size_t)n, *z1 = z0 + n;
-		double s0 = 0, s1 = 0;
-#pragma omp simd reduction(+ : s0, s1)
-		for (int64_t i = 0; i < n; i++) {
-			s0 += x[i] * z0[i];
-			s1 += x[i] * z1[i];
-		}
-		t[q] = s0;
-		t[q + 1] = s1;
-	}
-	if (q < b)
-		t[q] = dot(x, Z + (size_t)q * (size_t)n, n);
-}
-
-/* Z_q += a_q x for the b columns of Z: x read once for two */
-HOT static void axpys(const double *a, const double *x, double *Z, int b, int64_t n)
-{
-	int q = 0;
-
-	for (; q + 1 < b; q += 2) {
-		double *z0 = Z + (size_t)q * (size_t)n, *z1 = z0 + n, a0 = a[q], a1 = a[q + 1];
-#pragma omp simd
-		for (int64_t i = 0; i < n; i++) {
-			z0[i] += a0 * x[i];
-			z1[i] += a1 * x[i];
-		}
-	}
-	if (q < b)
-		axpy(a[q], x, Z + (size_t)q * (size_t)n, n);
-}
-
-/*
- * Z (n x b) -= V (V^T Z) with V n x j orthonormal, twice (classical
- * Gram-Schmidt twice is enough: Kahan-Parlett); C (j x b) += the
- * coefficients, which are V^T Z of the Z given. Each column of V is read
- * once for every two of Z. Plain loops, not BLAS: a threaded BLAS keeps
- * its threads spinning after a call, which slows the next pass over W;
- * and this is a few percent of a step. tmp: 2 j b entries.
- */
-static void project_out(const double *V, int64_t n, int j, double *Z, int b, double *C,
-			double *tmp)
-{
-	double *t = tmp, *neg = tmp + (size_t)j * (size_t)b;
-
-	for (int pass = 0; pass < 2; pass++) {
-		/* t[r b + q] = V_r . Z_q, then Z_q -= sum_r t[r b + q] V_r */
-		for (int r = 0; r < j; r++)
-			dots(V + (size_t)r * (size_t)n, Z, b, n, t + (size_t)r * (size_t)b);
-		for (int i = 0; i < j * b; i++)
-			neg[i] = -t[i];
-		for (int r = 0; r < j; r++)
-			axpys(neg + (size_t)r * (size_t)b, V + (size_t)r * (size_t)n, Z, b, n);
-		if (C)
-			for (int q = 0; q < b; q++)
-				for (int r = 0; r < j; r++)
-					C[q * j + r] += t[(size_t)r * (size_t)b + (size_t)q];
-	}
-}
-
 /*
  * Orthonormalize the b columns of Z (already orthogonal to V's j columns)
  * among themselves: Z = Q R, R upper triangular b x b (ld b). A column
@@ -251,7 +186,7 @@ static void project_out(const double *V, int64_t n, int j, double *Z, int b, dou
  * to the columns before it, so the basis keeps growing.
  */
 static void orthonormalize(const double *V, int64_t n, int j, double *Z, int b, double *R,
-			   double tiny, struct sw_rng *rng, double *tmp)
+			   double tiny, struct sw_rng *rng, double *pw)
 {
 	memset(R, 0, (size_t)b * (size_t)b * sizeof *R);
 	for (int q = 0; q < b; q++) {
@@ -271,7 +206,7 @@ static void orthonormalize(const double *V, int64_t n, int j, double *Z, int b, 
 			for (int attempt = 0; attempt < 4; attempt++) {
 				for (int64_t i = 0; i < n; i++)
 					z[i] = rng_normal(rng);
-				project_out(V, n, j, z, 1, NULL, tmp);
+				lanczos_project_f64(V, n, j, z, 1, NULL, pw);
 				for (int pass = 0; pass < 2; pass++)
 					for (int r = 0; r < q; r++) {
 						const double *zr = Z + (size_t)r * (size_t)n;
@@ -296,12 +231,12 @@ struct top_ws {
 	double *H;              /* cap x cap: V^T A V */
 	double *T;              /* cap x cap: eigenvectors of H */
 	double *A;              /* cap x cap: H's copy for LAPACK */
-	lapack_int *isuppz;     /* 2 cap: dsyevr's support */
 	double *theta;          /* cap */
 	double *Z;              /* n x b */
 	double *C;              /* (cap + b) x b */
 	double *R;              /* b x b */
-	double *tmp;            /* n x cap (restart), also 2 (cap + b) x b */
+	double *tmp;            /* n x cap (restart) */
+	double *pw;             /* lanczos_project's work */
 };
 
 static void top_ws_free(struct top_ws *w)
@@ -310,12 +245,12 @@ static void top_ws_free(struct top_ws *w)
 	free(w->H);
 	free(w->T);
 	free(w->A);
-	free(w->isuppz);
 	free(w->theta);
 	free(w->Z);
 	free(w->C);
 	free(w->R);
 	free(w->tmp);
+	free(w->pw);
 }
 
 static int top_ws_alloc(struct top_ws *w, int64_t n, int cap, int b)
@@ -330,14 +265,14 @@ static int top_ws_alloc(struct top_ws *w, int64_t n, int cap, int b)
 	w->H = calloc(c * c, sizeof *w->H);
 	w->T = malloc(c * c * sizeof *w->T);
 	w->A = malloc(c * c * sizeof *w->A);
-	w->isuppz = malloc(2 * c * sizeof *w->isuppz);
 	w->theta = malloc(c * sizeof *w->theta);
 	w->Z = malloc(nn * bb * sizeof *w->Z);
 	w->C = malloc((c + bb) * bb * sizeof *w->C);
 	w->R = malloc(bb * bb * sizeof *w->R);
 	w->tmp = malloc((nn > c + bb ? nn : c + bb) * (c > bb ? c : bb) * sizeof *w->tmp);
-	return w->V && w->H && w->T && w->A && w->isuppz && w->theta && w->Z && w->C && w->R &&
-	       w->tmp ? 0 : -1;
+	w->pw = malloc(lanczos_project_work(n, cap + b, b) * sizeof *w->pw);
+	return w->V && w->H && w->T && w->A && w->theta && w->Z && w->C && w->R && w->tmp &&
+	       w->pw ? 0 : -1;
 }
 
 /*
@@ -352,7 +287,7 @@ static int step_finish(struct top_ws *w, int m, double anorm, struct sw_rng *rng
 	int b = w->b, j = m + b, cap = w->cap;
 
 	memset(w->C, 0, (size_t)j * (size_t)b * sizeof *w->C);
-	project_out(w->V, n, j, w->Z, b, w->C, w->tmp);
+	lanczos_project_f64(w->V, n, j, w->Z, b, w->C, w->pw);
 	/* H[0:j, m:j] = C, and the mirror; the diagonal block symmetrized */
 	for (int q = 0; q < b; q++)
 		for (int r = 0; r < j; r++) {
@@ -362,72 +297,19 @@ static int step_finish(struct top_ws *w, int m, double anorm, struct sw_rng *rng
 			w->H[(size_t)(m + q) * (size_t)cap + (size_t)r] = c;
 			w->H[(size_t)r * (size_t)cap + (size_t)(m + q)] = c;
 		}
-	orthonormalize(w->V, n, j, w->Z, b, w->R, 1e-12 * anorm, rng, w->tmp);
+	orthonormalize(w->V, n, j, w->Z, b, w->R, 1e-12 * anorm, rng, w->pw);
 	memcpy(w->V + (size_t)j * (size_t)n, w->Z, (size_t)n * (size_t)b * sizeof *w->Z);
 	return j;
 }
 
-/*
- * The top `want` eigenpairs of the m x m symmetric A (destroyed), theta
- * and vec's columns (ld m) descending, by dsyevr (relatively robust
- * representations: the few wanted vectors cost a third of all of them at
- * m = 60), in this thread alone. OpenBLAS sizes its team by
- * omp_get_max_threads(), and the solvers make dozens of small products a
- * call: waking a sleeping team for each cost more than the products
- * (measured on 8192 x 2048 bf16, --top 1: 6.7 ms a Ritz step with the
- * tools' short spin, 0.26 ms alone). The limit is this task's own
- * (omp_set_num_threads sets the calling task's ICV) and is put back.
- */
-static int small_eig(lapack_int m, lapack_int want, double *A, double *theta, double *vec,
-		     lapack_int *isuppz)
-{
-	int nth = omp_get_max_threads();
-	lapack_int info, found = 0;
-
-	omp_set_num_threads(1);
-	info = LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'V', want < m ? 'I' : 'A', 'U', m, A, m, 0, 0,
-			      m - want + 1, m, 0, &found, theta, vec, m, isuppz);
-	omp_set_num_threads(nth);
-	if (info != 0 || found != want)
-		return -1;
-	/* ascending to descending */
-	for (int c = 0; c < want / 2; c++) {
-		double t = theta[c];
-		theta[c] = theta[want - 1 - c];
-		theta[want - 1 - c] = t;
-		for (int r = 0; r < m; r++) {
-			t = vec[(size_t)c * (size_t)m + (size_t)r];
-			vec[(size_t)c * (size_t)m + (size_t)r] =
-				vec[(size_t)(want - 1 - c) * (size_t)m + (size_t)r];
-			vec[(size_t)(want - 1 - c) * (size_t)m + (size_t)r] = t;
-		}
-	}
-	return 0;
-}
-
-/* The top `want` eigenpairs of H[0:m, 0:m]: theta descending, T's
- * columns (ld m) in that order. */
-static int ritz(struct top_ws *w, int m, int want)
+/* The top `want` Ritz pairs of H[0:m, 0:m] (lanczos_ritz): theta
+ * descending, T's columns (ld m) in that order. */
+static int ritz(struct top_ws *w, int m, int want, struct sw_err *err)
 {
 	for (int c = 0; c < m; c++)
 		memcpy(w->A + (size_t)c * (size_t)m, w->H + (size_t)c * (size_t)w->cap,
 		       (size_t)m * sizeof *w->A);
-	return small_eig(m, want < m ? want : m, w->A, w->theta, w->T, w->isuppz);
-}
-
-/* ||R y_last|| for Ritz vector i: y_last = its last b components. */
-static double residual(const struct top_ws *w, int m, int i)
-{
-	const double *y = w->T + (size_t)i * m + (m - w->b);
-	double s = 0;
-
-	for (int r = 0; r < w->b; r++) {
-		double x = 0;
-		for (int c = r; c < w->b; c++)
-			x += w->R[c * w->b + r] * y[c];
-		s += x * x;
-	}
-	return sqrt(s);
+	return lanczos_ritz(m, want < m ? want : m, w->A, w->theta, w->T, err);
 }
 
 /*
@@ -437,8 +319,10 @@ static double residual(const struct top_ws *w, int m, int i)
  * rotated with it), and the residual block R = Z - Y diag(theta) of the
  * top k: by Kahan's theorem each theta_i, i < k, is within ||R||_2 <=
  * ||R||_F of its own eigenvalue of A, whatever arithmetic found Y. Y (n x
- * b, rotated) is left in w->tmp, theta in w->theta; check_finish returns
- * ||R||_F, or -1 if LAPACK failed or out of memory.
+ * b, rotated) is left in w->tmp, theta in w->theta; check_finish puts
+ * ||R||_F in *fres, or fails (LAPACK, memory). R is computed from A Y in
+ * double, not taken as lanczos_residuals' ||R y_last||: that rests on A V
+ * = V H + Q R E^T, which the float32 search keeps only to its rounding.
  */
 static double *check_begin(struct top_ws *w, int m)
 {
@@ -454,15 +338,16 @@ static double *check_begin(struct top_ws *w, int m)
 	return Y;
 }
 
-static double check_finish(struct top_ws *w, int k)
+static int check_finish(struct top_ws *w, int k, double *fres, struct sw_err *err)
 {
 	int64_t n = w->n;
 	int b = w->b;
 	size_t nb = (size_t)n * (size_t)b;
-	double *Y = w->tmp, *Z = w->Z, *G = w->A, *rot = malloc(2 * nb * sizeof *rot), fres = 0;
+	double *Y = w->tmp, *Z = w->Z, *G = w->A, *rot = malloc(2 * nb * sizeof *rot), sum = 0;
+	int rc;
 
 	if (!rot)
-		return -1;
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for the Lanczos check");
 	for (int c = 0; c < b; c++)
 		for (int d = 0; d <= c; d++) {
 			double x = 0.5 * (dot(Y + (size_t)c * (size_t)n, Z + (size_t)d * (size_t)n, n) +
@@ -470,9 +355,9 @@ static double check_finish(struct top_ws *w, int k)
 			G[c * b + d] = G[d * b + c] = x;
 		}
 	/* theta and T's columns descending (T's Ritz vectors are in Y now) */
-	if (small_eig(b, b, G, w->theta, w->T, w->isuppz)) {
+	if ((rc = lanczos_ritz(b, b, G, w->theta, w->T, err))) {
 		free(rot);
-		return -1;
+		return rc;
 	}
 	memset(rot, 0, 2 * nb * sizeof *rot);
 	for (int c = 0; c < b; c++) {
@@ -486,12 +371,13 @@ static double check_finish(struct top_ws *w, int k)
 		const double *y = rot + (size_t)c * (size_t)n, *z = rot + nb + (size_t)c * (size_t)n;
 		for (int64_t i = 0; i < n; i++) {
 			double r = z[i] - w->theta[c] * y[i];
-			fres += r * r;
+			sum += r * r;
 		}
 	}
 	memcpy(Y, rot, nb * sizeof *Y);
 	free(rot);
-	return sqrt(fres);
+	*fres = sqrt(sum);
+	return SW_OK;
 }
 
 /* Thick restart: V[:, 0:keep] = V[:, 0:m] T[:, 0:keep] (the best Ritz
@@ -586,7 +472,7 @@ static int run_init(struct top_run *r, int64_t cols, int64_t n, int64_t k, doubl
 	 * first vector's direction) */
 	if (start)
 		memcpy(r->w.V, start, (size_t)r->w.n * sizeof *r->w.V);
-	orthonormalize(r->w.V, r->w.n, 0, r->w.V, r->b, r->w.R, 0.0, &r->rng, r->w.tmp);
+	orthonormalize(r->w.V, r->w.n, 0, r->w.V, r->b, r->w.R, 0.0, &r->rng, r->w.pw);
 	r->single = k <= r->b;
 	return SW_OK;
 }
@@ -606,8 +492,9 @@ static int run_block(struct top_run *r, const double **P, int *single, struct sw
 	}
 	if (r->m + r->b > r->cap) {
 		/* the last step's Ritz problem had the top `want` */
-		if (ritz(&r->w, r->m, r->keep))
-			return sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
+		int rc = ritz(&r->w, r->m, r->keep, err);
+		if (rc)
+			return rc;
 		restart(&r->w, r->m, r->keep);
 		r->m = r->keep;
 		r->restarts++;
@@ -632,14 +519,13 @@ static int run_converged(const struct top_run *r)
 static int run_take(struct top_run *r, struct sw_err *err)
 {
 	struct top_ws *w = &r->w;
-	double fres = 0;
+	int rc;
 
 	r->passes++;
 	if (r->checking) {
 		r->checking = 0;
-		r->fres = check_finish(w, (int)r->k);
-		if (r->fres < 0)
-			return sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos check");
+		if ((rc = check_finish(w, (int)r->k, &r->fres, err)))
+			return rc;
 		r->checked = 1;
 		if (run_converged(r)) {
 			r->done = 1;
@@ -653,13 +539,10 @@ static int run_take(struct top_run *r, struct sw_err *err)
 		return SW_OK;
 	}
 	r->m = step_finish(w, r->m, r->anorm, &r->rng);
-	if (ritz(w, r->m, r->want))
-		return sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed on the Lanczos matrix");
-	for (int i = 0; i < r->k; i++) {
-		double x = residual(w, r->m, i);
-		fres += x * x;
-	}
-	r->fres = sqrt(fres);
+	if ((rc = ritz(w, r->m, r->want, err)))
+		return rc;
+	/* ||R_k||_F of the top k (Kahan's theorem: run_converged) */
+	lanczos_residuals(w->R, r->b, w->T, r->m, (int)r->k, NULL, &r->fres);
 	if (r->single) {
 		if (r->fres > TOP_SINGLE_STOP * r->rel_tol * w->theta[r->k - 1] &&
 		    r->fres > TOP_SINGLE_FLOOR * w->theta[0] && w->theta[0] > 0 &&

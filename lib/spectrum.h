@@ -13,7 +13,9 @@
  *
  * The top K values come from block Lanczos on the same Gram operator with
  * full reorthogonalization and thick restarts, one fused pass over W per
- * block step, stopped by a residual bound (see spectrum_top).
+ * block step, stopped by a residual bound (see spectrum_top). Its
+ * reorthogonalization, Ritz pairs and residual norms are lanczos.h's core,
+ * which the single-vector Lanczos of sw-hessian runs on too.
  *
  * Views (gram.h) address a row slice (one head of q, k, v) or a column
  * slice (one head of o) in place, float32, bf16 or f16, and may scale the
