@@ -67,8 +67,8 @@ struct ckpt_scratch {
 /*
  * A checkpoint file format: what the tensor source (ckpt.c) needs of a
  * reader. ckpt.c asks every format's sniff about the open file; exactly
- * one must claim it (two: refused as ambiguous, DESIGN.md "Files from
- * strangers"); then open takes it over.
+ * one must claim it (two: refused as ambiguous, docs/trust.md); then
+ * open takes it over.
  *
  *   sniff     1 if the open file fd (size bytes) is of this format, from
  *             its bytes alone (pread; never the name)

@@ -3,7 +3,7 @@
  * one place for both back ends. lib/model.c and lib/optim.c (the CPU
  * reference) call these functions, and so do the CUDA kernels of
  * lib/cuda/kernels.h, for which nvcc compiles them __host__ __device__: the
- * CPU tests exercise the GPU's arithmetic (DESIGN.md, "The trainer").
+ * CPU tests exercise the GPU's arithmetic (docs/cuda.md).
  *
  * Each function is the arithmetic of one element in the CPU reference's
  * order and types (a float product stays a float product, a sum in double

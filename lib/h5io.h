@@ -2,7 +2,7 @@
  * h5io.h - what every HDF5 module of lib/ shares: scalar attributes read
  * with type checks and written, groups created without timestamps,
  * /config, HDF5's error stack as one line, and the rules every reader of
- * a file from elsewhere applies (DESIGN.md, "Files from strangers";
+ * a file from elsewhere applies (docs/trust.md;
  * scalewatch-format(5), "What an HDF5 reader refuses"): the file HDF5
  * reads is the regular file the caller opened, no link leaves it, and a
  * dataset's data is inside it, written, decodable here and no bomb. The

@@ -2,7 +2,7 @@
  * modelio.h - a model and its training state to and from checkpoints.
  *
  * modelio_save writes a scalewatch HDF5 v1 checkpoint (atomically, via
- * h5io.c) with every attribute DESIGN.md lists: /config with the model's
+ * h5io.c) with every attribute scalewatch-format(5) lists: /config with the model's
  * options, /params with each tensor's lr, wd, wd_mode as the optimizer
  * applied them in the update that produced the checkpoint, /optim with the
  * optimizer's configuration, /metrics, and /optim_state (moments, update

@@ -1,6 +1,6 @@
 /*
- * norms.h - the operator norms of one weight matrix (DESIGN.md,
- * "Definitions"; the optimal-norm paper's layer norms).
+ * norms.h - the operator norms of one weight matrix (docs/numerics.md;
+ * the optimal-norm paper's layer norms).
  *
  * For the operator W in R^{d_out x d_in}, with ||v||_rms = ||v||_2/sqrt(dim):
  *   RMS->inf  = sqrt(d_in) * max_i ||W_{i,:}||_2       (output layer)

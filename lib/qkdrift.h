@@ -1,7 +1,7 @@
 /*
  * qkdrift.h - the Q/K multiplicative symmetry, per layer and head, across
  * the checkpoints of a run (learnable-multipliers paper section 4.1 and
- * Fig. 4a; DESIGN.md "Definitions").
+ * Fig. 4a; docs/numerics.md).
  *
  * Attention logits of head h are q_h.k_h/sqrt(hd): under (Q_h, K_h) ->
  * (s Q_h, K_h/s) they do not change, so the product of the two scales is

@@ -1,7 +1,7 @@
 /*
  * sharpness.h - blockwise diagonal Gauss-Newton (GNB) sharpness, the
- * sharpness-disparity paper's estimator (eq. 3, Sophia's; DESIGN.md gives
- * the formulas from the authors' code).
+ * sharpness-disparity paper's estimator (eq. 3, Sophia's; docs/numerics.md
+ * gives the formulas from the authors' code).
  *
  * On a batch of N tokens (loss terms), draw every label y_b independently
  * from the model's own softmax at that position, take the mean loss

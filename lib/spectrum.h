@@ -120,7 +120,7 @@ int spectrum_sigma_max_pair(const struct spec_view *v, double rel_tol, double fr
 
 /* One row of --summary. stable rank ||W||_F^2 / sigma_max^2, effective
  * rank exp(-sum p_i ln p_i) with p_i = sigma_i / sum sigma: extras from
- * none of the papers (DESIGN.md). condition is inf when sigma_min = 0. */
+ * none of the papers (docs/numerics.md). condition is inf when sigma_min = 0. */
 struct spectrum_summary {
 	double sigma_max, sigma_min;
 	double stable_rank, effective_rank, condition;

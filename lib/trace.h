@@ -1,6 +1,6 @@
 /*
  * trace.h - scalewatch trace v1: one HDF5 file per training run, appended
- * while the run goes (DESIGN.md, "Trace format").
+ * while the run goes (scalewatch-format(5), the trace).
  *
  * Root attributes scalewatch_format = "trace", format_version = 1, and
  * /config as in a checkpoint. Series are extendible chunked float64

@@ -1,6 +1,6 @@
 /*
  * transfer.h - norm transfer across a sweep of runs (optimal-norm paper
- * section 3.2; DESIGN.md "Definitions"): group the runs by model size
+ * section 3.2; docs/numerics.md): group the runs by model size
  * (d_model) and horizon D (tokens), find each group's loss-optimal
  * (lr, batch), the output layer's ||W_out||_{RMS->inf} there, raw and with
  * the final norm gain folded in (W_out diag(gamma), as sw-norms computes

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The bad-input table, across every tool: each malformed file (most made
 # by gen-fixtures under fixtures/bad) gives one line on stderr, "TOOL:
-# FILE: what is wrong", and the documented exit status (DESIGN.md: 64
+# FILE: what is wrong", and the documented exit status (scalewatch(7): 64
 # usage, 65 bad data, 66 cannot open, 73 cannot create, 74 I/O error);
 # nothing but the header on stdout; no output file under its final name
 # and nothing changed where the user's data was. Under check-asan the same

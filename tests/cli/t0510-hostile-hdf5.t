@@ -1,18 +1,17 @@
 #!/bin/sh
 # Hostile HDF5 checkpoints and traces. This script extends the bad-input
-# table (t0500-bad-input.t) with the rules of DESIGN.md's "Files from
-# strangers" for HDF5 (scalewatch-format(5), "What an HDF5 reader
-# refuses"): data that lives outside the file (external links, external
-# raw storage, virtual datasets: the outside file may be /etc/passwd or a
-# FIFO), soft links, datasets never written (fill values taken for data;
-# a 1 GiB tensor in a file of kilobytes), a decompression bomb, a filter
-# libhdf5 does not have (no plugin is looked for), and FIFOs where a file
-# is expected. Each file is made by tests/unit/mkhostile-h5 from a valid
-# one, with one change. Every tool that reads it must give one line on
-# stderr, "TOOL: FILE: what is wrong", exit 65 (66 for a FIFO), nothing
-# on stdout but the header, no output left, and no byte of the outside
-# file (or a number made from it) anywhere; each runs under timeout, and
-# a hang (exit 124) fails.
+# table (t0500-bad-input.t) with the rules of docs/trust.md for HDF5
+# (scalewatch-format(5), "What an HDF5 reader refuses"): data that lives
+# outside the file (external links, external raw storage, virtual
+# datasets: the outside file may be /etc/passwd or a FIFO), soft links,
+# datasets never written (fill values taken for data; a 1 GiB tensor in a
+# file of kilobytes), a decompression bomb, a filter libhdf5 does not have
+# (no plugin is looked for), and FIFOs where a file is expected. Each file
+# is made by tests/unit/mkhostile-h5 from a valid one, with one change.
+# Every tool that reads it must give one line on stderr, "TOOL: FILE: what
+# is wrong", exit 65 (66 for a FIFO), nothing on stdout but the header, no
+# output left, and no byte of the outside file (or a number made from it)
+# anywhere; each runs under timeout, and a hang (exit 124) fails.
 . "$(dirname "$0")/../lib/tap.sh"
 
 MK=$SW_BIN/../tests/unit/mkhostile-h5

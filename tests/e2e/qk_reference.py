@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Per-head Q/K scales of a scalewatch checkpoint, computed independently of
-sw-qkdrift (h5py and numpy, float64), as DESIGN.md defines them: the head's
+sw-qkdrift (h5py and numpy, float64), as docs/numerics.md defines them: the head's
 rows of W_eff diag(gamma) with W_eff the projection with its multiplier
 applied (scalar s W, row diag(r) W, column W diag(c)) and gamma the
 attn_norm gain; with QK-norm the q_norm/k_norm gains instead. Prints the
