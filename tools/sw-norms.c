@@ -13,8 +13,8 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-norms [--json] [--block LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
-	"                [--threads N] [--log | --quiet] [FILE ...]";
+	"sw-norms [--json] [--block LIST] [--layer LIST] [--name GLOB]\n"
+	"                [--role LIST] [--threads N] [--log | --quiet] [FILE ...]";
 static const char help[] =
 	"Operator norms of every weight matrix, one row per matrix per file:\n"
 	"file step tokens name block role layer rows cols rms_to_inf rms_to_rms\n"

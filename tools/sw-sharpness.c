@@ -18,8 +18,9 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-sharpness [--json] [--data FILE] [--batch-tokens N] [--draws K] [--seed S]\n"
-	"                    [--same-batch] [--seq-len T] [--micro-batch M] [--recompute]\n"
+	"sw-sharpness [--json] [--data FILE] [--batch-tokens N] [--draws K]\n"
+	"                    [--seed S] [--same-batch] [--seq-len T] [--micro-batch M]\n"
+	"                    [--recompute]\n"
 	"                    [--per-layer | --per-tensor | --hist BINS | --ratios]\n"
 	"                    [--check principle [--strict]] [--dump-labels FILE]\n"
 	"                    [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"

@@ -18,8 +18,8 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-tokenize train [--json] [--vocab N] [--pretokenize words|none] -o TOKENIZER\n"
-	"                  [--log | --quiet] [FILE ...]\n"
+	"sw-tokenize train [--json] [--vocab N] [--pretokenize words|none]\n"
+	"                  -o TOKENIZER [--log | --quiet] [FILE ...]\n"
 	"       sw-tokenize encode [--json] -t TOKENIZER -o TOKENS [--log | --quiet]\n"
 	"                  [FILE ...]\n"
 	"       sw-tokenize decode -t TOKENIZER [-o FILE] [TOKENS ...]\n"

@@ -18,12 +18,13 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-train --data FILE --out DIR [--force] [--log] [--resume CKPT] [--device D] [options]";
+	"sw-train --data FILE --out DIR [--force] [--log] [--resume CKPT]\n"
+	"                [--device D] [options]";
 static const char help[] =
-	"Train a small Llama-style model on the CPU or a GPU; write checkpoints OUT/ckpt-NNNNNN.h5\n"
-	"and the trace OUT/trace.h5. Prints the last checkpoint's path on stdout. An OUT\n"
-	"holding another run is refused (exit 73) unless --resume continues it there or\n"
-	"--force replaces it.\n"
+	"Train a small Llama-style model on the CPU or a GPU; write checkpoints\n"
+	"OUT/ckpt-NNNNNN.h5 and the trace OUT/trace.h5. Prints the last checkpoint's\n"
+	"path on stdout. An OUT holding another run is refused (exit 73) unless\n"
+	"--resume continues it there or --force replaces it.\n"
 	"\n"
 	"Data:\n"
 	"  --data FILE            llm.c token file, nanoGPT uint16 .bin, or text (bytes)\n"
@@ -44,7 +45,8 @@ static const char help[] =
 	"Optimization:\n"
 	"  --steps N (1000)  --batch N (8)  --grad-accum N (1)  --seed N (1)\n"
 	"  --optimizer O          adamw (default), muon, scion\n"
-	"  --lr X (1e-3)  --lr-min X  --warmup N (0)  --schedule S (cosine, constant, wsd)\n"
+	"  --lr X (1e-3)  --lr-min X  --warmup N (0)\n"
+	"  --schedule S (cosine, constant, wsd)\n"
 	"  --decay-frac X         wsd: the decaying fraction of the steps (0.2)\n"
 	"  --beta1 X (0.9)  --beta2 X (0.95)  --eps X (1e-8)  --momentum X\n"
 	"  --wd X (0.1)  --wd-mode M (coupled, independent)\n"
@@ -59,7 +61,8 @@ static const char help[] =
 	"  --trace FILE           the trace ('' for none; default OUT/trace.h5)\n"
 	"  --trace-every N        a trace row every N steps (10)\n"
 	"  --save-grads           /grads and /batch in every checkpoint\n"
-	"  --fisher-every N       /fisher (GNB sharpness, 1 draw) in checkpoints at multiples of N\n"
+	"  --fisher-every N       /fisher (GNB sharpness, 1 draw) in checkpoints at\n"
+	"                         multiples of N\n"
 	"  --resume CKPT          go on from a checkpoint (its model and optimizer);\n"
 	"                         into the checkpoint's directory, its run goes on there\n"
 	"  --force                replace the run DIR holds (its checkpoints and trace)\n"
@@ -67,9 +70,10 @@ static const char help[] =
 	TOOL_THREADS_HELP
 	"  --zero1                under mpirun: shard the optimizer state over the ranks\n"
 	"Device:\n"
-	"  --device D             cpu (default); cuda: the GPU (exit 69 without one; never\n"
-	"                         run on GPU hardware yet, see sw-train(1)); emu: the CUDA\n"
-	"                         path with its kernels run on the CPU (slow; for tests)\n"
+	"  --device D             cpu (default); cuda: the GPU (exit 69 without one;\n"
+	"                         never run on GPU hardware yet, see sw-train(1)); emu:\n"
+	"                         the CUDA path with its kernels run on the CPU (slow;\n"
+	"                         for tests)\n"
 	"  --precision P          on a GPU: fp32 (default), bf16 (matmuls in bf16)\n"
 	"  --timing               at the end, the steps' time per phase on stderr\n"
 	"  --help, --version\n"

@@ -18,8 +18,9 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-transfer [--table | --summary] [--check spread=TOL] [--folded] [--horizon-tol FRAC]\n"
-	"                   [--json] [--refine] [--log | --quiet] [FILE ...]";
+	"sw-transfer [--table | --summary] [--check spread=TOL] [--folded]\n"
+	"                   [--horizon-tol FRAC] [--json] [--refine] [--log | --quiet]\n"
+	"                   [FILE ...]";
 static const char help[] =
 	"FILE: a checkpoint of each run of a sweep at each horizon; or a run's\n"
 	"trace (told by its content), a run at each of its evaluation steps; or a\n"

@@ -12,10 +12,11 @@ TOOLS="sw-convert sw-gen-fixtures sw-hessian sw-ls sw-norms sw-plot sw-qkdrift s
 COMPUTE="sw-hessian sw-norms sw-sharpness sw-spectrum sw-train"
 
 for tool in $TOOLS; do
-	test_expect_success "$tool --help: the usage on stdout, exit 0, nothing created" '
+	test_expect_success "$tool --help: the usage on stdout, exit 0, nothing created, 80 columns" '
 		mkdir help-$tool && (cd help-$tool && $tool --help >../out 2>../err) &&
 		test_line_count = 0 err && head -n 1 out >first &&
-		grep -q "^usage: $tool" first && test -z "$(ls help-$tool)"
+		grep -q "^usage: $tool" first && test -z "$(ls help-$tool)" &&
+		awk "length > 80" out >long && test_line_count = 0 long
 	'
 	test_expect_success "$tool --version: the version first, exit 0" '
 		$tool --version >out 2>err && test_line_count = 0 err && head -n 1 out >first &&
