@@ -149,17 +149,17 @@ test_expect_success 'setup: a run with its trace, a tokenizer' '
 '
 
 DATA="--data $FIX/corpus.txt --seq-len 16 --batch-tokens 32 --threads 1"
-# "tool options...|operand": every tool that reads checkpoints, traces or
+# "tool options...@operand": every tool that reads checkpoints, traces or
 # tokenizers, as a user runs it
-READERS="sw-ls|tr/ckpt-000004.h5
-sw-norms|tr/ckpt-000004.h5
-sw-spectrum --summary|tr/ckpt-000004.h5
-sw-qkdrift|tr/ckpt-000004.h5
-sw-sharpness $DATA|tr/ckpt-000004.h5
-sw-hessian $DATA --max-steps 3 --probes 1|tr/ckpt-000004.h5
-sw-trace|tr/trace.h5
-sw-transfer|tr
-sw-tokenize info|tok"
+READERS="sw-ls@tr/ckpt-000004.h5
+sw-norms@tr/ckpt-000004.h5
+sw-spectrum --summary@tr/ckpt-000004.h5
+sw-qkdrift@tr/ckpt-000004.h5
+sw-sharpness $DATA@tr/ckpt-000004.h5
+sw-hessian $DATA --max-steps 3 --probes 1@tr/ckpt-000004.h5
+sw-trace@tr/trace.h5
+sw-transfer@tr
+sw-tokenize info@tok"
 
 # json_matches TSV JSON: every line of JSON a JSON object whose keys are
 # the TSV's header, in order, one object a row
@@ -174,7 +174,7 @@ sys.exit(1 if bad or len(objs) != rows or rows < 1 else 0)
 " "$1" "$2"
 }
 
-while IFS="|" read -r cmd file; do
+while IFS="@" read -r cmd file; do
 	tool=${cmd%% *}
 	test_expect_success "$tool --json: JSON Lines, an object a row, the TSV header as its keys" '
 		$cmd "$file" >tsv 2>/dev/null && $cmd --json "$file" >json 2>/dev/null &&
@@ -186,7 +186,7 @@ EOF
 
 # sw-trace and sw-tokenize name the file in a first column once the names
 # come from stdin (as with several files): compared past it
-while IFS="|" read -r cmd file; do
+while IFS="@" read -r cmd file; do
 	tool=${cmd%% *}
 	test_expect_success "$tool: the file names from stdin (-), the same rows" '
 		$cmd "$file" >args 2>/dev/null && echo "$file" | $cmd - >stdin 2>/dev/null &&
