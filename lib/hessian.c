@@ -245,13 +245,6 @@ static int dump_batch(const char *path, const int *tok, const int *tgt, int B, i
 	return h5w_commit(w, err);
 }
 
-/* A Rademacher vector (+-1) */
-static void rademacher(struct sw_rng *r, double *z, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++)
-		z[i] = (rng_next(r) >> 63) ? 1.0 : -1.0;
-}
-
 /* One block: Lanczos, the probes, SLQ. */
 static int run_block(struct hop *h, const struct hessian_opts *o, const double *lr, double beta1,
 		     uint64_t seed, struct sw_err *err)
@@ -298,7 +291,7 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 	 * step gives the same z^T A z (n alpha_1 = n sum tau theta) */
 	for (int s = 0; s < S && !o->hutchpp; s++) {
 		double q = 0;
-		rademacher(&r, z, n);
+		trace_rademacher(&r, z, n);
 		if (s < nvec) {
 			int mm;
 			double *nd = b->node + b->nodes, *wt = b->weight + b->nodes;

@@ -23,7 +23,7 @@ static void project_out(const double *Q, int k, double *z, int64_t n)
 	}
 }
 
-static void rademacher(struct sw_rng *r, double *z, int64_t n)
+void trace_rademacher(struct sw_rng *r, double *z, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++)
 		z[i] = (rng_next(r) >> 63) ? 1.0 : -1.0;
@@ -49,7 +49,7 @@ int trace_hutchpp(int64_t n, lanczos_op op, void *ctx, int m, struct sw_rng *r, 
 	 * column that vanishes against the earlier ones adds no direction */
 	for (int j = 0; j < k; j++) {
 		double *c = Q + (size_t)kept * n, before, after;
-		rademacher(r, z, n);
+		trace_rademacher(r, z, n);
 		if ((rc = op(ctx, z, c, err)))
 			goto out;
 		before = sqrt(dot(c, c, n));
@@ -71,7 +71,7 @@ int trace_hutchpp(int64_t n, lanczos_op op, void *ctx, int m, struct sw_rng *r, 
 	/* Hutchinson on what Q leaves: every product not spent above */
 	probes = m - k - kept;
 	for (int s = 0; s < probes; s++) {
-		rademacher(r, z, n);
+		trace_rademacher(r, z, n);
 		project_out(Q, kept, z, n);
 		if ((rc = op(ctx, z, y, err)))
 			goto out;

@@ -19,6 +19,10 @@
 #include "rng.h"
 #include "status.h"
 
+/* A Rademacher vector (+-1 each entry) from r: the probes of Hutchinson's
+ * estimator and of Hutch++. */
+void trace_rademacher(struct sw_rng *r, double *z, int64_t n);
+
 /*
  * The trace of A (dimension n) by Hutch++ with m products (m >= 3): k =
  * m / 3 sketch vectors, and as many exact products (fewer when the sketch

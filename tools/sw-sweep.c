@@ -81,11 +81,30 @@ static void self_paths(char *self, size_t len, char *train, size_t tlen)
 	snprintf(train, tlen, "sw-train");
 }
 
+/* In the child: run argv, or say why not and exit 127 (not found) or 126. */
+static void exec_child(char *const *argv)
+{
+	execvp(argv[0], argv);
+	fprintf(stderr, "sw-sweep: %s: %s\n", argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/* The child's exit status (128 + N for a signal), or -1 with errno. */
+static int wait_child(pid_t pid)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* Run argv (execvp), stdout to /dev/null when quiet; its exit status
  * (128 + N for a signal), or -1 with errno. */
 static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in)
 {
-	int fds[2] = {-1, -1}, st;
+	int fds[2] = {-1, -1};
 	pid_t pid;
 
 	if (in && pipe(fds) < 0)
@@ -101,9 +120,7 @@ static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in
 		}
 		if (quiet && !freopen("/dev/null", "w", stdout))
 			_exit(SW_ESOFTWARE);
-		execvp(argv[0], argv);
-		fprintf(stderr, "sw-sweep: %s: %s\n", argv[0], strerror(errno));
-		_exit(errno == ENOENT ? 127 : 126);
+		exec_child(argv);
 	}
 	(void)in_text;
 	if (in) {
@@ -113,10 +130,7 @@ static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in
 		(void)ignored;
 		close(fds[1]);
 	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return wait_child(pid);
 }
 
 /*
@@ -127,7 +141,7 @@ static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in
  */
 static int run_logged(char *const *argv, const char *log, int echo, char *last, size_t len)
 {
-	int fds[2], st, out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fds[2], out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	char buf[4096], line[1024];
 	size_t used = 0;
 	ssize_t got, ignored;
@@ -153,9 +167,7 @@ static int run_logged(char *const *argv, const char *log, int echo, char *last, 
 		close(fds[1]);
 		if (!freopen("/dev/null", "w", stdout))
 			_exit(SW_ESOFTWARE);
-		execvp(argv[0], argv);
-		fprintf(stderr, "sw-sweep: %s: %s\n", argv[0], strerror(errno));
-		_exit(errno == ENOENT ? 127 : 126);
+		exec_child(argv);
 	}
 	close(fds[1]);
 	while ((got = read(fds[0], buf, sizeof buf)) != 0) {
@@ -189,10 +201,7 @@ static int run_logged(char *const *argv, const char *log, int echo, char *last, 
 	fflush(stderr);
 	close(fds[0]);
 	close(out);
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return wait_child(pid);
 }
 
 /* --launcher CMD: its words, space-separated, before sw-train. */
