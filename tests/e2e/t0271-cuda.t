@@ -3,13 +3,22 @@
 # make check runs it too and skips it, naming why, where sw-train finds
 # no usable GPU). A tiny model with GQA and QK-norm, fp32: the loss at
 # every step to 1e-4 relative, every parameter and moment after 10 steps
-# to 1e-4 of its tensor's largest value (tests/e2e/params_close.py), for
+# to 1e-3 of its tensor's largest value (tests/e2e/params_close.py), for
 # AdamW and Muon; the GNB estimate per block type to 1e-4; a run resumed
 # across devices, both ways; bf16 products training to a loss near
 # fp32's. With SW_REQUIRE_GPU=1 (make check-cuda) no GPU is a failure.
 #
-# Written and run on the emulated device (SW_CUDA_DEVICE=emu runs every
-# check against it) on a machine without a GPU: it has not yet run on one.
+# Why 1e-3 for the parameters: AdamW divides each gradient element by its
+# own root mean square, so a last-bit difference in a near-zero element
+# moves its update by up to the learning rate. cuBLAS sums in another
+# order than OpenBLAS; on an H100 (2026-11-27) the GPU run differed from
+# the CPU's by at most 2.1e-4 of a tensor's largest value (mlp.up_proj),
+# and two CPU runs under different OpenBLAS kernels (SkylakeX, Prescott)
+# by 1.4e-4 in the same tensor; two GPU runs by 1.1e-6 (the embedding's
+# gradient is added with atomics). The losses agree to 1e-4 at every step.
+#
+# SW_CUDA_DEVICE=emu runs every check against the emulated device, on a
+# machine without a GPU; bench/gpu-lease runs it on a borrowed one.
 . "$(dirname "$0")/../lib/tap.sh"
 
 DEV=${SW_CUDA_DEVICE:-cuda}
@@ -46,8 +55,8 @@ for opt in adamw muon; do
 		sw-trace --series loss,val_loss gpu-$opt/trace.h5 >gpu.loss &&
 		test_line_count = 11 gpu.loss && numbers_close 1e-4 cpu.loss gpu.loss
 	"
-	test_expect_success "$opt: every parameter and moment after 10 steps to 1e-4" "
-		\"\$PY\" \"\$CLOSE\" gpu-$opt/ckpt-000010.h5 cpu-$opt/ckpt-000010.h5 1e-4
+	test_expect_success "$opt: every parameter and moment after 10 steps to 1e-3" "
+		\"\$PY\" \"\$CLOSE\" gpu-$opt/ckpt-000010.h5 cpu-$opt/ckpt-000010.h5 1e-3
 	"
 done
 
@@ -60,13 +69,13 @@ test_expect_success 'GNB per block type to 1e-4 (the same sampled labels)' '
 	test_line_count = 7 gpu.means && numbers_close 1e-4 cpu.means gpu.means
 '
 
-test_expect_success 'resumed across devices: CPU then GPU, GPU then CPU, to 1e-4 of the straight run' '
+test_expect_success 'resumed across devices: CPU then GPU, GPU then CPU, to 1e-3 of the straight run' '
 	sw-train $TINY --steps 5 --out a >/dev/null &&
 	sw-train $TINY --resume a/ckpt-000005.h5 --steps 10 --out a --device $DEV >/dev/null &&
-	"$PY" "$CLOSE" a/ckpt-000010.h5 cpu-adamw/ckpt-000010.h5 1e-4 &&
+	"$PY" "$CLOSE" a/ckpt-000010.h5 cpu-adamw/ckpt-000010.h5 1e-3 &&
 	sw-train $TINY --steps 5 --out b --device $DEV >/dev/null &&
 	sw-train $TINY --resume b/ckpt-000005.h5 --steps 10 --out b >/dev/null &&
-	"$PY" "$CLOSE" b/ckpt-000010.h5 cpu-adamw/ckpt-000010.h5 1e-4
+	"$PY" "$CLOSE" b/ckpt-000010.h5 cpu-adamw/ckpt-000010.h5 1e-3
 '
 
 test_expect_success 'bf16 products: the loss after 10 steps within 2 % of fp32s' '
