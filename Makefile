@@ -19,7 +19,7 @@
 #   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
 #                      and an 8B extrapolation (about 15 minutes, 6.4 GB of disk)
 #
-# The CUDA trainer (lib/cuda/gpu.cu) is built whenever nvcc is found
+# The CUDA trainer (lib/model/cuda/gpu.cu) is built whenever nvcc is found
 # (NVCC, by default /usr/local/cuda/bin/nvcc if it is there); NVCC= builds
 # without it, as on a machine without CUDA: --device cuda then exits 69.
 
@@ -50,7 +50,7 @@ LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) $(MINIZIP_LIBS) -lcjson -lm
 LDFLAGS  += -fopenmp
 
 # ISA=V3 or ISA=BASE: the hot loops compiled only for AVX2+FMA or for any
-# x86-64, as such a machine runs them (lib/isa.h; make check-portable)
+# x86-64, as such a machine runs them (lib/base/isa.h; make check-portable)
 ifdef ISA
 SW_CFLAGS += -DSW_ISA_$(ISA)
 endif
@@ -60,12 +60,12 @@ SW_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LDFLAGS   += -fsanitize=address,undefined
 endif
 
-# CUDA: nvcc for lib/cuda/gpu.cu, one -gencode list (sm_80, sm_90 and
+# CUDA: nvcc for lib/model/cuda/gpu.cu, one -gencode list (sm_80, sm_90 and
 # compute_90's PTX for later GPUs), warnings errors on both sides; no FMA
-# contraction, so the per-element math of lib/elemmath.h computes as on the
+# contraction, so the per-element math of lib/base/elemmath.h computes as on the
 # CPU. It goes, with cuBLAS and the CUDA runtime, into the shared library
 # lib/scalewatch/libswcuda.so beside bin/, which a tool loads only when a
-# run asks for the GPU (lib/cuda/cudaload.c).
+# run asks for the GPU (lib/model/cuda/cudaload.c).
 NVCC_FOUND := $(shell test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc)
 NVCC      ?= $(NVCC_FOUND)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -74,17 +74,17 @@ GENCODE    = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 NVCC_FLAGS = -std=c++17 -O3 -fmad=false $(GENCODE) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
 ifneq ($(NVCC),)
-CUDA_OBJ   = $(BUILD)/lib/cuda/cudaload.o
+CUDA_OBJ   = $(BUILD)/lib/model/cuda/cudaload.o
 CUDA_SO    = $(BUILD)/lib/scalewatch/libswcuda.so
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 else
-CUDA_OBJ   = $(BUILD)/lib/cuda/nocuda.o
+CUDA_OBJ   = $(BUILD)/lib/model/cuda/nocuda.o
 CUDA_SO    =
 endif
 
 TOOLS     = sw-convert sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
             sw-trace sw-train sw-transfer
-LIB_SRC   = $(wildcard lib/*.c) lib/cuda/gpumodel.c lib/cuda/gpu_emu.c
+LIB_SRC   = $(wildcard lib/*/*.c) lib/model/cuda/gpumodel.c lib/model/cuda/gpu_emu.c
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 LIB_A     = $(BUILD)/libscalewatch.a
 TOOL_BIN  = $(TOOLS:%=$(BUILD)/bin/%)
@@ -122,7 +122,7 @@ all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 # compare, select and take square roots; gcc turns them into vector code
 # only when it may assume no floating-point traps and no errno from sqrt,
 # which changes no value.
-$(BUILD)/lib/model.o $(BUILD)/lib/modelhvp.o $(BUILD)/lib/optim.o $(BUILD)/tests/unit/t-elemexp.o: \
+$(BUILD)/lib/model/model.o $(BUILD)/lib/model/modelhvp.o $(BUILD)/lib/model/optim.o $(BUILD)/tests/unit/t-elemexp.o: \
 	SW_CFLAGS += -fno-trapping-math -fno-math-errno
 
 $(BUILD)/%.o: %.c
@@ -132,15 +132,15 @@ $(BUILD)/%.o: %.c
 # rebuilt only when gpu.cu or a header it includes changes (nvcc -MMD);
 # the library holds its own status.o, built as position-independent code
 # without the sanitizers, and nothing undefined
-$(BUILD)/lib/cuda/gpu.o: lib/cuda/gpu.cu
+$(BUILD)/lib/model/cuda/gpu.o: lib/model/cuda/gpu.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -c -o $@ $<
 
-$(BUILD)/lib/cuda/status-pic.o: lib/status.c
+$(BUILD)/lib/model/cuda/status-pic.o: lib/base/status.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c17 -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -MMD -MP -c -o $@ $<
 
-$(CUDA_SO): $(BUILD)/lib/cuda/gpu.o $(BUILD)/lib/cuda/status-pic.o
+$(CUDA_SO): $(BUILD)/lib/model/cuda/gpu.o $(BUILD)/lib/model/cuda/status-pic.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-z,defs -o $@ $^ $(CUDA_LIBS)
 
@@ -152,7 +152,7 @@ $(BUILD)/bin/sw-%: $(BUILD)/tools/sw-%.o $(BUILD)/tools/common.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# MPI: the tools that run data-parallel under mpirun link lib/comm.c built
+# MPI: the tools that run data-parallel under mpirun link lib/base/comm.c built
 # by mpicc with SW_MPI ahead of the library (whose comm.o, one process,
 # every other tool and test gets). No mpicc (or NO_MPI=1): the same tools,
 # one process each, as before. mpicc compiles and links with $(CC).
@@ -160,17 +160,17 @@ MPICC    ?= $(if $(NO_MPI),,$(shell command -v mpicc 2>/dev/null))
 MPI_TOOLS = sw-sharpness sw-train
 ifneq ($(MPICC),)
 MPI_ENV   = OMPI_CC='$(CC)' MPICH_CC='$(CC)'
-$(BUILD)/lib/comm-mpi.o: lib/comm.c
+$(BUILD)/lib/base/comm-mpi.o: lib/base/comm.c
 	@mkdir -p $(dir $@)
 	$(MPI_ENV) $(MPICC) $(SW_CFLAGS) $(CFLAGS) -DSW_MPI -c -o $@ $<
 
 $(MPI_TOOLS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(BUILD)/tools/%.o $(BUILD)/tools/common.o \
-		$(BUILD)/lib/comm-mpi.o $(LIB_A)
+		$(BUILD)/lib/base/comm-mpi.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(MPI_ENV) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # bench/mpi's all-reduce timing
-$(BUILD)/bench/allreduce: $(BUILD)/bench/allreduce.o $(BUILD)/lib/comm-mpi.o $(LIB_A)
+$(BUILD)/bench/allreduce: $(BUILD)/bench/allreduce.o $(BUILD)/lib/base/comm-mpi.o $(LIB_A)
 	$(MPI_ENV) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 endif
 
@@ -299,7 +299,7 @@ $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
-$(FUZZ_LIB_A): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/lib/cuda/nocuda.o
+$(FUZZ_LIB_A): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/lib/model/cuda/nocuda.o
 	@rm -f $@
 	$(AR) rcs $@ $^
 

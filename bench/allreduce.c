@@ -1,5 +1,5 @@
 /*
- * bench/allreduce - the time of lib/comm.c's all-reduce (in place, float
+ * bench/allreduce - the time of lib/base/comm.c's all-reduce (in place, float
  * sums, blocking) over the ranks of an mpirun job, for buffers of 4 KiB to
  * 64 MiB, and the least-squares fit t = alpha + n beta (n bytes; relative errors) that
  * bench/mpi projects from. Rank 0 prints "bytes seconds" lines, then
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../lib/comm.h"
+#include "../lib/base/comm.h"
 
 static double now_s(void)
 {

@@ -1,6 +1,6 @@
 /*
  * cuda-info - the GPU bench/train-cuda runs on, from the device's own
- * properties (lib/cuda/gpu.cu's info): one TSV row of name, compute
+ * properties (lib/model/cuda/gpu.cu's info): one TSV row of name, compute
  * capability, SMs, peak SM clock (Hz), memory (bytes), and the peak dense
  * FLOP/s in fp32 and in bf16 tensor-core products (SMs x clock x the
  * architecture's FLOPs per clock per SM; nan for an architecture gpu.cu
@@ -10,7 +10,7 @@
  */
 #include <stdio.h>
 
-#include "../lib/cuda/gpu.h"
+#include "../lib/model/cuda/gpu.h"
 
 int main(void)
 {

@@ -19,9 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../lib/ckpt.h"
-#include "../lib/linalg.h"
-#include "../lib/spectrum.h"
+#include "../lib/formats/ckpt.h"
+#include "../lib/analysis/linalg.h"
+#include "../lib/analysis/spectrum.h"
 
 static double now(void)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../lib/tokfile.h"
+#include "../lib/files/tokfile.h"
 #include "../tests/unit/bpe_naive.h"
 
 static double now(void)

@@ -29,7 +29,7 @@ off = torch.randint(0, len(tokens) - T - 1, (B,), generator=g)
 x = torch.stack([tokens[o:o + T] for o in off])
 y = torch.stack([tokens[o + 1:o + T + 1] for o in off])
 
-# sw-hessian's block types (lib/ckpt.c's roles) over torch_llama's names
+# sw-hessian's block types (lib/formats/ckpt.c's roles) over torch_llama's names
 roles = {"emb": ("emb.",), "qk": (".q.", ".k."), "vo": (".v.", ".o."),
          "ffn": (".gate.", ".up.", ".down."), "norm": (".n1.", ".n2.", "norm."),
          "out": ("head.",)}

@@ -25,7 +25,7 @@ stats in using "tokens" name "D" nooutput
 stats in using "lr" name "Y1" nooutput
 stats in using "batch" name "Y2" nooutput
 
-# The fit of lib/fit.c's fit_line_grouped, in awk, over the bracketed
+# The fit of lib/analysis/fit.c's fit_line_grouped, in awk, over the bracketed
 # groups (all where the table has no bracketed column): the common slope b
 # of log y on log D from the deviations from each size's means; line 1
 # "b se n groups flat unbracketed", then "d_model intercept" per size

@@ -1,10 +1,10 @@
 /* common.c - the shared plumbing of every tool (see common.h). */
 #include "common.h"
-#include "../lib/atomicfile.h"
-#include "../lib/blocksharp.h"
-#include "../lib/ckpt.h"
-#include "../lib/comm.h"
-#include "../lib/matsched.h"
+#include "../lib/base/atomicfile.h"
+#include "../lib/runs/blocksharp.h"
+#include "../lib/formats/ckpt.h"
+#include "../lib/base/comm.h"
+#include "../lib/analysis/matsched.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -2,7 +2,7 @@
  * common.h - what every scalewatch tool's main shares: the selection and
  * output options, the file list (arguments, or names on stdin), error
  * reports as "sw-TOOL: FILE: what is wrong" with the exit status of
- * lib/status.h, progress on stderr when it is a terminal, and the final
+ * lib/base/status.h, progress on stderr when it is a terminal, and the final
  * check that stdout was really written.
  */
 #ifndef SW_TOOLS_COMMON_H
@@ -11,9 +11,9 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "../lib/select.h"
-#include "../lib/status.h"
-#include "../lib/table.h"
+#include "../lib/base/select.h"
+#include "../lib/base/status.h"
+#include "../lib/base/table.h"
 
 #ifndef SW_VERSION
 #define SW_VERSION "unknown"

@@ -3,12 +3,12 @@
  * directory (config.json, model.safetensors or shards and their index),
  * and safetensors to scalewatch HDF5; PyTorch, GGUF and llama2.c files to
  * either (by OUT's name); --to names the direction. The work is in
- * lib/convert.c; this parses and reports.
+ * lib/formats/convert.c; this parses and reports.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/convert.h"
+#include "../lib/formats/convert.h"
 #include "common.h"
 
 static const char usage[] =

@@ -3,8 +3,8 @@
  * block of parameters: the top eigenvalues (Lanczos), the trace
  * (Hutchinson) and the spectral density (stochastic Lanczos quadrature),
  * of H, of the Gauss-Newton matrix, or of Adam's preconditioned Hessian,
- * with the edge-of-stability ratio. The work: lib/hessian.c (hessian_run)
- * over the R-operator of lib/model.c and lib/lanczos.c; this parses
+ * with the edge-of-stability ratio. The work: lib/runs/hessian.c (hessian_run)
+ * over the R-operator of lib/model/model.c and lib/analysis/lanczos.c; this parses
  * options and prints.
  */
 #include <math.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/hessian.h"
-#include "../lib/lanczos.h"
+#include "../lib/runs/hessian.h"
+#include "../lib/analysis/lanczos.h"
 #include "common.h"
 
 static const char usage[] =

@@ -1,12 +1,12 @@
 /*
  * sw-ls - list a checkpoint's tensors with what the tools know of them:
  * block type, role, layer, kind, stored dtype and shape. "h5ls that knows
- * what a transformer is." The work is in lib/ckpt.c; this prints.
+ * what a transformer is." The work is in lib/formats/ckpt.c; this prints.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/ckpt.h"
+#include "../lib/formats/ckpt.h"
 #include "common.h"
 
 static const char usage[] =

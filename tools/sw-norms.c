@@ -3,13 +3,13 @@
  * output layer's RMS->inf norm above all (the optimal-norm paper), the
  * hidden layers' RMS->RMS, the input layer's 1->RMS, and the spectral,
  * Frobenius, RMS and max norms. Which rows and how each is computed:
- * lib/norms.c (norms_plan, norms_compute); this reads the files and prints.
+ * lib/analysis/norms.c (norms_plan, norms_compute); this reads the files and prints.
  */
 #include <stdlib.h>
 
-#include "../lib/ckpt.h"
-#include "../lib/matsched.h"
-#include "../lib/norms.h"
+#include "../lib/formats/ckpt.h"
+#include "../lib/analysis/matsched.h"
+#include "../lib/analysis/norms.h"
 #include "common.h"
 
 static const char usage[] =

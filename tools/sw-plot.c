@@ -1,6 +1,6 @@
 /*
  * sw-plot - a paper-ready figure from a TSV a scalewatch tool printed.
- * The work is in lib/plot.c: the table is checked and copied into a
+ * The work is in lib/files/plot.c: the table is checked and copied into a
  * private directory, gnuplot runs plots/KIND.gp there on that copy and
  * prints the figure, which is written here under a temporary name and
  * renamed into place once complete (gnuplot itself says nothing when its
@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/atomicfile.h"
-#include "../lib/plot.h"
+#include "../lib/base/atomicfile.h"
+#include "../lib/files/plot.h"
 #include "common.h"
 
 static const char usage[] = "sw-plot KIND IN.tsv -o OUT.png|OUT.pdf|OUT.svg\n       sw-plot --list";

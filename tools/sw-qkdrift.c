@@ -3,7 +3,7 @@
  * the trace of a run: per layer and head the scales of the Q/K pair, their
  * product (what the attention logits use) and log2 ratio (free under
  * (Q, K) -> (sQ, K/s)), and with --drift the least-squares slope of the
- * ratio over steps. The numbers come from lib/qkdrift.c (qkdrift_heads,
+ * ratio over steps. The numbers come from lib/analysis/qkdrift.c (qkdrift_heads,
  * qkdrift_read_trace, qkdrift_drift); this reads the files, orders the
  * steps, keeps one row per step where a trace and a checkpoint both have
  * it, and prints.
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/ckpt.h"
-#include "../lib/qkdrift.h"
-#include "../lib/trace.h"
+#include "../lib/formats/ckpt.h"
+#include "../lib/analysis/qkdrift.h"
+#include "../lib/files/trace.h"
 #include "common.h"
 
 static const char usage[] =

@@ -1,11 +1,11 @@
 /*
  * sw-sharpness - blockwise diagonal Gauss-Newton sharpness of checkpoints
  * per block type (the sharpness-disparity paper's Principle (1)). The
- * estimate of a checkpoint and its statistics: lib/blocksharp.c
+ * estimate of a checkpoint and its statistics: lib/runs/blocksharp.c
  * (blocksharp_estimate, blocksharp_stats, blocksharp_hist,
- * blocksharp_principle) over the estimator of lib/sharpness.c
+ * blocksharp_principle) over the estimator of lib/model/sharpness.c
  * (gnb_estimate). This parses options and prints. Under mpirun the
- * computed estimate is split over the ranks (lib/dp.c); rank 0 reads the
+ * computed estimate is split over the ranks (lib/model/dp.c); rank 0 reads the
  * file names, hands them on and prints.
  */
 #include <math.h>
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/blocksharp.h"
-#include "../lib/comm.h"
+#include "../lib/runs/blocksharp.h"
+#include "../lib/base/comm.h"
 #include "common.h"
 
 static const char usage[] =

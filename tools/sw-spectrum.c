@@ -5,20 +5,20 @@
  * spectra divided by the equilibrium scale sqrt(lr/wd), and a power-law
  * fit of the top singular value across a sweep, and the heavy-tail
  * statistics of each eigenvalue spectrum (--esd-fit). Which matrices and
- * their spectra: lib/spectra.c (spectra_plan, spectra_compute,
- * spectra_fit_rows) over the math of lib/spectrum.c (spectrum_full,
- * spectrum_top, spectrum_summarize, spectrum_hist) and lib/esdfit.c
+ * their spectra: lib/analysis/spectra.c (spectra_plan, spectra_compute,
+ * spectra_fit_rows) over the math of lib/analysis/spectrum.c (spectrum_full,
+ * spectrum_top, spectrum_summarize, spectrum_hist) and lib/analysis/esdfit.c
  * (esdfit_matrix); this reads the files and prints.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/ckpt.h"
-#include "../lib/esdfit.h"
-#include "../lib/matsched.h"
-#include "../lib/spectra.h"
-#include "../lib/spectrum.h"
+#include "../lib/formats/ckpt.h"
+#include "../lib/analysis/esdfit.h"
+#include "../lib/analysis/matsched.h"
+#include "../lib/analysis/spectra.h"
+#include "../lib/analysis/spectrum.h"
 #include "common.h"
 
 static const char usage[] =

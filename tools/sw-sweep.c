@@ -1,6 +1,6 @@
 /*
  * sw-sweep - a grid of sw-train runs: one run directory and one sw-train
- * command per point (lib/sweep.c), run here (-j N, through GNU parallel
+ * command per point (lib/runs/sweep.c), run here (-j N, through GNU parallel
  * when installed, else xargs -P) or as a Slurm job array (--slurm);
  * resumable. --run runs one run of a sweep (what the runners and the
  * array tasks call); --status lists the runs' states; --checkpoints their
@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../lib/rundir.h"
-#include "../lib/sweep.h"
+#include "../lib/runs/rundir.h"
+#include "../lib/runs/sweep.h"
 #include "common.h"
 
 static const char usage[] =

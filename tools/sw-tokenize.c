@@ -1,8 +1,8 @@
 /*
  * sw-tokenize - a byte-level BPE tokenizer: train one on a corpus, encode
  * text into llm.c token files for sw-train, decode them back, describe a
- * tokenizer. The algorithms are lib/bpe.c and lib/bpe_train.c, the token
- * files lib/tokfile.c; this reads the inputs in blocks and prints.
+ * tokenizer. The algorithms are lib/files/bpe.c and lib/files/bpe_train.c, the token
+ * files lib/files/tokfile.c; this reads the inputs in blocks and prints.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/atomicfile.h"
-#include "../lib/bpe.h"
-#include "../lib/grow.h"
-#include "../lib/tokfile.h"
+#include "../lib/base/atomicfile.h"
+#include "../lib/files/bpe.h"
+#include "../lib/base/grow.h"
+#include "../lib/files/tokfile.h"
 #include "common.h"
 
 static const char usage[] =

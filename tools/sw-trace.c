@@ -3,7 +3,7 @@
  * appends (loss, lr, per-layer and per-head quantities) as TSV or JSON
  * Lines, one row per traced step, all series or those named with
  * --series; with --follow, the rows a running trainer appends, until it
- * closes the trace. lib/trace.c reads the file; this chooses the columns
+ * closes the trace. lib/files/trace.c reads the file; this chooses the columns
  * and prints them.
  */
 #include <stdint.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../lib/grow.h"
-#include "../lib/trace.h"
+#include "../lib/base/grow.h"
+#include "../lib/files/trace.h"
 #include "common.h"
 
 static const char usage[] =

@@ -1,9 +1,9 @@
 /*
  * sw-train - train a small Llama on the CPU (or a GPU, --device cuda) and
  * write the checkpoints and the trace the other tools read. Options to
- * struct train_config; the loop is lib/train.c, the model lib/model.c,
- * the optimizers lib/optim.c, on a GPU lib/cuda/gpumodel.c; under mpirun,
- * data parallel over the job's processes (lib/comm.c, lib/dp.c).
+ * struct train_config; the loop is lib/runs/train.c, the model lib/model/model.c,
+ * the optimizers lib/model/optim.c, on a GPU lib/model/cuda/gpumodel.c; under mpirun,
+ * data parallel over the job's processes (lib/base/comm.c, lib/model/dp.c).
  */
 #include <math.h>
 #include <signal.h>
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/comm.h"
-#include "../lib/modelio.h"
-#include "../lib/train.h"
+#include "../lib/base/comm.h"
+#include "../lib/model/modelio.h"
+#include "../lib/runs/train.h"
 #include "common.h"
 
 static const char usage[] =

@@ -3,7 +3,7 @@
  * loss-optimal (lr, batch) of each model size and horizon, the output
  * layer's RMS->inf norm there (raw and with the final norm gain folded
  * in), how far log2 of it spreads across groups, and the power laws
- * lr*(D), batch*(D). The numbers come from lib/transfer.c
+ * lr*(D), batch*(D). The numbers come from lib/analysis/transfer.c
  * (transfer_read_ckpt, transfer_read_trace, transfer_analyze,
  * transfer_summarize); this reads the checkpoints, traces, sweep
  * directories or a TSV and prints.
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../lib/trace.h"
-#include "../lib/transfer.h"
+#include "../lib/files/trace.h"
+#include "../lib/analysis/transfer.h"
 #include "common.h"
 
 static const char usage[] =

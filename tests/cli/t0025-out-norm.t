@@ -1,5 +1,5 @@
 #!/bin/sh
-# The output head's RMS->inf norm has one owner (lib/norms.c,
+# The output head's RMS->inf norm has one owner (lib/analysis/norms.c,
 # norms_output_head): the trainer's trace, sw-norms and sw-transfer give
 # the same number for the same weights, tied head or not. Exact: a trace
 # row against the checkpoint row, computed by the same function on the

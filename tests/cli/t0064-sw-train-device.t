@@ -2,8 +2,8 @@
 # sw-train --device and --precision, sw-sharpness --device: the CUDA
 # trainer's path. Without a GPU (no /dev/nvidia0), --device cuda is
 # refused in one line, exit 69, nothing written. --device emu runs the
-# CUDA path (lib/cuda/gpumodel.c, its kernel bodies and products through
-# the host emulation of lib/cuda/gpu_emu.c), so the wiring of train.c's
+# CUDA path (lib/model/cuda/gpumodel.c, its kernel bodies and products through
+# the host emulation of lib/model/cuda/gpu_emu.c), so the wiring of train.c's
 # --device hook is checked here: resume across devices, /fisher,
 # /optim_state, traces, sharpness. The GPU itself: tests/e2e/t0271-cuda.t.
 #

@@ -195,7 +195,7 @@ test_expect_success 'checkpoints: lr_max, batch_size, tokens, val_loss from the 
 test_expect_success 'checkpoints: the norms are sw-norms lm_head and lm_head_folded, to the digit' '
 	head_norms ck/run-1000000-0.002-8.h5 ck/run-4000000-0.001-16.h5 >norms && cut -f2,3 norms >expect &&
 	sw-transfer ck/*.h5 >out && test_line_count = 3 out &&
-	# exact: the same lib/norms.c function on the same files
+	# exact: the same lib/analysis/norms.c function on the same files
 	sed 1d out | cut -f8,9 >got && test_cmp expect got &&
 	# against the construction (N, and N sqrt(1.25) folded): norms of a
 	# float32 matrix, a few ulps times sqrt(n), 1e-6 relative
@@ -208,14 +208,14 @@ test_expect_success '--table of checkpoints: every run is sw-norms of its file' 
 	sw-transfer --table ck/*.h5 >out && test_line_count = 13 out &&
 	sed 1d out | cut -f1,8,9 | sort >got &&
 	head_norms ck/*.h5 >norms && sort norms >expect &&
-	# exact: the same lib/norms.c function on the same files
+	# exact: the same lib/analysis/norms.c function on the same files
 	test_cmp expect got
 '
 
 test_expect_success 'tied head: the embedding as the head, as sw-norms computes it' '
 	sw-transfer --table tied/*.h5 >out && sed 1d out | cut -f1,8,9 | sort >got &&
 	head_norms tied/*.h5 >norms && sort norms >expect &&
-	# exact: the same lib/norms.c function on the same files
+	# exact: the same lib/analysis/norms.c function on the same files
 	test_cmp expect got && test_line_count = 12 got
 '
 

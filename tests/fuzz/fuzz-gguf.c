@@ -20,10 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/arch.h"
-#include "../../lib/ckpt.h"
-#include "../../lib/dtype.h"
-#include "../../lib/gguf.h"
+#include "../../lib/base/arch.h"
+#include "../../lib/formats/ckpt.h"
+#include "../../lib/base/dtype.h"
+#include "../../lib/formats/gguf.h"
 #include "fuzz.h"
 
 static char path[64];

@@ -1,6 +1,6 @@
 /*
  * fuzz-h5ckpt - the scalewatch HDF5 checkpoint reader (ckpt_open and
- * ckpt_load through lib/h5io.c: the attribute validator). libhdf5 1.10
+ * ckpt_load through lib/formats/h5io.c: the attribute validator). libhdf5 1.10
  * itself crashes on byte-corrupted files, so the input is not the file but
  * a program of edits, applied through the HDF5 API to a copy of a valid
  * checkpoint (fixtures/bad/base.h5, or $SW_FUZZ_BASE): delete, change or
@@ -44,8 +44,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/arch.h"
-#include "../../lib/ckpt.h"
+#include "../../lib/base/arch.h"
+#include "../../lib/formats/ckpt.h"
 #include "../lib/h5copy.h"
 #include "fuzz.h"
 

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/ckpt.h"
-#include "../../lib/llama2c.h"
+#include "../../lib/formats/ckpt.h"
+#include "../../lib/formats/llama2c.h"
 #include "fuzz.h"
 
 static char path[64];

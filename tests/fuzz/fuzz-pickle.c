@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "../../lib/pickle.h"
+#include "../../lib/formats/pickle.h"
 #include "fuzz.h"
 
 static void check_tensor(const struct pk_tensor *t)

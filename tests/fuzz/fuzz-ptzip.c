@@ -8,8 +8,8 @@
  */
 #include <string.h>
 
-#include "../../lib/pickle.h"
-#include "../../lib/ptzip.h"
+#include "../../lib/formats/pickle.h"
+#include "../../lib/formats/ptzip.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../lib/safetensors.h"
+#include "../../lib/formats/safetensors.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

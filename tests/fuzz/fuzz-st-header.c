@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "../../lib/safetensors.h"
+#include "../../lib/formats/safetensors.h"
 #include "fuzz.h"
 
 /* The element sizes, written out again here as the reference. */

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "../../lib/bpe.h"
+#include "../../lib/files/bpe.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

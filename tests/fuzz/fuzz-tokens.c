@@ -14,8 +14,8 @@
  */
 #include <string.h>
 
-#include "../../lib/data.h"
-#include "../../lib/tokfile.h"
+#include "../../lib/files/data.h"
+#include "../../lib/files/tokfile.h"
 #include "fuzz.h"
 
 enum { B = 2, TMAX = 32 };

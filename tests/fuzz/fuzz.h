@@ -19,7 +19,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../lib/status.h"
+#include "../../lib/base/status.h"
 
 #define FUZZ_ASSERT(cond)                                                       \
 	do {                                                                    \

@@ -1,6 +1,6 @@
 /*
  * bpe_naive.h - the textbook BPE, as the reference the tests (t-bpe.c) and
- * the benchmark (bench/tokenize-naive.c) hold lib/bpe against: every merge
+ * the benchmark (bench/tokenize-naive.c) hold lib/files/bpe against: every merge
  * recounts every pair of the whole corpus and rewrites every piece; encoding
  * replays every merge, in order, over the piece. Slow and obviously right.
  * Only the pre-tokenizer comes from the library (tested on its own).
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/bpe.h"
+#include "../../lib/files/bpe.h"
 
 struct naive_corpus {
 	size_t n;               /* pieces */

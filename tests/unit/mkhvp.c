@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/blocksharp.h"
-#include "../../lib/h5write.h"
-#include "../../lib/modelhvp.h"
-#include "../../lib/rng.h"
+#include "../../lib/runs/blocksharp.h"
+#include "../../lib/formats/h5write.h"
+#include "../../lib/model/modelhvp.h"
+#include "../../lib/base/rng.h"
 
 static int write_vec(struct h5w *w, const char *group, const struct model *m, const real *x,
 		     struct sw_err *err)

@@ -1,7 +1,7 @@
 /*
  * mklogits - scalewatch's own forward pass on a checkpoint, for the
  * PyTorch cross-check of sw-convert's export (tests/e2e/t0240): loads
- * CKPT with the project's model code (lib/modelio.c, any format the tools
+ * CKPT with the project's model code (lib/model/modelio.c, any format the tools
  * read), runs model_forward on the tokens given and prints the logits,
  * one line of V tab-separated values per position (not a test itself:
  * the Makefile builds it beside the unit tests, prove never runs it).
@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../lib/modelio.h"
+#include "../../lib/model/modelio.h"
 
 int main(int argc, char **argv)
 {

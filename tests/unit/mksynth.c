@@ -47,9 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/arch.h"
-#include "../../lib/h5write.h"
-#include "../../lib/rng.h"
+#include "../../lib/base/arch.h"
+#include "../../lib/formats/h5write.h"
+#include "../../lib/base/rng.h"
 
 struct opts {
 	int64_t D, L, H, KV, V;

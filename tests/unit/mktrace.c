@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../lib/trace.h"
+#include "../../lib/files/trace.h"
 
 #define LAYERS 3
 #define HEADS 2

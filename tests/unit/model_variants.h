@@ -1,10 +1,10 @@
 /*
  * model_variants.h - the model variants the double-precision checks of
- * lib/model.c and lib/modelhvp.c run through (t-gradcheck.c: the
+ * lib/model/model.c and lib/model/modelhvp.c run through (t-gradcheck.c: the
  * gradient, t-hvpcheck.c: the R-operator): GQA, untied and tied heads,
  * QK-norm, scalar/row/column multipliers, norm-everywhere, no scale
  * vectors, MQA with a head_dim that is not d_model/n_heads. Include
- * after lib/model.c.
+ * after lib/model/model.c.
  */
 #ifndef SW_MODEL_VARIANTS_H
 #define SW_MODEL_VARIANTS_H

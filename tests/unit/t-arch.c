@@ -1,8 +1,8 @@
-/* Unit tests of lib/arch.c: Hugging Face names, roles, shapes, model order. */
+/* Unit tests of lib/base/arch.c: Hugging Face names, roles, shapes, model order. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/arch.h"
+#include "../../lib/base/arch.h"
 #include "tap.h"
 
 static const struct sw_config cfg = {

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../lib/atomicfile.h"
+#include "../../lib/base/atomicfile.h"
 #include "tap.h"
 
 static int exists(const char *path)

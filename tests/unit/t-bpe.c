@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/bpe.c and lib/bpe_train.c: the pre-tokenizer on
+ * Unit tests of lib/files/bpe.c and lib/files/bpe_train.c: the pre-tokenizer on
  * pieces worked out by hand, merges worked out by hand, the incremental
  * trainer against the rescan-per-merge reference (bpe_naive.h) on random
  * corpora, encoding against replaying the merges, exact round trips of any
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/bpe.h"
-#include "../../lib/rng.h"
+#include "../../lib/files/bpe.h"
+#include "../../lib/base/rng.h"
 #include "bpe_naive.h"
 #include "tap.h"
 

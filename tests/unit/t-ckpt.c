@@ -1,6 +1,6 @@
 /*
- * Unit tests of the tensor source (lib/ckpt.c, lib/h5io.c,
- * lib/safetensors.c): what the writers write, the readers read back, in
+ * Unit tests of the tensor source (lib/formats/ckpt.c, lib/formats/h5io.c,
+ * lib/formats/safetensors.c): what the writers write, the readers read back, in
  * model order, mapped in place where it can be, and nothing is left
  * behind by an aborted write.
  */
@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/ckpt.h"
-#include "../../lib/dtype.h"
-#include "../../lib/h5write.h"
-#include "../../lib/stwrite.h"
+#include "../../lib/formats/ckpt.h"
+#include "../../lib/base/dtype.h"
+#include "../../lib/formats/h5write.h"
+#include "../../lib/formats/stwrite.h"
 #include "tap.h"
 
 static const struct sw_config cfg = {

@@ -1,6 +1,6 @@
 /*
- * Unit tests of sw-convert's library (lib/convert.c) and the safetensors
- * pieces it added (lib/safetensors.c): HDF5 attribute <-> metadata key
+ * Unit tests of sw-convert's library (lib/formats/convert.c) and the safetensors
+ * pieces it added (lib/formats/safetensors.c): HDF5 attribute <-> metadata key
  * mapping both ways, Hugging Face tensor names <-> roles and which roles
  * Llama has, the typed metadata values, BF16 rounding of known values as
  * the writer stores them, the __metadata__ map through a file, sizes.
@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/arch.h"
-#include "../../lib/ckpt.h"
-#include "../../lib/convert.h"
-#include "../../lib/dtype.h"
-#include "../../lib/safetensors.h"
-#include "../../lib/stwrite.h"
+#include "../../lib/base/arch.h"
+#include "../../lib/formats/ckpt.h"
+#include "../../lib/formats/convert.h"
+#include "../../lib/base/dtype.h"
+#include "../../lib/formats/safetensors.h"
+#include "../../lib/formats/stwrite.h"
 #include "tap.h"
 
 static const struct sw_config cfg = {

@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/elemmath.h, the per-element math the CPU reference and
+ * Unit tests of lib/base/elemmath.h, the per-element math the CPU reference and
  * the CUDA kernels share, in double (SW_REAL_DOUBLE, as the gradient check
  * builds the model): each backward against central finite differences of
  * its forward, each optimizer update against its formula written out here
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/elemmath.h"
+#include "../../lib/base/elemmath.h"
 #include "tap.h"
 
 enum { C = 7 };

@@ -1,8 +1,8 @@
 /*
- * The CUDA kernels of lib/cuda/kernels.h, run by the host emulation
- * (lib/cuda/gpu_emu.c: every block, phase and thread of the grid the GPU
+ * The CUDA kernels of lib/model/cuda/kernels.h, run by the host emulation
+ * (lib/model/cuda/gpu_emu.c: every block, phase and thread of the grid the GPU
  * would run) against the CPU reference's layer functions, which this file
- * compiles in from lib/model.c (as t-gradcheck does), and sharpness.c's.
+ * compiles in from lib/model/model.c (as t-gradcheck does), and sharpness.c's.
  * Where a kernel's arithmetic is the CPU's in the CPU's order (elementwise
  * kernels, the scatter-add run serially, the multipliers' serial sums,
  * the label sampler) the results must be bit for bit equal; where the
@@ -13,10 +13,10 @@
  * accident. Sizes are odd on purpose: rows longer than a block, partial
  * warps, partial chunks.
  */
-#include "../../lib/model.c"
+#include "../../lib/model/model.c"
 
-#include "../../lib/cuda/gpu.h"
-#include "../../lib/sharpness.h"
+#include "../../lib/model/cuda/gpu.h"
+#include "../../lib/model/sharpness.h"
 #include "tap.h"
 
 static struct gpu *G;

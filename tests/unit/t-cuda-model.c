@@ -1,7 +1,7 @@
 /*
- * The CUDA trainer's model (lib/cuda/gpumodel.c) on the host emulation of
- * the GPU (lib/cuda/gpu_emu.c) against the CPU reference (lib/model.c,
- * lib/optim.c, lib/sharpness.c), in every model variant t-gradcheck
+ * The CUDA trainer's model (lib/model/cuda/gpumodel.c) on the host emulation of
+ * the GPU (lib/model/cuda/gpu_emu.c) against the CPU reference (lib/model/model.c,
+ * lib/model/optim.c, lib/model/sharpness.c), in every model variant t-gradcheck
  * checks: the loss, every parameter's gradient, three optimizer steps of
  * AdamW, Muon and Scion (clipping on), the moments, the gradient norm,
  * the GNB estimate with its sampled labels, the trace's sums, and bf16
@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/cuda/gpumodel.h"
-#include "../../lib/elemmath.h"
-#include "../../lib/model.h"
-#include "../../lib/optim.h"
-#include "../../lib/sharpness.h"
+#include "../../lib/model/cuda/gpumodel.h"
+#include "../../lib/base/elemmath.h"
+#include "../../lib/model/model.h"
+#include "../../lib/model/optim.h"
+#include "../../lib/model/sharpness.h"
 #include "tap.h"
 
 enum { B = 3, T = 11 };

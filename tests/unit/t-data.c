@@ -1,10 +1,10 @@
-/* Unit tests of lib/data.c on token files written here. */
+/* Unit tests of lib/files/data.c on token files written here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/data.h"
+#include "../../lib/files/data.h"
 #include "tap.h"
 
 static void write_file(const char *path, const void *a, size_t na, const void *b, size_t nb)

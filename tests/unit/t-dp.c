@@ -1,6 +1,6 @@
 /*
- * The pieces of data parallelism that one process can check (lib/dp.c,
- * lib/comm.c, model_backward's hook, optim_shard); the exchange itself
+ * The pieces of data parallelism that one process can check (lib/model/dp.c,
+ * lib/base/comm.c, model_backward's hook, optim_shard); the exchange itself
  * is tests/cli/t0066-sw-train-mpi.t's, under mpirun.
  *   - model_backward tells grads_ready each layer, from the output end,
  *     once: L, L-1, ..., 0, -1; with multipliers all at the end;
@@ -15,10 +15,10 @@
  *   - comm without MPI: one rank, agree passes a status through, a
  *     process a launcher started as one of several is refused.
  */
-#include "../../lib/comm.h"
-#include "../../lib/dp.h"
-#include "../../lib/model.h"
-#include "../../lib/optim.h"
+#include "../../lib/base/comm.h"
+#include "../../lib/model/dp.h"
+#include "../../lib/model/model.h"
+#include "../../lib/model/optim.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
-/* Unit tests of lib/dtype.c: BF16 and F16 against exactly known values. */
+/* Unit tests of lib/base/dtype.c: BF16 and F16 against exactly known values. */
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "../../lib/dtype.h"
+#include "../../lib/base/dtype.h"
 #include "tap.h"
 
 int main(void)

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/elemmath.h"
-#include "../../lib/isa.h"
+#include "../../lib/base/elemmath.h"
+#include "../../lib/base/isa.h"
 #include "tap.h"
 
 static float from_bits(uint32_t b)

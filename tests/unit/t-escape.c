@@ -1,11 +1,11 @@
-/* Unit tests of what names from files become on output: lib/table.c's
- * TSV and JSON cells, lib/status.c's one-line messages. */
+/* Unit tests of what names from files become on output: lib/base/table.c's
+ * TSV and JSON cells, lib/base/status.c's one-line messages. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/status.h"
-#include "../../lib/table.h"
+#include "../../lib/base/status.h"
+#include "../../lib/base/table.h"
 #include "tap.h"
 
 /* One row of one string cell, as TSV or JSON. */

@@ -1,5 +1,5 @@
 /*
- * lib/esdfit.c against what is known independently:
+ * lib/analysis/esdfit.c against what is known independently:
  *   - samples from Pareto laws p(x) = (a - 1) x^-a, x >= 1 (2000 each):
  *     alpha recovered within one standard error for at least 50% of 100
  *     seeds, within two for 85%, within four for all, for a = 1.5, 2.5, 4
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/esdfit.h"
-#include "../../lib/rng.h"
+#include "../../lib/analysis/esdfit.h"
+#include "../../lib/base/rng.h"
 #include "tap.h"
 
 static int cmp_asc(const void *a, const void *b)

@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/fit.c against values worked out by hand (and checked
+ * Unit tests of lib/analysis/fit.c against values worked out by hand (and checked
  * with numpy's lstsq and the covariance sigma^2 (X^T X)^-1): a line with
  * known coefficients, standard errors and R^2, the same far from the
  * origin, the grouped (fixed-effects) slope, and the three-point parabola.
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../lib/fit.h"
+#include "../../lib/analysis/fit.h"
 #include "tap.h"
 
 static void line_by_hand(void)

@@ -1,15 +1,15 @@
 /*
- * Unit tests of lib/gguf.c, the GGUF parser: files built here byte by
+ * Unit tests of lib/formats/gguf.c, the GGUF parser: files built here byte by
  * byte from the spec (ggml's docs/gguf.md) are read back with every value
  * type, and each malformed variant is refused naming what is wrong; every
  * truncation of a valid file is refused, never read past its end. And
- * lib/ropeperm.c's row order, against the permutation written out.
+ * lib/formats/ropeperm.c's row order, against the permutation written out.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/gguf.h"
-#include "../../lib/ropeperm.h"
+#include "../../lib/formats/gguf.h"
+#include "../../lib/formats/ropeperm.h"
 #include "tap.h"
 
 struct buf {

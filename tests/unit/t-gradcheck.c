@@ -1,14 +1,14 @@
 /*
- * Gradient check of the model's backward pass (lib/model.c) against
+ * Gradient check of the model's backward pass (lib/model/model.c) against
  * central finite differences, in double precision: this file compiles
- * lib/model.c itself with real = double. Criterion, stated per the issue:
+ * lib/model/model.c itself with real = double. Criterion, stated per the issue:
  * |analytic - numeric| <= 1e-4 * max(|analytic|, |numeric|) + 1e-9 for
  * sampled entries of every parameter tensor, in every model variant:
  * GQA, untied and tied heads, QK-norm, scalar/row/column multipliers,
  * norm-everywhere, no scale vectors.
  */
 #define SW_REAL_DOUBLE
-#include "../../lib/model.c"
+#include "../../lib/model/model.c"
 
 #include "model_variants.h"
 #include "tap.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/gram.c: the Gram operator on blocks of every width,
+ * Unit tests of lib/analysis/gram.c: the Gram operator on blocks of every width,
  * tall and wide, rows not a multiple of the tile, head slices (ld > cols),
  * scaled columns, and bf16/f16 views read in place, each against the
  * product written out in double, element by element; and spectrum_top on
@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/dtype.h"
-#include "../../lib/gram.h"
-#include "../../lib/rng.h"
-#include "../../lib/spectrum.h"
-#include "../../lib/synth.h"
+#include "../../lib/base/dtype.h"
+#include "../../lib/analysis/gram.h"
+#include "../../lib/base/rng.h"
+#include "../../lib/analysis/spectrum.h"
+#include "../../lib/analysis/synth.h"
 #include "tap.h"
 
 /* element (i, j) of the view as the reference reads it */

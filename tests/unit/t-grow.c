@@ -1,10 +1,10 @@
-/* Unit tests of lib/grow.c: the grow-array helper. */
+/* Unit tests of lib/base/grow.c: the grow-array helper. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/grow.h"
+#include "../../lib/base/grow.h"
 #include "tap.h"
 
 #ifdef __SANITIZE_ADDRESS__

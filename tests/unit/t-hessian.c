@@ -1,5 +1,5 @@
 /*
- * lib/lanczos.c and lib/hessian.c against values known independently:
+ * lib/analysis/lanczos.c and lib/runs/hessian.c against values known independently:
  *   - lanczos_top on symmetric matrices with known eigenvalues (diagonal
  *     and rotated, indefinite): the top k to 1e-6 (the basis is float32),
  *     the bound honest when
@@ -24,13 +24,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/data.h"
-#include "../../lib/hessian.h"
-#include "../../lib/lanczos.h"
-#include "../../lib/model.h"
-#include "../../lib/modelio.h"
-#include "../../lib/optim.h"
-#include "../../lib/rng.h"
+#include "../../lib/files/data.h"
+#include "../../lib/runs/hessian.h"
+#include "../../lib/analysis/lanczos.h"
+#include "../../lib/model/model.h"
+#include "../../lib/model/modelio.h"
+#include "../../lib/model/optim.h"
+#include "../../lib/base/rng.h"
 #include "tap.h"
 
 /* A = Q diag(lam) Q^T (Q a Householder reflection when rotate, else I) */

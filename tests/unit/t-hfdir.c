@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/hfdir.c, a Hugging Face model directory's rules: the
+ * Unit tests of lib/formats/hfdir.c, a Hugging Face model directory's rules: the
  * small JSON files read whole (bounded, regular files only, a FIFO never
  * waited on), config.json beside the checkpoint, the shard index (its
  * shards once each in order of first appearance, every tensor held listed
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/hfdir.h"
+#include "../../lib/formats/hfdir.h"
 #include "tap.h"
 
 static char dir[] = "/tmp/sw-t-hfdir.XXXXXX", away[] = "/tmp/sw-t-hfdir-away.XXXXXX";

@@ -1,7 +1,7 @@
 /*
- * The R-operator of lib/modelhvp.c (model_rop_forward, model_rop_backward)
+ * The R-operator of lib/model/modelhvp.c (model_rop_forward, model_rop_backward)
  * against central finite differences of the gradient, in double precision:
- * this file compiles lib/model.c itself with real = double, as
+ * this file compiles lib/model/model.c itself with real = double, as
  * t-gradcheck.c does. In every model variant:
  *   - H v for a random v over every parameter, per tensor:
  *     ||H v - D|| <= 1e-6 ||D|| + 1e-9 with D central differences of the
@@ -16,8 +16,8 @@
  *     apart (no new forward pass) equal to the first.
  */
 #define SW_REAL_DOUBLE
-#include "../../lib/model.c"
-#include "../../lib/modelhvp.c"
+#include "../../lib/model/model.c"
+#include "../../lib/model/modelhvp.c"
 
 #include "model_variants.h"
 #include "tap.h"

@@ -1,9 +1,9 @@
-/* Unit tests of lib/jsonstrict.c: JSON as serde_json and Python's json
+/* Unit tests of lib/base/jsonstrict.c: JSON as serde_json and Python's json
  * read it (RFC 8259), or refused; UTF-8 sequences. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/jsonstrict.h"
+#include "../../lib/base/jsonstrict.h"
 #include "tap.h"
 
 /* rc of parsing s (strlen bytes); the message in err */

@@ -1,5 +1,5 @@
 /*
- * The Lanczos core of lib/lanczos.c (lanczos.h's last part), which the
+ * The Lanczos core of lib/analysis/lanczos.c (lanczos.h's last part), which the
  * single-vector solvers there and spectrum_top's block Lanczos share,
  * against what is known independently:
  *   - lanczos_project_f64 and _f32: Z loses every component along an
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/lanczos.h"
-#include "../../lib/rng.h"
+#include "../../lib/analysis/lanczos.h"
+#include "../../lib/base/rng.h"
 #include "tap.h"
 
 static struct sw_rng rng;

@@ -1,15 +1,15 @@
 /*
- * Unit tests of lib/linalg.c, lib/norms.c and spectrum_sigma_max against matrices whose
+ * Unit tests of lib/analysis/linalg.c, lib/analysis/norms.c and spectrum_sigma_max against matrices whose
  * singular values and row/column norms are known by construction:
- * W = U diag(s) V^T (lib/synth.c), and diag(r) Q with orthonormal rows.
+ * W = U diag(s) V^T (lib/analysis/synth.c), and diag(r) Q with orthonormal rows.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/linalg.h"
-#include "../../lib/norms.h"
-#include "../../lib/spectrum.h"
-#include "../../lib/synth.h"
+#include "../../lib/analysis/linalg.h"
+#include "../../lib/analysis/norms.h"
+#include "../../lib/analysis/spectrum.h"
+#include "../../lib/analysis/synth.h"
 #include "tap.h"
 
 static float *to_float(const double *w, int64_t n)

@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/llama2c.c: llama2.c files of a small model written
+ * Unit tests of lib/formats/llama2c.c: llama2.c files of a small model written
  * here (every float its own index in the file, so each tensor shows where
  * it was read from), legacy with and without the RoPE tables, tied and
  * untied, and version 1, read through the tensor source (ckpt_open): each
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/ckpt.h"
-#include "../../lib/llama2c.h"
+#include "../../lib/formats/ckpt.h"
+#include "../../lib/formats/llama2c.h"
 #include "tap.h"
 
 /* dim 8, hidden 12, 2 layers, 2 heads (of 4), 1 KV head, vocab 5, seq_len 4 */

@@ -17,9 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../lib/ckptsrc.h"
-#include "../../lib/data.h"
-#include "../../lib/mapguard.h"
+#include "../../lib/formats/ckptsrc.h"
+#include "../../lib/files/data.h"
+#include "../../lib/base/mapguard.h"
 #include "tap.h"
 
 #define PAGES 64

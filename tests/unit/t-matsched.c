@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/matsched.c: every job runs once; jobs too large to
+ * Unit tests of lib/analysis/matsched.c: every job runs once; jobs too large to
  * share the memory run alone, outside any parallel region; the others run
  * side by side on two threads, the largest started first; jobs marked
  * after start only when every other job has finished.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/matsched.h"
+#include "../../lib/analysis/matsched.h"
 #include "tap.h"
 
 #define N 12

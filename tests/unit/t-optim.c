@@ -1,4 +1,4 @@
-/* Unit tests of lib/optim.c: schedules, per-tensor hparams, Newton-Schulz;
+/* Unit tests of lib/model/optim.c: schedules, per-tensor hparams, Newton-Schulz;
  * optim_grad_norm and optim_step on a tiny model (every kind of tensor, row
  * multipliers with their own lr and wd): the gradient norm and the clipping
  * leave the multipliers out (sw-train(1), --grad-clip), and two steps of
@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/linalg.h"
-#include "../../lib/model.h"
-#include "../../lib/optim.h"
-#include "../../lib/rng.h"
+#include "../../lib/analysis/linalg.h"
+#include "../../lib/model/model.h"
+#include "../../lib/model/optim.h"
+#include "../../lib/base/rng.h"
 #include "tap.h"
 
 static struct sw_tensor_info tinfo(enum sw_block b, enum sw_kind k, enum sw_group g,

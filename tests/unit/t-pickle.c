@@ -1,10 +1,10 @@
-/* Unit tests of lib/pickle.c, the restricted unpickler: pickles assembled
+/* Unit tests of lib/formats/pickle.c, the restricted unpickler: pickles assembled
  * here byte by byte (the values each opcode gives, worked out from
  * Python's pickle documentation), what it refuses and why. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/pickle.h"
+#include "../../lib/formats/pickle.h"
 #include "tap.h"
 
 #define PK(s) s, sizeof s - 1

@@ -1,6 +1,6 @@
 /*
- * Unit tests of the trace side of lib/qkdrift.c and lib/transfer.c, on
- * traces written here with lib/tracewrite.c's writer: qkdrift_layer on arrays
+ * Unit tests of the trace side of lib/analysis/qkdrift.c and lib/analysis/transfer.c, on
+ * traces written here with lib/files/tracewrite.c's writer: qkdrift_layer on arrays
  * gives what qkdrift_head_derive makes of its four scales; a trace's rows
  * read back as heads with the config's KV heads, the selected layers and
  * the tokens; the trace is told from a checkpoint by content; and what an
@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/qkdrift.h"
-#include "../../lib/trace.h"
-#include "../../lib/transfer.h"
+#include "../../lib/analysis/qkdrift.h"
+#include "../../lib/files/trace.h"
+#include "../../lib/analysis/transfer.h"
 #include "tap.h"
 
 /* 2 layers of 2 heads sharing 1 KV head */

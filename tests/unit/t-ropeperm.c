@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/ropeperm.c beyond t-gguf.c's: the row map is a
+ * Unit tests of lib/formats/ropeperm.c beyond t-gguf.c's: the row map is a
  * permutation within each head, it is the strided view (head, pair i,
  * component j) -> row head*hd + j*hd/2 + i that the PyTorch reader once
  * wrote apart, and the rows it needs are checked.
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/ropeperm.h"
+#include "../../lib/formats/ropeperm.h"
 #include "tap.h"
 
 int main(void)

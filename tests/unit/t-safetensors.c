@@ -1,10 +1,10 @@
-/* Unit tests of lib/safetensors.c's parsers: header, config.json, index. */
+/* Unit tests of lib/formats/safetensors.c's parsers: header, config.json, index. */
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
 
-#include "../../lib/safetensors.h"
-#include "../../lib/stwrite.h"
+#include "../../lib/formats/safetensors.h"
+#include "../../lib/formats/stwrite.h"
 #include "tap.h"
 
 static int parse(const char *json, uint64_t data_len, struct sw_err *err, size_t *n)

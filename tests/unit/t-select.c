@@ -1,9 +1,9 @@
-/* Unit tests of lib/select.c and lib/table.c. */
+/* Unit tests of lib/base/select.c and lib/base/table.c. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/select.h"
-#include "../../lib/table.h"
+#include "../../lib/base/select.h"
+#include "../../lib/base/table.h"
 #include "tap.h"
 
 static char *render(enum table_format fmt)

@@ -1,7 +1,7 @@
 /*
- * The GNB estimator (lib/sharpness.c) against its exact expectation on a
- * tiny vocabulary, in double precision (this file compiles lib/model.c and
- * lib/sharpness.c with real = double).
+ * The GNB estimator (lib/model/sharpness.c) against its exact expectation on a
+ * tiny vocabulary, in double precision (this file compiles lib/model/model.c and
+ * lib/model/sharpness.c with real = double).
  *
  * For vocab V = 3 and N = 2 x 3 = 6 tokens, every one of the 3^6 = 729
  * label sequences y is enumerated: E[h] = sum_y P(y) N (grad L(y))^2 with
@@ -10,8 +10,8 @@
  * of the sample (sample variance / K), for every parameter.
  */
 #define SW_REAL_DOUBLE
-#include "../../lib/model.c"
-#include "../../lib/sharpness.c"
+#include "../../lib/model/model.c"
+#include "../../lib/model/sharpness.c"
 
 #include "tap.h"
 

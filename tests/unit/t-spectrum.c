@@ -1,7 +1,7 @@
 /*
- * Unit tests of lib/spectrum.c and lib/fit.c (powerfit_fit). Spectra are checked
+ * Unit tests of lib/analysis/spectrum.c and lib/analysis/fit.c (powerfit_fit). Spectra are checked
  * against matrices whose singular values are known by construction,
- * W = U diag(s) V^T with random orthogonal factors (lib/synth.c), and
+ * W = U diag(s) V^T with random orthogonal factors (lib/analysis/synth.c), and
  * against LAPACK's dgesdd in double on the same float32 values (the
  * "double-precision reference" of the accuracy claim); --top against the
  * full spectrum; the summary, histogram, equilibrium scale and fit against
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/fit.h"
-#include "../../lib/linalg.h"
-#include "../../lib/spectrum.h"
-#include "../../lib/synth.h"
+#include "../../lib/analysis/fit.h"
+#include "../../lib/analysis/linalg.h"
+#include "../../lib/analysis/spectrum.h"
+#include "../../lib/analysis/synth.h"
 #include "tap.h"
 
 static struct sw_rng rng;

@@ -1,12 +1,12 @@
-/* Unit tests of lib/tokfile.c: what it writes, sw-train's reader
- * (lib/data.c) reads; a failed write leaves nothing; the checks. */
+/* Unit tests of lib/files/tokfile.c: what it writes, sw-train's reader
+ * (lib/files/data.c) reads; a failed write leaves nothing; the checks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/data.h"
-#include "../../lib/tokfile.h"
+#include "../../lib/files/data.h"
+#include "../../lib/files/tokfile.h"
 #include "tap.h"
 
 static size_t files_in(const char *dir)

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the trace module (lib/trace.c, tracewrite.c, traceread.c): what the writer appends
+ * Unit tests of the trace module (lib/files/trace.c, tracewrite.c, traceread.c): what the writer appends
  * reads back bit for bit, 2-D series keep their columns, a reopen drops
  * the rows after keep_step and goes on, a reader sees the rows of a
  * writer running in another process and of one killed with SIGKILL, a
@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../lib/h5io.h"
-#include "../../lib/trace.h"
+#include "../../lib/formats/h5io.h"
+#include "../../lib/files/trace.h"
 #include "tap.h"
 
 static const struct sw_config cfg = {

@@ -1,5 +1,5 @@
 /*
- * lib/traceest.c (Hutch++) against the trace known by construction:
+ * lib/analysis/traceest.c (Hutch++) against the trace known by construction:
  * A = U diag(lam) U^T, U a random orthogonal matrix (Gram-Schmidt of a
  * Gaussian one), n = 100, its spectrum as a trained network's Hessian
  * has it: a few large eigenvalues over a decaying bulk. Over 400 seeds
@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../lib/rng.h"
-#include "../../lib/traceest.h"
+#include "../../lib/base/rng.h"
+#include "../../lib/analysis/traceest.h"
 #include "tap.h"
 
 enum { N = 100, M = 30, SEEDS = 400 };

@@ -1,5 +1,5 @@
 /*
- * Unit tests of lib/transfer.c and the drift half of lib/qkdrift.c on
+ * Unit tests of lib/analysis/transfer.c and the drift half of lib/analysis/qkdrift.c on
  * sweeps and runs whose answers are known by construction:
  *
  * A sweep over lr = 2^-10..2^-4, batch = 2^3..2^7 at horizons D = 2^20,
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/qkdrift.h"
-#include "../../lib/transfer.h"
+#include "../../lib/analysis/qkdrift.h"
+#include "../../lib/analysis/transfer.h"
 #include "tap.h"
 
 #define NLR 7

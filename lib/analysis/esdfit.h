@@ -1,0 +1,97 @@
+/*
+ * esdfit.h - heavy-tail statistics of a weight matrix's empirical
+ * spectral density (ESD), the numbers WeightWatcher reports, from the
+ * singular values sw-spectrum computes.
+ *
+ * The eigenvalues are those of the correlation matrix X = W^T W / N of a
+ * rows x cols matrix W, N = max(rows, cols), M = min(rows, cols):
+ * lambda_i = sigma_i^2 / N, M of them (WeightWatcher's normalization;
+ * its default leaves out the 1/N, which changes x_min, lambda_max and the
+ * log norms by log10 N, not alpha or D).
+ *
+ * Power law (Clauset, Shalizi and Newman 2009, "Power-law distributions
+ * in empirical data", section 3): the tail lambda >= x_min is fitted by the
+ * continuous maximum-likelihood estimator
+ *     alpha = 1 + n_tail / sum_{lambda_i >= x_min} ln(lambda_i / x_min),
+ * standard error (alpha - 1) / sqrt(n_tail), and x_min is the candidate
+ * (every distinct positive eigenvalue but the largest: a discrete scan of
+ * the continuous fit) whose fit has the smallest Kolmogorov-Smirnov
+ * distance between the tail's empirical CDF and the fitted one,
+ *     D = max_j |1 - (lambda_j / x_min)^(1 - alpha) - j / n_tail|
+ * over the tail sorted ascending, j = 0 .. n_tail - 1 (their plfit's and
+ * WeightWatcher's). The first (smallest) x_min wins a tie.
+ *
+ * Marchenko-Pastur: a random N x M matrix with i.i.d. entries of variance
+ * s^2 has the eigenvalues of X on [s^2 (1 - sqrt(M/N))^2, s^2 (1 +
+ * sqrt(M/N))^2]. s^2 is fitted to the bulk by its median (the MP law's
+ * median, computed by quadrature, times s^2 equals the median of the
+ * eigenvalues at or below the edge, iterated until that set no longer
+ * changes), robust to the outliers a trained matrix has; the eigenvalues
+ * above the edge lambda_+ are its spikes.
+ */
+#ifndef SW_ESDFIT_H
+#define SW_ESDFIT_H
+
+#include <stdint.h>
+
+#include "../base/status.h"
+
+struct esdfit_powerlaw {
+	double alpha, alpha_se;
+	double xmin;
+	double D;               /* the Kolmogorov-Smirnov distance */
+	int64_t tail;           /* eigenvalues >= xmin */
+};
+
+/*
+ * The fit over the n values x (any order; values <= 0 are left out), as
+ * above. SW_EDATA when fewer than two distinct positive values leave no
+ * candidate (nothing to fit); SW_ESOFTWARE for memory.
+ */
+int esdfit_powerlaw(const double *x, int64_t n, struct esdfit_powerlaw *out,
+		    struct sw_err *err);
+
+/* The KS distance of the power law (xmin, alpha) to the tail of the
+ * ascending values x[0..n) from index i (x[i] = xmin): the D above. */
+double esdfit_ks(const double *x, int64_t n, int64_t i, double alpha);
+
+struct esdfit_mp {
+	double sigma2;          /* the entries' variance s^2 */
+	double lo, edge;        /* the bulk: lambda_-, lambda_+ */
+	int64_t spikes;         /* eigenvalues above edge */
+	int iterations;
+};
+
+/* The median of the Marchenko-Pastur law with s^2 = 1 and ratio
+ * y = M/N in (0, 1]. */
+double esdfit_mp_median(double y);
+
+/* The MP density at x for s^2 and y (0 outside the bulk). */
+double esdfit_mp_density(double x, double sigma2, double y);
+
+/* Fit the bulk of the m eigenvalues lam (any order) of X with ratio
+ * y = M/N. SW_EDATA when there is no positive eigenvalue. */
+int esdfit_mp(const double *lam, int64_t m, double y, struct esdfit_mp *out,
+	      struct sw_err *err);
+
+/* Every number of one matrix's row. */
+struct esdfit_result {
+	int64_t count;          /* eigenvalues, M */
+	double lambda_max;
+	struct esdfit_powerlaw pl;
+	double alpha_weighted;  /* alpha log10 lambda_max */
+	double log_spectral_norm;       /* log10 lambda_max = log10 ||W / sqrt(N)||_2^2 */
+	double log_norm;        /* log10 sum lambda = log10 ||W / sqrt(N)||_F^2 */
+	struct esdfit_mp mp;
+};
+
+/*
+ * From the singular values s (k = min(rows, cols) of them, any order) of
+ * a rows x cols matrix: lambda = s^2 / N, then the fits. lam (k entries,
+ * may be NULL) receives the eigenvalues, descending. SW_EDATA as the fits
+ * (a zero matrix).
+ */
+int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double *lam,
+		  struct esdfit_result *out, struct sw_err *err);
+
+#endif

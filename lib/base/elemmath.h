@@ -1,0 +1,301 @@
+/*
+ * elemmath.h - the per-element math of the model and the optimizers, in
+ * one place for both back ends. lib/model/model.c and lib/model/optim.c (the CPU
+ * reference) call these functions, and so do the CUDA kernels of
+ * lib/model/cuda/kernels.h, for which nvcc compiles them __host__ __device__: the
+ * CPU tests exercise the GPU's arithmetic (docs/cuda.md).
+ *
+ * Each function is the arithmetic of one element in the CPU reference's
+ * order and types (a float product stays a float product, a sum in double
+ * stays in double), so the CPU gives the same bits as before they existed:
+ * with -std=c17 gcc contracts no a*b+c into an FMA, and lib/model/cuda is built
+ * with nvcc -fmad=false for the same reason.
+ *
+ * elem_real is model.h's `real`: float, or double with SW_REAL_DOUBLE (the
+ * gradient check compiles the model in double). Letters as in model.h.
+ */
+#ifndef SW_ELEMMATH_H
+#define SW_ELEMMATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+#ifdef __CUDACC__
+#define SW_HD __host__ __device__
+#else
+#define SW_HD
+#endif
+
+#ifdef SW_REAL_DOUBLE
+typedef double elem_real;
+#else
+typedef float elem_real;
+#endif
+
+/*
+ * exp in the working precision. In float not libm's expf (a call per
+ * element, which keeps every loop around it scalar) but Cephes' expf,
+ * inline and branch-free so the loops of the softmax and SwiGLU run in
+ * vectors, and the same bits in a vector lane as in scalar code (the
+ * CUDA kernels and their host emulation included): exp(x) = 2^n exp(r),
+ * n = round(x / ln 2), r = x - n ln 2 with ln 2 in two parts (Cody-Waite),
+ * exp(r) by its degree-7 polynomial. Within 1 ulp of the correctly rounded
+ * value, as expf is (every float checked once; tests/unit/t-elemexp.c
+ * samples them); below
+ * -86.6 (results under 2.4e-38) it gives 0 where expf gives a tiny or
+ * subnormal number, above 88.72 Inf, NaN for NaN. In double, exp.
+ */
+SW_HD static inline elem_real elem_exp(elem_real x)
+{
+#ifdef SW_REAL_DOUBLE
+	return exp(x);
+#else
+	const float hi = 88.72283935546875f, lo = -86.6f;
+	union {
+		float f;
+		int32_t i;
+	} scale;
+	float xc = x > hi ? hi : x < lo ? lo : x, n, r, y;
+
+	xc = x == x ? xc : 0;           /* NaN: no conversion to int of it */
+	/* round to nearest by the 1.5 * 2^23 trick (rintf is a call without SSE4.1) */
+	n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	r = xc - n * 0.693359375f;
+	r = r - n * -2.12194440e-4f;
+	y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+	      4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+	y = y * (r * r) + r + 1;
+	/* 2^n as 2^(n-1) * 2: n runs from -125 to 128 */
+	scale.i = ((int32_t)n + 126) << 23;
+	y = y * scale.f * 2;
+	y = x > hi ? INFINITY : y;
+	y = x < lo ? 0 : y;
+	return x == x ? y : x;
+#endif
+}
+
+/* ---- RMSNorm: y = g * x * r, r = (mean(x^2) + eps)^(-1/2) ---------------- */
+
+/* r from the row's sum of squares, summed in double */
+SW_HD static inline elem_real elem_rmsnorm_rstd(double sumsq, int C, double eps)
+{
+	return (elem_real)(1.0 / sqrt(sumsq / C + eps));
+}
+
+/* y = x r g (g = 1 without a gain) */
+SW_HD static inline elem_real elem_rmsnorm_out(elem_real x, elem_real r, elem_real g)
+{
+	return x * r * g;
+}
+
+/* dL/dg's term of one row: dy xhat, xhat = x r */
+SW_HD static inline elem_real elem_rmsnorm_dgain(elem_real dy, elem_real x, elem_real r)
+{
+	return dy * x * r;
+}
+
+/* the row's dot(dxhat, xhat) term, in double: dxhat = dy g */
+SW_HD static inline double elem_rmsnorm_dot(elem_real dy, elem_real g, elem_real x, elem_real r)
+{
+	return (double)dy * g * x * r;
+}
+
+/* mean(dxhat * xhat) over the row from its dot */
+SW_HD static inline elem_real elem_rmsnorm_mean(double dot, int C)
+{
+	return (elem_real)(dot / C);
+}
+
+/* dx = r (dxhat - xhat mean(dxhat xhat)), the backward of y = g x r */
+SW_HD static inline elem_real elem_rmsnorm_dx(elem_real dy, elem_real g, elem_real x, elem_real r,
+					      elem_real mean)
+{
+	elem_real xhat = x * r, dxhat = dy * g;
+	return r * (dxhat - xhat * mean);
+}
+
+/* ---- RoPE, rotate-half: (a, b) = (x_i, x_{i+hd/2}) turns by angle t theta_i */
+
+SW_HD static inline void elem_rope_forward(elem_real *a, elem_real *b, elem_real c, elem_real s)
+{
+	elem_real x = *a, y = *b;
+	*a = x * c - y * s;
+	*b = y * c + x * s;
+}
+
+/* the transpose of the rotation: the rotation back */
+SW_HD static inline void elem_rope_backward(elem_real *a, elem_real *b, elem_real c, elem_real s)
+{
+	elem_real x = *a, y = *b;
+	*a = x * c + y * s;
+	*b = y * c - x * s;
+}
+
+/* ---- softmax, cross-entropy ------------------------------------------------ */
+
+/* 1/sum of the row's exponentials (summed in double) */
+SW_HD static inline elem_real elem_softmax_inv(double sum)
+{
+	return (elem_real)(1.0 / sum);
+}
+
+/* -log p of the target, p floored at 1e-300 */
+SW_HD static inline elem_real elem_xent_loss(elem_real p)
+{
+	return (elem_real)-log((double)p > 1e-300 ? (double)p : 1e-300);
+}
+
+/* dL/dlogit = (p - onehot(target)) scale, as p scale, then scale off the target */
+SW_HD static inline elem_real elem_xent_dlogit(elem_real p, int is_target, elem_real scale)
+{
+	elem_real d = p * scale;
+	return is_target ? d - scale : d;
+}
+
+/* attention's softmax backward, with the score scale: dS = P (dP - sum_j P dP) scale */
+SW_HD static inline elem_real elem_softmax_dscore(elem_real p, elem_real dp, double sum, elem_real scale)
+{
+	return p * (dp - (elem_real)sum) * scale;
+}
+
+/* ---- SwiGLU: h = silu(gate) up, silu(x) = x sigmoid(x) --------------------- */
+
+SW_HD static inline elem_real elem_sigmoid(elem_real x)
+{
+	return 1 / (1 + elem_exp(-x));
+}
+
+SW_HD static inline elem_real elem_swiglu(elem_real gate, elem_real up)
+{
+	return gate * elem_sigmoid(gate) * up;
+}
+
+/* the terms added to dgate and dup: d silu(x)/dx = s (1 + x (1 - s)) */
+SW_HD static inline void elem_swiglu_backward(elem_real dh, elem_real gate, elem_real up,
+					      elem_real *dgate, elem_real *dup)
+{
+	elem_real s = elem_sigmoid(gate);
+	*dgate = dh * up * s * (1 + gate * (1 - s));
+	*dup = dh * gate * s;
+}
+
+/* ---- the optimizers ---------------------------------------------------------- */
+
+/* The gradient clipping scale: the global norm brought down to max_norm
+ * (max_norm 0: off). */
+SW_HD static inline double elem_clip_scale(double norm, double max_norm)
+{
+	return max_norm > 0 && norm > max_norm ? max_norm / norm : 1;
+}
+
+/* The factor weight decay multiplies a parameter by: coupled 1 - lr wd
+ * (W <- W - lr wd W), independent 1 - wd, none 1. */
+SW_HD static inline double elem_wd_decay(enum sw_wd_mode mode, double lr, double wd)
+{
+	return mode == SW_WD_COUPLED ? 1 - lr * wd : mode == SW_WD_INDEPENDENT ? 1 - wd : 1;
+}
+
+/* Blockwise LR (sharpness paper eq. 5): the block's peak is ratio lr_max,
+ * lr_min (lo) is shared, so the block's lr decays from ratio lr_max to lo
+ * as the base lr `base` decays from lr_max to lo. */
+SW_HD static inline double elem_blockwise_lr(double lo, double ratio, double lr_max, double base)
+{
+	double decay = lr_max > lo ? (base - lo) / (lr_max - lo) : 1;
+	return lo + (ratio * lr_max - lo) * decay;
+}
+
+/* What AdamW's update of one tensor shares across its elements. */
+struct elem_adamw {
+	double b1, b2, eps;
+	double decay;           /* elem_wd_decay */
+	double step;            /* lr / (1 - b1^t) */
+	double sbc2;            /* sqrt(1 - b2^t) */
+};
+
+SW_HD static inline struct elem_adamw elem_adamw_coef(double b1, double b2, double eps, int64_t t,
+						      double lr, double decay)
+{
+	struct elem_adamw c;
+	c.b1 = b1;
+	c.b2 = b2;
+	c.eps = eps;
+	c.decay = decay;
+	c.step = lr / (1 - pow(b1, (double)t));
+	c.sbc2 = sqrt(1 - pow(b2, (double)t));
+	return c;
+}
+
+/* PyTorch's AdamW on one element, the gradient g times clip: decay first,
+ * then p -= lr m_hat / (sqrt(v_hat) + eps); moments in float. */
+SW_HD static inline void elem_adamw(elem_real *p, float *m, float *v, elem_real g, double clip,
+				    const struct elem_adamw *c)
+{
+	float gk = (float)(g * clip);
+	*m = (float)(c->b1 * *m + (1 - c->b1) * gk);
+	*v = (float)(c->b2 * *v + (1 - c->b2) * (double)gk * gk);
+	*p = (elem_real)(*p * c->decay - c->step * *m / (sqrt((double)*v) / c->sbc2 + c->eps));
+}
+
+/* p <- p decay - lr u: the update of Muon and Scion */
+SW_HD static inline elem_real elem_apply_update(elem_real p, elem_real u, double decay, double lr)
+{
+	return (elem_real)(p * decay - lr * u);
+}
+
+/* Muon's momentum: buf <- mom buf + (1 - mom) g; returns the Nesterov
+ * gradient (1 - mom) g + mom buf that Newton-Schulz orthogonalizes. */
+SW_HD static inline elem_real elem_muon_momentum(float *buf, elem_real g, double clip, double mom)
+{
+	double gk = g * clip;
+	*buf = (float)(mom * *buf + (1 - mom) * gk);
+	return (elem_real)((1 - mom) * gk + mom * *buf);
+}
+
+/* Scion's momentum: M <- mom M + (1 - mom) g; returns M */
+SW_HD static inline elem_real elem_scion_momentum(float *mbuf, elem_real g, double clip, double mom)
+{
+	*mbuf = (float)(mom * *mbuf + (1 - mom) * g * clip);
+	return *mbuf;
+}
+
+/* Scion's sign LMO (the head: scale 1/d_in; vectors: 1) */
+SW_HD static inline elem_real elem_scion_sign(elem_real m, double scale)
+{
+	return (elem_real)(m > 0 ? scale : m < 0 ? -scale : 0);
+}
+
+/* Scion's embedding LMO: each token vector to RMS 1, the factor from its
+ * sum of squares over C (0 for a zero row) */
+SW_HD static inline double elem_scion_row_factor(double sumsq, int64_t C)
+{
+	return sumsq > 0 ? sqrt((double)C / sumsq) : 0;
+}
+
+/* Newton-Schulz (5 steps): X <- a X + (b A + c A A) X, A = X X^T, after
+ * X = G / (||G||_F + 1e-7) */
+#define ELEM_NS_A ((elem_real)3.4445)
+#define ELEM_NS_B ((elem_real)-4.7750)
+#define ELEM_NS_C ((elem_real)2.0315)
+
+/* ||G||_F + 1e-7 from the sum of squares */
+SW_HD static inline double elem_ns_norm(double sumsq)
+{
+	return sqrt(sumsq) + 1e-7;
+}
+
+/* b A + c A A, one element */
+SW_HD static inline elem_real elem_ns_poly(elem_real a, elem_real aa)
+{
+	return ELEM_NS_B * a + ELEM_NS_C * aa;
+}
+
+/* Muon's and Scion's factor on NS5's result: sqrt(max(1, rows/cols))
+ * (Muon), sqrt(rows/cols) (Scion's RMS->RMS LMO) */
+SW_HD static inline double elem_muon_scale(int rows, int cols)
+{
+	return sqrt(rows > cols ? (double)rows / cols : 1.0);
+}
+
+#endif

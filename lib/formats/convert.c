@@ -1,0 +1,672 @@
+/* convert.c - HDF5 checkpoints to safetensors and back (see convert.h). */
+#include "convert.h"
+#include "../base/atomicfile.h"
+#include "ckpt.h"
+#include "h5write.h"
+#include "stwrite.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define INDEX_NAME "model.safetensors.index.json"
+#define SINGLE_NAME "model.safetensors"
+
+void convert_opts_init(struct convert_opts *o)
+{
+	o->to = CONVERT_TO_AUTO;
+	o->dtype = SW_DTYPE_F32;
+	o->shard_size = 5000000000ULL;
+	o->force = 0;
+}
+
+/* ---- names -------------------------------------------------------- */
+
+int convert_hf_has_role(const char *arch, const char *role)
+{
+	static const char *const llama[] = {
+		"embed", "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up",
+		"down", "final_norm", "lm_head",
+	};
+
+	for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++)
+		if (!strcmp(role, llama[i]))
+			return 1;
+	/* Qwen2 has q, k, v biases; Qwen3 per-head QK-norm */
+	if (!strcmp(arch, "qwen2"))
+		return !strcmp(role, "q_bias") || !strcmp(role, "k_bias") || !strcmp(role, "v_bias");
+	if (!strcmp(arch, "qwen3"))
+		return !strcmp(role, "q_norm") || !strcmp(role, "k_norm");
+	return 0;
+}
+
+int convert_parse_size(const char *s, uint64_t *bytes)
+{
+	static const struct { const char *unit; double scale; } units[] = {
+		{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+		{"TiB", 1099511627776.0},
+	};
+	char *end;
+	double v;
+
+	if (!s[0] || !(s[0] == '.' || (s[0] >= '0' && s[0] <= '9')))
+		return -1;
+	v = strtod(s, &end);
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+		if (!strcasecmp(end, units[i].unit)) {
+			v *= units[i].scale;
+			if (!(v >= 1 && v < 9.2e18))
+				return -1;
+			*bytes = (uint64_t)v;
+			return 0;
+		}
+	return -1;
+}
+
+/* ---- errors ------------------------------------------------------- */
+
+/* The file a failure is about; a message that starts with that file's
+ * path loses it (the tool prints the file first). */
+static void blame(struct convert_result *r, struct sw_err *err, const char *file)
+{
+	size_t n = strlen(file);
+
+	snprintf(r->culprit, sizeof r->culprit, "%s", file);
+	if (err && !strncmp(err->msg, file, n) && !strncmp(err->msg + n, ": ", 2))
+		memmove(err->msg, err->msg + n + 2, strlen(err->msg + n + 2) + 1);
+}
+
+/* A failure inside the temporary directory: name the file as it would
+ * have been under out ("tmp/model.safetensors: write: ..." becomes the
+ * culprit out/model.safetensors and the message "write: ..."). */
+static void blame_in_tmpdir(struct convert_result *r, struct sw_err *err,
+			    const char *tmpdir, const char *out)
+{
+	size_t n = strlen(tmpdir);
+	const char *colon;
+
+	if (strncmp(err->msg, tmpdir, n) || err->msg[n] != '/' ||
+	    !(colon = strstr(err->msg + n, ": "))) {
+		blame(r, err, out);
+		return;
+	}
+	snprintf(r->culprit, sizeof r->culprit, "%s%.*s", out, (int)(colon - err->msg - n),
+		 err->msg + n);
+	memmove(err->msg, colon + 2, strlen(colon + 2) + 1);
+}
+
+/* Refuse to replace out without force (and a directory by a file). */
+static int check_out(const char *out, const struct convert_opts *o, int want_dir,
+		     int *exists, struct sw_err *err)
+{
+	struct stat st;
+
+	*exists = lstat(out, &st) == 0;
+	if (!*exists)
+		return SW_OK;
+	if (!o->force)
+		return sw_fail(err, SW_ECANTCREAT, "exists (--force replaces it)");
+	if (want_dir && !S_ISDIR(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "exists and is not a directory");
+	if (!want_dir && S_ISDIR(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "is a directory");
+	return SW_OK;
+}
+
+/* ---- HDF5 -> safetensors ------------------------------------------ */
+
+/* What Hugging Face Llama cannot hold: the tensor, or the option, named. */
+static int check_representable(const struct ckpt *ck, struct sw_err *err)
+{
+	const struct sw_config *c = &ckpt_meta(ck)->config;
+
+	for (size_t i = 0; i < ckpt_count(ck); i++) {
+		const struct sw_tensor_info *t = ckpt_info(ck, i);
+		if (convert_hf_has_role(c->arch, t->role))
+			continue;
+		if (t->block == SW_BLOCK_MULT)
+			return sw_fail(err, SW_EDATA,
+				       "%s: a learnable multiplier (role %s); Hugging Face %s has none, "
+				       "so this model cannot be converted", t->name, t->role, c->arch);
+		return sw_fail(err, SW_EDATA, "%s: role %s has no place in Hugging Face %s",
+			       t->name, t->role, c->arch);
+	}
+	if (strcmp(c->multipliers, "none"))
+		return sw_fail(err, SW_EDATA, "/config: multipliers = %s; Hugging Face %s has none",
+			       c->multipliers, c->arch);
+	if (c->norm_everywhere)
+		return sw_fail(err, SW_EDATA, "/config: norm_everywhere; Hugging Face %s has no "
+			       "RMSNorm before o_proj and down_proj", c->arch);
+	if (!c->scale_vectors)
+		return sw_fail(err, SW_EDATA, "/config: scale_vectors = 0; Hugging Face %s has no "
+			       "RMSNorm without gains", c->arch);
+	if (c->qk_norm && strcmp(c->arch, "qwen3"))
+		return sw_fail(err, SW_EDATA, "/config: qk_norm; Hugging Face %s has no QK-norm",
+			       c->arch);
+	return SW_OK;
+}
+
+/* Tensors [lo, hi) of ck form one file; shard k of n. */
+struct shard_plan {
+	size_t lo, hi;
+	char name[64];
+};
+
+static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
+		       struct shard_plan **out, int *nout, struct sw_err *err)
+{
+	size_t count = ckpt_count(ck);
+	struct shard_plan *p = calloc(count ? count : 1, sizeof *p);
+	uint64_t cur = 0;
+	int n = 0;
+
+	if (!p)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	/* as save_pretrained: a new file when the next tensor would pass the
+	 * limit; a tensor larger than the limit gets a file of its own */
+	for (size_t i = 0; i < count; i++) {
+		uint64_t b = (uint64_t)ckpt_info(ck, i)->numel * (uint64_t)size;
+		if (n == 0 || (cur > 0 && cur + b > limit)) {
+			p[n].lo = i;
+			n++;
+			cur = 0;
+		}
+		p[n - 1].hi = i + 1;
+		cur += b;
+	}
+	if (n == 0)
+		n = 1;          /* no tensors: one empty file */
+	for (int k = 0; k < n; k++)
+		if (n == 1)
+			snprintf(p[k].name, sizeof p[k].name, SINGLE_NAME);
+		else
+			snprintf(p[k].name, sizeof p[k].name, "model-%05d-of-%05d.safetensors",
+				 k + 1, n);
+	*out = p;
+	*nout = n;
+	return SW_OK;
+}
+
+/*
+ * The tensor attributes of all (ckpt_attrs), grouped by tensor: key[i]
+ * is an index into all, the keys of tensor t (model order) being
+ * key[first[t]..first[t+1]), each group in all's order. Built once, by a
+ * map of the names and a counting sort, so that a shard's metadata costs
+ * its own keys however many shards and tensors there are.
+ */
+struct keys_by_tensor {
+	size_t *key, *first;
+};
+
+static int group_keys(const struct ckpt *ck, const struct attr_map *all,
+		      struct keys_by_tensor *g, struct sw_err *err)
+{
+	char obj[SW_NAME_MAX + 16], attr[64], num[32];
+	size_t count = ckpt_count(ck);
+	long *tensor = malloc((all->n ? all->n : 1) * sizeof *tensor);
+	struct attr_map names;
+	int rc = SW_OK;
+
+	attrmap_init(&names);
+	g->key = malloc((all->n ? all->n : 1) * sizeof *g->key);
+	g->first = calloc(count + 2, sizeof *g->first);
+	if (!tensor || !g->key || !g->first) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < count && !rc; i++) {
+		snprintf(num, sizeof num, "%zu", i);
+		rc = attrmap_set(&names, ckpt_info(ck, i)->name, num, err);
+	}
+	for (size_t i = 0; i < all->n && !rc; i++) {
+		const char *k;
+		tensor[i] = -1;
+		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
+		    !strncmp(obj, "/params/", 8) && (k = attrmap_get(&names, obj + 8)))
+			tensor[i] = strtol(k, NULL, 10);
+		if (tensor[i] >= 0)
+			g->first[tensor[i] + 2]++;
+	}
+	if (rc)
+		goto out;
+	for (size_t t = 2; t < count + 2; t++)
+		g->first[t] += g->first[t - 1];
+	for (size_t i = 0; i < all->n; i++)
+		if (tensor[i] >= 0)
+			g->key[g->first[tensor[i] + 1]++] = i;
+out:
+	free(tensor);
+	attrmap_free(&names);
+	return rc;
+}
+
+static void keys_by_tensor_free(struct keys_by_tensor *g)
+{
+	free(g->key);
+	free(g->first);
+}
+
+/* The metadata of one shard: the checkpoint's (global), then its tensors'
+ * attributes. */
+static int shard_meta(const struct shard_plan *p, const struct attr_map *global,
+		      const struct attr_map *all, const struct keys_by_tensor *g,
+		      struct attr_map *m, struct sw_err *err)
+{
+	int rc = SW_OK;
+
+	attrmap_init(m);
+	for (size_t i = 0; i < global->n && !rc; i++)
+		rc = attrmap_set(m, global->kv[i].key, global->kv[i].value, err);
+	for (size_t j = g->first[p->lo]; j < g->first[p->hi] && !rc; j++)
+		rc = attrmap_set(m, all->kv[g->key[j]].key, all->kv[g->key[j]].value, err);
+	if (rc)
+		attrmap_free(m);
+	return rc;
+}
+
+static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan *p,
+		       const char *path, const struct attr_map *m, enum sw_dtype dtype,
+		       struct convert_result *r, struct sw_err *err)
+{
+	struct stw *w;
+	int rc = stw_create_meta(path, ckpt_info(ck, p->lo), p->hi - p->lo, dtype, m, &w, err);
+
+	for (size_t i = p->lo; i < p->hi && !rc; i++) {
+		struct ckpt_view v;
+		if ((rc = ckpt_load(ck, i, &v, err))) {
+			blame(r, err, in);
+			break;
+		}
+		rc = stw_write(w, v.data, v.numel, err);
+		/* a file that shrank explains a failed write too (EFAULT) */
+		if (ckptsrc_check(&v, err)) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+			blame(r, err, in);
+			rc = SW_EIO;
+		}
+		ckpt_release(ck, &v);
+		r->tensors++;
+		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * (uint64_t)sw_dtype_size(dtype);
+	}
+	if (rc) {
+		stw_abort(w);
+		return rc;
+	}
+	return stw_commit(w, err);
+}
+
+/* The files of one export, in the order they are published: the shards,
+ * config.json, and last the file a reader opens (index or single file). */
+struct export_files {
+	const char **name;      /* (nshards + 2) */
+	int n;
+};
+
+/* The files of an export in the order they are published: the shards,
+ * config.json, the index; or config.json, model.safetensors. A reader
+ * opens the last one, so it comes when the rest is there. */
+static void export_list(const struct shard_plan *plan, int nshards, struct export_files *f)
+{
+	f->n = 0;
+	for (int k = 0; k < nshards && nshards > 1; k++)
+		f->name[f->n++] = plan[k].name;
+	f->name[f->n++] = "config.json";
+	f->name[f->n++] = nshards > 1 ? INDEX_NAME : SINGLE_NAME;
+}
+
+static int is_ours(const struct export_files *f, const char *name)
+{
+	for (int i = 0; i < f->n; i++)
+		if (!strcmp(f->name[i], name))
+			return 1;
+	return 0;
+}
+
+/*
+ * Put the finished export in tmpdir at out: a new out is the renamed
+ * directory; an existing one (--force) gets the files moved in, the file
+ * readers open last, then loses the previous export's other files
+ * (model*.safetensors, the index) and nothing else of the user's.
+ */
+static int publish(const char *tmpdir, const char *out, int exists,
+		   const struct export_files *f, struct sw_err *err)
+{
+	char from[PATH_MAX + 80], to[PATH_MAX + 80];
+	struct dirent *de;
+	DIR *d;
+
+	if (!exists) {
+		if (rename(tmpdir, out) < 0)
+			return sw_fail(err, SW_ECANTCREAT, "%s: rename: %s", out, strerror(errno));
+		atomic_fsync_parent(out);
+		return SW_OK;
+	}
+	for (int i = 0; i < f->n; i++) {
+		snprintf(from, sizeof from, "%s/%s", tmpdir, f->name[i]);
+		snprintf(to, sizeof to, "%s/%s", out, f->name[i]);
+		if (rename(from, to) < 0)
+			return sw_fail(err, SW_ECANTCREAT, "%s: rename: %s", to, strerror(errno));
+	}
+	rmdir(tmpdir);
+	if ((d = opendir(out))) {
+		while ((de = readdir(d)))
+			if ((!strcmp(de->d_name, SINGLE_NAME) || !strcmp(de->d_name, INDEX_NAME) ||
+			     !fnmatch("model-[0-9]*-of-[0-9]*.safetensors", de->d_name, 0)) &&
+			    !is_ours(f, de->d_name)) {
+				snprintf(to, sizeof to, "%s/%s", out, de->d_name);
+				unlink(to);
+			}
+		closedir(d);
+	}
+	atomic_fsync_dir(out);
+	return SW_OK;
+}
+
+static int make_tmpdir(const char *out, char *tmpdir, size_t len, struct sw_err *err)
+{
+	mode_t mask;
+
+	if (snprintf(tmpdir, len, "%s.tmp.XXXXXX", out) >= (int)len)
+		return sw_fail(err, SW_ECANTCREAT, "path too long");
+	if (!mkdtemp(tmpdir))
+		return sw_fail(err, SW_ECANTCREAT, "cannot create: %s", strerror(errno));
+	/* a signal before the export is in place removes it, whatever it holds */
+	atomic_remember(tmpdir, 1);
+	/* mkdtemp makes it 0700; a directory the user made would be 0777 & ~umask */
+	mask = umask(0);
+	umask(mask);
+	chmod(tmpdir, 0777 & ~mask);
+	return SW_OK;
+}
+
+static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
+			  const struct convert_opts *o, struct convert_result *r, struct sw_err *err)
+{
+	struct sw_config c = ckpt_meta(ck)->config;
+	struct shard_plan *plan = NULL;
+	struct export_files files = {0};
+	const struct attr_map *all = NULL;
+	struct attr_map global;
+	char obj[SW_NAME_MAX + 16], attr[64];
+	size_t count = ckpt_count(ck);
+	char tmpdir[PATH_MAX] = "", path[PATH_MAX + 80];
+	const char **names = NULL, **shard_of = NULL;
+	struct keys_by_tensor g = {0};
+	int rc, nshards = 0, exists, made = 0;
+
+	attrmap_init(&global);
+	r->to_safetensors = 1;
+	if ((rc = check_representable(ck, err))) {
+		blame(r, err, in);
+		return rc;
+	}
+	if ((rc = check_out(out, o, 1, &exists, err))) {
+		blame(r, err, out);
+		return rc;
+	}
+	rc = attrmap_set(&global, "format", "pt", err);     /* transformers wants it */
+	if (!rc)
+		rc = ckpt_attrs(ck, &all, err);
+	/* the root, /config, /optim, /metrics: what a model needs, not how to resume it */
+	for (size_t i = 0; !rc && i < all->n; i++)
+		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
+		    (!strcmp(obj, "/") || !strcmp(obj, "/config") || !strcmp(obj, "/optim") ||
+		     !strcmp(obj, "/metrics")))
+			rc = attrmap_set(&global, all->kv[i].key, all->kv[i].value, err);
+	if (!rc)
+		rc = plan_shards(ck, o->shard_size, sw_dtype_size(o->dtype), &plan, &nshards, err);
+	if (!rc)
+		rc = group_keys(ck, all, &g, err);
+	if (!rc) {
+		files.name = calloc((size_t)nshards + 2, sizeof *files.name);
+		names = calloc(count + 1, sizeof *names);
+		shard_of = calloc(count + 1, sizeof *shard_of);
+		if (!files.name || !names || !shard_of)
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	if (rc) {
+		blame(r, err, in);
+		goto out;
+	}
+	export_list(plan, nshards, &files);
+	if ((rc = make_tmpdir(out, tmpdir, sizeof tmpdir, err))) {
+		blame(r, err, out);
+		goto out;
+	}
+	made = 1;
+	c.tie_embeddings = ckpt_find_role(ck, "lm_head", -1) < 0;
+	snprintf(path, sizeof path, "%s/config.json", tmpdir);
+	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
+	for (int k = 0; k < nshards && !rc; k++) {
+		struct attr_map m;
+		if ((rc = shard_meta(&plan[k], &global, all, &g, &m, err))) {
+			blame(r, err, in);
+			goto out;
+		}
+		snprintf(path, sizeof path, "%s/%s", tmpdir, plan[k].name);
+		rc = write_shard(ck, in, &plan[k], path, &m, o->dtype, r, err);
+		attrmap_free(&m);
+		for (size_t i = plan[k].lo; i < plan[k].hi; i++) {
+			names[i] = ckpt_info(ck, i)->name;
+			shard_of[i] = plan[k].name;
+		}
+	}
+	if (!rc && nshards > 1) {
+		snprintf(path, sizeof path, "%s/" INDEX_NAME, tmpdir);
+		rc = st_write_index(path, r->bytes, names, shard_of, count, err);
+	}
+	if (!rc)
+		rc = publish(tmpdir, out, exists, &files, err);
+	if (rc) {
+		if (!r->culprit[0])
+			blame_in_tmpdir(r, err, tmpdir, out);
+		goto out;
+	}
+	made = 0;
+	r->shards = nshards;
+out:
+	if (made)       /* nothing of a failed export stays, under any name */
+		atomic_remove_dir(tmpdir);
+	else if (tmpdir[0])
+		atomic_forget(tmpdir);
+	attrmap_free(&global);
+	keys_by_tensor_free(&g);
+	free(plan);
+	free(files.name);
+	free(names);
+	free(shard_of);
+	return rc;
+}
+
+/* ---- safetensors -> HDF5 ------------------------------------------ */
+
+/* The metadata's model sizes must be config.json's: a config.json edited
+ * since the export would make the restored /config lie. */
+static int check_meta_config(const struct ckpt *ck, const struct attr_map *m, struct sw_err *err)
+{
+	const struct sw_config *c = &ckpt_meta(ck)->config;
+	const struct { const char *key; int64_t v; } sizes[] = {
+		{"vocab_size", c->vocab_size}, {"d_model", c->d_model},
+		{"n_layers", c->n_layers}, {"n_heads", c->n_heads},
+		{"n_kv_heads", c->n_kv_heads}, {"head_dim", c->head_dim}, {"d_ff", c->d_ff},
+	};
+	char key[64];
+
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		const char *text;
+		struct attr_value v;
+		snprintf(key, sizeof key, ATTRMAP_PREFIX "config.%s", sizes[i].key);
+		if (!(text = attrmap_get(m, key)))
+			continue;
+		attrmap_decode(text, &v);
+		if (v.type != ATTR_INT || v.i != sizes[i].v)
+			return sw_fail(err, SW_EDATA, "__metadata__: %s = %.32s disagrees with "
+				       "config.json (%lld)", key, text, (long long)sizes[i].v);
+	}
+	return SW_OK;
+}
+
+/* A tensor's block, role, layer and kind in the metadata must be what its
+ * name and shape say: the tools trust these attributes. */
+static int check_meta_tensor(const struct attr_map *m, const struct sw_tensor_info *t,
+			     struct sw_err *err)
+{
+	char want[4][SW_ROLE_MAX], key[SW_NAME_MAX + 64];
+	const char *attrs[4] = {"block", "role", "layer", "kind"};
+
+	snprintf(want[0], sizeof want[0], "%s", sw_block_name(t->block));
+	snprintf(want[1], sizeof want[1], "%s", t->role);
+	snprintf(want[2], sizeof want[2], "%d", t->layer);
+	snprintf(want[3], sizeof want[3], "%s", sw_kind_name(t->kind));
+	for (int a = 0; a < 4; a++) {
+		const char *got;
+		snprintf(key, sizeof key, ATTRMAP_PREFIX "params.%s.%s", t->name, attrs[a]);
+		if ((got = attrmap_get(m, key)) && strcmp(got, want[a]))
+			return sw_fail(err, SW_EDATA, "__metadata__: %s = '%.32s' disagrees with "
+				       "the tensor (%s)", key, got, want[a]);
+	}
+	return SW_OK;
+}
+
+/* Restore the attributes the metadata carries, typed, on the objects
+ * written: the root, /config, /optim, /metrics and /params datasets. */
+static int restore_attrs(struct h5w *w, const struct attr_map *m, struct sw_err *err)
+{
+	char obj[SW_NAME_MAX + 16], attr[64];
+	hid_t file = h5w_file(w);
+
+	for (size_t i = 0; i < m->n; i++) {
+		struct attr_value v;
+		hid_t o;
+		int rc;
+
+		if (attrmap_parse_key(m->kv[i].key, obj, sizeof obj, attr, sizeof attr) < 0)
+			continue;
+		if (!strcmp(obj, "/") && (!strcmp(attr, "scalewatch_format") ||
+					  !strcmp(attr, "format_version")))
+			continue;
+		if (!strcmp(obj, "/") || !strncmp(obj, "/params/", 8)) {
+			/* a tensor the file does not hold: nothing to restore */
+			if (strcmp(obj, "/") && H5Lexists(file, obj, H5P_DEFAULT) <= 0)
+				continue;
+			o = H5Oopen(file, obj, H5P_DEFAULT);
+		} else if (!strcmp(obj, "/config") || !strcmp(obj, "/optim") ||
+			   !strcmp(obj, "/metrics")) {
+			o = h5io_group(file, obj);
+		} else {
+			continue;       /* not a group of the format (scalewatch-format(5)) */
+		}
+		if (o < 0)
+			return sw_fail(err, SW_EIO, "%s: cannot open", obj);
+		attrmap_decode(m->kv[i].value, &v);
+		rc = v.type == ATTR_INT ? h5io_put_i64(o, attr, v.i, err) :
+		     v.type == ATTR_REAL ? h5io_put_f64(o, attr, v.d, err) :
+					  h5io_put_str(o, attr, v.s, err);
+		H5Oclose(o);
+		if (rc) {
+			sw_err_prefix(err, "%s", obj);
+			return rc;
+		}
+	}
+	return SW_OK;
+}
+
+static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
+		   const struct convert_opts *o, struct convert_result *r, struct sw_err *err)
+{
+	const struct ckpt_meta *cm = ckpt_meta(ck);
+	const struct attr_map *m;
+	struct h5w *w = NULL;
+	int rc, exists;
+
+	r->to_safetensors = 0;
+	if ((rc = ckpt_attrs(ck, &m, err)) || (rc = check_meta_config(ck, m, err))) {
+		blame(r, err, in);
+		return rc;
+	}
+	for (size_t i = 0; i < ckpt_count(ck); i++)
+		if ((rc = check_meta_tensor(m, ckpt_info(ck, i), err))) {
+			blame(r, err, in);
+			return rc;
+		}
+	if ((rc = check_out(out, o, 0, &exists, err)) ||
+	    (rc = h5w_create(out, "checkpoint", &w, err))) {
+		blame(r, err, out);
+		return rc;
+	}
+	/* what the safetensors do not say: step 0, tokens 0 */
+	rc = h5w_set_i64(w, "/", "step", cm->has_step ? cm->step : 0, err);
+	if (!rc)
+		rc = h5w_set_i64(w, "/", "tokens", cm->has_step ? cm->tokens : 0, err);
+	if (!rc)
+		rc = h5w_write_config(w, &cm->config, err);
+	for (size_t i = 0; i < ckpt_count(ck) && !rc; i++) {
+		struct ckpt_view v;
+		if ((rc = ckpt_load(ck, i, &v, err))) {
+			blame(r, err, in);
+			h5w_abort(w);
+			return rc;
+		}
+		rc = h5w_write_tensor(w, "/params", ckpt_info(ck, i), v.data, 1, err);
+		if (ckptsrc_check(&v, err)) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+			ckpt_release(ck, &v);
+			blame(r, err, in);
+			h5w_abort(w);
+			return SW_EIO;
+		}
+		ckpt_release(ck, &v);
+		r->tensors++;
+		r->bytes += (uint64_t)ckpt_info(ck, i)->numel * 4;
+	}
+	if (!rc)
+		rc = restore_attrs(w, m, err);
+	if (rc)
+		h5w_abort(w);
+	else
+		rc = h5w_commit(w, err);
+	if (rc)
+		blame(r, err, out);
+	else
+		r->shards = 1;
+	return rc;
+}
+
+int convert_to_hdf5(enum convert_to to, enum ckpt_format in, const char *out)
+{
+	size_t n = strlen(out);
+
+	if (to != CONVERT_TO_AUTO)
+		return to == CONVERT_TO_HDF5;
+	if (in == CKPT_HDF5 || in == CKPT_SAFETENSORS)
+		return in == CKPT_SAFETENSORS;
+	return (n > 3 && !strcmp(out + n - 3, ".h5")) || (n > 5 && !strcmp(out + n - 5, ".hdf5"));
+}
+
+int convert_run(const char *in, const char *out, const struct convert_opts *o,
+		struct convert_result *r, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if ((rc = ckpt_open(in, &ck, err))) {
+		blame(r, err, in);
+		return rc;
+	}
+	if (convert_to_hdf5(o->to, ckpt_meta(ck)->format, out))
+		rc = to_hdf5(ck, ckpt_path(ck), out, o, r, err);
+	else
+		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
+	ckpt_close(ck);
+	return rc;
+}

@@ -1,0 +1,301 @@
+/*
+ * ggufread.c - the GGUF checkpoint reader, a back end of ckpt.c (see
+ * ggufread.h).
+ */
+#include "ggufread.h"
+#include "../base/arch.h"
+#include "attrmap.h"
+#include "gguf.h"
+#include "ropeperm.h"
+#include "safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* llama.cpp's names (llama-arch.cpp's LLM_TENSOR_NAMES for llama) and the
+ * roles they hold */
+static const struct { const char *gguf, *role; } global_names[] = {
+	{"token_embd.weight", "embed"}, {"output_norm.weight", "final_norm"},
+	{"output.weight", "lm_head"},
+};
+static const struct { const char *gguf, *role; } layer_names[] = {
+	{"attn_norm.weight", "attn_norm"}, {"attn_q.weight", "q"}, {"attn_k.weight", "k"},
+	{"attn_v.weight", "v"}, {"attn_output.weight", "o"}, {"ffn_norm.weight", "ffn_norm"},
+	{"ffn_gate.weight", "gate"}, {"ffn_up.weight", "up"}, {"ffn_down.weight", "down"},
+};
+
+int ggufsrc_sniff(int fd, uint64_t size)
+{
+	char magic[4];
+
+	return size >= 4 && pread(fd, magic, 4, 0) == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+/* A size of the config: a nonnegative integer below 2^31. */
+static int cfg_size(const struct gguf_file *g, const char *key, int64_t *v, int *present,
+		    struct sw_err *err)
+{
+	uint64_t u;
+	int rc = gguf_uint(g, key, &u, present, err);
+
+	if (rc || (present && !*present))
+		return rc;
+	if (u >= (1ULL << 31))
+		return sw_fail(err, SW_EDATA, "metadata %s = %llu is out of range", key,
+			       (unsigned long long)u);
+	*v = (int64_t)u;
+	return SW_OK;
+}
+
+/* "blk.N." -> N (strict decimal, no leading zero), *rest after the dot; -1
+ * if name does not start so */
+static long layer_of(const char *name, const char **rest)
+{
+	const char *s = name + 4;
+	long v = 0;
+
+	if (strncmp(name, "blk.", 4) || *s < '0' || *s > '9' || (s[0] == '0' && s[1] != '.'))
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++)
+		if ((v = v * 10 + (*s - '0')) > 1000000)
+			return -1;
+	if (*s != '.')
+		return -1;
+	*rest = s + 1;
+	return v;
+}
+
+/* The vocabulary: llama.vocab_size, else the tokenizer's token list, else
+ * the embedding's rows (ne[1]). */
+static int vocab_size(const struct gguf_file *g, struct sw_config *c, struct sw_err *err)
+{
+	const struct gguf_kv *tok = gguf_find(g, "tokenizer.ggml.tokens");
+	int present, rc;
+
+	if ((rc = cfg_size(g, "llama.vocab_size", &c->vocab_size, &present, err)) || present)
+		return rc;
+	if (tok) {
+		if (tok->type != GGUF_ARRAY || tok->elem != GGUF_STRING)
+			return sw_fail(err, SW_EDATA, "metadata tokenizer.ggml.tokens is no array of strings");
+		if (tok->count >= (1ULL << 31))
+			return sw_fail(err, SW_EDATA, "metadata tokenizer.ggml.tokens holds %llu tokens",
+				       (unsigned long long)tok->count);
+		c->vocab_size = (int64_t)tok->count;
+		return SW_OK;
+	}
+	for (size_t i = 0; i < g->nt; i++)
+		if (!strcmp(g->t[i].name, "token_embd.weight") && g->t[i].n_dims == 2 &&
+		    g->t[i].ne[1] < (1LL << 31)) {
+			c->vocab_size = g->t[i].ne[1];
+			return SW_OK;
+		}
+	return sw_fail(err, SW_EDATA, "the vocabulary size is unknown (no llama.vocab_size, "
+		       "tokenizer.ggml.tokens or token_embd.weight)");
+}
+
+/* The model from the llama.* metadata (gguf.md's LLaMA section, read as
+ * llama.cpp's llama-model.cpp reads it). */
+static int take_config(const struct gguf_file *g, struct sw_config *c, struct sw_err *err)
+{
+	const char *arch;
+	int64_t key_len = 0, value_len = 0, rot = 0;
+	int has_kv, has_key, has_value, has_rot, has_theta, rc;
+
+	memset(c, 0, sizeof *c);
+	if ((rc = gguf_string(g, "general.architecture", &arch, NULL, err)))
+		return rc;
+	if (strcmp(arch, "llama"))
+		return sw_fail(err, SW_EDATA, "general.architecture '%.40s' is not supported (llama is read)",
+			       arch);
+	strcpy(c->arch, "llama");
+	if ((rc = cfg_size(g, "llama.embedding_length", &c->d_model, NULL, err)) ||
+	    (rc = cfg_size(g, "llama.block_count", &c->n_layers, NULL, err)) ||
+	    (rc = cfg_size(g, "llama.attention.head_count", &c->n_heads, NULL, err)) ||
+	    (rc = cfg_size(g, "llama.attention.head_count_kv", &c->n_kv_heads, &has_kv, err)) ||
+	    (rc = cfg_size(g, "llama.feed_forward_length", &c->d_ff, NULL, err)) ||
+	    (rc = cfg_size(g, "llama.context_length", &c->seq_len, NULL, err)) ||
+	    (rc = gguf_real(g, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps, NULL, err)) ||
+	    (rc = gguf_real(g, "llama.rope.freq_base", &c->rope_theta, &has_theta, err)) ||
+	    (rc = cfg_size(g, "llama.attention.key_length", &key_len, &has_key, err)) ||
+	    (rc = cfg_size(g, "llama.attention.value_length", &value_len, &has_value, err)) ||
+	    (rc = cfg_size(g, "llama.rope.dimension_count", &rot, &has_rot, err)) ||
+	    (rc = vocab_size(g, c, err)))
+		return rc;
+	if (!has_kv)
+		c->n_kv_heads = c->n_heads;
+	if (!has_theta)
+		c->rope_theta = 10000.0;        /* llama.cpp's default */
+	if (has_key) {
+		c->head_dim = key_len;
+	} else if ((rc = arch_default_head_dim(c, err))) {
+		sw_err_prefix(err, "metadata llama.embedding_length and llama.attention.head_count");
+		return rc;
+	}
+	if (has_value && value_len != c->head_dim)
+		return sw_fail(err, SW_EDATA, "llama.attention.value_length %lld differs from the key "
+			       "length %lld", (long long)value_len, (long long)c->head_dim);
+	if (has_rot && rot != c->head_dim)
+		return sw_fail(err, SW_EDATA, "llama.rope.dimension_count %lld: RoPE on part of a head "
+			       "of %lld is not supported", (long long)rot, (long long)c->head_dim);
+	if (c->head_dim % 2)
+		return sw_fail(err, SW_EDATA, "head_dim %lld is odd: RoPE rotates pairs",
+			       (long long)c->head_dim);
+	c->scale_vectors = 1;
+	strcpy(c->multipliers, "none");
+	return arch_config_check(c, err);
+}
+
+/* A tensor llama.cpp's llama architecture does not name: role other, in
+ * its layer when blk.N. says one. */
+static int set_other(const struct sw_config *c, const char *name, struct sw_tensor_info *t,
+		     struct sw_err *err)
+{
+	const char *rest;
+	long layer = layer_of(name, &rest);
+	int rc;
+
+	if ((rc = st_name_check(name, err)))
+		return rc;
+	arch_info_other(name, layer >= 0 && layer < c->n_layers ? (int)layer : -1, t);
+	return SW_OK;
+}
+
+/* The role and Hugging Face name of GGUF tensor gt. */
+static int name_tensor(const struct sw_config *c, const struct gguf_tensor *gt,
+		       struct sw_tensor_info *t, struct sw_err *err)
+{
+	const char *rest;
+	long layer;
+
+	for (size_t i = 0; i < sizeof global_names / sizeof *global_names; i++)
+		if (!strcmp(gt->name, global_names[i].gguf)) {
+			arch_info_for_role(c, global_names[i].role, -1, t);
+			return SW_OK;
+		}
+	if ((layer = layer_of(gt->name, &rest)) >= 0)
+		for (size_t i = 0; i < sizeof layer_names / sizeof *layer_names; i++)
+			if (!strcmp(rest, layer_names[i].gguf)) {
+				if (layer >= c->n_layers)
+					return sw_fail(err, SW_EDATA, "%s: layer %ld is outside 0..%lld",
+						       gt->name, layer, (long long)c->n_layers - 1);
+				arch_info_for_role(c, layer_names[i].role, (int)layer, t);
+				return SW_OK;
+			}
+	return set_other(c, gt->name, t, err);
+}
+
+static int take_tensor(const struct sw_config *c, const struct gguf_tensor *gt,
+		       struct sw_tensor_info *t, struct ropeperm_tensor *at, struct attr_map *seen,
+		       struct sw_err *err)
+{
+	int rc;
+
+	memset(t, 0, sizeof *t);
+	if ((rc = name_tensor(c, gt, t, err)))
+		return rc;
+	/* GGUF lists dims fastest first: [in, out] is PyTorch's [out, in] */
+	t->rank = gt->n_dims;
+	for (int k = 0; k < gt->n_dims; k++)
+		t->shape[k] = gt->ne[gt->n_dims - 1 - k];
+	t->numel = gt->numel;
+	t->kind = sw_kind_of_shape(t->rank, t->shape);
+	t->dtype = gt->dtype;
+	snprintf(t->dtype_name, sizeof t->dtype_name, "%s", gguf_type_name(gt->type));
+	t->lr = t->wd = NAN;
+	t->wd_mode = SW_WD_UNKNOWN;
+	if ((rc = arch_check_shape(c, t, err))) {
+		sw_err_prefix(err, "%s", gt->name);
+		return rc;
+	}
+	/* a name given to two tensors (a stray "model.norm.weight" beside
+	 * output_norm) would be two datasets of one name in an export */
+	if (attrmap_get(seen, t->name))
+		return sw_fail(err, SW_EDATA, "%s: a second tensor named %s", gt->name, t->name);
+	if ((rc = attrmap_set(seen, t->name, "", err)))
+		return rc;
+	at->offset = gt->offset;
+	at->nbytes = gt->nbytes;
+	at->dtype = gt->dtype;
+	at->permute = !strcmp(t->role, "q") || !strcmp(t->role, "k");
+	return SW_OK;
+}
+
+/* Parse the whole file, mapped (a file that shrinks meanwhile reads as
+ * zeros and is then an I/O error, never SIGBUS). */
+static int parse_mapped(int fd, uint64_t size, struct gguf_file *g, struct sw_err *err)
+{
+	struct mapguard map = {0};
+	int rc;
+
+	if (size > SIZE_MAX)
+		return sw_fail(err, SW_EDATA, "too large to map");
+	if ((rc = mapguard_map(fd, 0, (size_t)size, &map, err)))
+		return rc;
+	rc = gguf_parse(map.base, size, g, err);
+	if (mapguard_check(&map, err)) {
+		if (!rc)
+			gguf_free(g);
+		rc = SW_EIO;
+	}
+	mapguard_unmap(&map);
+	return rc;
+}
+
+static int gguf_open(const char *path, int fd, uint64_t size, void **src, struct ckpt_meta *m,
+		     struct sw_tensor_info **info_out, size_t *n_out, struct sw_err *err)
+{
+	struct sw_tensor_info *info = NULL;
+	struct ropeperm_src *s;
+	struct gguf_file g;
+	struct attr_map seen;
+	char source[32];
+	int rc, tied = 1;
+
+	(void)path;
+	*src = NULL;
+	if ((rc = parse_mapped(fd, size, &g, err))) {
+		close(fd);
+		return rc;
+	}
+	if ((rc = ropeperm_src_new(fd, size, g.nt, &s, err))) {
+		gguf_free(&g);
+		return rc;
+	}
+	attrmap_init(&seen);
+	m->format = CKPT_GGUF;
+	rc = take_config(&g, &m->config, err);
+	if (!rc && !(info = calloc(g.nt ? g.nt : 1, sizeof *info)))
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (size_t i = 0; i < g.nt && !rc; i++) {
+		rc = take_tensor(&m->config, &g.t[i], &info[i], &s->t[i], &seen, err);
+		tied &= strcmp(info[i].role, "lm_head") != 0;
+	}
+	s->head_dim = m->config.head_dim;
+	m->config.tie_embeddings = tied;
+	snprintf(source, sizeof source, "GGUF v%u", (unsigned)g.version);
+	if (!rc)
+		rc = ropeperm_record(s, source, err);
+	gguf_free(&g);
+	attrmap_free(&seen);
+	if (rc) {
+		free(info);
+		ropeperm_close(s);
+		return rc;
+	}
+	*info_out = info;
+	*n_out = s->n;
+	*src = s;
+	return SW_OK;
+}
+
+const struct ckpt_format_ops ggufsrc_format = {
+	.name = "a GGUF file",
+	.sniff = ggufsrc_sniff,
+	.open = gguf_open,
+	.load = ropeperm_load,
+	.attrs = ropeperm_attrs,
+	.close = ropeperm_close,
+};

@@ -1,0 +1,1190 @@
+/*
+ * gpumodel.c - the model on the device (see gpumodel.h). The layer
+ * functions mirror lib/model/model.c's, name for name and in the same order of
+ * operations, with device pointers: outputs, then saved values, then
+ * inputs, then weights, then sizes; backward adds into its gradients.
+ * The matrix products go to cuBLAS through gpu.h's column-major gemm; mm
+ * below turns the CPU's row-major products into it (a row-major X is the
+ * column-major X^T, so C = op(A) op(B) is C^T = op(B)^T op(A)^T).
+ *
+ * Errors are sticky: the first one stops every later operation and is
+ * what each entry point returns, so the passes read like model.c's.
+ */
+#include "gpumodel.h"
+#include "gpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert((int)GK_MULT_SCALAR == (int)MULT_SCALAR && (int)GK_MULT_ROW == (int)MULT_ROW &&
+	       (int)GK_MULT_COL == (int)MULT_COL,
+	       "kernels.h's multiplier modes are model.h's");
+_Static_assert(sizeof(real) == sizeof(float), "the CUDA path computes in float");
+
+struct gpu_model {
+	struct gpu *g;
+	const struct model *m;          /* the host model: its tensors, layout, config */
+	struct gpu_info info;
+	int bf16;                       /* the model's products in bf16 */
+	int rc;                         /* the first error, sticky */
+	struct sw_err err;
+	/* the host model's blocks, on the device */
+	real *params, *grads, *w_eff, *dw_eff;  /* (nparams) (nparams) (eff_size) (eff_size) */
+	float *mom_m, *mom_v;           /* (nparams) the optimizer's moments */
+	struct model_ptrs p, d;         /* views as m->p, m->g; layer tables below */
+	struct layer_ptrs *pl, *dl;     /* (L) */
+	/* activations of up to B x T tokens */
+	int B, T;                       /* as allocated */
+	int cur_B, cur_T;               /* of the last forward */
+	real *acts_block;
+	struct layer_acts *acts;        /* (L) */
+	real *x_final, *nf, *nf_rstd, *logits, *losses;  /* (N,C) (N,C) (N) (N,V) (N) */
+	real *rope_cos, *rope_sin;      /* (T, hd/2) */
+	real *dres, *dn, *dF1, *dF2, *dF3, *dq, *dq2, *dk, *dk2, *dv;  /* backward scratch */
+	real *ds;                       /* (B, T, T) one head's dP */
+	real *colsum;                   /* (chunks, width) partial column sums */
+	int *tok, *tgt;                 /* (N) on the device */
+	real *host_losses;              /* (N) */
+	/* sums */
+	double *partials;               /* (npartials) */
+	size_t npartials;
+	double *host_partials;
+	double *ns_sumsq;               /* (1) */
+	size_t *norm_chunk;             /* (ntensors) first partial of each tensor (grad norm) */
+	size_t norm_chunks;
+	/* the optimizer's work: Newton-Schulz 3 r^2 + 2 n, the update's 2 n */
+	real *work;
+	size_t work_size;
+	/* GNB */
+	real *probs;                    /* (N, V) a kept softmax, or NULL */
+	double *u;                      /* (N) uniforms */
+	int *labels;                    /* (N) */
+	float *h;                       /* (nparams) the estimate */
+};
+
+/* ---- plumbing ---------------------------------------------------------------- */
+
+static int failed(struct gpu_model *gm)
+{
+	return gm->rc != SW_OK;
+}
+
+/* Record rc (the first failure sticks). */
+static void note(struct gpu_model *gm, int rc, const struct sw_err *err)
+{
+	if (rc && !gm->rc) {
+		gm->rc = rc;
+		gm->err = *err;
+	}
+}
+
+/* The entry points' return: the sticky error, copied out. */
+static int result(const struct gpu_model *gm, struct sw_err *err)
+{
+	if (gm->rc && err)
+		*err = gm->err;
+	return gm->rc;
+}
+
+static void *dalloc(struct gpu_model *gm, size_t bytes)
+{
+	void *p = NULL;
+	struct sw_err e;
+
+	if (!failed(gm))
+		note(gm, gm->g->ops->alloc(gm->g, &p, bytes, &e), &e);
+	return p;
+}
+
+static void dfree(struct gpu_model *gm, void *p)
+{
+	if (p)
+		gm->g->ops->free(gm->g, p);
+}
+
+static void zero(struct gpu_model *gm, void *p, size_t bytes)
+{
+	struct sw_err e;
+
+	if (!failed(gm))
+		note(gm, gm->g->ops->zero(gm->g, p, bytes, &e), &e);
+}
+
+static void upload(struct gpu_model *gm, void *dst, const void *src, size_t bytes)
+{
+	struct sw_err e;
+
+	if (!failed(gm))
+		note(gm, gm->g->ops->upload(gm->g, dst, src, bytes, &e), &e);
+}
+
+static void download(struct gpu_model *gm, void *dst, const void *src, size_t bytes)
+{
+	struct sw_err e;
+
+	if (!failed(gm))
+		note(gm, gm->g->ops->download(gm->g, dst, src, bytes, &e), &e);
+}
+
+static void dcopy(struct gpu_model *gm, void *dst, const void *src, size_t bytes)
+{
+	struct sw_err e;
+
+	if (!failed(gm))
+		note(gm, gm->g->ops->copy(gm->g, dst, src, bytes, &e), &e);
+}
+
+/* Launch kernel `name` with the argument struct `args` (a compound literal) */
+#define LAUNCH(gm, name, ...)                                                            \
+	do {                                                                             \
+		struct sw_err e_;                                                        \
+		if (!failed(gm))                                                         \
+			note(gm, gk_launch_##name((gm)->g, &(__VA_ARGS__), &e_), &e_);  \
+	} while (0)
+
+/*
+ * Row-major C (M x N) = alpha op(A) op(B) + beta C, `batch` times with
+ * strides sa, sb, sc (elements): cuBLAS's column-major product of the
+ * transposes, C^T = op(B)^T op(A)^T.
+ */
+static void mm(struct gpu_model *gm, int ta, int tb, int M, int N, int K, float alpha,
+	       const real *A, int lda, int64_t sa, const real *B, int ldb, int64_t sb, float beta,
+	       real *C, int ldc, int64_t sc, int batch, int bf16)
+{
+	struct gpu_gemm g = {
+		.transa = tb, .transb = ta, .m = N, .n = M, .k = K, .alpha = alpha, .beta = beta,
+		.A = B, .B = A, .C = C, .lda = ldb, .ldb = lda, .ldc = ldc,
+		.stride_a = sb, .stride_b = sa, .stride_c = sc, .batch = batch, .bf16 = bf16,
+	};
+	struct sw_err e;
+
+	if (!failed(gm))
+		note(gm, gm->g->ops->gemm(gm->g, &g, &e), &e);
+}
+
+/* The device address of what host_ptr points to in one of m's blocks. */
+static real *dev_of(const struct gpu_model *gm, const real *host_ptr)
+{
+	const struct model *m = gm->m;
+
+	if (!host_ptr)
+		return NULL;
+	if (host_ptr >= m->params && host_ptr < m->params + m->nparams)
+		return gm->params + (host_ptr - m->params);
+	if (host_ptr >= m->grads && host_ptr < m->grads + m->nparams)
+		return gm->grads + (host_ptr - m->grads);
+	if (m->w_eff && host_ptr >= m->w_eff && host_ptr < m->w_eff + m->eff_size)
+		return gm->w_eff + (host_ptr - m->w_eff);
+	if (m->dw_eff && host_ptr >= m->dw_eff && host_ptr < m->dw_eff + m->eff_size)
+		return gm->dw_eff + (host_ptr - m->dw_eff);
+	return NULL;
+}
+
+/* The device's view of one of m's pointer tables. */
+static void map_ptrs(const struct gpu_model *gm, struct model_ptrs *dst, struct layer_ptrs *layers,
+		     const struct model_ptrs *src)
+{
+	dst->embed = dev_of(gm, src->embed);
+	dst->final_norm = dev_of(gm, src->final_norm);
+	dst->lm_head = dev_of(gm, src->lm_head);
+	dst->layer = layers;
+	for (int l = 0; l < gm->m->c.n_layers; l++) {
+		const struct layer_ptrs *s = &src->layer[l];
+		struct layer_ptrs *d = &layers[l];
+		d->attn_norm = dev_of(gm, s->attn_norm);
+		d->wq = dev_of(gm, s->wq);
+		d->wk = dev_of(gm, s->wk);
+		d->wv = dev_of(gm, s->wv);
+		d->wo = dev_of(gm, s->wo);
+		d->q_norm = dev_of(gm, s->q_norm);
+		d->k_norm = dev_of(gm, s->k_norm);
+		d->o_in_norm = dev_of(gm, s->o_in_norm);
+		d->ffn_norm = dev_of(gm, s->ffn_norm);
+		d->wgate = dev_of(gm, s->wgate);
+		d->wup = dev_of(gm, s->wup);
+		d->wdown = dev_of(gm, s->wdown);
+		d->down_in_norm = dev_of(gm, s->down_in_norm);
+	}
+}
+
+/* ---- the layers, forward and backward ------------------------------------------ */
+
+static void encoder_forward(struct gpu_model *gm, real *out, const int *tokens, const real *embed,
+			    int N, int C)
+{
+	LAUNCH(gm, encoder_forward, (struct gk_encoder){
+		.grid = gk_elems((int64_t)N * C), .out = out, .embed = embed, .tok = tokens,
+		.n = (int64_t)N * C, .C = C});
+}
+
+static void encoder_backward(struct gpu_model *gm, real *dembed, const real *dout, const int *tokens,
+			     int N, int C)
+{
+	LAUNCH(gm, encoder_backward, (struct gk_encoder){
+		.grid = gk_elems((int64_t)N * C), .dembed = dembed, .dout = dout, .tok = tokens,
+		.n = (int64_t)N * C, .C = C});
+}
+
+static void rmsnorm_forward(struct gpu_model *gm, real *out, real *rstd, const real *inp,
+			    const real *gain, int64_t N, int C, double eps)
+{
+	LAUNCH(gm, rmsnorm_forward, (struct gk_rmsnorm){
+		.grid = gk_rows(N, C), .out = out, .rstd = rstd, .inp = inp, .gain = gain,
+		.rows = N, .C = C, .eps = eps});
+}
+
+/* dgain += sum_n dy xhat (column sums in chunks of rows); dx += ... */
+static void rmsnorm_backward(struct gpu_model *gm, real *dinp, real *dgain, const real *dout,
+			     const real *inp, const real *gain, const real *rstd, int64_t N, int C)
+{
+	if (dgain) {
+		int64_t chunks = (N + GK_CHUNK - 1) / GK_CHUNK;
+		struct gk_colsum a = {
+			.grid = gk_elems(chunks * C), .partial = gm->colsum, .out = dgain,
+			.a = dout, .b = inp, .rstd = rstd, .rows = N, .chunks = chunks, .C = C};
+		LAUNCH(gm, colsum_partial, a);
+		a.grid = gk_elems(C);
+		LAUNCH(gm, colsum_finish, a);
+	}
+	LAUNCH(gm, rmsnorm_backward, (struct gk_rmsnorm){
+		.grid = gk_rows(N, C), .out = dinp, .rstd = (real *)rstd, .inp = inp, .dout = dout,
+		.gain = gain, .rows = N, .C = C});
+}
+
+/* out (N, dout) = inp (N, din) W^T */
+static void matmul_forward(struct gpu_model *gm, real *out, const real *inp, const real *w, int N,
+			   int din, int dout)
+{
+	mm(gm, 0, 1, N, dout, din, 1, inp, din, 0, w, din, 0, 0, out, dout, 0, 1, gm->bf16);
+}
+
+/* dinp += dout W; dW += dout^T inp */
+static void matmul_backward(struct gpu_model *gm, real *dinp, real *dw, const real *dout,
+			    const real *inp, const real *w, int N, int din, int dout_)
+{
+	if (dinp)
+		mm(gm, 0, 0, N, din, dout_, 1, dout, dout_, 0, w, din, 0, 1, dinp, din, 0, 1, gm->bf16);
+	mm(gm, 1, 0, dout_, din, N, 1, dout, dout_, 0, inp, din, 0, 1, dw, din, 0, 1, gm->bf16);
+}
+
+static void rope(struct gpu_model *gm, int backward, real *x, int B, int T, int nh, int hd)
+{
+	LAUNCH(gm, rope, (struct gk_rope){
+		.grid = gk_elems((int64_t)B * T * nh * (hd / 2)), .x = x, .cos_ = gm->rope_cos,
+		.sin_ = gm->rope_sin, .n = (int64_t)B * T * nh * (hd / 2), .T = T, .nh = nh, .hd = hd,
+		.backward = backward});
+}
+
+/*
+ * Causal attention with GQA, as model.c's: per head h (batched over the B
+ * sequences), S = scale Q_h K_g^T on the blocks of T x T on and below the
+ * diagonal (model_causal_block), the causal softmax (every row of every
+ * head in one kernel), O_h = P V_g; g = h / (H/KV).
+ */
+static void attention_forward(struct gpu_model *gm, real *out, real *att, const real *q,
+			      const real *k, const real *v, int B, int T, int H, int KV, int hd)
+{
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
+	float scale = (float)(1.0 / sqrt((double)hd));
+	int64_t TT = (int64_t)T * T;
+
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < nb; i++) {
+			int g = h / group;
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 1, r1 - r0, r1, hd, scale, q + (size_t)r0 * Q + (size_t)h * hd, Q,
+			   (int64_t)T * Q, k + (size_t)g * hd, K, (int64_t)T * K, 0,
+			   att + h * TT + (int64_t)r0 * T, T, H * TT, B, gm->bf16);
+		}
+	LAUNCH(gm, softmax_forward, (struct gk_softmax){
+		.grid = gk_rows((int64_t)B * H * T, T), .p = att, .rows = (int64_t)B * H * T, .width = T,
+		.causal = 1});
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < nb; i++) {
+			int g = h / group;
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, att + h * TT + (int64_t)r0 * T, T, H * TT,
+			   v + (size_t)g * hd, K, (int64_t)T * K, 0, out + (size_t)r0 * Q + (size_t)h * hd, Q,
+			   (int64_t)T * Q, B, gm->bf16);
+		}
+}
+
+/*
+ * Backward, per head h in order (batched over b), as model.c per (b, g):
+ * dP = dO_h V_g^T; dV_g += P^T dO_h; dS = P (dP - rowsum(P dP)) scale;
+ * dQ_h += dS K_g; dK_g += dS^T Q_h. dP lives in the (B, T, T) scratch;
+ * what its blocks above the diagonal hold is never read.
+ */
+static void attention_backward(struct gpu_model *gm, real *dq, real *dk, real *dv, real *ds,
+			       const real *dout, const real *q, const real *k, const real *v,
+			       const real *att, int B, int T, int H, int KV, int hd)
+{
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
+	float scale = (float)(1.0 / sqrt((double)hd));
+	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
+
+	for (int h = 0; h < H; h++) {
+		int g = h / group;
+		const real *doh = dout + (size_t)h * hd, *qh = q + (size_t)h * hd, *ph = att + h * TT;
+		const real *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
+
+		/* in model.c's blocks: dP's on and below the diagonal, dV's rows
+		 * from P's rows below them */
+		for (int i = 0; i < nb; i++) {
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 1, r1 - r0, r1, hd, 1, doh + (size_t)r0 * Q, Q, sq, vg, K, sk, 0,
+			   ds + (size_t)r0 * T, T, TT, B, gm->bf16);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ph + (size_t)r0 * T + r0, T, H * TT,
+			   doh + (size_t)r0 * Q, Q, sq, 1, dv + (size_t)g * hd + (size_t)r0 * K, K, sk, B,
+			   gm->bf16);
+		}
+		LAUNCH(gm, softmax_backward, (struct gk_softmax_back){
+			.grid = gk_rows((int64_t)B * T, T), .d = ds, .p = ph, .rows = (int64_t)B * T,
+			.p_bstride = H * TT, .d_bstride = TT, .T = T, .scale = scale});
+		for (int i = 0; i < nb; i++) {
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, ds + (size_t)r0 * T, T, TT, kg, K, sk, 1,
+			   dq + (size_t)h * hd + (size_t)r0 * Q, Q, sq, B, gm->bf16);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ds + (size_t)r0 * T + r0, T, TT,
+			   qh + (size_t)r0 * Q, Q, sq, 1, dk + (size_t)g * hd + (size_t)r0 * K, K, sk, B,
+			   gm->bf16);
+		}
+	}
+}
+
+static void residual_forward(struct gpu_model *gm, real *out, const real *a, const real *b, size_t n)
+{
+	LAUNCH(gm, residual_forward, (struct gk_pointwise){
+		.grid = gk_elems((int64_t)n), .out = out, .a = a, .b = b, .n = (int64_t)n});
+}
+
+static void swiglu_forward(struct gpu_model *gm, real *h, const real *gate, const real *up, size_t n)
+{
+	LAUNCH(gm, swiglu_forward, (struct gk_pointwise){
+		.grid = gk_elems((int64_t)n), .out = h, .a = gate, .b = up, .n = (int64_t)n});
+}
+
+static void swiglu_backward(struct gpu_model *gm, real *dgate, real *dup, const real *dh,
+			    const real *gate, const real *up, size_t n)
+{
+	LAUNCH(gm, swiglu_backward, (struct gk_pointwise){
+		.grid = gk_elems((int64_t)n), .out = dgate, .out2 = dup, .a = dh, .b = gate, .c = up,
+		.n = (int64_t)n});
+}
+
+/* probs = softmax(logits) per row of V; losses = -log p[target] */
+static void softmax_crossentropy_forward(struct gpu_model *gm, real *losses, real *probs,
+					 const int *targets, int N, int V)
+{
+	LAUNCH(gm, softmax_forward, (struct gk_softmax){
+		.grid = gk_rows(N, V), .p = probs, .losses = losses, .targets = targets, .rows = N,
+		.width = V});
+}
+
+static void softmax_crossentropy_backward(struct gpu_model *gm, real *probs, const int *targets,
+					  int N, int V, real scale)
+{
+	LAUNCH(gm, xent_backward, (struct gk_xent_back){
+		.grid = gk_elems((int64_t)N * V), .p = probs, .targets = targets,
+		.n = (int64_t)N * V, .V = V, .scale = scale});
+}
+
+/* ---- multipliers ------------------------------------------------------------------ */
+
+static struct gk_mult mult_args(const struct gpu_model *gm, int i)
+{
+	const struct model *m = gm->m;
+	const struct model_linear *l = &m->linears[i];
+	const struct model_tensor *wt = &m->tensors[l->tensor], *mt = &m->tensors[l->mult_tensor];
+	struct gk_mult a;
+
+	memset(&a, 0, sizeof a);
+	a.weff = gm->w_eff + m->eff_offset[i];
+	a.dweff = gm->dw_eff + m->eff_offset[i];
+	a.w = gm->params + wt->offset;
+	a.dw = gm->grads + wt->offset;
+	a.mult = gm->params + mt->offset;
+	a.dmult = gm->grads + mt->offset;
+	a.rowsum = gm->partials;
+	a.dout = l->dout;
+	a.din = l->din;
+	a.mode = (int)m->mult;
+	return a;
+}
+
+static void update_effective(struct gpu_model *gm)
+{
+	for (int i = 0; gm->m->mult != MULT_NONE && i < gm->m->nlinears; i++) {
+		struct gk_mult a = mult_args(gm, i);
+		a.grid = gk_elems(a.dout * a.din);
+		LAUNCH(gm, mult_apply, a);
+	}
+}
+
+/* From dL/dW_eff to dL/dW and dL/dmult, as model.c's mult_backward. */
+static void mult_backward(struct gpu_model *gm, int i)
+{
+	struct gk_mult a = mult_args(gm, i);
+
+	a.grid = gk_elems(a.dout * a.din);
+	LAUNCH(gm, mult_dw, a);
+	if (a.mode == GK_MULT_COL) {
+		a.grid = gk_elems(a.din);
+		LAUNCH(gm, mult_dcol, a);
+		return;
+	}
+	a.grid = gk_elems(a.dout);
+	LAUNCH(gm, mult_drow, a);
+	if (a.mode == GK_MULT_SCALAR) {
+		a.grid = gk_elems(1);
+		LAUNCH(gm, mult_dscalar, a);
+	}
+}
+
+/* ---- sums --------------------------------------------------------------------------- */
+
+/* Room for n partial sums. */
+static void need_partials(struct gpu_model *gm, size_t n)
+{
+	if (n <= gm->npartials || failed(gm))
+		return;
+	dfree(gm, gm->partials);
+	free(gm->host_partials);
+	gm->npartials = 0;
+	gm->partials = dalloc(gm, n * sizeof(double));
+	gm->host_partials = malloc(n * sizeof(double));
+	if (!gm->host_partials) {
+		struct sw_err e;
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "out of memory"), &e);
+	}
+	if (!failed(gm))
+		gm->npartials = n;
+}
+
+static int64_t chunks_of(size_t n)
+{
+	return (int64_t)((n + GK_SUM_CHUNK - 1) / GK_SUM_CHUNK);
+}
+
+/* partial[0 .. chunks_of(n)) = the sums of x's chunks */
+static void sum_partial(struct gpu_model *gm, double *partial, const real *x, size_t n, int squares)
+{
+	LAUNCH(gm, sum_partial, (struct gk_sum){
+		.grid = gk_rows(chunks_of(n), GK_SUM_CHUNK), .partial = partial, .x = x,
+		.n = (int64_t)n, .chunks = chunks_of(n), .squares = squares});
+}
+
+int gpumodel_sum(struct gpu_model *gm, const real *x, size_t n, int squares, double *out,
+		 struct sw_err *err)
+{
+	int64_t k = chunks_of(n);
+
+	*out = 0;
+	need_partials(gm, (size_t)k);
+	sum_partial(gm, gm->partials, x, n, squares);
+	download(gm, gm->host_partials, gm->partials, (size_t)k * sizeof(double));
+	for (int64_t i = 0; !failed(gm) && i < k; i++)
+		*out += gm->host_partials[i];
+	return result(gm, err);
+}
+
+/* ---- activations ------------------------------------------------------------------- */
+
+/* Lay the activations of B x T out from base (NULL: only count); the
+ * reals needed. The same arrays as model.h's struct layer_acts. */
+static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
+{
+	const struct sw_config *c = &gm->m->c;
+	size_t N = (size_t)B * T, C = (size_t)c->d_model, H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads,
+	       hd = (size_t)c->head_dim, Q = H * hd, K = KV * hd, F = (size_t)c->d_ff,
+	       V = (size_t)c->vocab_size, at = 0;
+	size_t chunks = (N * H + GK_CHUNK - 1) / GK_CHUNK, widest = C > Q ? C : Q;
+
+	widest = widest > F ? widest : F;
+#define PLACE(field, n) do { if (base) (field) = base + at; at += (n); } while (0)
+	for (int l = 0; l < c->n_layers; l++) {
+		struct layer_acts *a = &gm->acts[l];
+		PLACE(a->x_in, N * C);
+		PLACE(a->n1, N * C);
+		PLACE(a->n1_rstd, N);
+		PLACE(a->q_lin, N * Q);
+		PLACE(a->k_lin, N * K);
+		PLACE(a->q_rstd, N * H);
+		PLACE(a->k_rstd, N * KV);
+		PLACE(a->q, N * Q);
+		PLACE(a->k, N * K);
+		PLACE(a->v, N * K);
+		PLACE(a->att, N * H * T);
+		PLACE(a->att_out, N * Q);
+		PLACE(a->o_in, N * Q);
+		PLACE(a->o_in_rstd, N);
+		PLACE(a->attn_y, N * C);
+		PLACE(a->x_mid, N * C);
+		PLACE(a->n2, N * C);
+		PLACE(a->n2_rstd, N);
+		PLACE(a->gate, N * F);
+		PLACE(a->up, N * F);
+		PLACE(a->h, N * F);
+		PLACE(a->d_in, N * F);
+		PLACE(a->d_in_rstd, N);
+		PLACE(a->mlp_y, N * C);
+	}
+	PLACE(gm->x_final, N * C);
+	PLACE(gm->nf, N * C);
+	PLACE(gm->nf_rstd, N);
+	PLACE(gm->logits, N * V);
+	PLACE(gm->losses, N);
+	PLACE(gm->rope_cos, (size_t)T * (hd / 2));
+	PLACE(gm->rope_sin, (size_t)T * (hd / 2));
+	/* the backward pass's scratch, as model.c's */
+	PLACE(gm->dres, N * C);
+	PLACE(gm->dn, N * C);
+	PLACE(gm->dF1, N * F);
+	PLACE(gm->dF2, N * F);
+	PLACE(gm->dF3, N * F);
+	PLACE(gm->dq, N * Q);
+	PLACE(gm->dq2, N * Q);
+	PLACE(gm->dk, N * K);
+	PLACE(gm->dk2, N * K);
+	PLACE(gm->dv, N * K);
+	PLACE(gm->ds, N * T);
+	/* column sums: N rows of at most the widest, or N H rows of hd */
+	PLACE(gm->colsum, ((N + GK_CHUNK - 1) / GK_CHUNK) * widest + chunks * hd);
+#undef PLACE
+	return at;
+}
+
+/* HF computes inv_freq = 1/theta^(2i/hd) and the angles in float32, as
+ * model_alloc_acts does for the CPU. */
+static void upload_rope(struct gpu_model *gm, int T)
+{
+	const struct sw_config *c = &gm->m->c;
+	size_t half = (size_t)c->head_dim / 2;
+	float *cs = malloc(2 * (size_t)T * half * sizeof *cs);
+	struct sw_err e;
+
+	if (!cs) {
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "out of memory"), &e);
+		return;
+	}
+	for (int t = 0; t < T; t++)
+		for (size_t i = 0; i < half; i++) {
+			float inv = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim));
+			cs[(size_t)t * half + i] = cosf((float)t * inv);
+			cs[((size_t)T + t) * half + i] = sinf((float)t * inv);
+		}
+	upload(gm, gm->rope_cos, cs, (size_t)T * half * sizeof *cs);
+	upload(gm, gm->rope_sin, cs + (size_t)T * half, (size_t)T * half * sizeof *cs);
+	free(cs);
+}
+
+/* Room for B x T (T <= seq_len), as model_alloc_acts. */
+static void alloc_acts(struct gpu_model *gm, int B, int T)
+{
+	const struct sw_config *c = &gm->m->c;
+	size_t N = (size_t)B * T, total;
+	struct sw_err e;
+
+	if (failed(gm) || (B == gm->B && T == gm->T && gm->acts_block))
+		return;
+	if (c->seq_len && T > c->seq_len) {
+		note(gm, sw_fail(&e, SW_EUSAGE, "sequence of %d tokens is longer than seq_len %lld", T,
+				 (long long)c->seq_len), &e);
+		return;
+	}
+	dfree(gm, gm->acts_block);
+	dfree(gm, gm->tok);
+	dfree(gm, gm->tgt);
+	free(gm->host_losses);
+	gm->acts_block = NULL;
+	gm->tok = gm->tgt = NULL;
+	gm->B = gm->T = 0;
+	total = layout_acts(gm, NULL, B, T);
+	gm->acts_block = dalloc(gm, total * sizeof(real));
+	gm->tok = dalloc(gm, N * sizeof(int));
+	gm->tgt = dalloc(gm, N * sizeof(int));
+	gm->host_losses = malloc(N * sizeof(real));
+	if (!failed(gm) && !gm->host_losses)
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "out of memory"), &e);
+	if (failed(gm))
+		return;
+	layout_acts(gm, gm->acts_block, B, T);
+	upload_rope(gm, T);
+	gm->B = B;
+	gm->T = T;
+}
+
+/* ---- the whole model ---------------------------------------------------------------- */
+
+static void forward(struct gpu_model *gm, const int *tokens, const int *targets, int B, int T)
+{
+	const struct sw_config *c = &gm->m->c;
+	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
+	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
+	double eps = c->norm_eps;
+	real *x;
+
+	gm->cur_B = B;
+	gm->cur_T = T;
+	update_effective(gm);
+	encoder_forward(gm, gm->acts[0].x_in, tokens, gm->p.embed, N, C);
+	for (int l = 0; l < c->n_layers; l++) {
+		struct layer_acts *a = &gm->acts[l];
+		struct layer_ptrs *w = &gm->pl[l];
+
+		rmsnorm_forward(gm, a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
+		matmul_forward(gm, a->q_lin, a->n1, w->wq, N, C, Q);
+		matmul_forward(gm, a->k_lin, a->n1, w->wk, N, C, K);
+		matmul_forward(gm, a->v, a->n1, w->wv, N, C, K);
+		if (c->qk_norm) {
+			rmsnorm_forward(gm, a->q, a->q_rstd, a->q_lin, w->q_norm, (int64_t)N * H, hd, eps);
+			rmsnorm_forward(gm, a->k, a->k_rstd, a->k_lin, w->k_norm, (int64_t)N * KV, hd, eps);
+		} else {
+			dcopy(gm, a->q, a->q_lin, (size_t)N * Q * sizeof(real));
+			dcopy(gm, a->k, a->k_lin, (size_t)N * K * sizeof(real));
+		}
+		rope(gm, 0, a->q, B, T, H, hd);
+		rope(gm, 0, a->k, B, T, KV, hd);
+		attention_forward(gm, a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
+		if (c->norm_everywhere) {
+			rmsnorm_forward(gm, a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
+			matmul_forward(gm, a->attn_y, a->o_in, w->wo, N, Q, C);
+		} else {
+			matmul_forward(gm, a->attn_y, a->att_out, w->wo, N, Q, C);
+		}
+		residual_forward(gm, a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
+
+		rmsnorm_forward(gm, a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
+		matmul_forward(gm, a->gate, a->n2, w->wgate, N, C, F);
+		matmul_forward(gm, a->up, a->n2, w->wup, N, C, F);
+		swiglu_forward(gm, a->h, a->gate, a->up, (size_t)N * F);
+		if (c->norm_everywhere) {
+			rmsnorm_forward(gm, a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
+			matmul_forward(gm, a->mlp_y, a->d_in, w->wdown, N, F, C);
+		} else {
+			matmul_forward(gm, a->mlp_y, a->h, w->wdown, N, F, C);
+		}
+		x = l + 1 < c->n_layers ? gm->acts[l + 1].x_in : gm->x_final;
+		residual_forward(gm, x, a->x_mid, a->mlp_y, (size_t)N * C);
+	}
+	rmsnorm_forward(gm, gm->nf, gm->nf_rstd, gm->x_final, gm->p.final_norm, N, C, eps);
+	matmul_forward(gm, gm->logits, gm->nf, gm->p.lm_head, N, C, V);
+	softmax_crossentropy_forward(gm, gm->losses, gm->logits, targets, N, V);
+}
+
+/* targets and tokens on the device */
+static void backward(struct gpu_model *gm, const int *tokens, const int *targets, double loss_scale)
+{
+	const struct sw_config *c = &gm->m->c;
+	int B = gm->cur_B, T = gm->cur_T, N = B * T, C = (int)c->d_model, H = (int)c->n_heads,
+	    KV = (int)c->n_kv_heads, hd = (int)c->head_dim, Q = H * hd, K = KV * hd,
+	    F = (int)c->d_ff, V = (int)c->vocab_size;
+	real *dres = gm->dres, *dn = gm->dn, *dF1 = gm->dF1, *dF2 = gm->dF2, *dF3 = gm->dF3,
+	     *dq = gm->dq, *dq2 = gm->dq2, *dk = gm->dk, *dk2 = gm->dk2, *dv = gm->dv;
+	size_t nC = (size_t)N * C * sizeof(real), nF = (size_t)N * F * sizeof(real),
+	       nQ = (size_t)N * Q * sizeof(real), nK = (size_t)N * K * sizeof(real);
+	const struct model_ptrs *p = &gm->p, *g = &gm->d;
+
+	if (gm->m->mult != MULT_NONE)
+		zero(gm, gm->dw_eff, gm->m->eff_size * sizeof(real));
+	/* the loss is the mean over N tokens */
+	softmax_crossentropy_backward(gm, gm->logits, targets, N, V, (real)(loss_scale / N));
+	zero(gm, dn, nC);
+	matmul_backward(gm, dn, g->lm_head, gm->logits, gm->nf, p->lm_head, N, C, V);
+	zero(gm, dres, nC);
+	rmsnorm_backward(gm, dres, g->final_norm, dn, gm->x_final, p->final_norm, gm->nf_rstd, N, C);
+
+	for (int l = (int)c->n_layers - 1; l >= 0; l--) {
+		struct layer_acts *a = &gm->acts[l];
+		struct layer_ptrs *w = &gm->pl[l], *gl = &gm->dl[l];
+
+		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */
+		zero(gm, dF1, nF);
+		if (c->norm_everywhere) {
+			zero(gm, dF2, nF);
+			matmul_backward(gm, dF2, gl->wdown, dres, a->d_in, w->wdown, N, F, C);
+			rmsnorm_backward(gm, dF1, gl->down_in_norm, dF2, a->h, w->down_in_norm, a->d_in_rstd, N, F);
+		} else {
+			matmul_backward(gm, dF1, gl->wdown, dres, a->h, w->wdown, N, F, C);
+		}
+		zero(gm, dF2, nF);
+		zero(gm, dF3, nF);
+		swiglu_backward(gm, dF2, dF3, dF1, a->gate, a->up, (size_t)N * F);
+		zero(gm, dn, nC);
+		matmul_backward(gm, dn, gl->wgate, dF2, a->n2, w->wgate, N, C, F);
+		matmul_backward(gm, dn, gl->wup, dF3, a->n2, w->wup, N, C, F);
+		rmsnorm_backward(gm, dres, gl->ffn_norm, dn, a->x_mid, w->ffn_norm, a->n2_rstd, N, C);
+
+		/* x_mid = x_in + o(attn): dres flows to x_in unchanged */
+		zero(gm, dq2, nQ);
+		if (c->norm_everywhere) {
+			zero(gm, dq, nQ);
+			matmul_backward(gm, dq, gl->wo, dres, a->o_in, w->wo, N, Q, C);
+			rmsnorm_backward(gm, dq2, gl->o_in_norm, dq, a->att_out, w->o_in_norm, a->o_in_rstd, N, Q);
+		} else {
+			matmul_backward(gm, dq2, gl->wo, dres, a->att_out, w->wo, N, Q, C);
+		}
+		zero(gm, dq, nQ);
+		zero(gm, dk, nK);
+		zero(gm, dv, nK);
+		attention_backward(gm, dq, dk, dv, gm->ds, dq2, a->q, a->k, a->v, a->att, B, T, H, KV, hd);
+		rope(gm, 1, dq, B, T, H, hd);
+		rope(gm, 1, dk, B, T, KV, hd);
+		if (c->qk_norm) {
+			/* through the per-head norms to d(q_lin), d(k_lin) */
+			zero(gm, dq2, nQ);
+			rmsnorm_backward(gm, dq2, gl->q_norm, dq, a->q_lin, w->q_norm, a->q_rstd, (int64_t)N * H, hd);
+			dcopy(gm, dq, dq2, nQ);
+			zero(gm, dk2, nK);
+			rmsnorm_backward(gm, dk2, gl->k_norm, dk, a->k_lin, w->k_norm, a->k_rstd, (int64_t)N * KV, hd);
+			dcopy(gm, dk, dk2, nK);
+		}
+		zero(gm, dn, nC);
+		matmul_backward(gm, dn, gl->wq, dq, a->n1, w->wq, N, C, Q);
+		matmul_backward(gm, dn, gl->wk, dk, a->n1, w->wk, N, C, K);
+		matmul_backward(gm, dn, gl->wv, dv, a->n1, w->wv, N, C, K);
+		rmsnorm_backward(gm, dres, gl->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd, N, C);
+	}
+	encoder_backward(gm, g->embed, dres, tokens, N, C);
+	for (int i = 0; gm->m->mult != MULT_NONE && i < gm->m->nlinears; i++)
+		mult_backward(gm, i);
+}
+
+/* ---- the optimizers, as optim.c's ---------------------------------------------------- */
+
+static struct gk_opt opt_args(int64_t n)
+{
+	struct gk_opt a;
+
+	memset(&a, 0, sizeof a);
+	a.grid = gk_elems(n);
+	a.n = n;
+	return a;
+}
+
+/* X = NS5(G), G rows x cols, as optim_newton_schulz: on the transpose when
+ * tall; work holds 3 r^2 + 2 rows cols reals. */
+static void newton_schulz(struct gpu_model *gm, real *X, const real *G, int rows, int cols, real *work)
+{
+	int tr = rows > cols, r = tr ? cols : rows, n = tr ? rows : cols;
+	real *A = work, *AA = A + (size_t)r * r, *Bm = AA + (size_t)r * r, *Y = Bm + (size_t)r * r,
+	     *Xr = Y + (size_t)r * n;
+	struct gk_opt a = opt_args((int64_t)r * n);
+	struct gk_sum s = {
+		.grid = gk_elems(1), .partial = gm->partials, .out = gm->ns_sumsq,
+		.chunks = chunks_of((size_t)r * n)};
+
+	if (tr) {
+		a.out = Xr, a.x = G, a.rows = rows, a.cols = cols;
+		LAUNCH(gm, transpose, a);
+	} else {
+		dcopy(gm, Xr, G, (size_t)r * n * sizeof(real));
+	}
+	need_partials(gm, (size_t)s.chunks);
+	s.partial = gm->partials;
+	sum_partial(gm, gm->partials, Xr, (size_t)r * n, 1);
+	LAUNCH(gm, sum_finish, s);
+	a = opt_args((int64_t)r * n);
+	a.out = Xr, a.sumsq = gm->ns_sumsq;
+	LAUNCH(gm, ns_normalize, a);
+	for (int step = 0; step < 5; step++) {
+		/* A = X X^T; B = b A + c A A; X = a X + B X */
+		mm(gm, 0, 1, r, r, n, 1, Xr, n, 0, Xr, n, 0, 0, A, r, 0, 1, 0);
+		mm(gm, 0, 0, r, r, r, 1, A, r, 0, A, r, 0, 0, AA, r, 0, 1, 0);
+		a = opt_args((int64_t)r * r);
+		a.out = Bm, a.x = A, a.x2 = AA;
+		LAUNCH(gm, ns_poly, a);
+		dcopy(gm, Y, Xr, (size_t)r * n * sizeof(real));
+		mm(gm, 0, 0, r, n, r, 1, Bm, r, 0, Y, n, 0, ELEM_NS_A, Xr, n, 0, 1, 0);
+	}
+	if (tr) {
+		a = opt_args((int64_t)r * n);
+		a.out = X, a.x = Xr, a.rows = r, a.cols = n;
+		LAUNCH(gm, transpose, a);
+	} else {
+		dcopy(gm, X, Xr, (size_t)r * n * sizeof(real));
+	}
+}
+
+static void apply_update(struct gpu_model *gm, real *p, const real *u, size_t n,
+			 const struct optim_plan *pl)
+{
+	struct gk_opt a = opt_args((int64_t)n);
+
+	a.p = p, a.x = u, a.decay = elem_wd_decay(pl->mode, pl->lr, pl->wd), a.lr = pl->lr;
+	LAUNCH(gm, apply_update, a);
+}
+
+static void adamw_tensor(struct gpu_model *gm, const struct optim *o, real *p, const real *g,
+			 float *m, float *v, size_t n, const struct optim_plan *pl)
+{
+	LAUNCH(gm, adamw, (struct gk_adamw){
+		.grid = gk_elems((int64_t)n), .p = p, .m = m, .v = v, .g = g, .n = (int64_t)n,
+		.clip = pl->clip,
+		.c = elem_adamw_coef(o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->t, pl->lr,
+				     elem_wd_decay(pl->mode, pl->lr, pl->wd))});
+}
+
+/* Muon: momentum, Nesterov, NS5, sqrt(max(1, rows/cols)), the update */
+static void muon_tensor(struct gpu_model *gm, const struct optim *o, real *p, const real *g,
+			float *buf, const struct sw_tensor_info *t, const struct optim_plan *pl)
+{
+	int rows = (int)t->shape[0], cols = (int)t->shape[1];
+	size_t n = (size_t)t->numel;
+	real *geff = gm->work + gm->work_size - 2 * n, *u = geff + n;
+	struct gk_opt a = opt_args((int64_t)n);
+
+	a.out = geff, a.buf = buf, a.x = g, a.clip = pl->clip, a.mom = o->cfg.momentum;
+	LAUNCH(gm, muon_momentum, a);
+	newton_schulz(gm, u, geff, rows, cols, gm->work);
+	a = opt_args((int64_t)n);
+	a.out = u, a.scale = pl->scale;
+	LAUNCH(gm, scale, a);
+	apply_update(gm, p, u, n, pl);
+}
+
+/* Scion: momentum, then each layer's LMO (optim.c's scion_tensor), the update */
+static void scion_tensor(struct gpu_model *gm, const struct optim *o, real *p, const real *g,
+			 float *mbuf, const struct sw_tensor_info *t, const struct optim_plan *pl)
+{
+	size_t n = (size_t)t->numel;
+	real *mr = gm->work + gm->work_size - 2 * n, *u = mr + n;
+	struct gk_opt a = opt_args((int64_t)n);
+
+	a.out = mr, a.buf = mbuf, a.x = g, a.clip = pl->clip, a.mom = o->cfg.momentum;
+	LAUNCH(gm, scion_momentum, a);
+	a = opt_args((int64_t)n);
+	if (pl->lmo == OPTIM_LMO_ORTHO) {
+		int rows = (int)t->shape[0], cols = (int)t->shape[1];
+		newton_schulz(gm, u, mr, rows, cols, gm->work);
+		a.out = u, a.scale = pl->scale;
+		LAUNCH(gm, scale, a);
+	} else if (pl->lmo == OPTIM_LMO_ROWS) {
+		a.grid = gk_rows(t->shape[0], t->shape[1]);
+		a.out = u, a.x = mr, a.rows = (int)t->shape[0], a.cols = (int)t->shape[1];
+		LAUNCH(gm, scion_rows, a);
+	} else {
+		a.out = u, a.x = mr, a.scale = pl->scale;
+		LAUNCH(gm, scion_sign, a);
+	}
+	apply_update(gm, p, u, n, pl);
+}
+
+/* ---- the entry points --------------------------------------------------------------- */
+
+/* The optimizer's work and the gradient norm's partial sums, from the
+ * tensors' shapes (as optim_init sizes its work). */
+static void alloc_optim(struct gpu_model *gm)
+{
+	const struct model *m = gm->m;
+	int64_t maxr = 1, maxn = 1;
+
+	gm->norm_chunk = calloc((size_t)m->ntensors + 1, sizeof *gm->norm_chunk);
+	if (!gm->norm_chunk) {
+		struct sw_err e;
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "out of memory"), &e);
+		return;
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct sw_tensor_info *t = &m->tensors[i].info;
+		gm->norm_chunk[i] = gm->norm_chunks;
+		gm->norm_chunks += (size_t)chunks_of(m->tensors[i].numel);
+		if (t->kind == SW_KIND_MATRIX) {
+			int64_t r = t->shape[0] < t->shape[1] ? t->shape[0] : t->shape[1];
+			maxr = r > maxr ? r : maxr;
+			maxn = t->numel > maxn ? t->numel : maxn;
+		}
+	}
+	gm->work_size = (size_t)(3 * maxr * maxr + 4 * maxn);
+	gm->work = dalloc(gm, gm->work_size * sizeof(real));
+	gm->ns_sumsq = dalloc(gm, sizeof(double));
+	/* the partials also hold a scalar multiplier's row sums */
+	for (int i = 0; i < m->nlinears; i++)
+		maxr = m->linears[i].dout > maxr ? m->linears[i].dout : maxr;
+	need_partials(gm, gm->norm_chunks > (size_t)maxr ? gm->norm_chunks : (size_t)maxr);
+}
+
+int gpumodel_open(struct gpu_model **gmp, enum sw_device dev, enum sw_precision prec,
+		  const struct model *m, const struct optim *o, int B, int T, struct sw_err *err)
+{
+	struct gpu_model *gm = calloc(1, sizeof *gm);
+	size_t np = m->nparams * sizeof(real), ne = m->eff_size * sizeof(real);
+	int L = (int)m->c.n_layers, rc;
+
+	*gmp = NULL;
+	if (!gm)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	rc = dev == SW_DEVICE_EMU ? gpu_emu_open(&gm->g, err) : gpu_cuda_open(&gm->g, err);
+	if (rc) {
+		free(gm);
+		return rc;
+	}
+	gm->m = m;
+	gm->bf16 = prec == SW_PRECISION_BF16;
+	note(gm, gm->g->ops->info(gm->g, &gm->info, &gm->err), &gm->err);
+	gm->pl = calloc((size_t)L, sizeof *gm->pl);
+	gm->dl = calloc((size_t)L, sizeof *gm->dl);
+	gm->acts = calloc((size_t)L, sizeof *gm->acts);
+	if (!gm->pl || !gm->dl || !gm->acts) {
+		gpumodel_close(gm);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	gm->params = dalloc(gm, np);
+	gm->grads = dalloc(gm, np);
+	if (o) {                        /* a GNB estimate needs no moments */
+		gm->mom_m = dalloc(gm, np);
+		gm->mom_v = dalloc(gm, np);
+	}
+	if (m->mult != MULT_NONE) {
+		gm->w_eff = dalloc(gm, ne);
+		gm->dw_eff = dalloc(gm, ne);
+	}
+	alloc_optim(gm);
+	upload(gm, gm->params, m->params, np);
+	if (o) {
+		upload(gm, gm->mom_m, o->m, np);
+		upload(gm, gm->mom_v, o->v, np);
+	}
+	zero(gm, gm->grads, np);
+	alloc_acts(gm, B, T);
+	map_ptrs(gm, &gm->p, gm->pl, &m->p);
+	map_ptrs(gm, &gm->d, gm->dl, &m->g);
+	if ((rc = result(gm, err))) {
+		gpumodel_close(gm);
+		return rc;
+	}
+	*gmp = gm;
+	return SW_OK;
+}
+
+void gpumodel_close(struct gpu_model *gm)
+{
+	if (!gm)
+		return;
+	if (gm->g) {
+		void *blocks[] = {
+			gm->params, gm->grads, gm->w_eff, gm->dw_eff, gm->mom_m, gm->mom_v, gm->acts_block,
+			gm->tok, gm->tgt, gm->partials, gm->ns_sumsq, gm->work, gm->probs, gm->u,
+			gm->labels, gm->h
+		};
+		for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+			dfree(gm, blocks[i]);
+		gpu_close(gm->g);
+	}
+	free(gm->pl);
+	free(gm->dl);
+	free(gm->acts);
+	free(gm->host_losses);
+	free(gm->host_partials);
+	free(gm->norm_chunk);
+	free(gm);
+}
+
+const char *gpumodel_device_name(const struct gpu_model *gm)
+{
+	return gm->info.name;
+}
+
+int gpumodel_forward(struct gpu_model *gm, const int *tokens, const int *targets, int B, int T,
+		     double *loss, struct sw_err *err)
+{
+	size_t N = (size_t)B * T;
+
+	alloc_acts(gm, B, T);
+	upload(gm, gm->tok, tokens, N * sizeof(int));
+	if (targets)
+		upload(gm, gm->tgt, targets, N * sizeof(int));
+	forward(gm, gm->tok, targets ? gm->tgt : NULL, B, T);
+	if (targets) {
+		download(gm, gm->host_losses, gm->losses, N * sizeof(real));
+		if (!failed(gm))
+			*loss = model_mean_loss(gm->host_losses, N);
+	}
+	return result(gm, err);
+}
+
+int gpumodel_zero_grad(struct gpu_model *gm, struct sw_err *err)
+{
+	zero(gm, gm->grads, gm->m->nparams * sizeof(real));
+	return result(gm, err);
+}
+
+int gpumodel_backward(struct gpu_model *gm, const int *tokens, const int *targets, double loss_scale,
+		      struct sw_err *err)
+{
+	size_t N = (size_t)gm->cur_B * gm->cur_T;
+
+	upload(gm, gm->tok, tokens, N * sizeof(int));
+	upload(gm, gm->tgt, targets, N * sizeof(int));
+	backward(gm, gm->tok, gm->tgt, loss_scale);
+	return result(gm, err);
+}
+
+/* Per tensor but the multipliers, the sum of squares in chunks; the
+ * chunks added on the host, per tensor, then the tensors. */
+int gpumodel_grad_norm(struct gpu_model *gm, double *norm, struct sw_err *err)
+{
+	const struct model *m = gm->m;
+	double s = 0;
+
+	for (int i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].info.block != SW_BLOCK_MULT)
+			sum_partial(gm, gm->partials + gm->norm_chunk[i], gm->grads + m->tensors[i].offset,
+				    m->tensors[i].numel, 1);
+	download(gm, gm->host_partials, gm->partials, gm->norm_chunks * sizeof(double));
+	for (int i = 0; !failed(gm) && i < m->ntensors; i++) {
+		double ts = 0;
+		if (m->tensors[i].info.block == SW_BLOCK_MULT)
+			continue;
+		for (int64_t k = 0; k < chunks_of(m->tensors[i].numel); k++)
+			ts += gm->host_partials[gm->norm_chunk[i] + (size_t)k];
+		s += ts;
+	}
+	*norm = sqrt(s);
+	return result(gm, err);
+}
+
+int gpumodel_step(struct gpu_model *gm, struct optim *o, int64_t step, double clip_scale,
+		  struct sw_err *err)
+{
+	const struct model *m = gm->m;
+	struct sw_err e;
+
+	if (!gm->mom_m && !failed(gm))
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "cuda: an optimizer step on a model opened without one"), &e);
+	if (failed(gm))
+		return result(gm, err);
+	o->t++;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *mt = &m->tensors[i];
+		const struct sw_tensor_info *t = &mt->info;
+		real *p = gm->params + mt->offset;
+		const real *g = gm->grads + mt->offset;
+		struct optim_plan pl = optim_tensor_plan(&o->cfg, t, step, clip_scale);
+
+		switch (pl.update) {
+		case OPTIM_UPDATE_SCION:
+			scion_tensor(gm, o, p, g, gm->mom_m + mt->offset, t, &pl);
+			break;
+		case OPTIM_UPDATE_MUON:
+			muon_tensor(gm, o, p, g, gm->mom_m + mt->offset, t, &pl);
+			break;
+		case OPTIM_UPDATE_ADAMW:
+			adamw_tensor(gm, o, p, g, gm->mom_m + mt->offset, gm->mom_v + mt->offset,
+				     mt->numel, &pl);
+			break;
+		}
+	}
+	return result(gm, err);
+}
+
+int gpumodel_update_effective(struct gpu_model *gm, struct sw_err *err)
+{
+	update_effective(gm);
+	return result(gm, err);
+}
+
+int gpumodel_download(struct gpu_model *gm, struct model *m, struct optim *o, int grads,
+		      struct sw_err *err)
+{
+	size_t np = m->nparams * sizeof(real);
+
+	download(gm, m->params, gm->params, np);
+	if (grads)
+		download(gm, m->grads, gm->grads, np);
+	if (o && gm->mom_m) {
+		download(gm, o->m, gm->mom_m, np);
+		download(gm, o->v, gm->mom_v, np);
+	}
+	return result(gm, err);
+}
+
+int gpumodel_download_at(struct gpu_model *gm, real *host_ptr, size_t n, struct sw_err *err)
+{
+	real *d = dev_of(gm, host_ptr);
+	struct sw_err e;
+
+	if (!d || !dev_of(gm, host_ptr + n - 1))
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "cuda: a download outside the model's blocks"), &e);
+	else
+		download(gm, host_ptr, d, n * sizeof(real));
+	return result(gm, err);
+}
+
+int gpumodel_gnb(struct gpu_model *gm, const int *tokens, int B, int T, int mb, int draws,
+		 struct sw_rng *r, float *h, int *labels, int keep_probs, struct sw_err *err)
+{
+	const struct model *m = gm->m;
+	int V = (int)m->c.vocab_size, nmb = B / mb, Nmb = mb * T, N = B * T;
+	int keep = nmb == 1 && keep_probs;
+	double *u = malloc((size_t)Nmb * sizeof *u);
+	struct sw_err e;
+
+	if (!u)
+		note(gm, sw_fail(&e, SW_ESOFTWARE, "out of memory"), &e);
+	if (B % mb)
+		note(gm, sw_fail(&e, SW_EUSAGE, "batch of %d sequences is not a multiple of %d", B, mb), &e);
+	alloc_acts(gm, mb, T);
+	if (!gm->h)
+		gm->h = dalloc(gm, m->nparams * sizeof(float));
+	dfree(gm, gm->u);
+	dfree(gm, gm->labels);
+	gm->u = dalloc(gm, (size_t)Nmb * sizeof(double));
+	gm->labels = dalloc(gm, (size_t)Nmb * sizeof(int));
+	if (keep && !gm->probs)
+		gm->probs = dalloc(gm, (size_t)Nmb * V * sizeof(real));
+	upload(gm, gm->h, h, m->nparams * sizeof(float));
+	/* one micro-batch: forward once and restore its softmax for each draw
+	 * (the backward pass overwrites it, the activations stay) */
+	if (keep) {
+		upload(gm, gm->tok, tokens, (size_t)Nmb * sizeof(int));
+		forward(gm, gm->tok, NULL, mb, T);
+	}
+	for (int d = 0; d < draws && !failed(gm); d++) {
+		zero(gm, gm->grads, m->nparams * sizeof(real));
+		for (int k = 0; k < nmb && !failed(gm); k++) {
+			if (keep) {
+				if (d == 0)
+					dcopy(gm, gm->probs, gm->logits, (size_t)Nmb * V * sizeof(real));
+				else
+					dcopy(gm, gm->logits, gm->probs, (size_t)Nmb * V * sizeof(real));
+			} else {
+				upload(gm, gm->tok, tokens + (size_t)k * Nmb, (size_t)Nmb * sizeof(int));
+				forward(gm, gm->tok, NULL, mb, T);
+			}
+			/* a uniform per position, drawn as gnb_sample_labels draws them */
+			for (int n = 0; n < Nmb; n++)
+				u[n] = rng_uniform(r);
+			upload(gm, gm->u, u, (size_t)Nmb * sizeof(double));
+			LAUNCH(gm, sample_labels, (struct gk_sample){
+				.grid = gk_elems(Nmb), .labels = gm->labels, .p = gm->logits, .u = gm->u,
+				.rows = Nmb, .V = V});
+			if (labels)
+				download(gm, labels + (size_t)d * N + (size_t)k * Nmb, gm->labels,
+					 (size_t)Nmb * sizeof(int));
+			/* this micro-batch's mean loss is Nmb/N of the batch's mean */
+			backward(gm, gm->tok, gm->labels, (double)Nmb / N);
+		}
+		/* h += N g^2 / draws */
+		LAUNCH(gm, gnb_square, (struct gk_square){
+			.grid = gk_elems((int64_t)m->nparams), .h = gm->h, .g = gm->grads,
+			.n = (int64_t)m->nparams, .scale = (double)N / draws});
+	}
+	download(gm, h, gm->h, m->nparams * sizeof(float));
+	free(u);
+	return result(gm, err);
+}
+
+void gpumodel_view(const struct gpu_model *gm, struct gpumodel_view *v)
+{
+	v->acts = gm->acts;
+	v->x_final = gm->x_final;
+	v->w = gm->pl;
+	v->params = gm->params;
+}
+
+int gpumodel_error(const struct gpu_model *gm, struct sw_err *err)
+{
+	return result(gm, err);
+}

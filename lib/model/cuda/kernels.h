@@ -1,0 +1,695 @@
+/*
+ * kernels.h - the CUDA trainer's kernels, each written as a body: a
+ * function of its (block, thread) indices and a phase, compiled
+ * __host__ __device__ by nvcc. lib/model/cuda/gpu.cu wraps each body in a thin
+ * __global__ kernel that runs its phases with __syncthreads() between
+ * them; lib/model/cuda/gpu_emu.c runs the same body in host loops, every block,
+ * then every phase, then every thread of the block, which is what the
+ * barriers guarantee a GPU does. So the unit tests (t-cuda-kernels,
+ * t-cuda-model) run the kernels' indexing and arithmetic on the CPU,
+ * against lib/model/model.c and lib/model/optim.c. The per-element math is
+ * lib/base/elemmath.h's, which the CPU reference calls too.
+ *
+ * Two shapes. An element kernel (gk_elems) runs one thread per element i
+ * = block * threads + thread of a flat range. A row kernel (gk_rows) runs
+ * one block per row: in phase 0 every thread sums its strided share of the
+ * row into shm[thread] (double), in phase 1 thread 0 adds those in order
+ * and leaves the row's result at shm[threads], in the last phase every
+ * thread writes its share of the outputs. Reductions are in a fixed order:
+ * the GPU gives the same numbers run to run. The one exception is
+ * encoder_backward, the embedding's scatter-add: two tokens of a batch may
+ * share a row, so on the GPU it adds with atomicAdd (the order of the
+ * additions, and so the last bits of the embedding's gradient, vary from
+ * run to run); the host loop adds serially, in the CPU reference's order.
+ *
+ * Every kernel is float (the CUDA path has no SW_REAL_DOUBLE); letters
+ * as in model.h. Arguments travel in one struct per kernel (passed by
+ * value to the __global__ wrapper), its first member the launch grid.
+ */
+#ifndef SW_CUDA_KERNELS_H
+#define SW_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../base/elemmath.h"
+
+#ifdef SW_REAL_DOUBLE
+#error "lib/model/cuda computes in float: build it without SW_REAL_DOUBLE"
+#endif
+
+#ifdef __CUDA_ARCH__
+#define GK_ATOMIC_ADD(p, v) atomicAdd((p), (v))
+#else
+#define GK_ATOMIC_ADD(p, v) (*(p) += (v))
+#endif
+
+/* The launch grid: blocks of `threads`, `shm` doubles of shared memory. */
+struct gk_grid {
+	int64_t blocks;
+	int threads;
+	int shm;
+};
+
+#define GK_THREADS 256          /* threads per block: a multiple of the warp */
+#define GK_CHUNK 256            /* rows per partial column sum */
+#define GK_SUM_CHUNK 65536      /* elements per block of a sum */
+
+/* One thread per element of n. */
+SW_HD static inline struct gk_grid gk_elems(int64_t n)
+{
+	struct gk_grid g;
+	g.blocks = (n + GK_THREADS - 1) / GK_THREADS;
+	g.threads = GK_THREADS;
+	g.shm = 0;
+	return g;
+}
+
+/* One block per row of `width` elements: as many threads as the row
+ * needs, in whole warps, at most GK_THREADS; shared memory for a partial
+ * per thread and two results. */
+SW_HD static inline struct gk_grid gk_rows(int64_t rows, int64_t width)
+{
+	struct gk_grid g;
+	int64_t t = (width + 31) / 32 * 32;
+	g.blocks = rows;
+	g.threads = (int)(t < 32 ? 32 : t > GK_THREADS ? GK_THREADS : t);
+	g.shm = g.threads + 2;
+	return g;
+}
+
+/* The body's parameters: phase, block, thread, threads per block, shared
+ * memory (doubles), the arguments. */
+#define GK_BODY(name, A) \
+	SW_HD static inline void gk_##name(int phase, int64_t blk, int thr, int nthr, double *shm, \
+					   const A *a)
+#define GK_ELEM_INDEX(i, n) \
+	int64_t i = blk * nthr + thr; \
+	(void)phase; (void)shm; \
+	if (i >= (n)) \
+		return
+
+/* Phase 1 of a row kernel: thread 0 adds the partials in order. */
+SW_HD static inline double gk_row_total(const double *shm, int thr, int nthr)
+{
+	double s = 0;
+	for (int k = 0; thr == 0 && k < nthr; k++)
+		s += shm[k];
+	return s;
+}
+
+/* Phase 0's share of a row's sum of squares: x[thr], x[thr + nthr], ... */
+SW_HD static inline double gk_sumsq_share(const float *x, int64_t n, int thr, int nthr)
+{
+	double s = 0;
+	for (int64_t i = thr; i < n; i += nthr)
+		s += (double)x[i] * x[i];
+	return s;
+}
+
+/* Multiplier modes, model.h's enum mult_mode (gpumodel.c checks they agree). */
+enum { GK_MULT_SCALAR = 1, GK_MULT_ROW = 2, GK_MULT_COL = 3 };
+
+/* ---- the embedding ----------------------------------------------------- */
+
+struct gk_encoder {
+	struct gk_grid grid;            /* gk_elems(N * C) */
+	float *out;                     /* (N, C) */
+	float *dembed;                  /* backward: (V, C) */
+	const float *embed, *dout;      /* (V, C), backward (N, C) */
+	const int *tok;                 /* (N) */
+	int64_t n;                      /* N * C */
+	int C;
+};
+
+/* out[n] = embed[token[n]] */
+GK_BODY(encoder_forward, struct gk_encoder)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = a->embed[(int64_t)a->tok[i / a->C] * a->C + i % a->C];
+}
+
+/* dembed[token[n]] += dout[n]: atomics on the GPU, in order on the host */
+GK_BODY(encoder_backward, struct gk_encoder)
+{
+	GK_ELEM_INDEX(i, a->n);
+	GK_ATOMIC_ADD(&a->dembed[(int64_t)a->tok[i / a->C] * a->C + i % a->C], a->dout[i]);
+}
+
+/* ---- RMSNorm, also per head (QK-norm) and before o and down ------------ */
+
+struct gk_rmsnorm {
+	struct gk_grid grid;            /* gk_rows(rows, C) */
+	float *out;                     /* forward y (rows, C); backward dx (+=) */
+	float *rstd;                    /* (rows): forward writes, backward reads */
+	const float *inp, *dout;        /* x (rows, C); backward dy (rows, C) */
+	const float *gain;              /* (C) or NULL */
+	int64_t rows;
+	int C;
+	double eps;
+};
+
+/* y = g x r, r = (mean(x^2) + eps)^(-1/2); phases: sum x^2, r, y */
+GK_BODY(rmsnorm_forward, struct gk_rmsnorm)
+{
+	const float *x = a->inp + blk * a->C;
+	float *y = a->out + blk * a->C;
+
+	if (phase == 0) {
+		shm[thr] = gk_sumsq_share(x, a->C, thr, nthr);
+	} else if (phase == 1) {
+		if (thr == 0) {
+			float r = elem_rmsnorm_rstd(gk_row_total(shm, thr, nthr), a->C, a->eps);
+			a->rstd[blk] = r;
+			shm[nthr] = r;
+		}
+	} else {
+		float r = (float)shm[nthr];
+		for (int i = thr; i < a->C; i += nthr)
+			y[i] = elem_rmsnorm_out(x[i], r, a->gain ? a->gain[i] : 1);
+	}
+}
+
+/* dx += r (dxhat - xhat mean(dxhat xhat)); phases: the dot, its mean, dx.
+ * dgain is gk_colsum's. */
+GK_BODY(rmsnorm_backward, struct gk_rmsnorm)
+{
+	const float *x = a->inp + blk * a->C, *dy = a->dout + blk * a->C;
+	float *dx = a->out + blk * a->C, r = a->rstd[blk];
+
+	if (phase == 0) {
+		double dot = 0;
+		for (int i = thr; i < a->C; i += nthr)
+			dot += elem_rmsnorm_dot(dy[i], a->gain ? a->gain[i] : 1, x[i], r);
+		shm[thr] = dot;
+	} else if (phase == 1) {
+		if (thr == 0)
+			shm[nthr] = elem_rmsnorm_mean(gk_row_total(shm, thr, nthr), a->C);
+	} else {
+		float mean = (float)shm[nthr];
+		for (int i = thr; i < a->C; i += nthr)
+			dx[i] += elem_rmsnorm_dx(dy[i], a->gain ? a->gain[i] : 1, x[i], r, mean);
+	}
+}
+
+/*
+ * Column sums over rows, in two kernels: colsum_partial sums chunks of
+ * GK_CHUNK rows (float, as the CPU accumulates dgain), colsum_finish adds
+ * the chunks in order into out. The term: an RMSNorm gain's gradient
+ * dy x r (rstd given), or a product a b (a column multiplier's gradient).
+ */
+struct gk_colsum {
+	struct gk_grid grid;            /* partial: gk_elems(chunks * C); finish: gk_elems(C) */
+	float *partial;                 /* (chunks, C) */
+	float *out;                     /* (C), finish adds into it */
+	const float *a, *b;             /* (rows, C) */
+	const float *rstd;              /* (rows) or NULL */
+	int64_t rows, chunks;
+	int C;
+};
+
+GK_BODY(colsum_partial, struct gk_colsum)
+{
+	GK_ELEM_INDEX(i, a->chunks * a->C);
+	int64_t k = i / a->C, c = i % a->C, end = (k + 1) * GK_CHUNK;
+	float s = 0;
+
+	for (int64_t n = k * GK_CHUNK; n < end && n < a->rows; n++)
+		s += a->rstd ? elem_rmsnorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->rstd[n])
+			     : a->a[n * a->C + c] * a->b[n * a->C + c];
+	a->partial[i] = s;
+}
+
+GK_BODY(colsum_finish, struct gk_colsum)
+{
+	GK_ELEM_INDEX(c, a->C);
+	float s = 0;
+
+	for (int64_t k = 0; k < a->chunks; k++)
+		s += a->partial[k * a->C + c];
+	a->out[c] += s;
+}
+
+/* ---- RoPE ----------------------------------------------------------------- */
+
+struct gk_rope {
+	struct gk_grid grid;            /* gk_elems(N * nh * hd / 2) */
+	float *x;                       /* (N, nh, hd), in place */
+	const float *cos_, *sin_;       /* (T, hd/2) */
+	int64_t n;                      /* N * nh * hd / 2 */
+	int T, nh, hd;
+	int backward;                   /* the transpose: the rotation back */
+};
+
+/* (x_i, x_{i+hd/2}) of head h at position t turns by t theta_i */
+GK_BODY(rope, struct gk_rope)
+{
+	GK_ELEM_INDEX(i, a->n);
+	int half = a->hd / 2;
+	int64_t tok = i / ((int64_t)a->nh * half), j = i % half;
+	int64_t head = i / half % a->nh, t = tok % a->T;
+	float *v = a->x + (tok * a->nh + head) * a->hd;
+
+	if (a->backward)
+		elem_rope_backward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
+	else
+		elem_rope_forward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
+}
+
+/* ---- softmax: attention's causal rows, the head's cross-entropy ------------ */
+
+/*
+ * A softmax over each row of p in place, in 5 phases: partial maxima, the
+ * maximum, exponentials and their partial sums, 1/sum, the scaling. With
+ * causal, row r is position t = r % T and keeps only u <= t (the rest 0);
+ * with targets, loss[r] = -log p[target[r]].
+ */
+struct gk_softmax {
+	struct gk_grid grid;            /* gk_rows(rows, width) */
+	float *p;                       /* (rows, width): scores in, probabilities out */
+	float *losses;                  /* (rows), with targets */
+	const int *targets;             /* (rows) or NULL */
+	int64_t rows;
+	int width;                      /* T (causal) or V */
+	int causal;
+};
+
+GK_BODY(softmax_forward, struct gk_softmax)
+{
+	float *p = a->p + blk * a->width;
+	int end = a->causal ? (int)(blk % a->width) + 1 : a->width;
+
+	if (phase == 0) {
+		float maxv = -INFINITY;
+		for (int u = thr; u < end; u += nthr)
+			maxv = p[u] > maxv ? p[u] : maxv;
+		shm[thr] = maxv;
+	} else if (phase == 1) {
+		if (thr == 0) {
+			float maxv = -INFINITY;
+			for (int k = 0; k < nthr; k++)
+				maxv = (float)shm[k] > maxv ? (float)shm[k] : maxv;
+			shm[nthr] = maxv;
+		}
+	} else if (phase == 2) {
+		float maxv = (float)shm[nthr];
+		double sum = 0;
+		for (int u = thr; u < end; u += nthr) {
+			p[u] = elem_exp(p[u] - maxv);
+			sum += p[u];
+		}
+		shm[thr] = sum;
+	} else if (phase == 3) {
+		if (thr == 0)
+			shm[nthr + 1] = elem_softmax_inv(gk_row_total(shm, thr, nthr));
+	} else {
+		float inv = (float)shm[nthr + 1];
+		for (int u = thr; u < a->width; u += nthr) {
+			p[u] = u < end ? p[u] * inv : 0;
+			if (a->targets && u == a->targets[blk])
+				a->losses[blk] = elem_xent_loss(p[u]);
+		}
+	}
+}
+
+/*
+ * Attention's softmax backward for one head, rows (b, t) of B*T:
+ * d = P (dP - sum_u P dP) scale in place of dP, zero above the diagonal.
+ * Row (b, t) of P starts at p + b p_bstride + t T, of dP at d + b d_bstride + t T.
+ */
+struct gk_softmax_back {
+	struct gk_grid grid;            /* gk_rows(B * T, T) */
+	float *d;
+	const float *p;
+	int64_t rows, p_bstride, d_bstride;
+	int T;
+	float scale;
+};
+
+GK_BODY(softmax_backward, struct gk_softmax_back)
+{
+	int64_t b = blk / a->T, t = blk % a->T;
+	const float *p = a->p + b * a->p_bstride + t * a->T;
+	float *d = a->d + b * a->d_bstride + t * a->T;
+
+	if (phase == 0) {
+		double s = 0;
+		for (int u = thr; u <= t; u += nthr)
+			s += (double)p[u] * d[u];
+		shm[thr] = s;
+	} else if (phase == 1) {
+		if (thr == 0)
+			shm[nthr] = gk_row_total(shm, thr, nthr);
+	} else {
+		double s = shm[nthr];
+		for (int u = thr; u < a->T; u += nthr)
+			d[u] = u <= t ? elem_softmax_dscore(p[u], d[u], s, a->scale) : 0;
+	}
+}
+
+/* dlogits = (probs - onehot(target)) scale in place */
+struct gk_xent_back {
+	struct gk_grid grid;            /* gk_elems(N * V) */
+	float *p;                       /* (N, V) */
+	const int *targets;             /* (N) */
+	int64_t n;
+	int V;
+	float scale;
+};
+
+GK_BODY(xent_backward, struct gk_xent_back)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->p[i] = elem_xent_dlogit(a->p[i], i % a->V == a->targets[i / a->V], a->scale);
+}
+
+/* A label per row drawn from its probabilities by inverse CDF, u given
+ * (one uniform per row, drawn on the host as gnb_sample_labels draws
+ * them): one thread per row, serially over V, in sharpness.c's order. */
+struct gk_sample {
+	struct gk_grid grid;            /* gk_elems(N) */
+	int *labels;                    /* (N) */
+	const float *p;                 /* (N, V) */
+	const double *u;                /* (N) */
+	int64_t rows;
+	int V;
+};
+
+GK_BODY(sample_labels, struct gk_sample)
+{
+	GK_ELEM_INDEX(r, a->rows);
+	const float *p = a->p + r * a->V;
+	double c = 0;
+	int y = a->V - 1;
+
+	for (int i = 0; i < a->V; i++) {
+		c += p[i];
+		if (a->u[r] < c) {
+			y = i;
+			break;
+		}
+	}
+	a->labels[r] = y;
+}
+
+/* h += scale g^2: the GNB estimate's sum */
+struct gk_square {
+	struct gk_grid grid;            /* gk_elems(n) */
+	float *h;
+	const float *g;
+	int64_t n;
+	double scale;
+};
+
+GK_BODY(gnb_square, struct gk_square)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->h[i] += (float)(a->scale * (double)a->g[i] * (double)a->g[i]);
+}
+
+/* ---- the MLP and the residual stream ------------------------------------ */
+
+struct gk_pointwise {
+	struct gk_grid grid;            /* gk_elems(n) */
+	float *out, *out2;              /* forward: out; backward: dgate, dup (+=) */
+	const float *a, *b, *c;         /* forward: a, b; backward: dh, gate, up */
+	int64_t n;
+};
+
+GK_BODY(residual_forward, struct gk_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = a->a[i] + a->b[i];
+}
+
+/* h = silu(gate) up */
+GK_BODY(swiglu_forward, struct gk_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_swiglu(a->a[i], a->b[i]);
+}
+
+GK_BODY(swiglu_backward, struct gk_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	float dg, du;
+	elem_swiglu_backward(a->a[i], a->b[i], a->c[i], &dg, &du);
+	a->out[i] += dg;
+	a->out2[i] += du;
+}
+
+/* ---- learnable multipliers ------------------------------------------------ */
+
+/*
+ * W_eff = s W, diag(r) W or W diag(c); backward dW += dW_eff f, and the
+ * multiplier's gradient: per row (a thread per row, serially in double, as
+ * the CPU; the scalar adds the rows in order in mult_dscalar), per column
+ * (a thread per column, serially over rows in float, as the CPU).
+ */
+struct gk_mult {
+	struct gk_grid grid;            /* apply, dw: gk_elems(dout din); drow: gk_elems(dout);
+					   dcol: gk_elems(din); dscalar: gk_elems(1) */
+	float *weff, *dw, *dmult;
+	double *rowsum;                 /* (dout) scratch of the scalar mode */
+	const float *w, *mult, *dweff;
+	int64_t dout, din;
+	int mode;                       /* GK_MULT_* */
+};
+
+SW_HD static inline float gk_mult_factor(const struct gk_mult *a, int64_t i, int64_t j)
+{
+	return a->mode == GK_MULT_SCALAR ? a->mult[0] : a->mode == GK_MULT_ROW ? a->mult[i] : a->mult[j];
+}
+
+GK_BODY(mult_apply, struct gk_mult)
+{
+	GK_ELEM_INDEX(k, a->dout * a->din);
+	a->weff[k] = a->w[k] * gk_mult_factor(a, k / a->din, k % a->din);
+}
+
+GK_BODY(mult_dw, struct gk_mult)
+{
+	GK_ELEM_INDEX(k, a->dout * a->din);
+	a->dw[k] += a->dweff[k] * gk_mult_factor(a, k / a->din, k % a->din);
+}
+
+GK_BODY(mult_drow, struct gk_mult)
+{
+	GK_ELEM_INDEX(i, a->dout);
+	double row = 0;
+
+	for (int64_t j = 0; j < a->din; j++)
+		row += (double)a->dweff[i * a->din + j] * a->w[i * a->din + j];
+	if (a->mode == GK_MULT_ROW)
+		a->dmult[i] += (float)row;
+	else
+		a->rowsum[i] = row;
+}
+
+GK_BODY(mult_dscalar, struct gk_mult)
+{
+	GK_ELEM_INDEX(k, 1);
+	double total = 0;
+
+	for (int64_t i = 0; i < a->dout; i++)
+		total += a->rowsum[i];
+	a->dmult[k] += (float)total;
+}
+
+GK_BODY(mult_dcol, struct gk_mult)
+{
+	GK_ELEM_INDEX(j, a->din);
+	for (int64_t i = 0; i < a->dout; i++)
+		a->dmult[j] += a->dweff[i * a->din + j] * a->w[i * a->din + j];
+}
+
+/* ---- sums: the gradient norm, the trace's RMS, Newton-Schulz's norm ------ */
+
+/*
+ * The sum of x (or of x^2) over n elements in blocks of GK_SUM_CHUNK:
+ * sum_partial leaves block k's in partial[k] (threads' strided shares,
+ * then thread 0 adds them in order); sum_finish adds the partials in order
+ * into out[0], for a result that stays on the device.
+ */
+struct gk_sum {
+	struct gk_grid grid;            /* partial: gk_rows(chunks, GK_SUM_CHUNK); finish: gk_elems(1) */
+	double *partial;                /* (chunks) */
+	double *out;                    /* finish: (1) */
+	const float *x;
+	int64_t n, chunks;
+	int squares;
+};
+
+GK_BODY(sum_partial, struct gk_sum)
+{
+	int64_t start = blk * GK_SUM_CHUNK, end = start + GK_SUM_CHUNK;
+
+	if (end > a->n)
+		end = a->n;
+	if (phase == 0) {
+		double s = 0;
+		for (int64_t i = start + thr; i < end; i += nthr)
+			s += a->squares ? (double)a->x[i] * a->x[i] : (double)a->x[i];
+		shm[thr] = s;
+	} else if (thr == 0) {
+		a->partial[blk] = gk_row_total(shm, thr, nthr);
+	}
+}
+
+GK_BODY(sum_finish, struct gk_sum)
+{
+	GK_ELEM_INDEX(k, 1);
+	double s = 0;
+
+	for (int64_t i = 0; i < a->chunks; i++)
+		s += a->partial[i];
+	a->out[k] = s;
+}
+
+/* ---- the optimizers --------------------------------------------------------- */
+
+/* AdamW over one tensor: elem_adamw's update of each element */
+struct gk_adamw {
+	struct gk_grid grid;            /* gk_elems(n) */
+	float *p, *m, *v;
+	const float *g;
+	int64_t n;
+	double clip;
+	struct elem_adamw c;
+};
+
+GK_BODY(adamw, struct gk_adamw)
+{
+	GK_ELEM_INDEX(i, a->n);
+	elem_adamw(&a->p[i], &a->m[i], &a->v[i], a->g[i], a->clip, &a->c);
+}
+
+/*
+ * The elementwise parts of Muon and Scion over one tensor: the momentum
+ * (out = the Nesterov gradient, or Scion's M), the sign LMO, a scale, the
+ * update p decay - lr u, and Newton-Schulz's polynomial and normalization.
+ */
+struct gk_opt {
+	struct gk_grid grid;            /* gk_elems(n); scion_rows: gk_rows(rows, cols) */
+	float *out, *p;
+	float *buf;                     /* the momentum (float, as /optim_state stores it) */
+	const float *x, *x2;
+	const double *sumsq;            /* ns_normalize: on the device */
+	int64_t n;
+	int rows, cols;
+	double clip, mom, scale, decay, lr;
+};
+
+GK_BODY(muon_momentum, struct gk_opt)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_muon_momentum(&a->buf[i], a->x[i], a->clip, a->mom);
+}
+
+GK_BODY(scion_momentum, struct gk_opt)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_scion_momentum(&a->buf[i], a->x[i], a->clip, a->mom);
+}
+
+GK_BODY(scion_sign, struct gk_opt)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_scion_sign(a->x[i], a->scale);
+}
+
+/* Scion's embedding LMO: every row (token vector) of x to RMS 1 */
+GK_BODY(scion_rows, struct gk_opt)
+{
+	const float *x = a->x + blk * a->cols;
+	float *u = a->out + blk * a->cols;
+
+	if (phase == 0) {
+		shm[thr] = gk_sumsq_share(x, a->cols, thr, nthr);
+	} else if (phase == 1) {
+		if (thr == 0)
+			shm[nthr] = elem_scion_row_factor(gk_row_total(shm, thr, nthr), a->cols);
+	} else {
+		for (int j = thr; j < a->cols; j += nthr)
+			u[j] = (float)(x[j] * shm[nthr]);
+	}
+}
+
+/* out *= (float)scale */
+GK_BODY(scale, struct gk_opt)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] *= (float)a->scale;
+}
+
+GK_BODY(apply_update, struct gk_opt)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->p[i] = elem_apply_update(a->p[i], a->x[i], a->decay, a->lr);
+}
+
+/* B = b A + c A A */
+GK_BODY(ns_poly, struct gk_opt)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_ns_poly(a->x[i], a->x2[i]);
+}
+
+/* X /= ||X||_F + 1e-7, the sum of squares on the device */
+GK_BODY(ns_normalize, struct gk_opt)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = (float)(a->out[i] / elem_ns_norm(a->sumsq[0]));
+}
+
+/* out (cols x rows) = x^T, x (rows x cols) */
+GK_BODY(transpose, struct gk_opt)
+{
+	GK_ELEM_INDEX(k, a->n);
+	int64_t i = k / a->cols, j = k % a->cols;
+	a->out[j * a->rows + i] = a->x[k];
+}
+
+/*
+ * The list: X(name, argument struct, phases), for the wrappers of gpu.cu,
+ * the host loops of gpu_emu.c and the typed launchers of gpu.h.
+ */
+#define GK_KERNELS(X) \
+	X(encoder_forward, struct gk_encoder, 1) \
+	X(encoder_backward, struct gk_encoder, 1) \
+	X(rmsnorm_forward, struct gk_rmsnorm, 3) \
+	X(rmsnorm_backward, struct gk_rmsnorm, 3) \
+	X(colsum_partial, struct gk_colsum, 1) \
+	X(colsum_finish, struct gk_colsum, 1) \
+	X(rope, struct gk_rope, 1) \
+	X(softmax_forward, struct gk_softmax, 5) \
+	X(softmax_backward, struct gk_softmax_back, 3) \
+	X(xent_backward, struct gk_xent_back, 1) \
+	X(sample_labels, struct gk_sample, 1) \
+	X(gnb_square, struct gk_square, 1) \
+	X(residual_forward, struct gk_pointwise, 1) \
+	X(swiglu_forward, struct gk_pointwise, 1) \
+	X(swiglu_backward, struct gk_pointwise, 1) \
+	X(mult_apply, struct gk_mult, 1) \
+	X(mult_dw, struct gk_mult, 1) \
+	X(mult_drow, struct gk_mult, 1) \
+	X(mult_dscalar, struct gk_mult, 1) \
+	X(mult_dcol, struct gk_mult, 1) \
+	X(sum_partial, struct gk_sum, 2) \
+	X(sum_finish, struct gk_sum, 1) \
+	X(adamw, struct gk_adamw, 1) \
+	X(muon_momentum, struct gk_opt, 1) \
+	X(scion_momentum, struct gk_opt, 1) \
+	X(scion_sign, struct gk_opt, 1) \
+	X(scion_rows, struct gk_opt, 3) \
+	X(scale, struct gk_opt, 1) \
+	X(apply_update, struct gk_opt, 1) \
+	X(ns_poly, struct gk_opt, 1) \
+	X(ns_normalize, struct gk_opt, 1) \
+	X(transpose, struct gk_opt, 1)
+
+#define GK_ID(name, A, phases) GK_ID_##name,
+enum gk_id { GK_KERNELS(GK_ID) GK_COUNT };
+#undef GK_ID
+
+#endif

@@ -1,0 +1,1154 @@
+/*
+ * model.c - the Llama model on the CPU (see model.h): one forward and one
+ * backward function per layer kind, named after the math, in the order of
+ * llm.c's train_gpt2.c: outputs, then saved values, then inputs, then
+ * weights, then sizes. Backward functions add into their gradients.
+ */
+#include "model.h"
+#include "../base/elemmath.h"
+#include "../base/isa.h"
+#include "modelint.h"
+#include "../base/par.h"
+#include "../base/rng.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- row reductions ------------------------------------------------------ */
+
+/*
+ * A row's maximum and its sums in vectors (a serial sum in double waits
+ * four cycles an element, and a serial "p > max ? p : max" compiles to
+ * scalar code unless NaNs are ruled out). A maximum is the same
+ * whatever the order, so the compiler picks it. A sum runs in ROW_LANES
+ * lanes, lane j taking elements j, j + ROW_LANES, ..., then the lanes are
+ * added in order, then the tail: the same order on every CPU. A sum is in
+ * double, so only its last bits depend on the order, and the float made
+ * from it (1/sum, r, a mean) is the same for any order but where the
+ * double lies within those bits of a float's rounding boundary. The GPU's
+ * kernels add in another order (lib/model/cuda/kernels.h), and t0064 holds the
+ * two to the same checkpoints, bit for bit.
+ */
+#define ROW_LANES 16
+
+static inline real row_max(const real *p, int n)
+{
+	real maxv = -INFINITY;
+
+#pragma omp simd reduction(max : maxv)
+	for (int i = 0; i < n; i++)
+		maxv = p[i] > maxv ? p[i] : maxv;
+	return maxv;
+}
+
+static inline double lanes_total(const double *lane)
+{
+	double sum = 0;
+	for (int j = 0; j < ROW_LANES; j++)
+		sum += lane[j];
+	return sum;
+}
+
+/* p[i] = exp(p[i] - maxv); returns their sum */
+static inline double row_exp_sum(real *p, int n, real maxv)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	for (; i + ROW_LANES <= n; i += ROW_LANES)
+		for (int j = 0; j < ROW_LANES; j++) {
+			p[i + j] = elem_exp(p[i + j] - maxv);
+			lane[j] += p[i + j];
+		}
+	sum = lanes_total(lane);
+	for (; i < n; i++) {
+		p[i] = elem_exp(p[i] - maxv);
+		sum += p[i];
+	}
+	return sum;
+}
+
+/* sum of a[i] b[i] in double (each product exact) */
+static inline double row_dot(const real *a, const real *b, int n)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	for (; i + ROW_LANES <= n; i += ROW_LANES)
+		for (int j = 0; j < ROW_LANES; j++)
+			lane[j] += (double)a[i + j] * b[i + j];
+	sum = lanes_total(lane);
+	for (; i < n; i++)
+		sum += (double)a[i] * b[i];
+	return sum;
+}
+
+/* RMSNorm backward's dot(dxhat, xhat) over a row (elem_rmsnorm_dot's
+ * terms; gain NULL: 1). Two loops: with the choice of gain inside one,
+ * GCC leaves it scalar. */
+static inline double rmsnorm_row_dot(const real *dy, const real *gain, const real *x, real r, int n)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	if (gain)
+		for (; i + ROW_LANES <= n; i += ROW_LANES)
+			for (int j = 0; j < ROW_LANES; j++)
+				lane[j] += elem_rmsnorm_dot(dy[i + j], gain[i + j], x[i + j], r);
+	else
+		for (; i + ROW_LANES <= n; i += ROW_LANES)
+			for (int j = 0; j < ROW_LANES; j++)
+				lane[j] += elem_rmsnorm_dot(dy[i + j], 1, x[i + j], r);
+	sum = lanes_total(lane);
+	for (; i < n; i++)
+		sum += elem_rmsnorm_dot(dy[i], gain ? gain[i] : 1, x[i], r);
+	return sum;
+}
+
+/* ---- the layers, forward and backward ------------------------------- */
+
+/* out[n] = embed[token[n]] */
+void model_encoder_forward(real *out, const int *tokens, const real *embed, int N, int C)
+{
+	for (int n = 0; n < N; n++)
+		memcpy(out + (size_t)n * C, embed + (size_t)tokens[n] * C, (size_t)C * sizeof(real));
+}
+
+void model_encoder_backward(real *dembed, const real *dout, const int *tokens, int N, int C)
+{
+	/* serial over tokens: two tokens may share a row */
+	for (int n = 0; n < N; n++) {
+		real *d = dembed + (size_t)tokens[n] * C;
+		const real *g = dout + (size_t)n * C;
+#pragma omp simd
+		for (int i = 0; i < C; i++)
+			d[i] += g[i];
+	}
+}
+
+/* out = gain * x / sqrt(mean(x^2) + eps), per row of C; gain may be NULL */
+ISA_VECTOR_CLONES
+static void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *gain,
+			    int N, int C, double eps)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * C)
+	for (int n = 0; n < N; n++) {
+		const real *x = inp + (size_t)n * C;
+		real *y = out + (size_t)n * C;
+		real r = elem_rmsnorm_rstd(row_dot(x, x, C), C, eps);
+		rstd[n] = r;
+		for (int i = 0; i < C; i++)
+			y[i] = elem_rmsnorm_out(x[i], r, gain ? gain[i] : 1);
+	}
+}
+
+/*
+ * Backward of y = g * xhat, xhat = x * r, r = (mean(x^2) + eps)^(-1/2):
+ * dg += sum_n dy * xhat; dx = r * (dxhat - xhat * mean(dxhat * xhat)),
+ * dxhat = dy * g.
+ */
+ISA_VECTOR_CLONES
+void model_rmsnorm_backward(real *dinp, real *dgain, const real *dout, const real *inp,
+			    const real *gain, const real *rstd, int N, int C)
+{
+#pragma omp parallel PAR_IF((size_t)N * C)
+	{
+		int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+		/* each thread owns a slice of the gain's entries for dgain */
+		int c0 = (int)((long)C * tid / nth), c1 = (int)((long)C * (tid + 1) / nth);
+		if (dgain)
+			for (int n = 0; n < N; n++) {
+				const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+				real r = rstd[n];
+				for (int i = c0; i < c1; i++)
+					dgain[i] += elem_rmsnorm_dgain(dy[i], x[i], r);
+			}
+#pragma omp for schedule(static)
+		for (int n = 0; n < N; n++) {
+			const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+			real *dx = dinp + (size_t)n * C, r = rstd[n];
+			real mean = elem_rmsnorm_mean(rmsnorm_row_dot(dy, gain, x, r, C), C);
+			for (int i = 0; i < C; i++)
+				dx[i] += elem_rmsnorm_dx(dy[i], gain ? gain[i] : 1, x[i], r, mean);
+		}
+	}
+}
+
+/*
+ * The matrix products: each is split into row blocks across the OpenMP
+ * threads, and OpenBLAS (its OpenMP build, see the Makefile) runs each
+ * block single-threaded inside the parallel region. One pool of threads for
+ * the whole model, and every output element is computed by one call with a
+ * fixed split, so results are reproducible for a thread count.
+ */
+void model_rows_of(int n, int *r0, int *r1)
+{
+	int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+	*r0 = (int)((long)n * tid / nth);
+	*r1 = (int)((long)n * (tid + 1) / nth);
+}
+
+/* out (N, dout) = inp (N, din) W^T, W (dout, din) */
+static void matmul_forward(real *out, const real *inp, const real *w, int N, int din, int dout)
+{
+#pragma omp parallel PAR_IF_FLOPS((size_t)N * din * dout)
+	{
+		int r0, r1;
+		model_rows_of(N, &r0, &r1);
+		if (r1 > r0)
+			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, dout, din, 1,
+			     inp + (size_t)r0 * din, din, w, din, 0, out + (size_t)r0 * dout, dout);
+	}
+}
+
+/* dinp += dout W (split over tokens); dW += dout^T inp (split over W's rows) */
+void model_matmul_backward(real *dinp, real *dw, const real *dout, const real *inp,
+			   const real *w, int N, int din, int dout_)
+{
+#pragma omp parallel PAR_IF_FLOPS((size_t)N * din * dout_)
+	{
+		int r0, r1;
+		if (dinp) {
+			model_rows_of(N, &r0, &r1);
+			if (r1 > r0)
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, din, dout_, 1,
+				     dout + (size_t)r0 * dout_, dout_, w, din, 1, dinp + (size_t)r0 * din, din);
+		}
+		model_rows_of(dout_, &r0, &r1);
+		if (r1 > r0)
+			GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, din, N, 1, dout + r0, dout_,
+			     inp, din, 1, dw + (size_t)r0 * din, din);
+	}
+}
+
+/*
+ * The backward of products fused into one, out = inp [W_0; W_1; ...]^T
+ * (the W_p adjacent rows of one block, out's columns the parts' side by
+ * side, ld = the sum of the parts): dW += dout^T inp for all parts in one
+ * product (each element the same sum over tokens as apart), and dinp +=
+ * dout_0 W_0 + dout_1 W_1 + ... as separate products in that order, so
+ * that dinp rounds as the unfused layers' did (one product over the
+ * joined parts would add in another order).
+ */
+static void matmul_backward_parts(real *dinp, real *dw, const real *dout, const real *inp,
+				  const real *w, int N, int din, const int *part, int nparts)
+{
+	int ld = 0;
+
+	for (int p = 0; p < nparts; p++)
+		ld += part[p];
+#pragma omp parallel PAR_IF_FLOPS((size_t)N * din * ld)
+	{
+		int r0, r1;
+		model_rows_of(N, &r0, &r1);
+		for (int p = 0, off = 0; p < nparts && r1 > r0; off += part[p++])
+			GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, din, part[p], 1,
+			     dout + (size_t)r0 * ld + off, ld, w + (size_t)off * din, din, 1,
+			     dinp + (size_t)r0 * din, din);
+		model_rows_of(ld, &r0, &r1);
+		if (r1 > r0)
+			GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, din, N, 1, dout + r0, ld,
+			     inp, din, 1, dw + (size_t)r0 * din, din);
+	}
+}
+
+/*
+ * RoPE, rotate-half convention: for a head vector x and i < hd/2,
+ * (x_i, x_{i+hd/2}) turns by t * theta_i. In place on (N, nh, hd).
+ */
+void model_rope_forward(real *x, const real *cos_, const real *sin_, int B, int T, int nh, int hd)
+{
+	int half = hd / 2;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)B * T * nh * hd)
+	for (int n = 0; n < B * T; n++) {
+		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
+		for (int h = 0; h < nh; h++) {
+			real *v = x + ((size_t)n * nh + h) * hd;
+			for (int i = 0; i < half; i++)
+				elem_rope_forward(&v[i], &v[i + half], c[i], s[i]);
+		}
+	}
+}
+
+/* The transpose of a rotation is the rotation back. In place. */
+void model_rope_backward(real *dx, const real *cos_, const real *sin_, int B, int T, int nh, int hd)
+{
+	int half = hd / 2;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)B * T * nh * hd)
+	for (int n = 0; n < B * T; n++) {
+		const real *c = cos_ + (size_t)(n % T) * half, *s = sin_ + (size_t)(n % T) * half;
+		for (int h = 0; h < nh; h++) {
+			real *v = dx + ((size_t)n * nh + h) * hd;
+			for (int i = 0; i < half; i++)
+				elem_rope_backward(&v[i], &v[i + half], c[i], s[i]);
+		}
+	}
+}
+
+/*
+ * Causal attention with GQA: out[b,t,h] = sum_{u<=t} P[b,h,t,u] v[b,u,g(h)],
+ * P = softmax_u(q[b,t,h] . k[b,u,g(h)] / sqrt(hd)), g(h) = h / (H/KV).
+ * q (N, H, hd), k and v (N, KV, hd), att (B, H, T, T), out (N, H, hd).
+ * Per (b, h) two matrix products: S = scale Q_h K_g^T (the blocks of T x T
+ * on and below the diagonal, model_causal_block; what lies above t in a row is
+ * then masked), and O_h = P V_g, P being zero above the diagonal. The
+ * GEMMs run inside the parallel loop, each on one thread.
+ */
+ISA_VECTOR_CLONES
+static void attention_forward(real *out, real *att, const real *q, const real *k, const real *v,
+			      int B, int T, int H, int KV, int hd)
+{
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
+	real scale = (real)(1.0 / sqrt((double)hd));
+
+#pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < H; h++) {
+			int g = h / group;
+			const real *qh = q + (size_t)b * T * Q + (size_t)h * hd;
+			const real *kg = k + (size_t)b * T * K + (size_t)g * hd;
+			const real *vg = v + (size_t)b * T * K + (size_t)g * hd;
+			real *pbh = att + ((size_t)b * H + h) * T * T;
+
+			for (int i = 0; i < nb; i++) {    /* S's blocks on and below the diagonal */
+				int r0, r1;
+				model_causal_block(T, nb, i, &r0, &r1);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, scale,
+				     qh + (size_t)r0 * Q, Q, kg, K, 0, pbh + (size_t)r0 * T, T);
+			}
+			for (int t = 0; t < T; t++) {
+				real *p = pbh + (size_t)t * T;
+				real inv = elem_softmax_inv(row_exp_sum(p, t + 1, row_max(p, t + 1)));
+				for (int u = 0; u <= t; u++)
+					p[u] *= inv;
+				for (int u = t + 1; u < T; u++)
+					p[u] = 0;
+			}
+			for (int i = 0; i < nb; i++) {    /* O's rows: P's nonzero columns */
+				int r0, r1;
+				model_causal_block(T, nb, i, &r0, &r1);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+				     pbh + (size_t)r0 * T, T, vg, K, 0,
+				     out + ((size_t)b * T + r0) * Q + (size_t)h * hd, Q);
+			}
+		}
+}
+
+/* dY's rows r0..r1 += M^T X over M's rows from r0 on (M (T, T) zero
+ * above the diagonal, so the rows above r0 add nothing); Y, X (T, hd)
+ * with rows ldy, ldx apart */
+static void causal_add_tn(real *dy, int ldy, const real *m, const real *x, int ldx, int T, int r0,
+			  int r1, int hd)
+{
+	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, hd, T - r0, 1, m + (size_t)r0 * T + r0,
+	     T, x + (size_t)r0 * ldx, ldx, 1, dy + (size_t)r0 * ldy, ldy);
+}
+
+/*
+ * Backward of the above, per (b, h): dP = dO_h V_g^T; dV_g += P^T dO_h;
+ * the softmax backward dS[t,u] = P[t,u] (dP[t,u] - sum_j P[t,j] dP[t,j]);
+ * dQ_h += scale dS K_g; dK_g += scale dS^T Q_h. Threads split the
+ * (b, KV-head) pairs, so a KV head's gradients are written by one thread
+ * only, whatever the group size; dP lives in that pair's T x T scratch.
+ */
+ISA_VECTOR_CLONES
+static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
+			       const real *dout, const real *q, const real *k, const real *v,
+			       const real *att, int B, int T, int H, int KV, int hd)
+{
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
+	real scale = (real)(1.0 / sqrt((double)hd));
+
+#pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
+	for (int b = 0; b < B; b++)
+		for (int g = 0; g < KV; g++) {
+			real *ds = scratch + ((size_t)b * KV + g) * T * T;
+			const real *kg = k + (size_t)b * T * K + (size_t)g * hd;
+			const real *vg = v + (size_t)b * T * K + (size_t)g * hd;
+			real *dkg = dk + (size_t)b * T * K + (size_t)g * hd;
+			real *dvg = dv + (size_t)b * T * K + (size_t)g * hd;
+
+			for (int h = g * group; h < (g + 1) * group; h++) {
+				const real *pbh = att + ((size_t)b * H + h) * T * T;
+				const real *doh = dout + (size_t)b * T * Q + (size_t)h * hd;
+				const real *qh = q + (size_t)b * T * Q + (size_t)h * hd;
+				real *dqh = dq + (size_t)b * T * Q + (size_t)h * hd;
+
+				for (int i = 0; i < nb; i++) {
+					int r0, r1;
+					model_causal_block(T, nb, i, &r0, &r1);
+					/* dP's blocks on and below the diagonal */
+					GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, 1,
+					     doh + (size_t)r0 * Q, Q, vg, K, 0, ds + (size_t)r0 * T, T);
+					causal_add_tn(dvg, K, pbh, doh, Q, T, r0, r1, hd);
+				}
+				for (int t = 0; t < T; t++) {
+					const real *p = pbh + (size_t)t * T;
+					real *d = ds + (size_t)t * T;
+					double sum = row_dot(p, d, t + 1);
+					for (int u = 0; u <= t; u++)
+						d[u] = elem_softmax_dscore(p[u], d[u], sum, scale);
+					for (int u = t + 1; u < T; u++)
+						d[u] = 0;
+				}
+				for (int i = 0; i < nb; i++) {
+					int r0, r1;
+					model_causal_block(T, nb, i, &r0, &r1);
+					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+					     ds + (size_t)r0 * T, T, kg, K, 1, dqh + (size_t)r0 * Q, Q);
+					causal_add_tn(dkg, K, ds, qh, Q, T, r0, r1, hd);
+				}
+			}
+		}
+}
+
+/* h = silu(gate) * up, silu(x) = x sigmoid(x) */
+ISA_VECTOR_CLONES
+static void swiglu_forward(real *h, const real *gate, const real *up, size_t n)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		h[i] = elem_swiglu(gate[i], up[i]);
+}
+
+/* d silu(x)/dx = s(x) (1 + x (1 - s(x))) */
+ISA_VECTOR_CLONES
+void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
+			   const real *up, size_t n)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++) {
+		real dg, du;
+		elem_swiglu_backward(dh[i], gate[i], up[i], &dg, &du);
+		dgate[i] += dg;
+		dup[i] += du;
+	}
+}
+
+/* The backward into the fused product's gradient dgu (N, 2F), written:
+ * each element 0 + its term, the sum into zeros the unfused backward
+ * forms (a -0 comes out +0 as there). */
+ISA_VECTOR_CLONES
+static void swiglu_backward_fused(real *dgu, const real *dh, const real *gate, const real *up,
+				  int N, int F)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * F)
+	for (int n = 0; n < N; n++) {
+		real *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+		const real *dhn = dh + (size_t)n * F, *gn = gate + (size_t)n * F, *un = up + (size_t)n * F;
+#pragma omp simd
+		for (int i = 0; i < F; i++) {
+			real tg, tu, zero = 0;
+			elem_swiglu_backward(dhn[i], gn[i], un[i], &tg, &tu);
+			dg[i] = zero + tg;
+			du[i] = zero + tu;
+		}
+	}
+}
+
+/* The gradients dq, dk, dv (N, Q), (N, K), (N, K) side by side in
+ * dqkv (N, Q + 2K), for the fused product's backward. */
+static void qkv_join(real *dqkv, const real *dq, const real *dk, const real *dv, int N, int Q, int K)
+{
+	size_t ld = (size_t)Q + 2 * (size_t)K;
+
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * ld)
+	for (int n = 0; n < N; n++) {
+		real *r = dqkv + (size_t)n * ld;
+		memcpy(r, dq + (size_t)n * Q, (size_t)Q * sizeof(real));
+		memcpy(r + Q, dk + (size_t)n * K, (size_t)K * sizeof(real));
+		memcpy(r + Q + K, dv + (size_t)n * K, (size_t)K * sizeof(real));
+	}
+}
+
+ISA_VECTOR_CLONES
+void model_residual_forward(real *out, const real *a, const real *b, size_t n)
+{
+#pragma omp parallel for schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		out[i] = a[i] + b[i];
+}
+
+/* probs = softmax(logits) in place, per row of V; losses = -log p[target] */
+ISA_VECTOR_CLONES
+static void softmax_crossentropy_forward(real *losses, real *probs, const int *targets,
+					 int N, int V)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * V)
+	for (int n = 0; n < N; n++) {
+		real *p = probs + (size_t)n * V;
+		real inv = elem_softmax_inv(row_exp_sum(p, V, row_max(p, V)));
+		for (int i = 0; i < V; i++)
+			p[i] *= inv;
+		if (targets)
+			losses[n] = elem_xent_loss(p[targets[n]]);
+	}
+}
+
+/* dlogits = (probs - onehot(target)) * scale, in place over probs */
+ISA_VECTOR_CLONES
+void model_softmax_crossentropy_backward(real *probs, const int *targets, int N, int V, real scale)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * V)
+	for (int n = 0; n < N; n++) {
+		real *p = probs + (size_t)n * V;
+		for (int i = 0; i < V; i++)
+			p[i] = elem_xent_dlogit(p[i], i == targets[n], scale);
+	}
+}
+
+/* ---- multipliers ----------------------------------------------------- */
+
+/* W_eff = s W (scalar), diag(r) W (row) or W diag(c) (col) */
+static void mult_apply(real *weff, const real *w, const real *mult, enum mult_mode mode,
+		       int64_t dout, int64_t din)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)(dout * din))
+	for (int64_t i = 0; i < dout; i++)
+		for (int64_t j = 0; j < din; j++) {
+			real f = mode == MULT_SCALAR ? mult[0] : mode == MULT_ROW ? mult[i] : mult[j];
+			weff[i * din + j] = w[i * din + j] * f;
+		}
+}
+
+/* From dL/dW_eff: dW += dW_eff * mult; dmult += sum of dW_eff * W over
+ * the multiplier's reach (all, a row, a column). */
+static void mult_backward(real *dw, real *dmult, const real *dweff, const real *w,
+			  const real *mult, enum mult_mode mode, int64_t dout, int64_t din)
+{
+	double total = 0;
+
+	for (int64_t i = 0; i < dout; i++) {
+		double row = 0;
+		for (int64_t j = 0; j < din; j++) {
+			real f = mode == MULT_SCALAR ? mult[0] : mode == MULT_ROW ? mult[i] : mult[j];
+			real g = dweff[i * din + j];
+			dw[i * din + j] += g * f;
+			if (mode == MULT_COL)
+				dmult[j] += g * w[i * din + j];
+			else
+				row += (double)g * w[i * din + j];
+		}
+		if (mode == MULT_ROW)
+			dmult[i] += (real)row;
+		total += row;
+	}
+	if (mode == MULT_SCALAR)
+		dmult[0] += (real)total;
+}
+
+/* ---- building the model ---------------------------------------------- */
+
+/* The next tensor; while model_build counts (no tensors yet), only counted. */
+static int add_tensor(struct model *m, const char *role, int layer, int rank,
+		      int64_t d0, int64_t d1, struct sw_err *err)
+{
+	struct model_tensor *t;
+
+	if (!m->tensors) {
+		m->ntensors++;
+		return SW_OK;
+	}
+	if (m->ntensors >= m->tensors_cap)
+		return sw_fail(err, SW_ESOFTWARE, "model: more tensors than counted (%d)", m->tensors_cap);
+	t = &m->tensors[m->ntensors];
+	memset(t, 0, sizeof *t);
+	if (arch_info_for_role(&m->c, role, layer, &t->info) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "model: unknown role %s", role);
+	t->info.rank = rank;
+	t->info.shape[0] = d0;
+	t->info.shape[1] = d1;
+	sw_shape_numel(rank, t->info.shape, &t->info.numel);
+	t->info.kind = sw_kind_of_shape(rank, t->info.shape);
+	t->info.dtype = SW_DTYPE_F32;
+	strcpy(t->info.dtype_name, "F32");
+	t->info.lr = t->info.wd = NAN;
+	t->numel = (size_t)t->info.numel;
+	t->offset = m->nparams;
+	t->linear = -1;
+	m->nparams += t->numel;
+	m->ntensors++;
+	return SW_OK;
+}
+
+/* A linear layer and its multiplier. */
+static int add_linear(struct model *m, const char *role, int layer, int64_t dout,
+		      int64_t din, struct sw_err *err)
+{
+	char mrole[SW_ROLE_MAX];
+	struct model_linear *l;
+	int rc;
+
+	if (m->tensors && m->nlinears >= m->linears_cap)
+		return sw_fail(err, SW_ESOFTWARE, "model: more linear layers than counted (%d)",
+			       m->linears_cap);
+	if ((rc = add_tensor(m, role, layer, 2, dout, din, err)))
+		return rc;
+	if (!m->tensors) {      /* counting: the weight, and its multiplier */
+		m->nlinears++;
+		m->ntensors += m->mult != MULT_NONE;
+		return SW_OK;
+	}
+	l = &m->linears[m->nlinears];
+	l->tensor = m->ntensors - 1;
+	l->mult_tensor = -1;
+	l->dout = dout;
+	l->din = din;
+	m->tensors[l->tensor].linear = m->nlinears;
+	if (m->mult != MULT_NONE) {
+		int64_t n = m->mult == MULT_SCALAR ? 1 : m->mult == MULT_ROW ? dout : din;
+		snprintf(mrole, sizeof mrole, "%s_mult", role);
+		if ((rc = add_tensor(m, mrole, layer, 1, n, 0, err)))
+			return rc;
+		l->mult_tensor = m->ntensors - 1;
+	}
+	m->nlinears++;
+	return SW_OK;
+}
+
+static int enumerate(struct model *m, struct sw_err *err)
+{
+	const struct sw_config *c = &m->c;
+	int64_t C = c->d_model, Q = c->n_heads * c->head_dim, K = c->n_kv_heads * c->head_dim;
+	int gains = c->scale_vectors, rc = SW_OK;
+
+	rc = add_tensor(m, "embed", -1, 2, c->vocab_size, C, err);
+	for (int l = 0; l < c->n_layers && !rc; l++) {
+		if (gains && (rc = add_tensor(m, "attn_norm", l, 1, C, 0, err)))
+			break;
+		if ((rc = add_linear(m, "q", l, Q, C, err)) || (rc = add_linear(m, "k", l, K, C, err)) ||
+		    (rc = add_linear(m, "v", l, K, C, err)))
+			break;
+		if (c->qk_norm && gains &&
+		    ((rc = add_tensor(m, "q_norm", l, 1, c->head_dim, 0, err)) ||
+		     (rc = add_tensor(m, "k_norm", l, 1, c->head_dim, 0, err))))
+			break;
+		if (c->norm_everywhere && gains && (rc = add_tensor(m, "o_in_norm", l, 1, Q, 0, err)))
+			break;
+		if ((rc = add_linear(m, "o", l, C, Q, err)))
+			break;
+		if (gains && (rc = add_tensor(m, "ffn_norm", l, 1, C, 0, err)))
+			break;
+		if ((rc = add_linear(m, "gate", l, c->d_ff, C, err)) ||
+		    (rc = add_linear(m, "up", l, c->d_ff, C, err)))
+			break;
+		if (c->norm_everywhere && gains &&
+		    (rc = add_tensor(m, "down_in_norm", l, 1, c->d_ff, 0, err)))
+			break;
+		rc = add_linear(m, "down", l, C, c->d_ff, err);
+	}
+	if (!rc && gains)
+		rc = add_tensor(m, "final_norm", -1, 1, C, 0, err);
+	if (!rc && !c->tie_embeddings)
+		rc = add_linear(m, "lm_head", -1, c->vocab_size, C, err);
+	return rc;
+}
+
+int model_find(const struct model *m, const char *role, int layer)
+{
+	for (int i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].info.layer == layer && !strcmp(m->tensors[i].info.role, role))
+			return i;
+	return -1;
+}
+
+static real *at(const struct model *m, real *block, const char *role, int layer)
+{
+	int i = model_find(m, role, layer);
+	return i < 0 ? NULL : block + m->tensors[i].offset;
+}
+
+/* The effective weight of a linear tensor: w_eff with multipliers. */
+static real *eff(const struct model *m, real *block, real *eblock, const char *role, int layer)
+{
+	int i = model_find(m, role, layer);
+
+	if (i < 0)
+		return NULL;
+	if (m->mult == MULT_NONE)
+		return block + m->tensors[i].offset;
+	return eblock + m->eff_offset[m->tensors[i].linear];
+}
+
+/* Views for the forward/backward code: effective weights for the linear
+ * layers, the gains as stored. */
+static void set_ptrs(struct model *m, struct model_ptrs *p, real *block, real *eblock)
+{
+	p->embed = at(m, block, "embed", -1);
+	p->final_norm = at(m, block, "final_norm", -1);
+	p->lm_head = m->c.tie_embeddings ? p->embed : eff(m, block, eblock, "lm_head", -1);
+	for (int l = 0; l < m->c.n_layers; l++) {
+		struct layer_ptrs *lp = &p->layer[l];
+		lp->attn_norm = at(m, block, "attn_norm", l);
+		lp->wq = eff(m, block, eblock, "q", l);
+		lp->wk = eff(m, block, eblock, "k", l);
+		lp->wv = eff(m, block, eblock, "v", l);
+		lp->wo = eff(m, block, eblock, "o", l);
+		lp->q_norm = at(m, block, "q_norm", l);
+		lp->k_norm = at(m, block, "k_norm", l);
+		lp->o_in_norm = at(m, block, "o_in_norm", l);
+		lp->ffn_norm = at(m, block, "ffn_norm", l);
+		lp->wgate = eff(m, block, eblock, "gate", l);
+		lp->wup = eff(m, block, eblock, "up", l);
+		lp->wdown = eff(m, block, eblock, "down", l);
+		lp->down_in_norm = at(m, block, "down_in_norm", l);
+	}
+}
+
+int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
+{
+	int rc;
+
+	memset(m, 0, sizeof *m);
+	m->c = *c;
+	if ((rc = arch_config_check(c, err)))
+		return rc;
+	if (c->head_dim % 2)
+		return sw_fail(err, SW_EUSAGE, "head_dim %lld is odd: RoPE needs pairs", (long long)c->head_dim);
+	/* arch_multipliers_parse's order; the config was checked above */
+	m->mult = (enum mult_mode)arch_multipliers_parse(c->multipliers);
+	/* count the tensors and linear layers, then lay them out */
+	if ((rc = enumerate(m, err)))
+		return rc;
+	m->tensors_cap = m->ntensors;
+	m->linears_cap = m->nlinears;
+	m->ntensors = m->nlinears = 0;
+	m->tensors = calloc((size_t)m->tensors_cap + 1, sizeof *m->tensors);
+	m->linears = calloc((size_t)m->linears_cap + 1, sizeof *m->linears);
+	m->p.layer = calloc((size_t)c->n_layers, sizeof *m->p.layer);
+	m->g.layer = calloc((size_t)c->n_layers, sizeof *m->g.layer);
+	if (!m->tensors || !m->linears || !m->p.layer || !m->g.layer) {
+		model_free(m);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	if ((rc = enumerate(m, err))) {
+		model_free(m);
+		return rc;
+	}
+	m->params = calloc(m->nparams, sizeof(real));
+	m->grads = calloc(m->nparams, sizeof(real));
+	if (m->mult != MULT_NONE) {
+		m->eff_offset = calloc((size_t)m->nlinears, sizeof *m->eff_offset);
+		for (int i = 0; m->eff_offset && i < m->nlinears; i++) {
+			m->eff_offset[i] = m->eff_size;
+			m->eff_size += (size_t)(m->linears[i].dout * m->linears[i].din);
+		}
+		m->w_eff = calloc(m->eff_size, sizeof(real));
+		m->dw_eff = calloc(m->eff_size, sizeof(real));
+	}
+	if (!m->params || !m->grads ||
+	    (m->mult != MULT_NONE && (!m->eff_offset || !m->w_eff || !m->dw_eff))) {
+		/* said before model_free zeroes the counts */
+		size_t nparams = m->nparams;
+		double bytes = 2.0 * ((double)m->nparams + (double)m->eff_size) * sizeof(real);
+		model_free(m);
+		return sw_fail(err, SW_ESOFTWARE,
+			       "out of memory for %zu parameters (%.3g GB for them and their gradients)",
+			       nparams, bytes / 1e9);
+	}
+	set_ptrs(m, &m->p, m->params, m->w_eff);
+	set_ptrs(m, &m->g, m->grads, m->dw_eff);
+	/* the backward's joined products (matmul_backward_parts) take q, k, v
+	 * as one (Q + 2K, C) matrix and gate, up as one (2F, C), in the
+	 * weights and their gradients: enumerate lays them out so */
+	for (int l = 0; l < c->n_layers; l++)
+		for (int side = 0; side < 2; side++) {
+			const struct layer_ptrs *lp = side ? &m->g.layer[l] : &m->p.layer[l];
+			size_t qc = (size_t)(c->n_heads * c->head_dim * c->d_model),
+			       kc = (size_t)(c->n_kv_heads * c->head_dim * c->d_model),
+			       fc = (size_t)(c->d_ff * c->d_model);
+			if (lp->wk != lp->wq + qc || lp->wv != lp->wk + kc || lp->wup != lp->wgate + fc) {
+				model_free(m);
+				return sw_fail(err, SW_ESOFTWARE, "model: layer %d's q, k, v or gate, up "
+					       "are not adjacent", l);
+			}
+		}
+	return SW_OK;
+}
+
+void model_free(struct model *m)
+{
+	free(m->tensors);
+	free(m->linears);
+	free(m->params);
+	free(m->grads);
+	free(m->w_eff);
+	free(m->dw_eff);
+	free(m->eff_offset);
+	free(m->p.layer);
+	free(m->g.layer);
+	free(m->acts_block);
+	free(m->acts);
+	free(m->rope_cos);
+	free(m->rope_sin);
+	free(m->scratch);
+	memset(m, 0, sizeof *m);
+}
+
+void model_init(struct model *m, uint64_t seed)
+{
+	struct sw_rng r;
+	double std = 0.02, proj_std = 0.02 / sqrt(2.0 * (double)m->c.n_layers);
+
+	rng_seed(&r, seed);
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		real *p = m->params + t->offset;
+		if (t->info.kind == SW_KIND_MATRIX) {
+			double s = !strcmp(t->info.role, "o") || !strcmp(t->info.role, "down") ? proj_std : std;
+			for (size_t k = 0; k < t->numel; k++)
+				p[k] = (real)(s * rng_normal(&r));
+		} else {
+			for (size_t k = 0; k < t->numel; k++)
+				p[k] = 1;
+		}
+	}
+}
+
+/* Activations (with the backward scratch) in reals, for model_alloc_acts
+ * and for callers that check memory first. */
+static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, size_t *scratch)
+{
+	size_t N = (size_t)B * T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
+	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff, V = (size_t)c->vocab_size,
+	       H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads, L = (size_t)c->n_layers;
+	size_t per_layer = N * C * 6 + N * Q * 5 + N * K * 3 + N * H + N * KV + N * 4 +
+			   (size_t)B * H * T * T + N * F * 4;
+
+	*total = per_layer * L + N * C * 2 + N + N * V + N;
+	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
+	 * the attention's T x T dP per (b, kv head): (B, KV, T, T), a fraction
+	 * 1/(L group) of the saved probabilities */
+	*scratch = N * C * 2 + N * F * 3 + N * Q * 2 + N * K * 3 + (size_t)B * KV * T * T;
+	/* dqkv (N, Q + 2K): q, k and v's gradients side by side */
+	*scratch += N * (Q + 2 * K);
+}
+
+double model_acts_bytes(const struct sw_config *c, int B, int T)
+{
+	size_t total, scratch;
+
+	acts_sizes(c, B, T, &total, &scratch);
+	return (double)(total + scratch) * sizeof(real);
+}
+
+int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
+{
+	const struct sw_config *c = &m->c;
+	size_t N = (size_t)B * T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
+	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff, V = (size_t)c->vocab_size,
+	       H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads, L = (size_t)c->n_layers,
+	       half = (size_t)c->head_dim / 2;
+	size_t total;
+	real *p;
+
+	if (B == m->B && T == m->T && m->acts_block)
+		return SW_OK;
+	if (c->seq_len && T > c->seq_len)
+		return sw_fail(err, SW_EUSAGE, "sequence of %d tokens is longer than seq_len %lld",
+			       T, (long long)c->seq_len);
+	free(m->acts_block);
+	free(m->acts);
+	free(m->rope_cos);
+	free(m->rope_sin);
+	free(m->scratch);
+	acts_sizes(c, B, T, &total, &m->scratch_size);
+	m->acts_block = malloc(total * sizeof(real));
+	m->acts = calloc(L, sizeof *m->acts);
+	m->rope_cos = malloc((size_t)T * half * sizeof(real));
+	m->rope_sin = malloc((size_t)T * half * sizeof(real));
+	m->scratch = malloc(m->scratch_size * sizeof(real));
+	if (!m->acts_block || !m->acts || !m->rope_cos || !m->rope_sin || !m->scratch) {
+		m->B = m->T = 0;
+		return sw_fail(err, SW_ESOFTWARE,
+			       "out of memory for the activations of %d x %d tokens (%.1f GB)",
+			       B, T, (double)(total + m->scratch_size) * sizeof(real) / 1e9);
+	}
+	m->B = B;
+	m->T = T;
+	p = m->acts_block;
+#define TAKE(field, n) do { field = p; p += (n); } while (0)
+	for (size_t l = 0; l < L; l++) {
+		struct layer_acts *a = &m->acts[l];
+		TAKE(a->x_in, N * C); TAKE(a->n1, N * C); TAKE(a->n1_rstd, N);
+		TAKE(a->q_lin, N * Q); TAKE(a->k_lin, N * K); TAKE(a->q_rstd, N * H); TAKE(a->k_rstd, N * KV);
+		TAKE(a->q, N * Q); TAKE(a->k, N * K); TAKE(a->v, N * K);
+		TAKE(a->att, (size_t)B * H * T * T);
+		TAKE(a->att_out, N * Q); TAKE(a->o_in, N * Q); TAKE(a->o_in_rstd, N);
+		TAKE(a->attn_y, N * C); TAKE(a->x_mid, N * C); TAKE(a->n2, N * C); TAKE(a->n2_rstd, N);
+		TAKE(a->gate, N * F); TAKE(a->up, N * F); TAKE(a->h, N * F); TAKE(a->d_in, N * F);
+		TAKE(a->d_in_rstd, N); TAKE(a->mlp_y, N * C);
+	}
+	TAKE(m->x_final, N * C); TAKE(m->nf, N * C); TAKE(m->nf_rstd, N);
+	TAKE(m->logits, N * V); TAKE(m->losses, N);
+#undef TAKE
+	/* HF computes inv_freq = 1/theta^(2i/hd) and the angles in float32 */
+	for (int t = 0; t < T; t++)
+		for (size_t i = 0; i < half; i++) {
+			float inv = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim));
+			float ang = (float)t * inv;
+			m->rope_cos[(size_t)t * half + i] = (real)cosf(ang);
+			m->rope_sin[(size_t)t * half + i] = (real)sinf(ang);
+		}
+	return SW_OK;
+}
+
+/* ---- the whole model -------------------------------------------------- */
+
+/* x = 0 over the threads (a memset on one would leave the others idle) */
+static void zero(real *x, size_t n)
+{
+#pragma omp parallel PAR_IF(n)
+	{
+		size_t nth = (size_t)omp_get_num_threads(), tid = (size_t)omp_get_thread_num();
+		size_t i0 = n * tid / nth, i1 = n * (tid + 1) / nth;
+		memset(x + i0, 0, (i1 - i0) * sizeof(real));
+	}
+}
+
+static double clock_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void model_timing_mark(struct model_timing *t)
+{
+	if (t->on)
+		t->mark = clock_s();
+}
+
+void model_timing_lap(struct model_timing *t, enum model_phase phase)
+{
+	if (t->on) {
+		double now = clock_s();
+		t->s[phase] += now - t->mark;
+		t->mark = now;
+	}
+}
+
+/* the time since the last lap to a phase (model_timing_lap) */
+#define LAP(phase) model_timing_lap(&m->timing, MODEL_PHASE_##phase)
+
+void model_update_effective(struct model *m)
+{
+	/* W_eff = the multiplier applied to W */
+	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+		const struct model_linear *l = &m->linears[i];
+		mult_apply(m->w_eff + m->eff_offset[i], m->params + m->tensors[l->tensor].offset,
+			   m->params + m->tensors[l->mult_tensor].offset, m->mult, l->dout, l->din);
+	}
+}
+
+double model_mean_loss(const real *losses, size_t n)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += losses[i];
+	return sum / (double)n;
+}
+
+void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T)
+{
+	const struct sw_config *c = &m->c;
+	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
+	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
+	double eps = c->norm_eps;
+	real *x;
+
+	model_timing_mark(&m->timing);
+	model_update_effective(m);
+	model_encoder_forward(m->acts[0].x_in, tokens, m->p.embed, N, C);
+	LAP(ELEMWISE);
+	for (int l = 0; l < c->n_layers; l++) {
+		struct layer_acts *a = &m->acts[l];
+		struct layer_ptrs *w = &m->p.layer[l];
+
+		rmsnorm_forward(a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
+		LAP(ELEMWISE);
+		/* q, k, v as three products: OpenBLAS's one product of the joined
+		 * (Q + 2K, C) matrix rounds some elements otherwise, and the CUDA
+		 * path (its emulation compared bit for bit, t0064) computes them
+		 * apart; the backward joins them (matmul_backward_parts) */
+		matmul_forward(a->q_lin, a->n1, w->wq, N, C, Q);
+		matmul_forward(a->k_lin, a->n1, w->wk, N, C, K);
+		matmul_forward(a->v, a->n1, w->wv, N, C, K);
+		LAP(GEMM);
+		if (c->qk_norm) {
+			rmsnorm_forward(a->q, a->q_rstd, a->q_lin, w->q_norm, N * H, hd, eps);
+			rmsnorm_forward(a->k, a->k_rstd, a->k_lin, w->k_norm, N * KV, hd, eps);
+		} else {
+			memcpy(a->q, a->q_lin, (size_t)N * Q * sizeof(real));
+			memcpy(a->k, a->k_lin, (size_t)N * K * sizeof(real));
+		}
+		LAP(ELEMWISE);
+		model_rope_forward(a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
+		model_rope_forward(a->k, m->rope_cos, m->rope_sin, B, T, KV, hd);
+		attention_forward(a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
+		LAP(ATTENTION);
+		if (c->norm_everywhere) {
+			rmsnorm_forward(a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
+			LAP(ELEMWISE);
+			matmul_forward(a->attn_y, a->o_in, w->wo, N, Q, C);
+		} else {
+			matmul_forward(a->attn_y, a->att_out, w->wo, N, Q, C);
+		}
+		LAP(GEMM);
+		model_residual_forward(a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
+
+		rmsnorm_forward(a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
+		LAP(ELEMWISE);
+		/* gate and up apart too, for the same reason */
+		matmul_forward(a->gate, a->n2, w->wgate, N, C, F);
+		matmul_forward(a->up, a->n2, w->wup, N, C, F);
+		LAP(GEMM);
+		swiglu_forward(a->h, a->gate, a->up, (size_t)N * F);
+		if (c->norm_everywhere)
+			rmsnorm_forward(a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
+		LAP(ELEMWISE);
+		matmul_forward(a->mlp_y, c->norm_everywhere ? a->d_in : a->h, w->wdown, N, F, C);
+		LAP(GEMM);
+		x = l + 1 < c->n_layers ? m->acts[l + 1].x_in : m->x_final;
+		model_residual_forward(x, a->x_mid, a->mlp_y, (size_t)N * C);
+	}
+	rmsnorm_forward(m->nf, m->nf_rstd, m->x_final, m->p.final_norm, N, C, eps);
+	LAP(ELEMWISE);
+	matmul_forward(m->logits, m->nf, m->p.lm_head, N, C, V);
+	LAP(GEMM);
+	softmax_crossentropy_forward(m->losses, m->logits, targets, N, V);
+	if (targets)
+		m->loss = model_mean_loss(m->losses, (size_t)N);
+	LAP(ELEMWISE);
+}
+
+void model_zero_grad(struct model *m)
+{
+	memset(m->grads, 0, m->nparams * sizeof(real));
+}
+
+/* m->grads_ready for layer l (see model.h); multipliers finish every
+ * layer's gradient at the end, so with them it is told then. The time it
+ * takes (an exchange between processes) is no phase's: "other". */
+static void grads_ready(struct model *m, int l, int at_end)
+{
+	if (m->grads_ready && (m->mult != MULT_NONE) == at_end) {
+		m->grads_ready(m->grads_ready_ctx, l);
+		model_timing_mark(&m->timing);
+	}
+}
+
+void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
+{
+	const struct sw_config *c = &m->c;
+	int B = m->B, T = m->T, N = B * T, C = (int)c->d_model, H = (int)c->n_heads,
+	    KV = (int)c->n_kv_heads, hd = (int)c->head_dim, Q = H * hd, K = KV * hd,
+	    F = (int)c->d_ff, V = (int)c->vocab_size;
+	real *dres = m->scratch, *dn = dres + (size_t)N * C, *dF1 = dn + (size_t)N * C,
+	     *dF2 = dF1 + (size_t)N * F, *dF3 = dF2 + (size_t)N * F, *dq = dF3 + (size_t)N * F,
+	     *dq2 = dq + (size_t)N * Q, *dk = dq2 + (size_t)N * Q, *dk2 = dk + (size_t)N * K,
+	     *dv = dk2 + (size_t)N * K, *att_scratch = dv + (size_t)N * K,
+	     *dqkv = att_scratch + (size_t)B * KV * T * T;
+	const int qkv_parts[3] = {Q, K, K}, gu_parts[2] = {F, F};
+
+	model_timing_mark(&m->timing);
+	if (m->mult != MULT_NONE)
+		zero(m->dw_eff, m->eff_size);
+	/* the loss is the mean over N tokens */
+	model_softmax_crossentropy_backward(m->logits, targets, N, V, (real)(loss_scale / N));
+	zero(dn, (size_t)N * C);
+	LAP(ELEMWISE);
+	model_matmul_backward(dn, m->g.lm_head, m->logits, m->nf, m->p.lm_head, N, C, V);
+	LAP(GEMM);
+	zero(dres, (size_t)N * C);
+	model_rmsnorm_backward(dres, m->g.final_norm, dn, m->x_final, m->p.final_norm, m->nf_rstd, N, C);
+	LAP(ELEMWISE);
+	grads_ready(m, (int)c->n_layers, 0);
+
+	for (int l = (int)c->n_layers - 1; l >= 0; l--) {
+		struct layer_acts *a = &m->acts[l];
+		struct layer_ptrs *w = &m->p.layer[l], *g = &m->g.layer[l];
+
+		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */
+		zero(dF1, (size_t)N * F);
+		if (c->norm_everywhere) {
+			zero(dF2, (size_t)N * F);
+			LAP(ELEMWISE);
+			model_matmul_backward(dF2, g->wdown, dres, a->d_in, w->wdown, N, F, C);
+			LAP(GEMM);
+			model_rmsnorm_backward(dF1, g->down_in_norm, dF2, a->h, w->down_in_norm, a->d_in_rstd,
+					       N, F);
+			LAP(ELEMWISE);
+		} else {
+			LAP(ELEMWISE);
+			model_matmul_backward(dF1, g->wdown, dres, a->h, w->wdown, N, F, C);
+			LAP(GEMM);
+		}
+		/* dF2, dF3: the gate/up product's gradient (N, 2F) */
+		swiglu_backward_fused(dF2, dF1, a->gate, a->up, N, F);
+		zero(dn, (size_t)N * C);
+		LAP(ELEMWISE);
+		matmul_backward_parts(dn, g->wgate, dF2, a->n2, w->wgate, N, C, gu_parts, 2);
+		LAP(GEMM);
+		model_rmsnorm_backward(dres, g->ffn_norm, dn, a->x_mid, w->ffn_norm, a->n2_rstd, N, C);
+
+		/* x_mid = x_in + o(attn): dres flows to x_in unchanged */
+		zero(dq2, (size_t)N * Q);
+		if (c->norm_everywhere) {
+			zero(dq, (size_t)N * Q);
+			LAP(ELEMWISE);
+			model_matmul_backward(dq, g->wo, dres, a->o_in, w->wo, N, Q, C);
+			LAP(GEMM);
+			model_rmsnorm_backward(dq2, g->o_in_norm, dq, a->att_out, w->o_in_norm, a->o_in_rstd,
+					       N, Q);
+		} else {
+			LAP(ELEMWISE);
+			model_matmul_backward(dq2, g->wo, dres, a->att_out, w->wo, N, Q, C);
+			LAP(GEMM);
+		}
+		zero(dq, (size_t)N * Q);
+		zero(dk, (size_t)N * K);
+		zero(dv, (size_t)N * K);
+		LAP(ELEMWISE);
+		attention_backward(dq, dk, dv, att_scratch, dq2, a->q, a->k, a->v, a->att, B, T, H, KV, hd);
+		model_rope_backward(dq, m->rope_cos, m->rope_sin, B, T, H, hd);
+		model_rope_backward(dk, m->rope_cos, m->rope_sin, B, T, KV, hd);
+		LAP(ATTENTION);
+		if (c->qk_norm) {
+			/* through the per-head norms to d(q_lin), d(k_lin) */
+			zero(dq2, (size_t)N * Q);
+			model_rmsnorm_backward(dq2, g->q_norm, dq, a->q_lin, w->q_norm, a->q_rstd, N * H, hd);
+			memcpy(dq, dq2, (size_t)N * Q * sizeof(real));
+			zero(dk2, (size_t)N * K);
+			model_rmsnorm_backward(dk2, g->k_norm, dk, a->k_lin, w->k_norm, a->k_rstd, N * KV, hd);
+			memcpy(dk, dk2, (size_t)N * K * sizeof(real));
+		}
+		qkv_join(dqkv, dq, dk, dv, N, Q, K);
+		zero(dn, (size_t)N * C);
+		LAP(ELEMWISE);
+		matmul_backward_parts(dn, g->wq, dqkv, a->n1, w->wq, N, C, qkv_parts, 3);
+		LAP(GEMM);
+		model_rmsnorm_backward(dres, g->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd, N, C);
+		LAP(ELEMWISE);
+		grads_ready(m, l, 0);
+	}
+	model_encoder_backward(m->g.embed, dres, tokens, N, C);
+	LAP(ELEMWISE);
+	grads_ready(m, -1, 0);
+
+	/* multipliers: from dL/dW_eff to dL/dW and dL/dmult */
+	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+		const struct model_linear *l = &m->linears[i];
+		const struct model_tensor *wt = &m->tensors[l->tensor], *mt = &m->tensors[l->mult_tensor];
+		mult_backward(m->grads + wt->offset, m->grads + mt->offset, m->dw_eff + m->eff_offset[i],
+			      m->params + wt->offset, m->params + mt->offset, m->mult, l->dout, l->din);
+	}
+	LAP(ELEMWISE);
+	for (int l = (int)c->n_layers; l >= -1; l--)
+		grads_ready(m, l, 1);
+}

@@ -1,0 +1,231 @@
+/*
+ * model.h - the Llama model on the CPU: parameters, forward, backward.
+ *
+ * Exactly what Hugging Face's LlamaForCausalLM computes, so a checkpoint
+ * converts to safetensors and loads there unchanged: token embedding;
+ * per layer x += o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x)))),
+ * x += down(silu(gate(n2(x))) * up(n2(x))); logits = head(nf(x)).
+ * RMSNorm y = g * x / sqrt(mean(x^2) + eps); RoPE in the rotate-half
+ * convention (dimension i pairs with i + hd/2, theta_i = rope_theta^(-2i/hd));
+ * attention scale 1/sqrt(hd), causal; GQA by sharing each KV head across
+ * its group of H/KV query heads. Options: QK-norm (per-head RMSNorm of q
+ * and k before RoPE), learnable multipliers (scalar, row or column, on
+ * every linear layer but the embedding), norms without gains
+ * (scale_vectors = 0), norm-everywhere (also RMSNorm before o and down).
+ *
+ * Letters, used in every shape comment:
+ *   B batch (sequences), T sequence length, C d_model, H query heads,
+ *   KV key/value heads, hd head dim, Q = H*hd, K = KV*hd, F d_ff, V vocab,
+ *   L layers, N = B*T tokens.
+ *
+ * As in llm.c, parameters, gradients and optimizer state live in flat
+ * blocks with one table (struct model_tensor) of where each tensor is;
+ * activations in another block. Backward adds into gradients (+=);
+ * model_zero_grad clears them.
+ *
+ * `real` is float; compiled with -DSW_REAL_DOUBLE (the gradient check test
+ * does) the same code runs in double. Hessian-vector products of the
+ * model (the R-operator): modelhvp.h.
+ */
+#ifndef SW_MODEL_H
+#define SW_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/arch.h"
+#include "../base/status.h"
+#include "../base/tensor.h"
+
+#ifdef SW_REAL_DOUBLE
+typedef double real;
+#else
+typedef float real;
+#endif
+
+enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL };   /* arch_multipliers_parse's */
+
+/* One parameter tensor: metadata as the checkpoint stores it, and where
+ * its values are in the flat block. */
+struct model_tensor {
+	struct sw_tensor_info info;
+	size_t offset;                  /* into params, grads, moments */
+	size_t numel;
+	int linear;                     /* index into the model's linears, or -1 */
+};
+
+/* A linear layer y = W_eff x: W (dout, din), its multiplier (scalar, row
+ * or column; NULL without), the effective weight the forward pass uses. */
+struct model_linear {
+	int tensor, mult_tensor;        /* indices into tensors; mult -1 if none */
+	int64_t dout, din;
+};
+
+/* Pointers into a flat block (params or grads) for one layer. */
+struct layer_ptrs {
+	real *attn_norm;                /* (C) or NULL without scale vectors */
+	real *wq, *wk, *wv, *wo;        /* (Q, C) (K, C) (K, C) (C, Q) */
+	real *q_norm, *k_norm;          /* (hd) with QK-norm */
+	real *o_in_norm;                /* (Q) with norm-everywhere */
+	real *ffn_norm;                 /* (C) */
+	real *wgate, *wup, *wdown;      /* (F, C) (F, C) (C, F) */
+	real *down_in_norm;             /* (F) with norm-everywhere */
+};
+
+struct model_ptrs {
+	real *embed;                    /* (V, C) */
+	real *final_norm;               /* (C) */
+	real *lm_head;                  /* (V, C); the embedding when tied */
+	struct layer_ptrs *layer;       /* (L) */
+};
+
+/*
+ * Where the time of forward and backward passes goes (bench/train's
+ * breakdown, sw-train --timing): wall seconds summed per phase while `on`
+ * is set; off, no clock is read. The optimizer's phase is the caller's to
+ * fill (train.c times its step); what no phase claims is "other".
+ */
+enum model_phase {
+	MODEL_PHASE_GEMM,               /* the linear layers' products */
+	MODEL_PHASE_ATTENTION,          /* scores, softmax, P V and their backward; RoPE */
+	MODEL_PHASE_ELEMWISE,           /* norms, SwiGLU, residuals, the loss, the embedding */
+	MODEL_PHASE_OPTIMIZER,
+	MODEL_PHASE_COUNT
+};
+
+struct model_timing {
+	int on;
+	double mark;                    /* the clock at the end of the last lap */
+	double s[MODEL_PHASE_COUNT];    /* seconds per phase */
+};
+
+/* Start a lap now; model_timing_lap adds the time since to a phase and
+ * starts the next. No-ops while t->on is 0. */
+void model_timing_mark(struct model_timing *t);
+void model_timing_lap(struct model_timing *t, enum model_phase phase);
+
+/* Activations saved by the forward pass for the backward pass, per layer. */
+struct layer_acts {
+	real *x_in;                     /* (N, C) residual stream in */
+	real *n1, *n1_rstd;             /* (N, C), (N) */
+	real *q_lin, *k_lin;            /* (N, Q), (N, K) before QK-norm */
+	real *q_rstd, *k_rstd;          /* (N, H), (N, KV) QK-norm */
+	real *q, *k, *v;                /* (N, Q), (N, K), (N, K) as attention sees them */
+	real *att;                      /* (B, H, T, T) softmax probabilities */
+	real *att_out;                  /* (N, Q) before the o_in norm */
+	real *o_in, *o_in_rstd;         /* (N, Q), (N) with norm-everywhere */
+	real *attn_y;                   /* (N, C) attention sublayer output */
+	real *x_mid;                    /* (N, C) residual after attention */
+	real *n2, *n2_rstd;             /* (N, C), (N) */
+	real *gate, *up;                /* (N, F) */
+	real *h;                        /* (N, F) silu(gate) * up */
+	real *d_in, *d_in_rstd;         /* (N, F), (N) with norm-everywhere */
+	real *mlp_y;                    /* (N, C) MLP sublayer output */
+};
+
+struct model {
+	struct sw_config c;
+	enum mult_mode mult;
+	/* tensors */
+	int ntensors, tensors_cap;
+	struct model_tensor *tensors;   /* NULL while model_build counts them */
+	int nlinears, linears_cap;
+	struct model_linear *linears;
+	size_t nparams;
+	real *params, *grads;           /* (nparams) */
+	struct model_ptrs p, g;         /* views into params and grads */
+	real *w_eff;                    /* effective linear weights with multipliers */
+	real *dw_eff;                   /* their gradients */
+	size_t *eff_offset;             /* (nlinears) into w_eff */
+	size_t eff_size;
+	/* activations for a batch of B x T */
+	int B, T;
+	real *acts_block;
+	struct layer_acts *acts;        /* (L) */
+	real *x_final;                  /* (N, C) */
+	real *nf, *nf_rstd;             /* (N, C), (N) */
+	real *logits;                   /* (N, V), softmax probabilities after forward */
+	real *losses;                   /* (N) per-token loss */
+	real *rope_cos, *rope_sin;      /* (T, hd/2) */
+	real *scratch;                  /* backward scratch */
+	size_t scratch_size;
+	double loss;                    /* mean loss of the last forward */
+	/* Told by model_backward as gradients become final, from the output
+	 * end: layer L (the final norm and an untied head), each layer l from
+	 * L-1 down, then -1 (the embedding), so that their exchange between
+	 * processes overlaps the rest of the pass; with multipliers all at
+	 * the end. NULL: not told. */
+	void (*grads_ready)(void *ctx, int layer);
+	void *grads_ready_ctx;
+	struct model_timing timing;     /* off unless the caller sets timing.on */
+};
+
+/* Build a model for config c (vocab, sizes, options) with multipliers
+ * mode from c->multipliers; parameters zero until model_init. */
+int model_build(struct model *m, const struct sw_config *c, struct sw_err *err);
+void model_free(struct model *m);
+
+/* Initialize: matrices N(0, 0.02^2) (o and down scaled by 1/sqrt(2L), as
+ * GPT-2/Llama reference code does), gains and multipliers 1. */
+void model_init(struct model *m, uint64_t seed);
+
+/* Bytes model_alloc_acts needs for B x T (to check memory first). */
+double model_acts_bytes(const struct sw_config *c, int B, int T);
+
+/* Make room for activations of B sequences of T tokens (T <= seq_len). */
+int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err);
+
+/* Index of the tensor with role and layer (-1 outside layers), or -1. */
+int model_find(const struct model *m, const char *role, int layer);
+
+/*
+ * Forward pass on tokens (B, T). With targets (B, T) computes the loss
+ * (mean over the B*T tokens, in m->loss) and leaves softmax probabilities
+ * in m->logits; targets may be NULL (logits only). Token ids are checked
+ * against V by the caller (data.c).
+ */
+void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T);
+
+/* The mean of n per-token losses, summed in double in order: the batch's
+ * loss on every device, so that a GPU run's equals the CPU's. */
+double model_mean_loss(const real *losses, size_t n);
+
+/* Recompute the effective weights (multipliers applied) from the
+ * parameters; model_forward does it first. Call after an update when the
+ * effective weights are read before the next forward (trace statistics). */
+void model_update_effective(struct model *m);
+
+/* Zero every gradient. */
+void model_zero_grad(struct model *m);
+
+/*
+ * Backward pass after model_forward with targets: adds dL/dtheta into
+ * m->grads, where L is the mean loss times loss_scale (1/accumulation
+ * steps for gradient accumulation). Calls m->grads_ready as it goes.
+ */
+void model_backward(struct model *m, const int *tokens, const int *targets,
+		    double loss_scale);
+
+/*
+ * Attention's causal products in blocks (model.c, and the CUDA path
+ * alike, so that both add in the same order): the T x T scores split into
+ * nb row blocks (and as many column blocks), so that the products skip
+ * the blocks above the diagonal, all zero: (nb + 1) / (2 nb) of the
+ * square's work. Blocks of at least 8 rows, at most 4 of them (the
+ * products stay large). Each element adds the products of the whole
+ * square less zero terms at the end (row blocks) or the start (column
+ * blocks); OpenBLAS still rounds some otherwise than over the square.
+ */
+static inline int model_causal_nblocks(int T)
+{
+	return T >= 32 ? 4 : T >= 16 ? T / 8 : 1;
+}
+
+/* rows [*r0, *r1) of block i */
+static inline void model_causal_block(int T, int nb, int i, int *r0, int *r1)
+{
+	*r0 = (int)((long)T * i / nb);
+	*r1 = (int)((long)T * (i + 1) / nb);
+}
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * modelhvp.h - Hessian- and Gauss-Newton-vector products of the model of
+ * model.h by the R-operator: a tangent forward pass and a second-order
+ * backward pass over model.c's layers, for sw-hessian (hessian.h) and the
+ * tests that check them against finite differences and PyTorch.
+ */
+#ifndef SW_MODELHVP_H
+#define SW_MODELHVP_H
+
+#include "model.h"
+#include "../base/status.h"
+
+/*
+ * Exact products of the loss's Hessian H with a direction v (Pearlmutter
+ * 1994): every value f the forward and backward passes compute is
+ * differentiated along v, R{f} = d/de f(theta + e v) at e = 0, so the
+ * backward pass's R{dL/dtheta} is H v, exact up to float rounding (no
+ * step, no cancellation). The tangents live in a second model rm built
+ * for the same config and batch shape (model_rop_build): rm->params holds
+ * v, rm's activations and scratch the tangents of m's, rm->grads receives
+ * H v (added, +=, as model_backward adds; model_zero_grad(rm) clears).
+ *
+ * Gauss-Newton (gauss_newton != 0): G v with G = J^T H_z J, J the Jacobian
+ * of the logits and H_z = (diag p - p p^T) loss_scale / N the cross
+ * entropy's Hessian in the logits: the Hessian without the network's own
+ * curvature, which is the Hessian's expectation over labels drawn from
+ * the model's softmax (the Fisher matrix; sw-sharpness's GNB estimates
+ * its diagonal). It needs no primal backward pass and no targets.
+ *
+ * want (one flag per tensor, m->tensors order; NULL: all): v is zero
+ * outside the wanted tensors and only their rows of H v are wanted. The
+ * passes skip what that makes zero or unused: the tangent forward starts
+ * at the lowest layer holding a wanted tensor, the backward stops there,
+ * and tangent weight gradients of other tensors are not formed (their
+ * entries of rm->grads are left as they were).
+ */
+int model_rop_build(struct model *rm, const struct model *m, struct sw_err *err);
+
+/* After model_forward(m, tokens, ...): the tangents of its activations
+ * for v = rm->params. m is not changed. */
+void model_rop_forward(const struct model *m, struct model *rm, const int *tokens,
+		       const unsigned char *want);
+
+/*
+ * After model_rop_forward: rm->grads += H v (or G v). The primal backward
+ * pass it needs runs alongside, in m's scratch; m's gradients are
+ * overwritten (with multipliers they hold this batch's gradient of the
+ * effective weights). dlogits (N x V reals, may be NULL) receives the
+ * primal dL/dlogits so that m's softmax probabilities stay for the next
+ * product on the same batch; NULL computes it over them, and
+ * model_forward must then run again before the next product.
+ */
+void model_rop_backward(struct model *m, struct model *rm, const int *tokens, const int *targets,
+			double loss_scale, int gauss_newton, const unsigned char *want,
+			real *dlogits);
+
+#endif

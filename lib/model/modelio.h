@@ -1,0 +1,62 @@
+/*
+ * modelio.h - a model and its training state to and from checkpoints.
+ *
+ * modelio_save writes a scalewatch HDF5 v1 checkpoint (atomically, via
+ * h5io.c) with every attribute scalewatch-format(5) lists: /config with the model's
+ * options, /params with each tensor's lr, wd, wd_mode as the optimizer
+ * applied them in the update that produced the checkpoint, /optim with the
+ * optimizer's configuration, /metrics, and /optim_state (moments, update
+ * count, the data RNG's state) so that training resumes bit for bit.
+ * Optionally /grads (the minibatch gradient of the last batch, true
+ * labels) with the batch itself in /batch/tokens and /batch/targets, and
+ * /fisher (a GNB estimate, sharpness.h) with its estimator, batch_tokens,
+ * draws and seed on every dataset.
+ *
+ * modelio_load builds a model from any checkpoint the tensor source reads:
+ * scalewatch HDF5 or Hugging Face safetensors.
+ */
+#ifndef SW_MODELIO_H
+#define SW_MODELIO_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "optim.h"
+#include "../base/rng.h"
+#include "../base/status.h"
+
+/* What a resumed run needs besides the parameters and moments. */
+struct run_state {
+	int64_t step;                   /* updates done */
+	int64_t tokens;                 /* tokens seen */
+	struct sw_rng rng;              /* the data sampler's state */
+	double train_loss, val_loss;    /* NaN: unknown */
+	/* the run's shape, checked on resume */
+	int batch, grad_accum, seq_len;
+	uint64_t seed;
+};
+
+struct modelio_extras {
+	const int *tokens, *targets;    /* with grads: the batch (rows x T) */
+	int rows, T;
+	int save_grads;
+	const float *fisher;            /* (nparams) GNB estimate for /fisher, or NULL */
+	int64_t fisher_batch_tokens;
+	int fisher_draws;
+	uint64_t fisher_seed;
+};
+
+int modelio_save(const char *path, const struct model *m, const struct optim *o,
+		 const struct run_state *rs, const struct modelio_extras *x,
+		 struct sw_err *err);
+
+/* Build m from the checkpoint's config and copy its tensors in; every
+ * tensor the model has must be there with its shape. */
+int modelio_load(const char *path, struct model *m, struct sw_err *err);
+
+/* The optimizer configuration, moments and run state of an HDF5
+ * checkpoint with /optim_state; o must not be initialized yet. */
+int modelio_load_state(const char *path, const struct model *m, struct optim *o,
+		       struct run_state *rs, struct sw_err *err);
+
+#endif

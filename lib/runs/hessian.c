@@ -1,0 +1,443 @@
+/* hessian.c - the loss Hessian per block of parameters (see hessian.h). */
+#include "hessian.h"
+#include "../formats/ckpt.h"
+#include "../formats/h5write.h"
+#include "../analysis/lanczos.h"
+#include "../model/model.h"
+#include "../model/modelhvp.h"
+#include "../model/modelio.h"
+#include "../model/optim.h"
+#include "../base/rng.h"
+#include "../analysis/traceest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What an operator product needs: the model and its tangent model, the
+ * batch, the block, the preconditioner's scale. */
+struct hop {
+	struct blocksharp_setup *su;
+	struct model *rm;
+	const int *tok, *tgt;
+	int nmb;                        /* micro-batches */
+	real *dlogits;                  /* one micro-batch: its forward pass kept */
+	int gn;
+	const unsigned char *want;      /* (ntensors) the block */
+	const float *dscale;            /* (nparams) P^-1/2, or NULL */
+	struct hessian_block *b;
+	hessian_progress_fn progress;
+	void *pctx;
+	int index, count;
+};
+
+/* y = A x, A = H[B,B] (or G, or P^-1/2 H P^-1/2 on the block): x into the
+ * direction's block entries, the R-operator over every micro-batch (each
+ * loss is Nmb/N of the batch's mean), the product's block entries out. */
+static int block_product(void *vctx, const double *x, double *y, struct sw_err *err)
+{
+	struct hop *h = vctx;
+	struct model *m = &h->su->m, *rm = h->rm;
+	int T = h->su->T, mb = h->su->mb, Nmb = mb * T, N = h->nmb * Nmb;
+	size_t pos = 0;
+
+	(void)err;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		if (!h->want[i])
+			continue;
+		for (size_t k = 0; k < t->numel; k++, pos++)
+			rm->params[t->offset + k] = (real)(x[pos] * (h->dscale ? h->dscale[t->offset + k] : 1));
+	}
+	model_zero_grad(rm);
+	for (int k = 0; k < h->nmb; k++) {
+		const int *tok = h->tok + (size_t)k * Nmb, *tgt = h->tgt + (size_t)k * Nmb;
+		if (!h->dlogits)
+			model_forward(m, tok, tgt, mb, T);
+		model_rop_forward(m, rm, tok, h->want);
+		model_rop_backward(m, rm, tok, tgt, (double)Nmb / N, h->gn, h->want, h->dlogits);
+	}
+	pos = 0;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		if (!h->want[i])
+			continue;
+		for (size_t k = 0; k < t->numel; k++, pos++)
+			y[pos] = (double)rm->grads[t->offset + k] *
+				 (h->dscale ? h->dscale[t->offset + k] : 1);
+	}
+	h->b->products++;
+	if (h->progress)
+		h->progress(h->pctx, h->b, h->index, h->count);
+	return SW_OK;
+}
+
+void hessian_free(struct hessian_result *r)
+{
+	for (int i = 0; r->b && i < r->nblocks; i++) {
+		free(r->b[i].eig);
+		free(r->b[i].node);
+		free(r->b[i].weight);
+		free(r->b[i].vec);
+	}
+	free(r->b);
+	memset(r, 0, sizeof *r);
+}
+
+double hessian_memory(const struct sw_config *c, int64_t nparams, int64_t largest_block, int mb,
+		      int T, int single_micro, const struct hessian_opts *o)
+{
+	double p = (double)nparams, n = (double)largest_block;
+
+	return 4 * p * sizeof(real) + (o->preconditioned ? p * 4 : 0) +
+	       2 * model_acts_bytes(c, mb, T) +
+	       (single_micro ? (double)mb * T * (double)c->vocab_size * sizeof(real) : 0) +
+	       (double)(o->max_steps > o->slq_steps ? o->max_steps : o->slq_steps) * n * 4 +
+	       n * 4 * sizeof(double) + (o->hutchpp ? (double)(o->probes / 3 + 2) * n * 8 : 0);
+}
+
+/* Do tensors a (index ia) and b (ib) fall in one block? */
+static int same_block(enum hessian_by by, const struct sw_tensor_info *a, int ia,
+		      const struct sw_tensor_info *b, int ib)
+{
+	switch (by) {
+	case HESSIAN_BY_TYPE: return a->block == b->block;
+	case HESSIAN_BY_LAYER: return a->block == b->block && a->layer == b->layer;
+	default: return ia == ib;
+	}
+}
+
+/*
+ * The blocks: want (nblocks x ntensors) flags; by type and by layer in
+ * sw-sharpness's order (block type, then layer), by tensor in model
+ * order; the whole selection last when more than one block.
+ */
+static int plan_blocks(const struct model *m, const struct sw_select *sel, enum hessian_by by,
+		       struct hessian_result *r, unsigned char **want_out, struct sw_err *err)
+{
+	int nt = m->ntensors, nb = 0, L = (int)m->c.n_layers;
+	unsigned char *want = calloc((size_t)(nt + 1) * (nt + 1), 1);
+	int *order = malloc((size_t)(nt + 1) * sizeof *order), no = 0;
+
+	*want_out = NULL;
+	r->b = calloc((size_t)nt + 1, sizeof *r->b);
+	if (!want || !order || !r->b) {
+		free(want);
+		free(order);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	/* the selected tensors in the order their blocks are printed */
+	for (int bt = 0; bt < SW_BLOCK_COUNT; bt++)
+		for (int l = -1; l < L; l++)
+			for (int i = 0; i < nt; i++) {
+				const struct sw_tensor_info *t = &m->tensors[i].info;
+				int key_layer = by == HESSIAN_BY_TYPE ? -1 : t->layer;
+				if (by == HESSIAN_BY_TENSOR || (int)t->block != bt || key_layer != l ||
+				    !select_match_info(sel, t))
+					continue;
+				order[no++] = i;
+			}
+	for (int i = 0; by == HESSIAN_BY_TENSOR && i < nt; i++)
+		if (select_match_info(sel, &m->tensors[i].info))
+			order[no++] = i;
+	r->selected = no;
+	for (int k = 0; k < no; k++) {
+		const struct sw_tensor_info *t = &m->tensors[order[k]].info;
+		int found = -1;
+		for (int j = 0; j < nb && found < 0; j++)
+			for (int i = 0; i < nt && found < 0; i++)
+				if (want[(size_t)j * nt + i] &&
+				    same_block(by, &m->tensors[i].info, i, t, order[k]))
+					found = j;
+		if (found < 0) {
+			struct hessian_block *b = &r->b[nb];
+			found = nb++;
+			b->block = (int)t->block;
+			b->layer = by == HESSIAN_BY_TYPE ? -2 : t->layer;
+			if (by == HESSIAN_BY_TENSOR) {
+				snprintf(b->name, sizeof b->name, "%s", t->name);
+				snprintf(b->role, sizeof b->role, "%s", t->role);
+			}
+		}
+		want[(size_t)found * nt + order[k]] = 1;
+		r->b[found].n += (int64_t)m->tensors[order[k]].numel;
+	}
+	if (nb > 1) {
+		struct hessian_block *b = &r->b[nb];
+		b->block = -1;
+		b->layer = -2;
+		for (int k = 0; k < no; k++) {
+			want[(size_t)nb * nt + order[k]] = 1;
+			b->n += (int64_t)m->tensors[order[k]].numel;
+		}
+		nb++;
+	}
+	r->nblocks = nb;
+	free(order);
+	*want_out = want;
+	return SW_OK;
+}
+
+/* The per-tensor lr from the checkpoint (NaN where it has none), step. */
+static int checkpoint_lrs(const char *path, const struct model *m, double *lr,
+			  struct hessian_result *r, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc;
+
+	if ((rc = ckpt_open(path, &ck, err)))
+		return rc;
+	r->has_step = ckpt_meta(ck)->has_step;
+	r->step = ckpt_meta(ck)->step;
+	r->tokens = ckpt_meta(ck)->tokens;
+	for (int i = 0; i < m->ntensors; i++) {
+		long k = ckpt_find_role(ck, m->tensors[i].info.role, m->tensors[i].info.layer);
+		lr[i] = k < 0 ? NAN : ckpt_info(ck, (size_t)k)->lr;
+	}
+	ckpt_close(ck);
+	return SW_OK;
+}
+
+/* P^-1/2 with P = sqrt(v / (1 - beta2^t)) + eps, from /optim_state. */
+static int preconditioner(const char *path, const struct model *m, float *dscale, double *beta1,
+			  struct sw_err *err)
+{
+	struct optim o;
+	struct run_state rs;
+	double bc2;
+	int rc;
+
+	/* modelio_load_state frees what it made when it fails */
+	memset(&o, 0, sizeof o);
+	if ((rc = modelio_load_state(path, m, &o, &rs, err))) {
+		sw_err_prefix(err, "--preconditioned needs Adam's second moments");
+		return rc;
+	}
+	if (o.cfg.kind != OPT_ADAMW) {
+		rc = sw_fail(err, SW_EDATA, "--preconditioned needs Adam's second moments; the optimizer is %s",
+			     optim_kind_name(o.cfg.kind));
+	} else if (o.t < 1) {
+		rc = sw_fail(err, SW_EDATA, "--preconditioned: no update was made yet (t = 0), Adam has no second moments");
+	} else {
+		bc2 = 1 - pow(o.cfg.beta2, (double)o.t);
+		for (size_t k = 0; k < m->nparams; k++)
+			dscale[k] = (float)(1 / sqrt(sqrt((double)o.v[k] / bc2) + o.cfg.eps));
+		*beta1 = o.cfg.beta1;
+	}
+	optim_free(&o);
+	return rc;
+}
+
+static int dump_batch(const char *path, const int *tok, const int *tgt, int B, int T,
+		      struct sw_err *err)
+{
+	struct h5w *w;
+	int rc;
+
+	if ((rc = h5w_create(path, "hessian-batch", &w, err)))
+		return rc;
+	if ((rc = h5w_write_i32(w, "/", "tokens", B, T, tok, err)) ||
+	    (rc = h5w_write_i32(w, "/", "targets", B, T, tgt, err))) {
+		h5w_abort(w);
+		return rc;
+	}
+	return h5w_commit(w, err);
+}
+
+/* One block: Lanczos, the probes, SLQ. */
+static int run_block(struct hop *h, const struct hessian_opts *o, const double *lr, double beta1,
+		     uint64_t seed, struct sw_err *err)
+{
+	struct hessian_block *b = h->b;
+	const struct model *m = &h->su->m;
+	int64_t n = b->n;
+	int nvec = o->density, S = o->probes > nvec ? o->probes : nvec, rc = SW_OK;
+	double *z = malloc((size_t)n * sizeof *z), *y = malloc((size_t)n * sizeof *y);
+	double *samples = malloc((size_t)(S > 0 ? S : 1) * sizeof *samples), sum = 0, ss = 0;
+	struct lanczos_top info;
+	struct sw_rng r;
+
+	b->eig = malloc((size_t)(o->top > 0 ? o->top : 1) * sizeof *b->eig);
+	if (nvec) {
+		b->node = malloc((size_t)nvec * o->slq_steps * sizeof *b->node);
+		b->weight = malloc((size_t)nvec * o->slq_steps * sizeof *b->weight);
+		b->vec = malloc((size_t)nvec * o->slq_steps * sizeof *b->vec);
+	}
+	if (!z || !y || !samples || !b->eig || (nvec && (!b->node || !b->weight || !b->vec))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	/* the direction is zero outside the block */
+	memset(h->rm->params, 0, h->rm->nparams * sizeof(real));
+	rng_seed(&r, seed);
+	/* the top K: Lanczos from a Gaussian start */
+	for (int64_t i = 0; i < n; i++)
+		z[i] = rng_normal(&r);
+	if ((rc = lanczos_top(n, block_product, h, z, o->top, o->max_steps, o->tol, b->eig, &info, err)))
+		goto out;
+	b->neig = info.k;
+	b->steps = info.steps;
+	b->bound = info.bound;
+	b->converged = info.converged;
+	/* Hutch++: its own products (no SLQ with it) */
+	if (o->hutchpp) {
+		if ((rc = trace_hutchpp(n, block_product, h, o->probes, &r, &b->trace, &b->trace_se,
+					err)))
+			goto out;
+		b->probes = o->probes;
+	}
+	/* Hutchinson's probes; the first nvec start SLQ runs, whose first
+	 * step gives the same z^T A z (n alpha_1 = n sum tau theta) */
+	for (int s = 0; s < S && !o->hutchpp; s++) {
+		double q = 0;
+		trace_rademacher(&r, z, n);
+		if (s < nvec) {
+			int mm;
+			double *nd = b->node + b->nodes, *wt = b->weight + b->nodes;
+			if ((rc = lanczos_quadrature(n, block_product, h, z, o->slq_steps, nd, wt, &mm, err)))
+				goto out;
+			for (int k = 0; k < mm; k++) {
+				q += wt[k] * nd[k];
+				b->vec[b->nodes + k] = s;
+			}
+			b->nodes += mm;
+			q *= (double)n;
+		} else {
+			if ((rc = block_product(h, z, y, err)))
+				goto out;
+			for (int64_t i = 0; i < n; i++)
+				q += z[i] * y[i];
+		}
+		samples[s] = q;
+		sum += q;
+	}
+	if (!o->hutchpp) {
+		b->probes = S;
+		b->trace = S ? sum / S : NAN;
+		for (int s = 0; s < S; s++)
+			ss += (samples[s] - b->trace) * (samples[s] - b->trace);
+		b->trace_se = S > 1 ? sqrt(ss / (S - 1) / S) : NAN;
+	}
+	/* eta: the block's tensors' lr, when they share one */
+	b->lr = NAN;
+	for (int i = 0, first = 1; i < m->ntensors; i++) {
+		if (!h->want[i])
+			continue;
+		if (first)
+			b->lr = lr[i];
+		else if (!(lr[i] == b->lr))
+			b->lr = NAN;
+		first = 0;
+	}
+	b->eos = NAN;
+	if (b->neig && isfinite(b->lr))
+		b->eos = o->preconditioned ? b->eig[0] * b->lr * (1 - beta1) / (2 + 2 * beta1)
+					   : b->eig[0] * b->lr / 2;
+out:
+	free(z);
+	free(y);
+	free(samples);
+	return rc;
+}
+
+int hessian_run(const char *path, const struct sw_select *sel, const struct hessian_opts *o,
+		hessian_progress_fn progress, void *ctx, struct hessian_result *r,
+		struct sw_err *err)
+{
+	struct blocksharp_setup su;
+	struct model rm;
+	struct sw_rng rng;
+	unsigned char *want = NULL;
+	int *tok = NULL, *tgt = NULL, rc, nt;
+	double *lr = NULL, need;
+	float *dscale = NULL;
+	real *dlogits = NULL;
+	int64_t largest = 0;
+
+	memset(r, 0, sizeof *r);
+	memset(&rm, 0, sizeof rm);
+	r->beta1 = NAN;
+	if (o->top < 1 || o->max_steps < 1 || o->probes < 0 || o->density < 0 ||
+	    (o->density && o->slq_steps < 1))
+		return sw_fail(err, SW_EUSAGE, "hessian: bad options");
+	if (o->hutchpp && (o->probes < 3 || o->density))
+		return sw_fail(err, SW_EUSAGE, "Hutch++ takes 3 products at least, and no density");
+	if ((rc = blocksharp_setup(path, &o->data, 2, &su, err)))
+		return rc;
+	nt = su.m.ntensors;
+	r->T = su.T;
+	r->B = su.B;
+	r->mb = su.mb;
+	r->nparams = (int64_t)su.m.nparams;
+	lr = malloc((size_t)nt * sizeof *lr);
+	tok = malloc((size_t)su.B * su.T * sizeof *tok);
+	tgt = malloc((size_t)su.B * su.T * sizeof *tgt);
+	if (!lr || !tok || !tgt) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	if ((rc = checkpoint_lrs(path, &su.m, lr, r, err)) ||
+	    (rc = plan_blocks(&su.m, sel, o->by, r, &want, err)))
+		goto out;
+	if (!r->selected)
+		goto out;
+	for (int j = 0; j < r->nblocks; j++)
+		largest = r->b[j].n > largest ? r->b[j].n : largest;
+	need = hessian_memory(&su.m.c, r->nparams, largest, su.mb, su.T, su.mb == su.B, o);
+	r->mem_bytes = need;
+	if (su.mem_free > 0 && need > su.mem_free) {
+		rc = sw_fail(err, SW_ESOFTWARE, "needs %.2f GB (parameters, activations, Lanczos vectors), %.2f GB available",
+			     need / 1e9, su.mem_free / 1e9);
+		goto out;
+	}
+	if (o->preconditioned) {
+		if (!(dscale = malloc(su.m.nparams * sizeof *dscale))) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto out;
+		}
+		if ((rc = preconditioner(path, &su.m, dscale, &r->beta1, err)))
+			goto out;
+	}
+	rng_seed(&rng, o->data.seed);
+	if ((rc = data_train_batch(&su.d, &rng, su.B, su.T, tok, tgt, err))) {
+		sw_err_prefix(err, "%s", o->data.data);
+		goto out;
+	}
+	if (o->dump && (rc = dump_batch(o->dump, tok, tgt, su.B, su.T, err)))
+		goto out;
+	if ((rc = model_alloc_acts(&su.m, su.mb, su.T, err)) || (rc = model_rop_build(&rm, &su.m, err)))
+		goto out;
+	if (su.mb == su.B) {
+		/* one micro-batch: its forward pass serves every product */
+		if (!(dlogits = malloc((size_t)su.B * su.T * su.m.c.vocab_size * sizeof *dlogits))) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory for the logits");
+			goto out;
+		}
+		model_forward(&su.m, tok, tgt, su.B, su.T);
+	}
+	for (int j = 0; j < r->nblocks && !rc; j++) {
+		struct hop h = {
+			.su = &su, .rm = &rm, .tok = tok, .tgt = tgt, .nmb = su.B / su.mb,
+			.dlogits = dlogits, .gn = o->gauss_newton, .want = want + (size_t)j * nt,
+			.dscale = dscale, .b = &r->b[j], .progress = progress, .pctx = ctx,
+			.index = j, .count = r->nblocks,
+		};
+		/* block j's own stream: a block's numbers do not depend on the others */
+		rc = run_block(&h, o, lr, r->beta1, o->data.seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(j + 1)),
+			       err);
+	}
+out:
+	free(lr);
+	free(tok);
+	free(tgt);
+	free(want);
+	free(dscale);
+	free(dlogits);
+	if (rm.params)
+		model_free(&rm);
+	blocksharp_setup_free(&su);
+	if (rc)
+		hessian_free(r);
+	return rc;
+}

@@ -1,0 +1,76 @@
+/*
+ * rundir.h - a training run's output directory: what of sw-train's it
+ * holds, and whether a new run may write there without mixing two runs.
+ *
+ * sw-train writes DIR/ckpt-NNNNNN.h5 (as DIR/ckpt-NNNNNN.h5.tmp.PID.N
+ * until complete, atomicfile.h) and a trace, DIR/trace.h5 unless named
+ * otherwise. A directory "holds a run" when one of those exists; any
+ * other file in it is the user's and is never touched. The rule
+ * (sw-train(1), "The output directory"):
+ *   - a directory that holds no run (missing, empty, only other files) is
+ *     used as it is;
+ *   - --resume CKPT, CKPT in DIR: the run goes on there, its trace is
+ *     appended to; a checkpoint of DIR after CKPT's step (of a continuation
+ *     the resumed run abandons) is refused, unless force, which removes
+ *     those;
+ *   - any other run in DIR is refused, unless force, which removes its
+ *     checkpoints, their temporaries and its trace (the new trace replaces
+ *     a trace at the path the run writes).
+ * A refusal is SW_ECANTCREAT with one line naming the directory and what
+ * it holds. rundir_claim only looks; rundir_clear removes, and is called
+ * once the new run is known to start (its data read, its model built, its
+ * trace open), so a refused or failed start destroys nothing.
+ */
+#ifndef SW_RUNDIR_H
+#define SW_RUNDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+
+/* One of sw-train's files in the directory. */
+struct rundir_file {
+	char name[256];                 /* the entry's name in the directory */
+	int64_t step;                   /* the NNNNNN of its name */
+	int tmp;                        /* a checkpoint's temporary (its writer was killed) */
+	int remove;                     /* rundir_clear removes it */
+};
+
+struct rundir_claim {
+	char dir[4096];
+	struct rundir_file *f;          /* checkpoints and temporaries, by step */
+	size_t n;
+	char dir_trace[4096];           /* DIR/trace.h5 */
+	int dir_trace_exists;
+	int remove_dir_trace;           /* rundir_clear removes DIR/trace.h5 */
+	char trace[4096];               /* the trace this run writes ("" none) */
+	int trace_exists;
+	int append;                     /* resuming here: the trace exists, is appended to */
+	int replace_trace;              /* force: the trace exists and the new one replaces it */
+	int keep_ino_valid;             /* never remove the checkpoint resumed from */
+	uint64_t keep_dev, keep_ino;
+};
+
+/*
+ * May a run write into dir? trace: the trace path as sw-train takes it
+ * (NULL: DIR/trace.h5; "": none). resume: the checkpoint resumed from, at
+ * resume_step, or NULL. SW_OK with c filled (what force removes marked),
+ * or SW_ECANTCREAT, a message naming dir and what it holds (and
+ * --resume/--force), when it holds a run it may not write into without
+ * force. c is to be freed with rundir_claim_free in either case.
+ */
+int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t resume_step,
+		 int force, struct rundir_claim *c, struct sw_err *err);
+
+/*
+ * Remove what rundir_claim marked. note (len bytes) says what was removed
+ * ("removed 2 checkpoints (ckpt-000010.h5 to ckpt-000020.h5); the trace
+ * run/trace.h5 is replaced"), "" if nothing. SW_ECANTCREAT naming a file
+ * that could not be removed.
+ */
+int rundir_clear(struct rundir_claim *c, char *note, size_t len, struct sw_err *err);
+
+void rundir_claim_free(struct rundir_claim *c);
+
+#endif
