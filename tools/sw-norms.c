@@ -4,17 +4,21 @@
  * hidden layers' RMS->RMS, the input layer's 1->RMS, and the spectral,
  * Frobenius, RMS and max norms. Which rows and how each is computed:
  * lib/analysis/norms.c (norms_plan, norms_compute); this reads the files and prints.
+ * --scale-vectors: the norm gains' and multipliers' statistics instead
+ * (lib/analysis/scalevec.c).
  */
 #include <stdlib.h>
 
 #include "../lib/formats/ckpt.h"
 #include "../lib/analysis/matsched.h"
 #include "../lib/analysis/norms.h"
+#include "../lib/analysis/scalevec.h"
 #include "common.h"
 
 static const char usage[] =
-	"sw-norms [--json] [--block LIST] [--layer LIST] [--name GLOB]\n"
-	"                [--role LIST] [--threads N] [--log | --quiet] [FILE ...]";
+	"sw-norms [--json] [--scale-vectors] [--block LIST] [--layer LIST]\n"
+	"                [--name GLOB] [--role LIST] [--threads N] [--log | --quiet]\n"
+	"                [FILE ...]";
 static const char help[] =
 	"Operator norms of every weight matrix, one row per matrix per file:\n"
 	"file step tokens name block role layer rows cols rms_to_inf rms_to_rms\n"
@@ -23,6 +27,11 @@ static const char help[] =
 	"a second row, role lm_head_folded, for W_out.diag(final norm gain); a tied\n"
 	"head is listed as lm_head.weight computed from the embedding.\n"
 	"\n"
+	"  --scale-vectors  the norm gains and multipliers instead, one row each:\n"
+	"                 file step tokens name block role layer type branch\n"
+	"                 placement n mean sd min max anisotropy cv coupling\n"
+	"                 (max|g|/min|g|, sd/|mean|, and the correlation of |g_i|\n"
+	"                 with the column norms of the matrices reading the gain)\n"
 	TOOL_THREADS_HELP
 	TOOL_LOG_HELP
 	TOOL_SELECT_HELP
@@ -33,9 +42,14 @@ static const char *const cols[] = {
 	"rms_to_inf", "rms_to_rms", "one_to_rms", "spectral", "frobenius", "rms", "max_abs"
 };
 
-/* One row: the file, its step and tokens, the tensor as printed, the norms. */
-static void print_row(struct table *tb, const char *file, const struct ckpt_meta *m,
-		      const struct sw_tensor_info *t, const struct op_norms *n)
+static const char *const scale_cols[] = {
+	"file", "step", "tokens", "name", "block", "role", "layer", "type", "branch", "placement",
+	"n", "mean", "sd", "min", "max", "anisotropy", "cv", "coupling"
+};
+
+/* The cells every row starts with: the file, its step and tokens, the tensor. */
+static void tensor_cells(struct table *tb, const char *file, const struct ckpt_meta *m,
+			 const struct sw_tensor_info *t)
 {
 	table_str(tb, file);
 	tool_step_cell(tb, m->has_step, m->step);
@@ -44,6 +58,48 @@ static void print_row(struct table *tb, const char *file, const struct ckpt_meta
 	table_str(tb, sw_block_name(t->block));
 	table_str(tb, t->role);
 	table_int(tb, t->layer);
+}
+
+/* --scale-vectors: one file's rows (scalevec_file) */
+static void scale_vectors_file(struct tool *tl, struct table *tb, const char *file,
+			       struct ckpt *ck)
+{
+	const struct ckpt_meta *m = ckpt_meta(ck);
+	struct scalevec_row *rows;
+	struct sw_err err;
+	size_t n;
+
+	if (scalevec_file(ck, &tl->sel, &rows, &n, &err)) {
+		tool_error(tl, file, &err);
+		return;
+	}
+	tool_selected(tl, file, n, "scale vector");
+	for (size_t k = 0; k < n; k++) {
+		const struct sw_tensor_info *t = rows[k].info;
+		const struct scalevec_stats *s = &rows[k].stats;
+
+		tensor_cells(tb, file, m, t);
+		table_str(tb, t->norm_type == SW_NORM_NONE ? "none" : sw_norm_type_name(t->norm_type));
+		table_str(tb, scalevec_branch(t->role));
+		table_str(tb, scalevec_placement(t));
+		table_int(tb, s->n);
+		table_num(tb, s->mean);
+		table_num(tb, s->sd);
+		table_num(tb, s->min);
+		table_num(tb, s->max);
+		table_num(tb, s->anisotropy);
+		table_num(tb, s->cv);
+		table_num(tb, s->coupling);
+		table_end_row(tb);
+	}
+	free(rows);
+}
+
+/* One row: the file, its step and tokens, the tensor as printed, the norms. */
+static void print_row(struct table *tb, const char *file, const struct ckpt_meta *m,
+		      const struct sw_tensor_info *t, const struct op_norms *n)
+{
+	tensor_cells(tb, file, m, t);
 	table_int(tb, n->d_out);
 	table_int(tb, n->d_in);
 	table_num(tb, n->rms_to_inf);
@@ -122,6 +178,7 @@ int main(int argc, char **argv)
 		TOOL_COMMON_OPTIONS,
 		TOOL_THREADS_OPTION,
 		TOOL_LOG_OPTION,
+		{"scale-vectors", no_argument, NULL, 'S'},
 		{NULL, 0, NULL, 0}
 	};
 	/* the folded head's row (norms_plan) has a role of its own */
@@ -130,17 +187,27 @@ int main(int argc, char **argv)
 	struct table tb;
 	struct ckpt *ck;
 	const char *file;
-	int opt;
+	int opt, scale_vectors = 0;
 
 	tool_init(&tl, "sw-norms", usage, help, argc, argv);
 	select_tool_roles(&tl.sel, own_roles);
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1)
-		tool_common_option(&tl, opt, optarg);
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt == 'S')
+			scale_vectors = 1;
+		else
+			tool_common_option(&tl, opt, optarg);
+	}
 	tool_files_begin(&tl, optind);
-	table_init(&tb, stdout, tl.fmt, cols, TOOL_NCOLS(cols));
+	if (scale_vectors)
+		table_init(&tb, stdout, tl.fmt, scale_cols, TOOL_NCOLS(scale_cols));
+	else
+		table_init(&tb, stdout, tl.fmt, cols, TOOL_NCOLS(cols));
 	table_header(&tb);
 	while ((ck = tool_next_ckpt(&tl, &file))) {
-		norms_file(&tl, &tb, file, ck);
+		if (scale_vectors)
+			scale_vectors_file(&tl, &tb, file, ck);
+		else
+			norms_file(&tl, &tb, file, ck);
 		ckpt_close(ck);
 	}
 	return tool_finish(&tl);

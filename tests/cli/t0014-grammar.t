@@ -153,6 +153,7 @@ DATA="--data $FIX/corpus.txt --seq-len 16 --batch-tokens 32 --threads 1"
 # tokenizers, as a user runs it
 READERS="sw-ls@tr/ckpt-000004.h5
 sw-norms@tr/ckpt-000004.h5
+sw-norms --scale-vectors@tr/ckpt-000004.h5
 sw-spectrum --summary@tr/ckpt-000004.h5
 sw-qkdrift@tr/ckpt-000004.h5
 sw-sharpness $DATA@tr/ckpt-000004.h5

@@ -1,0 +1,167 @@
+/* scalevec.c - statistics of scale vectors (scalevec.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scalevec.h"
+
+void scalevec_stats(const float *g, int64_t n, struct scalevec_stats *s)
+{
+	double sum = 0, sq = 0, amin = INFINITY, amax = 0;
+
+	s->n = n;
+	s->min = INFINITY, s->max = -INFINITY;
+	for (int64_t i = 0; i < n; i++) {
+		double x = g[i], a = fabs(x);
+		sum += x;
+		s->min = fmin(s->min, x), s->max = fmax(s->max, x);
+		amin = fmin(amin, a), amax = fmax(amax, a);
+	}
+	s->mean = sum / (double)n;
+	for (int64_t i = 0; i < n; i++)         /* two passes: no cancellation */
+		sq += ((double)g[i] - s->mean) * ((double)g[i] - s->mean);
+	s->sd = sqrt(sq / (double)n);
+	s->anisotropy = amin > 0 ? amax / amin : INFINITY;
+	s->cv = s->mean != 0 ? s->sd / fabs(s->mean) : NAN;
+	s->coupling = NAN;
+}
+
+double scalevec_coupling(const float *g, const double *colnorm, int64_t n)
+{
+	double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		ma += fabs((double)g[i]), mb += colnorm[i];
+	ma /= (double)n, mb /= (double)n;
+	for (int64_t i = 0; i < n; i++) {
+		double a = fabs((double)g[i]) - ma, b = colnorm[i] - mb;
+		sab += a * b, saa += a * a, sbb += b * b;
+	}
+	return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : NAN;
+}
+
+const char *scalevec_branch(const char *role)
+{
+	static const struct {
+		const char *prefix, *branch;
+	} map[] = {{"attn_", "attn"}, {"q_", "attn"}, {"k_", "attn"}, {"v_", "attn"},
+		   {"o_", "attn"}, {"ffn_", "ffn"}, {"gate_", "ffn"}, {"up_", "ffn"},
+		   {"down_", "ffn"}, {"final_", "head"}, {"lm_head", "head"}, {"embed", "emb"}};
+
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (!strncmp(role, map[i].prefix, strlen(map[i].prefix)))
+			return map[i].branch;
+	return "other";
+}
+
+const char *scalevec_placement(const struct sw_tensor_info *t)
+{
+	if (t->block == SW_BLOCK_MULT)
+		return "mult";
+	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm"))
+		return "qk";
+	if (!strcmp(t->role, "o_in_norm") || !strcmp(t->role, "down_in_norm"))
+		return "in";
+	return "pre";
+}
+
+const char *const *scalevec_readers(const char *role)
+{
+	static const char *const attn[] = {"q", "k", "v", NULL}, *const ffn[] = {"gate", "up", NULL},
+				 *const o[] = {"o", NULL}, *const down[] = {"down", NULL},
+				 *const head[] = {"lm_head", NULL};
+	static const struct {
+		const char *gain;
+		const char *const *readers;
+	} map[] = {{"attn_norm", attn}, {"ffn_norm", ffn}, {"o_in_norm", o},
+		   {"down_in_norm", down}, {"final_norm", head}};
+
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (!strcmp(map[i].gain, role))
+			return map[i].readers;
+	return NULL;
+}
+
+/* colnorm[i] += ||W[:, i]||^2 over matrix k of the file, if its rows have n columns */
+static int add_column_squares(struct ckpt *ck, long k, int64_t n, double *colsq, int *found,
+			      struct sw_err *err)
+{
+	const struct sw_tensor_info *t = ckpt_info(ck, (size_t)k);
+	struct ckpt_view v;
+
+	if (t->rank != 2 || t->shape[1] != n)
+		return 0;
+	if (ckpt_load(ck, (size_t)k, &v, err))
+		return -1;
+	for (int64_t r = 0; r < t->shape[0]; r++)
+		for (int64_t i = 0; i < n; i++)
+			colsq[i] += (double)v.data[r * n + i] * v.data[r * n + i];
+	ckpt_release(ck, &v);
+	*found = 1;
+	return 0;
+}
+
+/* The coupling of gain t (index k, values g) with the matrices reading it. */
+static int coupling_of(struct ckpt *ck, const struct sw_tensor_info *t, const float *g,
+		       double *out, struct sw_err *err)
+{
+	const char *const *readers = scalevec_readers(t->role);
+	int64_t n = t->numel;
+	double *colsq;
+	int found = 0;
+
+	*out = NAN;
+	if (!readers)
+		return 0;
+	if (!(colsq = calloc((size_t)n, sizeof *colsq)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (; *readers; readers++) {
+		long k = ckpt_find_role(ck, *readers, t->layer);
+		if (k < 0 && !strcmp(*readers, "lm_head"))      /* tied head */
+			k = ckpt_find_role(ck, "embed", -1);
+		if (k >= 0 && add_column_squares(ck, k, n, colsq, &found, err)) {
+			free(colsq);
+			return -1;
+		}
+	}
+	if (found) {
+		for (int64_t i = 0; i < n; i++)
+			colsq[i] = sqrt(colsq[i]);
+		*out = scalevec_coupling(g, colsq, n);
+	}
+	free(colsq);
+	return 0;
+}
+
+int scalevec_file(struct ckpt *ck, const struct sw_select *sel, struct scalevec_row **rows,
+		  size_t *n, struct sw_err *err)
+{
+	size_t count = ckpt_count(ck), k = 0;
+	struct scalevec_row *r = calloc(count ? count : 1, sizeof *r);
+
+	if (!r)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (size_t i = 0; i < count; i++) {
+		const struct sw_tensor_info *t = ckpt_info(ck, i);
+		struct ckpt_view v;
+
+		if (t->kind != SW_KIND_VECTOR || t->numel < 1 ||
+		    (t->block != SW_BLOCK_NORM && t->block != SW_BLOCK_MULT) ||
+		    !select_match_info(sel, t))
+			continue;
+		if (ckpt_load(ck, i, &v, err))
+			goto fail;
+		scalevec_stats(v.data, t->numel, &r[k].stats);
+		if (coupling_of(ck, t, v.data, &r[k].stats.coupling, err)) {
+			ckpt_release(ck, &v);
+			goto fail;
+		}
+		ckpt_release(ck, &v);
+		r[k++].info = t;
+	}
+	*rows = r, *n = k;
+	return 0;
+fail:
+	free(r);
+	return -1;
+}

@@ -1,0 +1,61 @@
+/*
+ * scalevec.h - statistics of a checkpoint's scale vectors: the gains of
+ * its RMSNorms and its learnable multipliers (the scale-vectors paper's
+ * gamma; the multipliers paper's row and column scales).
+ *
+ * For a vector g of n values: mean, sd (population, over n), min, max;
+ * anisotropy max|g_i| / min|g_i| (inf when some g_i is 0) and the
+ * coefficient of variation sd / |mean|; for a Pre-Norm gain (Input-Norm
+ * type), its coupling with the matrices that read its output: the
+ * Pearson correlation over the input channels i of |g_i| and the column
+ * norm ||W[:, i]||_2 of those matrices stacked by rows (q, k, v after
+ * attn_norm; gate, up after ffn_norm; o and down after their in-norms;
+ * the head, or the embedding when tied, after the final norm). NaN where
+ * it is undefined (no reader in the file, or either side constant).
+ */
+#ifndef SW_SCALEVEC_H
+#define SW_SCALEVEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/select.h"
+#include "../base/status.h"
+#include "../base/tensor.h"
+#include "../formats/ckpt.h"
+
+struct scalevec_stats {
+	int64_t n;
+	double mean, sd, min, max, anisotropy, cv, coupling;
+};
+
+/* The statistics of g[0..n), coupling NaN; n > 0. */
+void scalevec_stats(const float *g, int64_t n, struct scalevec_stats *s);
+
+/* Pearson's r of |g_i| and colnorm_i over i < n; NaN if either is constant. */
+double scalevec_coupling(const float *g, const double *colnorm, int64_t n);
+
+/*
+ * Where a scale vector sits, from its role: its branch (attn, ffn, head,
+ * emb) and its placement: pre, the gain of the Pre-Norm that opens the
+ * branch (attn_norm, ffn_norm, final_norm); qk, a QK-norm gain on the
+ * queries or keys per head; in, the gain of a norm inside the branch
+ * before its last projection (o_in_norm, down_in_norm); mult, a learnable
+ * multiplier of a matrix's rows, columns or the whole matrix.
+ */
+const char *scalevec_branch(const char *role);
+const char *scalevec_placement(const struct sw_tensor_info *t);
+
+/* The roles of the matrices that read the output of gain `role`, NULL
+ * terminated, or NULL when it has none (not a Pre-Norm gain). */
+const char *const *scalevec_readers(const char *role);
+
+/* One row per selected scale vector of the file, in model order. */
+struct scalevec_row {
+	const struct sw_tensor_info *info;
+	struct scalevec_stats stats;
+};
+int scalevec_file(struct ckpt *ck, const struct sw_select *sel, struct scalevec_row **rows,
+		  size_t *n, struct sw_err *err);
+
+#endif

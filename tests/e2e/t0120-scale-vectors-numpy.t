@@ -1,0 +1,55 @@
+#!/bin/sh
+# sw-norms --scale-vectors against an independent implementation: numpy
+# (float64) on the tensors read with h5py, or from a safetensors directory
+# parsed in Python; the gains of a fixture, of a run trained with QK-norm
+# and row multipliers (its gains move away from 1), and of the Hugging
+# Face fixture. Skipped when numpy or h5py is missing.
+. "$(dirname "$0")/../lib/tap.sh"
+
+REF=$SW_TOP/tests/e2e/scalevec_reference.py
+
+# 1e-7 relative: both sides work in double on the same float32 values; the
+# sums differ only in their order (numpy's pairwise, ours left to right),
+# about 1e-15 relative for a few hundred terms, and the table prints 9
+# significant digits (5e-9 relative).
+
+if ! have_python_modules "numpy, h5py"; then
+	test_skip 'numpy cross-check of --scale-vectors' 'python3-numpy or python3-h5py not installed'
+	test_done
+fi
+
+test_expect_success 'setup: a run whose gains and multipliers moved' '
+	sw-train --data "$FIX/corpus.txt" --steps 30 --d-model 32 --batch 4 --seq-len 32 \
+		--threads 1 --qk-norm --multipliers row --lr 1e-2 --out run >/dev/null
+'
+
+for f in "$FIX/tiny.h5" run/ckpt-000030.h5 "$FIX/tiny-hf"; do
+	test_expect_success "${f##*/}: sw-norms --scale-vectors = numpy to 1e-7" "
+		\"\$PY\" \"\$REF\" \"$f\" >expect &&
+		sw-norms --scale-vectors \"$f\" >rows &&
+		sed 1d rows | cut -f4,11- | sort >actual &&
+		test_line_count -gt 2 actual &&
+		numbers_close 1e-7 expect actual
+	"
+done
+
+test_expect_success 'the trained run: every Pre-Norm gain has a coupling, the others none' '
+	sw-norms --scale-vectors run/ckpt-000030.h5 >rows &&
+	awk -F"\t" "NR > 1 && (\$8 == \"input\") != (\$18 != \"\") { print; bad = 1 } END { exit bad }" rows
+'
+
+test_expect_success 'a gain of equal values: sd 0, anisotropy 1, cv 0, no coupling' '
+	"$PY" -c "
+import h5py, numpy as np, shutil
+shutil.copy(\"$FIX/tiny.h5\", \"flat.h5\")
+with h5py.File(\"flat.h5\", \"r+\") as f:
+    f[\"params/model.norm.weight\"][...] = np.full(f[\"params/model.norm.weight\"].shape, 0.5, np.float32)
+" &&
+	sw-norms --scale-vectors --role final_norm flat.h5 >rows &&
+	cut -f7- rows >actual &&
+	printf "layer\ttype\tbranch\tplacement\tn\tmean\tsd\tmin\tmax\tanisotropy\tcv\tcoupling\n" >expect &&
+	printf "%s\t" -1 input head pre 16 0.5 0 0.5 0.5 1 0 >>expect && echo >>expect &&
+	test_cmp expect actual
+'
+
+test_done
