@@ -317,13 +317,14 @@ sw-spectrum --normalize --role down --layer 1 "$SPEC"/d${SPEC_DS##* }-*/$SPEC_LA
 sw-spectrum --fit "$SPEC"/*/$SPEC_LAST >"$out/spectrum-fit.tsv"
 sw-qkdrift "$MAIN"/ckpt-*.h5 >"$out/qkdrift.tsv"
 sw-qkdrift --drift "$MAIN"/ckpt-*.h5 >"$out/qkdrift-drift.tsv"
+sw-norms --scale-vectors --block norm "$MAIN"/ckpt-*.h5 >"$out/scale-vectors.tsv"
 sw-transfer --table "$SWEEP"/*/ckpt-*.h5 >"$out/transfer.tsv"
 sw-transfer "$SWEEP"/*/ckpt-*.h5 >"$out/transfer-fits.tsv"
 sw-transfer --summary "$SWEEP"/*/ckpt-*.h5 >"$out/transfer-summary.tsv" || true
 
 say "figures (at $(elapsed))"
 for kind in training residual norms sharpness sharpness-steps sharpness-hist spectrum \
-	spectrum-normalized esd qkdrift transfer transfer-fits; do
+	spectrum-normalized esd qkdrift scale-vectors transfer transfer-fits; do
 	sw-plot "$kind" "$out/$kind.tsv" -o "$out/$kind.png"
 	echo "$out/$kind.png"
 done

@@ -65,6 +65,28 @@ const char *scalevec_placement(const struct sw_tensor_info *t)
 	return "pre";
 }
 
+int scalevec_is_scale_vector(const struct sw_tensor_info *t)
+{
+	return t->kind == SW_KIND_VECTOR && t->numel > 0 &&
+	       (t->block == SW_BLOCK_NORM || t->block == SW_BLOCK_MULT);
+}
+
+void scalevec_add_column_squares(const float *w, int64_t rows, int64_t n, double *colsq)
+{
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t i = 0; i < n; i++)
+			colsq[i] += (double)w[r * n + i] * w[r * n + i];
+}
+
+double scalevec_coupling_of_squares(const float *g, double *colsq, int64_t n, int found)
+{
+	if (!found)
+		return NAN;
+	for (int64_t i = 0; i < n; i++)
+		colsq[i] = sqrt(colsq[i]);
+	return scalevec_coupling(g, colsq, n);
+}
+
 const char *const *scalevec_readers(const char *role)
 {
 	static const char *const attn[] = {"q", "k", "v", NULL}, *const ffn[] = {"gate", "up", NULL},
@@ -93,9 +115,7 @@ static int add_column_squares(struct ckpt *ck, long k, int64_t n, double *colsq,
 		return 0;
 	if (ckpt_load(ck, (size_t)k, &v, err))
 		return -1;
-	for (int64_t r = 0; r < t->shape[0]; r++)
-		for (int64_t i = 0; i < n; i++)
-			colsq[i] += (double)v.data[r * n + i] * v.data[r * n + i];
+	scalevec_add_column_squares(v.data, t->shape[0], n, colsq);
 	ckpt_release(ck, &v);
 	*found = 1;
 	return 0;
@@ -124,11 +144,7 @@ static int coupling_of(struct ckpt *ck, const struct sw_tensor_info *t, const fl
 			return -1;
 		}
 	}
-	if (found) {
-		for (int64_t i = 0; i < n; i++)
-			colsq[i] = sqrt(colsq[i]);
-		*out = scalevec_coupling(g, colsq, n);
-	}
+	*out = scalevec_coupling_of_squares(g, colsq, n, found);
 	free(colsq);
 	return 0;
 }
@@ -145,9 +161,7 @@ int scalevec_file(struct ckpt *ck, const struct sw_select *sel, struct scalevec_
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
 		struct ckpt_view v;
 
-		if (t->kind != SW_KIND_VECTOR || t->numel < 1 ||
-		    (t->block != SW_BLOCK_NORM && t->block != SW_BLOCK_MULT) ||
-		    !select_match_info(sel, t))
+		if (!scalevec_is_scale_vector(t) || !select_match_info(sel, t))
 			continue;
 		if (ckpt_load(ck, i, &v, err))
 			goto fail;

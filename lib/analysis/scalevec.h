@@ -46,9 +46,20 @@ double scalevec_coupling(const float *g, const double *colnorm, int64_t n);
 const char *scalevec_branch(const char *role);
 const char *scalevec_placement(const struct sw_tensor_info *t);
 
+/* 1 if t is a scale vector: a vector of a norm gain or a multiplier. */
+int scalevec_is_scale_vector(const struct sw_tensor_info *t);
+
 /* The roles of the matrices that read the output of gain `role`, NULL
- * terminated, or NULL when it has none (not a Pre-Norm gain). */
+ * terminated, or NULL when it has none (not a Pre-Norm gain); "lm_head"
+ * stands for the embedding when the head is tied. */
 const char *const *scalevec_readers(const char *role);
+
+/* colsq[i] += ||W[:, i]||^2 for the matrix w (rows x n, row-major). */
+void scalevec_add_column_squares(const float *w, int64_t rows, int64_t n, double *colsq);
+
+/* The coupling of g with the column norms sqrt(colsq), NaN if no reader was
+ * added (found 0); colsq is overwritten. */
+double scalevec_coupling_of_squares(const float *g, double *colsq, int64_t n, int found);
 
 /* One row per selected scale vector of the file, in model order. */
 struct scalevec_row {

@@ -7,6 +7,7 @@
 #include "../model/model.h"
 #include "../model/modelio.h"
 #include "../analysis/qkdrift.h"
+#include "../analysis/scalevec.h"
 #include "rundir.h"
 #include "../model/sharpness.h"
 #include "../files/trace.h"
@@ -55,7 +56,7 @@ static double rms(const real *x, size_t n)
 enum {
 	S_LOSS, S_VAL_LOSS, S_LR, S_GRAD_NORM, S_TOKENS, S_SECONDS, S_OUT_NORM, S_OUT_NORM_FOLDED,
 	S_RESIDUAL, S_ATTN_OUT, S_MLP_OUT, S_GAIN, S_WEIGHT, S_QHEAD, S_KHEAD, S_MULT,
-	S_QK_Q, S_QK_K, S_QK_QMULT, S_QK_KMULT,
+	S_QK_Q, S_QK_K, S_QK_QMULT, S_QK_KMULT, S_SCALE_SD, S_SCALE_ANISO, S_SCALE_COUPLING,
 	S_COUNT
 };
 
@@ -70,8 +71,9 @@ struct trace_plan {
 	char **names;                   /* every column name, to free */
 	int nnames;
 	double *row[S_COUNT];           /* by S_*: the values of the row being written */
-	int nmult, nweight;
-	int *weight_tensor, *mult_tensor;
+	int nmult, nweight, nscale;
+	int *weight_tensor, *mult_tensor, *scale_tensor;
+	double *colsq;                  /* (d_ff or more) a gain's readers' column norms */
 	struct qk_head *qk;             /* (n_heads) one layer's Q/K pairs (qkdrift.h) */
 	double *sq;                     /* (L * ACT_COUNT + 1) sums of squares of activations */
 };
@@ -88,6 +90,17 @@ static char *name_fmt(struct trace_plan *tp, const char *fmt, int a, const char 
 	return tp->names[tp->nnames++] = strdup(buf);
 }
 
+/* The most values of a vector of the model (a gain's column norms fit). */
+static int64_t max_numel_vector(const struct model *m)
+{
+	int64_t n = 1;
+
+	for (int i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].info.kind == SW_KIND_VECTOR && m->tensors[i].info.numel > n)
+			n = m->tensors[i].info.numel;
+	return n;
+}
+
 static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_err *err)
 {
 	int L = (int)m->c.n_layers, H = (int)m->c.n_heads, KV = (int)m->c.n_kv_heads;
@@ -99,11 +112,14 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 	tp->names = calloc((size_t)cap, sizeof *tp->names);
 	tp->weight_tensor = calloc((size_t)m->ntensors, sizeof(int));
 	tp->mult_tensor = calloc((size_t)m->ntensors, sizeof(int));
+	tp->scale_tensor = calloc((size_t)m->ntensors, sizeof(int));
+	tp->colsq = calloc((size_t)max_numel_vector(m), sizeof *tp->colsq);
 	tp->qk = calloc((size_t)H, sizeof *tp->qk);
 	for (int i = 0; i < S_COUNT; i++)
 		cols[i] = calloc((size_t)cap, sizeof(char *));
 	tp->sq = calloc((size_t)L * ACT_COUNT + 1, sizeof *tp->sq);
-	if (!tp->names || !tp->weight_tensor || !tp->mult_tensor || !tp->qk || !tp->sq)
+	if (!tp->names || !tp->weight_tensor || !tp->mult_tensor || !tp->scale_tensor || !tp->colsq ||
+	    !tp->qk || !tp->sq)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int i = 0; i < S_COUNT; i++)
 		if (!cols[i])
@@ -139,16 +155,22 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 			tp->mult_tensor[tp->nmult++] = i;
 			cols[S_MULT][ncols[S_MULT]++] = t->name;
 		}
+		if (scalevec_is_scale_vector(t)) {
+			tp->scale_tensor[tp->nscale++] = i;
+			for (k = S_SCALE_SD; k <= S_SCALE_COUPLING; k++)
+				cols[k][ncols[k]++] = t->name;
+		}
 	}
 	static const char *const scalar_names[] = {
 		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm", "out_norm_folded"
 	};
 	static const char *const vector_names[] = {
 		"residual_rms", "attn_out_rms", "mlp_out_rms", "sublayer_gain", "weight_rms",
-		"q_head_rms", "k_head_rms", "multiplier", "qk_q_rms", "qk_k_rms", "qk_q_mult", "qk_k_mult"
+		"q_head_rms", "k_head_rms", "multiplier", "qk_q_rms", "qk_k_rms", "qk_q_mult", "qk_k_mult",
+		"scale_sd", "scale_anisotropy", "scale_coupling"
 	};
 	for (k = 0; k < S_COUNT; k++) {
-		if ((k == S_MULT && !tp->nmult) ||
+		if ((k == S_MULT && !tp->nmult) || (k >= S_SCALE_SD && !tp->nscale) ||
 		    ((k == S_QK_QMULT || k == S_QK_KMULT) && m->mult == MULT_NONE)) {
 			free(cols[k]);
 			continue;
@@ -178,6 +200,8 @@ static void free_plan(struct trace_plan *tp)
 	free(tp->names);
 	free(tp->weight_tensor);
 	free(tp->mult_tensor);
+	free(tp->scale_tensor);
+	free(tp->colsq);
 	free(tp->qk);
 	free(tp->sq);
 }
@@ -215,6 +239,35 @@ static void trace_qk(struct trace_plan *tp, const struct model *m, int l)
 			tp->row[S_QK_KMULT][l * H + h] = ok ? q->k_mult : NAN;
 		}
 	}
+}
+
+/* Scale vector i of the plan into the scale_* series, as sw-norms
+ * --scale-vectors computes it from a checkpoint of these weights
+ * (scalevec.h). */
+static void trace_scale_vector(struct trace_plan *tp, const struct model *m, int i)
+{
+	const struct model_tensor *mt = &m->tensors[tp->scale_tensor[i]];
+	const struct sw_tensor_info *t = &mt->info;
+	const real *g = m->params + mt->offset;
+	const char *const *readers = scalevec_readers(t->role);
+	struct scalevec_stats s;
+	int found = 0;
+
+	scalevec_stats(g, t->numel, &s);
+	memset(tp->colsq, 0, (size_t)t->numel * sizeof *tp->colsq);
+	for (; readers && *readers; readers++) {
+		int k = model_find(m, *readers, t->layer);
+		if (k < 0 && !strcmp(*readers, "lm_head"))      /* tied head */
+			k = model_find(m, "embed", -1);
+		if (k < 0 || m->tensors[k].info.rank != 2 || m->tensors[k].info.shape[1] != t->numel)
+			continue;
+		scalevec_add_column_squares(m->params + m->tensors[k].offset, m->tensors[k].info.shape[0],
+					    t->numel, tp->colsq);
+		found = 1;
+	}
+	tp->row[S_SCALE_SD][i] = s.sd;
+	tp->row[S_SCALE_ANISO][i] = s.anisotropy;
+	tp->row[S_SCALE_COUPLING][i] = scalevec_coupling_of_squares(g, tp->colsq, t->numel, found);
 }
 
 /* Where the last forward's activations are (N tokens on this rank): the
@@ -305,6 +358,8 @@ static int trace_stats(struct trace_plan *tp, struct model *m, const struct stat
 			s += m->params[t->offset + k];
 		tp->row[S_MULT][i] = s / (double)t->numel;
 	}
+	for (int i = 0; i < tp->nscale; i++)
+		trace_scale_vector(tp, m, i);
 	return SW_OK;
 }
 

@@ -86,6 +86,7 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-spectrum --hist 20 --role down run/ckpt-000040.h5 >esd.tsv &&
 	sw-spectrum --esd-fit --hist 20 --role down --layer 1 run/ckpt-000040.h5 >esd-fit.tsv &&
 	sw-qkdrift run/ckpt-*.h5 >qkdrift.tsv &&
+	sw-norms --scale-vectors --block norm run/ckpt-*.h5 >scale-vectors.tsv &&
 	sw-hessian --data "$FIX/corpus.txt" --batch-tokens 128 --seq-len 32 --density --slq-steps 20 \
 		--grid 200 --probes 2 run/ckpt-000040.h5 >hessian-density.tsv &&
 	awk "BEGIN { print \"lr\tbatch\ttokens\td_model\tloss\tout_norm\";
@@ -96,7 +97,7 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-plot norms norms.tsv -o ref.png
 '
 
-for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift \
+for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors \
 	hessian-density esd-fit; do
 	test_expect_success "$kind: a PNG of the set size and an SVG" "
 		sw-plot $kind $kind.tsv -o $kind.png 2>err && test_line_count = 0 err &&
@@ -147,8 +148,9 @@ test_expect_success 'an existing figure is replaced whole, never left half-writt
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 16 list &&
+	sw-plot --list >list && test_line_count = 17 list &&
 	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density hessian \
+		scale-vectors \
 		esd-fit; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
@@ -164,9 +166,11 @@ test_expect_success 'the key names files by what differs: run-x, run-y, not the 
 '
 
 test_expect_success 'each figure says what a referee asks (read from its SVG)' '
-	for k in norms training spectrum spectrum-normalized esd sharpness qkdrift residual transfer; do
+	for k in norms training spectrum spectrum-normalized esd sharpness qkdrift residual transfer scale-vectors; do
 		sw-plot $k $k.tsv -o said-$k.svg || exit 1
 	done &&
+	grep -q ">L0 attn_norm<" said-scale-vectors.svg && grep -q ">L1 ffn_norm<" said-scale-vectors.svg &&
+	grep -q ">final_norm<" said-scale-vectors.svg && ! grep -q "input_layernorm" said-scale-vectors.svg &&
 	grep -q ">raw<" said-norms.svg && grep -q ">γ-folded: W_out·diag(γ)<" said-norms.svg &&
 	! grep -q ">lm_head_folded<" said-norms.svg &&
 	grep -q ">learning rate (×10<" said-training.svg && grep -q "‖W<" said-training.svg &&
@@ -332,7 +336,7 @@ test_expect_success 'the table on stdin (-)' '
 PAYLOAD='x`touch PWNED`'\''"@M $(touch PWNED);touch PWNED;'\''.system("touch PWNED").'\'' '
 export PAYLOAD
 test_expect_success 'cells and a header holding commands: every kind draws them as text' '
-	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift \
+	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors \
 	hessian-density esd-fit; do
 		awk -F"\t" -v OFS="\t" -v P="$PAYLOAD" "
 			NR == 1 { for (i = 1; i <= NF; i++) if (\$i ~ /^(file|name|block|role|source|loss_kind)\$/) m[i] = 1

@@ -38,6 +38,26 @@ test_expect_success 'the trained run: every Pre-Norm gain has a coupling, the ot
 	awk -F"\t" "NR > 1 && (\$8 == \"input\") != (\$18 != \"\") { print; bad = 1 } END { exit bad }" rows
 '
 
+test_expect_success 'the trace at the last step = the checkpoint of that step (to 1e-7)' '
+	for k in sd anisotropy coupling; do
+		sw-trace --series scale_$k --every 30 run/trace.h5 >t-$k || exit 1
+	done &&
+	paste t-sd t-anisotropy t-coupling >trace-all &&
+	"$PY" -c "
+import sys
+rows = [l.rstrip(\"\n\").split(\"\t\") for l in open(\"trace-all\")]
+head, last = rows[0], rows[-1]
+out = sorted(k.split(\".\", 1)[1] + \"\t\" + k.split(\".\", 1)[0] + \"\t\" + v
+             for k, v in zip(head, last) if k.startswith(\"scale_\"))
+print(\"\n\".join(out))
+" >trace-last &&
+	sw-norms --scale-vectors run/ckpt-000030.h5 >rows &&
+	awk -F"\t" -v OFS="\t" "NR > 1 { print \$4, \"scale_anisotropy\", \$16; print \$4, \"scale_coupling\", \$18; print \$4, \"scale_sd\", \$13 }" rows >ckpt-last &&
+	sort -o ckpt-last ckpt-last &&
+	test_line_count = 72 ckpt-last &&
+	numbers_close 1e-7 ckpt-last trace-last
+'
+
 test_expect_success 'a gain of equal values: sd 0, anisotropy 1, cv 0, no coupling' '
 	"$PY" -c "
 import h5py, numpy as np, shutil
