@@ -8,6 +8,7 @@
 #   make demo          the main job on the embedded default (see README)
 #   make demo-spread   the demo on three seeds: each finding's mean and range
 #   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
+#   make blockwise-study  Blockwise LR against AdamW with sw-sweep (about 20 minutes)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
 #   make deps          install the Debian packages building and running need
@@ -16,6 +17,8 @@
 #   make fuzz          each libFuzzer target for FUZZ_SECONDS (clang; tests/fuzz/)
 #   make check-cuda    the GPU trainer against the CPU reference (needs a GPU)
 #   make bench-cuda    bench/train-cuda: tokens/s and MFU on the GPU
+#   make bench-venv    the pinned current peers (PyTorch, transformers,
+#                      WeightWatcher, PyHessian) in build/venv, for make bench
 #   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
 #                      and an 8B extrapolation (about 15 minutes, 6.4 GB of disk)
 #
@@ -109,7 +112,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale transfer-study
+	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -332,6 +335,12 @@ transfer-study: deps
 	$(MAKE) all
 	@sh demo/transfer-study.sh $(BUILD)/bin
 
+# the sharpness-disparity paper's Blockwise LR against AdamW (about 20
+# minutes on 2 cores): demo/blockwise-study.sh; STUDY_SCALE=N longer runs
+blockwise-study: deps
+	$(MAKE) all
+	@sh demo/blockwise-study.sh $(BUILD)/bin
+
 # the figures of the README and docs/findings.md: the demo's, committed under demo/figures
 figures: demo
 	mkdir -p demo/figures
@@ -364,6 +373,12 @@ bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)
 # sw-hessian's products against PyTorch, sw-spectrum --esd-fit against numpy
 bench-hessian: all
 	bench/hessian
+
+# the peers a user would install today, pinned, in build/venv (PyTorch,
+# transformers, WeightWatcher, PyHessian from PyPI; a few GB): bench/train
+# and bench/hessian measure against them when it is there
+bench-venv:
+	sh bench/venv.sh build/venv
 
 # not in make bench: it takes about 15 minutes and 6.4 GB of bench/out
 bench-scale: all

@@ -34,26 +34,10 @@ else
 fi
 # a scaled-down trial of the same grid: STUDY_HORIZONS="32768 65536 131072"
 HORIZONS=${STUDY_HORIZONS:-$HORIZONS}
-PATH=$bin:$PATH
-export PATH
-mkdir -p "$out"
-T0=$(date +%s)
-say() { printf '\n== %s\n' "$*"; }
+. "$top/demo/study.sh"
 
 # 1. the corpus and its tokens
-if [ ! -s "$out/corpus.txt" ]; then
-	if [ -n "$CORPUS" ]; then
-		cp "$CORPUS" "$out/corpus.txt"
-	else
-		FORTUNES=/usr/share/games/fortunes
-		[ -d "$FORTUNES" ] || { echo "transfer-study: $FORTUNES is missing: install Debian's fortunes (make deps)" >&2; exit 66; }
-		cat $(ls -d "$FORTUNES"/* | grep -v -E '\.(dat|u8)$') >"$out/corpus.txt"
-	fi
-fi
-if [ ! -s "$out/corpus.tok" ]; then
-	sw-tokenize train --vocab $VOCAB -o "$out/tokenizer.bpe" "$out/corpus.txt" >/dev/null
-	sw-tokenize encode -t "$out/tokenizer.bpe" -o "$out/corpus.tok" "$out/corpus.txt" >/dev/null
-fi
+study_corpus "$out" "$CORPUS" $VOCAB
 
 # 2. the grid: every run trains to the last horizon, a checkpoint (and a
 # validation loss) at each; a horizon in steps is tokens / (batch x T)

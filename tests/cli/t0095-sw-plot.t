@@ -87,6 +87,9 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-spectrum --esd-fit --hist 20 --role down --layer 1 run/ckpt-000040.h5 >esd-fit.tsv &&
 	sw-qkdrift run/ckpt-*.h5 >qkdrift.tsv &&
 	sw-norms --scale-vectors --block norm run/ckpt-*.h5 >scale-vectors.tsv &&
+	awk -F"\t" -v OFS="\t" "NR == 1 { print \"step\", \"loss\", \"run\"; next }
+		{ print \$1, \$2, \"train\"; if (\$3 != \"\") v[\$1] = \$3 }
+		END { for (s = 0; s <= 40; s++) if (s in v) print s, v[s], \"validation\" }" training.tsv >loss-curves.tsv &&
 	sw-hessian --data "$FIX/corpus.txt" --batch-tokens 128 --seq-len 32 --density --slq-steps 20 \
 		--grid 200 --probes 2 run/ckpt-000040.h5 >hessian-density.tsv &&
 	awk "BEGIN { print \"lr\tbatch\ttokens\td_model\tloss\tout_norm\";
@@ -97,7 +100,7 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-plot norms norms.tsv -o ref.png
 '
 
-for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors \
+for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors loss-curves \
 	hessian-density esd-fit; do
 	test_expect_success "$kind: a PNG of the set size and an SVG" "
 		sw-plot $kind $kind.tsv -o $kind.png 2>err && test_line_count = 0 err &&
@@ -148,9 +151,9 @@ test_expect_success 'an existing figure is replaced whole, never left half-writt
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 17 list &&
+	sw-plot --list >list && test_line_count = 18 list &&
 	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density hessian \
-		scale-vectors \
+		scale-vectors loss-curves \
 		esd-fit; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
@@ -336,7 +339,7 @@ test_expect_success 'the table on stdin (-)' '
 PAYLOAD='x`touch PWNED`'\''"@M $(touch PWNED);touch PWNED;'\''.system("touch PWNED").'\'' '
 export PAYLOAD
 test_expect_success 'cells and a header holding commands: every kind draws them as text' '
-	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors \
+	for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors loss-curves \
 	hessian-density esd-fit; do
 		awk -F"\t" -v OFS="\t" -v P="$PAYLOAD" "
 			NR == 1 { for (i = 1; i <= NF; i++) if (\$i ~ /^(file|name|block|role|source|loss_kind)\$/) m[i] = 1

@@ -1,0 +1,55 @@
+#!/bin/sh
+# make blockwise-study's pipeline, in miniature (STUDY_TINY=1: the
+# committed corpus, a one-layer model, seconds): every table is made from
+# the runs it trained (the terminal losses are the traces', the speedups
+# interpolate those losses), Principle (1) is checked on every
+# checkpoint, and the figure is drawn.
+. "$(dirname "$0")/../lib/tap.sh"
+
+test_expect_success 'the study in miniature runs to its end' '
+	STUDY_TINY=1 STUDY_OUT=study sh "$SW_TOP/demo/blockwise-study.sh" "$SW_BIN" >log 2>&1 ||
+		{ cat log; false; }
+'
+
+test_expect_success 'terminal.tsv: every optimizer, seed and horizon, the loss of its trace' '
+	test_line_count = 13 study/terminal.tsv &&
+	sw-trace --series val_loss --every 20 study/blockwise-s2/b4-t2560/trace.h5 >t &&
+	awk -F"\t" "NR > 1 && \$1 == 40 { print \"blockwise\t2\t40\t\" \$2 }" t >expect &&
+	grep "^blockwise	2	40	" study/terminal.tsv >actual &&
+	test_cmp expect actual
+'
+
+test_expect_success 'speedup.tsv: per seed and horizon, interpolated in log steps between the losses' '
+	test_line_count = 7 study/speedup.tsv &&
+	"$PY" -c "
+import math
+rows = [l.split(\"\t\") for l in open(\"study/terminal.tsv\").read().split(\"\n\")[1:] if l]
+loss = {(o, s, int(t)): float(v) for o, s, t, v in rows}
+for l in open(\"study/speedup.tsv\").read().split(\"\n\")[1:]:
+    if not l: continue
+    seed, T, L, Tw, sp, bound = l.split(\"\t\"); T = int(T)
+    assert abs(float(L) - loss[(\"adamw\", seed, T)]) < 1e-9, l
+    w = sorted((t, v) for (o, s, t), v in loss.items() if o == \"blockwise\" and s == seed)
+    if bound != \"=\": continue
+    for (t0, v0), (t1, v1) in zip(w, w[1:]):
+        if v1 <= float(L) < v0:
+            x = math.exp(math.log(t0) + (math.log(t1) - math.log(t0)) * (v0 - float(L)) / (v0 - v1))
+            assert abs(x - float(Tw)) < 1e-3 * x and abs(T / x - float(sp)) < 1e-3 * T / x, l
+            break
+    else:
+        raise SystemExit(\"no bracket for \" + l)
+"
+'
+
+test_expect_success 'principle.tsv: every checkpoint of every run checked' '
+	test_line_count = 5 study/principle.tsv &&
+	awk -F"\t" "NR > 1 && \$3 != 7 { bad = 1 } NR > 1 && (\$4 < 0 || \$4 > \$3) { bad = 1 } END { exit bad }" \
+		study/principle.tsv
+'
+
+test_expect_success 'the figure: the longest runs curves, a PNG' '
+	head -c 8 study/blockwise-curves.png >magic && printf "\211PNG\r\n\032\n" >expect && cmp magic expect &&
+	cut -f3 study/curves.tsv >runs && sort -u runs >distinct && test_line_count = 5 distinct
+'
+
+test_done
