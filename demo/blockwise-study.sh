@@ -6,12 +6,17 @@
 # put to the test on make demo's corpus and model with sw-sweep.
 #
 #   1. Debian's fortunes, a BPE tokenizer of 2048 tokens (as make demo)
-#   2. AdamW, and AdamW with --blockwise-lr, at three horizons (cosine
-#      schedules ending at 500, 1000 and 2000 steps: one run each), on
-#      seeds 1 and 2: one sw-sweep over the horizons per (optimizer, seed),
-#      two runs at a time on one thread each; a checkpoint, a validation
-#      loss and the GNB estimate every 250 steps
-#   3. the terminal validation loss of every run; per seed and horizon T the
+#   2. the learning rate, tuned once as the paper does (lr_max tuned for
+#      AdamW, which Blockwise LR keeps for the norm gains and multiplies
+#      by its ratios elsewhere): AdamW's best of 1e-3, 3e-3 and 1e-2 at the
+#      shortest horizon, seed 1
+#   3. AdamW, and AdamW with --blockwise-lr, at that learning rate and
+#      three horizons (cosine schedules ending at 500, 1000 and 2000
+#      steps: one run each), on seeds 1 and 2: one sw-sweep over the
+#      horizons per (optimizer, seed), two runs at a time on one thread
+#      each; a checkpoint, a validation loss and the GNB estimate every
+#      250 steps
+#   4. the terminal validation loss of every run; per seed and horizon T the
 #      speedup: T over the horizon at which Blockwise LR's terminal loss
 #      equals AdamW's at T (interpolated in log T between the horizons
 #      that bracket it; a bound where none does); Principle (1)'s order
@@ -31,11 +36,11 @@ scale=${STUDY_SCALE:-1}
 if [ "${STUDY_TINY:-0}" = 1 ]; then
 	CORPUS=$top/fixtures/corpus.txt VOCAB=300
 	MODEL="--d-model 16 --n-layers 1 --n-heads 2 --seq-len 16"
-	B=4 T=16 STEPS="20 40 80" EVERY=20 WARMUP=4
+	B=4 T=16 STEPS="20 40 80" EVERY=20 WARMUP=4 LRS=0.003,0.01
 else
 	CORPUS="" VOCAB=2048
 	MODEL="--d-model 128 --n-layers 4 --n-heads 4 --n-kv-heads 2 --seq-len 64"
-	B=16 T=64 STEPS="500 1000 2000" EVERY=250 WARMUP=50
+	B=16 T=64 STEPS="500 1000 2000" EVERY=250 WARMUP=50 LRS=0.001,0.003,0.01
 fi
 STEPS=$(for s in $STEPS; do echo $((s * scale)); done | tr '\n' ' ')
 EVERY=$((EVERY * scale))
@@ -45,22 +50,38 @@ SEEDS=${STUDY_SEEDS:-1 2}
 # 1. the corpus and its tokens
 study_corpus "$out" "$CORPUS" $VOCAB
 
-# 2. the runs: a sweep over the horizons per optimizer and seed
+TRAIN="--data $out/corpus.tok --vocab $VOCAB $MODEL --wd 0.1 --warmup $WARMUP --schedule cosine
+	--eval-every $EVERY --trace-every $EVERY --threads 1"
 tokens=$(for s in $STEPS; do echo $((s * B * T)); done | paste -s -d, -)
-say "AdamW and AdamW + Blockwise LR, horizons $STEPS steps ($MODEL), seeds $SEEDS; two runs at a time"
+first=$(echo $STEPS | awk '{ print $1 }')
+
+# 2. the learning rate: AdamW's best at the shortest horizon
+say "the learning rate: AdamW's best of $LRS at $first steps, seed 1"
+sw-sweep --out "$out/tune" --lr $LRS --batch $B --tokens $((first * B * T)) -j 2 --quiet -- \
+	$TRAIN --seed 1 --ckpt-every $first >"$out/tune.tsv"
+printf 'lr\tval_loss\n' >"$out/tune-loss.tsv"
+for lr in $(echo $LRS | tr , ' '); do
+	sw-trace --series val_loss --every $first "$out/tune/lr$lr-b$B-t$((first * B * T))/trace.h5" >"$out/trace.tmp"
+	awk -F'\t' -v lr=$lr -v s=$first 'NR > 1 && $1 == s { print lr "\t" $2 }' "$out/trace.tmp" >>"$out/tune-loss.tsv"
+done
+LR=$(awk -F'\t' 'NR > 1 && (best == "" || $2 < best) { best = $2; lr = $1 } END { print lr }' "$out/tune-loss.tsv")
+cat "$out/tune-loss.tsv"
+echo "lr_max $LR"
+
+# 3. the runs: a sweep over the horizons per optimizer and seed
+say "AdamW and AdamW + Blockwise LR at lr_max $LR, horizons $STEPS steps ($MODEL), seeds $SEEDS; two runs at a time"
 for seed in $SEEDS; do
 	for opt in adamw blockwise; do
 		extra=
 		[ $opt = blockwise ] && extra=--blockwise-lr
-		sw-sweep --out "$out/$opt-s$seed" --batch $B --tokens "$tokens" -j 2 --quiet -- \
-			--data "$out/corpus.tok" --vocab $VOCAB $MODEL --seed $seed --lr 3e-3 --wd 0.1 \
-			--warmup $WARMUP --schedule cosine --ckpt-every $EVERY --eval-every $EVERY \
-			--fisher-every $EVERY --trace-every $EVERY --threads 1 $extra >"$out/$opt-s$seed.tsv"
+		sw-sweep --out "$out/$opt-lr$LR-s$seed" --batch $B --tokens "$tokens" -j 2 --quiet -- \
+			$TRAIN --seed $seed --lr $LR --ckpt-every $EVERY --fisher-every $EVERY $extra \
+			>"$out/$opt-lr$LR-s$seed.tsv"
 	done
 done
 echo "trained in $(( $(date +%s) - T0 )) s"
 
-# 3. the tables
+# 4. the tables
 # terminal.tsv: optimizer seed steps val_loss, from each run's trace
 printf 'optimizer\tseed\tsteps\tval_loss\n' >"$out/terminal.tsv"
 printf 'step\tloss\trun\n' >"$out/curves.tsv"
@@ -68,7 +89,7 @@ last=$(echo $STEPS | awk '{ print $NF }')
 for seed in $SEEDS; do
 	for opt in adamw blockwise; do
 		for s in $STEPS; do
-			run=$out/$opt-s$seed/b$B-t$((s * B * T))
+			run=$out/$opt-lr$LR-s$seed/b$B-t$((s * B * T))
 			sw-trace --series val_loss --every $EVERY "$run/trace.h5" >"$out/trace.tmp"
 			awk -F'\t' -v o=$opt -v seed=$seed -v s=$s 'NR > 1 && $1 == s { print o "\t" seed "\t" s "\t" $2 }' \
 				"$out/trace.tmp" >>"$out/terminal.tsv"
@@ -108,7 +129,7 @@ printf 'optimizer\tseed\tcheckpoints\tholds\n' >"$out/principle.tsv"
 for seed in $SEEDS; do
 	for opt in adamw blockwise; do
 		n=0 k=0
-		for c in $(sw-sweep --checkpoints "$out/$opt-s$seed"); do
+		for c in $(sw-sweep --checkpoints "$out/$opt-lr$LR-s$seed"); do
 			n=$((n + 1))
 			if sw-sharpness --check principle --strict "$c" >/dev/null 2>&1; then k=$((k + 1)); fi
 		done

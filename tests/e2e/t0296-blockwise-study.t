@@ -1,6 +1,7 @@
 #!/bin/sh
 # make blockwise-study's pipeline, in miniature (STUDY_TINY=1: the
-# committed corpus, a one-layer model, seconds): every table is made from
+# committed corpus, a one-layer model, seconds): the learning rate is
+# AdamW's best at the shortest horizon, every table is made from
 # the runs it trained (the terminal losses are the traces', the speedups
 # interpolate those losses), Principle (1) is checked on every
 # checkpoint, and the figure is drawn.
@@ -11,9 +12,18 @@ test_expect_success 'the study in miniature runs to its end' '
 		{ cat log; false; }
 '
 
+test_expect_success 'the learning rate: AdamW s best at the shortest horizon, used by both arms' '
+	test_line_count = 3 study/tune-loss.tsv &&
+	sed 1d study/tune-loss.tsv >losses && sort -t "	" -k2,2g losses >sorted && sed -n 1p sorted >best-line &&
+	best=$(cut -f1 best-line) &&
+	test -d "study/adamw-lr$best-s1" && test -d "study/blockwise-lr$best-s2" &&
+	awk -v b="$best" "p == \"--lr\" && \$0 == b { f = 1 } { p = \$0 } END { exit !f }" \
+		"study/blockwise-lr$best-s1/b4-t1280/command"
+'
+
 test_expect_success 'terminal.tsv: every optimizer, seed and horizon, the loss of its trace' '
 	test_line_count = 13 study/terminal.tsv &&
-	sw-trace --series val_loss --every 20 study/blockwise-s2/b4-t2560/trace.h5 >t &&
+	sw-trace --series val_loss --every 20 study/blockwise-lr*-s2/b4-t2560/trace.h5 >t &&
 	awk -F"\t" "NR > 1 && \$1 == 40 { print \"blockwise\t2\t40\t\" \$2 }" t >expect &&
 	grep "^blockwise	2	40	" study/terminal.tsv >actual &&
 	test_cmp expect actual
