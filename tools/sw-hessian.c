@@ -19,8 +19,8 @@
 static const char usage[] =
 	"sw-hessian [--json] --data FILE [--data-format F] [--batch-tokens N]\n"
 	"                  [--seq-len T] [--micro-batch M] [--seed S]\n"
-	"                  [--per-layer | --per-tensor] [--top K] [--max-steps N]\n"
-	"                  [--tol X] [--probes N] [--trace-estimator E]\n"
+	"                  [--per-layer | --per-tensor | --whole] [--top K]\n"
+	"                  [--max-steps N] [--tol X] [--probes N] [--trace-estimator E]\n"
 	"                  [--gauss-newton] [--preconditioned]\n"
 	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
 	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N]\n"
@@ -37,6 +37,7 @@ static const char help[] =
 	"  --seed S           the batch, Lanczos starts and probes (1)\n"
 	"  --per-layer        one row per block type per layer\n"
 	"  --per-tensor       one row per tensor\n"
+	"  --whole            the whole selection alone (one row, 'all')\n"
 	"  --top K            eigenvalues per block (3)\n"
 	"  --max-steps N      Lanczos products per block at most (100)\n"
 	"  --tol X            stop when each top-K residual <= X max|theta| (1e-5)\n"
@@ -60,7 +61,7 @@ static const char help[] =
 	"logits, (max-steps + 1) float32 vectors of the largest block. See sw-hessian(1).\n";
 
 enum {
-	O_PER_LAYER = OPT_TOOL_FIRST, O_PER_TENSOR, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
+	O_PER_LAYER = OPT_TOOL_FIRST, O_PER_TENSOR, O_WHOLE, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
 	O_PRECONDITIONED, O_TRACE_ESTIMATOR, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH
 };
 
@@ -99,7 +100,7 @@ static int ident_columns(const struct opts *o, const char **cols)
 	cols[n++] = "block";
 	if (o->h.by == HESSIAN_BY_TENSOR)
 		cols[n++] = "role";
-	if (o->h.by != HESSIAN_BY_TYPE)
+	if (o->h.by != HESSIAN_BY_TYPE && o->h.by != HESSIAN_BY_WHOLE)
 		cols[n++] = "layer";
 	return n;
 }
@@ -146,7 +147,7 @@ static void row_start(struct table *tb, const char *file, const struct opts *o,
 	table_str(tb, b->block < 0 ? "all" : sw_block_name((enum sw_block)b->block));
 	if (o->h.by == HESSIAN_BY_TENSOR)
 		table_str(tb, b->block < 0 ? "" : b->role);
-	if (o->h.by != HESSIAN_BY_TYPE) {
+	if (o->h.by != HESSIAN_BY_TYPE && o->h.by != HESSIAN_BY_WHOLE) {
 		if (b->block < 0)
 			table_empty(tb);
 		else
@@ -241,6 +242,7 @@ int main(int argc, char **argv)
 		TOOL_BATCH_OPTIONS,
 		{"per-layer", no_argument, NULL, O_PER_LAYER},
 		{"per-tensor", no_argument, NULL, O_PER_TENSOR},
+		{"whole", no_argument, NULL, O_WHOLE},
 		{"top", required_argument, NULL, O_TOP},
 		{"max-steps", required_argument, NULL, O_MAX_STEPS},
 		{"tol", required_argument, NULL, O_TOL},
@@ -275,6 +277,7 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case O_PER_LAYER: o.h.by = HESSIAN_BY_LAYER; modes++; break;
 		case O_PER_TENSOR: o.h.by = HESSIAN_BY_TENSOR; modes++; break;
+		case O_WHOLE: o.h.by = HESSIAN_BY_WHOLE; modes++; break;
 		case O_TOP: o.h.top = (int)tool_parse_int(&tl, "--top", optarg, 1, MAX_TOP); break;
 		case O_MAX_STEPS: o.h.max_steps = (int)tool_parse_int(&tl, "--max-steps", optarg, 1, 100000); break;
 		case O_TOL: o.h.tol = tool_parse_double(&tl, "--tol", optarg, 0, 1); break;
@@ -311,7 +314,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (modes > 1)
-		tool_usage_error(&tl, "--per-layer and --per-tensor exclude each other");
+		tool_usage_error(&tl, "--per-layer, --per-tensor and --whole exclude each other");
 	if (!o.h.data.data)
 		tool_usage_error(&tl, "--data FILE: the tokens the loss is computed on");
 	if (o.h.gauss_newton && o.h.preconditioned)

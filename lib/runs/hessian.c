@@ -104,6 +104,7 @@ static int same_block(enum hessian_by by, const struct sw_tensor_info *a, int ia
 	switch (by) {
 	case HESSIAN_BY_TYPE: return a->block == b->block;
 	case HESSIAN_BY_LAYER: return a->block == b->block && a->layer == b->layer;
+	case HESSIAN_BY_WHOLE: return 1;
 	default: return ia == ib;
 	}
 }
@@ -111,7 +112,8 @@ static int same_block(enum hessian_by by, const struct sw_tensor_info *a, int ia
 /*
  * The blocks: want (nblocks x ntensors) flags; by type and by layer in
  * sw-sharpness's order (block type, then layer), by tensor in model
- * order; the whole selection last when more than one block.
+ * order; the whole selection last when more than one block, or alone
+ * (HESSIAN_BY_WHOLE).
  */
 static int plan_blocks(const struct model *m, const struct sw_select *sel, enum hessian_by by,
 		       struct hessian_result *r, unsigned char **want_out, struct sw_err *err)
@@ -132,7 +134,7 @@ static int plan_blocks(const struct model *m, const struct sw_select *sel, enum 
 		for (int l = -1; l < L; l++)
 			for (int i = 0; i < nt; i++) {
 				const struct sw_tensor_info *t = &m->tensors[i].info;
-				int key_layer = by == HESSIAN_BY_TYPE ? -1 : t->layer;
+				int key_layer = by == HESSIAN_BY_TYPE || by == HESSIAN_BY_WHOLE ? -1 : t->layer;
 				if (by == HESSIAN_BY_TENSOR || (int)t->block != bt || key_layer != l ||
 				    !select_match_info(sel, t))
 					continue;
@@ -153,8 +155,8 @@ static int plan_blocks(const struct model *m, const struct sw_select *sel, enum 
 		if (found < 0) {
 			struct hessian_block *b = &r->b[nb];
 			found = nb++;
-			b->block = (int)t->block;
-			b->layer = by == HESSIAN_BY_TYPE ? -2 : t->layer;
+			b->block = by == HESSIAN_BY_WHOLE ? -1 : (int)t->block;
+			b->layer = by == HESSIAN_BY_TYPE || by == HESSIAN_BY_WHOLE ? -2 : t->layer;
 			if (by == HESSIAN_BY_TENSOR) {
 				snprintf(b->name, sizeof b->name, "%s", t->name);
 				snprintf(b->role, sizeof b->role, "%s", t->role);

@@ -49,7 +49,9 @@
 #include "../base/status.h"
 #include "../base/tensor.h"
 
-enum hessian_by { HESSIAN_BY_TYPE, HESSIAN_BY_LAYER, HESSIAN_BY_TENSOR };
+/* the blocks: by type (and the whole selection), by type and layer, by
+ * tensor, or the whole selection alone (one block, 'all') */
+enum hessian_by { HESSIAN_BY_TYPE, HESSIAN_BY_LAYER, HESSIAN_BY_TENSOR, HESSIAN_BY_WHOLE };
 
 struct hessian_opts {
 	struct blocksharp_opts data;    /* data, fmt, batch_tokens, seq_len, micro, seed */

@@ -41,6 +41,31 @@ test_expect_success 'eigenvalues descending, within bound, converged; trace_per_
 		d = \$14 - \$5 * \$13 / 2; if (d < 0) d = -d; if (d > 1e-6 * \$14) bad = 1 } END { exit bad }" out
 '
 
+# --whole: the all row alone. Its Lanczos start and probes are drawn for
+# block 0, not for the block after the types, so the eigenvalues agree to
+# the tolerance they converge to (the residual bound, 1e-5 of lambda_1:
+# 1e-4 leaves room) and the traces as two estimates within their errors
+test_expect_success '--whole: one row, all, the same block as the default run s last' '
+	sw-hessian $HS run/ckpt-000030.h5 >out &&
+	sw-hessian $HS --whole run/ckpt-000030.h5 >whole &&
+	head -n 1 whole >header &&
+	printf "file	step	block	nparams	lambda_1	lambda_2	lambda_3	steps	bound	trace	trace_se	trace_per_param	lr	eos_gd	tokens
+" >expect &&
+	test_cmp expect header &&
+	test_line_count = 2 whole &&
+	tail -n 1 out >all-row && tail -n 1 whole >whole-row &&
+	cut -f3,4 all-row >expect && cut -f3,4 whole-row >actual && test_cmp expect actual &&
+	cut -f5-7 all-row >expect && cut -f5-7 whole-row >actual && numbers_close 1e-4 expect actual &&
+	paste all-row whole-row >both &&
+	awk -F"\t" "{ d = \$10 - \$25; if (d < 0) d = -d; exit !(d <= 4 * sqrt(\$11 * \$11 + \$26 * \$26)) }" both
+'
+
+test_expect_success '--whole with --per-layer or --per-tensor: a usage error' '
+	test_expect_code 64 sw-hessian $HS --whole --per-layer run/ckpt-000030.h5 2>err &&
+	grep -q "exclude each other" err &&
+	test_expect_code 64 sw-hessian $HS --whole --per-tensor run/ckpt-000030.h5
+'
+
 # exact: the same binary on the same data twice, the same threads
 test_expect_success 'the same seed: the same output; another seed: other values' '
 	sw-hessian $HS run/ckpt-000030.h5 >a &&
