@@ -104,6 +104,11 @@ const char *const *scalevec_readers(const char *role)
 	return NULL;
 }
 
+const char *scalevec_reader_tied(const char *role)
+{
+	return strcmp(role, "lm_head") ? NULL : "embed";
+}
+
 /* colnorm[i] += ||W[:, i]||^2 over matrix k of the file, if its rows have n columns */
 static int add_column_squares(struct ckpt *ck, long k, int64_t n, double *colsq, int *found,
 			      struct sw_err *err)
@@ -136,9 +141,10 @@ static int coupling_of(struct ckpt *ck, const struct sw_tensor_info *t, const fl
 	if (!(colsq = calloc((size_t)n, sizeof *colsq)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (; *readers; readers++) {
+		const char *tied = scalevec_reader_tied(*readers);
 		long k = ckpt_find_role(ck, *readers, t->layer);
-		if (k < 0 && !strcmp(*readers, "lm_head"))      /* tied head */
-			k = ckpt_find_role(ck, "embed", -1);
+		if (k < 0 && tied)
+			k = ckpt_find_role(ck, tied, -1);
 		if (k >= 0 && add_column_squares(ck, k, n, colsq, &found, err)) {
 			free(colsq);
 			return -1;

@@ -50,9 +50,11 @@ const char *scalevec_placement(const struct sw_tensor_info *t);
 int scalevec_is_scale_vector(const struct sw_tensor_info *t);
 
 /* The roles of the matrices that read the output of gain `role`, NULL
- * terminated, or NULL when it has none (not a Pre-Norm gain); "lm_head"
- * stands for the embedding when the head is tied. */
+ * terminated, or NULL when it has none (not a Pre-Norm gain); and the role
+ * standing for reader `role` when a model has none of it: the embedding
+ * for a tied head, NULL otherwise. */
 const char *const *scalevec_readers(const char *role);
+const char *scalevec_reader_tied(const char *role);
 
 /* colsq[i] += ||W[:, i]||^2 for the matrix w (rows x n, row-major). */
 void scalevec_add_column_squares(const float *w, int64_t rows, int64_t n, double *colsq);

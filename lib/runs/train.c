@@ -256,9 +256,10 @@ static void trace_scale_vector(struct trace_plan *tp, const struct model *m, int
 	scalevec_stats(g, t->numel, &s);
 	memset(tp->colsq, 0, (size_t)t->numel * sizeof *tp->colsq);
 	for (; readers && *readers; readers++) {
+		const char *tied = scalevec_reader_tied(*readers);
 		int k = model_find(m, *readers, t->layer);
-		if (k < 0 && !strcmp(*readers, "lm_head"))      /* tied head */
-			k = model_find(m, "embed", -1);
+		if (k < 0 && tied)
+			k = model_find(m, tied, -1);
 		if (k < 0 || m->tensors[k].info.rank != 2 || m->tensors[k].info.shape[1] != t->numel)
 			continue;
 		scalevec_add_column_squares(m->params + m->tensors[k].offset, m->tensors[k].info.shape[0],

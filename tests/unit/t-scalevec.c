@@ -61,6 +61,8 @@ static void places(void)
 	ok(scalevec_readers("attn_norm") && !strcmp(scalevec_readers("attn_norm")[2], "v") &&
 	   !scalevec_readers("attn_norm")[3] && !scalevec_readers("q_norm"),
 	   "attn_norm is read by q, k, v; q_norm by no matrix");
+	ok(!strcmp(scalevec_reader_tied("lm_head"), "embed") && !scalevec_reader_tied("q"),
+	   "a tied head is read as the embedding; nothing stands for q");
 }
 
 int main(void)
