@@ -9,6 +9,7 @@
 #   make demo-spread   the demo on three seeds: each finding's mean and range
 #   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
 #   make blockwise-study  Blockwise LR against AdamW with sw-sweep (about 20 minutes)
+#   make wd-study      the weight-decay width rule with sw-sweep (about 35 minutes)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
 #   make deps          install the Debian packages building and running need
@@ -112,7 +113,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study
+	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -340,6 +341,12 @@ transfer-study: deps
 blockwise-study: deps
 	$(MAKE) all
 	@sh demo/blockwise-study.sh $(BUILD)/bin
+
+# the spectra paper's weight-decay width rule, wd ~ sqrt(d), against a
+# fixed wd (about 35 minutes on 2 cores): demo/wd-study.sh
+wd-study: deps
+	$(MAKE) all
+	@sh demo/wd-study.sh $(BUILD)/bin
 
 # the figures of the README and docs/findings.md: the demo's, committed under demo/figures
 figures: demo

@@ -48,7 +48,7 @@ static const char help[] =
 	TOOL_THREADS_HELP
 	TOOL_LOG_HELP
 	"  --device D         where a computed estimate runs: cpu (default); cuda, the\n"
-	"                     GPU (exit 69 without one; never run on GPU hardware yet);\n"
+	"                     GPU (exit 69 without one);\n"
 	"                     emu, the CUDA path's kernels run on the CPU (for tests)\n"
 	TOOL_SELECT_HELP
 	"Under mpirun -np N (when built with MPI: see --version), the N ranks split\n"

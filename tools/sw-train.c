@@ -39,7 +39,7 @@ static const char help[] =
 	"  --seq-len N (64)  --rope-theta X (10000)  --norm-eps X (1e-5)\n"
 	"  --tie                  tie the head to the embedding\n"
 	"  --qk-norm              RMSNorm of q and k per head\n"
-	"  --multipliers M        none, scalar, row, col: learnable multipliers\n"
+	"  --multipliers M        none, scalar, row, col, rowcol: learnable multipliers\n"
 	"  --no-scale-vectors     RMSNorm without gains\n"
 	"  --norm-everywhere      RMSNorm also before o_proj and down_proj\n"
 	"Optimization:\n"
@@ -54,6 +54,10 @@ static const char help[] =
 	"  --mult-lr X  --mult-wd X   multipliers: lr ratio (1), weight decay (2e-3)\n"
 	"  --blockwise-lr [R]     Blockwise LR; R like emb=10,qk=8,ffn=6,vo=4,norm=1\n"
 	"  --group-lr I:H:O       lr ratios of the input, hidden, output groups\n"
+	"  --width-base D0        width rules from a base width D0: hidden matrices'\n"
+	"                         lr x D0/d-model, wd x (d-model/D0)^p; embedding\n"
+	"                         and head without wd\n"
+	"  --wd-scaling S         p: fixed (0, default), sqrt (1/2), linear (1)\n"
 	"  --grad-clip X          clip the gradient norm (1; 0: off)\n"
 	"Output:\n"
 	"  --out DIR              checkpoints and trace go here\n"
@@ -71,9 +75,8 @@ static const char help[] =
 	"  --zero1                under mpirun: shard the optimizer state over the ranks\n"
 	"Device:\n"
 	"  --device D             cpu (default); cuda: the GPU (exit 69 without one;\n"
-	"                         never run on GPU hardware yet, see sw-train(1)); emu:\n"
-	"                         the CUDA path with its kernels run on the CPU (slow;\n"
-	"                         for tests)\n"
+	"                         see sw-train(1)); emu: the CUDA path with its\n"
+	"                         kernels run on the CPU (slow; for tests)\n"
 	"  --precision P          on a GPU: fp32 (default), bf16 (matmuls in bf16)\n"
 	"  --timing               at the end, the steps' time per phase on stderr\n"
 	"  --help, --version\n"
@@ -87,7 +90,7 @@ enum {
 	O_SEQ_LEN, O_ROPE_THETA, O_NORM_EPS, O_TIE, O_QK_NORM, O_MULTIPLIERS, O_NO_SCALE_VECTORS,
 	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
-	O_NORM_WD, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
+	O_NORM_WD, O_WIDTH_BASE, O_WD_SCALING, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
 	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_FISHER_EVERY,
 	O_FORCE, O_LOG, O_ZERO1, O_DEVICE, O_PRECISION, O_TIMING
 };
@@ -267,6 +270,8 @@ int main(int argc, char **argv)
 		{"wd", required_argument, NULL, O_WD},
 		{"wd-mode", required_argument, NULL, O_WD_MODE},
 		{"norm-wd", required_argument, NULL, O_NORM_WD},
+		{"width-base", required_argument, NULL, O_WIDTH_BASE},
+		{"wd-scaling", required_argument, NULL, O_WD_SCALING},
 		{"mult-lr", required_argument, NULL, O_MULT_LR},
 		{"mult-wd", required_argument, NULL, O_MULT_WD},
 		{"blockwise-lr", optional_argument, NULL, O_BLOCKWISE_LR},
@@ -367,6 +372,11 @@ int main(int argc, char **argv)
 			if (optim_norm_wd_parse(optarg, &tc.optim.norm_wd) < 0)
 				tool_usage_error(&tl, "--norm-wd: none, all or iwd");
 			break;
+		case O_WIDTH_BASE: tc.optim.width_base = tool_parse_int(&tl, "--width-base", optarg, 1, 1 << 20); break;
+		case O_WD_SCALING:
+			if (optim_wd_scaling_parse(optarg, &tc.optim.wd_scaling) < 0)
+				tool_usage_error(&tl, "--wd-scaling: fixed, sqrt or linear");
+			break;
 		case O_MULT_LR: tc.optim.mult_lr_ratio = tool_parse_double(&tl, "--mult-lr", optarg, 0, 1e6); break;
 		case O_MULT_WD: tc.optim.mult_wd = tool_parse_double(&tl, "--mult-wd", optarg, 0, 1e3); break;
 		case O_BLOCKWISE_LR:
@@ -416,6 +426,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "unexpected argument '%s'", argv[optind]);
 	if (!tc.data_path || !tc.out_dir)
 		tool_usage_error(&tl, "--data and --out are required");
+	if (tc.optim.wd_scaling != WD_SCALING_FIXED && !tc.optim.width_base)
+		tool_usage_error(&tl, "--wd-scaling scales from a base width: give --width-base");
 	rep.out = tc.out_dir;
 	rep.periodic = (tc.eval_every > 0 && tc.val_fraction > 0) || tc.ckpt_every > 0;
 	c->n_kv_heads = kv ? kv : c->n_heads;

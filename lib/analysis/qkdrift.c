@@ -20,19 +20,29 @@ const char *qkdrift_source_name(enum qk_source s)
 }
 
 const char *const qkdrift_roles[QK_NROLES] = {
-	"q", "k", "q_mult", "k_mult", "attn_norm", "q_norm", "k_norm"
+	"q", "k", "q_mult", "k_mult", "attn_norm", "q_norm", "k_norm", "q_mult_col", "k_mult_col"
 };
 
-enum mult_kind { MK_NONE, MK_SCALAR, MK_ROW, MK_COL };
+enum mult_kind { MK_NONE, MK_SCALAR, MK_ROW, MK_COL, MK_ROWCOL };
 
 /* Which multiplier a tensor of numel entries is, for a matrix rows x cols:
- * the config says row or col where both sizes agree (a square matrix). */
-static int mult_kind_of(const struct sw_config *c, const struct qk_tensor *p, int64_t rows,
-			int64_t cols, enum mult_kind *mk, struct sw_err *err)
+ * the config says row or col where both sizes agree (a square matrix);
+ * with a column multiplier beside it (pcol), the pair of rowcol. */
+static int mult_kind_of(const struct sw_config *c, const struct qk_tensor *p,
+			const struct qk_tensor *pcol, int64_t rows, int64_t cols,
+			enum mult_kind *mk, struct sw_err *err)
 {
 	int64_t n;
 
 	*mk = MK_NONE;
+	if (pcol->t) {
+		if (!p->t || p->t->numel != rows || pcol->t->numel != cols)
+			return sw_fail(err, SW_EDATA,
+				       "%s: not the column multiplier of a %lldx%lld matrix beside a row multiplier of %lld",
+				       pcol->t->name, (long long)rows, (long long)cols, (long long)rows);
+		*mk = MK_ROWCOL;
+		return SW_OK;
+	}
 	if (!p->t)
 		return SW_OK;
 	n = p->t->numel;
@@ -62,13 +72,16 @@ static double rms_range(const float *v, int64_t lo, int64_t hi)
 
 /* What a multiplier contributes to head h's rows (hd of them): |m| for a
  * scalar, the RMS of its rows for a row multiplier, of all its entries for
- * a column multiplier (the input space every head shares). */
-static double mult_of_head(enum mult_kind mk, const struct qk_tensor *p, int64_t h, int64_t hd)
+ * a column multiplier (the input space every head shares), the product of
+ * the two for rowcol (p the row multiplier, pcol the column one). */
+static double mult_of_head(enum mult_kind mk, const struct qk_tensor *p,
+			   const struct qk_tensor *pcol, int64_t h, int64_t hd)
 {
 	switch (mk) {
 	case MK_SCALAR: return fabs((double)p->v[0]);
 	case MK_ROW: return rms_range(p->v, h * hd, (h + 1) * hd);
 	case MK_COL: return rms_range(p->v, 0, p->t->numel);
+	case MK_ROWCOL: return rms_range(p->v, h * hd, (h + 1) * hd) * rms_range(pcol->v, 0, pcol->t->numel);
 	case MK_NONE: break;
 	}
 	return NAN;
@@ -86,7 +99,7 @@ static double head_rms(const float *W, int64_t r0, int64_t r1, int64_t cols,
 
 	for (int64_t i = r0; i < r1; i++) {
 		const float *w = W + i * cols;
-		double s = 0, rf = mk == MK_ROW ? mult[i] : 1.0;
+		double s = 0, rf = mk == MK_ROW || mk == MK_ROWCOL ? mult[i] : 1.0;
 		for (int64_t j = 0; j < cols; j++) {
 			double x = w[j] * colscale[j];
 			s += x * x;
@@ -97,9 +110,9 @@ static double head_rms(const float *W, int64_t r0, int64_t r1, int64_t cols,
 }
 
 /* Column factors of a projection: gamma_j times its scalar or column
- * multiplier. */
+ * multiplier (rowcol's: col). */
 static void column_scale(double *cs, int64_t cols, const struct qk_tensor *gamma,
-			 enum mult_kind mk, const struct qk_tensor *mult)
+			 enum mult_kind mk, const struct qk_tensor *mult, const struct qk_tensor *col)
 {
 	for (int64_t j = 0; j < cols; j++) {
 		double g = gamma->t ? gamma->v[j] : 1.0;
@@ -107,6 +120,8 @@ static void column_scale(double *cs, int64_t cols, const struct qk_tensor *gamma
 			g *= mult->v[0];
 		else if (mk == MK_COL)
 			g *= mult->v[j];
+		else if (mk == MK_ROWCOL)
+			g *= col->v[j];
 		cs[j] = g;
 	}
 }
@@ -168,8 +183,8 @@ int qkdrift_layer(const struct sw_config *c, int layer, const struct qk_tensor i
 	double *qcs = NULL, *kcs = NULL;
 	int rc = SW_OK;
 
-	if ((rc = mult_kind_of(c, &in[QK_QMULT], H * hd, D, &qmk, err)) ||
-	    (rc = mult_kind_of(c, &in[QK_KMULT], KV * hd, D, &kmk, err)))
+	if ((rc = mult_kind_of(c, &in[QK_QMULT], &in[QK_QMULT_COL], H * hd, D, &qmk, err)) ||
+	    (rc = mult_kind_of(c, &in[QK_KMULT], &in[QK_KMULT_COL], KV * hd, D, &kmk, err)))
 		return rc;
 	if (src == QK_SRC_MATRICES) {
 		const struct qk_tensor *gamma = &in[QK_ATTN_NORM];
@@ -185,8 +200,8 @@ int qkdrift_layer(const struct sw_config *c, int layer, const struct qk_tensor i
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			goto out;
 		}
-		column_scale(qcs, D, gamma, qmk, &in[QK_QMULT]);
-		column_scale(kcs, D, gamma, kmk, &in[QK_KMULT]);
+		column_scale(qcs, D, gamma, qmk, &in[QK_QMULT], &in[QK_QMULT_COL]);
+		column_scale(kcs, D, gamma, kmk, &in[QK_KMULT], &in[QK_KMULT_COL]);
 	}
 	for (int64_t h = 0; h < H; h++) {
 		struct qk_head *o = &out[h];
@@ -198,9 +213,9 @@ int qkdrift_layer(const struct sw_config *c, int layer, const struct qk_tensor i
 		o->source = src;
 		if (src == QK_SRC_MATRICES) {
 			o->q_rms = head_rms(in[QK_Q].v, h * hd, (h + 1) * hd, D, qcs, qmk,
-					    qmk == MK_ROW ? in[QK_QMULT].v : NULL);
+					    qmk == MK_ROW || qmk == MK_ROWCOL ? in[QK_QMULT].v : NULL);
 			o->k_rms = head_rms(in[QK_K].v, g * hd, (g + 1) * hd, D, kcs, kmk,
-					    kmk == MK_ROW ? in[QK_KMULT].v : NULL);
+					    kmk == MK_ROW || kmk == MK_ROWCOL ? in[QK_KMULT].v : NULL);
 		} else if ((rc = gain_of_head(&in[QK_QNORM], H, hd, h, &o->q_rms, err)) ||
 			   (rc = gain_of_head(&in[QK_KNORM], KV, hd, g, &o->k_rms, err))) {
 			goto out;
@@ -214,8 +229,8 @@ int qkdrift_layer(const struct sw_config *c, int layer, const struct qk_tensor i
 		}
 		o->q_mult = o->k_mult = NAN;
 		if (qmk != MK_NONE && kmk != MK_NONE) {
-			o->q_mult = mult_of_head(qmk, &in[QK_QMULT], h, hd);
-			o->k_mult = mult_of_head(kmk, &in[QK_KMULT], g, hd);
+			o->q_mult = mult_of_head(qmk, &in[QK_QMULT], &in[QK_QMULT_COL], h, hd);
+			o->k_mult = mult_of_head(kmk, &in[QK_KMULT], &in[QK_KMULT_COL], g, hd);
 		}
 		qkdrift_head_derive(o);
 	}

@@ -68,7 +68,8 @@ struct qk_head {
  * The tensors one layer's pairs read, by role (qkdrift_roles): metadata
  * and float32 values; t NULL where the layer has none.
  */
-enum { QK_Q, QK_K, QK_QMULT, QK_KMULT, QK_ATTN_NORM, QK_QNORM, QK_KNORM, QK_NROLES };
+enum { QK_Q, QK_K, QK_QMULT, QK_KMULT, QK_ATTN_NORM, QK_QNORM, QK_KNORM, QK_QMULT_COL, QK_KMULT_COL,
+       QK_NROLES };
 extern const char *const qkdrift_roles[QK_NROLES];
 struct qk_tensor {
 	const struct sw_tensor_info *t;

@@ -30,36 +30,45 @@ static const struct role_row {
 } roles[] = {
 	{{"embed", SW_BLOCK_EMB, V, GI, NN, 0, 0}, "model.embed_tokens.weight"},
 	{{"embed_mult", SW_BLOCK_MULT, V, GI, NN, 0, 1}, "model.embed_tokens.multiplier"},
+	{{"embed_mult_col", SW_BLOCK_MULT, V, GI, NN, 0, 1}, "model.embed_tokens.multiplier_col"},
 	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50}, "input_layernorm.weight"},
 	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51}, "self_attn.q_proj.weight"},
 	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52}, "self_attn.q_proj.bias"},
 	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier"},
+	{{"q_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier_col"},
 	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54}, "self_attn.k_proj.weight"},
 	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55}, "self_attn.k_proj.bias"},
 	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier"},
+	{{"k_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier_col"},
 	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57}, "self_attn.v_proj.weight"},
 	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58}, "self_attn.v_proj.bias"},
 	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier"},
+	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier_col"},
 	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60}, "self_attn.q_norm.weight"},
 	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.k_norm.weight"},
 	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62}, "self_attn.o_in_norm.weight"},
 	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63}, "self_attn.o_proj.weight"},
 	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64}, "self_attn.o_proj.bias"},
 	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 65}, "self_attn.o_proj.multiplier"},
+	{{"o_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 65}, "self_attn.o_proj.multiplier_col"},
 	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70}, "post_attention_layernorm.weight"},
 	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71}, "mlp.gate_proj.weight"},
 	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72}, "mlp.gate_proj.bias"},
 	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier"},
+	{{"gate_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier_col"},
 	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74}, "mlp.up_proj.weight"},
 	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75}, "mlp.up_proj.bias"},
 	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier"},
+	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier_col"},
 	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77}, "mlp.down_in_norm.weight"},
 	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78}, "mlp.down_proj.weight"},
 	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79}, "mlp.down_proj.bias"},
 	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier"},
+	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier_col"},
 	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100}, "model.norm.weight"},
 	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110}, "lm_head.weight"},
 	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier"},
+	{{"lm_head_mult_col", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier_col"},
 };
 #define NROLES (sizeof roles / sizeof roles[0])
 
@@ -90,9 +99,9 @@ int arch_supported(const char *arch)
 
 int arch_multipliers_parse(const char *s)
 {
-	static const char *const names[] = {"none", "scalar", "row", "col"};
+	static const char *const names[] = {"none", "scalar", "row", "col", "rowcol"};
 
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		if (!strcmp(s, names[i]))
 			return i;
 	return -1;
@@ -167,12 +176,14 @@ int arch_hf_name(const char *role, int layer, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* The base projection a bias or multiplier belongs to ("q" for "q_mult"). */
+/* The base projection a bias or multiplier belongs to ("q" for "q_mult"
+ * and "q_mult_col"). */
 static int base_role(const char *role, char *base, size_t len)
 {
-	const char *us = strrchr(role, '_');
+	size_t n = strlen(role);
+	const char *us = n > 9 && !strcmp(role + n - 9, "_mult_col") ? role + n - 9 : strrchr(role, '_');
 
-	if (!us || (strcmp(us, "_bias") && strcmp(us, "_mult")))
+	if (!us || (strcmp(us, "_bias") && strcmp(us, "_mult") && strcmp(us, "_mult_col")))
 		return -1;
 	if ((size_t)(us - role) >= len)
 		return -1;
@@ -356,6 +367,14 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 				return sw_fail(err, SW_EDATA,
 					       "%s: shape %s disagrees with the config (%lld)",
 					       t->name, got, (long long)dout);
+			return SW_OK;
+		}
+		/* rowcol's column multiplier: d_in */
+		if (strstr(t->role, "_mult_col")) {
+			if (!shape_is(t, 1, din, 0))
+				return sw_fail(err, SW_EDATA,
+					       "%s: shape %s is not the column multiplier of a %lldx%lld matrix",
+					       t->name, got, (long long)dout, (long long)din);
 			return SW_OK;
 		}
 		/* a multiplier: scalar, per row (d_out) or per column (d_in) */

@@ -43,8 +43,9 @@ struct sw_config {
 int arch_supported(const char *arch);
 
 /* The learnable multipliers' kinds (sw_config.multipliers), the one
- * list: 0 none, 1 scalar, 2 row, 3 col; -1 for another name. */
-#define ARCH_MULTIPLIERS_LIST "none, scalar, row or col"
+ * list: 0 none, 1 scalar, 2 row, 3 col, 4 rowcol (a row and a column
+ * multiplier, the roles X_mult and X_mult_col); -1 for another name. */
+#define ARCH_MULTIPLIERS_LIST "none, scalar, row, col or rowcol"
 int arch_multipliers_parse(const char *s);
 
 /* Ranges: everything positive, H % KV == 0, sizes < 2^31. */

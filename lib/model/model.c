@@ -503,42 +503,41 @@ void model_softmax_crossentropy_backward(real *probs, const int *targets, int N,
 
 /* ---- multipliers ----------------------------------------------------- */
 
-/* W_eff = s W (scalar), diag(r) W (row) or W diag(c) (col) */
-static void mult_apply(real *weff, const real *w, const real *mult, enum mult_mode mode,
-		       int64_t dout, int64_t din)
+/* W_eff = diag(row) W diag(col), the multipliers' view (model.h) */
+static void mult_apply(real *weff, const real *w, struct mult_view v, int64_t dout, int64_t din)
 {
 #pragma omp parallel for schedule(static) PAR_IF((size_t)(dout * din))
-	for (int64_t i = 0; i < dout; i++)
-		for (int64_t j = 0; j < din; j++) {
-			real f = mode == MULT_SCALAR ? mult[0] : mode == MULT_ROW ? mult[i] : mult[j];
-			weff[i * din + j] = w[i * din + j] * f;
-		}
+	for (int64_t i = 0; i < dout; i++) {
+		real r = v.row ? v.row[i * v.row_step] : 1;
+		for (int64_t j = 0; j < din; j++)
+			weff[i * din + j] = w[i * din + j] * (r * (v.col ? v.col[j] : 1));
+	}
 }
 
-/* From dL/dW_eff: dW += dW_eff * mult; dmult += sum of dW_eff * W over
- * the multiplier's reach (all, a row, a column). */
-static void mult_backward(real *dw, real *dmult, const real *dweff, const real *w,
-			  const real *mult, enum mult_mode mode, int64_t dout, int64_t din)
+/* From dL/dW_eff: dW += dW_eff row col; drow[i] += sum_j dW_eff W col
+ * (over the whole matrix for a scalar), dcol[j] += sum_i dW_eff W row;
+ * drow, dcol NULL where the view has no such side. */
+static void mult_backward(real *dw, real *drow, real *dcol, const real *dweff, const real *w,
+			  struct mult_view v, int64_t dout, int64_t din)
 {
 	double total = 0;
 
 	for (int64_t i = 0; i < dout; i++) {
 		double row = 0;
+		real r = v.row ? v.row[i * v.row_step] : 1;
 		for (int64_t j = 0; j < din; j++) {
-			real f = mode == MULT_SCALAR ? mult[0] : mode == MULT_ROW ? mult[i] : mult[j];
-			real g = dweff[i * din + j];
-			dw[i * din + j] += g * f;
-			if (mode == MULT_COL)
-				dmult[j] += g * w[i * din + j];
-			else
-				row += (double)g * w[i * din + j];
+			real c = v.col ? v.col[j] : 1, g = dweff[i * din + j];
+			dw[i * din + j] += g * (r * c);
+			if (dcol)
+				dcol[j] += g * w[i * din + j] * r;
+			row += (double)g * w[i * din + j] * c;
 		}
-		if (mode == MULT_ROW)
-			dmult[i] += (real)row;
+		if (drow && v.row_step)
+			drow[i] += (real)row;
 		total += row;
 	}
-	if (mode == MULT_SCALAR)
-		dmult[0] += (real)total;
+	if (drow && !v.row_step)
+		drow[0] += (real)total;
 }
 
 /* ---- building the model ---------------------------------------------- */
@@ -590,21 +589,27 @@ static int add_linear(struct model *m, const char *role, int layer, int64_t dout
 		return rc;
 	if (!m->tensors) {      /* counting: the weight, and its multiplier */
 		m->nlinears++;
-		m->ntensors += m->mult != MULT_NONE;
+		m->ntensors += (m->mult != MULT_NONE) + (m->mult == MULT_ROWCOL);
 		return SW_OK;
 	}
 	l = &m->linears[m->nlinears];
 	l->tensor = m->ntensors - 1;
-	l->mult_tensor = -1;
+	l->mult_tensor = l->col_tensor = -1;
 	l->dout = dout;
 	l->din = din;
 	m->tensors[l->tensor].linear = m->nlinears;
 	if (m->mult != MULT_NONE) {
-		int64_t n = m->mult == MULT_SCALAR ? 1 : m->mult == MULT_ROW ? dout : din;
+		int64_t n = m->mult == MULT_SCALAR ? 1 : m->mult == MULT_COL ? din : dout;
 		snprintf(mrole, sizeof mrole, "%s_mult", role);
 		if ((rc = add_tensor(m, mrole, layer, 1, n, 0, err)))
 			return rc;
 		l->mult_tensor = m->ntensors - 1;
+	}
+	if (m->mult == MULT_ROWCOL) {
+		snprintf(mrole, sizeof mrole, "%s_mult_col", role);
+		if ((rc = add_tensor(m, mrole, layer, 1, din, 0, err)))
+			return rc;
+		l->col_tensor = m->ntensors - 1;
 	}
 	m->nlinears++;
 	return SW_OK;
@@ -941,7 +946,7 @@ void model_update_effective(struct model *m)
 	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
 		mult_apply(m->w_eff + m->eff_offset[i], m->params + m->tensors[l->tensor].offset,
-			   m->params + m->tensors[l->mult_tensor].offset, m->mult, l->dout, l->din);
+			   model_linear_mult_view(m, l, m->params), l->dout, l->din);
 	}
 }
 
@@ -1144,9 +1149,11 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 	/* multipliers: from dL/dW_eff to dL/dW and dL/dmult */
 	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
-		const struct model_tensor *wt = &m->tensors[l->tensor], *mt = &m->tensors[l->mult_tensor];
-		mult_backward(m->grads + wt->offset, m->grads + mt->offset, m->dw_eff + m->eff_offset[i],
-			      m->params + wt->offset, m->params + mt->offset, m->mult, l->dout, l->din);
+		const struct model_tensor *wt = &m->tensors[l->tensor];
+		real *drow, *dcol;
+		model_linear_mult_grads(m, l, m->grads, &drow, &dcol);
+		mult_backward(m->grads + wt->offset, drow, dcol, m->dw_eff + m->eff_offset[i],
+			      m->params + wt->offset, model_linear_mult_view(m, l, m->params), l->dout, l->din);
 	}
 	LAP(ELEMWISE);
 	for (int l = (int)c->n_layers; l >= -1; l--)

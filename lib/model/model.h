@@ -43,7 +43,8 @@ typedef double real;
 typedef float real;
 #endif
 
-enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL };   /* arch_multipliers_parse's */
+/* arch_multipliers_parse's; ROWCOL: diag(r) W diag(c), two tensors */
+enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL, MULT_ROWCOL };
 
 /* One parameter tensor: metadata as the checkpoint stores it, and where
  * its values are in the flat block. */
@@ -55,11 +56,34 @@ struct model_tensor {
 };
 
 /* A linear layer y = W_eff x: W (dout, din), its multiplier (scalar, row
- * or column; NULL without), the effective weight the forward pass uses. */
+ * or column; with rowcol the row one, and col_tensor the column one; -1
+ * without), the effective weight the forward pass uses. */
 struct model_linear {
-	int tensor, mult_tensor;        /* indices into tensors; mult -1 if none */
+	int tensor, mult_tensor, col_tensor;    /* indices into tensors */
 	int64_t dout, din;
 };
+
+/*
+ * Every multiplier mode as W_eff[i][j] = row[i * row_step] W[i][j] col[j],
+ * a side NULL where it is 1: scalar (row the scalar, row_step 0), row, col,
+ * rowcol. The gradients go to the same places: drow[i * row_step] and
+ * dcol[j]. One view for the CPU's forward, backward and R-operator.
+ */
+struct mult_view {
+	const real *row, *col;
+	int64_t row_step;
+};
+static inline struct mult_view model_mult_view(enum mult_mode mode, const real *mult,
+					       const real *col)
+{
+	struct mult_view v = {NULL, NULL, 1};
+
+	if (mode == MULT_SCALAR || mode == MULT_ROW || mode == MULT_ROWCOL)
+		v.row = mult;
+	v.row_step = mode != MULT_SCALAR;
+	v.col = mode == MULT_COL ? mult : mode == MULT_ROWCOL ? col : NULL;
+	return v;
+}
 
 /* Pointers into a flat block (params or grads) for one layer. */
 struct layer_ptrs {
@@ -159,6 +183,26 @@ struct model {
 	void *grads_ready_ctx;
 	struct model_timing timing;     /* off unless the caller sets timing.on */
 };
+
+/* The multipliers of linear layer l as a view over a flat block (params,
+ * or a tangent's), and where their gradients go in another (grads): drow
+ * NULL for col, dcol NULL unless col or rowcol. */
+static inline struct mult_view model_linear_mult_view(const struct model *m,
+						      const struct model_linear *l,
+						      const real *block)
+{
+	return model_mult_view(m->mult, block + m->tensors[l->mult_tensor].offset,
+			       l->col_tensor >= 0 ? block + m->tensors[l->col_tensor].offset : NULL);
+}
+static inline void model_linear_mult_grads(const struct model *m, const struct model_linear *l,
+					   real *block, real **drow, real **dcol)
+{
+	real *mult = block + m->tensors[l->mult_tensor].offset;
+
+	*drow = m->mult == MULT_COL ? NULL : mult;
+	*dcol = m->mult == MULT_COL ? mult :
+		m->mult == MULT_ROWCOL ? block + m->tensors[l->col_tensor].offset : NULL;
+}
 
 /* Build a model for config c (vocab, sizes, options) with multipliers
  * mode from c->multipliers; parameters zero until model_init. */

@@ -34,7 +34,8 @@ static int rop_wanted(const struct model *m, const unsigned char *want, int i)
 	if (!want || want[i])
 		return 1;
 	li = m->tensors[i].linear;
-	return li >= 0 && m->linears[li].mult_tensor >= 0 && want[m->linears[li].mult_tensor];
+	return li >= 0 && ((m->linears[li].mult_tensor >= 0 && want[m->linears[li].mult_tensor]) ||
+			   (m->linears[li].col_tensor >= 0 && want[m->linears[li].col_tensor]));
 }
 
 /* The lowest layer holding a wanted tensor: -1 for the embedding (the
@@ -388,33 +389,44 @@ static void rop_softmax_crossentropy_backward(real *rz, const real *probs, int N
 	}
 }
 
-/* R{W_eff} = R{W} f + W R{f} */
-static void rop_mult_apply(real *rweff, const real *w, const real *rw, const real *mult,
-			   const real *rmult, enum mult_mode mode, int64_t dout, int64_t din)
+/* R{W_eff} = R{W} row col + W (R{row} col + row R{col}); v the
+ * multipliers' view over the primal, rv over the tangent (model.h) */
+static void rop_mult_apply(real *rweff, const real *w, const real *rw, struct mult_view v,
+			   struct mult_view rv, int64_t dout, int64_t din)
 {
 #pragma omp parallel for schedule(static) PAR_IF((size_t)(dout * din))
-	for (int64_t i = 0; i < dout; i++)
+	for (int64_t i = 0; i < dout; i++) {
+		real r = v.row ? v.row[i * v.row_step] : 1, rr = rv.row ? rv.row[i * rv.row_step] : 0;
 		for (int64_t j = 0; j < din; j++) {
-			int64_t fi = mode == MULT_SCALAR ? 0 : mode == MULT_ROW ? i : j;
-			rweff[i * din + j] = rw[i * din + j] * mult[fi] + w[i * din + j] * rmult[fi];
+			real c = v.col ? v.col[j] : 1, rc = rv.col ? rv.col[j] : 0;
+			rweff[i * din + j] = rw[i * din + j] * (r * c) + w[i * din + j] * (rr * c + r * rc);
 		}
+	}
 }
 
-/* R{} of mult_backward: R{dW} += R{dW_eff} f + dW_eff R{f},
- * R{dmult} += sum of R{dW_eff} W + dW_eff R{W} over its reach; dweff
- * NULL: Gauss-Newton; rdw, rdmult NULL: not wanted. */
-static void rop_mult_backward(real *rdw, real *rdmult, const real *rdweff, const real *dweff,
-			      const real *w, const real *rw, const real *mult, const real *rmult,
-			      enum mult_mode mode, int64_t dout, int64_t din)
+/* R{} of mult_backward: R{dW} += R{dW_eff} row col + dW_eff R{row col},
+ * R{drow} += sum of (R{dW_eff} W + dW_eff R{W}) col + dW_eff W R{col} over
+ * its reach, R{dcol} the same with row for col; dweff NULL: Gauss-Newton;
+ * rdw, rdrow, rdcol NULL: not wanted. */
+static void rop_mult_backward(real *rdw, real *rdrow, real *rdcol, const real *rdweff,
+			      const real *dweff, const real *w, const real *rw, struct mult_view v,
+			      struct mult_view rv, int64_t dout, int64_t din)
 {
-	for (int64_t i = 0; i < dout; i++)
+	for (int64_t i = 0; i < dout; i++) {
+		real r = v.row ? v.row[i * v.row_step] : 1, rr = rv.row ? rv.row[i * rv.row_step] : 0;
 		for (int64_t j = 0; j < din; j++) {
-			int64_t fi = mode == MULT_SCALAR ? 0 : mode == MULT_ROW ? i : j, k = i * din + j;
+			int64_t k = i * din + j;
+			real c = v.col ? v.col[j] : 1, rc = rv.col ? rv.col[j] : 0;
 			if (rdw)
-				rdw[k] += rdweff[k] * mult[fi] + (dweff ? dweff[k] * rmult[fi] : 0);
-			if (rdmult)
-				rdmult[fi] += rdweff[k] * w[k] + (dweff ? dweff[k] * rw[k] : 0);
+				rdw[k] += rdweff[k] * (r * c) + (dweff ? dweff[k] * (rr * c + r * rc) : 0);
+			if (rdrow)
+				rdrow[i * v.row_step] += (rdweff[k] * w[k] + (dweff ? dweff[k] * rw[k] : 0)) * c +
+							 (dweff ? dweff[k] * w[k] * rc : 0);
+			if (rdcol)
+				rdcol[j] += (rdweff[k] * w[k] + (dweff ? dweff[k] * rw[k] : 0)) * r +
+					    (dweff ? dweff[k] * w[k] * rr : 0);
 		}
+	}
 }
 
 /*
@@ -483,10 +495,11 @@ void model_rop_forward(const struct model *m, struct model *rm, const int *token
 	/* the tangents of the effective weights */
 	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
-		size_t wo = m->tensors[l->tensor].offset, mo = m->tensors[l->mult_tensor].offset;
+		size_t wo = m->tensors[l->tensor].offset;
 		if (rop_wanted(m, want, l->tensor))
 			rop_mult_apply(rm->w_eff + m->eff_offset[i], m->params + wo, rm->params + wo,
-				       m->params + mo, rm->params + mo, m->mult, l->dout, l->din);
+				       model_linear_mult_view(m, l, m->params),
+				       model_linear_mult_view(m, l, rm->params), l->dout, l->din);
 	}
 	if (first < 0) {
 		model_encoder_forward(rm->acts[0].x_in, tokens, rm->p.embed, N, C);
@@ -685,14 +698,17 @@ void model_rop_backward(struct model *m, struct model *rm, const int *tokens, co
 	/* multipliers: from R{dL/dW_eff} to R{dL/dW} and R{dL/dmult} */
 	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
-		const struct model_tensor *wt = &m->tensors[l->tensor], *mt = &m->tensors[l->mult_tensor];
-		int ww = !want || want[l->tensor], wm = !want || want[l->mult_tensor];
+		const struct model_tensor *wt = &m->tensors[l->tensor];
+		int ww = !want || want[l->tensor], wm = !want || want[l->mult_tensor] ||
+			 (l->col_tensor >= 0 && want[l->col_tensor]);
+		real *rdrow, *rdcol;
+		model_linear_mult_grads(m, l, rm->grads, &rdrow, &rdcol);
 		if (ww || wm)
-			rop_mult_backward(ww ? rm->grads + wt->offset : NULL, wm ? rm->grads + mt->offset : NULL,
-					  rm->dw_eff + m->eff_offset[i],
+			rop_mult_backward(ww ? rm->grads + wt->offset : NULL, wm ? rdrow : NULL,
+					  wm ? rdcol : NULL, rm->dw_eff + m->eff_offset[i],
 					  hv ? m->dw_eff + m->eff_offset[i] : NULL, m->params + wt->offset,
-					  rm->params + wt->offset, m->params + mt->offset,
-					  rm->params + mt->offset, m->mult, l->dout, l->din);
+					  rm->params + wt->offset, model_linear_mult_view(m, l, m->params),
+					  model_linear_mult_view(m, l, rm->params), l->dout, l->din);
 	}
 #undef ZERO
 #undef PRIMAL

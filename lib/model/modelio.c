@@ -22,6 +22,8 @@ static int write_optim(struct h5w *w, const struct optim_config *oc, const struc
 	    (rc = h5w_set_f64(w, "/optim", "wd", oc->wd, err)) ||
 	    (rc = h5w_set_str(w, "/optim", "wd_mode", sw_wd_mode_name(oc->wd_mode), err)) ||
 	    (rc = h5w_set_str(w, "/optim", "norm_wd", optim_norm_wd_name(oc->norm_wd), err)) ||
+	    (rc = h5w_set_i64(w, "/optim", "width_base", oc->width_base, err)) ||
+	    (rc = h5w_set_str(w, "/optim", "wd_scaling", optim_wd_scaling_name(oc->wd_scaling), err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "beta1", oc->beta1, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "beta2", oc->beta2, err)) ||
 	    (rc = h5w_set_f64(w, "/optim", "eps", oc->eps, err)) ||
@@ -234,6 +236,16 @@ static int read_optim_config(struct ckpt *ck, struct optim_config *oc, struct ru
 	INT("grad_accum", rs->grad_accum);
 	INT("seq_len", rs->seq_len);
 	INT("seed", rs->seed);
+	/* the width rules: absent from checkpoints older than them (off) */
+	if ((rc = ckpt_attr_integer(ck, "/optim", "width_base", &iv, &present, err)))
+		return rc;
+	oc->width_base = present ? iv : 0;
+	if ((rc = ckpt_attr_string(ck, "/optim", "wd_scaling", s, sizeof s, &present, err)))
+		return rc;
+	if (present && optim_wd_scaling_parse(s, &oc->wd_scaling) < 0)
+		return sw_fail(err, SW_EDATA, "/optim: unknown wd_scaling '%s'", s);
+	if (oc->width_base < 0)
+		return sw_fail(err, SW_EDATA, "/optim: width_base %lld is negative", (long long)oc->width_base);
 	if ((rc = ckpt_attr_string(ck, "/optim", "wd_mode", s, sizeof s, NULL, err)))
 		return rc;
 	if (sw_wd_mode_parse(s, &oc->wd_mode) < 0)

@@ -18,10 +18,12 @@
 static const char *const kind_names[] = {"adamw", "muon", "scion"};
 static const char *const sched_names[] = {"constant", "cosine", "wsd"};
 static const char *const norm_wd_names[] = {"none", "all", "iwd"};
+static const char *const wd_scaling_names[] = {"fixed", "sqrt", "linear"};
 
 const char *optim_kind_name(enum opt_kind k) { return kind_names[k]; }
 const char *optim_sched_name(enum sched_kind s) { return sched_names[s]; }
 const char *optim_norm_wd_name(enum norm_wd n) { return norm_wd_names[n]; }
+const char *optim_wd_scaling_name(enum wd_scaling w) { return wd_scaling_names[w]; }
 
 static int name_index(const char *const *names, int n, const char *s)
 {
@@ -42,6 +44,7 @@ static int name_index(const char *const *names, int n, const char *s)
 PARSER(optim_kind_parse, enum opt_kind, kind_names)
 PARSER(optim_sched_parse, enum sched_kind, sched_names)
 PARSER(optim_norm_wd_parse, enum norm_wd, norm_wd_names)
+PARSER(optim_wd_scaling_parse, enum wd_scaling, wd_scaling_names)
 #undef PARSER
 
 void optim_defaults(struct optim_config *oc)
@@ -128,7 +131,18 @@ void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_
 			*lr = base;
 		}
 		*lr *= oc->group_ratio[t->group];
-		if (t->kind == SW_KIND_MATRIX)
+		if (oc->width_base > 0 && t->kind == SW_KIND_MATRIX) {
+			/* the spectra paper's Table 2: the hidden (matrix-like)
+			 * matrices' lr ~ 1/d and wd ~ d^p; the embedding and the
+			 * head have d entries per token (vector-like): lr kept,
+			 * no wd */
+			double r = (double)oc->width / (double)oc->width_base;
+			double p = oc->wd_scaling == WD_SCALING_SQRT ? 0.5 :
+				   oc->wd_scaling == WD_SCALING_LINEAR ? 1 : 0;
+			int hidden = optim_is_hidden_matrix(t);
+			*lr *= hidden ? 1 / r : 1;
+			*wd = hidden ? oc->wd * pow(r, p) : 0;
+		} else if (t->kind == SW_KIND_MATRIX)
 			*wd = oc->wd;
 		else if (t->block == SW_BLOCK_NORM)
 			*wd = oc->norm_wd == NORM_WD_ALL ? oc->wd :
@@ -146,6 +160,7 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 
 	memset(o, 0, sizeof *o);
 	o->cfg = *cfg;
+	o->cfg.width = m->c.d_model;
 	if (isnan(o->cfg.momentum))
 		o->cfg.momentum = cfg->kind == OPT_MUON ? 0.95 : 0;
 	for (int i = 0; i < m->ntensors; i++) {

@@ -10,7 +10,9 @@
  * record the lr/wd in force: Blockwise LR (sharpness paper eq. 5), the
  * per-group ratios input:hidden:output (optimal-norm paper), the
  * scale-vectors paper's IWD rule for norm gains, own lr/wd for learnable
- * multipliers. Gradient clipping by the global norm leaves the
+ * multipliers, and the spectra paper's width rules (a base width d0: the
+ * hidden matrices' lr times d0/d, their wd times (d/d0)^p, the embedding
+ * and head vector-like, without wd). Gradient clipping by the global norm leaves the
  * multipliers out (the multipliers paper).
  */
 #ifndef SW_OPTIM_H
@@ -24,6 +26,8 @@
 enum opt_kind { OPT_ADAMW, OPT_MUON, OPT_SCION };
 enum sched_kind { SCHED_CONSTANT, SCHED_COSINE, SCHED_WSD };
 enum norm_wd { NORM_WD_NONE, NORM_WD_ALL, NORM_WD_IWD };
+/* the hidden matrices' wd against the width: (d/d0)^0, ^1/2, ^1 */
+enum wd_scaling { WD_SCALING_FIXED, WD_SCALING_SQRT, WD_SCALING_LINEAR };
 
 struct optim_config {
 	enum opt_kind kind;
@@ -38,6 +42,9 @@ struct optim_config {
 	int blockwise;                  /* Blockwise LR (eq. 5) */
 	double block_ratio[SW_BLOCK_COUNT];
 	double group_ratio[SW_GROUP_COUNT];
+	int64_t width_base;             /* d0 of the width rules; 0: off */
+	enum wd_scaling wd_scaling;     /* with width_base */
+	int64_t width;                  /* the model's d_model (optim_init sets it) */
 	double grad_clip;               /* 0: off */
 	enum sched_kind sched;
 	int64_t warmup, steps;
@@ -49,9 +56,11 @@ struct optim_config {
 const char *optim_kind_name(enum opt_kind k);
 const char *optim_sched_name(enum sched_kind s);
 const char *optim_norm_wd_name(enum norm_wd n);
+const char *optim_wd_scaling_name(enum wd_scaling w);
 int optim_kind_parse(const char *s, enum opt_kind *out);
 int optim_sched_parse(const char *s, enum sched_kind *out);
 int optim_norm_wd_parse(const char *s, enum norm_wd *out);
+int optim_wd_scaling_parse(const char *s, enum wd_scaling *out);
 
 /*
  * The optimizers' policy for one tensor, the same on every device (optim.c

@@ -59,6 +59,42 @@ test_expect_success 'the lr recorded per tensor is the schedule cosine to lr/20 
 		d = lr - w; if (d < 0) d = -d; exit !(d < 1e-5 * w) }"
 '
 
+# the spectra paper's width rules at d_model 128 from a base width 32
+# (r = 4): hidden matrices lr 1e-2 / 4 and wd 0.2 * 4^p; the embedding,
+# the head and the gains lr 1e-2 and no wd
+lr_wd() {
+	echo "$(h5attr $1 lr /params/$2) $(h5attr $1 wd /params/$2)"
+}
+test_expect_success '--width-base: the hidden matrices lr x d0/d and wd x sqrt(d/d0), the vector-like lr kept, wd 0' '
+	sw-train --data "$CORPUS" --out wb --batch 2 --seq-len 16 --d-model 128 --n-layers 1 --n-heads 4 \
+		--steps 1 --schedule constant --lr 1e-2 --wd 0.2 --width-base 32 --wd-scaling sqrt \
+		--eval-every 0 --trace "" >/dev/null &&
+	test "$(lr_wd wb/ckpt-000001.h5 model.layers.0.self_attn.q_proj.weight)" = "0.0025 0.4" &&
+	test "$(lr_wd wb/ckpt-000001.h5 model.layers.0.mlp.down_proj.weight)" = "0.0025 0.4" &&
+	test "$(lr_wd wb/ckpt-000001.h5 model.embed_tokens.weight)" = "0.01 0" &&
+	test "$(lr_wd wb/ckpt-000001.h5 lm_head.weight)" = "0.01 0" &&
+	test "$(lr_wd wb/ckpt-000001.h5 model.layers.0.input_layernorm.weight)" = "0.01 0" &&
+	test "$(h5attr wb/ckpt-000001.h5 wd_scaling /optim)" = sqrt
+'
+
+test_expect_success '--wd-scaling linear and fixed; a resume keeps the rule the run began with' '
+	sw-train --data "$CORPUS" --out wl --batch 2 --seq-len 16 --d-model 128 --n-layers 1 --n-heads 4 \
+		--steps 1 --schedule constant --lr 1e-2 --wd 0.2 --width-base 32 --wd-scaling linear \
+		--eval-every 0 --trace "" >/dev/null &&
+	test "$(lr_wd wl/ckpt-000001.h5 model.layers.0.mlp.up_proj.weight)" = "0.0025 0.8" &&
+	sw-train --data "$CORPUS" --out wl --resume wl/ckpt-000001.h5 --steps 2 --eval-every 0 --trace "" >/dev/null &&
+	test "$(lr_wd wl/ckpt-000002.h5 model.layers.0.mlp.up_proj.weight)" = "0.0025 0.8" &&
+	sw-train --data "$CORPUS" --out wf --batch 2 --seq-len 16 --d-model 128 --n-layers 1 --n-heads 4 \
+		--steps 1 --schedule constant --lr 1e-2 --wd 0.2 --width-base 32 \
+		--eval-every 0 --trace "" >/dev/null &&
+	test "$(lr_wd wf/ckpt-000001.h5 model.layers.0.self_attn.v_proj.weight)" = "0.0025 0.2"
+'
+
+test_expect_success '--wd-scaling without --width-base is a usage error' '
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --wd-scaling sqrt 2>err &&
+	grep -q "give --width-base" err
+'
+
 # exact: the same binary on the same data twice, the same threads
 test_expect_success 'same seed, same threads: the same bytes' '
 	sw-train --data "$CORPUS" --out a $SMALL --steps 12 --eval-every 6 --trace "" >/dev/null &&
@@ -91,15 +127,31 @@ test_expect_success 'another seed: other weights' '
 
 # exact: a resume, the same binary and threads (--threads 2 both times)
 test_expect_success 'resume from a checkpoint: bit for bit the uninterrupted run' '
-	for opt in adamw muon scion; do
+	for opt in adamw:row muon:rowcol scion:col; do
 		rm -rf full half &&
-		sw-train --data "$CORPUS" --out full $SMALL --steps 16 --ckpt-every 8 --optimizer $opt \
-			--qk-norm --multipliers row --warmup 3 --eval-every 4 --trace-every 4 >/dev/null &&
+		sw-train --data "$CORPUS" --out full $SMALL --steps 16 --ckpt-every 8 --optimizer ${opt%:*} \
+			--qk-norm --multipliers ${opt#*:} --warmup 3 --eval-every 4 --trace-every 4 >/dev/null &&
 		mkdir half && cp full/ckpt-000008.h5 half/ &&
 		sw-train --data "$CORPUS" --out half --resume half/ckpt-000008.h5 --threads 2 \
 			--trace "" >/dev/null &&
 		cmp full/ckpt-000016.h5 half/ckpt-000016.h5 || { echo "$opt differs"; exit 1; }
 	done
+'
+
+test_expect_success '--multipliers rowcol: a row (d_out) and a column (d_in) multiplier per matrix' '
+	sw-train --data "$CORPUS" --out rc $SMALL --steps 2 --multipliers rowcol --trace "" >/dev/null &&
+	sw-ls --role o_mult,o_mult_col,down_mult_col rc/ckpt-000002.h5 >ls &&
+	cut -f2,4,8 ls >actual &&
+	cat >expect <<-\EOF &&
+	name	role	shape
+	model.layers.0.self_attn.o_proj.multiplier	o_mult	32
+	model.layers.0.self_attn.o_proj.multiplier_col	o_mult_col	32
+	model.layers.0.mlp.down_proj.multiplier_col	down_mult_col	88
+	model.layers.1.self_attn.o_proj.multiplier	o_mult	32
+	model.layers.1.self_attn.o_proj.multiplier_col	o_mult_col	32
+	model.layers.1.mlp.down_proj.multiplier_col	down_mult_col	88
+	EOF
+	test_cmp expect actual
 '
 
 test_expect_success 'the optimizer state is saved: resuming without it is refused' '

@@ -63,7 +63,7 @@ test_expect_success 'an unknown device, bf16 on the CPU: usage errors' '
 
 # the parameters and optimizer state of two checkpoints to TOL (above)
 CKPT_TOL=1e-3
-for opts in "--optimizer adamw --multipliers row --tie" "--optimizer muon --qk-norm --norm-everywhere" \
+for opts in "--optimizer adamw --multipliers row --tie" "--optimizer muon --qk-norm --norm-everywhere --multipliers rowcol" \
 	"--optimizer scion --multipliers col --save-grads"; do
 	test_expect_success "emu: the CPU's checkpoints, the same tensors (exact) ($opts)" '
 		rm -rf cpu emu &&

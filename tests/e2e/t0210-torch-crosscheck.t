@@ -41,7 +41,10 @@ AdamW, tied, QK-norm, scalar multipliers|--d-model 32 --n-layers 2 --n-heads 4 -
 AdamW, norm-everywhere, column multipliers, independent wd|--d-model 24 --n-layers 2 --n-heads 2 --norm-everywhere --multipliers col --wd-mode independent --wd 0.01 --norm-wd iwd
 AdamW, no scale vectors, MQA, clipping|--d-model 32 --n-layers 1 --n-heads 4 --n-kv-heads 1 --no-scale-vectors --grad-clip 0.05
 Muon, GQA, row multipliers|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --optimizer muon --multipliers row
+AdamW, GQA, row and column multipliers, tied|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --multipliers rowcol --tie
+Muon, row and column multipliers, QK-norm|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --multipliers rowcol --qk-norm
 Muon, Blockwise LR, per-group lr|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --blockwise-lr --group-lr 1:0.125:1
+AdamW, the width rules (base 16, wd x sqrt 2)|--d-model 32 --n-layers 2 --n-heads 4 --width-base 16 --wd-scaling sqrt --wd 0.3
 VARIANTS
 
 test_expect_success 'the check can fail: a perturbed gradient is caught' '

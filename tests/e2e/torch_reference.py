@@ -63,6 +63,8 @@ def effective(p, name, mode):
         return w * m[0]
     if mode == "row":
         return w * m[:, None]
+    if mode == "rowcol":
+        return m[:, None] * w * p[name + ".multiplier_col"][None, :]
     return w * m[None, :]
 
 

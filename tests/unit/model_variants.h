@@ -2,7 +2,7 @@
  * model_variants.h - the model variants the double-precision checks of
  * lib/model/model.c and lib/model/modelhvp.c run through (t-gradcheck.c: the
  * gradient, t-hvpcheck.c: the R-operator): GQA, untied and tied heads,
- * QK-norm, scalar/row/column multipliers, norm-everywhere, no scale
+ * QK-norm, scalar/row/column/row-and-column multipliers, norm-everywhere, no scale
  * vectors, MQA with a head_dim that is not d_model/n_heads. Include
  * after lib/model/model.c.
  */
@@ -31,6 +31,8 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
 	check("row multipliers", c);
 	c = base; strcpy(c.multipliers, "col"); c.tie_embeddings = 1;
 	check("column multipliers, tied", c);
+	c = base; strcpy(c.multipliers, "rowcol"); c.qk_norm = 1;
+	check("row and column multipliers, QK-norm", c);
 	c = base; c.norm_everywhere = 1; c.qk_norm = 1;
 	check("norm-everywhere with QK-norm", c);
 	c = base; c.scale_vectors = 0; c.n_kv_heads = 4;

@@ -326,11 +326,14 @@ static void test_pointwise(struct sw_rng *r)
 static void test_multipliers(struct sw_rng *r, enum mult_mode mode)
 {
 	enum { dout = 70, din = 300 };
-	size_t n = (size_t)dout * din, nm = mode == MULT_SCALAR ? 1 : mode == MULT_ROW ? dout : din;
+	size_t n = (size_t)dout * din, nm = mode == MULT_SCALAR ? 1 : mode == MULT_COL ? din : dout;
 	float *w = malloc(n * sizeof(float)), *weff = malloc(n * sizeof(float)), *dweff = malloc(n * sizeof(float));
-	float *dw = malloc(n * sizeof(float)), mult[din], dmult[din];
+	float *dw = malloc(n * sizeof(float)), mult[din], dmult[din], col[din], dcol[din];
 	float *d_w = dev(n), *d_weff = dev(n), *d_dweff = dev(n), *d_dw = dev(n), *d_m = dev(nm), *d_dm = dev(nm);
+	float *d_c = dev(din), *d_dc = dev(din);
 	double *rowsum = (double *)dev(2 * dout);
+	struct mult_view v;
+	real *drow, *dc;
 	struct sw_err err;
 	int rc;
 
@@ -339,31 +342,41 @@ static void test_multipliers(struct sw_rng *r, enum mult_mode mode)
 	fill(dw, n, r, 0.1);
 	fill(mult, nm, r, 1);
 	fill(dmult, nm, r, 0.1);
+	fill(col, din, r, 1);
+	fill(dcol, din, r, 0.1);
 	G->ops->upload(G, d_w, w, n * sizeof(float), &err);
 	G->ops->upload(G, d_dweff, dweff, n * sizeof(float), &err);
 	G->ops->upload(G, d_dw, dw, n * sizeof(float), &err);
 	G->ops->upload(G, d_m, mult, nm * sizeof(float), &err);
 	G->ops->upload(G, d_dm, dmult, nm * sizeof(float), &err);
-	mult_apply(weff, w, mult, mode, dout, din);
-	mult_backward(dw, dmult, dweff, w, mult, mode, dout, din);
+	G->ops->upload(G, d_c, col, din * sizeof(float), &err);
+	G->ops->upload(G, d_dc, dcol, din * sizeof(float), &err);
+	v = model_mult_view(mode, mult, col);
+	drow = mode == MULT_COL ? NULL : dmult;
+	dc = mode == MULT_COL ? dmult : mode == MULT_ROWCOL ? dcol : NULL;
+	mult_apply(weff, w, v, dout, din);
+	mult_backward(dw, drow, dc, dweff, w, v, dout, din);
 	struct gk_mult a = {.grid = gk_elems((int64_t)n), .weff = d_weff, .dw = d_dw, .dmult = d_dm,
-			    .rowsum = rowsum, .w = d_w, .mult = d_m, .dweff = d_dweff, .dout = dout, .din = din,
-			    .mode = (int)mode};
+			    .dcol = mode == MULT_ROWCOL ? d_dc : NULL, .rowsum = rowsum, .w = d_w,
+			    .mult = d_m, .col = mode == MULT_ROWCOL ? d_c : NULL, .dweff = d_dweff,
+			    .dout = dout, .din = din, .mode = (int)mode};
 	rc = gk_launch_mult_apply(G, &a, &err);
 	rc = rc ? rc : gk_launch_mult_dw(G, &a, &err);
-	if (mode == MULT_COL) {
+	if (mode == MULT_COL || mode == MULT_ROWCOL) {
 		a.grid = gk_elems(din);
 		rc = rc ? rc : gk_launch_mult_dcol(G, &a, &err);
-	} else {
+	}
+	if (mode != MULT_COL) {
 		a.grid = gk_elems(dout);
 		rc = rc ? rc : gk_launch_mult_drow(G, &a, &err);
 		a.grid = gk_elems(1);
 		if (mode == MULT_SCALAR)
 			rc = rc ? rc : gk_launch_mult_dscalar(G, &a, &err);
 	}
-	ok(launched(rc, &err, "mult") && same(d_weff, weff, n) && same(d_dw, dw, n) && same(d_dm, dmult, nm),
-	   "multipliers (%s): W_eff, dW and dmult bit for bit model.c's",
-	   mode == MULT_SCALAR ? "scalar" : mode == MULT_ROW ? "row" : "col");
+	ok(launched(rc, &err, "mult") && same(d_weff, weff, n) && same(d_dw, dw, n) && same(d_dm, dmult, nm) &&
+	   (mode != MULT_ROWCOL || same(d_dc, dcol, din)),
+	   "multipliers (%s): W_eff, dW and the multipliers' gradients bit for bit model.c's",
+	   mode == MULT_SCALAR ? "scalar" : mode == MULT_ROW ? "row" : mode == MULT_COL ? "col" : "rowcol");
 	free(w), free(weff), free(dweff), free(dw);
 }
 
@@ -453,6 +466,7 @@ int main(void)
 	test_multipliers(&r, MULT_SCALAR);
 	test_multipliers(&r, MULT_ROW);
 	test_multipliers(&r, MULT_COL);
+	test_multipliers(&r, MULT_ROWCOL);
 	test_sums_and_transpose(&r);
 	test_emulation_checks();
 	gpu_close(G);

@@ -293,6 +293,8 @@ int main(void)
 	strcpy(c.multipliers, "col");
 	c.tie_embeddings = 1;
 	check_variant("column multipliers, tied", c);
+	strcpy(c.multipliers, "rowcol");
+	check_variant("row and column multipliers, tied", c);
 	c = base_config();
 	c.norm_everywhere = 1;
 	check_variant("norm-everywhere", c);

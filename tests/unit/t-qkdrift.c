@@ -100,6 +100,29 @@ static void test_layer(void)
 	ok(h[0].q_rms == 2 && h[1].q_rms == 4 && h[0].k_rms == 6, "the gain folded in: q_rms 2, 4, k_rms 6");
 	ok(h[1].product == 24 && h[1].log2_ratio == log2(4.0 / 6), "product and log2 ratio");
 	ok(isnan(h[0].q_mult) && isnan(h[0].mult_product), "no multipliers: NaN");
+	{
+		/* rowcol: q rows r = (1, 1, 3, 3), columns c = (2, 2, 2, 2); k rows
+		 * (4, 4), columns (0.5 x4): head 1's Q_h = 3 x 2 x 2 x 2 = 24, its
+		 * q_mult 3 x 2 = 6; K = 3 x 2 x 4 x 0.5 = 12, k_mult 4 x 0.5 = 2 */
+		static const float qr[4] = {1, 1, 3, 3}, qc[4] = {2, 2, 2, 2}, kr[2] = {4, 4},
+				   kc[4] = {0.5, 0.5, 0.5, 0.5};
+		struct sw_tensor_info t4 = {.rank = 1, .shape = {4}, .numel = 4, .name = "q_mult"};
+		struct sw_tensor_info t2 = {.rank = 1, .shape = {2}, .numel = 2, .name = "k_mult"};
+		struct qk_tensor rc[QK_NROLES];
+		memcpy(rc, in, sizeof rc);
+		strcpy(c.multipliers, "rowcol");
+		rc[QK_QMULT] = (struct qk_tensor){&t4, qr};
+		rc[QK_QMULT_COL] = (struct qk_tensor){&t4, qc};
+		rc[QK_KMULT] = (struct qk_tensor){&t2, kr};
+		rc[QK_KMULT_COL] = (struct qk_tensor){&t4, kc};
+		ok(qkdrift_layer(&c, 1, rc, h, &err) == SW_OK && h[1].q_rms == 24 && h[1].k_rms == 12 &&
+		   h[1].q_mult == 6 && h[1].k_mult == 2 && h[0].q_rms == 4 && h[0].q_mult == 2,
+		   "row and column multipliers: both folded in, q_mult the product of their RMS");
+		rc[QK_KMULT_COL] = (struct qk_tensor){&t2, kr};
+		ok(qkdrift_layer(&c, 1, rc, h, &err) == SW_EDATA && strstr(err.msg, "not the column multiplier"),
+		   "a column multiplier of the wrong size: SW_EDATA (%s)", err.msg);
+		strcpy(c.multipliers, "none");
+	}
 	in[QK_Q].t = NULL;
 	ok(qkdrift_layer(&c, 1, in, h, &err) == SW_EDATA && strstr(err.msg, "layer 1 has no q projection"),
 	   "no q projection: SW_EDATA (%s)", err.msg);

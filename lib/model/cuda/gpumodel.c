@@ -18,7 +18,7 @@
 #include <string.h>
 
 _Static_assert((int)GK_MULT_SCALAR == (int)MULT_SCALAR && (int)GK_MULT_ROW == (int)MULT_ROW &&
-	       (int)GK_MULT_COL == (int)MULT_COL,
+	       (int)GK_MULT_COL == (int)MULT_COL && (int)GK_MULT_ROWCOL == (int)MULT_ROWCOL,
 	       "kernels.h's multiplier modes are model.h's");
 _Static_assert(sizeof(real) == sizeof(float), "the CUDA path computes in float");
 
@@ -406,6 +406,10 @@ static struct gk_mult mult_args(const struct gpu_model *gm, int i)
 	a.dw = gm->grads + wt->offset;
 	a.mult = gm->params + mt->offset;
 	a.dmult = gm->grads + mt->offset;
+	if (l->col_tensor >= 0) {
+		a.col = gm->params + m->tensors[l->col_tensor].offset;
+		a.dcol = gm->grads + m->tensors[l->col_tensor].offset;
+	}
 	a.rowsum = gm->partials;
 	a.dout = l->dout;
 	a.din = l->din;
@@ -429,10 +433,11 @@ static void mult_backward(struct gpu_model *gm, int i)
 
 	a.grid = gk_elems(a.dout * a.din);
 	LAUNCH(gm, mult_dw, a);
-	if (a.mode == GK_MULT_COL) {
+	if (a.mode == GK_MULT_COL || a.mode == GK_MULT_ROWCOL) {
 		a.grid = gk_elems(a.din);
 		LAUNCH(gm, mult_dcol, a);
-		return;
+		if (a.mode == GK_MULT_COL)
+			return;
 	}
 	a.grid = gk_elems(a.dout);
 	LAUNCH(gm, mult_drow, a);

@@ -108,7 +108,7 @@ SW_HD static inline double gk_sumsq_share(const float *x, int64_t n, int thr, in
 }
 
 /* Multiplier modes, model.h's enum mult_mode (gpumodel.c checks they agree). */
-enum { GK_MULT_SCALAR = 1, GK_MULT_ROW = 2, GK_MULT_COL = 3 };
+enum { GK_MULT_SCALAR = 1, GK_MULT_ROW = 2, GK_MULT_COL = 3, GK_MULT_ROWCOL = 4 };
 
 /* ---- the embedding ----------------------------------------------------- */
 
@@ -441,36 +441,44 @@ GK_BODY(swiglu_backward, struct gk_pointwise)
 /* ---- learnable multipliers ------------------------------------------------ */
 
 /*
- * W_eff = s W, diag(r) W or W diag(c); backward dW += dW_eff f, and the
- * multiplier's gradient: per row (a thread per row, serially in double, as
- * the CPU; the scalar adds the rows in order in mult_dscalar), per column
- * (a thread per column, serially over rows in float, as the CPU).
+ * W_eff = s W, diag(r) W, W diag(c) or diag(r) W diag(c) (rowcol: mult is
+ * r, col is c); backward dW += dW_eff f, and the multipliers' gradients:
+ * per row (a thread per row, serially in double, as the CPU; the scalar
+ * adds the rows in order in mult_dscalar), per column (a thread per
+ * column, serially over rows in float, as the CPU) into dmult (col) or
+ * dcol (rowcol).
  */
 struct gk_mult {
 	struct gk_grid grid;            /* apply, dw: gk_elems(dout din); drow: gk_elems(dout);
 					   dcol: gk_elems(din); dscalar: gk_elems(1) */
-	float *weff, *dw, *dmult;
+	float *weff, *dw, *dmult, *dcol;
 	double *rowsum;                 /* (dout) scratch of the scalar mode */
-	const float *w, *mult, *dweff;
+	const float *w, *mult, *col, *dweff;
 	int64_t dout, din;
 	int mode;                       /* GK_MULT_* */
 };
 
-SW_HD static inline float gk_mult_factor(const struct gk_mult *a, int64_t i, int64_t j)
+/* The row side (1 for col) and the column side (1 for scalar and row). */
+SW_HD static inline float gk_mult_rowf(const struct gk_mult *a, int64_t i)
 {
-	return a->mode == GK_MULT_SCALAR ? a->mult[0] : a->mode == GK_MULT_ROW ? a->mult[i] : a->mult[j];
+	return a->mode == GK_MULT_SCALAR ? a->mult[0] : a->mode == GK_MULT_COL ? 1.0f : a->mult[i];
+}
+
+SW_HD static inline float gk_mult_colf(const struct gk_mult *a, int64_t j)
+{
+	return a->mode == GK_MULT_COL ? a->mult[j] : a->mode == GK_MULT_ROWCOL ? a->col[j] : 1.0f;
 }
 
 GK_BODY(mult_apply, struct gk_mult)
 {
 	GK_ELEM_INDEX(k, a->dout * a->din);
-	a->weff[k] = a->w[k] * gk_mult_factor(a, k / a->din, k % a->din);
+	a->weff[k] = a->w[k] * (gk_mult_rowf(a, k / a->din) * gk_mult_colf(a, k % a->din));
 }
 
 GK_BODY(mult_dw, struct gk_mult)
 {
 	GK_ELEM_INDEX(k, a->dout * a->din);
-	a->dw[k] += a->dweff[k] * gk_mult_factor(a, k / a->din, k % a->din);
+	a->dw[k] += a->dweff[k] * (gk_mult_rowf(a, k / a->din) * gk_mult_colf(a, k % a->din));
 }
 
 GK_BODY(mult_drow, struct gk_mult)
@@ -479,11 +487,11 @@ GK_BODY(mult_drow, struct gk_mult)
 	double row = 0;
 
 	for (int64_t j = 0; j < a->din; j++)
-		row += (double)a->dweff[i * a->din + j] * a->w[i * a->din + j];
-	if (a->mode == GK_MULT_ROW)
-		a->dmult[i] += (float)row;
-	else
+		row += (double)a->dweff[i * a->din + j] * a->w[i * a->din + j] * gk_mult_colf(a, j);
+	if (a->mode == GK_MULT_SCALAR)
 		a->rowsum[i] = row;
+	else
+		a->dmult[i] += (float)row;
 }
 
 GK_BODY(mult_dscalar, struct gk_mult)
@@ -499,8 +507,10 @@ GK_BODY(mult_dscalar, struct gk_mult)
 GK_BODY(mult_dcol, struct gk_mult)
 {
 	GK_ELEM_INDEX(j, a->din);
+	float *d = a->mode == GK_MULT_ROWCOL ? a->dcol : a->dmult;
+
 	for (int64_t i = 0; i < a->dout; i++)
-		a->dmult[j] += a->dweff[i * a->din + j] * a->w[i * a->din + j];
+		d[j] += a->dweff[i * a->din + j] * a->w[i * a->din + j] * gk_mult_rowf(a, i);
 }
 
 /* ---- sums: the gradient norm, the trace's RMS, Newton-Schulz's norm ------ */
