@@ -10,6 +10,8 @@
 #   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
 #   make blockwise-study  Blockwise LR against AdamW with sw-sweep (about 20 minutes)
 #   make wd-study      the weight-decay width rule with sw-sweep (about 35 minutes)
+#   make multipliers-study  learnable multipliers with sw-sweep (about 35 minutes)
+#   make studies       every study above, one after the other (about 3 hours)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
 #   make deps          install the Debian packages building and running need
@@ -113,7 +115,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study
+	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study multipliers-study studies
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -347,6 +349,21 @@ blockwise-study: deps
 wd-study: deps
 	$(MAKE) all
 	@sh demo/wd-study.sh $(BUILD)/bin
+
+# the learnable-multipliers paper's claims: none, scalar and row+column
+# multipliers under AdamW and Muon (about 35 minutes on 2 cores):
+# demo/multipliers-study.sh
+multipliers-study: deps
+	$(MAKE) all
+	@sh demo/multipliers-study.sh $(BUILD)/bin
+
+# every study; each resumes where it was cut
+studies: deps
+	$(MAKE) all
+	@sh demo/transfer-study.sh $(BUILD)/bin
+	@sh demo/blockwise-study.sh $(BUILD)/bin
+	@sh demo/wd-study.sh $(BUILD)/bin
+	@sh demo/multipliers-study.sh $(BUILD)/bin
 
 # the figures of the README and docs/findings.md: the demo's, committed under demo/figures
 figures: demo
