@@ -124,6 +124,94 @@ static int check_out(const char *out, const struct convert_opts *o, int want_dir
 
 /* ---- HDF5 -> safetensors ------------------------------------------ */
 
+/*
+ * Learnable multipliers are folded into the matrix they scale: the export
+ * holds W_eff = diag(r) W diag(c) (s W for a scalar), computed in float32
+ * as sw-train's forward pass computes it, so transformers loads an
+ * ordinary Llama with the same function, and the multipliers' tensors are
+ * left out. The linear roles whose multipliers fold; the multipliers of
+ * tensor i, mult and col (-1 where none).
+ */
+static const char *const fold_roles[] = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+
+static void multipliers_of(const struct ckpt *ck, const struct sw_tensor_info *t, long *mult,
+			   long *col)
+{
+	char role[SW_ROLE_MAX + 16];
+
+	*mult = *col = -1;
+	for (size_t k = 0; k < sizeof fold_roles / sizeof fold_roles[0]; k++)
+		if (!strcmp(t->role, fold_roles[k])) {
+			snprintf(role, sizeof role, "%s_mult", t->role);
+			*mult = ckpt_find_role(ck, role, t->layer);
+			snprintf(role, sizeof role, "%s_mult_col", t->role);
+			*col = ckpt_find_role(ck, role, t->layer);
+		}
+}
+
+/* A multiplier (X_mult, X_mult_col) of a linear role X present in ck. */
+static int foldable_multiplier(const struct ckpt *ck, const struct sw_tensor_info *t)
+{
+	const char *us = strstr(t->role, "_mult");
+	char base[SW_ROLE_MAX];
+
+	if (t->block != SW_BLOCK_MULT || !us || (strcmp(us, "_mult") && strcmp(us, "_mult_col")))
+		return 0;
+	snprintf(base, sizeof base, "%.*s", (int)(us - t->role), t->role);
+	for (size_t k = 0; k < sizeof fold_roles / sizeof fold_roles[0]; k++)
+		if (!strcmp(base, fold_roles[k]))
+			return ckpt_find_role(ck, base, t->layer) >= 0;
+	return 0;
+}
+
+/* out = the matrix of tensor i (w, [dout, din]) with its multipliers
+ * folded in: a scalar (1 value), a row one (dout), a column one (din), or
+ * rowcol's pair (mult dout, col din; the config says which of row and
+ * col a lone vector of a square matrix is). */
+static int fold_multipliers(struct ckpt *ck, const struct sw_tensor_info *t, const float *w,
+			    long mult, long col, float *out, struct sw_err *err)
+{
+	const char *mode = ckpt_meta(ck)->config.multipliers;
+	int64_t dout = t->shape[0], din = t->shape[1];
+	struct ckpt_view vm = {0}, vc = {0};
+	const float *r = NULL, *cv = NULL;
+	float s = 1;
+	int rc = SW_OK;
+
+	if (mult >= 0 && (rc = ckpt_load(ck, (size_t)mult, &vm, err)))
+		return rc;
+	if (col >= 0 && (rc = ckpt_load(ck, (size_t)col, &vc, err))) {
+		if (mult >= 0)
+			ckpt_release(ck, &vm);
+		return rc;
+	}
+	if (col >= 0) {
+		if (mult < 0 || vm.numel != dout || vc.numel != din)
+			rc = sw_fail(err, SW_EDATA, "%s: its multipliers are not a row (%lld) and a "
+				     "column (%lld) one", t->name, (long long)dout, (long long)din);
+		r = vm.data, cv = vc.data;
+	} else if (vm.numel == 1) {
+		s = vm.data[0];
+	} else if (vm.numel == dout && (dout != din || strcmp(mode, "col"))) {
+		r = vm.data;
+	} else if (vm.numel == din) {
+		cv = vm.data;
+	} else {
+		rc = sw_fail(err, SW_EDATA, "%s: a multiplier of %lld values fits no side of %lldx%lld",
+			     t->name, (long long)vm.numel, (long long)dout, (long long)din);
+	}
+	for (int64_t i = 0; i < dout && !rc; i++) {
+		float ri = r ? r[i] : s;
+		for (int64_t j = 0; j < din; j++)
+			out[i * din + j] = w[i * din + j] * (ri * (cv ? cv[j] : 1));
+	}
+	if (mult >= 0)
+		ckpt_release(ck, &vm);
+	if (col >= 0)
+		ckpt_release(ck, &vc);
+	return rc;
+}
+
 /* What Hugging Face Llama cannot hold: the tensor, or the option, named. */
 static int check_representable(const struct ckpt *ck, struct sw_err *err)
 {
@@ -131,18 +219,16 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
-		if (convert_hf_has_role(c->arch, t->role))
+		if (convert_hf_has_role(c->arch, t->role) || foldable_multiplier(ck, t))
 			continue;
 		if (t->block == SW_BLOCK_MULT)
 			return sw_fail(err, SW_EDATA,
-				       "%s: a learnable multiplier (role %s); Hugging Face %s has none, "
-				       "so this model cannot be converted", t->name, t->role, c->arch);
+				       "%s: a learnable multiplier (role %s) of no matrix it can be folded "
+				       "into; Hugging Face %s has none, so this model cannot be converted",
+				       t->name, t->role, c->arch);
 		return sw_fail(err, SW_EDATA, "%s: role %s has no place in Hugging Face %s",
 			       t->name, t->role, c->arch);
 	}
-	if (strcmp(c->multipliers, "none"))
-		return sw_fail(err, SW_EDATA, "/config: multipliers = %s; Hugging Face %s has none",
-			       c->multipliers, c->arch);
 	if (c->norm_everywhere)
 		return sw_fail(err, SW_EDATA, "/config: norm_everywhere; Hugging Face %s has no "
 			       "RMSNorm before o_proj and down_proj", c->arch);
@@ -155,16 +241,16 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 	return SW_OK;
 }
 
-/* Tensors [lo, hi) of ck form one file; shard k of n. */
+/* The exported tensors keep[lo, hi) (indices into ck) form one file;
+ * shard k of n. */
 struct shard_plan {
 	size_t lo, hi;
 	char name[64];
 };
 
-static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
-		       struct shard_plan **out, int *nout, struct sw_err *err)
+static int plan_shards(const struct ckpt *ck, const size_t *keep, size_t count, uint64_t limit,
+		       int size, struct shard_plan **out, int *nout, struct sw_err *err)
 {
-	size_t count = ckpt_count(ck);
 	struct shard_plan *p = calloc(count ? count : 1, sizeof *p);
 	uint64_t cur = 0;
 	int n = 0;
@@ -174,7 +260,7 @@ static int plan_shards(const struct ckpt *ck, uint64_t limit, int size,
 	/* as save_pretrained: a new file when the next tensor would pass the
 	 * limit; a tensor larger than the limit gets a file of its own */
 	for (size_t i = 0; i < count; i++) {
-		uint64_t b = (uint64_t)ckpt_info(ck, i)->numel * (uint64_t)size;
+		uint64_t b = (uint64_t)ckpt_info(ck, keep[i])->numel * (uint64_t)size;
 		if (n == 0 || (cur > 0 && cur + b > limit)) {
 			p[n].lo = i;
 			n++;
@@ -257,36 +343,55 @@ static void keys_by_tensor_free(struct keys_by_tensor *g)
 
 /* The metadata of one shard: the checkpoint's (global), then its tensors'
  * attributes. */
-static int shard_meta(const struct shard_plan *p, const struct attr_map *global,
-		      const struct attr_map *all, const struct keys_by_tensor *g,
-		      struct attr_map *m, struct sw_err *err)
+static int shard_meta(const struct shard_plan *p, const size_t *keep,
+		      const struct attr_map *global, const struct attr_map *all,
+		      const struct keys_by_tensor *g, struct attr_map *m, struct sw_err *err)
 {
 	int rc = SW_OK;
 
 	attrmap_init(m);
 	for (size_t i = 0; i < global->n && !rc; i++)
 		rc = attrmap_set(m, global->kv[i].key, global->kv[i].value, err);
-	for (size_t j = g->first[p->lo]; j < g->first[p->hi] && !rc; j++)
-		rc = attrmap_set(m, all->kv[g->key[j]].key, all->kv[g->key[j]].value, err);
+	for (size_t k = p->lo; k < p->hi && !rc; k++)
+		for (size_t j = g->first[keep[k]]; j < g->first[keep[k] + 1] && !rc; j++)
+			rc = attrmap_set(m, all->kv[g->key[j]].key, all->kv[g->key[j]].value, err);
 	if (rc)
 		attrmap_free(m);
 	return rc;
 }
 
 static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan *p,
-		       const char *path, const struct attr_map *m, enum sw_dtype dtype,
-		       struct convert_result *r, struct sw_err *err)
+		       const size_t *keep, const struct sw_tensor_info *infos, const char *path,
+		       const struct attr_map *m, enum sw_dtype dtype, struct convert_result *r,
+		       struct sw_err *err)
 {
 	struct stw *w;
-	int rc = stw_create_meta(path, ckpt_info(ck, p->lo), p->hi - p->lo, dtype, m, &w, err);
+	int rc = stw_create_meta(path, infos + p->lo, p->hi - p->lo, dtype, m, &w, err);
 
-	for (size_t i = p->lo; i < p->hi && !rc; i++) {
+	for (size_t k = p->lo; k < p->hi && !rc; k++) {
+		size_t i = keep[k];
 		struct ckpt_view v;
+		float *folded = NULL;
+		long mult, col;
 		if ((rc = ckpt_load(ck, i, &v, err))) {
 			blame(r, err, in);
 			break;
 		}
-		rc = stw_write(w, v.data, v.numel, err);
+		multipliers_of(ck, ckpt_info(ck, i), &mult, &col);
+		if (mult >= 0 || col >= 0) {
+			if (!(folded = malloc((size_t)v.numel * sizeof *folded)))
+				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			else
+				rc = fold_multipliers(ck, ckpt_info(ck, i), v.data, mult, col, folded, err);
+			if (rc) {
+				blame(r, err, in);
+				ckpt_release(ck, &v);
+				free(folded);
+				break;
+			}
+		}
+		rc = stw_write(w, folded ? folded : v.data, v.numel, err);
+		free(folded);
 		/* a file that shrank explains a failed write too (EFAULT) */
 		if (ckptsrc_check(&v, err)) {
 			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
@@ -401,6 +506,8 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 	char tmpdir[PATH_MAX] = "", path[PATH_MAX + 80];
 	const char **names = NULL, **shard_of = NULL;
 	struct keys_by_tensor g = {0};
+	size_t *keep = NULL, nkeep = 0;
+	struct sw_tensor_info *infos = NULL;
 	int rc, nshards = 0, exists, made = 0;
 
 	attrmap_init(&global);
@@ -422,14 +529,29 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 		    (!strcmp(obj, "/") || !strcmp(obj, "/config") || !strcmp(obj, "/optim") ||
 		     !strcmp(obj, "/metrics")))
 			rc = attrmap_set(&global, all->kv[i].key, all->kv[i].value, err);
+	/* the multipliers are folded: the export has none */
+	if (!rc && attrmap_get(&global, ATTRMAP_PREFIX "config.multipliers"))
+		rc = attrmap_set(&global, ATTRMAP_PREFIX "config.multipliers", "none", err);
+	if (!rc) {
+		keep = malloc((count ? count : 1) * sizeof *keep);
+		infos = malloc((count ? count : 1) * sizeof *infos);
+		if (!keep || !infos)
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		for (size_t i = 0; !rc && i < count; i++)
+			if (!foldable_multiplier(ck, ckpt_info(ck, i))) {
+				infos[nkeep] = *ckpt_info(ck, i);
+				keep[nkeep++] = i;
+			}
+	}
 	if (!rc)
-		rc = plan_shards(ck, o->shard_size, sw_dtype_size(o->dtype), &plan, &nshards, err);
+		rc = plan_shards(ck, keep, nkeep, o->shard_size, sw_dtype_size(o->dtype), &plan,
+				 &nshards, err);
 	if (!rc)
 		rc = group_keys(ck, all, &g, err);
 	if (!rc) {
 		files.name = calloc((size_t)nshards + 2, sizeof *files.name);
-		names = calloc(count + 1, sizeof *names);
-		shard_of = calloc(count + 1, sizeof *shard_of);
+		names = calloc(nkeep + 1, sizeof *names);
+		shard_of = calloc(nkeep + 1, sizeof *shard_of);
 		if (!files.name || !names || !shard_of)
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
@@ -448,21 +570,21 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
 	for (int k = 0; k < nshards && !rc; k++) {
 		struct attr_map m;
-		if ((rc = shard_meta(&plan[k], &global, all, &g, &m, err))) {
+		if ((rc = shard_meta(&plan[k], keep, &global, all, &g, &m, err))) {
 			blame(r, err, in);
 			goto out;
 		}
 		snprintf(path, sizeof path, "%s/%s", tmpdir, plan[k].name);
-		rc = write_shard(ck, in, &plan[k], path, &m, o->dtype, r, err);
+		rc = write_shard(ck, in, &plan[k], keep, infos, path, &m, o->dtype, r, err);
 		attrmap_free(&m);
 		for (size_t i = plan[k].lo; i < plan[k].hi; i++) {
-			names[i] = ckpt_info(ck, i)->name;
+			names[i] = infos[i].name;
 			shard_of[i] = plan[k].name;
 		}
 	}
 	if (!rc && nshards > 1) {
 		snprintf(path, sizeof path, "%s/" INDEX_NAME, tmpdir);
-		rc = st_write_index(path, r->bytes, names, shard_of, count, err);
+		rc = st_write_index(path, r->bytes, names, shard_of, nkeep, err);
 	}
 	if (!rc)
 		rc = publish(tmpdir, out, exists, &files, err);
@@ -480,6 +602,8 @@ out:
 		atomic_forget(tmpdir);
 	attrmap_free(&global);
 	keys_by_tensor_free(&g);
+	free(keep);
+	free(infos);
 	free(plan);
 	free(files.name);
 	free(names);

@@ -182,12 +182,12 @@ test_expect_success 'a Hugging Face checkpoint without scalewatch metadata: attr
 	h5dump -a /params/model.norm.weight/norm_type hf.h5 >attr && grep -q "\"input\"" attr
 '
 
-test_expect_success 'learnable multipliers: exit 65 naming the tensor, no output' '
-	eval sw-train $TRAIN --out mult --multipliers scalar >/dev/null &&
-	test_expect_code 65 sw-convert mult/ckpt-000003.h5 m-st 2>err &&
-	test_one_error sw-convert mult/ckpt-000003.h5 &&
-	grep -q "model.embed_tokens.multiplier\|q_proj.multiplier\|lm_head.multiplier" err &&
-	! test -e m-st && ! ls -a | grep -q "m-st"
+test_expect_success 'learnable multipliers: folded into their matrices, none exported, none said' '
+	eval sw-train $TRAIN --out mult --multipliers rowcol >/dev/null &&
+	sw-convert mult/ckpt-000003.h5 m-st &&
+	sw-ls mult/ckpt-000003.h5 >ls && awk -F"\t" "\$3 != \"mult\"" ls >kept &&
+	cut -f2- kept >expect && sw-ls m-st >ls && cut -f2- ls >actual && test_cmp expect actual &&
+	sw-convert m-st back.h5 && h5dump -a /config/multipliers back.h5 >attr && grep -q "\"none\"" attr
 '
 
 test_expect_success 'norm-everywhere, no scale vectors: exit 65 naming what' '

@@ -35,6 +35,9 @@ done <<'VARIANTS'
 untied, GQA (4 heads, 2 KV)|--n-heads 4 --n-kv-heads 2|
 tied head, MQA|--n-heads 4 --n-kv-heads 1 --tie|
 untied, GQA, sharded|--n-heads 4 --n-kv-heads 2|--shard-size 20KB
+row and column multipliers, folded|--n-heads 4 --n-kv-heads 2 --multipliers rowcol|
+scalar multipliers, tied, folded, sharded|--n-heads 4 --n-kv-heads 1 --tie --multipliers scalar|--shard-size 20KB
+column multipliers, folded (d_model = q width: the config says col)|--n-heads 4 --multipliers col|
 VARIANTS
 
 test_expect_success 'setup: a tied run (bfrun/), its step 20 exported in F32 (f32/) and BF16 (bf16/)' '
