@@ -122,7 +122,7 @@ struct tool {
 	long files_matched, files_unmatched;    /* by the selection (tool_selected) */
 	int stdout_errno;       /* errno when stdout first failed, 0 before */
 	int stdin_reported;     /* a read error of stdin was reported */
-	char last_error[1024];  /* the last line tool_error printed: one fault, one line */
+	char last_error[2048];  /* the last line tool_error printed: one fault, one line */
 	long stdin_lines;       /* lines of names read from stdin */
 	const char *mpi_use;    /* what the tool does under mpirun, for --version's
 				 * MPI line; NULL: a tool that does not use MPI */
