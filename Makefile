@@ -10,7 +10,7 @@
 #   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
 #   make blockwise-study  Blockwise LR against AdamW with sw-sweep (about 20 minutes)
 #   make wd-study      the weight-decay width rule with sw-sweep (about 35 minutes)
-#   make multipliers-study  learnable multipliers with sw-sweep (about 35 minutes)
+#   make multipliers-study  learnable multipliers with sw-sweep (about 40 minutes)
 #   make studies       every study above, one after the other (about 3 hours)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
@@ -351,7 +351,7 @@ wd-study: deps
 	@sh demo/wd-study.sh $(BUILD)/bin
 
 # the learnable-multipliers paper's claims: none, scalar and row+column
-# multipliers under AdamW and Muon (about 35 minutes on 2 cores):
+# multipliers under AdamW and Muon (about 40 minutes on 2 cores):
 # demo/multipliers-study.sh
 multipliers-study: deps
 	$(MAKE) all

@@ -23,14 +23,17 @@
 #   3. no multipliers, scalar, row+column: AdamW and Muon, seeds 1 and 2,
 #      1200 steps of 16 x 64 tokens, d_model 128, 4 layers; two runs at a
 #      time on one thread each
-#   4. the equilibrium sweep (AdamW, seed 1, none and scalar): lr x 1/2
+#   4. the Q/K symmetry's control: AdamW, row+column, no weight decay on
+#      the multipliers, seeds 1 and 2
+#   5. the equilibrium sweep (AdamW, seed 1, none and scalar): lr x 1/2
 #      and x 2 with wd x 2 and x 1/2 (lr wd fixed, so the same time to
 #      equilibrium; the multipliers' lr kept by --mult-lr), the matrices'
 #      RMS and the multipliers at the end of the stable phase against
 #      sqrt(lr/wd), fitted in log-log
-#   5. the tables (terminal losses, the gain per step, the equilibrium
-#      fits, the heads' Q-scale spread, the Q/K drift) and the figure of
-#      the seed-1 curves (sw-plot loss-curves)
+#   6. the tables (terminal losses, the gain per step, the equilibrium
+#      fits, the heads' Q-scale spread, the Q/K drift with and without the
+#      multipliers' weight decay) and the figure of the seed-1 curves
+#      (sw-plot loss-curves)
 #
 # Everything it prints comes from the runs. The sweeps resume: rerun to
 # finish what was cut. STUDY_TINY=1: the same in miniature (the committed
@@ -94,10 +97,10 @@ LR_adamw=$(lr_of adamw) LR_muon=$(lr_of muon)
 echo "lr: adamw $LR_adamw, muon $LR_muon"
 
 # 3. the runs: a sweep of one run per optimizer, multipliers and seed
-run() {         # run OPT MULT SEED: the sw-sweep command of that run
+run() {         # run OPT MULT SEED [NAME OPTIONS]: the sw-sweep command of that run
 	eval lr=\$LR_$1
-	echo "sw-sweep --out '$out/$1-$2-s$3' --lr $lr --wd $WD --batch $B --tokens $tokens --quiet -- \
-		$TRAIN --optimizer $1 --multipliers $2 --seed $3 >'$out/$1-$2-s$3.tsv'"
+	echo "sw-sweep --out '$out/$1-$2${4:+-$4}-s$3' --lr $lr --wd $WD --batch $B --tokens $tokens --quiet -- \
+		$TRAIN --optimizer $1 --multipliers $2 --seed $3 ${5:-} >'$out/$1-$2${4:+-$4}-s$3.tsv'"
 }
 say "none, scalar, rowcol multipliers; AdamW at $LR_adamw and Muon at $LR_muon; seeds $SEEDS; $STEPS steps ($MODEL)"
 for opt in adamw muon; do
@@ -111,7 +114,16 @@ for opt in adamw muon; do
 	done
 done
 
-# 4. the equilibrium sweep: (lr, wd) x (1/2, 2) and (2, 1/2), AdamW, seed 1
+# 4. the Q/K symmetry's control: AdamW, row+column, no weight decay on the multipliers
+say "the Q/K symmetry without the multipliers' weight decay: AdamW, rowcol, --mult-wd 0, seeds $SEEDS"
+set -- $SEEDS
+if [ $# -ge 2 ]; then
+	pair "$(run adamw rowcol $1 nowd '--mult-wd 0')" "$(run adamw rowcol $2 nowd '--mult-wd 0')"
+else
+	sh -c "$(run adamw rowcol $1 nowd '--mult-wd 0')"
+fi
+
+# 5. the equilibrium sweep: (lr, wd) x (1/2, 2) and (2, 1/2), AdamW, seed 1
 lo=$(awk -v l=$LR_adamw 'BEGIN { print l / 2 }') hi=$(awk -v l=$LR_adamw 'BEGIN { print l * 2 }')
 say "the equilibrium: AdamW seed 1, none and scalar, lr $lo wd $((WD * 2)) and lr $hi wd $(awk -v w=$WD 'BEGIN { print w / 2 }') besides lr $LR_adamw wd $WD"
 for mult in none scalar; do
@@ -123,7 +135,7 @@ for mult in none scalar; do
 done
 echo "trained in $(( $(date +%s) - T0 )) s"
 
-# 5. the tables
+# 6. the tables
 trace_of() {    # trace_of SWEEP_DIR: its one run's trace
 	ls "$1"/*/trace.h5
 }
@@ -204,15 +216,16 @@ for opt in adamw muon; do
 				printf "%s\t%s\t%.4f\t%d\n", o, m, t / nl, nf }' "$out/qk.tmp" >>"$out/heads.tsv"
 	done
 done
-# drift.tsv: the Q/K multipliers' log2 ratio slope per 1000 steps, rowcol runs
-printf 'optimizer\tseed\theads\tmax_abs_mult_slope\tmax_abs_slope\n' >"$out/drift.tsv"
-for opt in adamw muon; do
+# drift.tsv: the Q/K multipliers' log2 ratio slope per 1000 steps, rowcol
+# runs, with the multipliers' weight decay and (AdamW) without
+printf 'optimizer\tmult_wd\tseed\theads\tmax_abs_mult_slope\tmax_abs_slope\n' >"$out/drift.tsv"
+for arm in adamw-rowcol:2e-3 muon-rowcol:2e-3 adamw-rowcol-nowd:0; do
 	for seed in $SEEDS; do
-		sw-qkdrift --drift "$(trace_of "$out/$opt-rowcol-s$seed")" >"$out/qk.tmp"
-		awk -F'\t' -v OFS='\t' -v o=$opt -v s=$seed 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+		sw-qkdrift --drift "$(trace_of "$out/${arm%:*}-s$seed")" >"$out/qk.tmp"
+		awk -F'\t' -v OFS='\t' -v o=${arm%%-*} -v w=${arm#*:} -v s=$seed 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
 			{ n++; a = $c["mult_slope"]; a = a < 0 ? -a : a; if (a > ma) ma = a
 			  b = $c["slope"]; b = b < 0 ? -b : b; if (b > mb) mb = b }
-			END { printf "%s\t%s\t%d\t%.4f\t%.4f\n", o, s, n, ma, mb }' "$out/qk.tmp" >>"$out/drift.tsv"
+			END { printf "%s\t%s\t%s\t%d\t%.4f\t%.4f\n", o, w, s, n, ma, mb }' "$out/qk.tmp" >>"$out/drift.tsv"
 	done
 done
 rm -f "$out/trace.tmp" "$out/loss.tmp" "$out/qk.tmp"
@@ -230,6 +243,6 @@ cat "$out/equilibrium.tsv"
 cat "$out/equilibrium-fit.tsv"
 say "the heads' Q scales per layer: sd/mean (paper: more diverse with multipliers)"
 cat "$out/heads.tsv"
-say "the Q/K drift of the rowcol runs: the largest |slope| of log2 ratio per 1000 steps, multipliers' and effective (paper: held by the multipliers' weight decay)"
+say "the Q/K drift of the rowcol runs: the largest |slope| of log2 ratio per 1000 steps, multipliers' and effective (paper: drifts without the multipliers' weight decay, held with it)"
 cat "$out/drift.tsv"
 echo "figure: $out/multipliers-curves.png; in all $(( $(date +%s) - T0 )) s"

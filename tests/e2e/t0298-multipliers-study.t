@@ -74,9 +74,11 @@ for m in (\"none\", \"scalar\"):
 '
 
 test_expect_success 'heads.tsv and drift.tsv: every optimizer and multipliers, every run' '
-	test_line_count = 7 study/heads.tsv && test_line_count = 5 study/drift.tsv &&
+	test_line_count = 7 study/heads.tsv && test_line_count = 7 study/drift.tsv &&
 	awk -F"\t" "NR > 1 && (\$4 != 2 || \$3 < 0) { bad = 1 } END { exit bad }" study/heads.tsv &&
-	awk -F"\t" "NR > 1 && \$3 != 4 { bad = 1 } END { exit bad }" study/drift.tsv
+	awk -F"\t" "NR > 1 && \$4 != 4 { bad = 1 } END { exit bad }" study/drift.tsv &&
+	grep -c "^adamw	0	" study/drift.tsv >n && echo 2 >expect && test_cmp expect n &&
+	awk "p == \"--mult-wd\" && \$0 == 0 { f = 1 } { p = \$0 } END { exit !f }" study/adamw-rowcol-nowd-s1/*/command
 '
 
 test_expect_success 'the figure: seed 1 s six curves, a PNG' '
