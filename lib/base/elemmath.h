@@ -298,4 +298,12 @@ SW_HD static inline double elem_muon_scale(int rows, int cols)
 	return sqrt(rows > cols ? (double)rows / cols : 1.0);
 }
 
+/* A matrix entry with its learnable multipliers: W_eff = W (row col), a
+ * side 1 where there is none (s W: row = s), the product of the factors
+ * first; sw-convert folds multipliers into an export the same way. */
+SW_HD static inline elem_real elem_mult_weff(elem_real w, elem_real row, elem_real col)
+{
+	return w * (row * col);
+}
+
 #endif

@@ -1,6 +1,7 @@
 /* convert.c - HDF5 checkpoints to safetensors and back (see convert.h). */
 #include "convert.h"
 #include "../base/atomicfile.h"
+#include "../base/elemmath.h"
 #include "ckpt.h"
 #include "h5write.h"
 #include "stwrite.h"
@@ -203,7 +204,7 @@ static int fold_multipliers(struct ckpt *ck, const struct sw_tensor_info *t, con
 	for (int64_t i = 0; i < dout && !rc; i++) {
 		float ri = r ? r[i] : s;
 		for (int64_t j = 0; j < din; j++)
-			out[i * din + j] = w[i * din + j] * (ri * (cv ? cv[j] : 1));
+			out[i * din + j] = elem_mult_weff(w[i * din + j], ri, cv ? cv[j] : 1);
 	}
 	if (mult >= 0)
 		ckpt_release(ck, &vm);

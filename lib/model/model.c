@@ -510,7 +510,7 @@ static void mult_apply(real *weff, const real *w, struct mult_view v, int64_t do
 	for (int64_t i = 0; i < dout; i++) {
 		real r = v.row ? v.row[i * v.row_step] : 1;
 		for (int64_t j = 0; j < din; j++)
-			weff[i * din + j] = w[i * din + j] * (r * (v.col ? v.col[j] : 1));
+			weff[i * din + j] = elem_mult_weff(w[i * din + j], r, v.col ? v.col[j] : 1);
 	}
 }
 

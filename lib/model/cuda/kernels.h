@@ -472,7 +472,7 @@ SW_HD static inline float gk_mult_colf(const struct gk_mult *a, int64_t j)
 GK_BODY(mult_apply, struct gk_mult)
 {
 	GK_ELEM_INDEX(k, a->dout * a->din);
-	a->weff[k] = a->w[k] * (gk_mult_rowf(a, k / a->din) * gk_mult_colf(a, k % a->din));
+	a->weff[k] = elem_mult_weff(a->w[k], gk_mult_rowf(a, k / a->din), gk_mult_colf(a, k % a->din));
 }
 
 GK_BODY(mult_dw, struct gk_mult)
