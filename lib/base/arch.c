@@ -176,9 +176,7 @@ int arch_hf_name(const char *role, int layer, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* The base projection a bias or multiplier belongs to ("q" for "q_mult"
- * and "q_mult_col"). */
-static int base_role(const char *role, char *base, size_t len)
+int arch_base_role(const char *role, char *base, size_t len)
 {
 	size_t n = strlen(role);
 	const char *us = n > 9 && !strcmp(role + n - 9, "_mult_col") ? role + n - 9 : strrchr(role, '_');
@@ -360,7 +358,7 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 				       t->name, got, (long long)hd, (long long)(heads * hd));
 		return SW_OK;
 	}
-	if (base_role(t->role, base, sizeof base) == 0 &&
+	if (arch_base_role(t->role, base, sizeof base) == 0 &&
 	    linear_dims(c, base, &dout, &din) == 0) {
 		if (strstr(t->role, "_bias")) {
 			if (!shape_is(t, 1, dout, 0))

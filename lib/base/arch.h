@@ -77,6 +77,10 @@ struct arch_role {
 
 /* The role named s, or NULL if the architecture has no such role. */
 const struct arch_role *arch_role_find(const char *s);
+/* The projection a bias or multiplier role belongs to ("q" for q_bias,
+ * q_mult and q_mult_col) into base: 0, or -1 for another role or a base
+ * that does not fit len. */
+int arch_base_role(const char *role, char *base, size_t len);
 
 /* The i-th role of the table in model order, or NULL when i is past the
  * end: to list the roles (--role's valid values) from this one source. */

@@ -153,12 +153,10 @@ static void multipliers_of(const struct ckpt *ck, const struct sw_tensor_info *t
 /* A multiplier (X_mult, X_mult_col) of a linear role X present in ck. */
 static int foldable_multiplier(const struct ckpt *ck, const struct sw_tensor_info *t)
 {
-	const char *us = strstr(t->role, "_mult");
 	char base[SW_ROLE_MAX];
 
-	if (t->block != SW_BLOCK_MULT || !us || (strcmp(us, "_mult") && strcmp(us, "_mult_col")))
+	if (t->block != SW_BLOCK_MULT || arch_base_role(t->role, base, sizeof base) < 0)
 		return 0;
-	snprintf(base, sizeof base, "%.*s", (int)(us - t->role), t->role);
 	for (size_t k = 0; k < sizeof fold_roles / sizeof fold_roles[0]; k++)
 		if (!strcmp(base, fold_roles[k]))
 			return ckpt_find_role(ck, base, t->layer) >= 0;
