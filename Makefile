@@ -332,38 +332,24 @@ demo-spread: deps
 	$(MAKE) all
 	@sh demo/spread.sh $(BUILD)/bin
 
-# the optimal-norm paper's experiment at this machine's scale (about an
-# hour on 2 cores; not part of make demo): demo/transfer-study.sh
-transfer-study: deps
+# The studies, each a seed paper's claim put to the test with sw-sweep
+# (not part of make demo; times on 2 cores; each resumes where it was cut):
+#   transfer     the optimal-norm paper's norm transfer (about an hour)
+#   blockwise    the sharpness-disparity paper's Blockwise LR against AdamW
+#                (about 20 minutes; STUDY_SCALE=N longer runs)
+#   wd           the spectra paper's width rule, wd ~ sqrt(d), against a
+#                fixed wd (about 35 minutes)
+#   multipliers  none, scalar and row+column learnable multipliers under
+#                AdamW and Muon (about 40 minutes)
+# make NAME-study runs demo/NAME-study.sh; make studies runs them all.
+STUDIES = transfer blockwise wd multipliers
+$(STUDIES:%=%-study): %-study: deps
 	$(MAKE) all
-	@sh demo/transfer-study.sh $(BUILD)/bin
+	@sh demo/$*-study.sh $(BUILD)/bin
 
-# the sharpness-disparity paper's Blockwise LR against AdamW (about 20
-# minutes on 2 cores): demo/blockwise-study.sh; STUDY_SCALE=N longer runs
-blockwise-study: deps
-	$(MAKE) all
-	@sh demo/blockwise-study.sh $(BUILD)/bin
-
-# the spectra paper's weight-decay width rule, wd ~ sqrt(d), against a
-# fixed wd (about 35 minutes on 2 cores): demo/wd-study.sh
-wd-study: deps
-	$(MAKE) all
-	@sh demo/wd-study.sh $(BUILD)/bin
-
-# the learnable-multipliers paper's claims: none, scalar and row+column
-# multipliers under AdamW and Muon (about 40 minutes on 2 cores):
-# demo/multipliers-study.sh
-multipliers-study: deps
-	$(MAKE) all
-	@sh demo/multipliers-study.sh $(BUILD)/bin
-
-# every study; each resumes where it was cut
 studies: deps
 	$(MAKE) all
-	@sh demo/transfer-study.sh $(BUILD)/bin
-	@sh demo/blockwise-study.sh $(BUILD)/bin
-	@sh demo/wd-study.sh $(BUILD)/bin
-	@sh demo/multipliers-study.sh $(BUILD)/bin
+	@for s in $(STUDIES); do sh demo/$$s-study.sh $(BUILD)/bin || exit 1; done
 
 # the figures of the README and docs/findings.md: the demo's, committed under demo/figures
 figures: demo
