@@ -3,11 +3,14 @@
  * backward function per layer kind, named after the math, in the order of
  * llm.c's train_gpt2.c: outputs, then saved values, then inputs, then
  * weights, then sizes. Backward functions add into their gradients.
+ * They are the CPU's table of the step's operations (step.h); the order
+ * the model runs them in is step.c's, for every back end.
  */
 #include "model.h"
 #include "../base/elemmath.h"
 #include "../base/isa.h"
 #include "modelint.h"
+#include "step.h"
 #include "../base/par.h"
 #include "../base/rng.h"
 
@@ -959,82 +962,187 @@ double model_mean_loss(const real *losses, size_t n)
 	return sum / (double)n;
 }
 
-void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T)
+/* ---- the CPU's operations of the step (step.h) ---------------------- */
+
+/* the backward's scratch, carved from m->scratch as acts_sizes counts it:
+ * dres, dn, dF1, then dF2 and dF3 side by side (the fused gate/up
+ * product's gradient (N, 2F)), dq, dq2, dk, dk2, dv, the attention's dP,
+ * dqkv */
+struct cpu_scratch {
+	struct model_step_scratch s;
+	real *dgu, *att, *dqkv;
+};
+
+static struct cpu_scratch cpu_scratch(const struct model *m)
 {
 	const struct sw_config *c = &m->c;
-	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
-	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
-	double eps = c->norm_eps;
-	real *x;
+	size_t N = (size_t)m->B * m->T, C = (size_t)c->d_model, F = (size_t)c->d_ff,
+	       Q = (size_t)(c->n_heads * c->head_dim), K = (size_t)(c->n_kv_heads * c->head_dim),
+	       KV = (size_t)c->n_kv_heads;
+	struct cpu_scratch cs;
+	real *p = m->scratch;
 
-	model_timing_mark(&m->timing);
-	model_update_effective(m);
-	model_encoder_forward(m->acts[0].x_in, tokens, m->p.embed, N, C);
-	LAP(ELEMWISE);
-	for (int l = 0; l < c->n_layers; l++) {
-		struct layer_acts *a = &m->acts[l];
-		struct layer_ptrs *w = &m->p.layer[l];
-
-		rmsnorm_forward(a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
-		LAP(ELEMWISE);
-		/* q, k, v as three products: OpenBLAS's one product of the joined
-		 * (Q + 2K, C) matrix rounds some elements otherwise, and the CUDA
-		 * path (its emulation compared bit for bit, t0064) computes them
-		 * apart; the backward joins them (matmul_backward_parts) */
-		matmul_forward(a->q_lin, a->n1, w->wq, N, C, Q);
-		matmul_forward(a->k_lin, a->n1, w->wk, N, C, K);
-		matmul_forward(a->v, a->n1, w->wv, N, C, K);
-		LAP(GEMM);
-		if (c->qk_norm) {
-			rmsnorm_forward(a->q, a->q_rstd, a->q_lin, w->q_norm, N * H, hd, eps);
-			rmsnorm_forward(a->k, a->k_rstd, a->k_lin, w->k_norm, N * KV, hd, eps);
-		} else {
-			memcpy(a->q, a->q_lin, (size_t)N * Q * sizeof(real));
-			memcpy(a->k, a->k_lin, (size_t)N * K * sizeof(real));
-		}
-		LAP(ELEMWISE);
-		model_rope_forward(a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
-		model_rope_forward(a->k, m->rope_cos, m->rope_sin, B, T, KV, hd);
-		attention_forward(a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
-		LAP(ATTENTION);
-		if (c->norm_everywhere) {
-			rmsnorm_forward(a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
-			LAP(ELEMWISE);
-			matmul_forward(a->attn_y, a->o_in, w->wo, N, Q, C);
-		} else {
-			matmul_forward(a->attn_y, a->att_out, w->wo, N, Q, C);
-		}
-		LAP(GEMM);
-		model_residual_forward(a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
-
-		rmsnorm_forward(a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
-		LAP(ELEMWISE);
-		/* gate and up apart too, for the same reason */
-		matmul_forward(a->gate, a->n2, w->wgate, N, C, F);
-		matmul_forward(a->up, a->n2, w->wup, N, C, F);
-		LAP(GEMM);
-		swiglu_forward(a->h, a->gate, a->up, (size_t)N * F);
-		if (c->norm_everywhere)
-			rmsnorm_forward(a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
-		LAP(ELEMWISE);
-		matmul_forward(a->mlp_y, c->norm_everywhere ? a->d_in : a->h, w->wdown, N, F, C);
-		LAP(GEMM);
-		x = l + 1 < c->n_layers ? m->acts[l + 1].x_in : m->x_final;
-		model_residual_forward(x, a->x_mid, a->mlp_y, (size_t)N * C);
-	}
-	rmsnorm_forward(m->nf, m->nf_rstd, m->x_final, m->p.final_norm, N, C, eps);
-	LAP(ELEMWISE);
-	matmul_forward(m->logits, m->nf, m->p.lm_head, N, C, V);
-	LAP(GEMM);
-	softmax_crossentropy_forward(m->losses, m->logits, targets, N, V);
-	if (targets)
-		m->loss = model_mean_loss(m->losses, (size_t)N);
-	LAP(ELEMWISE);
+	cs.s.dres = p; p += N * C;
+	cs.s.dn = p; p += N * C;
+	cs.s.dF1 = p; p += N * F;
+	cs.s.dF2 = cs.dgu = p; p += 2 * N * F;
+	cs.s.dq = p; p += N * Q;
+	cs.s.dq2 = p; p += N * Q;
+	cs.s.dk = p; p += N * K;
+	cs.s.dk2 = p; p += N * K;
+	cs.s.dv = p; p += N * K;
+	cs.att = p; p += (size_t)m->B * KV * m->T * m->T;
+	cs.dqkv = p;
+	return cs;
 }
 
-void model_zero_grad(struct model *m)
+static void cpu_lap(void *ctx, enum model_phase phase)
 {
-	memset(m->grads, 0, m->nparams * sizeof(real));
+	model_timing_lap(&((struct model *)ctx)->timing, phase);
+}
+
+static void cpu_update_effective(void *ctx)
+{
+	model_update_effective(ctx);
+}
+
+static void cpu_embed(void *ctx, real *out, const int *tokens, const real *embed, int N, int C)
+{
+	(void)ctx;
+	model_encoder_forward(out, tokens, embed, N, C);
+}
+
+static void cpu_rmsnorm(void *ctx, real *out, real *rstd, const real *inp, const real *gain,
+			int64_t rows, int n, double eps)
+{
+	(void)ctx;
+	rmsnorm_forward(out, rstd, inp, gain, (int)rows, n, eps);
+}
+
+static void cpu_matmul(void *ctx, real *out, const real *inp, const real *w, int N, int din, int dout)
+{
+	(void)ctx;
+	matmul_forward(out, inp, w, N, din, dout);
+}
+
+static void cpu_copy(void *ctx, real *dst, const real *src, size_t n)
+{
+	(void)ctx;
+	memcpy(dst, src, n * sizeof(real));
+}
+
+static void cpu_rope(void *ctx, real *x, int B, int T, int nh, int hd, int backward)
+{
+	const struct model *m = ctx;
+
+	if (backward)
+		model_rope_backward(x, m->rope_cos, m->rope_sin, B, T, nh, hd);
+	else
+		model_rope_forward(x, m->rope_cos, m->rope_sin, B, T, nh, hd);
+}
+
+static void cpu_attention(void *ctx, real *out, real *att, const real *q, const real *k,
+			  const real *v, int B, int T, int H, int KV, int hd)
+{
+	(void)ctx;
+	attention_forward(out, att, q, k, v, B, T, H, KV, hd);
+}
+
+static void cpu_residual(void *ctx, real *out, const real *a, const real *b, size_t n)
+{
+	(void)ctx;
+	model_residual_forward(out, a, b, n);
+}
+
+static void cpu_swiglu(void *ctx, real *h, const real *gate, const real *up, size_t n)
+{
+	(void)ctx;
+	swiglu_forward(h, gate, up, n);
+}
+
+static void cpu_loss(void *ctx, real *losses, real *probs, const int *targets, int N, int V)
+{
+	(void)ctx;
+	softmax_crossentropy_forward(losses, probs, targets, N, V);
+}
+
+static void cpu_zero(void *ctx, real *x, size_t n)
+{
+	(void)ctx;
+	zero(x, n);
+}
+
+static void cpu_loss_backward(void *ctx, real *probs, const int *targets, int N, int V, real scale)
+{
+	(void)ctx;
+	model_softmax_crossentropy_backward(probs, targets, N, V, scale);
+}
+
+static void cpu_matmul_backward(void *ctx, real *dinp, real *dw, const real *dout, const real *inp,
+				const real *w, int N, int din, int dout_)
+{
+	(void)ctx;
+	model_matmul_backward(dinp, dw, dout, inp, w, N, din, dout_);
+}
+
+static void cpu_rmsnorm_backward(void *ctx, real *dinp, real *dgain, const real *dout,
+				 const real *inp, const real *gain, const real *rstd, int64_t rows,
+				 int n)
+{
+	(void)ctx;
+	model_rmsnorm_backward(dinp, dgain, dout, inp, gain, rstd, (int)rows, n);
+}
+
+static void cpu_attention_backward(void *ctx, real *dq, real *dk, real *dv, const real *dout,
+				   const real *q, const real *k, const real *v, const real *att,
+				   int B, int T, int H, int KV, int hd)
+{
+	attention_backward(dq, dk, dv, cpu_scratch(ctx).att, dout, q, k, v, att, B, T, H, KV, hd);
+}
+
+/* SwiGLU's backward into the fused (N, 2F) gradient, then one product for
+ * both weights (gate and up adjacent in the grads block, as in params) */
+static void cpu_gate_up_backward(void *ctx, real *dn, real *dgate, real *dup, const real *dh,
+				 const real *gate, const real *up, const real *inp,
+				 const real *wgate, const real *wup, int N, int C, int F)
+{
+	struct model *m = ctx;
+	real *dgu = cpu_scratch(m).dgu;
+	const int parts[2] = {F, F};
+
+	(void)dup;
+	(void)wup;
+	swiglu_backward_fused(dgu, dh, gate, up, N, F);
+	LAP(ELEMWISE);
+	matmul_backward_parts(dn, dgate, dgu, inp, wgate, N, C, parts, 2);
+	LAP(GEMM);
+}
+
+/* q, k, v's gradients side by side, then one product for the three
+ * weights (adjacent in the blocks) */
+static void cpu_qkv_backward(void *ctx, real *dn, real *dwq, real *dwk, real *dwv, const real *dq,
+			     const real *dk, const real *dv, const real *inp, const real *wq,
+			     const real *wk, const real *wv, int N, int C, int Q, int K)
+{
+	struct model *m = ctx;
+	real *dqkv = cpu_scratch(m).dqkv;
+	const int parts[3] = {Q, K, K};
+
+	(void)dwk;
+	(void)dwv;
+	(void)wk;
+	(void)wv;
+	qkv_join(dqkv, dq, dk, dv, N, Q, K);
+	LAP(ELEMWISE);
+	matmul_backward_parts(dn, dwq, dqkv, inp, wq, N, C, parts, 3);
+	LAP(GEMM);
+}
+
+static void cpu_embed_backward(void *ctx, real *dembed, const real *dout, const int *tokens, int N,
+			       int C)
+{
+	(void)ctx;
+	model_encoder_backward(dembed, dout, tokens, N, C);
 }
 
 /* m->grads_ready for layer l (see model.h); multipliers finish every
@@ -1048,105 +1156,17 @@ static void grads_ready(struct model *m, int l, int at_end)
 	}
 }
 
-void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
+static void cpu_grads_ready(void *ctx, int layer)
 {
-	const struct sw_config *c = &m->c;
-	int B = m->B, T = m->T, N = B * T, C = (int)c->d_model, H = (int)c->n_heads,
-	    KV = (int)c->n_kv_heads, hd = (int)c->head_dim, Q = H * hd, K = KV * hd,
-	    F = (int)c->d_ff, V = (int)c->vocab_size;
-	real *dres = m->scratch, *dn = dres + (size_t)N * C, *dF1 = dn + (size_t)N * C,
-	     *dF2 = dF1 + (size_t)N * F, *dF3 = dF2 + (size_t)N * F, *dq = dF3 + (size_t)N * F,
-	     *dq2 = dq + (size_t)N * Q, *dk = dq2 + (size_t)N * Q, *dk2 = dk + (size_t)N * K,
-	     *dv = dk2 + (size_t)N * K, *att_scratch = dv + (size_t)N * K,
-	     *dqkv = att_scratch + (size_t)B * KV * T * T;
-	const int qkv_parts[3] = {Q, K, K}, gu_parts[2] = {F, F};
+	grads_ready(ctx, layer, 0);
+}
 
-	model_timing_mark(&m->timing);
-	if (m->mult != MULT_NONE)
-		zero(m->dw_eff, m->eff_size);
-	/* the loss is the mean over N tokens */
-	model_softmax_crossentropy_backward(m->logits, targets, N, V, (real)(loss_scale / N));
-	zero(dn, (size_t)N * C);
-	LAP(ELEMWISE);
-	model_matmul_backward(dn, m->g.lm_head, m->logits, m->nf, m->p.lm_head, N, C, V);
-	LAP(GEMM);
-	zero(dres, (size_t)N * C);
-	model_rmsnorm_backward(dres, m->g.final_norm, dn, m->x_final, m->p.final_norm, m->nf_rstd, N, C);
-	LAP(ELEMWISE);
-	grads_ready(m, (int)c->n_layers, 0);
+/* multipliers: from dL/dW_eff to dL/dW and dL/dmult; then every layer's
+ * gradients are final */
+static void cpu_mult_backward(void *ctx)
+{
+	struct model *m = ctx;
 
-	for (int l = (int)c->n_layers - 1; l >= 0; l--) {
-		struct layer_acts *a = &m->acts[l];
-		struct layer_ptrs *w = &m->p.layer[l], *g = &m->g.layer[l];
-
-		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */
-		zero(dF1, (size_t)N * F);
-		if (c->norm_everywhere) {
-			zero(dF2, (size_t)N * F);
-			LAP(ELEMWISE);
-			model_matmul_backward(dF2, g->wdown, dres, a->d_in, w->wdown, N, F, C);
-			LAP(GEMM);
-			model_rmsnorm_backward(dF1, g->down_in_norm, dF2, a->h, w->down_in_norm, a->d_in_rstd,
-					       N, F);
-			LAP(ELEMWISE);
-		} else {
-			LAP(ELEMWISE);
-			model_matmul_backward(dF1, g->wdown, dres, a->h, w->wdown, N, F, C);
-			LAP(GEMM);
-		}
-		/* dF2, dF3: the gate/up product's gradient (N, 2F) */
-		swiglu_backward_fused(dF2, dF1, a->gate, a->up, N, F);
-		zero(dn, (size_t)N * C);
-		LAP(ELEMWISE);
-		matmul_backward_parts(dn, g->wgate, dF2, a->n2, w->wgate, N, C, gu_parts, 2);
-		LAP(GEMM);
-		model_rmsnorm_backward(dres, g->ffn_norm, dn, a->x_mid, w->ffn_norm, a->n2_rstd, N, C);
-
-		/* x_mid = x_in + o(attn): dres flows to x_in unchanged */
-		zero(dq2, (size_t)N * Q);
-		if (c->norm_everywhere) {
-			zero(dq, (size_t)N * Q);
-			LAP(ELEMWISE);
-			model_matmul_backward(dq, g->wo, dres, a->o_in, w->wo, N, Q, C);
-			LAP(GEMM);
-			model_rmsnorm_backward(dq2, g->o_in_norm, dq, a->att_out, w->o_in_norm, a->o_in_rstd,
-					       N, Q);
-		} else {
-			LAP(ELEMWISE);
-			model_matmul_backward(dq2, g->wo, dres, a->att_out, w->wo, N, Q, C);
-			LAP(GEMM);
-		}
-		zero(dq, (size_t)N * Q);
-		zero(dk, (size_t)N * K);
-		zero(dv, (size_t)N * K);
-		LAP(ELEMWISE);
-		attention_backward(dq, dk, dv, att_scratch, dq2, a->q, a->k, a->v, a->att, B, T, H, KV, hd);
-		model_rope_backward(dq, m->rope_cos, m->rope_sin, B, T, H, hd);
-		model_rope_backward(dk, m->rope_cos, m->rope_sin, B, T, KV, hd);
-		LAP(ATTENTION);
-		if (c->qk_norm) {
-			/* through the per-head norms to d(q_lin), d(k_lin) */
-			zero(dq2, (size_t)N * Q);
-			model_rmsnorm_backward(dq2, g->q_norm, dq, a->q_lin, w->q_norm, a->q_rstd, N * H, hd);
-			memcpy(dq, dq2, (size_t)N * Q * sizeof(real));
-			zero(dk2, (size_t)N * K);
-			model_rmsnorm_backward(dk2, g->k_norm, dk, a->k_lin, w->k_norm, a->k_rstd, N * KV, hd);
-			memcpy(dk, dk2, (size_t)N * K * sizeof(real));
-		}
-		qkv_join(dqkv, dq, dk, dv, N, Q, K);
-		zero(dn, (size_t)N * C);
-		LAP(ELEMWISE);
-		matmul_backward_parts(dn, g->wq, dqkv, a->n1, w->wq, N, C, qkv_parts, 3);
-		LAP(GEMM);
-		model_rmsnorm_backward(dres, g->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd, N, C);
-		LAP(ELEMWISE);
-		grads_ready(m, l, 0);
-	}
-	model_encoder_backward(m->g.embed, dres, tokens, N, C);
-	LAP(ELEMWISE);
-	grads_ready(m, -1, 0);
-
-	/* multipliers: from dL/dW_eff to dL/dW and dL/dmult */
 	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
 		const struct model_tensor *wt = &m->tensors[l->tensor];
@@ -1155,7 +1175,66 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 		mult_backward(m->grads + wt->offset, drow, dcol, m->dw_eff + m->eff_offset[i],
 			      m->params + wt->offset, model_linear_mult_view(m, l, m->params), l->dout, l->din);
 	}
-	LAP(ELEMWISE);
-	for (int l = (int)c->n_layers; l >= -1; l--)
+	for (int l = (int)m->c.n_layers; l >= -1; l--)
 		grads_ready(m, l, 1);
+}
+
+static const struct model_ops cpu_ops = {
+	.lap = cpu_lap,
+	.update_effective = cpu_update_effective,
+	.embed = cpu_embed,
+	.rmsnorm = cpu_rmsnorm,
+	.matmul = cpu_matmul,
+	.copy = cpu_copy,
+	.rope = cpu_rope,
+	.attention = cpu_attention,
+	.residual = cpu_residual,
+	.swiglu = cpu_swiglu,
+	.loss = cpu_loss,
+	.zero = cpu_zero,
+	.loss_backward = cpu_loss_backward,
+	.matmul_backward = cpu_matmul_backward,
+	.rmsnorm_backward = cpu_rmsnorm_backward,
+	.attention_backward = cpu_attention_backward,
+	.gate_up_backward = cpu_gate_up_backward,
+	.qkv_backward = cpu_qkv_backward,
+	.embed_backward = cpu_embed_backward,
+	.grads_ready = cpu_grads_ready,
+	.mult_backward = cpu_mult_backward,
+};
+
+/* the CPU model as the step's back end */
+static struct model_step cpu_step(struct model *m)
+{
+	struct model_step st = {
+		.ops = &cpu_ops, .ctx = m, .c = &m->c, .p = &m->p, .g = &m->g, .acts = m->acts,
+		.x_final = m->x_final, .nf = m->nf, .nf_rstd = m->nf_rstd, .logits = m->logits,
+		.losses = m->losses, .s = cpu_scratch(m).s,
+	};
+	return st;
+}
+
+void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T)
+{
+	struct model_step st = cpu_step(m);
+
+	model_timing_mark(&m->timing);
+	model_step_forward(&st, tokens, targets, B, T);
+	if (targets)
+		m->loss = model_mean_loss(m->losses, (size_t)B * T);
+}
+
+void model_zero_grad(struct model *m)
+{
+	memset(m->grads, 0, m->nparams * sizeof(real));
+}
+
+void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
+{
+	struct model_step st = cpu_step(m);
+
+	model_timing_mark(&m->timing);
+	if (m->mult != MULT_NONE)
+		zero(m->dw_eff, m->eff_size);
+	model_step_backward(&st, tokens, targets, m->B, m->T, loss_scale);
 }

@@ -9,6 +9,7 @@
  */
 #define SW_REAL_DOUBLE
 #include "../../lib/model/model.c"
+#include "../../lib/model/step.c"
 
 #include "model_variants.h"
 #include "tap.h"

@@ -17,6 +17,7 @@
  */
 #define SW_REAL_DOUBLE
 #include "../../lib/model/model.c"
+#include "../../lib/model/step.c"
 #include "../../lib/model/modelhvp.c"
 
 #include "model_variants.h"

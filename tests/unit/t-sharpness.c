@@ -11,6 +11,7 @@
  */
 #define SW_REAL_DOUBLE
 #include "../../lib/model/model.c"
+#include "../../lib/model/step.c"
 #include "../../lib/model/sharpness.c"
 
 #include "tap.h"

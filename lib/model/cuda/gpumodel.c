@@ -7,11 +7,15 @@
  * below turns the CPU's row-major products into it (a row-major X is the
  * column-major X^T, so C = op(A) op(B) is C^T = op(B)^T op(A)^T).
  *
+ * They are the device's table of the step's operations (step.h): the
+ * forward and backward passes are step.c's sequence, the CPU's too.
+ *
  * Errors are sticky: the first one stops every later operation and is
- * what each entry point returns, so the passes read like model.c's.
+ * what each entry point returns, so the sequence needs no checks.
  */
 #include "gpumodel.h"
 #include "gpu.h"
+#include "../step.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -620,140 +624,184 @@ static void alloc_acts(struct gpu_model *gm, int B, int T)
 	gm->T = T;
 }
 
-/* ---- the whole model ---------------------------------------------------------------- */
+/* ---- the whole model: step.c's sequence over the device's operations ------------------- */
+
+/* the device's operations of the step (step.h): the layers above; the
+ * device is never timed per phase and tells no one of finished layers */
+static void op_update_effective(void *ctx)
+{
+	update_effective(ctx);
+}
+
+static void op_embed(void *ctx, real *out, const int *tokens, const real *embed, int N, int C)
+{
+	encoder_forward(ctx, out, tokens, embed, N, C);
+}
+
+static void op_rmsnorm(void *ctx, real *out, real *rstd, const real *inp, const real *gain,
+		       int64_t rows, int n, double eps)
+{
+	rmsnorm_forward(ctx, out, rstd, inp, gain, rows, n, eps);
+}
+
+static void op_matmul(void *ctx, real *out, const real *inp, const real *w, int N, int din, int dout)
+{
+	matmul_forward(ctx, out, inp, w, N, din, dout);
+}
+
+static void op_copy(void *ctx, real *dst, const real *src, size_t n)
+{
+	dcopy(ctx, dst, src, n * sizeof(real));
+}
+
+static void op_rope(void *ctx, real *x, int B, int T, int nh, int hd, int backward)
+{
+	rope(ctx, backward, x, B, T, nh, hd);
+}
+
+static void op_attention(void *ctx, real *out, real *att, const real *q, const real *k,
+			 const real *v, int B, int T, int H, int KV, int hd)
+{
+	attention_forward(ctx, out, att, q, k, v, B, T, H, KV, hd);
+}
+
+static void op_residual(void *ctx, real *out, const real *a, const real *b, size_t n)
+{
+	residual_forward(ctx, out, a, b, n);
+}
+
+static void op_swiglu(void *ctx, real *h, const real *gate, const real *up, size_t n)
+{
+	swiglu_forward(ctx, h, gate, up, n);
+}
+
+static void op_loss(void *ctx, real *losses, real *probs, const int *targets, int N, int V)
+{
+	softmax_crossentropy_forward(ctx, losses, probs, targets, N, V);
+}
+
+static void op_zero(void *ctx, real *x, size_t n)
+{
+	zero(ctx, x, n * sizeof(real));
+}
+
+static void op_loss_backward(void *ctx, real *probs, const int *targets, int N, int V, real scale)
+{
+	softmax_crossentropy_backward(ctx, probs, targets, N, V, scale);
+}
+
+static void op_matmul_backward(void *ctx, real *dinp, real *dw, const real *dout, const real *inp,
+			       const real *w, int N, int din, int dout_)
+{
+	matmul_backward(ctx, dinp, dw, dout, inp, w, N, din, dout_);
+}
+
+static void op_rmsnorm_backward(void *ctx, real *dinp, real *dgain, const real *dout,
+				const real *inp, const real *gain, const real *rstd, int64_t rows,
+				int n)
+{
+	rmsnorm_backward(ctx, dinp, dgain, dout, inp, gain, rstd, rows, n);
+}
+
+static void op_attention_backward(void *ctx, real *dq, real *dk, real *dv, const real *dout,
+				  const real *q, const real *k, const real *v, const real *att,
+				  int B, int T, int H, int KV, int hd)
+{
+	struct gpu_model *gm = ctx;
+
+	attention_backward(gm, dq, dk, dv, gm->ds, dout, q, k, v, att, B, T, H, KV, hd);
+}
+
+/* SwiGLU's backward into dF2 (gate) and dF3 (up), then a product each */
+static void op_gate_up_backward(void *ctx, real *dn, real *dgate, real *dup, const real *dh,
+				const real *gate, const real *up, const real *inp,
+				const real *wgate, const real *wup, int N, int C, int F)
+{
+	struct gpu_model *gm = ctx;
+	size_t nF = (size_t)N * F * sizeof(real);
+
+	zero(gm, gm->dF2, nF);
+	zero(gm, gm->dF3, nF);
+	swiglu_backward(gm, gm->dF2, gm->dF3, dh, gate, up, (size_t)N * F);
+	matmul_backward(gm, dn, dgate, gm->dF2, inp, wgate, N, C, F);
+	matmul_backward(gm, dn, dup, gm->dF3, inp, wup, N, C, F);
+}
+
+static void op_qkv_backward(void *ctx, real *dn, real *dwq, real *dwk, real *dwv, const real *dq,
+			    const real *dk, const real *dv, const real *inp, const real *wq,
+			    const real *wk, const real *wv, int N, int C, int Q, int K)
+{
+	matmul_backward(ctx, dn, dwq, dq, inp, wq, N, C, Q);
+	matmul_backward(ctx, dn, dwk, dk, inp, wk, N, C, K);
+	matmul_backward(ctx, dn, dwv, dv, inp, wv, N, C, K);
+}
+
+static void op_embed_backward(void *ctx, real *dembed, const real *dout, const int *tokens, int N,
+			      int C)
+{
+	encoder_backward(ctx, dembed, dout, tokens, N, C);
+}
+
+static void op_mult_backward(void *ctx)
+{
+	struct gpu_model *gm = ctx;
+
+	for (int i = 0; gm->m->mult != MULT_NONE && i < gm->m->nlinears; i++)
+		mult_backward(gm, i);
+}
+
+static const struct model_ops gpu_ops = {
+	.update_effective = op_update_effective,
+	.embed = op_embed,
+	.rmsnorm = op_rmsnorm,
+	.matmul = op_matmul,
+	.copy = op_copy,
+	.rope = op_rope,
+	.attention = op_attention,
+	.residual = op_residual,
+	.swiglu = op_swiglu,
+	.loss = op_loss,
+	.zero = op_zero,
+	.loss_backward = op_loss_backward,
+	.matmul_backward = op_matmul_backward,
+	.rmsnorm_backward = op_rmsnorm_backward,
+	.attention_backward = op_attention_backward,
+	.gate_up_backward = op_gate_up_backward,
+	.qkv_backward = op_qkv_backward,
+	.embed_backward = op_embed_backward,
+	.mult_backward = op_mult_backward,
+};
+
+/* the device's model as the step's back end */
+static struct model_step gpu_step(struct gpu_model *gm)
+{
+	struct model_step st = {
+		.ops = &gpu_ops, .ctx = gm, .c = &gm->m->c, .p = &gm->p, .g = &gm->d,
+		.acts = gm->acts, .x_final = gm->x_final, .nf = gm->nf, .nf_rstd = gm->nf_rstd,
+		.logits = gm->logits, .losses = gm->losses,
+		.s = {.dres = gm->dres, .dn = gm->dn, .dF1 = gm->dF1, .dF2 = gm->dF2, .dq = gm->dq,
+		      .dq2 = gm->dq2, .dk = gm->dk, .dk2 = gm->dk2, .dv = gm->dv},
+	};
+	return st;
+}
 
 static void forward(struct gpu_model *gm, const int *tokens, const int *targets, int B, int T)
 {
-	const struct sw_config *c = &gm->m->c;
-	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
-	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
-	double eps = c->norm_eps;
-	real *x;
+	struct model_step st = gpu_step(gm);
 
 	gm->cur_B = B;
 	gm->cur_T = T;
-	update_effective(gm);
-	encoder_forward(gm, gm->acts[0].x_in, tokens, gm->p.embed, N, C);
-	for (int l = 0; l < c->n_layers; l++) {
-		struct layer_acts *a = &gm->acts[l];
-		struct layer_ptrs *w = &gm->pl[l];
-
-		rmsnorm_forward(gm, a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
-		matmul_forward(gm, a->q_lin, a->n1, w->wq, N, C, Q);
-		matmul_forward(gm, a->k_lin, a->n1, w->wk, N, C, K);
-		matmul_forward(gm, a->v, a->n1, w->wv, N, C, K);
-		if (c->qk_norm) {
-			rmsnorm_forward(gm, a->q, a->q_rstd, a->q_lin, w->q_norm, (int64_t)N * H, hd, eps);
-			rmsnorm_forward(gm, a->k, a->k_rstd, a->k_lin, w->k_norm, (int64_t)N * KV, hd, eps);
-		} else {
-			dcopy(gm, a->q, a->q_lin, (size_t)N * Q * sizeof(real));
-			dcopy(gm, a->k, a->k_lin, (size_t)N * K * sizeof(real));
-		}
-		rope(gm, 0, a->q, B, T, H, hd);
-		rope(gm, 0, a->k, B, T, KV, hd);
-		attention_forward(gm, a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
-		if (c->norm_everywhere) {
-			rmsnorm_forward(gm, a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
-			matmul_forward(gm, a->attn_y, a->o_in, w->wo, N, Q, C);
-		} else {
-			matmul_forward(gm, a->attn_y, a->att_out, w->wo, N, Q, C);
-		}
-		residual_forward(gm, a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
-
-		rmsnorm_forward(gm, a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
-		matmul_forward(gm, a->gate, a->n2, w->wgate, N, C, F);
-		matmul_forward(gm, a->up, a->n2, w->wup, N, C, F);
-		swiglu_forward(gm, a->h, a->gate, a->up, (size_t)N * F);
-		if (c->norm_everywhere) {
-			rmsnorm_forward(gm, a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
-			matmul_forward(gm, a->mlp_y, a->d_in, w->wdown, N, F, C);
-		} else {
-			matmul_forward(gm, a->mlp_y, a->h, w->wdown, N, F, C);
-		}
-		x = l + 1 < c->n_layers ? gm->acts[l + 1].x_in : gm->x_final;
-		residual_forward(gm, x, a->x_mid, a->mlp_y, (size_t)N * C);
-	}
-	rmsnorm_forward(gm, gm->nf, gm->nf_rstd, gm->x_final, gm->p.final_norm, N, C, eps);
-	matmul_forward(gm, gm->logits, gm->nf, gm->p.lm_head, N, C, V);
-	softmax_crossentropy_forward(gm, gm->losses, gm->logits, targets, N, V);
+	model_step_forward(&st, tokens, targets, B, T);
 }
 
 /* targets and tokens on the device */
 static void backward(struct gpu_model *gm, const int *tokens, const int *targets, double loss_scale)
 {
-	const struct sw_config *c = &gm->m->c;
-	int B = gm->cur_B, T = gm->cur_T, N = B * T, C = (int)c->d_model, H = (int)c->n_heads,
-	    KV = (int)c->n_kv_heads, hd = (int)c->head_dim, Q = H * hd, K = KV * hd,
-	    F = (int)c->d_ff, V = (int)c->vocab_size;
-	real *dres = gm->dres, *dn = gm->dn, *dF1 = gm->dF1, *dF2 = gm->dF2, *dF3 = gm->dF3,
-	     *dq = gm->dq, *dq2 = gm->dq2, *dk = gm->dk, *dk2 = gm->dk2, *dv = gm->dv;
-	size_t nC = (size_t)N * C * sizeof(real), nF = (size_t)N * F * sizeof(real),
-	       nQ = (size_t)N * Q * sizeof(real), nK = (size_t)N * K * sizeof(real);
-	const struct model_ptrs *p = &gm->p, *g = &gm->d;
+	struct model_step st = gpu_step(gm);
 
 	if (gm->m->mult != MULT_NONE)
 		zero(gm, gm->dw_eff, gm->m->eff_size * sizeof(real));
-	/* the loss is the mean over N tokens */
-	softmax_crossentropy_backward(gm, gm->logits, targets, N, V, (real)(loss_scale / N));
-	zero(gm, dn, nC);
-	matmul_backward(gm, dn, g->lm_head, gm->logits, gm->nf, p->lm_head, N, C, V);
-	zero(gm, dres, nC);
-	rmsnorm_backward(gm, dres, g->final_norm, dn, gm->x_final, p->final_norm, gm->nf_rstd, N, C);
-
-	for (int l = (int)c->n_layers - 1; l >= 0; l--) {
-		struct layer_acts *a = &gm->acts[l];
-		struct layer_ptrs *w = &gm->pl[l], *gl = &gm->dl[l];
-
-		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */
-		zero(gm, dF1, nF);
-		if (c->norm_everywhere) {
-			zero(gm, dF2, nF);
-			matmul_backward(gm, dF2, gl->wdown, dres, a->d_in, w->wdown, N, F, C);
-			rmsnorm_backward(gm, dF1, gl->down_in_norm, dF2, a->h, w->down_in_norm, a->d_in_rstd, N, F);
-		} else {
-			matmul_backward(gm, dF1, gl->wdown, dres, a->h, w->wdown, N, F, C);
-		}
-		zero(gm, dF2, nF);
-		zero(gm, dF3, nF);
-		swiglu_backward(gm, dF2, dF3, dF1, a->gate, a->up, (size_t)N * F);
-		zero(gm, dn, nC);
-		matmul_backward(gm, dn, gl->wgate, dF2, a->n2, w->wgate, N, C, F);
-		matmul_backward(gm, dn, gl->wup, dF3, a->n2, w->wup, N, C, F);
-		rmsnorm_backward(gm, dres, gl->ffn_norm, dn, a->x_mid, w->ffn_norm, a->n2_rstd, N, C);
-
-		/* x_mid = x_in + o(attn): dres flows to x_in unchanged */
-		zero(gm, dq2, nQ);
-		if (c->norm_everywhere) {
-			zero(gm, dq, nQ);
-			matmul_backward(gm, dq, gl->wo, dres, a->o_in, w->wo, N, Q, C);
-			rmsnorm_backward(gm, dq2, gl->o_in_norm, dq, a->att_out, w->o_in_norm, a->o_in_rstd, N, Q);
-		} else {
-			matmul_backward(gm, dq2, gl->wo, dres, a->att_out, w->wo, N, Q, C);
-		}
-		zero(gm, dq, nQ);
-		zero(gm, dk, nK);
-		zero(gm, dv, nK);
-		attention_backward(gm, dq, dk, dv, gm->ds, dq2, a->q, a->k, a->v, a->att, B, T, H, KV, hd);
-		rope(gm, 1, dq, B, T, H, hd);
-		rope(gm, 1, dk, B, T, KV, hd);
-		if (c->qk_norm) {
-			/* through the per-head norms to d(q_lin), d(k_lin) */
-			zero(gm, dq2, nQ);
-			rmsnorm_backward(gm, dq2, gl->q_norm, dq, a->q_lin, w->q_norm, a->q_rstd, (int64_t)N * H, hd);
-			dcopy(gm, dq, dq2, nQ);
-			zero(gm, dk2, nK);
-			rmsnorm_backward(gm, dk2, gl->k_norm, dk, a->k_lin, w->k_norm, a->k_rstd, (int64_t)N * KV, hd);
-			dcopy(gm, dk, dk2, nK);
-		}
-		zero(gm, dn, nC);
-		matmul_backward(gm, dn, gl->wq, dq, a->n1, w->wq, N, C, Q);
-		matmul_backward(gm, dn, gl->wk, dk, a->n1, w->wk, N, C, K);
-		matmul_backward(gm, dn, gl->wv, dv, a->n1, w->wv, N, C, K);
-		rmsnorm_backward(gm, dres, gl->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd, N, C);
-	}
-	encoder_backward(gm, g->embed, dres, tokens, N, C);
-	for (int i = 0; gm->m->mult != MULT_NONE && i < gm->m->nlinears; i++)
-		mult_backward(gm, i);
+	model_step_backward(&st, tokens, targets, gm->cur_B, gm->cur_T, loss_scale);
 }
 
 /* ---- the optimizers, as optim.c's ---------------------------------------------------- */

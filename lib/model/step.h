@@ -1,0 +1,120 @@
+/*
+ * step.h - the model's step written once: the forward and backward
+ * passes as a sequence of operations (embed, norm, products, RoPE,
+ * attention, SwiGLU, residuals, the loss, and their backward forms) that
+ * each back end implements in a table, struct model_ops: the CPU in
+ * model.c, the GPU (and its emulation) in cuda/gpumodel.c. The sequence
+ * reads top to bottom as llm.c's gpt2_forward; a back end decides how an
+ * operation runs, never in which order the model runs them.
+ *
+ * The buffers are the back end's (host or device pointers alike): the
+ * weights the pass uses (the effective ones under multipliers), where the
+ * gradients go, the activations the forward saves, and the backward's
+ * scratch. Sizes as in model.h's letters.
+ */
+#ifndef SW_STEP_H
+#define SW_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* compiled with real = double (the unit tests that include model.c do),
+ * the sequence has other names, so that a test that forgets step.c fails
+ * to link rather than pass doubles to float code */
+#ifdef SW_REAL_DOUBLE
+#define model_step_forward model_step_forward_f64
+#define model_step_backward model_step_backward_f64
+#endif
+
+struct model_ops {
+	/* the time since the last lap goes to phase (NULL: untimed) */
+	void (*lap)(void *ctx, enum model_phase phase);
+	/* W_eff from W and its multipliers (NULL without them) */
+	void (*update_effective)(void *ctx);
+	/* out (N, C) = embed's rows of tokens */
+	void (*embed)(void *ctx, real *out, const int *tokens, const real *embed, int N, int C);
+	/* out = gain * inp / rms(inp) per row of n; rstd (rows) saved; gain may be NULL */
+	void (*rmsnorm)(void *ctx, real *out, real *rstd, const real *inp, const real *gain,
+			int64_t rows, int n, double eps);
+	/* out (N, dout) = inp (N, din) W^T */
+	void (*matmul)(void *ctx, real *out, const real *inp, const real *w, int N, int din, int dout);
+	void (*copy)(void *ctx, real *dst, const real *src, size_t n);
+	/* RoPE in place on (B, T, nh, hd); backward turns the other way */
+	void (*rope)(void *ctx, real *x, int B, int T, int nh, int hd, int backward);
+	/* causal GQA attention: out (N, Q), att (B, H, T, T) the probabilities */
+	void (*attention)(void *ctx, real *out, real *att, const real *q, const real *k,
+			  const real *v, int B, int T, int H, int KV, int hd);
+	void (*residual)(void *ctx, real *out, const real *a, const real *b, size_t n);
+	/* h = silu(gate) * up */
+	void (*swiglu)(void *ctx, real *h, const real *gate, const real *up, size_t n);
+	/* probs = softmax(logits) in place; losses (N) = -log p[target] (targets may be NULL) */
+	void (*loss)(void *ctx, real *losses, real *probs, const int *targets, int N, int V);
+
+	void (*zero)(void *ctx, real *x, size_t n);
+	/* dlogits = (probs - onehot) * scale, in place */
+	void (*loss_backward)(void *ctx, real *probs, const int *targets, int N, int V, real scale);
+	/* dinp += dout W (dinp may be NULL); dW += dout^T inp */
+	void (*matmul_backward)(void *ctx, real *dinp, real *dw, const real *dout, const real *inp,
+				const real *w, int N, int din, int dout_);
+	/* dinp += ...; dgain += ... (dgain NULL without a gain) */
+	void (*rmsnorm_backward)(void *ctx, real *dinp, real *dgain, const real *dout,
+				 const real *inp, const real *gain, const real *rstd, int64_t rows,
+				 int n);
+	/* dq, dk, dv += the attention's backward from dout (N, Q) */
+	void (*attention_backward)(void *ctx, real *dq, real *dk, real *dv, const real *dout,
+				   const real *q, const real *k, const real *v, const real *att,
+				   int B, int T, int H, int KV, int hd);
+	/* the MLP's input side from dh (N, F): through SwiGLU to the gate and
+	 * up products, dn (N, C) += their input gradient, dgate, dup += their
+	 * weights' (the CPU fuses the two products) */
+	void (*gate_up_backward)(void *ctx, real *dn, real *dgate, real *dup, const real *dh,
+				 const real *gate, const real *up, const real *inp,
+				 const real *wgate, const real *wup, int N, int C, int F);
+	/* the q, k, v products' backward: dn (N, C) += their input gradient,
+	 * dwq, dwk, dwv += their weights' */
+	void (*qkv_backward)(void *ctx, real *dn, real *dwq, real *dwk, real *dwv, const real *dq,
+			     const real *dk, const real *dv, const real *inp, const real *wq,
+			     const real *wk, const real *wv, int N, int C, int Q, int K);
+	/* dembed's rows of tokens += dout */
+	void (*embed_backward)(void *ctx, real *dembed, const real *dout, const int *tokens, int N,
+			       int C);
+	/* layer l's gradients are final (L: the head's, -1: the embedding's);
+	 * NULL: no one is told */
+	void (*grads_ready)(void *ctx, int layer);
+	/* from dL/dW_eff to dL/dW and the multipliers' (NULL without them) */
+	void (*mult_backward)(void *ctx);
+};
+
+/* the backward's scratch: dres, dn (N, C); dF1, dF2 (N, F); dq, dq2 (N, Q);
+ * dk, dk2, dv (N, K) */
+struct model_step_scratch {
+	real *dres, *dn, *dF1, *dF2, *dq, *dq2, *dk, *dk2, *dv;
+};
+
+/* One back end's model: its operations, their context, and its buffers. */
+struct model_step {
+	const struct model_ops *ops;
+	void *ctx;
+	const struct sw_config *c;
+	const struct model_ptrs *p;     /* the weights the pass uses */
+	const struct model_ptrs *g;     /* where their gradients go */
+	struct layer_acts *acts;        /* (L) */
+	real *x_final, *nf, *nf_rstd;   /* (N, C) (N, C) (N) */
+	real *logits, *losses;          /* (N, V) (N) */
+	struct model_step_scratch s;
+};
+
+/* The forward pass over tokens (B, T): per-token losses with targets
+ * (targets NULL: the probabilities only). */
+void model_step_forward(const struct model_step *st, const int *tokens, const int *targets,
+			int B, int T);
+
+/* The backward pass after model_step_forward with targets on the same
+ * (B, T): adds dL/dtheta into the gradients, L the mean loss times
+ * loss_scale. */
+void model_step_backward(const struct model_step *st, const int *tokens, const int *targets,
+			 int B, int T, double loss_scale);
+
+#endif
