@@ -41,6 +41,9 @@ static const char help[] =
 	"  --qk-norm              RMSNorm of q and k per head\n"
 	"  --multipliers M        none, scalar, row, col, rowcol: learnable multipliers\n"
 	"  --no-scale-vectors     RMSNorm without gains\n"
+	"  --scale-design S       the scale vectors of each Pre-Norm and its readers:\n"
+	"                         pre, hg, ap, dp, hg+dp, or KIND=D,... over the\n"
+	"                         kinds attn, ffn, head (see sw-train(1))\n"
 	"  --norm-everywhere      RMSNorm also before o_proj and down_proj\n"
 	"Optimization:\n"
 	"  --steps N (1000)  --batch N (8)  --grad-accum N (1)  --seed N (1)\n"
@@ -87,7 +90,7 @@ static const char help[] =
 enum {
 	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_VOCAB, O_VAL_FRACTION, O_EVAL_EVERY,
 	O_EVAL_BATCHES, O_D_MODEL, O_N_LAYERS, O_N_HEADS, O_N_KV_HEADS, O_HEAD_DIM, O_D_FF,
-	O_SEQ_LEN, O_ROPE_THETA, O_NORM_EPS, O_TIE, O_QK_NORM, O_MULTIPLIERS, O_NO_SCALE_VECTORS,
+	O_SEQ_LEN, O_ROPE_THETA, O_NORM_EPS, O_TIE, O_QK_NORM, O_MULTIPLIERS, O_NO_SCALE_VECTORS, O_SCALE_DESIGN,
 	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_WIDTH_BASE, O_WD_SCALING, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
@@ -252,6 +255,7 @@ int main(int argc, char **argv)
 		{"qk-norm", no_argument, NULL, O_QK_NORM},
 		{"multipliers", required_argument, NULL, O_MULTIPLIERS},
 		{"no-scale-vectors", no_argument, NULL, O_NO_SCALE_VECTORS},
+		{"scale-design", required_argument, NULL, O_SCALE_DESIGN},
 		{"norm-everywhere", no_argument, NULL, O_NORM_EVERYWHERE},
 		{"steps", required_argument, NULL, O_STEPS},
 		{"batch", required_argument, NULL, O_BATCH},
@@ -337,6 +341,13 @@ int main(int argc, char **argv)
 			strcpy(c->multipliers, optarg);
 			break;
 		case O_NO_SCALE_VECTORS: c->scale_vectors = 0; break;
+		case O_SCALE_DESIGN: {
+			struct arch_scale_design d;
+			char why[64];
+			if (arch_scale_design_parse(optarg, &d, c->scale_design, sizeof c->scale_design, why))
+				tool_usage_error(&tl, "--scale-design: %s", why);
+			break;
+		}
 		case O_NORM_EVERYWHERE: c->norm_everywhere = 1; break;
 		case O_STEPS:
 			tc.optim.steps = tool_parse_int(&tl, "--steps", optarg, 0, 1LL << 40);
@@ -428,6 +439,12 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "--data and --out are required");
 	if (tc.optim.wd_scaling != WD_SCALING_FIXED && !tc.optim.width_base)
 		tool_usage_error(&tl, "--wd-scaling scales from a base width: give --width-base");
+	if (c->scale_design[0] && !c->scale_vectors)
+		tool_usage_error(&tl, "--scale-design places scale vectors: not with --no-scale-vectors");
+	if (c->scale_design[0] && strcmp(c->multipliers, "none"))
+		tool_usage_error(&tl, "--scale-design and --multipliers: one or the other");
+	if (c->scale_design[0] && c->tie_embeddings && strstr(c->scale_design, "head="))
+		tool_usage_error(&tl, "--scale-design: the head's gains need an untied head (no --tie)");
 	rep.out = tc.out_dir;
 	rep.periodic = (tc.eval_every > 0 && tc.val_fraction > 0) || tc.ckpt_every > 0;
 	c->n_kv_heads = kv ? kv : c->n_heads;

@@ -20,7 +20,8 @@ const char *qkdrift_source_name(enum qk_source s)
 }
 
 const char *const qkdrift_roles[QK_NROLES] = {
-	"q", "k", "q_mult", "k_mult", "attn_norm", "q_norm", "k_norm", "q_mult_col", "k_mult_col"
+	"q", "k", "q_mult", "k_mult", "attn_norm", "q_norm", "k_norm", "q_mult_col", "k_mult_col",
+	"q_gain_in", "k_gain_in", "q_gain_out", "k_gain_out"
 };
 
 enum mult_kind { MK_NONE, MK_SCALAR, MK_ROW, MK_COL, MK_ROWCOL };
@@ -88,18 +89,21 @@ static double mult_of_head(enum mult_kind mk, const struct qk_tensor *p,
 }
 
 /*
- * ||rows [r0, r1) of diag(row mult) W diag(colscale)||_rms: W is rows x cols,
- * colscale the column factors (the attn_norm gain times a scalar or column
- * multiplier), sums in double.
+ * ||rows [r0, r1) of diag(row mult) diag(gain_out) W diag(colscale)||_rms:
+ * W is rows x cols, colscale the column factors (column_scale), gain_out
+ * a scale design's output gain or NULL; sums in double.
  */
 static double head_rms(const float *W, int64_t r0, int64_t r1, int64_t cols,
-		       const double *colscale, enum mult_kind mk, const float *mult)
+		       const double *colscale, enum mult_kind mk, const float *mult,
+		       const float *gain_out)
 {
 	double total = 0;
 
 	for (int64_t i = r0; i < r1; i++) {
 		const float *w = W + i * cols;
 		double s = 0, rf = mk == MK_ROW || mk == MK_ROWCOL ? mult[i] : 1.0;
+		if (gain_out)
+			rf *= gain_out[i];
 		for (int64_t j = 0; j < cols; j++) {
 			double x = w[j] * colscale[j];
 			s += x * x;
@@ -109,13 +113,17 @@ static double head_rms(const float *W, int64_t r0, int64_t r1, int64_t cols,
 	return sqrt(total / ((double)(r1 - r0) * (double)cols));
 }
 
-/* Column factors of a projection: gamma_j times its scalar or column
- * multiplier (rowcol's: col). */
+/* Column factors of a projection: gamma_j (the shared attn_norm gain, or
+ * the projection's own gain_in under a scale design) times its scalar or
+ * column multiplier (rowcol's: col). */
 static void column_scale(double *cs, int64_t cols, const struct qk_tensor *gamma,
-			 enum mult_kind mk, const struct qk_tensor *mult, const struct qk_tensor *col)
+			 const struct qk_tensor *gain_in, enum mult_kind mk,
+			 const struct qk_tensor *mult, const struct qk_tensor *col)
 {
 	for (int64_t j = 0; j < cols; j++) {
 		double g = gamma->t ? gamma->v[j] : 1.0;
+		if (gain_in->t)
+			g *= gain_in->v[j];
 		if (mk == MK_SCALAR)
 			g *= mult->v[0];
 		else if (mk == MK_COL)
@@ -191,17 +199,22 @@ int qkdrift_layer(const struct sw_config *c, int layer, const struct qk_tensor i
 		if ((rc = check_proj(c, "q", layer, &in[QK_Q], H * hd, err)) ||
 		    (rc = check_proj(c, "k", layer, &in[QK_K], KV * hd, err)))
 			return rc;
-		if (gamma->t && gamma->t->numel != D)
-			return sw_fail(err, SW_EDATA, "%s: %lld entries, not d_model = %lld",
-				       gamma->t->name, (long long)gamma->t->numel, (long long)D);
+		const struct qk_tensor *sized[] = {gamma, &in[QK_QGAIN_IN], &in[QK_KGAIN_IN],
+						   &in[QK_QGAIN_OUT], &in[QK_KGAIN_OUT]};
+		const int64_t want[] = {D, D, D, H * hd, KV * hd};
+		for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+			if (sized[i]->t && sized[i]->t->numel != want[i])
+				return sw_fail(err, SW_EDATA, "%s: %lld entries, not %lld",
+					       sized[i]->t->name, (long long)sized[i]->t->numel,
+					       (long long)want[i]);
 		qcs = malloc((size_t)D * sizeof *qcs);
 		kcs = malloc((size_t)D * sizeof *kcs);
 		if (!qcs || !kcs) {
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			goto out;
 		}
-		column_scale(qcs, D, gamma, qmk, &in[QK_QMULT], &in[QK_QMULT_COL]);
-		column_scale(kcs, D, gamma, kmk, &in[QK_KMULT], &in[QK_KMULT_COL]);
+		column_scale(qcs, D, gamma, &in[QK_QGAIN_IN], qmk, &in[QK_QMULT], &in[QK_QMULT_COL]);
+		column_scale(kcs, D, gamma, &in[QK_KGAIN_IN], kmk, &in[QK_KMULT], &in[QK_KMULT_COL]);
 	}
 	for (int64_t h = 0; h < H; h++) {
 		struct qk_head *o = &out[h];
@@ -213,9 +226,11 @@ int qkdrift_layer(const struct sw_config *c, int layer, const struct qk_tensor i
 		o->source = src;
 		if (src == QK_SRC_MATRICES) {
 			o->q_rms = head_rms(in[QK_Q].v, h * hd, (h + 1) * hd, D, qcs, qmk,
-					    qmk == MK_ROW || qmk == MK_ROWCOL ? in[QK_QMULT].v : NULL);
+					    qmk == MK_ROW || qmk == MK_ROWCOL ? in[QK_QMULT].v : NULL,
+					    in[QK_QGAIN_OUT].v);
 			o->k_rms = head_rms(in[QK_K].v, g * hd, (g + 1) * hd, D, kcs, kmk,
-					    kmk == MK_ROW || kmk == MK_ROWCOL ? in[QK_KMULT].v : NULL);
+					    kmk == MK_ROW || kmk == MK_ROWCOL ? in[QK_KMULT].v : NULL,
+					    in[QK_KGAIN_OUT].v);
 		} else if ((rc = gain_of_head(&in[QK_QNORM], H, hd, h, &o->q_rms, err)) ||
 			   (rc = gain_of_head(&in[QK_KNORM], KV, hd, g, &o->k_rms, err))) {
 			goto out;
@@ -281,7 +296,7 @@ static int layer_heads(struct ckpt *ck, int layer, struct qk_head *out, struct s
 	need_matrices = qkdrift_source(c, ckpt_find_role(ck, "q_norm", layer) >= 0 ||
 					      ckpt_find_role(ck, "k_norm", layer) >= 0) == QK_SRC_MATRICES;
 	for (int i = 0; i < QK_NROLES; i++) {
-		if (!need_matrices && (i == QK_Q || i == QK_K || i == QK_ATTN_NORM))
+		if (!need_matrices && (i == QK_Q || i == QK_K || i == QK_ATTN_NORM || i >= QK_QGAIN_IN))
 			continue;
 		if (need_matrices && (i == QK_QNORM || i == QK_KNORM))
 			continue;

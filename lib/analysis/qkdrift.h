@@ -10,8 +10,10 @@
  *   matrices (no QK-norm): Q_h = rows [h hd, (h+1) hd) of the effective q
  *     projection, diag(mult) W_q diag(gamma) (its multiplier folded in,
  *     and the attn_norm gain gamma: q and k both read the normed input
- *     gamma * x/rms(x), so gamma is a column scale of both); K_h the same
- *     rows of k for the KV head of h's group, h / (H/KV).
+ *     gamma * x/rms(x), so gamma is a column scale of both; under a scale
+ *     design (arch.h) the projection's own gains too: gain_in a column
+ *     scale in gamma's place, gain_out a row scale); K_h the same rows of
+ *     k for the KV head of h's group, h / (H/KV).
  *   gains (QK-norm with gains): the per-head RMSNorm of q and k removes
  *     the matrices' scale, and the logit scale is set by the q_norm and
  *     k_norm gains g_q, g_k: (g_q, g_k) -> (s g_q, g_k/s) is the symmetry.
@@ -69,7 +71,7 @@ struct qk_head {
  * and float32 values; t NULL where the layer has none.
  */
 enum { QK_Q, QK_K, QK_QMULT, QK_KMULT, QK_ATTN_NORM, QK_QNORM, QK_KNORM, QK_QMULT_COL, QK_KMULT_COL,
-       QK_NROLES };
+       QK_QGAIN_IN, QK_KGAIN_IN, QK_QGAIN_OUT, QK_KGAIN_OUT, QK_NROLES };
 extern const char *const qkdrift_roles[QK_NROLES];
 struct qk_tensor {
 	const struct sw_tensor_info *t;

@@ -62,6 +62,10 @@ const char *scalevec_placement(const struct sw_tensor_info *t)
 		return "qk";
 	if (!strcmp(t->role, "o_in_norm") || !strcmp(t->role, "down_in_norm"))
 		return "in";
+	if (strstr(t->role, "_gain_in"))
+		return "before";
+	if (strstr(t->role, "_gain_out"))
+		return "after";
 	return "pre";
 }
 
@@ -69,6 +73,31 @@ int scalevec_is_scale_vector(const struct sw_tensor_info *t)
 {
 	return t->kind == SW_KIND_VECTOR && t->numel > 0 &&
 	       (t->block == SW_BLOCK_NORM || t->block == SW_BLOCK_MULT);
+}
+
+int scalevec_coupling_readers(const char *role, const char *readers[4], char *base, size_t len,
+			      int *by_rows)
+{
+	const char *const *pre = scalevec_readers(role);
+	int n = 0;
+
+	*by_rows = 0;
+	if (pre)
+		for (; *pre && n < 3; pre++)
+			readers[n++] = *pre;
+	else if (strstr(role, "_gain_") && arch_base_role(role, base, len) == 0) {
+		readers[n++] = base;
+		*by_rows = strstr(role, "_gain_out") != NULL;
+	}
+	readers[n] = NULL;
+	return n;
+}
+
+void scalevec_add_row_squares(const float *w, int64_t rows, int64_t n, double *sq)
+{
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t i = 0; i < n; i++)
+			sq[r] += (double)w[r * n + i] * w[r * n + i];
 }
 
 void scalevec_add_column_squares(const float *w, int64_t rows, int64_t n, double *colsq)
@@ -109,49 +138,54 @@ const char *scalevec_reader_tied(const char *role)
 	return strcmp(role, "lm_head") ? NULL : "embed";
 }
 
-/* colnorm[i] += ||W[:, i]||^2 over matrix k of the file, if its rows have n columns */
-static int add_column_squares(struct ckpt *ck, long k, int64_t n, double *colsq, int *found,
-			      struct sw_err *err)
+/* sq += the squared column (or row) norms of matrix k of the file, if its
+ * columns (rows) are n */
+static int add_line_squares(struct ckpt *ck, long k, int64_t n, int by_rows, double *sq,
+			    int *found, struct sw_err *err)
 {
 	const struct sw_tensor_info *t = ckpt_info(ck, (size_t)k);
 	struct ckpt_view v;
 
-	if (t->rank != 2 || t->shape[1] != n)
+	if (t->rank != 2 || t->shape[by_rows ? 0 : 1] != n)
 		return 0;
 	if (ckpt_load(ck, (size_t)k, &v, err))
 		return -1;
-	scalevec_add_column_squares(v.data, t->shape[0], n, colsq);
+	if (by_rows)
+		scalevec_add_row_squares(v.data, t->shape[0], t->shape[1], sq);
+	else
+		scalevec_add_column_squares(v.data, t->shape[0], n, sq);
 	ckpt_release(ck, &v);
 	*found = 1;
 	return 0;
 }
 
-/* The coupling of gain t (index k, values g) with the matrices reading it. */
+/* The coupling of gain t (index k, values g) with the matrices it scales. */
 static int coupling_of(struct ckpt *ck, const struct sw_tensor_info *t, const float *g,
 		       double *out, struct sw_err *err)
 {
-	const char *const *readers = scalevec_readers(t->role);
+	const char *readers[4];
+	char base[SW_ROLE_MAX];
 	int64_t n = t->numel;
-	double *colsq;
-	int found = 0;
+	double *sq;
+	int found = 0, by_rows;
 
 	*out = NAN;
-	if (!readers)
+	if (!scalevec_coupling_readers(t->role, readers, base, sizeof base, &by_rows))
 		return 0;
-	if (!(colsq = calloc((size_t)n, sizeof *colsq)))
+	if (!(sq = calloc((size_t)n, sizeof *sq)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	for (; *readers; readers++) {
-		const char *tied = scalevec_reader_tied(*readers);
-		long k = ckpt_find_role(ck, *readers, t->layer);
+	for (const char **r = readers; *r; r++) {
+		const char *tied = scalevec_reader_tied(*r);
+		long k = ckpt_find_role(ck, *r, t->layer);
 		if (k < 0 && tied)
 			k = ckpt_find_role(ck, tied, -1);
-		if (k >= 0 && add_column_squares(ck, k, n, colsq, &found, err)) {
-			free(colsq);
+		if (k >= 0 && add_line_squares(ck, k, n, by_rows, sq, &found, err)) {
+			free(sq);
 			return -1;
 		}
 	}
-	*out = scalevec_coupling_of_squares(g, colsq, n, found);
-	free(colsq);
+	*out = scalevec_coupling_of_squares(g, sq, n, found);
+	free(sq);
 	return 0;
 }
 

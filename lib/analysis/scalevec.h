@@ -41,7 +41,9 @@ double scalevec_coupling(const float *g, const double *colnorm, int64_t n);
  * branch (attn_norm, ffn_norm, final_norm); qk, a QK-norm gain on the
  * queries or keys per head; in, the gain of a norm inside the branch
  * before its last projection (o_in_norm, down_in_norm); mult, a learnable
- * multiplier of a matrix's rows, columns or the whole matrix.
+ * multiplier of a matrix's rows, columns or the whole matrix; before and
+ * after, a scale design's gain of one reader (arch.h) on its input side
+ * (X_gain_in) or its output side (X_gain_out).
  */
 const char *scalevec_branch(const char *role);
 const char *scalevec_placement(const struct sw_tensor_info *t);
@@ -56,11 +58,23 @@ int scalevec_is_scale_vector(const struct sw_tensor_info *t);
 const char *const *scalevec_readers(const char *role);
 const char *scalevec_reader_tied(const char *role);
 
+/*
+ * The matrices a gain's coupling is taken with, and their side: a
+ * Pre-Norm gain's readers (scalevec_readers), their columns; a scale
+ * design's X_gain_in, X's columns; X_gain_out, X's rows (the gain scales
+ * them). Up to 3 roles into readers (NULL after the last; base holds a
+ * gain's X), *by_rows 1 for rows. The count, 0 when the gain has none.
+ */
+int scalevec_coupling_readers(const char *role, const char *readers[4], char *base, size_t len,
+			      int *by_rows);
+
 /* colsq[i] += ||W[:, i]||^2 for the matrix w (rows x n, row-major). */
 void scalevec_add_column_squares(const float *w, int64_t rows, int64_t n, double *colsq);
+/* sq[r] += ||W[r, :]||^2 for the matrix w (rows x n, row-major). */
+void scalevec_add_row_squares(const float *w, int64_t rows, int64_t n, double *sq);
 
-/* The coupling of g with the column norms sqrt(colsq), NaN if no reader was
- * added (found 0); colsq is overwritten. */
+/* The coupling of g with the norms sqrt(colsq) (columns or rows), NaN if
+ * no reader was added (found 0); colsq is overwritten. */
 double scalevec_coupling_of_squares(const float *g, double *colsq, int64_t n, int found);
 
 /* One row per selected scale vector of the file, in model order. */

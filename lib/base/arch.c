@@ -19,10 +19,15 @@
 /*
  * The roles, in model order. order < 50: before the layers, 50..99: inside
  * a layer, >= 100: after the layers. hf: the Hugging Face name, inside
- * "model.layers.N." for in-layer roles. The multiplier names and the
+ * "model.layers.N." for in-layer roles. The multiplier names, the
  * norm-everywhere norms (o_in_norm before o_proj, down_in_norm before
  * down_proj: the optimal-norm paper's RMSNorm before every linear layer)
- * are ours: Hugging Face Llama has neither.
+ * and the scale-vector designs' gains of a Pre-Norm's readers (X_gain_in
+ * on X's input side, X_gain_out on its output side: sw_config's
+ * scale_design) are ours: Hugging Face Llama has none of them. The gains
+ * are Input-Norm type: each can be absorbed into its matrix, so, like a
+ * Pre-Norm's gain, it shapes the optimization and not what the model can
+ * express (scale-vectors paper, sections 2.2 and 3.4).
  */
 static const struct role_row {
 	struct arch_role r;
@@ -34,14 +39,20 @@ static const struct role_row {
 	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50}, "input_layernorm.weight"},
 	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51}, "self_attn.q_proj.weight"},
 	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52}, "self_attn.q_proj.bias"},
+	{{"q_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 53}, "self_attn.q_proj.gain_in"},
+	{{"q_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 53}, "self_attn.q_proj.gain_out"},
 	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier"},
 	{{"q_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier_col"},
 	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54}, "self_attn.k_proj.weight"},
 	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55}, "self_attn.k_proj.bias"},
+	{{"k_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 56}, "self_attn.k_proj.gain_in"},
+	{{"k_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 56}, "self_attn.k_proj.gain_out"},
 	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier"},
 	{{"k_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier_col"},
 	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57}, "self_attn.v_proj.weight"},
 	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58}, "self_attn.v_proj.bias"},
+	{{"v_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 59}, "self_attn.v_proj.gain_in"},
+	{{"v_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 59}, "self_attn.v_proj.gain_out"},
 	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier"},
 	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier_col"},
 	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60}, "self_attn.q_norm.weight"},
@@ -54,10 +65,14 @@ static const struct role_row {
 	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70}, "post_attention_layernorm.weight"},
 	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71}, "mlp.gate_proj.weight"},
 	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72}, "mlp.gate_proj.bias"},
+	{{"gate_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 73}, "mlp.gate_proj.gain_in"},
+	{{"gate_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 73}, "mlp.gate_proj.gain_out"},
 	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier"},
 	{{"gate_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier_col"},
 	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74}, "mlp.up_proj.weight"},
 	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75}, "mlp.up_proj.bias"},
+	{{"up_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 76}, "mlp.up_proj.gain_in"},
+	{{"up_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 76}, "mlp.up_proj.gain_out"},
 	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier"},
 	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier_col"},
 	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77}, "mlp.down_in_norm.weight"},
@@ -67,6 +82,8 @@ static const struct role_row {
 	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier_col"},
 	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100}, "model.norm.weight"},
 	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110}, "lm_head.weight"},
+	{{"lm_head_gain_in", SW_BLOCK_NORM, V, GO, NI, 0, 111}, "lm_head.gain_in"},
+	{{"lm_head_gain_out", SW_BLOCK_NORM, V, GO, NI, 0, 111}, "lm_head.gain_out"},
 	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier"},
 	{{"lm_head_mult_col", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier_col"},
 };
@@ -105,6 +122,111 @@ int arch_multipliers_parse(const char *s)
 		if (!strcmp(s, names[i]))
 			return i;
 	return -1;
+}
+
+static const char *const sv_kind_names[ARCH_SV_KINDS] = {"attn", "ffn", "head"};
+static const struct {
+	const char *name;
+	unsigned char shared, in, out;
+} sv_designs[] = {
+	{"pre", 1, 0, 0}, {"hg", 0, 1, 0}, {"ap", 0, 0, 1}, {"dp", 1, 0, 1}, {"hg+dp", 0, 1, 1},
+};
+#define NDESIGNS (sizeof sv_designs / sizeof sv_designs[0])
+
+const char *arch_sv_kind_name(enum arch_sv_kind k)
+{
+	return sv_kind_names[k];
+}
+
+int arch_sv_kind_of(const char *role)
+{
+	if (!strcmp(role, "q") || !strcmp(role, "k") || !strcmp(role, "v"))
+		return ARCH_SV_ATTN;
+	if (!strcmp(role, "gate") || !strcmp(role, "up"))
+		return ARCH_SV_FFN;
+	if (!strcmp(role, "lm_head"))
+		return ARCH_SV_HEAD;
+	return -1;
+}
+
+static int sv_design_find(const char *s, size_t n)
+{
+	for (size_t i = 0; i < NDESIGNS; i++)
+		if (strlen(sv_designs[i].name) == n && !strncmp(s, sv_designs[i].name, n))
+			return (int)i;
+	return -1;
+}
+
+int arch_scale_design_parse(const char *spec, struct arch_scale_design *d, char *canon, size_t len,
+			    char *why)
+{
+	int design[ARCH_SV_KINDS] = {0, 0, 0}, seen[ARCH_SV_KINDS] = {0, 0, 0};
+	const char *p = spec;
+	size_t used = 0;
+
+	while (*p) {
+		const char *end = strchr(p, ','), *eq;
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		int k = -1, i;
+
+		eq = memchr(p, '=', n);
+		if (eq) {
+			for (int j = 0; j < ARCH_SV_KINDS; j++)
+				if ((size_t)(eq - p) == strlen(sv_kind_names[j]) &&
+				    !strncmp(p, sv_kind_names[j], (size_t)(eq - p)))
+					k = j;
+			if (k < 0) {
+				snprintf(why, 64, "'%.*s' is no block kind (attn, ffn, head)",
+					 (int)(eq - p) > 20 ? 20 : (int)(eq - p), p);
+				return -1;
+			}
+			if (seen[k]) {
+				snprintf(why, 64, "%s is given twice", sv_kind_names[k]);
+				return -1;
+			}
+			n -= (size_t)(eq + 1 - p);
+			p = eq + 1;
+		} else if (p != spec || end) {
+			snprintf(why, 64, "a design for every kind stands alone");
+			return -1;
+		}
+		if ((i = sv_design_find(p, n)) < 0) {
+			snprintf(why, 64, "'%.*s' is no design (" ARCH_SCALE_DESIGNS ")",
+				 (int)n > 12 ? 12 : (int)n, p);
+			return -1;
+		}
+		for (int j = 0; j < ARCH_SV_KINDS; j++)
+			if (k < 0 || j == k) {
+				design[j] = i;
+				seen[j] = 1;
+			}
+		p += n;
+		if (*p == ',' && !*++p) {
+			snprintf(why, 64, "a comma ends the list");
+			return -1;
+		}
+	}
+	for (int j = 0; j < ARCH_SV_KINDS; j++) {
+		d->shared[j] = sv_designs[design[j]].shared;
+		d->in[j] = sv_designs[design[j]].in;
+		d->out[j] = sv_designs[design[j]].out;
+	}
+	if (canon) {
+		canon[0] = '\0';
+		for (int j = 0; j < ARCH_SV_KINDS; j++) {
+			int w;
+			if (!design[j])
+				continue;
+			w = snprintf(canon + used, len - used, "%s%s=%s", used ? "," : "",
+				     sv_kind_names[j], sv_designs[design[j]].name);
+			if (w < 0 || (size_t)w >= len - used) {
+				snprintf(why, 64, "too long");
+				return -1;
+			}
+			used += (size_t)w;
+		}
+	}
+	return 0;
 }
 
 int arch_default_head_dim(struct sw_config *c, struct sw_err *err)
@@ -159,6 +281,22 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 	if (arch_multipliers_parse(c->multipliers) < 0)
 		return sw_fail(err, SW_EDATA, "config: multipliers = '%s' (expected "
 			       ARCH_MULTIPLIERS_LIST ")", c->multipliers);
+	if (c->scale_design[0]) {
+		struct arch_scale_design d;
+		char why[64];
+		if (arch_scale_design_parse(c->scale_design, &d, NULL, 0, why))
+			return sw_fail(err, SW_EDATA, "config: scale_design = '%s': %s",
+				       c->scale_design, why);
+		if (!c->scale_vectors)
+			return sw_fail(err, SW_EDATA, "config: scale_design = '%s' without scale vectors",
+				       c->scale_design);
+		if (strcmp(c->multipliers, "none"))
+			return sw_fail(err, SW_EDATA, "config: scale_design = '%s' with multipliers = %s "
+				       "(one or the other)", c->scale_design, c->multipliers);
+		if (c->tie_embeddings && (d.in[ARCH_SV_HEAD] || d.out[ARCH_SV_HEAD]))
+			return sw_fail(err, SW_EDATA, "config: scale_design = '%s' has gains on the head, "
+				       "which is tied to the embedding", c->scale_design);
+	}
 	return SW_OK;
 }
 
@@ -178,10 +316,16 @@ int arch_hf_name(const char *role, int layer, char *buf, size_t len)
 
 int arch_base_role(const char *role, char *base, size_t len)
 {
+	static const char *const suffixes[] = {"_bias", "_mult", "_mult_col", "_gain_in", "_gain_out"};
 	size_t n = strlen(role);
-	const char *us = n > 9 && !strcmp(role + n - 9, "_mult_col") ? role + n - 9 : strrchr(role, '_');
+	const char *us = NULL;
 
-	if (!us || (strcmp(us, "_bias") && strcmp(us, "_mult") && strcmp(us, "_mult_col")))
+	for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+		size_t k = strlen(suffixes[i]);
+		if (n > k && !strcmp(role + n - k, suffixes[i]))
+			us = role + n - k;
+	}
+	if (!us)
 		return -1;
 	if ((size_t)(us - role) >= len)
 		return -1;
@@ -365,6 +509,15 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 				return sw_fail(err, SW_EDATA,
 					       "%s: shape %s disagrees with the config (%lld)",
 					       t->name, got, (long long)dout);
+			return SW_OK;
+		}
+		/* a scale-vector design's gains: of the input (d_in) or the output (d_out) */
+		if (strstr(t->role, "_gain_in") || strstr(t->role, "_gain_out")) {
+			int64_t n = strstr(t->role, "_gain_in") ? din : dout;
+			if (!shape_is(t, 1, n, 0))
+				return sw_fail(err, SW_EDATA,
+					       "%s: shape %s disagrees with the config (%lld)",
+					       t->name, got, (long long)n);
 			return SW_OK;
 		}
 		/* rowcol's column multiplier: d_in */

@@ -35,6 +35,7 @@ struct sw_config {
 	char multipliers[16];   /* none | scalar | row | col */
 	int norm_everywhere;    /* RMSNorm also before o_proj and down_proj */
 	int scale_vectors;      /* RMSNorms have learnable gains (default 1) */
+	char scale_design[48];  /* "" or arch_scale_design_parse's canonical form */
 };
 
 /* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,
@@ -48,7 +49,44 @@ int arch_supported(const char *arch);
 #define ARCH_MULTIPLIERS_LIST "none, scalar, row, col or rowcol"
 int arch_multipliers_parse(const char *s);
 
-/* Ranges: everything positive, H % KV == 0, sizes < 2^31. */
+/*
+ * The scale-vectors paper's designs (section 3) for the gains of a
+ * Pre-Norm and the matrices that read its output, per block kind: attn
+ * (attn_norm; q, k, v), ffn (ffn_norm; gate, up), head (final_norm;
+ * lm_head). Per kind one of
+ *   pre    the standard: one gain shared by the readers, W (g . Norm(x))
+ *   hg     heterogeneous: a gain per reader, W (g_W . Norm(x)) (eq. 4):
+ *          X_gain_in, no shared gain
+ *   ap     after placement: g_W . (W Norm(x)) (eq. 5): X_gain_out
+ *   dp     dual placement: g_W . (W (g . Norm(x))) (eq. 6): the shared
+ *          gain and X_gain_out
+ *   hg+dp  both sides per reader: g_W . (W (g'_W . Norm(x))): X_gain_in
+ *          and X_gain_out, no shared gain
+ * A spec is "" (pre everywhere), one design for every kind ("hg"), or
+ * KIND=DESIGN pairs joined by commas ("attn=hg,ffn=dp"); the canonical
+ * form (what sw_config.scale_design holds) lists the kinds not at pre in
+ * the order attn, ffn, head. Every gain starts at 1.
+ */
+enum arch_sv_kind { ARCH_SV_ATTN, ARCH_SV_FFN, ARCH_SV_HEAD, ARCH_SV_KINDS };
+struct arch_scale_design {
+	/* per kind: the shared Pre-Norm gain kept, the readers' input and output gains */
+	unsigned char shared[ARCH_SV_KINDS], in[ARCH_SV_KINDS], out[ARCH_SV_KINDS];
+};
+#define ARCH_SCALE_DESIGNS "pre, hg, ap, dp or hg+dp"
+/* Parse spec into d and, with canon non-NULL, its canonical form
+ * (len >= sizeof sw_config.scale_design). 0, or -1 with a reason in why
+ * (a short phrase, len >= 64). */
+int arch_scale_design_parse(const char *spec, struct arch_scale_design *d, char *canon, size_t len,
+			    char *why);
+/* The kind whose Pre-Norm a linear role reads (q, k, v: attn; gate, up:
+ * ffn; lm_head: head), or -1. */
+int arch_sv_kind_of(const char *role);
+/* "attn", "ffn", "head" */
+const char *arch_sv_kind_name(enum arch_sv_kind k);
+
+/* Ranges: everything positive, H % KV == 0, sizes < 2^31; multipliers and
+ * scale_design known, and a scale design only with scale vectors, without
+ * multipliers and (for the head) with an untied head. */
 int arch_config_check(const struct sw_config *c, struct sw_err *err);
 
 /*

@@ -136,26 +136,32 @@ static int check_out(const char *out, const struct convert_opts *o, int want_dir
 static const char *const fold_roles[] = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
 
 static void multipliers_of(const struct ckpt *ck, const struct sw_tensor_info *t, long *mult,
-			   long *col)
+			   long *col, long *gain_in, long *gain_out)
 {
 	char role[SW_ROLE_MAX + 16];
 
-	*mult = *col = -1;
+	*mult = *col = *gain_in = *gain_out = -1;
 	for (size_t k = 0; k < sizeof fold_roles / sizeof fold_roles[0]; k++)
 		if (!strcmp(t->role, fold_roles[k])) {
 			snprintf(role, sizeof role, "%s_mult", t->role);
 			*mult = ckpt_find_role(ck, role, t->layer);
 			snprintf(role, sizeof role, "%s_mult_col", t->role);
 			*col = ckpt_find_role(ck, role, t->layer);
+			snprintf(role, sizeof role, "%s_gain_in", t->role);
+			*gain_in = ckpt_find_role(ck, role, t->layer);
+			snprintf(role, sizeof role, "%s_gain_out", t->role);
+			*gain_out = ckpt_find_role(ck, role, t->layer);
 		}
 }
 
-/* A multiplier (X_mult, X_mult_col) of a linear role X present in ck. */
+/* A multiplier (X_mult, X_mult_col) or a scale design's gain (X_gain_in,
+ * X_gain_out) of a linear role X present in ck. */
 static int foldable_multiplier(const struct ckpt *ck, const struct sw_tensor_info *t)
 {
 	char base[SW_ROLE_MAX];
 
-	if (t->block != SW_BLOCK_MULT || arch_base_role(t->role, base, sizeof base) < 0)
+	if ((t->block != SW_BLOCK_MULT && !strstr(t->role, "_gain_")) ||
+	    arch_base_role(t->role, base, sizeof base) < 0)
 		return 0;
 	for (size_t k = 0; k < sizeof fold_roles / sizeof fold_roles[0]; k++)
 		if (!strcmp(base, fold_roles[k]))
@@ -166,9 +172,11 @@ static int foldable_multiplier(const struct ckpt *ck, const struct sw_tensor_inf
 /* out = the matrix of tensor i (w, [dout, din]) with its multipliers
  * folded in: a scalar (1 value), a row one (dout), a column one (din), or
  * rowcol's pair (mult dout, col din; the config says which of row and
- * col a lone vector of a square matrix is). */
+ * col a lone vector of a square matrix is). A scale design's gains come
+ * as the pair (gain_out as mult, gain_in as col; either may be -1):
+ * their roles say their sides. */
 static int fold_multipliers(struct ckpt *ck, const struct sw_tensor_info *t, const float *w,
-			    long mult, long col, float *out, struct sw_err *err)
+			    long mult, long col, int gains, float *out, struct sw_err *err)
 {
 	const char *mode = ckpt_meta(ck)->config.multipliers;
 	int64_t dout = t->shape[0], din = t->shape[1];
@@ -184,7 +192,13 @@ static int fold_multipliers(struct ckpt *ck, const struct sw_tensor_info *t, con
 			ckpt_release(ck, &vm);
 		return rc;
 	}
-	if (col >= 0) {
+	if (gains) {
+		if ((mult >= 0 && vm.numel != dout) || (col >= 0 && vc.numel != din))
+			rc = sw_fail(err, SW_EDATA, "%s: its gains are not of its output (%lld) "
+				     "and input (%lld)", t->name, (long long)dout, (long long)din);
+		r = mult >= 0 ? vm.data : NULL;
+		cv = col >= 0 ? vc.data : NULL;
+	} else if (col >= 0) {
 		if (mult < 0 || vm.numel != dout || vc.numel != din)
 			rc = sw_fail(err, SW_EDATA, "%s: its multipliers are not a row (%lld) and a "
 				     "column (%lld) one", t->name, (long long)dout, (long long)din);
@@ -241,13 +255,15 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 }
 
 /* The exported tensors keep[lo, hi) (indices into ck) form one file;
- * shard k of n. */
+ * shard k of n. keep[k] UNIT_GAIN: a Pre-Norm gain of ones the export
+ * adds (a scale design's Pre-Norm without one: Hugging Face's has one). */
+#define UNIT_GAIN ((size_t)-1)
 struct shard_plan {
 	size_t lo, hi;
 	char name[64];
 };
 
-static int plan_shards(const struct ckpt *ck, const size_t *keep, size_t count, uint64_t limit,
+static int plan_shards(const struct sw_tensor_info *infos, size_t count, uint64_t limit,
 		       int size, struct shard_plan **out, int *nout, struct sw_err *err)
 {
 	struct shard_plan *p = calloc(count ? count : 1, sizeof *p);
@@ -259,7 +275,7 @@ static int plan_shards(const struct ckpt *ck, const size_t *keep, size_t count, 
 	/* as save_pretrained: a new file when the next tensor would pass the
 	 * limit; a tensor larger than the limit gets a file of its own */
 	for (size_t i = 0; i < count; i++) {
-		uint64_t b = (uint64_t)ckpt_info(ck, keep[i])->numel * (uint64_t)size;
+		uint64_t b = (uint64_t)infos[i].numel * (uint64_t)size;
 		if (n == 0 || (cur > 0 && cur + b > limit)) {
 			p[n].lo = i;
 			n++;
@@ -352,10 +368,27 @@ static int shard_meta(const struct shard_plan *p, const size_t *keep,
 	for (size_t i = 0; i < global->n && !rc; i++)
 		rc = attrmap_set(m, global->kv[i].key, global->kv[i].value, err);
 	for (size_t k = p->lo; k < p->hi && !rc; k++)
-		for (size_t j = g->first[keep[k]]; j < g->first[keep[k] + 1] && !rc; j++)
+		for (size_t j = keep[k] == UNIT_GAIN ? 0 : g->first[keep[k]];
+		     keep[k] != UNIT_GAIN && j < g->first[keep[k] + 1] && !rc; j++)
 			rc = attrmap_set(m, all->kv[g->key[j]].key, all->kv[g->key[j]].value, err);
 	if (rc)
 		attrmap_free(m);
+	return rc;
+}
+
+/* n ones: a Pre-Norm's gain where a scale design left it none (the
+ * readers' gains are folded into their matrices) */
+static int write_ones(struct stw *w, int64_t n, struct sw_err *err)
+{
+	float *ones = malloc((size_t)(n > 0 ? n : 1) * sizeof *ones);
+	int rc;
+
+	if (!ones)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (int64_t i = 0; i < n; i++)
+		ones[i] = 1;
+	rc = stw_write(w, ones, n, err);
+	free(ones);
 	return rc;
 }
 
@@ -371,17 +404,31 @@ static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan 
 		size_t i = keep[k];
 		struct ckpt_view v;
 		float *folded = NULL;
-		long mult, col;
+		long mult, col, gain_in, gain_out;
+		int gains;
+		if (i == UNIT_GAIN) {
+			if ((rc = write_ones(w, infos[k].numel, err)))
+				break;
+			r->tensors++;
+			r->bytes += (uint64_t)infos[k].numel * (uint64_t)sw_dtype_size(dtype);
+			continue;
+		}
 		if ((rc = ckpt_load(ck, i, &v, err))) {
 			blame(r, err, in);
 			break;
 		}
-		multipliers_of(ck, ckpt_info(ck, i), &mult, &col);
+		multipliers_of(ck, ckpt_info(ck, i), &mult, &col, &gain_in, &gain_out);
+		gains = gain_in >= 0 || gain_out >= 0;
+		if (gains) {
+			mult = gain_out;
+			col = gain_in;
+		}
 		if (mult >= 0 || col >= 0) {
 			if (!(folded = malloc((size_t)v.numel * sizeof *folded)))
 				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			else
-				rc = fold_multipliers(ck, ckpt_info(ck, i), v.data, mult, col, folded, err);
+				rc = fold_multipliers(ck, ckpt_info(ck, i), v.data, mult, col, gains,
+						      folded, err);
 			if (rc) {
 				blame(r, err, in);
 				ckpt_release(ck, &v);
@@ -492,6 +539,46 @@ static int make_tmpdir(const char *out, char *tmpdir, size_t len, struct sw_err 
 	return SW_OK;
 }
 
+/* The Pre-Norm gains a scale design moved to the readers, as ones (keep
+ * UNIT_GAIN), into the exported tensors in model order: n + the added. */
+static size_t add_unit_gains(const struct ckpt *ck, const struct sw_config *c, size_t *keep,
+			     struct sw_tensor_info *infos, size_t n)
+{
+	static const char *const norms[ARCH_SV_KINDS] = {"attn_norm", "ffn_norm", "final_norm"};
+	struct arch_scale_design d;
+	char why[64];
+	size_t added = n;
+
+	if (!c->scale_design[0] || arch_scale_design_parse(c->scale_design, &d, NULL, 0, why))
+		return n;
+	for (int k = 0; k < ARCH_SV_KINDS; k++)
+		for (int l = k == ARCH_SV_HEAD ? -1 : 0; l < (k == ARCH_SV_HEAD ? 0 : c->n_layers); l++) {
+			struct sw_tensor_info *t = &infos[added];
+			if (d.shared[k] || ckpt_find_role(ck, norms[k], l) >= 0)
+				continue;
+			memset(t, 0, sizeof *t);
+			arch_info_for_role(c, norms[k], l, t);
+			t->rank = 1;
+			t->shape[0] = t->numel = c->d_model;
+			t->kind = SW_KIND_VECTOR;
+			t->dtype = SW_DTYPE_F32;
+			strcpy(t->dtype_name, "F32");
+			t->lr = t->wd = NAN;
+			keep[added++] = UNIT_GAIN;
+		}
+	/* into model order with the rest (an insertion sort: few tensors move) */
+	for (size_t i = n; i < added; i++)
+		for (size_t j = i; j > 0 && arch_model_order_cmp(&infos[j - 1], &infos[j]) > 0; j--) {
+			struct sw_tensor_info ti = infos[j];
+			size_t tk = keep[j];
+			infos[j] = infos[j - 1];
+			keep[j] = keep[j - 1];
+			infos[j - 1] = ti;
+			keep[j - 1] = tk;
+		}
+	return added;
+}
+
 static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 			  const struct convert_opts *o, struct convert_result *r, struct sw_err *err)
 {
@@ -522,18 +609,22 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 	rc = attrmap_set(&global, "format", "pt", err);     /* transformers wants it */
 	if (!rc)
 		rc = ckpt_attrs(ck, &all, err);
-	/* the root, /config, /optim, /metrics: what a model needs, not how to resume it */
+	/* the root, /config, /optim, /metrics: what a model needs, not how to
+	 * resume it; not a scale design, whose gains are folded (below) */
 	for (size_t i = 0; !rc && i < all->n; i++)
 		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
 		    (!strcmp(obj, "/") || !strcmp(obj, "/config") || !strcmp(obj, "/optim") ||
-		     !strcmp(obj, "/metrics")))
+		     !strcmp(obj, "/metrics")) &&
+		    (strcmp(obj, "/config") || strcmp(attr, "scale_design")))
 			rc = attrmap_set(&global, all->kv[i].key, all->kv[i].value, err);
-	/* the multipliers are folded: the export has none */
+	/* the multipliers and a scale design's gains are folded: the export
+	 * has neither, and every Pre-Norm has its gain */
 	if (!rc && attrmap_get(&global, ATTRMAP_PREFIX "config.multipliers"))
 		rc = attrmap_set(&global, ATTRMAP_PREFIX "config.multipliers", "none", err);
 	if (!rc) {
-		keep = malloc((count ? count : 1) * sizeof *keep);
-		infos = malloc((count ? count : 1) * sizeof *infos);
+		size_t cap = count + 2 * (size_t)c.n_layers + 1;
+		keep = malloc(cap * sizeof *keep);
+		infos = malloc(cap * sizeof *infos);
 		if (!keep || !infos)
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		for (size_t i = 0; !rc && i < count; i++)
@@ -541,9 +632,11 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 				infos[nkeep] = *ckpt_info(ck, i);
 				keep[nkeep++] = i;
 			}
+		if (!rc)
+			nkeep = add_unit_gains(ck, &c, keep, infos, nkeep);
 	}
 	if (!rc)
-		rc = plan_shards(ck, keep, nkeep, o->shard_size, sw_dtype_size(o->dtype), &plan,
+		rc = plan_shards(infos, nkeep, o->shard_size, sw_dtype_size(o->dtype), &plan,
 				 &nshards, err);
 	if (!rc)
 		rc = group_keys(ck, all, &g, err);

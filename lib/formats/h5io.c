@@ -306,7 +306,9 @@ int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 	    (rc = h5io_put_i64(g, "qk_norm", c->qk_norm, err)) ||
 	    (rc = h5io_put_str(g, "multipliers", c->multipliers, err)) ||
 	    (rc = h5io_put_i64(g, "norm_everywhere", c->norm_everywhere, err)) ||
-	    (rc = h5io_put_i64(g, "scale_vectors", c->scale_vectors, err))) {
+	    (rc = h5io_put_i64(g, "scale_vectors", c->scale_vectors, err)) ||
+	    /* only where a design is chosen: files without one stay as they were */
+	    (c->scale_design[0] && (rc = h5io_put_str(g, "scale_design", c->scale_design, err)))) {
 		/* rc says which failed */
 	}
 	H5Gclose(g);
@@ -354,6 +356,9 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 	if ((rc = h5io_get_i64(g, "/config", "scale_vectors", &v, &present, err)))
 		goto out;
 	c->scale_vectors = !present || v != 0;
+	if ((rc = h5io_get_str(g, "/config", "scale_design", c->scale_design, sizeof c->scale_design,
+			       &present, err)))
+		goto out;
 	if (!arch_supported(c->arch)) {
 		rc = sw_fail(err, SW_EDATA, "/config: arch '%s' is not supported (%s)",
 			     c->arch, ARCH_SUPPORTED_LIST);

@@ -577,10 +577,28 @@ static int add_tensor(struct model *m, const char *role, int layer, int rank,
 	return SW_OK;
 }
 
-/* A linear layer and its multiplier. */
+/* The multiplier mode of linear `role`: the learnable multipliers' (every
+ * linear but the embedding), or the scale design's gains of a Pre-Norm's
+ * reader (in: a column gain, out: a row gain, both: rowcol). */
+static enum mult_mode linear_mode(const struct model *m, const char *role)
+{
+	int k = arch_sv_kind_of(role);
+
+	if (m->mult != MULT_NONE)
+		return m->mult;
+	if (k < 0 || (!m->design.in[k] && !m->design.out[k]))
+		return MULT_NONE;
+	return m->design.in[k] && m->design.out[k] ? MULT_ROWCOL : m->design.in[k] ? MULT_COL : MULT_ROW;
+}
+
+/* A linear layer and its multipliers or gains: the row side (or a
+ * scalar, or col mode's column) in mult_tensor, rowcol's column in
+ * col_tensor. The gains are added in their names' order, gain_in first. */
 static int add_linear(struct model *m, const char *role, int layer, int64_t dout,
 		      int64_t din, struct sw_err *err)
 {
+	enum mult_mode mode = linear_mode(m, role);
+	int gains = m->mult == MULT_NONE;
 	char mrole[SW_ROLE_MAX];
 	struct model_linear *l;
 	int rc;
@@ -590,25 +608,38 @@ static int add_linear(struct model *m, const char *role, int layer, int64_t dout
 			       m->linears_cap);
 	if ((rc = add_tensor(m, role, layer, 2, dout, din, err)))
 		return rc;
-	if (!m->tensors) {      /* counting: the weight, and its multiplier */
+	if (!m->tensors) {      /* counting: the weight, and its multipliers */
 		m->nlinears++;
-		m->ntensors += (m->mult != MULT_NONE) + (m->mult == MULT_ROWCOL);
+		m->ntensors += (mode != MULT_NONE) + (mode == MULT_ROWCOL);
 		return SW_OK;
 	}
 	l = &m->linears[m->nlinears];
 	l->tensor = m->ntensors - 1;
 	l->mult_tensor = l->col_tensor = -1;
+	l->mode = mode;
 	l->dout = dout;
 	l->din = din;
 	m->tensors[l->tensor].linear = m->nlinears;
-	if (m->mult != MULT_NONE) {
-		int64_t n = m->mult == MULT_SCALAR ? 1 : m->mult == MULT_COL ? din : dout;
+	if (gains && (mode == MULT_COL || mode == MULT_ROWCOL)) {
+		snprintf(mrole, sizeof mrole, "%s_gain_in", role);
+		if ((rc = add_tensor(m, mrole, layer, 1, din, 0, err)))
+			return rc;
+		*(mode == MULT_COL ? &l->mult_tensor : &l->col_tensor) = m->ntensors - 1;
+	}
+	if (gains && (mode == MULT_ROW || mode == MULT_ROWCOL)) {
+		snprintf(mrole, sizeof mrole, "%s_gain_out", role);
+		if ((rc = add_tensor(m, mrole, layer, 1, dout, 0, err)))
+			return rc;
+		l->mult_tensor = m->ntensors - 1;
+	}
+	if (!gains) {
+		int64_t n = mode == MULT_SCALAR ? 1 : mode == MULT_COL ? din : dout;
 		snprintf(mrole, sizeof mrole, "%s_mult", role);
 		if ((rc = add_tensor(m, mrole, layer, 1, n, 0, err)))
 			return rc;
 		l->mult_tensor = m->ntensors - 1;
 	}
-	if (m->mult == MULT_ROWCOL) {
+	if (!gains && mode == MULT_ROWCOL) {
 		snprintf(mrole, sizeof mrole, "%s_mult_col", role);
 		if ((rc = add_tensor(m, mrole, layer, 1, din, 0, err)))
 			return rc;
@@ -623,10 +654,15 @@ static int enumerate(struct model *m, struct sw_err *err)
 	const struct sw_config *c = &m->c;
 	int64_t C = c->d_model, Q = c->n_heads * c->head_dim, K = c->n_kv_heads * c->head_dim;
 	int gains = c->scale_vectors, rc = SW_OK;
+	/* the Pre-Norms' shared gains, unless the scale design moved them to
+	 * the readers */
+	int attn_gain = gains && m->design.shared[ARCH_SV_ATTN],
+	    ffn_gain = gains && m->design.shared[ARCH_SV_FFN],
+	    final_gain = gains && m->design.shared[ARCH_SV_HEAD];
 
 	rc = add_tensor(m, "embed", -1, 2, c->vocab_size, C, err);
 	for (int l = 0; l < c->n_layers && !rc; l++) {
-		if (gains && (rc = add_tensor(m, "attn_norm", l, 1, C, 0, err)))
+		if (attn_gain && (rc = add_tensor(m, "attn_norm", l, 1, C, 0, err)))
 			break;
 		if ((rc = add_linear(m, "q", l, Q, C, err)) || (rc = add_linear(m, "k", l, K, C, err)) ||
 		    (rc = add_linear(m, "v", l, K, C, err)))
@@ -639,7 +675,7 @@ static int enumerate(struct model *m, struct sw_err *err)
 			break;
 		if ((rc = add_linear(m, "o", l, C, Q, err)))
 			break;
-		if (gains && (rc = add_tensor(m, "ffn_norm", l, 1, C, 0, err)))
+		if (ffn_gain && (rc = add_tensor(m, "ffn_norm", l, 1, C, 0, err)))
 			break;
 		if ((rc = add_linear(m, "gate", l, c->d_ff, C, err)) ||
 		    (rc = add_linear(m, "up", l, c->d_ff, C, err)))
@@ -649,7 +685,7 @@ static int enumerate(struct model *m, struct sw_err *err)
 			break;
 		rc = add_linear(m, "down", l, C, c->d_ff, err);
 	}
-	if (!rc && gains)
+	if (!rc && final_gain)
 		rc = add_tensor(m, "final_norm", -1, 1, C, 0, err);
 	if (!rc && !c->tie_embeddings)
 		rc = add_linear(m, "lm_head", -1, c->vocab_size, C, err);
@@ -677,7 +713,7 @@ static real *eff(const struct model *m, real *block, real *eblock, const char *r
 
 	if (i < 0)
 		return NULL;
-	if (m->mult == MULT_NONE)
+	if (m->linears[m->tensors[i].linear].mode == MULT_NONE)
 		return block + m->tensors[i].offset;
 	return eblock + m->eff_offset[m->tensors[i].linear];
 }
@@ -719,6 +755,8 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 		return sw_fail(err, SW_EUSAGE, "head_dim %lld is odd: RoPE needs pairs", (long long)c->head_dim);
 	/* arch_multipliers_parse's order; the config was checked above */
 	m->mult = (enum mult_mode)arch_multipliers_parse(c->multipliers);
+	if (arch_scale_design_parse(c->scale_design, &m->design, NULL, 0, (char[64]){0}))
+		return sw_fail(err, SW_ESOFTWARE, "model: scale_design '%s'", c->scale_design);
 	/* count the tensors and linear layers, then lay them out */
 	if ((rc = enumerate(m, err)))
 		return rc;
@@ -739,17 +777,21 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 	}
 	m->params = calloc(m->nparams, sizeof(real));
 	m->grads = calloc(m->nparams, sizeof(real));
-	if (m->mult != MULT_NONE) {
+	for (int i = 0; i < m->nlinears; i++)
+		m->eff |= m->linears[i].mode != MULT_NONE;
+	if (m->eff && m->nlinears > 0) {
+		/* a slot for each linear with multipliers or gains, in order */
 		m->eff_offset = calloc((size_t)m->nlinears, sizeof *m->eff_offset);
 		for (int i = 0; m->eff_offset && i < m->nlinears; i++) {
 			m->eff_offset[i] = m->eff_size;
-			m->eff_size += (size_t)(m->linears[i].dout * m->linears[i].din);
+			if (m->linears[i].mode != MULT_NONE)
+				m->eff_size += (size_t)(m->linears[i].dout * m->linears[i].din);
 		}
 		m->w_eff = calloc(m->eff_size, sizeof(real));
 		m->dw_eff = calloc(m->eff_size, sizeof(real));
 	}
 	if (!m->params || !m->grads ||
-	    (m->mult != MULT_NONE && (!m->eff_offset || !m->w_eff || !m->dw_eff))) {
+	    (m->eff && (!m->eff_offset || !m->w_eff || !m->dw_eff))) {
 		/* said before model_free zeroes the counts */
 		size_t nparams = m->nparams;
 		double bytes = 2.0 * ((double)m->nparams + (double)m->eff_size) * sizeof(real);
@@ -945,9 +987,11 @@ void model_timing_lap(struct model_timing *t, enum model_phase phase)
 
 void model_update_effective(struct model *m)
 {
-	/* W_eff = the multiplier applied to W */
-	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+	/* W_eff = the multipliers (or gains) applied to W */
+	for (int i = 0; m->eff && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
+		if (l->mode == MULT_NONE)
+			continue;
 		mult_apply(m->w_eff + m->eff_offset[i], m->params + m->tensors[l->tensor].offset,
 			   model_linear_mult_view(m, l, m->params), l->dout, l->din);
 	}
@@ -1145,12 +1189,12 @@ static void cpu_embed_backward(void *ctx, real *dembed, const real *dout, const 
 	model_encoder_backward(dembed, dout, tokens, N, C);
 }
 
-/* m->grads_ready for layer l (see model.h); multipliers finish every
- * layer's gradient at the end, so with them it is told then. The time it
+/* m->grads_ready for layer l (see model.h); multipliers (and gains)
+ * finish every layer's gradient at the end, so with them it is told then. The time it
  * takes (an exchange between processes) is no phase's: "other". */
 static void grads_ready(struct model *m, int l, int at_end)
 {
-	if (m->grads_ready && (m->mult != MULT_NONE) == at_end) {
+	if (m->grads_ready && m->eff == at_end) {
 		m->grads_ready(m->grads_ready_ctx, l);
 		model_timing_mark(&m->timing);
 	}
@@ -1167,10 +1211,12 @@ static void cpu_mult_backward(void *ctx)
 {
 	struct model *m = ctx;
 
-	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+	for (int i = 0; m->eff && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
 		const struct model_tensor *wt = &m->tensors[l->tensor];
 		real *drow, *dcol;
+		if (l->mode == MULT_NONE)
+			continue;
 		model_linear_mult_grads(m, l, m->grads, &drow, &dcol);
 		mult_backward(m->grads + wt->offset, drow, dcol, m->dw_eff + m->eff_offset[i],
 			      m->params + wt->offset, model_linear_mult_view(m, l, m->params), l->dout, l->din);
@@ -1234,7 +1280,7 @@ void model_backward(struct model *m, const int *tokens, const int *targets, doub
 	struct model_step st = cpu_step(m);
 
 	model_timing_mark(&m->timing);
-	if (m->mult != MULT_NONE)
+	if (m->eff)
 		zero(m->dw_eff, m->eff_size);
 	model_step_backward(&st, tokens, targets, m->B, m->T, loss_scale);
 }

@@ -57,9 +57,12 @@ struct model_tensor {
 
 /* A linear layer y = W_eff x: W (dout, din), its multiplier (scalar, row
  * or column; with rowcol the row one, and col_tensor the column one; -1
- * without), the effective weight the forward pass uses. */
+ * without), the effective weight the forward pass uses. A scale design's
+ * gains (arch.h) are a linear's multipliers too: X_gain_out its row side,
+ * X_gain_in its column side, mode row, col or rowcol as it has them. */
 struct model_linear {
 	int tensor, mult_tensor, col_tensor;    /* indices into tensors */
+	enum mult_mode mode;            /* the multipliers' or the gains' (MULT_NONE: neither) */
 	int64_t dout, din;
 };
 
@@ -149,7 +152,9 @@ struct layer_acts {
 
 struct model {
 	struct sw_config c;
-	enum mult_mode mult;
+	enum mult_mode mult;            /* the learnable multipliers' (every linear but the embedding) */
+	struct arch_scale_design design;  /* the scale design's gains (c.scale_design) */
+	int eff;                        /* some linear has multipliers or gains: w_eff, dw_eff */
 	/* tensors */
 	int ntensors, tensors_cap;
 	struct model_tensor *tensors;   /* NULL while model_build counts them */
@@ -191,7 +196,7 @@ static inline struct mult_view model_linear_mult_view(const struct model *m,
 						      const struct model_linear *l,
 						      const real *block)
 {
-	return model_mult_view(m->mult, block + m->tensors[l->mult_tensor].offset,
+	return model_mult_view(l->mode, block + m->tensors[l->mult_tensor].offset,
 			       l->col_tensor >= 0 ? block + m->tensors[l->col_tensor].offset : NULL);
 }
 static inline void model_linear_mult_grads(const struct model *m, const struct model_linear *l,
@@ -199,9 +204,9 @@ static inline void model_linear_mult_grads(const struct model *m, const struct m
 {
 	real *mult = block + m->tensors[l->mult_tensor].offset;
 
-	*drow = m->mult == MULT_COL ? NULL : mult;
-	*dcol = m->mult == MULT_COL ? mult :
-		m->mult == MULT_ROWCOL ? block + m->tensors[l->col_tensor].offset : NULL;
+	*drow = l->mode == MULT_COL ? NULL : mult;
+	*dcol = l->mode == MULT_COL ? mult :
+		l->mode == MULT_ROWCOL ? block + m->tensors[l->col_tensor].offset : NULL;
 }
 
 /* Build a model for config c (vocab, sizes, options) with multipliers

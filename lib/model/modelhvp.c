@@ -466,6 +466,14 @@ static void rop_rmsnorm_pair(int hv, int clear, real *dinp, real *rdinp, real *r
 	model_rmsnorm_backward(dinp, NULL, dout, inp, gain, rstd, N, C);
 }
 
+/* g, the gradient of weight w, when w is an effective weight (the linear
+ * has multipliers or gains: their R{} needs the primal dL/dW_eff), else
+ * NULL (no primal weight gradient is needed) */
+static real *eff_grad(const struct model *m, const real *w, real *g)
+{
+	return m->eff && w >= m->w_eff && w < m->w_eff + m->eff_size ? g : NULL;
+}
+
 int model_rop_build(struct model *rm, const struct model *m, struct sw_err *err)
 {
 	int rc;
@@ -493,10 +501,10 @@ void model_rop_forward(const struct model *m, struct model *rm, const int *token
 	int first = rop_first_layer(m, want), head = rop_head_tensor(m);
 
 	/* the tangents of the effective weights */
-	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+	for (int i = 0; m->eff && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
 		size_t wo = m->tensors[l->tensor].offset;
-		if (rop_wanted(m, want, l->tensor))
+		if (l->mode != MULT_NONE && rop_wanted(m, want, l->tensor))
 			rop_mult_apply(rm->w_eff + m->eff_offset[i], m->params + wo, rm->params + wo,
 				       model_linear_mult_view(m, l, m->params),
 				       model_linear_mult_view(m, l, rm->params), l->dout, l->din);
@@ -596,7 +604,7 @@ void model_rop_backward(struct model *m, struct model *rm, const int *tokens, co
 		first = 0;
 	else if (first > L)
 		first = L;
-	if (m->mult != MULT_NONE) {
+	if (m->eff) {
 		ZERO(rm->dw_eff, m->eff_size);
 		if (hv)
 			ZERO(m->dw_eff, m->eff_size);
@@ -610,7 +618,7 @@ void model_rop_backward(struct model *m, struct model *rm, const int *tokens, co
 			memcpy(dlogits, m->logits, (size_t)N * V * sizeof(real));
 		model_softmax_crossentropy_backward(dz, targets, N, V, (real)(loss_scale / N));
 	}
-	rop_linear_pair(hv, 1, dn, rdn, m->mult != MULT_NONE && !c->tie_embeddings ? m->g.lm_head : NULL,
+	rop_linear_pair(hv, 1, dn, rdn, eff_grad(m, m->p.lm_head, m->g.lm_head),
 			rop_wanted(m, want, head) ? rm->g.lm_head : NULL, dz, rm->logits, m->nf, rm->nf,
 			m->p.lm_head, rop_wanted(m, want, head) ? rm->p.lm_head : NULL, N, C, V);
 	rop_rmsnorm_pair(hv, 1, dres, rdres, rop_wanted(m, want, final) ? rm->g.final_norm : NULL, dn, rdn,
@@ -626,8 +634,14 @@ void model_rop_backward(struct model *m, struct model *rm, const int *tokens, co
 
 		rop_layer_views(m, want, &rm->p.layer[l], l, &rw);
 		rop_layer_views(m, want, &rm->g.layer[l], l, &rg);
-		if (m->mult != MULT_NONE)
-			gm = *g;        /* the multipliers' R{} needs dL/dW_eff */
+		/* the multipliers' R{} needs dL/dW_eff, where a linear has them */
+		gm.wq = eff_grad(m, w->wq, g->wq);
+		gm.wk = eff_grad(m, w->wk, g->wk);
+		gm.wv = eff_grad(m, w->wv, g->wv);
+		gm.wo = eff_grad(m, w->wo, g->wo);
+		gm.wgate = eff_grad(m, w->wgate, g->wgate);
+		gm.wup = eff_grad(m, w->wup, g->wup);
+		gm.wdown = eff_grad(m, w->wdown, g->wdown);
 
 		/* x_out = x_mid + down(h): dres and R{dres} flow to x_mid */
 		rop_linear_pair(hv, 1, nev ? dF2 : dF1, nev ? rdF2 : rdF1, gm.wdown, rg.wdown, dres, rdres,
@@ -696,12 +710,15 @@ void model_rop_backward(struct model *m, struct model *rm, const int *tokens, co
 		model_encoder_backward(rm->g.embed, rdres, tokens, N, C);
 
 	/* multipliers: from R{dL/dW_eff} to R{dL/dW} and R{dL/dmult} */
-	for (int i = 0; m->mult != MULT_NONE && i < m->nlinears; i++) {
+	for (int i = 0; m->eff && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
 		const struct model_tensor *wt = &m->tensors[l->tensor];
-		int ww = !want || want[l->tensor], wm = !want || want[l->mult_tensor] ||
-			 (l->col_tensor >= 0 && want[l->col_tensor]);
+		int ww, wm;
 		real *rdrow, *rdcol;
+		if (l->mode == MULT_NONE)
+			continue;
+		ww = !want || want[l->tensor];
+		wm = !want || want[l->mult_tensor] || (l->col_tensor >= 0 && want[l->col_tensor]);
 		model_linear_mult_grads(m, l, rm->grads, &rdrow, &rdcol);
 		if (ww || wm)
 			rop_mult_backward(ww ? rm->grads + wt->offset : NULL, wm ? rdrow : NULL,

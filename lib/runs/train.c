@@ -249,21 +249,31 @@ static void trace_scale_vector(struct trace_plan *tp, const struct model *m, int
 	const struct model_tensor *mt = &m->tensors[tp->scale_tensor[i]];
 	const struct sw_tensor_info *t = &mt->info;
 	const real *g = m->params + mt->offset;
-	const char *const *readers = scalevec_readers(t->role);
+	const char *readers[4];
+	char base[SW_ROLE_MAX];
 	struct scalevec_stats s;
-	int found = 0;
+	int found = 0, by_rows;
 
 	scalevec_stats(g, t->numel, &s);
 	memset(tp->colsq, 0, (size_t)t->numel * sizeof *tp->colsq);
-	for (; readers && *readers; readers++) {
-		const char *tied = scalevec_reader_tied(*readers);
-		int k = model_find(m, *readers, t->layer);
+	scalevec_coupling_readers(t->role, readers, base, sizeof base, &by_rows);
+	for (const char **r = readers; *r; r++) {
+		const char *tied = scalevec_reader_tied(*r);
+		int k = model_find(m, *r, t->layer);
+		const struct sw_tensor_info *w;
 		if (k < 0 && tied)
 			k = model_find(m, tied, -1);
-		if (k < 0 || m->tensors[k].info.rank != 2 || m->tensors[k].info.shape[1] != t->numel)
+		if (k < 0)
 			continue;
-		scalevec_add_column_squares(m->params + m->tensors[k].offset, m->tensors[k].info.shape[0],
-					    t->numel, tp->colsq);
+		w = &m->tensors[k].info;
+		if (w->rank != 2 || w->shape[by_rows ? 0 : 1] != t->numel)
+			continue;
+		if (by_rows)
+			scalevec_add_row_squares(m->params + m->tensors[k].offset, w->shape[0], w->shape[1],
+						 tp->colsq);
+		else
+			scalevec_add_column_squares(m->params + m->tensors[k].offset, w->shape[0],
+						    t->numel, tp->colsq);
 		found = 1;
 	}
 	tp->row[S_SCALE_SD][i] = s.sd;

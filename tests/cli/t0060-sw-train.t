@@ -127,10 +127,11 @@ test_expect_success 'another seed: other weights' '
 
 # exact: a resume, the same binary and threads (--threads 2 both times)
 test_expect_success 'resume from a checkpoint: bit for bit the uninterrupted run' '
-	for opt in adamw:row muon:rowcol scion:col; do
+	for opt in adamw:--multipliers=row muon:--multipliers=rowcol scion:--multipliers=col \
+		adamw:--scale-design=attn=hg+dp,head=ap; do
 		rm -rf full half &&
-		sw-train --data "$CORPUS" --out full $SMALL --steps 16 --ckpt-every 8 --optimizer ${opt%:*} \
-			--qk-norm --multipliers ${opt#*:} --warmup 3 --eval-every 4 --trace-every 4 >/dev/null &&
+		sw-train --data "$CORPUS" --out full $SMALL --steps 16 --ckpt-every 8 --optimizer ${opt%%:*} \
+			--qk-norm ${opt#*:} --warmup 3 --eval-every 4 --trace-every 4 >/dev/null &&
 		mkdir half && cp full/ckpt-000008.h5 half/ &&
 		sw-train --data "$CORPUS" --out half --resume half/ckpt-000008.h5 --threads 2 \
 			--trace "" >/dev/null &&
@@ -152,6 +153,44 @@ test_expect_success '--multipliers rowcol: a row (d_out) and a column (d_in) mul
 	model.layers.1.mlp.down_proj.multiplier_col	down_mult_col	88
 	EOF
 	test_cmp expect actual
+'
+
+test_expect_success '--scale-design: each kind s gains where its design puts them, the Pre-Norm gain where it stays' '
+	sw-train --data "$CORPUS" --out sd $SMALL --steps 2 --scale-design ffn=dp,attn=hg,head=ap \
+		--norm-wd iwd --wd 0.1 --trace "" >/dev/null &&
+	sw-ls --layer 0,-1 --block norm sd/ckpt-000002.h5 >ls &&
+	cut -f2,3,4,8 ls >actual &&
+	cat >expect <<-\EOF &&
+	name	block	role	shape
+	model.layers.0.self_attn.q_proj.gain_in	norm	q_gain_in	32
+	model.layers.0.self_attn.k_proj.gain_in	norm	k_gain_in	32
+	model.layers.0.self_attn.v_proj.gain_in	norm	v_gain_in	32
+	model.layers.0.post_attention_layernorm.weight	norm	ffn_norm	32
+	model.layers.0.mlp.gate_proj.gain_out	norm	gate_gain_out	88
+	model.layers.0.mlp.up_proj.gain_out	norm	up_gain_out	88
+	lm_head.gain_out	norm	lm_head_gain_out	122
+	EOF
+	test_cmp expect actual &&
+	"$PY" -c "
+import h5py
+f = h5py.File(\"sd/ckpt-000002.h5\", \"r\")
+assert f[\"config\"].attrs[\"scale_design\"] == \"attn=hg,ffn=dp,head=ap\"
+for n, d in f[\"params\"].items():
+    if \"gain_\" in n:
+        # Input-Norm type: IWD decays them as it decays a Pre-Norm gain
+        assert d.attrs[\"norm_type\"] == \"input\" and d.attrs[\"wd\"] == 0.1, n
+"
+'
+
+test_expect_success '--scale-design: a bad design, or one beside multipliers, no gains or a tied head: exit 64' '
+	for bad in "attn=xx" "mlp=hg" "hg,ffn=ap" "attn=hg," "attn=hg,attn=ap"; do
+		test_expect_code 64 sw-train --data "$CORPUS" --out x --scale-design "$bad" 2>err &&
+		head -n 1 err | grep -q "^sw-train: --scale-design: " || return 1
+	done &&
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --scale-design hg --multipliers row 2>err &&
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --scale-design dp --no-scale-vectors 2>err &&
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --scale-design head=ap --tie 2>err &&
+	grep -q "untied" err && ! test -e x
 '
 
 test_expect_success 'the optimizer state is saved: resuming without it is refused' '

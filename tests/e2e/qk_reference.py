@@ -45,7 +45,11 @@ def main(path):
             else:
                 w = w * m[None, :]
         g = t.get(("attn_norm", l))
-        return w if g is None else w * g[None, :]
+        w = w if g is None else w * g[None, :]
+        # a scale design's gains of the projection itself
+        gi, go = t.get((role + "_gain_in", l)), t.get((role + "_gain_out", l))
+        w = w if gi is None else w * gi[None, :]
+        return w if go is None else go[:, None] * w
 
     def mult_of(role, l, head):
         m = t.get((role + "_mult", l))

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Independent reference for sw-norms --scale-vectors: every norm gain and
-multiplier of an HDF5 checkpoint (read with h5py) or a Hugging Face
+"""Independent reference for sw-norms --scale-vectors: every norm gain,
+multiplier and scale design's gain (X.gain_in: coupled with X's columns,
+X.gain_out: with X's rows) of an HDF5 checkpoint (read with h5py) or a Hugging Face
 safetensors directory (parsed here), its statistics and its coupling with
 the matrices that read it, in numpy float64. Used by
 t0120-scale-vectors-numpy.t; not by the tools.
@@ -45,7 +46,10 @@ params, tied = read_safetensors(path) if not path.endswith(".h5") else read_h5(p
 rows = []
 for name, a in params.items():
     is_gain = name.endswith("norm.weight") or name.endswith("layernorm.weight")
-    if a.ndim != 1 or not (is_gain or name.endswith(".multiplier")):
+    # a scale design's gain of one matrix: its input side (columns) or its
+    # output side (rows)
+    design = name.endswith(".gain_in") or name.endswith(".gain_out")
+    if a.ndim != 1 or not (is_gain or design or name.endswith(".multiplier")):
         continue
     g = a.astype(np.float64)
     absg = np.abs(g)
@@ -54,6 +58,9 @@ for name, a in params.items():
     cv = sd / abs(mean) if mean != 0 else np.nan
     coupling = np.nan
     mats = [m for m in readers(name, params, tied) if m.ndim == 2 and m.shape[1] == g.size]
+    if design:
+        w = params[name.rsplit(".", 1)[0] + ".weight"]
+        mats = [w.T if name.endswith(".gain_out") else w]
     if mats:
         col = np.sqrt(sum((m.astype(np.float64) ** 2).sum(axis=0) for m in mats))
         if absg.std() > 0 and col.std() > 0:

@@ -2,8 +2,8 @@
 # sw-norms --scale-vectors against an independent implementation: numpy
 # (float64) on the tensors read with h5py, or from a safetensors directory
 # parsed in Python; the gains of a fixture, of a run trained with QK-norm
-# and row multipliers (its gains move away from 1), and of the Hugging
-# Face fixture. Skipped when numpy or h5py is missing.
+# and row multipliers (its gains move away from 1), of a run under a scale
+# design (each matrix's own gains), and of the Hugging Face fixture. Skipped when numpy or h5py is missing.
 . "$(dirname "$0")/../lib/tap.sh"
 
 REF=$SW_TOP/tests/e2e/scalevec_reference.py
@@ -23,8 +23,15 @@ test_expect_success 'setup: a run whose gains and multipliers moved' '
 		--threads 1 --qk-norm --multipliers row --lr 1e-2 --out run >/dev/null
 '
 
-for f in "$FIX/tiny.h5" run/ckpt-000030.h5 "$FIX/tiny-hf"; do
-	test_expect_success "${f##*/}: sw-norms --scale-vectors = numpy to 1e-7" "
+test_expect_success 'setup: a run under a scale design (attn hg+dp, ffn ap, head hg)' '
+	sw-train --data "$FIX/corpus.txt" --steps 30 --d-model 32 --batch 4 --seq-len 32 \
+		--threads 1 --scale-design attn=hg+dp,ffn=ap,head=hg --lr 1e-2 --trace "" \
+		--out design >/dev/null
+'
+
+for f in "$FIX/tiny.h5" run/ckpt-000030.h5 design/ckpt-000030.h5 "$FIX/tiny-hf"; do
+	d=${f%/*}
+	test_expect_success "${d##*/}/${f##*/}: sw-norms --scale-vectors = numpy to 1e-7" "
 		\"\$PY\" \"\$REF\" \"$f\" >expect &&
 		sw-norms --scale-vectors \"$f\" >rows &&
 		sed 1d rows | cut -f4,11- | sort >actual &&
@@ -36,6 +43,24 @@ done
 test_expect_success 'the trained run: every Pre-Norm gain has a coupling, the others none' '
 	sw-norms --scale-vectors run/ckpt-000030.h5 >rows &&
 	awk -F"\t" "NR > 1 && (\$8 == \"input\") != (\$18 != \"\") { print; bad = 1 } END { exit bad }" rows
+'
+
+test_expect_success 'the scale design: before and after, each gain coupled with its own matrix' '
+	sw-norms --scale-vectors design/ckpt-000030.h5 >rows &&
+	awk -F"\t" "NR > 1 { print \$6, \$10, (\$18 != \"\") }" rows | sort -u >actual &&
+	cat >expect <<-\EOF &&
+	k_gain_in before 1
+	k_gain_out after 1
+	lm_head_gain_in before 1
+	q_gain_in before 1
+	q_gain_out after 1
+	up_gain_out after 1
+	gate_gain_out after 1
+	v_gain_in before 1
+	v_gain_out after 1
+	EOF
+	sort -o expect expect &&
+	test_cmp expect actual
 '
 
 test_expect_success 'the trace at the last step = the checkpoint of that step (to 1e-7)' '

@@ -45,6 +45,8 @@ AdamW, GQA, row and column multipliers, tied|--d-model 32 --n-layers 2 --n-heads
 Muon, row and column multipliers, QK-norm|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --multipliers rowcol --qk-norm
 Muon, Blockwise LR, per-group lr|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --blockwise-lr --group-lr 1:0.125:1
 AdamW, the width rules (base 16, wd x sqrt 2)|--d-model 32 --n-layers 2 --n-heads 4 --width-base 16 --wd-scaling sqrt --wd 0.3
+AdamW, scale design attn hg, ffn dp, head ap, IWD|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --scale-design attn=hg,ffn=dp,head=ap --norm-wd iwd --wd 0.1
+Muon, scale design hg+dp everywhere, QK-norm|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --scale-design hg+dp --qk-norm
 VARIANTS
 
 test_expect_success 'the check can fail: a perturbed gradient is caught' '

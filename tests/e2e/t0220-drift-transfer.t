@@ -197,12 +197,14 @@ if ! have_python_modules "numpy, h5py"; then
 	test_done
 fi
 
-test_expect_success 'sw-qkdrift = numpy (float64) on the fixture and on runs with multipliers and QK-norm' '
+test_expect_success 'sw-qkdrift = numpy (float64) on the fixture and on runs with multipliers, QK-norm and scale designs' '
 	sw-train --data "$CORPUS" --out col $SMALL --batch 4 --steps 8 --multipliers col --trace "" >/dev/null &&
+	sw-train --data "$CORPUS" --out hgdp $SMALL --batch 4 --steps 8 --scale-design attn=hg+dp --trace "" >/dev/null &&
+	sw-train --data "$CORPUS" --out dp $SMALL --batch 4 --steps 8 --scale-design dp --trace "" >/dev/null &&
 	sw-train --data "$CORPUS" --out scalar $SMALL --batch 4 --steps 8 --multipliers scalar --trace "" >/dev/null &&
 	sw-train --data "$CORPUS" --out qkn $SMALL --batch 4 --steps 8 --qk-norm --multipliers row --trace "" >/dev/null &&
 	for f in "$FIX/tiny.h5" col/ckpt-000008.h5 scalar/ckpt-000008.h5 qkn/ckpt-000008.h5 \
-		sweep/lr0.01-b8/ckpt-000032.h5; do
+		hgdp/ckpt-000008.h5 dp/ckpt-000008.h5 sweep/lr0.01-b8/ckpt-000032.h5; do
 		"$PY" "$REF" "$f" >expect &&
 		sw-qkdrift "$f" >qk && sed 1d qk | cut -f4- >got &&
 		numbers_close 1e-6 expect got || { echo "$f differs"; exit 1; }

@@ -38,6 +38,8 @@ untied, GQA, sharded|--n-heads 4 --n-kv-heads 2|--shard-size 20KB
 row and column multipliers, folded|--n-heads 4 --n-kv-heads 2 --multipliers rowcol|
 scalar multipliers, tied, folded, sharded|--n-heads 4 --n-kv-heads 1 --tie --multipliers scalar|--shard-size 20KB
 column multipliers, folded (d_model = q width: the config says col)|--n-heads 4 --multipliers col|
+scale design attn hg, ffn dp, head ap: gains folded, unit Pre-Norm gains added|--n-heads 4 --n-kv-heads 2 --scale-design attn=hg,ffn=dp,head=ap|
+scale design hg+dp, sharded|--n-heads 4 --scale-design hg+dp|--shard-size 20KB
 VARIANTS
 
 test_expect_success 'setup: a tied run (bfrun/), its step 20 exported in F32 (f32/) and BF16 (bf16/)' '

@@ -9,7 +9,8 @@ CKPT_A and CKPT_B are consecutive checkpoints of one run written with
 computed for it at A's parameters. This script builds the Llama of A's
 /config in PyTorch from A's parameters (Hugging Face's LlamaForCausalLM
 math: RMSNorm, rotate-half RoPE, GQA, SwiGLU; QK-norm, learnable
-multipliers, norm-everywhere and norm gains as configured), runs forward
+multipliers, a scale design's gains, norm-everywhere and norm gains as
+configured), runs forward
 and backward on B's batch, and applies one optimizer step (AdamW or Muon,
 as A's /optim says) from A's optimizer state. It prints one line per
 quantity: the relative error ||ours - reference|| / ||reference||:
@@ -56,6 +57,11 @@ def rope(x, theta, T):
 
 def effective(p, name, mode):
     w = p[name + ".weight"]
+    # a scale design's gains of a Pre-Norm's reader: g_out . (W (g_in . x))
+    if name + ".gain_in" in p:
+        w = w * p[name + ".gain_in"][None, :]
+    if name + ".gain_out" in p:
+        w = p[name + ".gain_out"][:, None] * w
     if mode == "none" or (name + ".multiplier") not in p:
         return w
     m = p[name + ".multiplier"]

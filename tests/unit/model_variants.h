@@ -3,7 +3,8 @@
  * lib/model/model.c and lib/model/modelhvp.c run through (t-gradcheck.c: the
  * gradient, t-hvpcheck.c: the R-operator): GQA, untied and tied heads,
  * QK-norm, scalar/row/column/row-and-column multipliers, norm-everywhere, no scale
- * vectors, MQA with a head_dim that is not d_model/n_heads. Include
+ * vectors, MQA with a head_dim that is not d_model/n_heads, the scale
+ * designs (arch.h: hg, ap, dp, hg+dp over the three kinds). Include
  * after lib/model/model.c.
  */
 #ifndef SW_MODEL_VARIANTS_H
@@ -39,6 +40,12 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
 	check("no scale vectors, MHA", c);
 	c = base; c.n_kv_heads = 1; c.head_dim = 6; c.d_ff = 5;
 	check("MQA, head_dim != d_model/n_heads, d_ff < d_model", c);
+	c = base; strcpy(c.scale_design, "attn=hg,ffn=dp,head=ap");
+	check("scale design: attn hg, ffn dp, head ap", c);
+	c = base; strcpy(c.scale_design, "attn=hg+dp,ffn=ap,head=hg+dp"); c.qk_norm = 1;
+	check("scale design: attn hg+dp, ffn ap, head hg+dp, QK-norm", c);
+	c = base; strcpy(c.scale_design, "attn=dp,ffn=hg"); c.tie_embeddings = 1;
+	check("scale design: attn dp, ffn hg, tied head", c);
 }
 
 #endif

@@ -300,12 +300,18 @@ int main(void)
 	check_variant("norm-everywhere", c);
 	c.scale_vectors = 0;
 	check_variant("norm-everywhere, no scale vectors", c);
+	c = base_config();
+	strcpy(c.scale_design, "attn=hg,ffn=dp,head=hg+dp");
+	check_variant("scale design: attn hg, ffn dp, head hg+dp", c);
 
 	c = base_config();
 	c.qk_norm = 1;
 	check_optimizer("AdamW, blockwise, GQA, QK-norm", OPT_ADAMW, c);
 	strcpy(c.multipliers, "row");
 	check_optimizer("Muon, row multipliers", OPT_MUON, c);
+	c = base_config();
+	strcpy(c.scale_design, "ap");
+	check_optimizer("Muon, scale design ap", OPT_MUON, c);
 	c = base_config();
 	c.d_ff = 16;            /* a tall and a wide hidden matrix */
 	check_optimizer("Scion", OPT_SCION, c);

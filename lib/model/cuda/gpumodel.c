@@ -417,14 +417,17 @@ static struct gk_mult mult_args(const struct gpu_model *gm, int i)
 	a.rowsum = gm->partials;
 	a.dout = l->dout;
 	a.din = l->din;
-	a.mode = (int)m->mult;
+	a.mode = (int)l->mode;
 	return a;
 }
 
 static void update_effective(struct gpu_model *gm)
 {
-	for (int i = 0; gm->m->mult != MULT_NONE && i < gm->m->nlinears; i++) {
-		struct gk_mult a = mult_args(gm, i);
+	for (int i = 0; gm->m->eff && i < gm->m->nlinears; i++) {
+		struct gk_mult a;
+		if (gm->m->linears[i].mode == MULT_NONE)
+			continue;
+		a = mult_args(gm, i);
 		a.grid = gk_elems(a.dout * a.din);
 		LAUNCH(gm, mult_apply, a);
 	}
@@ -746,8 +749,9 @@ static void op_mult_backward(void *ctx)
 {
 	struct gpu_model *gm = ctx;
 
-	for (int i = 0; gm->m->mult != MULT_NONE && i < gm->m->nlinears; i++)
-		mult_backward(gm, i);
+	for (int i = 0; gm->m->eff && i < gm->m->nlinears; i++)
+		if (gm->m->linears[i].mode != MULT_NONE)
+			mult_backward(gm, i);
 }
 
 static const struct model_ops gpu_ops = {
@@ -799,7 +803,7 @@ static void backward(struct gpu_model *gm, const int *tokens, const int *targets
 {
 	struct model_step st = gpu_step(gm);
 
-	if (gm->m->mult != MULT_NONE)
+	if (gm->m->eff)
 		zero(gm, gm->dw_eff, gm->m->eff_size * sizeof(real));
 	model_step_backward(&st, tokens, targets, gm->cur_B, gm->cur_T, loss_scale);
 }
@@ -989,7 +993,7 @@ int gpumodel_open(struct gpu_model **gmp, enum sw_device dev, enum sw_precision 
 		gm->mom_m = dalloc(gm, np);
 		gm->mom_v = dalloc(gm, np);
 	}
-	if (m->mult != MULT_NONE) {
+	if (m->eff) {
 		gm->w_eff = dalloc(gm, ne);
 		gm->dw_eff = dalloc(gm, ne);
 	}
