@@ -1,6 +1,7 @@
 # transfer.gp - loss against the output layer's norm ||W_out||_{RMS->inf}
 # for every run of a sweep (the optimal-norm paper's Fig. 1): a panel per
-# horizon D (tokens) on one norm axis, a colour per learning rate, a marker
+# horizon D (tokens) on one norm axis, a colour per learning rate (an
+# ordered scale beyond eight rates), a marker
 # per batch size, the loss-optimal run of each horizon ringed and its norm
 # marked, so the norm transfer (the same optimal norm at every horizon)
 # reads across the panels.
@@ -19,6 +20,20 @@ _lines = sorted("batch")
 call DIR."lines.gp" "BT"
 _nh = H_n; _nl = LR_n; _nb = BT_n
 if (_nh < 1) { print "no rows to plot"; exit status 65 }
+# a colour per learning rate: the palette's eight, or for more (a sweep
+# whose lr windows move with the batch) an ordered scale, dark to light
+# (viridis, its yellow end left out), so no two rates share a colour
+array COL[_nl]
+_ramp(a, b, t) = int(a + (b - a) * t + 0.5)
+do for [_i = 1:_nl] {
+	if (_nl <= 8) { COL[_i] = PAL[_i] } else {
+		_t = 0.85 * (_i - 1) / (_nl - 1.0) * 4; _k = int(_t); _k = _k > 3 ? 3 : _k; _f = _t - _k
+		array _V[5] = [0x440154, 0x3b528b, 0x21918c, 0x5ec962, 0xfde725]
+		_a = _V[_k + 1]; _b = _V[_k + 2]
+		COL[_i] = sprintf("#%02x%02x%02x", _ramp(int(_a / 65536), int(_b / 65536), _f), \
+			_ramp(int(_a / 256) % 256, int(_b / 256) % 256, _f), _ramp(_a % 256, _b % 256, _f))
+	}
+}
 stats in using "out_norm" name "N" nooutput
 stats in using "loss" name "L" nooutput
 if (N_min <= 0) { print "an output norm is not positive"; exit status 65 }
@@ -70,10 +85,10 @@ do for [_p = 1:_nh] {
 	if ((_p - 1) % _cols != 0) { unset ylabel; set format y "" } else { set ylabel _ylab; set format y "%g" }
 	plot for [_i = 1:_nl] for [_j = 1:_nb] in \
 		using (at(column("lr") == real(LR[_i]) && column("batch") == real(BT[_j]) ? column("out_norm") : NaN)):"loss" \
-		with points linetype (_i - 1) % 8 + 1 pointtype MARK[(_j - 1) % 6 + 1] pointsize 1.6 notitle, \
+		with points linecolor rgb COL[_i] pointtype MARK[(_j - 1) % 6 + 1] pointsize 1.6 notitle, \
 	     in using (at(column("optimal") == 1 ? column("out_norm") : NaN)):"loss" \
 		with points linecolor rgb "#000000" pointtype 6 pointsize 3.5 linewidth 2 notitle, \
-	     for [_i = 1:_nl] NaN with points linetype (_i - 1) % 8 + 1 pointtype 7 pointsize 1.6 title "lr ".LR[_i], \
+	     for [_i = 1:_nl] NaN with points linecolor rgb COL[_i] pointtype 7 pointsize 1.6 title "lr ".LR[_i], \
 	     for [_j = 1:_nb] NaN with points linecolor rgb "#555555" pointtype MARK[(_j - 1) % 6 + 1] pointsize 1.6 title "batch ".BT[_j], \
 	     NaN with points linecolor rgb "#000000" pointtype 6 pointsize 3.5 linewidth 2 title "optimum"
 	call DIR."check.gp" "horizon" "x"
