@@ -7,10 +7,11 @@
 #                      OpenBLAS kernels, one thread (developers, not CI)
 #   make demo          the main job on the embedded default (see README)
 #   make demo-spread   the demo on three seeds: each finding's mean and range
-#   make transfer-study  the norm-transfer study with sw-sweep (about an hour)
+#   make transfer-study  the norm-transfer study with sw-sweep (about 40 minutes)
 #   make blockwise-study  Blockwise LR against AdamW with sw-sweep (about 20 minutes)
 #   make wd-study      the weight-decay width rule with sw-sweep (about 35 minutes)
 #   make multipliers-study  learnable multipliers with sw-sweep (about 40 minutes)
+#   make scale-vector-study  the scale-vector designs with sw-sweep (about 15 minutes)
 #   make studies       every study above, one after the other (about 3 hours)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
@@ -115,7 +116,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study multipliers-study studies
+	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -334,15 +335,18 @@ demo-spread: deps
 
 # The studies, each a seed paper's claim put to the test with sw-sweep
 # (not part of make demo; times on 2 cores; each resumes where it was cut):
-#   transfer     the optimal-norm paper's norm transfer (about an hour)
+#   transfer     the optimal-norm paper's norm transfer, Scion and Adam
+#                (about 40 minutes)
 #   blockwise    the sharpness-disparity paper's Blockwise LR against AdamW
 #                (about 20 minutes; STUDY_SCALE=N longer runs)
 #   wd           the spectra paper's width rule, wd ~ sqrt(d), against a
 #                fixed wd (about 35 minutes)
 #   multipliers  none, scalar and row+column learnable multipliers under
 #                AdamW and Muon (about 40 minutes)
+#   scale-vector the scale-vectors paper's designs (none, shared, hg, ap,
+#                dp, hg+dp) and the gains' weight decay (about 15 minutes)
 # make NAME-study runs demo/NAME-study.sh; make studies runs them all.
-STUDIES = transfer blockwise wd multipliers
+STUDIES = transfer blockwise wd multipliers scale-vector
 $(STUDIES:%=%-study): %-study: deps
 	$(MAKE) all
 	@sh demo/$*-study.sh $(BUILD)/bin

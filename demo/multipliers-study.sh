@@ -56,16 +56,6 @@ SEEDS=${STUDY_SEEDS:-1 2}
 WD=1
 . "$top/demo/study.sh"
 
-# both commands at once (two cores, one thread each); fails if either does
-pair() {
-	sh -c "$1" & p1=$!
-	sh -c "$2" & p2=$!
-	r=0
-	wait $p1 || r=1
-	wait $p2 || r=1
-	return $r
-}
-
 # 1. the corpus and its tokens
 study_corpus "$out" "$CORPUS" $VOCAB
 

@@ -1,6 +1,8 @@
 # demo/study.sh - what the studies share, sourced by demo/*-study.sh after
 # they set bin (the tools' directory) and out (the study's): the tools on
-# PATH, out made, T0 the start, say (a heading), and the corpus:
+# PATH, out made, T0 the start, say (a heading), pair CMD1 CMD2 (two sh -c
+# commands at once, two cores on one thread each; fails if either does),
+# and the corpus:
 #   study_corpus OUT CORPUS VOCAB
 # writes OUT/corpus.txt (CORPUS, or Debian's fortunes when CORPUS is
 # empty), a BPE tokenizer of VOCAB tokens trained on it (OUT/tokenizer.bpe)
@@ -12,6 +14,15 @@ export PATH
 mkdir -p "$out"
 T0=$(date +%s)
 say() { printf '\n== %s\n' "$*"; }
+
+pair() {
+	sh -c "$1" & p1=$!
+	sh -c "$2" & p2=$!
+	r=0
+	wait $p1 || r=1
+	wait $p2 || r=1
+	return $r
+}
 
 study_corpus() {
 	[ -s "$1/corpus.tok" ] && return 0

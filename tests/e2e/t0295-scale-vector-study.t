@@ -1,0 +1,86 @@
+#!/bin/sh
+# make scale-vector-study's pipeline, in miniature (STUDY_TINY=1: the
+# committed corpus, d_model 16, seconds): every arm trains with the design
+# and weight decay it is filed under (its tensors and their wd), at the lr
+# the tuning picked (recomputed from tune-loss.tsv), and every table is
+# made from the runs: loss.tsv from the traces' validation losses
+# (recomputed here), gains.tsv from sw-norms on the last checkpoints.
+. "$(dirname "$0")/../lib/tap.sh"
+
+if ! have_python_modules "numpy, h5py"; then
+	test_skip 'scale-vector-study pipeline' 'python3-numpy or python3-h5py not installed'
+	test_done
+fi
+
+test_expect_success 'the study in miniature runs to its end' '
+	STUDY_TINY=1 STUDY_OUT=study sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log 2>&1 ||
+		{ cat log; false; }
+'
+
+test_expect_success 'every arm: its design, its gains weight decay, the tuned lr' '
+	"$PY" -c "
+import glob, h5py
+tune = [l.split(\"\t\") for l in open(\"study/tune-loss.tsv\").read().split(\"\n\")[1:] if l]
+lr = min(tune, key=lambda r: float(r[1]))[0]
+arms = {\"pre\": (\"\", 1, \"none\", 0), \"none\": (\"\", 0, \"none\", 0), \"hg\": (\"attn=hg,ffn=hg,head=hg\", 1, \"none\", 0),
+        \"ap\": (\"attn=ap,ffn=ap,head=ap\", 1, \"none\", 0), \"dp\": (\"attn=dp,ffn=dp,head=dp\", 1, \"none\", 0),
+        \"hg+dp\": (\"attn=hg+dp,ffn=hg+dp,head=hg+dp\", 1, \"none\", 0), \"pre-iwd\": (\"\", 1, \"iwd\", 0),
+        \"qk-iwd\": (\"\", 1, \"iwd\", 1), \"qk-all\": (\"\", 1, \"all\", 1)}
+for arm, (design, sv, nwd, qk) in arms.items():
+    for seed in (1, 2):
+        (ck,) = glob.glob(\"study/%s-s%d/*/ckpt-000080.h5\" % (arm, seed))
+        with h5py.File(ck, \"r\") as f:
+            c, o = f[\"config\"].attrs, f[\"optim\"].attrs
+            assert c.get(\"scale_design\", \"\") == design and c[\"scale_vectors\"] == sv, (arm, dict(c))
+            assert c[\"qk_norm\"] == qk and o[\"norm_wd\"] == nwd and o[\"seed\"] == seed, arm
+            assert abs(o[\"lr_max\"] - float(lr)) < 1e-12, (arm, o[\"lr_max\"], lr)
+            for n, d in f[\"params\"].items():
+                if d.attrs[\"block\"] != \"norm\":
+                    continue
+                t = d.attrs[\"norm_type\"]
+                want = 0.1 if nwd == \"all\" or (nwd == \"iwd\" and t == \"input\") else 0
+                assert abs(d.attrs.get(\"wd\", 0) - want) < 1e-12, (arm, n, d.attrs.get(\"wd\"))
+"
+'
+
+test_expect_success 'loss.tsv: the seeds mean and range, early and at the end, and the difference from pre' '
+	"$PY" -c "
+rows = [l.split(\"\t\") for l in open(\"study/curves-all.tsv\").read().split(\"\n\")[1:] if l]
+loss = {}
+for arm, seed, step, v in rows:
+    loss.setdefault((arm, int(step)), []).append(float(v))
+t = [l.split(\"\t\") for l in open(\"study/loss.tsv\").read().split(\"\n\")[1:] if l]
+assert len(t) == 9
+mean = lambda a, s: sum(loss[(a, s)]) / len(loss[(a, s)])
+for r in t:
+    a = r[0]
+    for col, s in ((1, 20), (4, 80)):
+        v = loss[(a, s)]
+        assert len(v) == 2, (a, s)
+        assert abs(float(r[col]) - mean(a, s)) < 6e-5, (a, s)
+        assert abs(float(r[col + 1]) - (max(v) - min(v))) < 6e-5, (a, s)
+        assert abs(float(r[col + 2]) - (mean(a, s) - mean(\"pre\", s))) < 6e-5, (a, s)
+" &&
+	run=$(ls -d study/hg-s2/*/) &&
+	sw-trace --series val_loss --every 4 "$run/trace.h5" >t &&
+	awk -F"\t" "NR > 1 && \$1 == 80 { print \"hg\t2\t80\t\" \$2 }" t >expect &&
+	grep "^hg	2	80	" study/curves-all.tsv >actual &&
+	test_cmp expect actual
+'
+
+test_expect_success 'gains.tsv: each arm s gains as sw-norms --scale-vectors counts them' '
+	sw-norms --scale-vectors $(ls study/dp-s1/*/ckpt-000080.h5) >sv &&
+	n=$(sed 1d sv | wc -l) &&
+	grep -q "^dp	$n	" study/gains.tsv &&
+	! grep -q "^none	" study/gains.tsv &&
+	test_line_count = 9 study/gains.tsv
+'
+
+test_expect_success 'the figure: the designs curves, a PNG' '
+	printf "\211PNG\r\n\032\n" >expect &&
+	head -c 8 study/scale-vector-curves.png >magic && cmp magic expect &&
+	cut -f3 study/curves.tsv | sed 1d | sort -u >runs &&
+	test_line_count = 6 runs
+'
+
+test_done
