@@ -131,26 +131,32 @@ static int check_out(const char *out, const struct convert_opts *o, int want_dir
  * as sw-train's forward pass computes it, so transformers loads an
  * ordinary Llama with the same function, and the multipliers' tensors are
  * left out. The linear roles whose multipliers fold; the multipliers of
- * tensor i, mult and col (-1 where none).
+ * tensor i, mult and col (-1 where none), or its scale design's gains
+ * (gains 1: gain_out as mult, gain_in as col).
  */
 static const char *const fold_roles[] = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
 
 static void multipliers_of(const struct ckpt *ck, const struct sw_tensor_info *t, long *mult,
-			   long *col, long *gain_in, long *gain_out)
+			   long *col, int *gains)
 {
 	char role[SW_ROLE_MAX + 16];
 
-	*mult = *col = *gain_in = *gain_out = -1;
+	*mult = *col = -1;
+	*gains = 0;
 	for (size_t k = 0; k < sizeof fold_roles / sizeof fold_roles[0]; k++)
 		if (!strcmp(t->role, fold_roles[k])) {
+			/* a scale design's gains, the output side as mult; else
+			 * the multipliers (a model has one or the other) */
+			snprintf(role, sizeof role, "%s_gain_out", t->role);
+			*mult = ckpt_find_role(ck, role, t->layer);
+			snprintf(role, sizeof role, "%s_gain_in", t->role);
+			*col = ckpt_find_role(ck, role, t->layer);
+			if ((*gains = *mult >= 0 || *col >= 0))
+				return;
 			snprintf(role, sizeof role, "%s_mult", t->role);
 			*mult = ckpt_find_role(ck, role, t->layer);
 			snprintf(role, sizeof role, "%s_mult_col", t->role);
 			*col = ckpt_find_role(ck, role, t->layer);
-			snprintf(role, sizeof role, "%s_gain_in", t->role);
-			*gain_in = ckpt_find_role(ck, role, t->layer);
-			snprintf(role, sizeof role, "%s_gain_out", t->role);
-			*gain_out = ckpt_find_role(ck, role, t->layer);
 		}
 }
 
@@ -404,7 +410,7 @@ static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan 
 		size_t i = keep[k];
 		struct ckpt_view v;
 		float *folded = NULL;
-		long mult, col, gain_in, gain_out;
+		long mult, col;
 		int gains;
 		if (i == UNIT_GAIN) {
 			if ((rc = write_ones(w, infos[k].numel, err)))
@@ -417,12 +423,7 @@ static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan 
 			blame(r, err, in);
 			break;
 		}
-		multipliers_of(ck, ckpt_info(ck, i), &mult, &col, &gain_in, &gain_out);
-		gains = gain_in >= 0 || gain_out >= 0;
-		if (gains) {
-			mult = gain_out;
-			col = gain_in;
-		}
+		multipliers_of(ck, ckpt_info(ck, i), &mult, &col, &gains);
 		if (mult >= 0 || col >= 0) {
 			if (!(folded = malloc((size_t)v.numel * sizeof *folded)))
 				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
