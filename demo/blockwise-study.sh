@@ -26,7 +26,8 @@
 # Everything it prints comes from the runs. The sweeps resume: rerun to
 # finish what was cut. STUDY_TINY=1: the same in miniature (the committed
 # corpus, a tiny model, seconds), for trying the pipeline (tests/e2e).
-# STUDY_SCALE=N multiplies the horizons (and the checkpoint interval).
+# STUDY_SCALE=N multiplies the horizons (and the checkpoint interval);
+# STUDY_SLURM=1 writes Slurm job scripts instead of running (demo/study.sh).
 # Usage: demo/blockwise-study.sh [BIN_DIR]   (make blockwise-study passes build/bin)
 set -eu
 bin=${1:-build/bin}
@@ -57,8 +58,9 @@ first=$(echo $STEPS | awk '{ print $1 }')
 
 # 2. the learning rate: AdamW's best at the shortest horizon
 say "the learning rate: AdamW's best of $LRS at $first steps, seed 1"
-sw-sweep --out "$out/tune" --lr $LRS --batch $B --tokens $((first * B * T)) -j 2 --quiet -- \
+sweep --out "$out/tune" --lr $LRS --batch $B --tokens $((first * B * T)) -j 2 --quiet -- \
 	$TRAIN --seed 1 --ckpt-every $first >"$out/tune.tsv"
+study_trained
 printf 'lr\tval_loss\n' >"$out/tune-loss.tsv"
 for lr in $(echo $LRS | tr , ' '); do
 	sw-trace --series val_loss --every $first "$out/tune/lr$lr-b$B-t$((first * B * T))/trace.h5" >"$out/trace.tmp"
@@ -74,11 +76,12 @@ for seed in $SEEDS; do
 	for opt in adamw blockwise; do
 		extra=
 		[ $opt = blockwise ] && extra=--blockwise-lr
-		sw-sweep --out "$out/$opt-lr$LR-s$seed" --batch $B --tokens "$tokens" -j 2 --quiet -- \
+		sweep --out "$out/$opt-lr$LR-s$seed" --batch $B --tokens "$tokens" -j 2 --quiet -- \
 			$TRAIN --seed $seed --lr $LR --ckpt-every $EVERY --fisher-every $EVERY $extra \
 			>"$out/$opt-lr$LR-s$seed.tsv"
 	done
 done
+study_trained
 echo "trained in $(( $(date +%s) - T0 )) s"
 
 # 4. the tables

@@ -36,7 +36,8 @@
 #      (sw-plot loss-curves)
 #
 # Everything it prints comes from the runs. The sweeps resume: rerun to
-# finish what was cut. STUDY_TINY=1: the same in miniature (the committed
+# finish what was cut. STUDY_SCALE=N: N times the steps; STUDY_SLURM=1:
+# Slurm job scripts instead of runs (demo/study.sh). STUDY_TINY=1: the same in miniature (the committed
 # corpus, a tiny model, seconds), for trying the pipeline (tests/e2e).
 # Usage: demo/multipliers-study.sh [BIN_DIR]   (make multipliers-study passes build/bin)
 set -eu
@@ -52,6 +53,7 @@ else
 	MODEL="--d-model 128 --n-layers 4 --n-heads 4 --n-kv-heads 2 --seq-len 64"
 	B=16 T=64 STEPS=1200 EVERY=120 WARMUP=50 LRS=0.001,0.003,0.01
 fi
+STEPS=$((STEPS * ${STUDY_SCALE:-1})) EVERY=$((EVERY * ${STUDY_SCALE:-1}))
 SEEDS=${STUDY_SEEDS:-1 2}
 WD=1
 . "$top/demo/study.sh"
@@ -61,7 +63,7 @@ study_corpus "$out" "$CORPUS" $VOCAB
 
 TRAIN="--data $out/corpus.tok --vocab $VOCAB $MODEL --warmup $WARMUP --schedule wsd
 	--eval-every $EVERY --trace-every $EVERY --ckpt-every $STEPS --threads 1"
-TRAIN=$(echo $TRAIN)            # one line: it goes into sh -c strings
+TRAIN=$(echo $TRAIN)            # one line: it goes into the commands pair runs
 tokens=$((STEPS * B * T))
 half=$((STEPS / 2))
 stable=$((STEPS - STEPS / 5))   # the end of WSD's stable phase
@@ -70,8 +72,11 @@ stable=$((STEPS - STEPS / 5))   # the end of WSD's stable phase
 say "the learning rate: each optimizer's best of $LRS without multipliers at $half steps, seed 1"
 printf 'optimizer\tlr\tval_loss\n' >"$out/tune-loss.tsv"
 for opt in adamw muon; do
-	sw-sweep --out "$out/tune-$opt" --lr $LRS --wd $WD --batch $B --tokens $((half * B * T)) -j 2 --quiet -- \
+	sweep --out "$out/tune-$opt" --lr $LRS --wd $WD --batch $B --tokens $((half * B * T)) -j 2 --quiet -- \
 		$TRAIN --optimizer $opt --seed 1 >"$out/tune-$opt.tsv"
+done
+study_trained
+for opt in adamw muon; do
 	for lr in $(echo $LRS | tr , ' '); do
 		sw-trace --series val_loss --every $EVERY "$out/tune-$opt/lr$lr-b$B-wd$WD-t$((half * B * T))/trace.h5" >"$out/trace.tmp"
 		awk -F'\t' -v o=$opt -v lr=$lr -v s=$half 'NR > 1 && $1 == s { print o "\t" lr "\t" $2 }' \
@@ -89,7 +94,7 @@ echo "lr: adamw $LR_adamw, muon $LR_muon"
 # 3. the runs: a sweep of one run per optimizer, multipliers and seed
 run() {         # run OPT MULT SEED [NAME OPTIONS]: the sw-sweep command of that run
 	eval lr=\$LR_$1
-	echo "sw-sweep --out '$out/$1-$2${4:+-$4}-s$3' --lr $lr --wd $WD --batch $B --tokens $tokens --quiet -- \
+	echo "sweep --out '$out/$1-$2${4:+-$4}-s$3' --lr $lr --wd $WD --batch $B --tokens $tokens --quiet -- \
 		$TRAIN --optimizer $1 --multipliers $2 --seed $3 ${5:-} >'$out/$1-$2${4:+-$4}-s$3.tsv'"
 }
 say "none, scalar, rowcol multipliers; AdamW at $LR_adamw and Muon at $LR_muon; seeds $SEEDS; $STEPS steps ($MODEL)"
@@ -99,7 +104,7 @@ for opt in adamw muon; do
 		if [ $# -ge 2 ]; then
 			pair "$(run $opt $mult $1)" "$(run $opt $mult $2)"
 		else
-			sh -c "$(run $opt $mult $1)"
+			eval "$(run $opt $mult $1)"
 		fi
 	done
 done
@@ -110,19 +115,20 @@ set -- $SEEDS
 if [ $# -ge 2 ]; then
 	pair "$(run adamw rowcol $1 nowd '--mult-wd 0')" "$(run adamw rowcol $2 nowd '--mult-wd 0')"
 else
-	sh -c "$(run adamw rowcol $1 nowd '--mult-wd 0')"
+	eval "$(run adamw rowcol $1 nowd '--mult-wd 0')"
 fi
 
 # 5. the equilibrium sweep: (lr, wd) x (1/2, 2) and (2, 1/2), AdamW, seed 1
 lo=$(awk -v l=$LR_adamw 'BEGIN { print l / 2 }') hi=$(awk -v l=$LR_adamw 'BEGIN { print l * 2 }')
 say "the equilibrium: AdamW seed 1, none and scalar, lr $lo wd $((WD * 2)) and lr $hi wd $(awk -v w=$WD 'BEGIN { print w / 2 }') besides lr $LR_adamw wd $WD"
 for mult in none scalar; do
-	pair "sw-sweep --out '$out/eq-$mult-lo' --lr $lo --wd $((WD * 2)) --batch $B --tokens $tokens --quiet -- \
+	pair "sweep --out '$out/eq-$mult-lo' --lr $lo --wd $((WD * 2)) --batch $B --tokens $tokens --quiet -- \
 		$TRAIN --optimizer adamw --multipliers $mult --seed 1 --mult-lr 2 >'$out/eq-$mult-lo.tsv'" \
-	     "sw-sweep --out '$out/eq-$mult-hi' --lr $hi --wd $(awk -v w=$WD 'BEGIN { print w / 2 }') --batch $B \
+	     "sweep --out '$out/eq-$mult-hi' --lr $hi --wd $(awk -v w=$WD 'BEGIN { print w / 2 }') --batch $B \
 		--tokens $tokens --quiet -- $TRAIN --optimizer adamw --multipliers $mult --seed 1 --mult-lr 0.5 \
 		>'$out/eq-$mult-hi.tsv'"
 done
+study_trained
 echo "trained in $(( $(date +%s) - T0 )) s"
 
 # 6. the tables

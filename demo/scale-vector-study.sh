@@ -33,6 +33,8 @@
 # Everything it prints comes from the runs. The sweeps resume: rerun to
 # finish what was cut. STUDY_TINY=1: the same in miniature (the committed
 # corpus, a tiny model, seconds), for trying the pipeline (tests/e2e).
+# STUDY_SCALE=N: N times the steps; STUDY_SLURM=1: Slurm job scripts
+# instead of runs (demo/study.sh).
 # Usage: demo/scale-vector-study.sh [BIN_DIR]   (make scale-vector-study passes build/bin)
 set -eu
 bin=${1:-build/bin}
@@ -47,6 +49,7 @@ else
 	MODEL="--d-model 128 --n-layers 4 --n-heads 4 --n-kv-heads 2 --seq-len 64"
 	B=16 T=64 STEPS=800 EVERY=50 WARMUP=40 LRS=0.001,0.003,0.01
 fi
+STEPS=$((STEPS * ${STUDY_SCALE:-1})) EVERY=$((EVERY * ${STUDY_SCALE:-1}))
 SEEDS=${STUDY_SEEDS:-1 2}
 WD=0.1
 . "$top/demo/study.sh"
@@ -56,15 +59,16 @@ study_corpus "$out" "$CORPUS" $VOCAB
 
 TRAIN="--data $out/corpus.tok --vocab $VOCAB $MODEL --optimizer adamw --warmup $WARMUP --schedule wsd
 	--eval-every $EVERY --trace-every $EVERY --ckpt-every $STEPS --eval-batches 8 --threads 1"
-TRAIN=$(echo $TRAIN)            # one line: it goes into sh -c strings
+TRAIN=$(echo $TRAIN)            # one line: it goes into the commands pair runs
 tokens=$((STEPS * B * T))
 half=$((STEPS / 2))
 early=$((STEPS / 4 / EVERY * EVERY))  # the evaluation nearest a quarter, from below
 
 # 2. the learning rate: the standard model's best at half the horizon
 say "the learning rate: the standard model's best of $LRS at $half steps, seed 1"
-sw-sweep --out "$out/tune" --lr $LRS --wd $WD --batch $B --tokens $((half * B * T)) -j 2 --quiet -- \
+sweep --out "$out/tune" --lr $LRS --wd $WD --batch $B --tokens $((half * B * T)) -j 2 --quiet -- \
 	$TRAIN --seed 1 >"$out/tune.tsv"
+study_trained
 printf 'lr\tval_loss\n' >"$out/tune-loss.tsv"
 for lr in $(echo $LRS | tr , ' '); do
 	sw-trace --series val_loss --every $EVERY "$out/tune/lr$lr-b$B-wd$WD-t$((half * B * T))/trace.h5" >"$out/trace.tmp"
@@ -85,7 +89,7 @@ pre-iwd|--norm-wd iwd
 qk-iwd|--qk-norm --norm-wd iwd
 qk-all|--qk-norm --norm-wd all"
 run() {         # run ARM SEED OPTIONS: the sw-sweep command of that run
-	echo "sw-sweep --out '$out/$1-s$2' --lr $LR --wd $WD --batch $B --tokens $tokens --quiet -- \
+	echo "sweep --out '$out/$1-s$2' --lr $LR --wd $WD --batch $B --tokens $tokens --quiet -- \
 		$TRAIN --seed $2 $3 >'$out/$1-s$2.tsv'"
 }
 say "the arms at lr $LR, wd $WD on the matrices; seeds $SEEDS; $STEPS steps ($MODEL)"
@@ -94,9 +98,10 @@ echo "$ARMS" | while IFS='|' read -r arm opts; do
 	if [ $# -ge 2 ]; then
 		pair "$(run "$arm" $1 "$opts")" "$(run "$arm" $2 "$opts")"
 	else
-		sh -c "$(run "$arm" $1 "$opts")"
+		eval "$(run "$arm" $1 "$opts")"
 	fi
 done
+study_trained
 echo "trained in $(( $(date +%s) - T0 )) s"
 
 # 4. the tables. curves-all.tsv: arm seed step val_loss, every run

@@ -30,7 +30,8 @@
 # STUDY_TINY=1: the same in miniature (the committed corpus, a tiny model,
 # seconds), for trying the pipeline; STUDY_HORIZONS="A B C": other
 # horizons (tokens; each checkpoint interval is the first);
-# STUDY_OPTIMIZERS="scion": one optimizer.
+# STUDY_OPTIMIZERS="scion": one optimizer; STUDY_SCALE=N: N times every
+# horizon; STUDY_SLURM=1: Slurm job scripts instead of runs (demo/study.sh).
 # Usage: demo/transfer-study.sh [BIN_DIR]   (make transfer-study passes build/bin)
 set -eu
 bin=${1:-build/bin}
@@ -54,6 +55,7 @@ else
 fi
 # a scaled-down trial of the same grid: STUDY_HORIZONS="32768 65536 131072"
 HORIZONS=${STUDY_HORIZONS:-$HORIZONS}
+HORIZONS=$(for h in $HORIZONS; do echo $((h * ${STUDY_SCALE:-1})); done | tr '\n' ' ')
 OPTIMIZERS=${STUDY_OPTIMIZERS:-scion adamw}
 . "$top/demo/study.sh"
 
@@ -86,7 +88,7 @@ for opt in $OPTIMIZERS; do
 	for b in $(echo $batches | tr , ' '); do
 		every=$((first / (b * T)))
 		[ "$every" -ge 1 ] || { echo "transfer-study: batch $b x $T is past the first horizon" >&2; exit 64; }
-		sw-sweep --out "$out/$opt/sweep-b$b" --lr "$(lr_window $lr0 $k $shift)" --batch $b --tokens $last -j 2 -- \
+		sweep --out "$out/$opt/sweep-b$b" --lr "$(lr_window $lr0 $k $shift)" --batch $b --tokens $last -j 2 -- \
 			--data "$out/corpus.tok" --vocab $VOCAB --optimizer $opt --norm-everywhere \
 			--d-model $D --n-layers $L --n-heads $H --seq-len $T --warmup $((every / 4 + 1)) \
 			--schedule constant --ckpt-every $every --eval-every $every --eval-batches 8 \
@@ -95,6 +97,7 @@ for opt in $OPTIMIZERS; do
 	done
 	echo "trained in $(( $(date +%s) - T0 )) s"
 done
+study_trained
 
 # 3. the analyses, per optimizer
 for opt in $OPTIMIZERS; do

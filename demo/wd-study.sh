@@ -27,7 +27,8 @@
 #      across widths under each rule; the spectra figures (sw-plot spectrum)
 #
 # Everything it prints comes from the runs. The sweeps resume: rerun to
-# finish what was cut. STUDY_TINY=1: the same in miniature (the committed
+# finish what was cut. STUDY_SCALE=N: N times the steps; STUDY_SLURM=1:
+# Slurm job scripts instead of runs (demo/study.sh). STUDY_TINY=1: the same in miniature (the committed
 # corpus, tiny models, seconds), for trying the pipeline (tests/e2e).
 # Usage: demo/wd-study.sh [BIN_DIR]   (make wd-study passes build/bin)
 set -eu
@@ -43,6 +44,7 @@ else
 	WIDTHS=64,128,256 BASE=64 L=2 H=4 T=64 B=16 STEPS=400 WARMUP=40 LRS=0.003,0.01,0.03 WDS=0.3,1,3
 	ROLE=up LAYER=1 STEADY=3
 fi
+STEPS=$((STEPS * ${STUDY_SCALE:-1}))
 SEEDS=${STUDY_SEEDS:-1 2}
 . "$top/demo/study.sh"
 
@@ -61,11 +63,12 @@ for seed in $SEEDS; do
 	for rule in sqrt fixed; do
 		widths=$WIDTHS
 		[ $rule = fixed ] && widths=$wider
-		sw-sweep --out "$out/$rule-s$seed" --lr $LRS --wd $WDS --d-model $widths --batch $B \
+		sweep --out "$out/$rule-s$seed" --lr $LRS --wd $WDS --d-model $widths --batch $B \
 			--tokens $tokens -j 2 --quiet -- $TRAIN --seed $seed --wd-scaling $rule \
 			>"$out/$rule-s$seed.tsv"
 	done
 done
+study_trained
 echo "trained in $(( $(date +%s) - T0 )) s"
 
 # 3. the tables

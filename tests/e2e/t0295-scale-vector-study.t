@@ -5,6 +5,8 @@
 # the tuning picked (recomputed from tune-loss.tsv), and every table is
 # made from the runs: loss.tsv from the traces' validation losses
 # (recomputed here), gains.tsv from sw-norms on the last checkpoints.
+# Under STUDY_SLURM it writes job scripts a phase at a time and runs
+# nothing; their tasks run, it gives the same tables.
 . "$(dirname "$0")/../lib/tap.sh"
 
 if ! have_python_modules "numpy, h5py"; then
@@ -81,6 +83,30 @@ test_expect_success 'the figure: the designs curves, a PNG' '
 	head -c 8 study/scale-vector-curves.png >magic && cmp magic expect &&
 	cut -f3 study/curves.tsv | sed 1d | sort -u >runs &&
 	test_line_count = 6 runs
+'
+
+# Slurm, emulated: each task of each job script the study names, run as
+# its array task would (sw-sweep --run DIR INDEX, without srun)
+run_jobs() {
+	for f in $(sed -n "s/^sbatch //p" "$1"); do
+		for i in $(sed -n "s/^#SBATCH --array=//p" "$f" |
+			awk -F, "{ for (k = 1; k <= NF; k++) { n = split(\$k, r, \"-\")
+				for (j = r[1]; j <= r[n]; j++) print j } }"); do
+			sw-sweep --run "${f%.sbatch}" "$i" >/dev/null 2>&1 || return 1
+		done
+	done
+}
+
+test_expect_success 'STUDY_SLURM: job scripts, a phase at a time, nothing run here; then the same tables' '
+	STUDY_TINY=1 STUDY_SLURM=1 STUDY_OUT=slurm sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log1 2>&1 &&
+	grep -q "^sbatch slurm/tune.sbatch$" log1 && test_line_count = 1 slurm/slurm-jobs.txt &&
+	! ls slurm/tune/*/ckpt-*.h5 2>/dev/null &&
+	run_jobs log1 &&
+	STUDY_TINY=1 STUDY_SLURM=1 STUDY_OUT=slurm sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log2 2>&1 &&
+	test_line_count = 18 slurm/slurm-jobs.txt && ! test -e slurm/loss.tsv &&
+	run_jobs log2 &&
+	STUDY_TINY=1 STUDY_OUT=slurm sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log3 2>&1 &&
+	test_cmp study/loss.tsv slurm/loss.tsv
 '
 
 test_done
