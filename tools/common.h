@@ -89,6 +89,12 @@ enum {
 	"                 line each 10 s once the run has taken 10 s)\n"                      \
 	"  --quiet        no progress on stderr\n"
 
+/* --device of the curvature tools (sw-sharpness, sw-hessian) */
+#define TOOL_DEVICE_HELP                                                                   \
+	"  --device D         where the products run: cpu (default); cuda, the GPU\n"      \
+	"                     (exit 69 without one); emu, the CUDA path's kernels on\n"     \
+	"                     the CPU (for tests)\n"
+
 /* The --help lines of the shared options. */
 #define TOOL_SELECT_HELP                                                                   \
 	"  --block LIST   only these block types (emb,qk,vo,ffn,norm,out,mult,other)\n"     \

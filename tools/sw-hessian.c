@@ -24,8 +24,8 @@ static const char usage[] =
 	"                  [--gauss-newton] [--preconditioned]\n"
 	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
 	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N]\n"
-	"                  [--log | --quiet] [--block LIST] [--layer LIST] [--name GLOB]\n"
-	"                  [--role LIST] FILE ...";
+	"                  [--log | --quiet] [--device D] [--block LIST] [--layer LIST]\n"
+	"                  [--name GLOB] [--role LIST] FILE ...";
 static const char help[] =
 	"The loss Hessian of checkpoints on a batch of --data, per block type (and the\n"
 	"whole selection, 'all'): file step block nparams lambda_1..lambda_K steps bound\n"
@@ -56,13 +56,15 @@ static const char help[] =
 	"  --dump-batch FILE  the batch's tokens and targets (HDF5)\n"
 	TOOL_THREADS_HELP
 	TOOL_LOG_HELP
+	TOOL_DEVICE_HELP
 	TOOL_SELECT_HELP
 	"Memory: 4 copies of the parameters, 2 of one micro-batch's activations, the\n"
 	"logits, (max-steps + 1) float32 vectors of the largest block. See sw-hessian(1).\n";
 
 enum {
 	O_PER_LAYER = OPT_TOOL_FIRST, O_PER_TENSOR, O_WHOLE, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
-	O_PRECONDITIONED, O_TRACE_ESTIMATOR, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH
+	O_PRECONDITIONED, O_TRACE_ESTIMATOR, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH,
+	O_DEVICE
 };
 
 #define MAX_COLS 64
@@ -256,6 +258,7 @@ int main(int argc, char **argv)
 		{"grid", required_argument, NULL, O_GRID},
 		{"smooth", required_argument, NULL, O_SMOOTH},
 		{"dump-batch", required_argument, NULL, O_DUMP_BATCH},
+		{"device", required_argument, NULL, O_DEVICE},
 		TOOL_THREADS_OPTION,
 		TOOL_LOG_OPTION,
 		{NULL, 0, NULL, 0}
@@ -307,6 +310,10 @@ int main(int argc, char **argv)
 			smooth_given = 1;
 			break;
 		case O_DUMP_BATCH: o.h.dump = optarg; break;
+		case O_DEVICE:
+			if (sw_device_parse(optarg, &o.h.data.device) < 0)
+				tool_usage_error(&tl, "--device: cpu, cuda or emu");
+			break;
 		default:
 			if (!tool_batch_option(&tl, opt, optarg, &o.h.data))
 				tool_common_option(&tl, opt, optarg);

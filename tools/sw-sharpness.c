@@ -47,9 +47,7 @@ static const char help[] =
 	"  --dump-labels FILE the inputs and sampled labels of every draw (HDF5)\n"
 	TOOL_THREADS_HELP
 	TOOL_LOG_HELP
-	"  --device D         where a computed estimate runs: cpu (default); cuda, the\n"
-	"                     GPU (exit 69 without one);\n"
-	"                     emu, the CUDA path's kernels run on the CPU (for tests)\n"
+	TOOL_DEVICE_HELP
 	TOOL_SELECT_HELP
 	"Under mpirun -np N (when built with MPI: see --version), the N ranks split\n"
 	"each computed estimate's sequences; rank 0 prints.\n"

@@ -181,6 +181,29 @@ SW_HD static inline void elem_swiglu_backward(elem_real dh, elem_real gate, elem
 	*dup = dh * gate * s;
 }
 
+/* The R-operator's tangents of SwiGLU (modelhvp.h): R{h} = silu'(a) R{a}
+ * u + silu(a) R{u}; of its backward (da = dh u silu'(a), du = dh silu(a)),
+ * with silu''(a) = s (1 - s) (2 + a (1 - 2 s)): R{da} = R{dh} u silu' + dh
+ * (R{u} silu' + u silu'' R{a}), R{du} = R{dh} silu + dh silu' R{a}. Gauss-
+ * Newton (no primal dh): has_dh 0. */
+SW_HD static inline elem_real elem_swiglu_tangent(elem_real gate, elem_real up, elem_real rgate,
+						  elem_real rup)
+{
+	elem_real s = elem_sigmoid(gate), a = gate;
+	return s * (1 + a * (1 - s)) * rgate * up + a * s * rup;
+}
+
+SW_HD static inline void elem_swiglu_backward_tangent(elem_real dh, int has_dh, elem_real rdh,
+						      elem_real gate, elem_real up,
+						      elem_real rgate, elem_real rup,
+						      elem_real *rdgate, elem_real *rdup)
+{
+	elem_real s = elem_sigmoid(gate), a = gate, d1 = s * (1 + a * (1 - s));
+	elem_real d2 = s * (1 - s) * (2 + a * (1 - 2 * s));
+	*rdgate = rdh * up * d1 + (has_dh ? dh * (rup * d1 + up * d2 * rgate) : 0);
+	*rdup = rdh * a * s + (has_dh ? dh * d1 * rgate : 0);
+}
+
 /* ---- the optimizers ---------------------------------------------------------- */
 
 /* The gradient clipping scale: the global norm brought down to max_norm

@@ -1029,7 +1029,9 @@ static struct cpu_scratch cpu_scratch(const struct model *m)
 	cs.s.dres = p; p += N * C;
 	cs.s.dn = p; p += N * C;
 	cs.s.dF1 = p; p += N * F;
-	cs.s.dF2 = cs.dgu = p; p += 2 * N * F;
+	cs.s.dF2 = cs.dgu = p;
+	cs.s.dF3 = p + N * F;
+	p += 2 * N * F;
 	cs.s.dq = p; p += N * Q;
 	cs.s.dq2 = p; p += N * Q;
 	cs.s.dk = p; p += N * K;
@@ -1135,6 +1137,11 @@ static void cpu_rmsnorm_backward(void *ctx, real *dinp, real *dgain, const real 
 {
 	(void)ctx;
 	model_rmsnorm_backward(dinp, dgain, dout, inp, gain, rstd, (int)rows, n);
+}
+
+real *model_att_scratch(const struct model *m)
+{
+	return cpu_scratch(m).att;
 }
 
 static void cpu_attention_backward(void *ctx, real *dq, real *dk, real *dv, const real *dout,
@@ -1250,7 +1257,7 @@ static const struct model_ops cpu_ops = {
 };
 
 /* the CPU model as the step's back end */
-static struct model_step cpu_step(struct model *m)
+struct model_step model_cpu_step(struct model *m)
 {
 	struct model_step st = {
 		.ops = &cpu_ops, .ctx = m, .c = &m->c, .p = &m->p, .g = &m->g, .acts = m->acts,
@@ -1262,7 +1269,7 @@ static struct model_step cpu_step(struct model *m)
 
 void model_forward(struct model *m, const int *tokens, const int *targets, int B, int T)
 {
-	struct model_step st = cpu_step(m);
+	struct model_step st = model_cpu_step(m);
 
 	model_timing_mark(&m->timing);
 	model_step_forward(&st, tokens, targets, B, T);
@@ -1277,7 +1284,7 @@ void model_zero_grad(struct model *m)
 
 void model_backward(struct model *m, const int *tokens, const int *targets, double loss_scale)
 {
-	struct model_step st = cpu_step(m);
+	struct model_step st = model_cpu_step(m);
 
 	model_timing_mark(&m->timing);
 	if (m->eff)

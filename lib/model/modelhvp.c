@@ -1,16 +1,18 @@
 /*
- * modelhvp.c - the R-operator of the model (see modelhvp.h): the tangent
- * of each layer's forward and backward, named rop_ after the layer of
- * model.c it differentiates, and the two passes that run them,
- * model_rop_forward and model_rop_backward. The layers it runs unchanged
- * (on tangents, or as the primal backward beside them) are model.c's,
- * through modelint.h.
+ * modelhvp.c - the R-operator of the model on the CPU (see modelhvp.h):
+ * the tangent of each layer's forward and backward, named rop_ after the
+ * layer of model.c it differentiates, as the CPU's table of step.h's
+ * tangent operations; model_rop_forward and model_rop_backward run
+ * step.c's R-operator sequence over it. The layers it runs unchanged (on
+ * tangents, or as the primal backward beside them) are model.c's CPU
+ * table, through modelint.h.
  */
 #include "modelhvp.h"
 #include "../base/elemmath.h"
 #include "model.h"
 #include "modelint.h"
 #include "../base/par.h"
+#include "step.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -25,7 +27,7 @@
 
 /* Does v move tensor i (a linear weight's effective weight also moves
  * with its multiplier)? Its tangent gradient is then wanted too. */
-static int rop_wanted(const struct model *m, const unsigned char *want, int i)
+int model_rop_wanted(const struct model *m, const unsigned char *want, int i)
 {
 	int li;
 
@@ -46,7 +48,7 @@ static int rop_first_layer(const struct model *m, const unsigned char *want)
 
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct sw_tensor_info *t = &m->tensors[i].info;
-		if (!rop_wanted(m, want, i))
+		if (!model_rop_wanted(m, want, i))
 			continue;
 		if (!strcmp(t->role, "embed"))
 			return -1;
@@ -61,7 +63,7 @@ static int rop_first_layer(const struct model *m, const unsigned char *want)
 static void rop_layer_views(const struct model *m, const unsigned char *want,
 			    const struct layer_ptrs *all, int l, struct layer_ptrs *out)
 {
-#define VIEW(field, role) out->field = rop_wanted(m, want, model_find(m, role, l)) ? all->field : NULL
+#define VIEW(field, role) out->field = model_rop_wanted(m, want, model_find(m, role, l)) ? all->field : NULL
 	VIEW(attn_norm, "attn_norm"); VIEW(wq, "q"); VIEW(wk, "k"); VIEW(wv, "v"); VIEW(wo, "o");
 	VIEW(q_norm, "q_norm"); VIEW(k_norm, "k_norm"); VIEW(o_in_norm, "o_in_norm");
 	VIEW(ffn_norm, "ffn_norm"); VIEW(wgate, "gate"); VIEW(wup, "up"); VIEW(wdown, "down");
@@ -199,17 +201,6 @@ static void rop_matmul_backward(real *rdinp, real *rdw, const real *dout, const 
 	}
 }
 
-/* The primal dinp += dout W, and dW += dout^T inp only when dw is given
- * (the multipliers' R{} needs it). */
-static void rop_primal_matmul_backward(real *dinp, real *dw, const real *dout, const real *inp,
-				       const real *w, int N, int din, int dout_)
-{
-	if (dw)
-		model_matmul_backward(dinp, dw, dout, inp, w, N, din, dout_);
-	else    /* dinp += dout W: the tangent product's first term */
-		rop_matmul_backward(dinp, NULL, NULL, dout, inp, NULL, w, NULL, N, din, dout_);
-}
-
 /*
  * R{} of attention_forward, per (b, h): R{S} = scale (R{Q} K^T + Q R{K}^T),
  * R{P} = P (R{S} - rowsum(P R{S})) (zero above the diagonal, as P),
@@ -344,31 +335,26 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 		}
 }
 
-/* R{h} of swiglu_forward: silu'(a) R{a} u + silu(a) R{u} */
+/* R{h} of swiglu_forward, and R{} of swiglu_backward (elemmath.h) */
 static void rop_swiglu_forward(real *rh, const real *gate, const real *up, const real *rgate,
 			       const real *rup, size_t n)
 {
 #pragma omp parallel for schedule(static) PAR_IF(n)
-	for (size_t i = 0; i < n; i++) {
-		real s = elem_sigmoid(gate[i]), a = gate[i];
-		rh[i] = s * (1 + a * (1 - s)) * rgate[i] * up[i] + a * s * rup[i];
-	}
+	for (size_t i = 0; i < n; i++)
+		rh[i] = elem_swiglu_tangent(gate[i], up[i], rgate[i], rup[i]);
 }
 
-/* R{} of swiglu_backward (da = dh u silu'(a), du = dh silu(a)), with
- * silu''(a) = s (1 - s) (2 + a (1 - 2 s)):
- * R{da} += R{dh} u silu' + dh (R{u} silu' + u silu'' R{a}),
- * R{du} += R{dh} silu + dh silu' R{a}. */
 static void rop_swiglu_backward(real *rdgate, real *rdup, const real *dh, const real *rdh,
 				const real *gate, const real *up, const real *rgate, const real *rup,
 				size_t n)
 {
 #pragma omp parallel for schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
-		real s = elem_sigmoid(gate[i]), a = gate[i], d1 = s * (1 + a * (1 - s));
-		real d2 = s * (1 - s) * (2 + a * (1 - 2 * s));
-		rdgate[i] += rdh[i] * up[i] * d1 + (dh ? dh[i] * (rup[i] * d1 + up[i] * d2 * rgate[i]) : 0);
-		rdup[i] += rdh[i] * a * s + (dh ? dh[i] * d1 * rgate[i] : 0);
+		real dg, du;
+		elem_swiglu_backward_tangent(dh ? dh[i] : 0, dh != NULL, rdh[i], gate[i], up[i],
+					     rgate[i], rup[i], &dg, &du);
+		rdgate[i] += dg;
+		rdup[i] += du;
 	}
 }
 
@@ -429,49 +415,61 @@ static void rop_mult_backward(real *rdw, real *rdrow, real *rdcol, const real *r
 	}
 }
 
-/*
- * A linear layer's backward, tangent then primal (it reads the primal
- * dout): rdinp += R{dy} W + dy R{W}, R{dW} into rdw; with hv, dinp +=
- * dout W (and dW into dw when given). clear: rdinp and dinp zeroed first.
- */
-static void rop_linear_pair(int hv, int clear, real *dinp, real *rdinp, real *dw, real *rdw,
-			    const real *dout, const real *rdout, const real *inp, const real *rinp,
-			    const real *w, const real *rw, int N, int din, int dout_)
-{
-	if (clear)
-		memset(rdinp, 0, (size_t)N * din * sizeof(real));
-	rop_matmul_backward(rdinp, rdw, hv ? dout : NULL, rdout, inp, rinp, w, rw, N, din, dout_);
-	if (!hv)
-		return;
-	if (clear)
-		memset(dinp, 0, (size_t)N * din * sizeof(real));
-	rop_primal_matmul_backward(dinp, dw, dout, inp, w, N, din, dout_);
-}
-
-/* An RMSNorm's backward, tangent then primal (without the gain's primal
- * gradient): as rop_linear_pair. */
-static void rop_rmsnorm_pair(int hv, int clear, real *dinp, real *rdinp, real *rdgain,
-			     const real *dout, const real *rdout, const real *inp, const real *rinp,
-			     const real *gain, const real *rgain, const real *rstd, const real *rrstd,
-			     int N, int C)
-{
-	if (clear)
-		memset(rdinp, 0, (size_t)N * C * sizeof(real));
-	rop_rmsnorm_backward(rdinp, rdgain, hv ? dout : NULL, rdout, inp, rinp, gain, rgain, rstd,
-			     rrstd, N, C);
-	if (!hv)
-		return;
-	if (clear)
-		memset(dinp, 0, (size_t)N * C * sizeof(real));
-	model_rmsnorm_backward(dinp, NULL, dout, inp, gain, rstd, N, C);
-}
-
 /* g, the gradient of weight w, when w is an effective weight (the linear
  * has multipliers or gains: their R{} needs the primal dL/dW_eff), else
  * NULL (no primal weight gradient is needed) */
 static real *eff_grad(const struct model *m, const real *w, real *g)
 {
 	return m->eff && w >= m->w_eff && w < m->w_eff + m->eff_size ? g : NULL;
+}
+
+int model_rop_first(const struct model *m, const unsigned char *want)
+{
+	return rop_first_layer(m, want);
+}
+
+/* The head's tensor: the embedding when tied. */
+static int rop_head_tensor(const struct model *m)
+{
+	return model_find(m, m->c.tie_embeddings ? "embed" : "lm_head", -1);
+}
+
+void model_rop_views(const struct model *m, const unsigned char *want, const struct model_ptrs *rp,
+		     const struct model_ptrs *rg, int l, struct layer_ptrs *rw, struct layer_ptrs *rgl,
+		     struct layer_ptrs *eg)
+{
+	const struct layer_ptrs *w = &m->p.layer[l], *g = &m->g.layer[l];
+
+	rop_layer_views(m, want, &rp->layer[l], l, rw);
+	rop_layer_views(m, want, &rg->layer[l], l, rgl);
+	memset(eg, 0, sizeof *eg);
+	eg->wq = eff_grad(m, w->wq, g->wq);
+	eg->wk = eff_grad(m, w->wk, g->wk);
+	eg->wv = eff_grad(m, w->wv, g->wv);
+	eg->wo = eff_grad(m, w->wo, g->wo);
+	eg->wgate = eff_grad(m, w->wgate, g->wgate);
+	eg->wup = eff_grad(m, w->wup, g->wup);
+	eg->wdown = eff_grad(m, w->wdown, g->wdown);
+}
+
+void model_rop_top_views(const struct model *m, const unsigned char *want,
+			 const struct model_ptrs *rp, const struct model_ptrs *rg,
+			 struct model_ptrs *rw, struct model_ptrs *rgo, struct model_ptrs *eg)
+{
+	int head = model_rop_wanted(m, want, rop_head_tensor(m)),
+	    final = model_rop_wanted(m, want, model_find(m, "final_norm", -1)),
+	    embed = model_rop_wanted(m, want, model_find(m, "embed", -1));
+
+	memset(rw, 0, sizeof *rw);
+	memset(rgo, 0, sizeof *rgo);
+	memset(eg, 0, sizeof *eg);
+	rw->embed = embed ? rp->embed : NULL;
+	rgo->embed = embed ? rg->embed : NULL;
+	rw->final_norm = final ? rp->final_norm : NULL;
+	rgo->final_norm = final ? rg->final_norm : NULL;
+	rw->lm_head = head ? rp->lm_head : NULL;
+	rgo->lm_head = head ? rg->lm_head : NULL;
+	eg->lm_head = eff_grad(m, m->p.lm_head, m->g.lm_head);
 }
 
 int model_rop_build(struct model *rm, const struct model *m, struct sw_err *err)
@@ -485,232 +483,127 @@ int model_rop_build(struct model *rm, const struct model *m, struct sw_err *err)
 	return rc;
 }
 
-/* The head's tensor: the embedding when tied. */
-static int rop_head_tensor(const struct model *m)
+/* ---- the CPU's table of the R-operator's operations (step.h) ---------------- */
+
+struct cpu_rop {
+	struct model *m, *rm;
+	const unsigned char *want;
+	int hv;
+};
+
+static void cpu_rop_layer_views(void *ctx, int l, struct layer_ptrs *rw, struct layer_ptrs *rg,
+				struct layer_ptrs *eg)
 {
-	return model_find(m, m->c.tie_embeddings ? "embed" : "lm_head", -1);
+	struct cpu_rop *r = ctx;
+
+	model_rop_views(r->m, r->want, &r->rm->p, &r->rm->g, l, rw, rg, eg);
 }
 
-void model_rop_forward(const struct model *m, struct model *rm, const int *tokens,
-		       const unsigned char *want)
+/* the tangents of the effective weights (none without multipliers) */
+static void cpu_rop_effective(void *ctx)
 {
-	const struct sw_config *c = &m->c;
-	int B = m->B, T = m->T, N = B * T, C = (int)c->d_model, H = (int)c->n_heads,
-	    KV = (int)c->n_kv_heads, hd = (int)c->head_dim, Q = H * hd, K = KV * hd,
-	    F = (int)c->d_ff, V = (int)c->vocab_size, L = (int)c->n_layers;
-	int first = rop_first_layer(m, want), head = rop_head_tensor(m);
+	struct cpu_rop *r = ctx;
+	const struct model *m = r->m;
 
-	/* the tangents of the effective weights */
-	for (int i = 0; m->eff && i < m->nlinears; i++) {
+	for (int i = 0; i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
 		size_t wo = m->tensors[l->tensor].offset;
-		if (l->mode != MULT_NONE && rop_wanted(m, want, l->tensor))
-			rop_mult_apply(rm->w_eff + m->eff_offset[i], m->params + wo, rm->params + wo,
-				       model_linear_mult_view(m, l, m->params),
-				       model_linear_mult_view(m, l, rm->params), l->dout, l->din);
+		if (l->mode != MULT_NONE && model_rop_wanted(m, r->want, l->tensor))
+			rop_mult_apply(r->rm->w_eff + m->eff_offset[i], m->params + wo,
+				       r->rm->params + wo, model_linear_mult_view(m, l, m->params),
+				       model_linear_mult_view(m, l, r->rm->params), l->dout, l->din);
 	}
-	if (first < 0) {
-		model_encoder_forward(rm->acts[0].x_in, tokens, rm->p.embed, N, C);
-		first = 0;
-	} else {
-		memset(first < L ? rm->acts[first].x_in : rm->x_final, 0, (size_t)N * C * sizeof(real));
-	}
-	for (int l = first; l < L; l++) {
-		const struct layer_acts *a = &m->acts[l];
-		struct layer_acts *ra = &rm->acts[l];
-		const struct layer_ptrs *w = &m->p.layer[l];
-		struct layer_ptrs rw;
-
-		rop_layer_views(m, want, &rm->p.layer[l], l, &rw);
-		rop_rmsnorm_forward(ra->n1, ra->n1_rstd, a->x_in, ra->x_in, w->attn_norm, rw.attn_norm,
-				    a->n1_rstd, N, C);
-		rop_matmul_forward(ra->q_lin, a->n1, ra->n1, w->wq, rw.wq, N, C, Q);
-		rop_matmul_forward(ra->k_lin, a->n1, ra->n1, w->wk, rw.wk, N, C, K);
-		rop_matmul_forward(ra->v, a->n1, ra->n1, w->wv, rw.wv, N, C, K);
-		if (c->qk_norm) {
-			rop_rmsnorm_forward(ra->q, ra->q_rstd, a->q_lin, ra->q_lin, w->q_norm, rw.q_norm,
-					    a->q_rstd, N * H, hd);
-			rop_rmsnorm_forward(ra->k, ra->k_rstd, a->k_lin, ra->k_lin, w->k_norm, rw.k_norm,
-					    a->k_rstd, N * KV, hd);
-		} else {
-			memcpy(ra->q, ra->q_lin, (size_t)N * Q * sizeof(real));
-			memcpy(ra->k, ra->k_lin, (size_t)N * K * sizeof(real));
-		}
-		model_rope_forward(ra->q, m->rope_cos, m->rope_sin, B, T, H, hd);
-		model_rope_forward(ra->k, m->rope_cos, m->rope_sin, B, T, KV, hd);
-		rop_attention_forward(ra->att_out, ra->att, a->att, a->q, a->k, a->v, ra->q, ra->k, ra->v,
-				      B, T, H, KV, hd);
-		if (c->norm_everywhere) {
-			rop_rmsnorm_forward(ra->o_in, ra->o_in_rstd, a->att_out, ra->att_out, w->o_in_norm,
-					    rw.o_in_norm, a->o_in_rstd, N, Q);
-			rop_matmul_forward(ra->attn_y, a->o_in, ra->o_in, w->wo, rw.wo, N, Q, C);
-		} else {
-			rop_matmul_forward(ra->attn_y, a->att_out, ra->att_out, w->wo, rw.wo, N, Q, C);
-		}
-		model_residual_forward(ra->x_mid, ra->x_in, ra->attn_y, (size_t)N * C);
-
-		rop_rmsnorm_forward(ra->n2, ra->n2_rstd, a->x_mid, ra->x_mid, w->ffn_norm, rw.ffn_norm,
-				    a->n2_rstd, N, C);
-		rop_matmul_forward(ra->gate, a->n2, ra->n2, w->wgate, rw.wgate, N, C, F);
-		rop_matmul_forward(ra->up, a->n2, ra->n2, w->wup, rw.wup, N, C, F);
-		rop_swiglu_forward(ra->h, a->gate, a->up, ra->gate, ra->up, (size_t)N * F);
-		if (c->norm_everywhere) {
-			rop_rmsnorm_forward(ra->d_in, ra->d_in_rstd, a->h, ra->h, w->down_in_norm,
-					    rw.down_in_norm, a->d_in_rstd, N, F);
-			rop_matmul_forward(ra->mlp_y, a->d_in, ra->d_in, w->wdown, rw.wdown, N, F, C);
-		} else {
-			rop_matmul_forward(ra->mlp_y, a->h, ra->h, w->wdown, rw.wdown, N, F, C);
-		}
-		model_residual_forward(l + 1 < L ? rm->acts[l + 1].x_in : rm->x_final, ra->x_mid, ra->mlp_y,
-				       (size_t)N * C);
-	}
-	rop_rmsnorm_forward(rm->nf, rm->nf_rstd, m->x_final, rm->x_final, m->p.final_norm,
-			    rop_wanted(m, want, model_find(m, "final_norm", -1)) ? rm->p.final_norm : NULL,
-			    m->nf_rstd, N, C);
-	rop_matmul_forward(rm->logits, m->nf, rm->nf, m->p.lm_head,
-			   rop_wanted(m, want, head) ? rm->p.lm_head : NULL, N, C, V);
 }
 
-void model_rop_backward(struct model *m, struct model *rm, const int *tokens, const int *targets,
-			double loss_scale, int gauss_newton, const unsigned char *want,
-			real *dlogits)
+static void cpu_rop_rmsnorm(void *ctx, real *ry, real *rrstd, const real *inp, const real *rinp,
+			    const real *gain, const real *rgain, const real *rstd, int64_t rows, int n)
 {
-	const struct sw_config *c = &m->c;
-	int B = m->B, T = m->T, N = B * T, C = (int)c->d_model, H = (int)c->n_heads,
-	    KV = (int)c->n_kv_heads, hd = (int)c->head_dim, Q = H * hd, K = KV * hd,
-	    F = (int)c->d_ff, V = (int)c->vocab_size, L = (int)c->n_layers;
-	int first = rop_first_layer(m, want), head = rop_head_tensor(m), hv = !gauss_newton;
-	int final = model_find(m, "final_norm", -1);
-	/* the scratch as model_backward lays it out, primal in m's, tangent in rm's */
-	real *s[2][11];
-	real *dz = NULL, *dn, *dres, *dF1, *dF2, *dF3, *dq, *dq2, *dk, *dk2, *dv;
-	real *rdres, *rdn, *rdF1, *rdF2, *rdF3, *rdq, *rdq2, *rdk, *rdk2, *rdv;
-	size_t sizes[11] = {(size_t)N * C, (size_t)N * C, (size_t)N * F, (size_t)N * F, (size_t)N * F,
-			    (size_t)N * Q, (size_t)N * Q, (size_t)N * K, (size_t)N * K, (size_t)N * K, 0};
-	real *gw[2] = {m->scratch, rm->scratch};
-#define ZERO(p, n) memset((p), 0, (size_t)(n) * sizeof(real))
-#define PRIMAL(p) (hv ? (p) : NULL)
+	(void)ctx;
+	rop_rmsnorm_forward(ry, rrstd, inp, rinp, gain, rgain, rstd, (int)rows, n);
+}
 
-	for (int j = 0; j < 2; j++)
-		for (int i = 0; i < 11; i++) {
-			s[j][i] = gw[j];
-			gw[j] += sizes[i];
-		}
-	dres = s[0][0]; dn = s[0][1]; dF1 = s[0][2]; dF2 = s[0][3]; dF3 = s[0][4];
-	dq = s[0][5]; dq2 = s[0][6]; dk = s[0][7]; dk2 = s[0][8]; dv = s[0][9];
-	rdres = s[1][0]; rdn = s[1][1]; rdF1 = s[1][2]; rdF2 = s[1][3]; rdF3 = s[1][4];
-	rdq = s[1][5]; rdq2 = s[1][6]; rdk = s[1][7]; rdk2 = s[1][8]; rdv = s[1][9];
-	if (first < 0)
-		first = 0;
-	else if (first > L)
-		first = L;
-	if (m->eff) {
-		ZERO(rm->dw_eff, m->eff_size);
-		if (hv)
-			ZERO(m->dw_eff, m->eff_size);
-	}
+static void cpu_rop_matmul(void *ctx, real *ry, const real *inp, const real *rinp, const real *w,
+			   const real *rw, int N, int din, int dout)
+{
+	(void)ctx;
+	rop_matmul_forward(ry, inp, rinp, w, rw, N, din, dout);
+}
 
-	/* the logits: R{dz} over R{z}, then the primal dz */
-	rop_softmax_crossentropy_backward(rm->logits, m->logits, N, V, (real)(loss_scale / N));
-	if (hv) {
-		dz = dlogits ? dlogits : m->logits;
-		if (dlogits)
-			memcpy(dlogits, m->logits, (size_t)N * V * sizeof(real));
-		model_softmax_crossentropy_backward(dz, targets, N, V, (real)(loss_scale / N));
-	}
-	rop_linear_pair(hv, 1, dn, rdn, eff_grad(m, m->p.lm_head, m->g.lm_head),
-			rop_wanted(m, want, head) ? rm->g.lm_head : NULL, dz, rm->logits, m->nf, rm->nf,
-			m->p.lm_head, rop_wanted(m, want, head) ? rm->p.lm_head : NULL, N, C, V);
-	rop_rmsnorm_pair(hv, 1, dres, rdres, rop_wanted(m, want, final) ? rm->g.final_norm : NULL, dn, rdn,
-			 m->x_final, rm->x_final, m->p.final_norm,
-			 rop_wanted(m, want, final) ? rm->p.final_norm : NULL, m->nf_rstd, rm->nf_rstd, N, C);
+static void cpu_rop_attention(void *ctx, real *rout, real *ratt, const real *att, const real *q,
+			      const real *k, const real *v, const real *rq, const real *rk,
+			      const real *rv, int B, int T, int H, int KV, int hd)
+{
+	(void)ctx;
+	rop_attention_forward(rout, ratt, att, q, k, v, rq, rk, rv, B, T, H, KV, hd);
+}
 
-	for (int l = L - 1; l >= first; l--) {
-		const struct layer_acts *a = &m->acts[l];
-		const struct layer_acts *ra = &rm->acts[l];
-		const struct layer_ptrs *w = &m->p.layer[l];
-		struct layer_ptrs rw, rg, *g = &m->g.layer[l], gm = {0};
-		int nev = c->norm_everywhere;
+static void cpu_rop_swiglu(void *ctx, real *rh, const real *gate, const real *up,
+			   const real *rgate, const real *rup, size_t n)
+{
+	(void)ctx;
+	rop_swiglu_forward(rh, gate, up, rgate, rup, n);
+}
 
-		rop_layer_views(m, want, &rm->p.layer[l], l, &rw);
-		rop_layer_views(m, want, &rm->g.layer[l], l, &rg);
-		/* the multipliers' R{} needs dL/dW_eff, where a linear has them */
-		gm.wq = eff_grad(m, w->wq, g->wq);
-		gm.wk = eff_grad(m, w->wk, g->wk);
-		gm.wv = eff_grad(m, w->wv, g->wv);
-		gm.wo = eff_grad(m, w->wo, g->wo);
-		gm.wgate = eff_grad(m, w->wgate, g->wgate);
-		gm.wup = eff_grad(m, w->wup, g->wup);
-		gm.wdown = eff_grad(m, w->wdown, g->wdown);
+static void cpu_rop_loss_backward(void *ctx, real *rz, const real *probs, int N, int V, real scale)
+{
+	(void)ctx;
+	rop_softmax_crossentropy_backward(rz, probs, N, V, scale);
+}
 
-		/* x_out = x_mid + down(h): dres and R{dres} flow to x_mid */
-		rop_linear_pair(hv, 1, nev ? dF2 : dF1, nev ? rdF2 : rdF1, gm.wdown, rg.wdown, dres, rdres,
-				nev ? a->d_in : a->h, nev ? ra->d_in : ra->h, w->wdown, rw.wdown, N, F, C);
-		if (nev)
-			rop_rmsnorm_pair(hv, 1, dF1, rdF1, rg.down_in_norm, dF2, rdF2, a->h, ra->h,
-					 w->down_in_norm, rw.down_in_norm, a->d_in_rstd, ra->d_in_rstd, N, F);
-		ZERO(rdF2, (size_t)N * F);
-		ZERO(rdF3, (size_t)N * F);
-		rop_swiglu_backward(rdF2, rdF3, PRIMAL(dF1), rdF1, a->gate, a->up, ra->gate, ra->up,
-				    (size_t)N * F);
-		if (hv) {
-			ZERO(dF2, (size_t)N * F);
-			ZERO(dF3, (size_t)N * F);
-			model_swiglu_backward(dF2, dF3, dF1, a->gate, a->up, (size_t)N * F);
-		}
-		rop_linear_pair(hv, 1, dn, rdn, gm.wgate, rg.wgate, dF2, rdF2, a->n2, ra->n2, w->wgate,
-				rw.wgate, N, C, F);
-		rop_linear_pair(hv, 0, dn, rdn, gm.wup, rg.wup, dF3, rdF3, a->n2, ra->n2, w->wup, rw.wup,
-				N, C, F);
-		rop_rmsnorm_pair(hv, 0, dres, rdres, rg.ffn_norm, dn, rdn, a->x_mid, ra->x_mid, w->ffn_norm,
-				 rw.ffn_norm, a->n2_rstd, ra->n2_rstd, N, C);
+static void cpu_rop_matmul_backward(void *ctx, real *rdinp, real *rdw, const real *dout,
+				    const real *rdout, const real *inp, const real *rinp,
+				    const real *w, const real *rw, int N, int din, int dout_)
+{
+	(void)ctx;
+	rop_matmul_backward(rdinp, rdw, dout, rdout, inp, rinp, w, rw, N, din, dout_);
+}
 
-		/* x_mid = x_in + o(attn): dres and R{dres} flow to x_in */
-		rop_linear_pair(hv, 1, nev ? dq : dq2, nev ? rdq : rdq2, gm.wo, rg.wo, dres, rdres,
-				nev ? a->o_in : a->att_out, nev ? ra->o_in : ra->att_out, w->wo, rw.wo, N, Q, C);
-		if (nev)
-			rop_rmsnorm_pair(hv, 1, dq2, rdq2, rg.o_in_norm, dq, rdq, a->att_out, ra->att_out,
-					 w->o_in_norm, rw.o_in_norm, a->o_in_rstd, ra->o_in_rstd, N, Q);
-		ZERO(rdq, (size_t)N * Q);
-		ZERO(rdk, (size_t)N * K);
-		ZERO(rdv, (size_t)N * K);
-		if (hv) {
-			ZERO(dq, (size_t)N * Q);
-			ZERO(dk, (size_t)N * K);
-			ZERO(dv, (size_t)N * K);
-		}
-		rop_attention_backward(dq, dk, dv, rdq, rdk, rdv, s[0][10], s[1][10], PRIMAL(dq2), rdq2,
-				       a->q, a->k, a->v, ra->q, ra->k, ra->v, a->att, ra->att, B, T, H, KV, hd);
-		model_rope_backward(rdq, m->rope_cos, m->rope_sin, B, T, H, hd);
-		model_rope_backward(rdk, m->rope_cos, m->rope_sin, B, T, KV, hd);
-		if (hv) {
-			model_rope_backward(dq, m->rope_cos, m->rope_sin, B, T, H, hd);
-			model_rope_backward(dk, m->rope_cos, m->rope_sin, B, T, KV, hd);
-		}
-		if (c->qk_norm) {
-			/* through the per-head norms to d(q_lin), d(k_lin) */
-			rop_rmsnorm_pair(hv, 1, dq2, rdq2, rg.q_norm, dq, rdq, a->q_lin, ra->q_lin, w->q_norm,
-					 rw.q_norm, a->q_rstd, ra->q_rstd, N * H, hd);
-			rop_rmsnorm_pair(hv, 1, dk2, rdk2, rg.k_norm, dk, rdk, a->k_lin, ra->k_lin, w->k_norm,
-					 rw.k_norm, a->k_rstd, ra->k_rstd, N * KV, hd);
-			memcpy(rdq, rdq2, (size_t)N * Q * sizeof(real));
-			memcpy(rdk, rdk2, (size_t)N * K * sizeof(real));
-			if (hv) {
-				memcpy(dq, dq2, (size_t)N * Q * sizeof(real));
-				memcpy(dk, dk2, (size_t)N * K * sizeof(real));
-			}
-		}
-		rop_linear_pair(hv, 1, dn, rdn, gm.wq, rg.wq, dq, rdq, a->n1, ra->n1, w->wq, rw.wq, N, C, Q);
-		rop_linear_pair(hv, 0, dn, rdn, gm.wk, rg.wk, dk, rdk, a->n1, ra->n1, w->wk, rw.wk, N, C, K);
-		rop_linear_pair(hv, 0, dn, rdn, gm.wv, rg.wv, dv, rdv, a->n1, ra->n1, w->wv, rw.wv, N, C, K);
-		rop_rmsnorm_pair(hv, 0, dres, rdres, rg.attn_norm, dn, rdn, a->x_in, ra->x_in, w->attn_norm,
-				 rw.attn_norm, a->n1_rstd, ra->n1_rstd, N, C);
-	}
-	if (rop_first_layer(m, want) < 0)
-		model_encoder_backward(rm->g.embed, rdres, tokens, N, C);
+static void cpu_rop_rmsnorm_backward(void *ctx, real *rdinp, real *rdgain, const real *dout,
+				     const real *rdout, const real *inp, const real *rinp,
+				     const real *gain, const real *rgain, const real *rstd,
+				     const real *rrstd, int64_t rows, int n)
+{
+	(void)ctx;
+	rop_rmsnorm_backward(rdinp, rdgain, dout, rdout, inp, rinp, gain, rgain, rstd, rrstd,
+			     (int)rows, n);
+}
 
-	/* multipliers: from R{dL/dW_eff} to R{dL/dW} and R{dL/dmult} */
-	for (int i = 0; m->eff && i < m->nlinears; i++) {
+static void cpu_rop_attention_backward(void *ctx, real *dq, real *dk, real *dv, real *rdq,
+				       real *rdk, real *rdv, const real *dout, const real *rdout,
+				       const real *q, const real *k, const real *v, const real *rq,
+				       const real *rk, const real *rv, const real *att,
+				       const real *ratt, int B, int T, int H, int KV, int hd)
+{
+	struct cpu_rop *r = ctx;
+
+	rop_attention_backward(dq, dk, dv, rdq, rdk, rdv, model_att_scratch(r->m),
+			       model_att_scratch(r->rm), dout, rdout, q, k, v, rq, rk, rv, att, ratt,
+			       B, T, H, KV, hd);
+}
+
+static void cpu_rop_swiglu_backward(void *ctx, real *rdgate, real *rdup, const real *dh,
+				    const real *rdh, const real *gate, const real *up,
+				    const real *rgate, const real *rup, size_t n)
+{
+	(void)ctx;
+	rop_swiglu_backward(rdgate, rdup, dh, rdh, gate, up, rgate, rup, n);
+}
+
+static void cpu_swiglu_backward_primal(void *ctx, real *dgate, real *dup, const real *dh,
+				       const real *gate, const real *up, size_t n)
+{
+	(void)ctx;
+	model_swiglu_backward(dgate, dup, dh, gate, up, n);
+}
+
+/* from R{dL/dW_eff} to R{dL/dW} and R{dL/dmult} */
+static void cpu_rop_mult_backward(void *ctx)
+{
+	struct cpu_rop *r = ctx;
+	const struct model *m = r->m;
+	const unsigned char *want = r->want;
+
+	for (int i = 0; i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
 		const struct model_tensor *wt = &m->tensors[l->tensor];
 		int ww, wm;
@@ -719,14 +612,71 @@ void model_rop_backward(struct model *m, struct model *rm, const int *tokens, co
 			continue;
 		ww = !want || want[l->tensor];
 		wm = !want || want[l->mult_tensor] || (l->col_tensor >= 0 && want[l->col_tensor]);
-		model_linear_mult_grads(m, l, rm->grads, &rdrow, &rdcol);
+		model_linear_mult_grads(m, l, r->rm->grads, &rdrow, &rdcol);
 		if (ww || wm)
-			rop_mult_backward(ww ? rm->grads + wt->offset : NULL, wm ? rdrow : NULL,
-					  wm ? rdcol : NULL, rm->dw_eff + m->eff_offset[i],
-					  hv ? m->dw_eff + m->eff_offset[i] : NULL, m->params + wt->offset,
-					  rm->params + wt->offset, model_linear_mult_view(m, l, m->params),
-					  model_linear_mult_view(m, l, rm->params), l->dout, l->din);
+			rop_mult_backward(ww ? r->rm->grads + wt->offset : NULL, wm ? rdrow : NULL,
+					  wm ? rdcol : NULL, r->rm->dw_eff + m->eff_offset[i],
+					  r->hv ? m->dw_eff + m->eff_offset[i] : NULL,
+					  m->params + wt->offset, r->rm->params + wt->offset,
+					  model_linear_mult_view(m, l, m->params),
+					  model_linear_mult_view(m, l, r->rm->params), l->dout, l->din);
 	}
-#undef ZERO
-#undef PRIMAL
+}
+
+static const struct model_rop_ops cpu_rop_ops = {
+	.layer_views = cpu_rop_layer_views,
+	.effective = cpu_rop_effective,
+	.rmsnorm = cpu_rop_rmsnorm,
+	.matmul = cpu_rop_matmul,
+	.attention = cpu_rop_attention,
+	.swiglu = cpu_rop_swiglu,
+	.loss_backward = cpu_rop_loss_backward,
+	.matmul_backward = cpu_rop_matmul_backward,
+	.rmsnorm_backward = cpu_rop_rmsnorm_backward,
+	.attention_backward = cpu_rop_attention_backward,
+	.swiglu_backward = cpu_rop_swiglu_backward,
+	.swiglu_backward_primal = cpu_swiglu_backward_primal,
+	.mult_backward = cpu_rop_mult_backward,
+};
+
+/* the tangent model rm as the R-operator step's back end */
+static struct model_rop_step cpu_rop_step(struct cpu_rop *r)
+{
+	struct model_rop_step rt = {
+		.ops = &cpu_rop_ops, .ctx = r,
+		.acts = r->rm->acts, .x_final = r->rm->x_final, .nf = r->rm->nf,
+		.nf_rstd = r->rm->nf_rstd, .logits = r->rm->logits,
+		.s = model_cpu_step(r->rm).s, .first = rop_first_layer(r->m, r->want),
+	};
+
+	model_rop_top_views(r->m, r->want, &r->rm->p, &r->rm->g, &rt.p, &rt.g, &rt.eff_grads);
+	return rt;
+}
+
+void model_rop_forward(const struct model *m, struct model *rm, const int *tokens,
+		       const unsigned char *want)
+{
+	/* the sequence reads m through the step's const pointers only */
+	struct cpu_rop r = {.m = (struct model *)m, .rm = rm, .want = want};
+	struct model_step st = model_cpu_step(r.m);
+	struct model_rop_step rt = cpu_rop_step(&r);
+
+	model_rop_step_forward(&st, &rt, tokens, m->B, m->T);
+}
+
+void model_rop_backward(struct model *m, struct model *rm, const int *tokens, const int *targets,
+			double loss_scale, int gauss_newton, const unsigned char *want,
+			real *dlogits)
+{
+	struct cpu_rop r = {.m = m, .rm = rm, .want = want, .hv = !gauss_newton};
+	struct model_step st = model_cpu_step(m);
+	struct model_rop_step rt = cpu_rop_step(&r);
+
+	if (m->eff) {
+		memset(rm->dw_eff, 0, m->eff_size * sizeof(real));
+		if (!gauss_newton)
+			memset(m->dw_eff, 0, m->eff_size * sizeof(real));
+	}
+	model_rop_step_backward(&st, &rt, tokens, targets, m->B, m->T, loss_scale, gauss_newton,
+				dlogits);
 }

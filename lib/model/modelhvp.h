@@ -1,8 +1,10 @@
 /*
  * modelhvp.h - Hessian- and Gauss-Newton-vector products of the model of
  * model.h by the R-operator: a tangent forward pass and a second-order
- * backward pass over model.c's layers, for sw-hessian (hessian.h) and the
- * tests that check them against finite differences and PyTorch.
+ * backward pass (step.c's sequence) over model.c's layers, on the CPU,
+ * for sw-hessian (hessian.h) and the tests that check them against
+ * finite differences and PyTorch; cuda/gpumodel.h runs the same sequence
+ * on the device.
  */
 #ifndef SW_MODELHVP_H
 #define SW_MODELHVP_H
@@ -53,5 +55,24 @@ void model_rop_forward(const struct model *m, struct model *rm, const int *token
 void model_rop_backward(struct model *m, struct model *rm, const int *tokens, const int *targets,
 			double loss_scale, int gauss_newton, const unsigned char *want,
 			real *dlogits);
+
+/*
+ * What v reaches, for a back end's tangent step (step.h's struct
+ * model_rop_step): the lowest layer holding a wanted tensor (-1: the
+ * embedding, L: only the final norm and head); layer l's pointers of the
+ * tangent model's full views rp, rg where v reaches (NULL elsewhere) and
+ * eg, m->g's dL/dW_eff of the linears whose multipliers need it; the same
+ * for the embedding, final norm and head. rp, rg may be any block laid
+ * out as m's (a device maps them after).
+ */
+int model_rop_first(const struct model *m, const unsigned char *want);
+/* does v move tensor i (or, for a linear, its multipliers)? */
+int model_rop_wanted(const struct model *m, const unsigned char *want, int i);
+void model_rop_views(const struct model *m, const unsigned char *want, const struct model_ptrs *rp,
+		     const struct model_ptrs *rg, int l, struct layer_ptrs *rw, struct layer_ptrs *rgl,
+		     struct layer_ptrs *eg);
+void model_rop_top_views(const struct model *m, const unsigned char *want,
+			 const struct model_ptrs *rp, const struct model_ptrs *rg,
+			 struct model_ptrs *rw, struct model_ptrs *rgo, struct model_ptrs *eg);
 
 #endif

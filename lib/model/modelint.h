@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "step.h"
 
 #ifdef SW_REAL_DOUBLE
 #define GEMM cblas_dgemm
@@ -34,5 +35,10 @@ void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *g
 			   const real *up, size_t n);
 void model_residual_forward(real *out, const real *a, const real *b, size_t n);
 void model_softmax_crossentropy_backward(real *probs, const int *targets, int N, int V, real scale);
+
+/* the CPU model as the step's back end (step.h) */
+struct model_step model_cpu_step(struct model *m);
+/* the attention backward's (B, KV, T, T) scratch in m's */
+real *model_att_scratch(const struct model *m);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * step.c - the model's forward and backward passes, once, for every back
- * end (see step.h). The order of the operations here is the model's: a
+ * step.c - the model's forward and backward passes, and their tangents
+ * (the R-operator), once, for every back end (see step.h). The order of the operations here is the model's: a
  * change to the model is made here, and each back end's table gains at
  * most an operation.
  */
@@ -191,4 +191,248 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 		ops->mult_backward(ctx);
 		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
 	}
+}
+
+/* ---- the R-operator ---------------------------------------------------------- */
+
+void model_rop_step_forward(const struct model_step *st, const struct model_rop_step *rt,
+			    const int *tokens, int B, int T)
+{
+	const struct model_ops *ops = st->ops;
+	const struct model_rop_ops *rop = rt->ops;
+	void *ctx = st->ctx, *rctx = rt->ctx;
+	const struct sw_config *c = st->c;
+	const struct model_ptrs *p = st->p, *rp = &rt->p;
+	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
+	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size,
+	    L = (int)c->n_layers, first = rt->first;
+
+	if (rop->effective)
+		rop->effective(rctx);
+	/* below the lowest layer v reaches, every tangent is zero */
+	if (first < 0) {
+		ops->embed(ctx, rt->acts[0].x_in, tokens, rp->embed, N, C);
+		first = 0;
+	} else {
+		ops->zero(ctx, first < L ? rt->acts[first].x_in : rt->x_final, (size_t)N * C);
+	}
+	for (int l = first; l < L; l++) {
+		const struct layer_acts *a = &st->acts[l];
+		struct layer_acts *ra = &rt->acts[l];
+		const struct layer_ptrs *w = &p->layer[l];
+		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_;
+
+		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
+		rop->rmsnorm(rctx, ra->n1, ra->n1_rstd, a->x_in, ra->x_in, w->attn_norm, rw->attn_norm,
+			     a->n1_rstd, N, C);
+		rop->matmul(rctx, ra->q_lin, a->n1, ra->n1, w->wq, rw->wq, N, C, Q);
+		rop->matmul(rctx, ra->k_lin, a->n1, ra->n1, w->wk, rw->wk, N, C, K);
+		rop->matmul(rctx, ra->v, a->n1, ra->n1, w->wv, rw->wv, N, C, K);
+		if (c->qk_norm) {
+			rop->rmsnorm(rctx, ra->q, ra->q_rstd, a->q_lin, ra->q_lin, w->q_norm, rw->q_norm,
+				     a->q_rstd, (int64_t)N * H, hd);
+			rop->rmsnorm(rctx, ra->k, ra->k_rstd, a->k_lin, ra->k_lin, w->k_norm, rw->k_norm,
+				     a->k_rstd, (int64_t)N * KV, hd);
+		} else {
+			ops->copy(ctx, ra->q, ra->q_lin, (size_t)N * Q);
+			ops->copy(ctx, ra->k, ra->k_lin, (size_t)N * K);
+		}
+		/* RoPE is linear: the tangents turn as the values */
+		ops->rope(ctx, ra->q, B, T, H, hd, 0);
+		ops->rope(ctx, ra->k, B, T, KV, hd, 0);
+		rop->attention(rctx, ra->att_out, ra->att, a->att, a->q, a->k, a->v, ra->q, ra->k, ra->v,
+			       B, T, H, KV, hd);
+		if (c->norm_everywhere) {
+			rop->rmsnorm(rctx, ra->o_in, ra->o_in_rstd, a->att_out, ra->att_out, w->o_in_norm,
+				     rw->o_in_norm, a->o_in_rstd, N, Q);
+			rop->matmul(rctx, ra->attn_y, a->o_in, ra->o_in, w->wo, rw->wo, N, Q, C);
+		} else {
+			rop->matmul(rctx, ra->attn_y, a->att_out, ra->att_out, w->wo, rw->wo, N, Q, C);
+		}
+		ops->residual(ctx, ra->x_mid, ra->x_in, ra->attn_y, (size_t)N * C);
+
+		rop->rmsnorm(rctx, ra->n2, ra->n2_rstd, a->x_mid, ra->x_mid, w->ffn_norm, rw->ffn_norm,
+			     a->n2_rstd, N, C);
+		rop->matmul(rctx, ra->gate, a->n2, ra->n2, w->wgate, rw->wgate, N, C, F);
+		rop->matmul(rctx, ra->up, a->n2, ra->n2, w->wup, rw->wup, N, C, F);
+		rop->swiglu(rctx, ra->h, a->gate, a->up, ra->gate, ra->up, (size_t)N * F);
+		if (c->norm_everywhere) {
+			rop->rmsnorm(rctx, ra->d_in, ra->d_in_rstd, a->h, ra->h, w->down_in_norm,
+				     rw->down_in_norm, a->d_in_rstd, N, F);
+			rop->matmul(rctx, ra->mlp_y, a->d_in, ra->d_in, w->wdown, rw->wdown, N, F, C);
+		} else {
+			rop->matmul(rctx, ra->mlp_y, a->h, ra->h, w->wdown, rw->wdown, N, F, C);
+		}
+		ops->residual(ctx, l + 1 < L ? rt->acts[l + 1].x_in : rt->x_final, ra->x_mid, ra->mlp_y,
+			      (size_t)N * C);
+	}
+	rop->rmsnorm(rctx, rt->nf, rt->nf_rstd, st->x_final, rt->x_final, p->final_norm,
+		     rp->final_norm, st->nf_rstd, N, C);
+	rop->matmul(rctx, rt->logits, st->nf, rt->nf, p->lm_head, rp->lm_head, N, C, V);
+}
+
+/*
+ * A linear layer's backward, tangent then primal (it reads the primal
+ * dout): R{dx} += R{dy} W + dy R{W}, R{dW} into rdw; with hv, dx += dy W
+ * (and dW into dw when the multipliers need it). clear: rdinp and dinp
+ * zeroed first.
+ */
+static void rop_linear_pair(const struct model_step *st, const struct model_rop_step *rt, int hv,
+			    int clear, real *dinp, real *rdinp, real *dw, real *rdw, const real *dout,
+			    const real *rdout, const real *inp, const real *rinp, const real *w,
+			    const real *rw, int N, int din, int dout_)
+{
+	if (clear)
+		st->ops->zero(st->ctx, rdinp, (size_t)N * din);
+	rt->ops->matmul_backward(rt->ctx, rdinp, rdw, hv ? dout : NULL, rdout, inp, rinp, w, rw, N,
+				 din, dout_);
+	if (!hv)
+		return;
+	if (clear)
+		st->ops->zero(st->ctx, dinp, (size_t)N * din);
+	if (dw)
+		st->ops->matmul_backward(st->ctx, dinp, dw, dout, inp, w, N, din, dout_);
+	else    /* dx += dy W: the tangent product's first term */
+		rt->ops->matmul_backward(rt->ctx, dinp, NULL, NULL, dout, inp, NULL, w, NULL, N, din,
+					 dout_);
+}
+
+/* An RMSNorm's backward, tangent then primal (without the gain's primal
+ * gradient): as rop_linear_pair. */
+static void rop_rmsnorm_pair(const struct model_step *st, const struct model_rop_step *rt, int hv,
+			     int clear, real *dinp, real *rdinp, real *rdgain, const real *dout,
+			     const real *rdout, const real *inp, const real *rinp, const real *gain,
+			     const real *rgain, const real *rstd, const real *rrstd, int64_t N, int C)
+{
+	if (clear)
+		st->ops->zero(st->ctx, rdinp, (size_t)N * C);
+	rt->ops->rmsnorm_backward(rt->ctx, rdinp, rdgain, hv ? dout : NULL, rdout, inp, rinp, gain,
+				  rgain, rstd, rrstd, N, C);
+	if (!hv)
+		return;
+	if (clear)
+		st->ops->zero(st->ctx, dinp, (size_t)N * C);
+	st->ops->rmsnorm_backward(st->ctx, dinp, NULL, dout, inp, gain, rstd, N, C);
+}
+
+void model_rop_step_backward(const struct model_step *st, const struct model_rop_step *rt,
+			     const int *tokens, const int *targets, int B, int T,
+			     double loss_scale, int gauss_newton, real *dlogits)
+{
+	const struct model_ops *ops = st->ops;
+	const struct model_rop_ops *rop = rt->ops;
+	void *ctx = st->ctx, *rctx = rt->ctx;
+	const struct sw_config *c = st->c;
+	const struct model_ptrs *p = st->p, *rp = &rt->p, *rg = &rt->g, *ge = &rt->eff_grads;
+	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
+	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size,
+	    L = (int)c->n_layers, hv = !gauss_newton, nev = (int)c->norm_everywhere;
+	int first = rt->first < 0 ? 0 : rt->first > L ? L : rt->first;
+	const struct model_step_scratch *s = &st->s, *rs = &rt->s;
+	real scale = (real)(loss_scale / N), *dz = NULL;
+	size_t nQ = (size_t)N * Q, nK = (size_t)N * K, nF = (size_t)N * F;
+#define PRIMAL(x) (hv ? (x) : NULL)
+
+	/* the logits: R{dz} over R{z}, then the primal dz */
+	rop->loss_backward(rctx, rt->logits, st->logits, N, V, scale);
+	if (hv) {
+		dz = dlogits ? dlogits : st->logits;
+		if (dlogits)
+			ops->copy(ctx, dlogits, st->logits, (size_t)N * V);
+		ops->loss_backward(ctx, dz, targets, N, V, scale);
+	}
+	rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, ge->lm_head, rg->lm_head, dz, rt->logits, st->nf,
+			rt->nf, p->lm_head, rp->lm_head, N, C, V);
+	rop_rmsnorm_pair(st, rt, hv, 1, s->dres, rs->dres, rg->final_norm, s->dn, rs->dn,
+			 st->x_final, rt->x_final, p->final_norm, rp->final_norm, st->nf_rstd,
+			 rt->nf_rstd, N, C);
+
+	for (int l = L - 1; l >= first; l--) {
+		const struct layer_acts *a = &st->acts[l], *ra = &rt->acts[l];
+		const struct layer_ptrs *w = &p->layer[l];
+		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
+
+		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
+
+		/* x_out = x_mid + down(h): dres and R{dres} flow to x_mid */
+		rop_linear_pair(st, rt, hv, 1, nev ? s->dF2 : s->dF1, nev ? rs->dF2 : rs->dF1, gm->wdown,
+				rgl->wdown, s->dres, rs->dres, nev ? a->d_in : a->h,
+				nev ? ra->d_in : ra->h, w->wdown, rw->wdown, N, F, C);
+		if (nev)
+			rop_rmsnorm_pair(st, rt, hv, 1, s->dF1, rs->dF1, rgl->down_in_norm, s->dF2,
+					 rs->dF2, a->h, ra->h, w->down_in_norm, rw->down_in_norm,
+					 a->d_in_rstd, ra->d_in_rstd, N, F);
+		ops->zero(ctx, rs->dF2, nF);
+		ops->zero(ctx, rs->dF3, nF);
+		rop->swiglu_backward(rctx, rs->dF2, rs->dF3, PRIMAL(s->dF1), rs->dF1, a->gate, a->up,
+				     ra->gate, ra->up, nF);
+		if (hv) {
+			ops->zero(ctx, s->dF2, nF);
+			ops->zero(ctx, s->dF3, nF);
+			rop->swiglu_backward_primal(rctx, s->dF2, s->dF3, s->dF1, a->gate, a->up, nF);
+		}
+		rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, gm->wgate, rgl->wgate, s->dF2, rs->dF2,
+				a->n2, ra->n2, w->wgate, rw->wgate, N, C, F);
+		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wup, rgl->wup, s->dF3, rs->dF3, a->n2,
+				ra->n2, w->wup, rw->wup, N, C, F);
+		rop_rmsnorm_pair(st, rt, hv, 0, s->dres, rs->dres, rgl->ffn_norm, s->dn, rs->dn,
+				 a->x_mid, ra->x_mid, w->ffn_norm, rw->ffn_norm, a->n2_rstd,
+				 ra->n2_rstd, N, C);
+
+		/* x_mid = x_in + o(attn): dres and R{dres} flow to x_in */
+		rop_linear_pair(st, rt, hv, 1, nev ? s->dq : s->dq2, nev ? rs->dq : rs->dq2, gm->wo,
+				rgl->wo, s->dres, rs->dres, nev ? a->o_in : a->att_out,
+				nev ? ra->o_in : ra->att_out, w->wo, rw->wo, N, Q, C);
+		if (nev)
+			rop_rmsnorm_pair(st, rt, hv, 1, s->dq2, rs->dq2, rgl->o_in_norm, s->dq, rs->dq,
+					 a->att_out, ra->att_out, w->o_in_norm, rw->o_in_norm,
+					 a->o_in_rstd, ra->o_in_rstd, N, Q);
+		ops->zero(ctx, rs->dq, nQ);
+		ops->zero(ctx, rs->dk, nK);
+		ops->zero(ctx, rs->dv, nK);
+		if (hv) {
+			ops->zero(ctx, s->dq, nQ);
+			ops->zero(ctx, s->dk, nK);
+			ops->zero(ctx, s->dv, nK);
+		}
+		rop->attention_backward(rctx, s->dq, s->dk, s->dv, rs->dq, rs->dk, rs->dv,
+					PRIMAL(s->dq2), rs->dq2, a->q, a->k, a->v, ra->q, ra->k, ra->v,
+					a->att, ra->att, B, T, H, KV, hd);
+		ops->rope(ctx, rs->dq, B, T, H, hd, 1);
+		ops->rope(ctx, rs->dk, B, T, KV, hd, 1);
+		if (hv) {
+			ops->rope(ctx, s->dq, B, T, H, hd, 1);
+			ops->rope(ctx, s->dk, B, T, KV, hd, 1);
+		}
+		if (c->qk_norm) {
+			/* through the per-head norms to d(q_lin), d(k_lin) */
+			rop_rmsnorm_pair(st, rt, hv, 1, s->dq2, rs->dq2, rgl->q_norm, s->dq, rs->dq,
+					 a->q_lin, ra->q_lin, w->q_norm, rw->q_norm, a->q_rstd,
+					 ra->q_rstd, (int64_t)N * H, hd);
+			rop_rmsnorm_pair(st, rt, hv, 1, s->dk2, rs->dk2, rgl->k_norm, s->dk, rs->dk,
+					 a->k_lin, ra->k_lin, w->k_norm, rw->k_norm, a->k_rstd,
+					 ra->k_rstd, (int64_t)N * KV, hd);
+			ops->copy(ctx, rs->dq, rs->dq2, nQ);
+			ops->copy(ctx, rs->dk, rs->dk2, nK);
+			if (hv) {
+				ops->copy(ctx, s->dq, s->dq2, nQ);
+				ops->copy(ctx, s->dk, s->dk2, nK);
+			}
+		}
+		rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, gm->wq, rgl->wq, s->dq, rs->dq, a->n1,
+				ra->n1, w->wq, rw->wq, N, C, Q);
+		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wk, rgl->wk, s->dk, rs->dk, a->n1,
+				ra->n1, w->wk, rw->wk, N, C, K);
+		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wv, rgl->wv, s->dv, rs->dv, a->n1,
+				ra->n1, w->wv, rw->wv, N, C, K);
+		rop_rmsnorm_pair(st, rt, hv, 0, s->dres, rs->dres, rgl->attn_norm, s->dn, rs->dn,
+				 a->x_in, ra->x_in, w->attn_norm, rw->attn_norm, a->n1_rstd,
+				 ra->n1_rstd, N, C);
+	}
+	if (rt->first < 0)
+		ops->embed_backward(ctx, rg->embed, rs->dres, tokens, N, C);
+	/* multipliers: from R{dL/dW_eff} to R{dL/dW} and R{dL/dmult} */
+	if (rop->mult_backward)
+		rop->mult_backward(rctx);
+#undef PRIMAL
 }

@@ -5,7 +5,9 @@
  * each back end implements in a table, struct model_ops: the CPU in
  * model.c, the GPU (and its emulation) in cuda/gpumodel.c. The sequence
  * reads top to bottom as llm.c's gpt2_forward; a back end decides how an
- * operation runs, never in which order the model runs them.
+ * operation runs, never in which order the model runs them. The
+ * R-operator's passes (Hessian-vector products, modelhvp.h) are written
+ * here too, over a second table of the operations' tangent forms.
  *
  * The buffers are the back end's (host or device pointers alike): the
  * weights the pass uses (the effective ones under multipliers), where the
@@ -26,6 +28,8 @@
 #ifdef SW_REAL_DOUBLE
 #define model_step_forward model_step_forward_f64
 #define model_step_backward model_step_backward_f64
+#define model_rop_step_forward model_rop_step_forward_f64
+#define model_rop_step_backward model_rop_step_backward_f64
 #endif
 
 struct model_ops {
@@ -87,10 +91,10 @@ struct model_ops {
 	void (*mult_backward)(void *ctx);
 };
 
-/* the backward's scratch: dres, dn (N, C); dF1, dF2 (N, F); dq, dq2 (N, Q);
- * dk, dk2, dv (N, K) */
+/* the backward's scratch: dres, dn (N, C); dF1, dF2, dF3 (N, F); dq, dq2
+ * (N, Q); dk, dk2, dv (N, K) */
 struct model_step_scratch {
-	real *dres, *dn, *dF1, *dF2, *dq, *dq2, *dk, *dk2, *dv;
+	real *dres, *dn, *dF1, *dF2, *dF3, *dq, *dq2, *dk, *dk2, *dv;
 };
 
 /* One back end's model: its operations, their context, and its buffers. */
@@ -116,5 +120,98 @@ void model_step_forward(const struct model_step *st, const int *tokens, const in
  * loss_scale. */
 void model_step_backward(const struct model_step *st, const int *tokens, const int *targets,
 			 int B, int T, double loss_scale);
+
+/*
+ * The R-operator's step (modelhvp.h): the tangents R{f} = d/de f(theta +
+ * e v) of the forward pass, then of the backward pass, whose R{dL/dtheta}
+ * is H v (or G v, Gauss-Newton). The tangent forms of the operations, a
+ * back end's second table; the primal operations they run beside (the
+ * primal backward, RoPE, residuals, copies) are its struct model_ops. A
+ * NULL tangent weight is zero; a NULL primal derivative (dout, dh) means
+ * Gauss-Newton, where every term pairing a primal derivative with a
+ * tangent drops.
+ */
+struct model_rop_ops {
+	/* layer l's tangent weights rw and where their H v goes, rg (NULL
+	 * where v does not reach: the sequence skips what that makes zero),
+	 * and eg the primal dL/dW_eff of the linears whose multipliers need
+	 * it (NULL elsewhere: the primal backward forms no other weight
+	 * gradient) */
+	void (*layer_views)(void *ctx, int l, struct layer_ptrs *rw, struct layer_ptrs *rg,
+			    struct layer_ptrs *eg);
+	/* R{W_eff} of the linears v reaches (NULL without multipliers) */
+	void (*effective)(void *ctx);
+	/* R{y} of rmsnorm, R{rstd} saved */
+	void (*rmsnorm)(void *ctx, real *ry, real *rrstd, const real *inp, const real *rinp,
+			const real *gain, const real *rgain, const real *rstd, int64_t rows, int n);
+	/* R{y} = R{x} W^T + x R{W}^T */
+	void (*matmul)(void *ctx, real *ry, const real *inp, const real *rinp, const real *w,
+		       const real *rw, int N, int din, int dout);
+	/* R{out}, R{att} (B, H, T, T) kept for the backward */
+	void (*attention)(void *ctx, real *rout, real *ratt, const real *att, const real *q,
+			  const real *k, const real *v, const real *rq, const real *rk,
+			  const real *rv, int B, int T, int H, int KV, int hd);
+	void (*swiglu)(void *ctx, real *rh, const real *gate, const real *up, const real *rgate,
+		       const real *rup, size_t n);
+	/* R{dlogits} = scale p (R{z} - sum p R{z}) in place over R{z} */
+	void (*loss_backward)(void *ctx, real *rz, const real *probs, int N, int V, real scale);
+	/* R{dx} += R{dy} W + dy R{W}, R{dW} += R{dy}^T x + dy^T R{x}; rdinp,
+	 * rdw NULL: not wanted */
+	void (*matmul_backward)(void *ctx, real *rdinp, real *rdw, const real *dout,
+				const real *rdout, const real *inp, const real *rinp, const real *w,
+				const real *rw, int N, int din, int dout_);
+	void (*rmsnorm_backward)(void *ctx, real *rdinp, real *rdgain, const real *dout,
+				 const real *rdout, const real *inp, const real *rinp,
+				 const real *gain, const real *rgain, const real *rstd,
+				 const real *rrstd, int64_t rows, int n);
+	/* R{dq}, R{dk}, R{dv} += ...; with dout, the primal dq, dk, dv += too */
+	void (*attention_backward)(void *ctx, real *dq, real *dk, real *dv, real *rdq, real *rdk,
+				   real *rdv, const real *dout, const real *rdout, const real *q,
+				   const real *k, const real *v, const real *rq, const real *rk,
+				   const real *rv, const real *att, const real *ratt, int B, int T,
+				   int H, int KV, int hd);
+	void (*swiglu_backward)(void *ctx, real *rdgate, real *rdup, const real *dh,
+				const real *rdh, const real *gate, const real *up,
+				const real *rgate, const real *rup, size_t n);
+	/* the primal dgate, dup += SwiGLU's backward from dh */
+	void (*swiglu_backward_primal)(void *ctx, real *dgate, real *dup, const real *dh,
+				       const real *gate, const real *up, size_t n);
+	/* R{} of mult_backward: R{dW}, R{dmult} of the tensors v reaches
+	 * (NULL without multipliers) */
+	void (*mult_backward)(void *ctx);
+};
+
+/*
+ * The tangent model: its operations and their context; the embedding's,
+ * final norm's and head's tangent weights, H v's gradients and primal
+ * dL/dW_eff as layer_views gives a layer's (their .layer unused); the
+ * tangents of the activations and the backward's scratch, as struct
+ * model_step's. first: the lowest layer v reaches (-1: the embedding, L:
+ * only the final norm and head).
+ */
+struct model_rop_step {
+	const struct model_rop_ops *ops;
+	void *ctx;
+	struct model_ptrs p, g, eff_grads;
+	struct layer_acts *acts;
+	real *x_final, *nf, *nf_rstd, *logits;
+	struct model_step_scratch s;
+	int first;
+};
+
+/* After model_step_forward(st) on tokens (B, T): the tangents of its
+ * activations. */
+void model_rop_step_forward(const struct model_step *st, const struct model_rop_step *rt,
+			    const int *tokens, int B, int T);
+
+/*
+ * After model_rop_step_forward: rt's g += H v, L the mean loss times
+ * loss_scale (gauss_newton: G v, no primal pass, no targets). The primal
+ * backward runs beside it in st's scratch; dlogits (N, V) receives the
+ * primal dL/dlogits so that st's probabilities stay (NULL: over them).
+ */
+void model_rop_step_backward(const struct model_step *st, const struct model_rop_step *rt,
+			     const int *tokens, const int *targets, int B, int T,
+			     double loss_scale, int gauss_newton, real *dlogits);
 
 #endif

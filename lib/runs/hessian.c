@@ -5,6 +5,7 @@
 #include "../analysis/lanczos.h"
 #include "../model/model.h"
 #include "../model/modelhvp.h"
+#include "../model/cuda/gpumodel.h"
 #include "../model/modelio.h"
 #include "../model/optim.h"
 #include "../base/rng.h"
@@ -22,9 +23,12 @@ struct hop {
 	struct model *rm;
 	const int *tok, *tgt;
 	int nmb;                        /* micro-batches */
-	real *dlogits;                  /* one micro-batch: its forward pass kept */
+	int kept;                       /* one micro-batch: its forward pass kept */
+	real *dlogits;                  /* (CPU) then its dL/dlogits, apart */
 	int gn;
 	const unsigned char *want;      /* (ntensors) the block */
+	struct gpu_model *gpu;          /* --device: the products there, else NULL */
+	real *v, *hv;                   /* with gpu: (nparams) host vectors */
 	const float *dscale;            /* (nparams) P^-1/2, or NULL */
 	struct hessian_block *b;
 	hessian_progress_fn progress;
@@ -42,21 +46,39 @@ static int block_product(void *vctx, const double *x, double *y, struct sw_err *
 	int T = h->su->T, mb = h->su->mb, Nmb = mb * T, N = h->nmb * Nmb;
 	size_t pos = 0;
 
-	(void)err;
+	real *v = h->gpu ? h->v : rm->params, *hv = h->gpu ? h->hv : rm->grads;
+	int rc = SW_OK;
+
+	if (h->gpu)     /* the last block's entries go */
+		memset(v, 0, m->nparams * sizeof *v);
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		if (!h->want[i])
 			continue;
 		for (size_t k = 0; k < t->numel; k++, pos++)
-			rm->params[t->offset + k] = (real)(x[pos] * (h->dscale ? h->dscale[t->offset + k] : 1));
+			v[t->offset + k] = (real)(x[pos] * (h->dscale ? h->dscale[t->offset + k] : 1));
 	}
-	model_zero_grad(rm);
-	for (int k = 0; k < h->nmb; k++) {
-		const int *tok = h->tok + (size_t)k * Nmb, *tgt = h->tgt + (size_t)k * Nmb;
-		if (!h->dlogits)
-			model_forward(m, tok, tgt, mb, T);
-		model_rop_forward(m, rm, tok, h->want);
-		model_rop_backward(m, rm, tok, tgt, (double)Nmb / N, h->gn, h->want, h->dlogits);
+	if (h->gpu) {
+		double loss;
+		rc = gpumodel_hvp_begin(h->gpu, v, h->want, err);
+		for (int k = 0; k < h->nmb && !rc; k++) {
+			if (!h->kept)
+				rc = gpumodel_forward(h->gpu, h->tok + (size_t)k * Nmb, h->tgt + (size_t)k * Nmb,
+						      mb, T, &loss, err);
+			if (!rc)
+				rc = gpumodel_hvp_add(h->gpu, (double)Nmb / N, h->gn, h->kept, err);
+		}
+		if (rc || (rc = gpumodel_hvp_end(h->gpu, hv, err)))
+			return rc;
+	} else {
+		model_zero_grad(rm);
+		for (int k = 0; k < h->nmb; k++) {
+			const int *tok = h->tok + (size_t)k * Nmb, *tgt = h->tgt + (size_t)k * Nmb;
+			if (!h->kept)
+				model_forward(m, tok, tgt, mb, T);
+			model_rop_forward(m, rm, tok, h->want);
+			model_rop_backward(m, rm, tok, tgt, (double)Nmb / N, h->gn, h->want, h->dlogits);
+		}
 	}
 	pos = 0;
 	for (int i = 0; i < m->ntensors; i++) {
@@ -64,8 +86,7 @@ static int block_product(void *vctx, const double *x, double *y, struct sw_err *
 		if (!h->want[i])
 			continue;
 		for (size_t k = 0; k < t->numel; k++, pos++)
-			y[pos] = (double)rm->grads[t->offset + k] *
-				 (h->dscale ? h->dscale[t->offset + k] : 1);
+			y[pos] = (double)hv[t->offset + k] * (h->dscale ? h->dscale[t->offset + k] : 1);
 	}
 	h->b->products++;
 	if (h->progress)
@@ -270,8 +291,10 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
-	/* the direction is zero outside the block */
-	memset(h->rm->params, 0, h->rm->nparams * sizeof(real));
+	/* the direction is zero outside the block (on the device, block_product
+	 * clears its host copy) */
+	if (!h->gpu)
+		memset(h->rm->params, 0, h->rm->nparams * sizeof(real));
 	rng_seed(&r, seed);
 	/* the top K: Lanczos from a Gaussian start */
 	for (int64_t i = 0; i < n; i++)
@@ -354,7 +377,8 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	int *tok = NULL, *tgt = NULL, rc, nt;
 	double *lr = NULL, need;
 	float *dscale = NULL;
-	real *dlogits = NULL;
+	real *dlogits = NULL, *v = NULL, *hv = NULL;
+	struct gpu_model *gpu = NULL;
 	int64_t largest = 0;
 
 	memset(r, 0, sizeof *r);
@@ -408,20 +432,42 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	}
 	if (o->dump && (rc = dump_batch(o->dump, tok, tgt, su.B, su.T, err)))
 		goto out;
-	if ((rc = model_alloc_acts(&su.m, su.mb, su.T, err)) || (rc = model_rop_build(&rm, &su.m, err)))
-		goto out;
-	if (su.mb == su.B) {
-		/* one micro-batch: its forward pass serves every product */
-		if (!(dlogits = malloc((size_t)su.B * su.T * su.m.c.vocab_size * sizeof *dlogits))) {
-			rc = sw_fail(err, SW_ESOFTWARE, "out of memory for the logits");
+	if (o->data.device != SW_DEVICE_CPU) {
+		/* the products on the device: the host keeps v and H v */
+		if ((rc = gpumodel_open(&gpu, o->data.device, SW_PRECISION_FP32, &su.m, NULL, su.mb, su.T,
+					err)))
+			goto out;
+		v = calloc(su.m.nparams, sizeof *v);
+		hv = malloc(su.m.nparams * sizeof *hv);
+		if (!v || !hv) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			goto out;
 		}
-		model_forward(&su.m, tok, tgt, su.B, su.T);
+		if (su.mb == su.B) {
+			double loss;
+			/* one micro-batch: its forward pass serves every product (the
+			 * device keeps dL/dlogits apart) */
+			if ((rc = gpumodel_forward(gpu, tok, tgt, su.B, su.T, &loss, err)))
+				goto out;
+		}
+	} else {
+		if ((rc = model_alloc_acts(&su.m, su.mb, su.T, err)) ||
+		    (rc = model_rop_build(&rm, &su.m, err)))
+			goto out;
+		if (su.mb == su.B) {
+			/* one micro-batch: its forward pass serves every product */
+			if (!(dlogits = malloc((size_t)su.B * su.T * su.m.c.vocab_size * sizeof *dlogits))) {
+				rc = sw_fail(err, SW_ESOFTWARE, "out of memory for the logits");
+				goto out;
+			}
+			model_forward(&su.m, tok, tgt, su.B, su.T);
+		}
 	}
 	for (int j = 0; j < r->nblocks && !rc; j++) {
 		struct hop h = {
 			.su = &su, .rm = &rm, .tok = tok, .tgt = tgt, .nmb = su.B / su.mb,
-			.dlogits = dlogits, .gn = o->gauss_newton, .want = want + (size_t)j * nt,
+			.kept = su.mb == su.B, .dlogits = dlogits, .gn = o->gauss_newton,
+			.want = want + (size_t)j * nt, .gpu = gpu, .v = v, .hv = hv,
 			.dscale = dscale, .b = &r->b[j], .progress = progress, .pctx = ctx,
 			.index = j, .count = r->nblocks,
 		};
@@ -436,6 +482,9 @@ out:
 	free(want);
 	free(dscale);
 	free(dlogits);
+	free(v);
+	free(hv);
+	gpumodel_close(gpu);
 	if (rm.params)
 		model_free(&rm);
 	blocksharp_setup_free(&su);

@@ -1,11 +1,11 @@
 #!/bin/sh
-# sw-train --device and --precision, sw-sharpness --device: the CUDA
-# trainer's path. Without a GPU (no /dev/nvidia0), --device cuda is
+# sw-train --device and --precision, sw-sharpness and sw-hessian --device:
+# the CUDA trainer's path. Without a GPU (no /dev/nvidia0), --device cuda is
 # refused in one line, exit 69, nothing written. --device emu runs the
 # CUDA path (lib/model/cuda/gpumodel.c, its kernel bodies and products through
 # the host emulation of lib/model/cuda/gpu_emu.c), so the wiring of train.c's
 # --device hook is checked here: resume across devices, /fisher,
-# /optim_state, traces, sharpness. The GPU itself: tests/e2e/t0271-cuda.t.
+# /optim_state, traces, sharpness, the Hessian. The GPU itself: tests/e2e/t0271-cuda.t.
 #
 # What is exact and what is numerical (docs/numerics.md, "Exact and numerical"):
 # - the emulated device against itself, same binary and machine: bit for
@@ -47,9 +47,16 @@ if [ -n "$no_gpu" ]; then
 		test_one_error sw-sharpness small/ckpt-000002.h5 &&
 		grep -E "^sw-sharpness: small/ckpt-000002.h5: cuda: (no usable GPU|built without CUDA)" err
 	'
+	test_expect_success 'no GPU: sw-hessian --device cuda says so for the file, exit 69' '
+		test_expect_code 69 sw-hessian --data "$CORPUS" --batch-tokens 64 --seq-len 16 \
+			--device cuda small/ckpt-000002.h5 >out 2>err &&
+		test_one_error sw-hessian small/ckpt-000002.h5 &&
+		grep -E "^sw-hessian: small/ckpt-000002.h5: cuda: (no usable GPU|built without CUDA)" err
+	'
 else
 	test_skip 'no GPU: --device cuda refused' 'this machine has /dev/nvidia0'
 	test_skip 'no GPU: sw-sharpness --device cuda refused' 'this machine has /dev/nvidia0'
+	test_skip 'no GPU: sw-hessian --device cuda refused' 'this machine has /dev/nvidia0'
 fi
 
 test_expect_success 'an unknown device, bf16 on the CPU: usage errors' '
@@ -140,6 +147,33 @@ test_expect_success 'sw-sharpness --device emu: the CPU estimate to 1e-6 (fresh 
 	done &&
 	numbers_close 1e-6 cpu.sharp emu.sharp && numbers_close 1e-6 cpu.micro emu.micro &&
 	test_line_count = 7 emu.sharp
+'
+
+# The Hessian's products on the emulated device are the CPU's R-operator
+# in float32 summed in another order (t-cuda-model: each H v to 1e-5 of
+# its tensor's norm); Lanczos and the trace take them to eigenvalues and
+# traces that agreed here to 5e-7 relative (SkylakeX kernels), 3e-6
+# (Haswell): 1e-5. The residual bound is the norm of a small residual,
+# relative to itself it moved 1.3e-5 (Haswell): it is compared to 1e-5 of
+# the block's lambda_1, the scale it bounds.
+test_expect_success 'sw-hessian --device emu: the CPU eigenvalues, traces and densities to 1e-5' '
+	for dev in cpu emu; do
+		sw-hessian --data "$CORPUS" --batch-tokens 128 --seq-len 16 --top 2 --probes 3 \
+			--device $dev ref/ckpt-000012.h5 >$dev.hess &&
+		sw-hessian --data "$CORPUS" --batch-tokens 128 --seq-len 16 --gauss-newton --top 1 \
+			--probes 2 --micro-batch 4 --per-tensor --layer 1 --device $dev ref/ckpt-000012.h5 >$dev.gn &&
+		sw-hessian --data "$CORPUS" --batch-tokens 64 --seq-len 16 --whole --density --slq-steps 8 \
+			--block qk,vo --device $dev ref/ckpt-000012.h5 >$dev.slq || exit 1
+	done &&
+	test_line_count = 8 emu.hess && test_line_count = 13 emu.gn &&
+	cut -f1-7,9- cpu.hess >cpu.h && cut -f1-7,9- emu.hess >emu.h && numbers_close 1e-5 cpu.h emu.h &&
+	cut -f1-9,11- cpu.gn >cpu.g && cut -f1-9,11- emu.gn >emu.g && numbers_close 1e-5 cpu.g emu.g &&
+	numbers_close 1e-5 cpu.slq emu.slq &&
+	paste cpu.hess emu.hess >both.hess && paste cpu.gn emu.gn >both.gn &&
+	awk -F"\t" "NR > 1 { d = \$8 - \$22; s = \$5; if (d < 0) d = -d; if (s < 0) s = -s
+		if (d > 1e-5 * s) bad = 1 } END { exit bad }" both.hess &&
+	awk -F"\t" "NR > 1 { d = \$10 - \$26; s = \$8; if (d < 0) d = -d; if (s < 0) s = -s
+		if (d > 1e-5 * s) bad = 1 } END { exit bad }" both.gn
 '
 
 test_expect_success 'emu --precision bf16: the products rounded to bf16, a loss near fp32s, not the same' '

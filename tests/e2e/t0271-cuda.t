@@ -4,7 +4,8 @@
 # no usable GPU). A tiny model with GQA and QK-norm, fp32: the loss at
 # every step to 1e-4 relative, every parameter and moment after 10 steps
 # to 1e-3 of its tensor's largest value (tests/e2e/params_close.py), for
-# AdamW and Muon; the GNB estimate per block type to 1e-4; a run resumed
+# AdamW and Muon; the GNB estimate per block type to 1e-4; sw-hessian's
+# eigenvalues and traces (Hessian and Gauss-Newton) to 1e-4; a run resumed
 # across devices, both ways; bf16 products training to a loss near
 # fp32's. With SW_REQUIRE_GPU=1 (make check-cuda) no GPU is a failure.
 #
@@ -67,6 +68,21 @@ test_expect_success 'GNB per block type to 1e-4 (the same sampled labels)' '
 	done &&
 	cut -f3-5 cpu.sharp >cpu.means && cut -f3-5 $DEV.sharp >gpu.means &&
 	test_line_count = 7 gpu.means && numbers_close 1e-4 cpu.means gpu.means
+'
+
+# cuBLAS sums the products in another order than OpenBLAS (and TF32 is
+# off): the eigenvalues and traces as GNB's, to 1e-4; the residual bound
+# (a small norm) and the Lanczos steps it took are left out.
+test_expect_success 'sw-hessian per block type: eigenvalues and traces to 1e-4 (Hessian, Gauss-Newton)' '
+	for dev in cpu $DEV; do
+		for gn in "" --gauss-newton; do
+			sw-hessian --data "$CORPUS" --batch-tokens 256 --seq-len 32 --top 2 --probes 3 $gn \
+				--device $dev cpu-adamw/ckpt-000010.h5 >$dev$gn.hess || exit 1
+		done
+	done &&
+	cut -f3-6,9-11 cpu.hess >cpu.h && cut -f3-6,9-11 $DEV.hess >gpu.h && numbers_close 1e-4 cpu.h gpu.h &&
+	cut -f3-6,9-11 cpu--gauss-newton.hess >cpu.g && cut -f3-6,9-11 $DEV--gauss-newton.hess >gpu.g &&
+	test_line_count = 8 gpu.g && numbers_close 1e-4 cpu.g gpu.g
 '
 
 test_expect_success 'resumed across devices: CPU then GPU, GPU then CPU, to 1e-3 of the straight run' '

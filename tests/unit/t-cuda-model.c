@@ -4,8 +4,8 @@
  * lib/model/optim.c, lib/model/sharpness.c), in every model variant t-gradcheck
  * checks: the loss, every parameter's gradient, three optimizer steps of
  * AdamW, Muon and Scion (clipping on), the moments, the gradient norm,
- * the GNB estimate with its sampled labels, the trace's sums, and bf16
- * products. This runs everything the GPU path does above the kernels:
+ * the GNB estimate with its sampled labels, the trace's sums, Hessian-
+ * and Gauss-Newton-vector products (the R-operator), and bf16 products. This runs everything the GPU path does above the kernels:
  * the device layout, the row-major products through cuBLAS's column-major
  * interface, the attention's per-head batched products, the order of the
  * backward pass. What it cannot run is CUDA itself (tests/e2e/t0271-cuda.t
@@ -21,6 +21,7 @@
 #include "../../lib/model/cuda/gpumodel.h"
 #include "../../lib/base/elemmath.h"
 #include "../../lib/model/model.h"
+#include "../../lib/model/modelhvp.h"
 #include "../../lib/model/optim.h"
 #include "../../lib/model/sharpness.h"
 #include "tap.h"
@@ -103,6 +104,85 @@ static void batch(int *tok, int *tgt, int V, int seed)
 	}
 }
 
+/*
+ * Hessian- and Gauss-Newton-vector products (gpumodel_hvp_*) against the
+ * CPU's R-operator (lib/model/modelhvp.c) on the same batch: v over every
+ * tensor, then over every third tensor only (the passes skip what v does
+ * not reach) with the forward's probabilities kept for a second product.
+ * The worst tensor's ||H v - H v_cpu|| / ||H v_cpu||, to 1e-5 as the
+ * gradients: the same float32 arithmetic summed in another order. A
+ * scalar multiplier's entry is one sum over its whole matrix (hundreds of
+ * terms that cancel), which the CPU adds one by one in float and the
+ * device by rows in double: 1e-4 relative for it (n eps sum|terms| over
+ * |sum| at the cancellation these random v give).
+ */
+static void check_hvp(const char *what, struct model *cpu, struct gpu_model *gm, const int *tok,
+		      const int *tgt)
+{
+	struct model rm;
+	struct sw_err err;
+	struct sw_rng r;
+	size_t np = cpu->nparams;
+	real *v = calloc(np, sizeof *v), *hv = calloc(np, sizeof *hv);
+	unsigned char *want = calloc((size_t)cpu->ntensors, 1);
+	double loss;
+
+	if (!v || !hv || !want || model_rop_build(&rm, cpu, &err)) {
+		ok(0, "%s: H v: setup", what);
+		goto out;
+	}
+	rng_seed(&r, 5);
+	for (int sub = 0; sub < 2; sub++) {
+		for (int i = 0; i < cpu->ntensors; i++) {
+			const struct model_tensor *t = &cpu->tensors[i];
+			want[i] = !sub || i % 3 == 0;
+			for (size_t k = 0; k < t->numel; k++)
+				v[t->offset + k] = want[i] ? (real)rng_normal(&r) : 0;
+		}
+		for (int gn = 0; gn < 2; gn++) {
+			const char *name = "all equal";
+			double worst = 0;       /* relative to each tensor's tolerance: < 1 passes */
+			int rc;
+
+			memcpy(rm.params, v, np * sizeof *v);
+			model_zero_grad(&rm);
+			model_forward(cpu, tok, tgt, B, T);
+			model_rop_forward(cpu, &rm, tok, sub ? want : NULL);
+			model_rop_backward(cpu, &rm, tok, tgt, 0.5, gn, sub ? want : NULL, NULL);
+			rc = gpumodel_forward(gm, tok, tgt, B, T, &loss, &err);
+			/* twice on one forward: the kept probabilities serve both */
+			for (int twice = 0; twice < 1 + sub && !rc; twice++)
+				if (!(rc = gpumodel_hvp_begin(gm, v, sub ? want : NULL, &err)) &&
+				    !(rc = gpumodel_hvp_add(gm, 0.5, gn, sub, &err)))
+					rc = gpumodel_hvp_end(gm, hv, &err);
+			if (rc) {
+				ok(0, "%s: %s v: %s", what, gn ? "G" : "H", err.msg);
+				continue;
+			}
+			for (int i = 0; i < cpu->ntensors; i++) {
+				const struct model_tensor *t = &cpu->tensors[i];
+				double e;
+				if (!want[i])
+					continue;
+				e = rel_norm(hv + t->offset, rm.grads + t->offset, t->numel) /
+				    (t->numel == 1 ? 1e-4 : 1e-5);
+				if (e > worst) {
+					worst = e;
+					name = t->info.name;
+				}
+			}
+			ok(worst < 1, "%s: %s v, v over %s (worst %s, %.2g of its tolerance)", what,
+			   gn ? "Gauss-Newton G" : "Hessian H", sub ? "every third tensor" : "every tensor",
+			   name, worst);
+		}
+	}
+	model_free(&rm);
+out:
+	free(v);
+	free(hv);
+	free(want);
+}
+
 static void check_variant(const char *what, struct sw_config c)
 {
 	struct model cpu, gpu;
@@ -142,6 +222,7 @@ static void check_variant(const char *what, struct sw_config c)
 	int rc = gpumodel_sum(gm, v.acts[1].x_in, n, 1, &s, &err);
 	ok(rc == SW_OK && close_rel(s, want, 1e-6),
 	   "%s: a sum of squares over the device's activations (%.9g, CPU %.9g)", what, s, want);
+	check_hvp(what, &cpu, gm, tok, tgt);
 out:
 	gpumodel_close(gm);
 	model_free(&cpu);

@@ -15,6 +15,7 @@
  */
 #include "gpumodel.h"
 #include "gpu.h"
+#include "../modelhvp.h"
 #include "../step.h"
 
 #include <math.h>
@@ -65,6 +66,14 @@ struct gpu_model {
 	double *u;                      /* (N) uniforms */
 	int *labels;                    /* (N) */
 	float *h;                       /* (nparams) the estimate */
+	/* Hessian-vector products: the tangent model on the same device (its
+	 * params v, its grads H v, its activations the tangents), what v
+	 * reaches, the primal dL/dlogits beside kept probabilities */
+	struct gpu_model *tangent;
+	int owns_g;                     /* 0: the tangent's device is its primal's */
+	const unsigned char *want;
+	int hv;
+	real *dlogits;                  /* (N, V) */
 };
 
 /* ---- plumbing ---------------------------------------------------------------- */
@@ -185,31 +194,40 @@ static real *dev_of(const struct gpu_model *gm, const real *host_ptr)
 	return NULL;
 }
 
-/* The device's view of one of m's pointer tables. */
-static void map_ptrs(const struct gpu_model *gm, struct model_ptrs *dst, struct layer_ptrs *layers,
-		     const struct model_ptrs *src)
+/* The device's view of one of m's layer tables. */
+static void map_layer(const struct gpu_model *gm, struct layer_ptrs *d, const struct layer_ptrs *s)
+{
+	d->attn_norm = dev_of(gm, s->attn_norm);
+	d->wq = dev_of(gm, s->wq);
+	d->wk = dev_of(gm, s->wk);
+	d->wv = dev_of(gm, s->wv);
+	d->wo = dev_of(gm, s->wo);
+	d->q_norm = dev_of(gm, s->q_norm);
+	d->k_norm = dev_of(gm, s->k_norm);
+	d->o_in_norm = dev_of(gm, s->o_in_norm);
+	d->ffn_norm = dev_of(gm, s->ffn_norm);
+	d->wgate = dev_of(gm, s->wgate);
+	d->wup = dev_of(gm, s->wup);
+	d->wdown = dev_of(gm, s->wdown);
+	d->down_in_norm = dev_of(gm, s->down_in_norm);
+}
+
+/* The device's view of the embedding's, final norm's and head's. */
+static void map_top(const struct gpu_model *gm, struct model_ptrs *dst, const struct model_ptrs *src)
 {
 	dst->embed = dev_of(gm, src->embed);
 	dst->final_norm = dev_of(gm, src->final_norm);
 	dst->lm_head = dev_of(gm, src->lm_head);
+}
+
+/* The device's view of one of m's pointer tables. */
+static void map_ptrs(const struct gpu_model *gm, struct model_ptrs *dst, struct layer_ptrs *layers,
+		     const struct model_ptrs *src)
+{
+	map_top(gm, dst, src);
 	dst->layer = layers;
-	for (int l = 0; l < gm->m->c.n_layers; l++) {
-		const struct layer_ptrs *s = &src->layer[l];
-		struct layer_ptrs *d = &layers[l];
-		d->attn_norm = dev_of(gm, s->attn_norm);
-		d->wq = dev_of(gm, s->wq);
-		d->wk = dev_of(gm, s->wk);
-		d->wv = dev_of(gm, s->wv);
-		d->wo = dev_of(gm, s->wo);
-		d->q_norm = dev_of(gm, s->q_norm);
-		d->k_norm = dev_of(gm, s->k_norm);
-		d->o_in_norm = dev_of(gm, s->o_in_norm);
-		d->ffn_norm = dev_of(gm, s->ffn_norm);
-		d->wgate = dev_of(gm, s->wgate);
-		d->wup = dev_of(gm, s->wup);
-		d->wdown = dev_of(gm, s->wdown);
-		d->down_in_norm = dev_of(gm, s->down_in_norm);
-	}
+	for (int l = 0; l < gm->m->c.n_layers; l++)
+		map_layer(gm, &layers[l], &src->layer[l]);
 }
 
 /* ---- the layers, forward and backward ------------------------------------------ */
@@ -783,7 +801,8 @@ static struct model_step gpu_step(struct gpu_model *gm)
 		.ops = &gpu_ops, .ctx = gm, .c = &gm->m->c, .p = &gm->p, .g = &gm->d,
 		.acts = gm->acts, .x_final = gm->x_final, .nf = gm->nf, .nf_rstd = gm->nf_rstd,
 		.logits = gm->logits, .losses = gm->losses,
-		.s = {.dres = gm->dres, .dn = gm->dn, .dF1 = gm->dF1, .dF2 = gm->dF2, .dq = gm->dq,
+		.s = {.dres = gm->dres, .dn = gm->dn, .dF1 = gm->dF1, .dF2 = gm->dF2, .dF3 = gm->dF3,
+		      .dq = gm->dq,
 		      .dq2 = gm->dq2, .dk = gm->dk, .dk2 = gm->dk2, .dv = gm->dv},
 	};
 	return st;
@@ -962,8 +981,10 @@ static void alloc_optim(struct gpu_model *gm)
 	need_partials(gm, gm->norm_chunks > (size_t)maxr ? gm->norm_chunks : (size_t)maxr);
 }
 
-int gpumodel_open(struct gpu_model **gmp, enum sw_device dev, enum sw_precision prec,
-		  const struct model *m, const struct optim *o, int B, int T, struct sw_err *err)
+/* gpumodel_open on device g (NULL: open dev's, and close it at the end) */
+static int open_on(struct gpu_model **gmp, struct gpu *g, enum sw_device dev,
+		   enum sw_precision prec, const struct model *m, const struct optim *o, int B,
+		   int T, struct sw_err *err)
 {
 	struct gpu_model *gm = calloc(1, sizeof *gm);
 	size_t np = m->nparams * sizeof(real), ne = m->eff_size * sizeof(real);
@@ -972,7 +993,9 @@ int gpumodel_open(struct gpu_model **gmp, enum sw_device dev, enum sw_precision 
 	*gmp = NULL;
 	if (!gm)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	rc = dev == SW_DEVICE_EMU ? gpu_emu_open(&gm->g, err) : gpu_cuda_open(&gm->g, err);
+	gm->g = g;
+	gm->owns_g = !g;
+	rc = g ? SW_OK : dev == SW_DEVICE_EMU ? gpu_emu_open(&gm->g, err) : gpu_cuda_open(&gm->g, err);
 	if (rc) {
 		free(gm);
 		return rc;
@@ -1015,19 +1038,27 @@ int gpumodel_open(struct gpu_model **gmp, enum sw_device dev, enum sw_precision 
 	return SW_OK;
 }
 
+int gpumodel_open(struct gpu_model **gmp, enum sw_device dev, enum sw_precision prec,
+		  const struct model *m, const struct optim *o, int B, int T, struct sw_err *err)
+{
+	return open_on(gmp, NULL, dev, prec, m, o, B, T, err);
+}
+
 void gpumodel_close(struct gpu_model *gm)
 {
 	if (!gm)
 		return;
+	gpumodel_close(gm->tangent);
 	if (gm->g) {
 		void *blocks[] = {
 			gm->params, gm->grads, gm->w_eff, gm->dw_eff, gm->mom_m, gm->mom_v, gm->acts_block,
 			gm->tok, gm->tgt, gm->partials, gm->ns_sumsq, gm->work, gm->probs, gm->u,
-			gm->labels, gm->h
+			gm->labels, gm->h, gm->dlogits
 		};
 		for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
 			dfree(gm, blocks[i]);
-		gpu_close(gm->g);
+		if (gm->owns_g)
+			gpu_close(gm->g);
 	}
 	free(gm->pl);
 	free(gm->dl);
@@ -1243,5 +1274,428 @@ void gpumodel_view(const struct gpu_model *gm, struct gpumodel_view *v)
 
 int gpumodel_error(const struct gpu_model *gm, struct sw_err *err)
 {
+	return result(gm, err);
+}
+
+/* ---- the R-operator: step.c's tangent sequence over the device's operations ------------ */
+
+/* the tangents' operations (step.h's struct model_rop_ops), each as
+ * modelhvp.c's of the same name; ctx is the primal model, its tangent
+ * model gm->tangent holds v, H v and the tangents */
+static void rop_op_layer_views(void *ctx, int l, struct layer_ptrs *rw, struct layer_ptrs *rg,
+			       struct layer_ptrs *eg)
+{
+	struct gpu_model *gm = ctx;
+	const struct model *m = gm->m;
+	struct layer_ptrs hw, hg, he;
+
+	/* the host model's views, then the device's: v's in the tangent's
+	 * blocks, dL/dW_eff in the primal's */
+	model_rop_views(m, gm->want, &m->p, &m->g, l, &hw, &hg, &he);
+	map_layer(gm->tangent, rw, &hw);
+	map_layer(gm->tangent, rg, &hg);
+	map_layer(gm, eg, &he);
+}
+
+static void rop_op_effective(void *ctx)
+{
+	struct gpu_model *gm = ctx;
+	const struct model *m = gm->m;
+
+	for (int i = 0; m->eff && i < m->nlinears; i++) {
+		const struct model_linear *l = &m->linears[i];
+		struct gk_mult a, r;
+		if (l->mode == MULT_NONE || !model_rop_wanted(m, gm->want, l->tensor))
+			continue;
+		a = mult_args(gm, i);
+		r = mult_args(gm->tangent, i);
+		a.weff = r.weff;
+		a.rw = r.w;
+		a.rmult = r.mult;
+		a.rcol = r.col;
+		a.grid = gk_elems(a.dout * a.din);
+		LAUNCH(gm, rop_mult_apply, a);
+	}
+}
+
+static void rop_op_rmsnorm(void *ctx, real *ry, real *rrstd, const real *inp, const real *rinp,
+			   const real *gain, const real *rgain, const real *rstd, int64_t rows, int n)
+{
+	LAUNCH((struct gpu_model *)ctx, rop_rmsnorm_forward, (struct gk_rop_rmsnorm){
+		.grid = gk_rows(rows, n), .out = ry, .rrstd = rrstd, .inp = inp, .rinp = rinp,
+		.gain = gain, .rgain = rgain, .rstd = rstd, .rows = rows, .C = n});
+}
+
+/* R{y} = R{x} W^T + x R{W}^T */
+static void rop_op_matmul(void *ctx, real *ry, const real *inp, const real *rinp, const real *w,
+			  const real *rw, int N, int din, int dout)
+{
+	struct gpu_model *gm = ctx;
+
+	mm(gm, 0, 1, N, dout, din, 1, rinp, din, 0, w, din, 0, 0, ry, dout, 0, 1, gm->bf16);
+	if (rw)
+		mm(gm, 0, 1, N, dout, din, 1, inp, din, 0, rw, din, 0, 1, ry, dout, 0, 1, gm->bf16);
+}
+
+/* per head, in attention_forward's blocks: R{S} = scale (R{Q} K^T + Q
+ * R{K}^T); R{P} = P (R{S} - rowsum(P R{S})), softmax_backward's form;
+ * R{O} = R{P} V + P R{V} */
+static void rop_op_attention(void *ctx, real *rout, real *ratt, const real *att, const real *q,
+			     const real *k, const real *v, const real *rq, const real *rk,
+			     const real *rv, int B, int T, int H, int KV, int hd)
+{
+	struct gpu_model *gm = ctx;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
+	float scale = (float)(1.0 / sqrt((double)hd));
+	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
+
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < nb; i++) {
+			size_t qo = (size_t)h * hd, ko = (size_t)(h / group) * hd;
+			real *s = ratt + h * TT;
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 1, r1 - r0, r1, hd, scale, rq + (size_t)r0 * Q + qo, Q, sq, k + ko, K, sk, 0,
+			   s + (int64_t)r0 * T, T, H * TT, B, gm->bf16);
+			mm(gm, 0, 1, r1 - r0, r1, hd, scale, q + (size_t)r0 * Q + qo, Q, sq, rk + ko, K, sk, 1,
+			   s + (int64_t)r0 * T, T, H * TT, B, gm->bf16);
+		}
+	LAUNCH(gm, softmax_backward, (struct gk_softmax_back){
+		.grid = gk_rows((int64_t)B * H * T, T), .d = ratt, .p = att, .rows = (int64_t)B * H * T,
+		.p_bstride = TT, .d_bstride = TT, .T = T, .scale = 1});
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < nb; i++) {
+			size_t qo = (size_t)h * hd, ko = (size_t)(h / group) * hd;
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, ratt + h * TT + (int64_t)r0 * T, T, H * TT, v + ko, K,
+			   sk, 0, rout + (size_t)r0 * Q + qo, Q, sq, B, gm->bf16);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, att + h * TT + (int64_t)r0 * T, T, H * TT, rv + ko, K,
+			   sk, 1, rout + (size_t)r0 * Q + qo, Q, sq, B, gm->bf16);
+		}
+}
+
+static void rop_op_swiglu(void *ctx, real *rh, const real *gate, const real *up, const real *rgate,
+			  const real *rup, size_t n)
+{
+	LAUNCH((struct gpu_model *)ctx, rop_swiglu_forward, (struct gk_rop_pointwise){
+		.grid = gk_elems((int64_t)n), .out = rh, .gate = gate, .up = up, .rgate = rgate,
+		.rup = rup, .n = (int64_t)n});
+}
+
+static void rop_op_loss_backward(void *ctx, real *rz, const real *probs, int N, int V, real scale)
+{
+	LAUNCH((struct gpu_model *)ctx, xent_rop, (struct gk_xent_rop){
+		.grid = gk_rows(N, V), .rz = rz, .p = probs, .rows = N, .V = V, .scale = scale});
+}
+
+/* R{dx} += R{dy} W + dy R{W}; R{dW} += R{dy}^T x + dy^T R{x} */
+static void rop_op_matmul_backward(void *ctx, real *rdinp, real *rdw, const real *dout,
+				   const real *rdout, const real *inp, const real *rinp,
+				   const real *w, const real *rw, int N, int din, int dout_)
+{
+	struct gpu_model *gm = ctx;
+
+	if (rdinp) {
+		mm(gm, 0, 0, N, din, dout_, 1, rdout, dout_, 0, w, din, 0, 1, rdinp, din, 0, 1, gm->bf16);
+		if (dout && rw)
+			mm(gm, 0, 0, N, din, dout_, 1, dout, dout_, 0, rw, din, 0, 1, rdinp, din, 0, 1,
+			   gm->bf16);
+	}
+	if (rdw) {
+		mm(gm, 1, 0, dout_, din, N, 1, rdout, dout_, 0, inp, din, 0, 1, rdw, din, 0, 1, gm->bf16);
+		if (dout)
+			mm(gm, 1, 0, dout_, din, N, 1, dout, dout_, 0, rinp, din, 0, 1, rdw, din, 0, 1,
+			   gm->bf16);
+	}
+}
+
+static void rop_op_rmsnorm_backward(void *ctx, real *rdinp, real *rdgain, const real *dout,
+				    const real *rdout, const real *inp, const real *rinp,
+				    const real *gain, const real *rgain, const real *rstd,
+				    const real *rrstd, int64_t rows, int n)
+{
+	struct gpu_model *gm = ctx;
+
+	if (rdgain) {
+		int64_t chunks = (rows + GK_CHUNK - 1) / GK_CHUNK;
+		struct gk_colsum a = {
+			.grid = gk_elems(chunks * n), .partial = gm->colsum, .out = rdgain, .a = rdout,
+			.b = inp, .rstd = rstd, .c = dout, .d = rinp, .rrstd = rrstd, .rows = rows,
+			.chunks = chunks, .C = n};
+		LAUNCH(gm, rop_colsum_partial, a);
+		a.grid = gk_elems(n);
+		LAUNCH(gm, colsum_finish, a);
+	}
+	LAUNCH(gm, rop_rmsnorm_backward, (struct gk_rop_rmsnorm){
+		.grid = gk_rows(rows, n), .out = rdinp, .rrstd = (real *)rrstd, .inp = inp,
+		.rinp = rinp, .dout = dout, .rdout = rdout, .gain = gain, .rgain = rgain, .rstd = rstd,
+		.rows = rows, .C = n});
+}
+
+/*
+ * Per head h (batched over b), in attention_backward's blocks, with dP in
+ * the primal's (B, T, T) scratch and R{dP} in the tangent's:
+ * dP = dO V^T, dV += P^T dO, R{dV} += R{P}^T dO + P^T R{dO},
+ * R{dP} = R{dO} V^T + dO R{V}^T; then dS and R{dS} (rop_softmax_backward);
+ * R{dQ} += R{dS} K + dS R{K}, R{dK} += R{dS}^T Q + dS^T R{Q}, dQ += dS K,
+ * dK += dS^T Q. Gauss-Newton (dout NULL): the R{dO} terms only.
+ */
+static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, real *rdq,
+				      real *rdk, real *rdv, const real *dout, const real *rdout,
+				      const real *q, const real *k, const real *v, const real *rq,
+				      const real *rk, const real *rv, const real *att,
+				      const real *ratt, int B, int T, int H, int KV, int hd)
+{
+	struct gpu_model *gm = ctx;
+	real *ds = gm->ds, *rds = gm->tangent->ds;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
+	float scale = (float)(1.0 / sqrt((double)hd));
+	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
+	int bf = gm->bf16;
+
+	for (int h = 0; h < H; h++) {
+		size_t qo = (size_t)h * hd, ko = (size_t)(h / group) * hd;
+		const real *ph = att + h * TT, *rph = ratt + h * TT;
+
+		for (int i = 0; i < nb; i++) {
+			size_t dvo = ko + (size_t)r0 * K;
+			model_causal_block(T, nb, i, &r0, &r1);
+			dvo = ko + (size_t)r0 * K;
+			if (dout) {
+				mm(gm, 0, 1, r1 - r0, r1, hd, 1, dout + qo + (size_t)r0 * Q, Q, sq, v + ko, K,
+				   sk, 0, ds + (size_t)r0 * T, T, TT, B, bf);
+				mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ph + (size_t)r0 * T + r0, T, H * TT,
+				   dout + qo + (size_t)r0 * Q, Q, sq, 1, dv + dvo, K, sk, B, bf);
+				mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, rph + (size_t)r0 * T + r0, T, H * TT,
+				   dout + qo + (size_t)r0 * Q, Q, sq, 1, rdv + dvo, K, sk, B, bf);
+			}
+			mm(gm, 0, 1, r1 - r0, r1, hd, 1, rdout + qo + (size_t)r0 * Q, Q, sq, v + ko, K, sk,
+			   0, rds + (size_t)r0 * T, T, TT, B, bf);
+			if (dout)
+				mm(gm, 0, 1, r1 - r0, r1, hd, 1, dout + qo + (size_t)r0 * Q, Q, sq, rv + ko, K,
+				   sk, 1, rds + (size_t)r0 * T, T, TT, B, bf);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ph + (size_t)r0 * T + r0, T, H * TT,
+			   rdout + qo + (size_t)r0 * Q, Q, sq, 1, rdv + dvo, K, sk, B, bf);
+		}
+		if (dout)
+			LAUNCH(gm, rop_softmax_backward, (struct gk_rop_softmax_back){
+				.grid = gk_rows((int64_t)B * T, T), .d = ds, .rd = rds, .p = ph, .rp = rph,
+				.rows = (int64_t)B * T, .p_bstride = H * TT, .d_bstride = TT, .T = T,
+				.scale = scale});
+		else
+			LAUNCH(gm, softmax_backward, (struct gk_softmax_back){
+				.grid = gk_rows((int64_t)B * T, T), .d = rds, .p = ph, .rows = (int64_t)B * T,
+				.p_bstride = H * TT, .d_bstride = TT, .T = T, .scale = scale});
+		for (int i = 0; i < nb; i++) {
+			model_causal_block(T, nb, i, &r0, &r1);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, rds + (size_t)r0 * T, T, TT, k + ko, K, sk, 1,
+			   rdq + qo + (size_t)r0 * Q, Q, sq, B, bf);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, rds + (size_t)r0 * T + r0, T, TT,
+			   q + qo + (size_t)r0 * Q, Q, sq, 1, rdk + ko + (size_t)r0 * K, K, sk, B, bf);
+			if (!dout)
+				continue;
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, ds + (size_t)r0 * T, T, TT, rk + ko, K, sk, 1,
+			   rdq + qo + (size_t)r0 * Q, Q, sq, B, bf);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ds + (size_t)r0 * T + r0, T, TT,
+			   rq + qo + (size_t)r0 * Q, Q, sq, 1, rdk + ko + (size_t)r0 * K, K, sk, B, bf);
+			mm(gm, 0, 0, r1 - r0, hd, r1, 1, ds + (size_t)r0 * T, T, TT, k + ko, K, sk, 1,
+			   dq + qo + (size_t)r0 * Q, Q, sq, B, bf);
+			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ds + (size_t)r0 * T + r0, T, TT,
+			   q + qo + (size_t)r0 * Q, Q, sq, 1, dk + ko + (size_t)r0 * K, K, sk, B, bf);
+		}
+	}
+}
+
+static void rop_op_swiglu_backward(void *ctx, real *rdgate, real *rdup, const real *dh,
+				   const real *rdh, const real *gate, const real *up,
+				   const real *rgate, const real *rup, size_t n)
+{
+	LAUNCH((struct gpu_model *)ctx, rop_swiglu_backward, (struct gk_rop_pointwise){
+		.grid = gk_elems((int64_t)n), .out = rdgate, .out2 = rdup, .dh = dh, .rdh = rdh,
+		.gate = gate, .up = up, .rgate = rgate, .rup = rup, .n = (int64_t)n});
+}
+
+static void rop_op_swiglu_backward_primal(void *ctx, real *dgate, real *dup, const real *dh,
+					  const real *gate, const real *up, size_t n)
+{
+	swiglu_backward(ctx, dgate, dup, dh, gate, up, n);
+}
+
+/* one term of R{} of the multipliers' backward: the primal kernel k on
+ * a, whose outputs are the tangent's (r's) */
+static void rop_mult_term(struct gpu_model *gm, enum gk_id k, struct gk_mult a,
+			  const struct gk_mult *r)
+{
+	struct sw_err e;
+
+	a.dw = r->dw;
+	a.dmult = r->dmult;
+	a.dcol = r->dcol;
+	a.grid = gk_elems(k == GK_ID_mult_dw ? a.dout * a.din : k == GK_ID_mult_dcol ? a.din : a.dout);
+	if (!failed(gm))
+		note(gm, gm->g->ops->launch(gm->g, k, &a, &e), &e);
+	if (k == GK_ID_mult_drow && a.mode == GK_MULT_SCALAR) {
+		a.grid = gk_elems(1);
+		LAUNCH(gm, mult_dscalar, a);
+	}
+}
+
+/*
+ * R{} of mult_backward as the primal kernels' sum over its terms (each
+ * linear in what it multiplies): R{dW} = R{dW_eff} row col + dW_eff
+ * (R{row} col + row R{col}); R{drow} = sum_j (R{dW_eff} W + dW_eff R{W})
+ * col + dW_eff W R{col}; R{dcol} the same with row for col.
+ */
+static void rop_op_mult_backward(void *ctx)
+{
+	struct gpu_model *gm = ctx;
+	const struct model *m = gm->m;
+	const unsigned char *want = gm->want;
+
+	for (int i = 0; m->eff && i < m->nlinears; i++) {
+		const struct model_linear *l = &m->linears[i];
+		struct gk_mult p, r, a;
+		int ww, wm, rowcol, col, hv = gm->hv;
+		if (l->mode == MULT_NONE)
+			continue;
+		ww = !want || want[l->tensor];
+		wm = !want || want[l->mult_tensor] || (l->col_tensor >= 0 && want[l->col_tensor]);
+		p = mult_args(gm, i);
+		r = mult_args(gm->tangent, i);
+		rowcol = p.mode == GK_MULT_ROWCOL;
+		col = p.mode == GK_MULT_COL;
+		for (int k = 0; k < 3; k++) {
+			/* k = 0: R{dW_eff}'s term; 1: R{W}'s (for dW: R{row}'s, or a
+			 * column multiplier's R{col}); 2: R{col}'s (dW, drow) or
+			 * R{row}'s (dcol), rowcol only */
+			if (k > 0 && !hv)
+				break;
+			a = p;
+			if (k == 0)
+				a.dweff = r.dweff;
+			if (ww && (k < 2 || rowcol)) {
+				struct gk_mult d = a;
+				if (k == 1)
+					d.mult = r.mult;
+				if (k == 2)
+					d.col = r.col;
+				rop_mult_term(gm, GK_ID_mult_dw, d, &r);
+			}
+			if (!wm)
+				continue;
+			if (k == 1)
+				a.w = r.w;
+			if ((col || rowcol) && (k < 2 || rowcol)) {
+				struct gk_mult d = a;
+				if (k == 2)
+					d.mult = r.mult;
+				rop_mult_term(gm, GK_ID_mult_dcol, d, &r);
+			}
+			if (!col && (k < 2 || rowcol)) {
+				struct gk_mult d = a;
+				if (k == 2)
+					d.col = r.col;
+				rop_mult_term(gm, GK_ID_mult_drow, d, &r);
+			}
+		}
+	}
+}
+
+static const struct model_rop_ops gpu_rop_ops = {
+	.layer_views = rop_op_layer_views,
+	.effective = rop_op_effective,
+	.rmsnorm = rop_op_rmsnorm,
+	.matmul = rop_op_matmul,
+	.attention = rop_op_attention,
+	.swiglu = rop_op_swiglu,
+	.loss_backward = rop_op_loss_backward,
+	.matmul_backward = rop_op_matmul_backward,
+	.rmsnorm_backward = rop_op_rmsnorm_backward,
+	.attention_backward = rop_op_attention_backward,
+	.swiglu_backward = rop_op_swiglu_backward,
+	.swiglu_backward_primal = rop_op_swiglu_backward_primal,
+	.mult_backward = rop_op_mult_backward,
+};
+
+/* the tangent model as the R-operator step's back end */
+static struct model_rop_step gpu_rop_step(struct gpu_model *gm)
+{
+	struct gpu_model *t = gm->tangent;
+	const struct model *m = gm->m;
+	struct model_ptrs hw, hg, he;
+	struct model_rop_step rt = {
+		.ops = &gpu_rop_ops, .ctx = gm, .acts = t->acts, .x_final = t->x_final, .nf = t->nf,
+		.nf_rstd = t->nf_rstd, .logits = t->logits, .s = gpu_step(t).s,
+		.first = model_rop_first(m, gm->want),
+	};
+
+	model_rop_top_views(m, gm->want, &m->p, &m->g, &hw, &hg, &he);
+	map_top(t, &rt.p, &hw);
+	map_top(t, &rt.g, &hg);
+	map_top(gm, &rt.eff_grads, &he);
+	return rt;
+}
+
+/* the tangent's first error, if any, is the primal's */
+static void note_tangent(struct gpu_model *gm)
+{
+	struct sw_err e;
+
+	if (gm->tangent && gm->tangent->rc)
+		note(gm, gpumodel_error(gm->tangent, &e), &e);
+}
+
+int gpumodel_hvp_begin(struct gpu_model *gm, const real *v, const unsigned char *want,
+		       struct sw_err *err)
+{
+	size_t np = gm->m->nparams * sizeof(real);
+	struct sw_err e;
+
+	if (!gm->tangent && !failed(gm))
+		note(gm, open_on(&gm->tangent, gm->g, SW_DEVICE_EMU,
+				 gm->bf16 ? SW_PRECISION_BF16 : SW_PRECISION_FP32, gm->m, NULL, gm->B,
+				 gm->T, &e), &e);
+	if (failed(gm))
+		return result(gm, err);
+	upload(gm, gm->tangent->params, v, np);
+	zero(gm, gm->tangent->grads, np);
+	gm->want = want;
+	return result(gm, err);
+}
+
+int gpumodel_hvp_add(struct gpu_model *gm, double loss_scale, int gauss_newton, int keep_probs,
+		     struct sw_err *err)
+{
+	const struct model *m = gm->m;
+	int B = gm->cur_B, T = gm->cur_T;
+	size_t nv = (size_t)gm->B * gm->T * (size_t)m->c.vocab_size;
+	struct model_step st;
+	struct model_rop_step rt;
+
+	if (failed(gm) || !gm->tangent)
+		return result(gm, err);
+	alloc_acts(gm->tangent, gm->B, gm->T);
+	note_tangent(gm);
+	if (keep_probs && !gauss_newton && !gm->dlogits)
+		gm->dlogits = dalloc(gm, nv * sizeof(real));
+	if (failed(gm))
+		return result(gm, err);
+	gm->hv = !gauss_newton;
+	st = gpu_step(gm);
+	rt = gpu_rop_step(gm);
+	model_rop_step_forward(&st, &rt, gm->tok, B, T);
+	if (m->eff) {
+		zero(gm, gm->tangent->dw_eff, m->eff_size * sizeof(real));
+		if (!gauss_newton)
+			zero(gm, gm->dw_eff, m->eff_size * sizeof(real));
+	}
+	model_rop_step_backward(&st, &rt, gm->tok, gm->tgt, B, T, loss_scale, gauss_newton,
+				keep_probs ? gm->dlogits : NULL);
+	return result(gm, err);
+}
+
+int gpumodel_hvp_end(struct gpu_model *gm, real *hv, struct sw_err *err)
+{
+	if (gm->tangent)
+		download(gm, hv, gm->tangent->grads, gm->m->nparams * sizeof(real));
 	return result(gm, err);
 }

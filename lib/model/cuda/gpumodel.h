@@ -78,6 +78,23 @@ int gpumodel_download_at(struct gpu_model *gm, real *host_ptr, size_t n, struct 
 int gpumodel_gnb(struct gpu_model *gm, const int *tokens, int B, int T, int mb, int draws,
 		 struct sw_rng *r, float *h, int *labels, int keep_probs, struct sw_err *err);
 
+/*
+ * Hessian- (or Gauss-Newton-) vector products on the device, modelhvp.h's
+ * R-operator through step.c's tangent sequence: gpumodel_hvp_begin takes
+ * v (host, nparams; zero outside the tensors want flags, NULL: all; want
+ * must live until gpumodel_hvp_end); after each gpumodel_forward with
+ * targets (the batch's tokens stay on the device), gpumodel_hvp_add adds
+ * that batch's H v times loss_scale (of the mean loss); gpumodel_hvp_end
+ * downloads the sum into hv (host, nparams). keep_probs: the forward's
+ * probabilities survive the product, so that the next product on the
+ * same batch needs no forward. The primal gradients are overwritten.
+ */
+int gpumodel_hvp_begin(struct gpu_model *gm, const real *v, const unsigned char *want,
+		       struct sw_err *err);
+int gpumodel_hvp_add(struct gpu_model *gm, double loss_scale, int gauss_newton, int keep_probs,
+		     struct sw_err *err);
+int gpumodel_hvp_end(struct gpu_model *gm, real *hv, struct sw_err *err);
+
 /* The trace's statistics read the device's activations and weights: the
  * views of model.h with device pointers, and their sums. */
 struct gpumodel_view {

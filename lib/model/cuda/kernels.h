@@ -204,6 +204,7 @@ struct gk_colsum {
 	float *out;                     /* (C), finish adds into it */
 	const float *a, *b;             /* (rows, C) */
 	const float *rstd;              /* (rows) or NULL */
+	const float *c, *d, *rrstd;     /* rop_colsum_partial: dy (or NULL), R{x}, R{rstd} */
 	int64_t rows, chunks;
 	int C;
 };
@@ -217,6 +218,22 @@ GK_BODY(colsum_partial, struct gk_colsum)
 	for (int64_t n = k * GK_CHUNK; n < end && n < a->rows; n++)
 		s += a->rstd ? elem_rmsnorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->rstd[n])
 			     : a->a[n * a->C + c] * a->b[n * a->C + c];
+	a->partial[i] = s;
+}
+
+/* R{dgain} of an RMSNorm, as colsum_partial: a R{dy}, b x, c dy (NULL:
+ * Gauss-Newton), d R{x}: R{dy} x r + dy (R{x} r + x R{r}) */
+GK_BODY(rop_colsum_partial, struct gk_colsum)
+{
+	GK_ELEM_INDEX(i, a->chunks * a->C);
+	int64_t k = i / a->C, c = i % a->C, end = (k + 1) * GK_CHUNK;
+	float s = 0;
+
+	for (int64_t n = k * GK_CHUNK; n < end && n < a->rows; n++) {
+		int64_t j = n * a->C + c;
+		float r = a->rstd[n];
+		s += a->a[j] * a->b[j] * r + (a->c ? a->c[j] * (a->d[j] * r + a->b[j] * a->rrstd[n]) : 0);
+	}
 	a->partial[i] = s;
 }
 
@@ -454,6 +471,7 @@ struct gk_mult {
 	float *weff, *dw, *dmult, *dcol;
 	double *rowsum;                 /* (dout) scratch of the scalar mode */
 	const float *w, *mult, *col, *dweff;
+	const float *rw, *rmult, *rcol; /* rop_mult_apply: the tangents of w, mult, col */
 	int64_t dout, din;
 	int mode;                       /* GK_MULT_* */
 };
@@ -660,6 +678,214 @@ GK_BODY(transpose, struct gk_opt)
 	a->out[j * a->rows + i] = a->x[k];
 }
 
+/* ---- the R-operator's tangents (lib/model/modelhvp.c's, row for row) -------------- */
+
+/*
+ * RMSNorm: forward R{y} = g R{xhat} + R{g} xhat, R{r} = -r^3 mean(x R{x})
+ * saved (phases: the dot, R{r}, R{y}); backward R{dx} += R{r} (dxhat -
+ * xhat mu) + r (R{dxhat} - R{xhat} mu - xhat R{mu}) with mu = mean(dxhat
+ * xhat), R{mu} = mean(R{dxhat} xhat + dxhat R{xhat}) (phases: mu's sum,
+ * mu, R{mu}'s sum, R{mu}, R{dx}); dout NULL: Gauss-Newton, mu = 0 and
+ * only R{dy}'s terms.
+ */
+struct gk_rop_rmsnorm {
+	struct gk_grid grid;            /* gk_rows(rows, C) */
+	float *out;                     /* forward R{y}; backward R{dx} (+=) */
+	float *rrstd;                   /* (rows): forward writes, backward reads */
+	const float *inp, *rinp;        /* x, R{x} (rows, C) */
+	const float *dout, *rdout;      /* backward: dy (or NULL), R{dy} */
+	const float *gain, *rgain;      /* (C) or NULL */
+	const float *rstd;              /* (rows) */
+	int64_t rows;
+	int C;
+};
+
+GK_BODY(rop_rmsnorm_forward, struct gk_rop_rmsnorm)
+{
+	const float *x = a->inp + blk * a->C, *rx = a->rinp + blk * a->C;
+	float *y = a->out + blk * a->C;
+	double r = a->rstd[blk];
+
+	if (phase == 0) {
+		double dot = 0;
+		for (int i = thr; i < a->C; i += nthr)
+			dot += (double)x[i] * rx[i];
+		shm[thr] = dot;
+	} else if (phase == 1) {
+		if (thr == 0) {
+			double rr = -r * r * r * gk_row_total(shm, thr, nthr) / a->C;
+			a->rrstd[blk] = (float)rr;
+			shm[nthr] = rr;
+		}
+	} else {
+		double rr = shm[nthr];
+		for (int i = thr; i < a->C; i += nthr) {
+			float xhat = (float)(x[i] * r), rxhat = (float)(rx[i] * r + x[i] * rr);
+			y[i] = rxhat * (a->gain ? a->gain[i] : 1) + (a->rgain ? a->rgain[i] * xhat : 0);
+		}
+	}
+}
+
+GK_BODY(rop_rmsnorm_backward, struct gk_rop_rmsnorm)
+{
+	const float *x = a->inp + blk * a->C, *rx = a->rinp + blk * a->C;
+	const float *dy = a->dout ? a->dout + blk * a->C : NULL, *rdy = a->rdout + blk * a->C;
+	float *rdx = a->out + blk * a->C;
+	double r = a->rstd[blk], rr = a->rrstd[blk];
+
+	if (phase == 0) {
+		double mu = 0;
+		for (int i = thr; dy && i < a->C; i += nthr)
+			mu += dy[i] * (double)(a->gain ? a->gain[i] : 1) * (x[i] * r);
+		shm[thr] = mu;
+	} else if (phase == 1 || phase == 3) {
+		if (thr == 0)
+			shm[nthr + (phase == 3)] = gk_row_total(shm, thr, nthr) / a->C;
+	} else if (phase == 2) {
+		double rmu = 0;
+		for (int i = thr; i < a->C; i += nthr) {
+			double g = a->gain ? a->gain[i] : 1, xhat = x[i] * r;
+			double rdxhat = rdy[i] * g + (dy && a->rgain ? (double)dy[i] * a->rgain[i] : 0);
+			rmu += rdxhat * xhat;
+			if (dy)
+				rmu += dy[i] * g * (rx[i] * r + x[i] * rr);
+		}
+		shm[thr] = rmu;
+	} else {
+		double mu = shm[nthr], rmu = shm[nthr + 1];
+		for (int i = thr; i < a->C; i += nthr) {
+			double g = a->gain ? a->gain[i] : 1, xhat = x[i] * r;
+			double rdxhat = rdy[i] * g + (dy && a->rgain ? (double)dy[i] * a->rgain[i] : 0);
+			double v = r * (rdxhat - xhat * rmu);
+			if (dy) {
+				double dxhat = dy[i] * g, rxhat = rx[i] * r + x[i] * rr;
+				v += rr * (dxhat - xhat * mu) - r * rxhat * mu;
+			}
+			rdx[i] += (float)v;
+		}
+	}
+}
+
+/*
+ * Attention's softmax backward and its tangent for one head, rows (b, t)
+ * as softmax_backward: sig = rowsum(P dP), R{sig} = rowsum(R{P} dP + P
+ * R{dP}), R{dS} = scale (R{P} (dP - sig) + P (R{dP} - R{sig})) in place of
+ * R{dP}, dS = scale P (dP - sig) in place of dP (phases: sig's sum, sig,
+ * R{sig}'s sum, R{sig}, the rows). Gauss-Newton has no dP: softmax_backward
+ * on R{dP} is its R{dS}.
+ */
+struct gk_rop_softmax_back {
+	struct gk_grid grid;            /* gk_rows(B * T, T) */
+	float *d, *rd;                  /* dP, R{dP} */
+	const float *p, *rp;            /* P, R{P} */
+	int64_t rows, p_bstride, d_bstride;
+	int T;
+	float scale;
+};
+
+GK_BODY(rop_softmax_backward, struct gk_rop_softmax_back)
+{
+	int64_t b = blk / a->T, t = blk % a->T;
+	const float *p = a->p + b * a->p_bstride + t * a->T, *rp = a->rp + b * a->p_bstride + t * a->T;
+	float *d = a->d + b * a->d_bstride + t * a->T, *rd = a->rd + b * a->d_bstride + t * a->T;
+
+	if (phase == 0) {
+		double s = 0;
+		for (int u = thr; u <= t; u += nthr)
+			s += (double)p[u] * d[u];
+		shm[thr] = s;
+	} else if (phase == 1 || phase == 3) {
+		if (thr == 0)
+			shm[nthr + (phase == 3)] = gk_row_total(shm, thr, nthr);
+	} else if (phase == 2) {
+		double s = 0;
+		for (int u = thr; u <= t; u += nthr)
+			s += (double)p[u] * rd[u] + (double)rp[u] * d[u];
+		shm[thr] = s;
+	} else {
+		float sig = (float)shm[nthr], rsig = (float)shm[nthr + 1];
+		for (int u = thr; u < a->T; u += nthr) {
+			if (u <= t) {
+				rd[u] = (rp[u] * (d[u] - sig) + p[u] * (rd[u] - rsig)) * a->scale;
+				d[u] = p[u] * (d[u] - sig) * a->scale;
+			} else {
+				rd[u] = d[u] = 0;
+			}
+		}
+	}
+}
+
+/* The cross entropy's Hessian in the logits on R{z}, in place: R{dz} =
+ * scale p (R{z} - sum p R{z}) (phases: the sum, its total, the row) */
+struct gk_xent_rop {
+	struct gk_grid grid;            /* gk_rows(N, V) */
+	float *rz;
+	const float *p;
+	int64_t rows;
+	int V;
+	float scale;
+};
+
+GK_BODY(xent_rop, struct gk_xent_rop)
+{
+	const float *p = a->p + blk * a->V;
+	float *r = a->rz + blk * a->V;
+
+	if (phase == 0) {
+		double s = 0;
+		for (int i = thr; i < a->V; i += nthr)
+			s += (double)p[i] * r[i];
+		shm[thr] = s;
+	} else if (phase == 1) {
+		if (thr == 0)
+			shm[nthr] = gk_row_total(shm, thr, nthr);
+	} else {
+		float s = (float)shm[nthr];
+		for (int i = thr; i < a->V; i += nthr)
+			r[i] = a->scale * p[i] * (r[i] - s);
+	}
+}
+
+/* SwiGLU's tangents (elemmath.h): forward R{h}; backward R{dgate},
+ * R{dup} += (dh NULL: Gauss-Newton) */
+struct gk_rop_pointwise {
+	struct gk_grid grid;            /* gk_elems(n) */
+	float *out, *out2;
+	const float *dh, *rdh, *gate, *up, *rgate, *rup;
+	int64_t n;
+};
+
+GK_BODY(rop_swiglu_forward, struct gk_rop_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_swiglu_tangent(a->gate[i], a->up[i], a->rgate[i], a->rup[i]);
+}
+
+GK_BODY(rop_swiglu_backward, struct gk_rop_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	float dg, du;
+	elem_swiglu_backward_tangent(a->dh ? a->dh[i] : 0, a->dh != NULL, a->rdh[i], a->gate[i],
+				     a->up[i], a->rgate[i], a->rup[i], &dg, &du);
+	a->out[i] += dg;
+	a->out2[i] += du;
+}
+
+/* R{W_eff} = R{W} row col + W (R{row} col + row R{col}); the tangent's
+ * multipliers rmult, rcol as mult, col (R{row} is 0 for a column
+ * multiplier, R{col} for a row or scalar one). R{} of the backward is
+ * the backward kernels' sum over the terms (gpumodel.c). */
+GK_BODY(rop_mult_apply, struct gk_mult)
+{
+	GK_ELEM_INDEX(k, a->dout * a->din);
+	int64_t i = k / a->din, j = k % a->din;
+	float rr = a->mode == GK_MULT_SCALAR ? a->rmult[0] : a->mode == GK_MULT_COL ? 0.0f : a->rmult[i];
+	float rc = a->mode == GK_MULT_COL ? a->rmult[j] : a->mode == GK_MULT_ROWCOL ? a->rcol[j] : 0.0f;
+	float r = gk_mult_rowf(a, i), c = gk_mult_colf(a, j);
+
+	a->weff[k] = a->rw[k] * (r * c) + a->w[k] * (rr * c + r * rc);
+}
+
 /*
  * The list: X(name, argument struct, phases), for the wrappers of gpu.cu,
  * the host loops of gpu_emu.c and the typed launchers of gpu.h.
@@ -696,7 +922,15 @@ GK_BODY(transpose, struct gk_opt)
 	X(apply_update, struct gk_opt, 1) \
 	X(ns_poly, struct gk_opt, 1) \
 	X(ns_normalize, struct gk_opt, 1) \
-	X(transpose, struct gk_opt, 1)
+	X(transpose, struct gk_opt, 1) \
+	X(rop_colsum_partial, struct gk_colsum, 1) \
+	X(rop_rmsnorm_forward, struct gk_rop_rmsnorm, 3) \
+	X(rop_rmsnorm_backward, struct gk_rop_rmsnorm, 5) \
+	X(rop_softmax_backward, struct gk_rop_softmax_back, 5) \
+	X(xent_rop, struct gk_xent_rop, 3) \
+	X(rop_swiglu_forward, struct gk_rop_pointwise, 1) \
+	X(rop_swiglu_backward, struct gk_rop_pointwise, 1) \
+	X(rop_mult_apply, struct gk_mult, 1)
 
 #define GK_ID(name, A, phases) GK_ID_##name,
 enum gk_id { GK_KERNELS(GK_ID) GK_COUNT };
