@@ -9,9 +9,12 @@
 #       the shared one) helps; after placement (AP: the output side only)
 #       helps early and is overtaken (§3.2, Fig. 5 "Placement");
 #   (d) weight decay helps Input-Norm gains (the Pre-Norms') and hurts
-#       Output-Norm gains (QK-norm's) (§2.2, Fig. 3).
-# The paper's DNP and its reparameterizations (OR, ER) are not in
-# sw-train yet: the study says so rather than measure them.
+#       Output-Norm gains (QK-norm's, DNP's) (§2.2, Fig. 3, Fig. 5 "Weight
+#       Decay");
+#   (e) dual normalized placement (DNP: each reader's output normalized,
+#       with its gain) does not help (§3.2, Fig. 5 "Placement").
+# The paper's reparameterizations (OR, ER) are not in sw-train yet: the
+# study says so rather than measure them.
 #
 #   1. Debian's fortunes, a BPE tokenizer of 2048 tokens (as make demo)
 #   2. the learning rate, tuned once on the standard model as the paper
@@ -20,10 +23,11 @@
 #      128, 4 layers, 800 steps of 16 x 64 tokens, seeds 1 and 2, two runs
 #      at a time on one thread each: the designs pre (standard), none (no
 #      scale vectors), hg, ap, dp, hg+dp (--scale-design, every block
-#      kind), no weight decay on the gains; and the weight-decay arms:
-#      pre with wd on the Input-Norm gains (--norm-wd iwd), and with
-#      QK-norm, iwd (Input-Norm gains only) against all (its Output-Norm
-#      q_norm/k_norm gains too)
+#      kind), dnp, hg+dnp (attention and MLP), no weight decay on the
+#      gains; and the weight-decay arms: pre with wd on the Input-Norm
+#      gains (--norm-wd iwd), and with QK-norm and with DNP, iwd
+#      (Input-Norm gains only) against all (the Output-Norm gains too:
+#      q_norm/k_norm, and DNP's v_norm, gate_norm, up_norm)
 #   4. the tables: each arm's terminal validation loss (mean over seeds,
 #      range), its difference from the standard's, early (at a quarter of
 #      the steps) and at the end; the gains' anisotropy and coefficient of
@@ -85,9 +89,13 @@ hg|--scale-design hg
 ap|--scale-design ap
 dp|--scale-design dp
 hg+dp|--scale-design hg+dp
+dnp|--scale-design dnp
+hg+dnp|--scale-design hg+dnp
 pre-iwd|--norm-wd iwd
 qk-iwd|--qk-norm --norm-wd iwd
-qk-all|--qk-norm --norm-wd all"
+qk-all|--qk-norm --norm-wd all
+dnp-iwd|--scale-design dnp --norm-wd iwd
+dnp-all|--scale-design dnp --norm-wd all"
 run() {         # run ARM SEED OPTIONS: the sw-sweep command of that run
 	echo "sweep --out '$out/$1-s$2' --lr $LR --wd $WD --batch $B --tokens $tokens --quiet -- \
 		$TRAIN --seed $2 $3 >'$out/$1-s$2.tsv'"

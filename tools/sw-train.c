@@ -42,12 +42,12 @@ static const char help[] =
 	"  --multipliers M        none, scalar, row, col, rowcol: learnable multipliers\n"
 	"  --no-scale-vectors     RMSNorm without gains\n"
 	"  --scale-design S       the scale vectors of each Pre-Norm and its readers:\n"
-	"                         pre, hg, ap, dp, hg+dp, or KIND=D,... over the\n"
-	"                         kinds attn, ffn, head (see sw-train(1))\n"
+	"                         " ARCH_SCALE_DESIGNS ", or KIND=D,...\n"
+	"                         over the kinds attn, ffn, head (see sw-train(1))\n"
 	"  --norm-everywhere      RMSNorm also before o_proj and down_proj\n"
 	"Optimization:\n"
 	"  --steps N (1000)  --batch N (8)  --grad-accum N (1)  --seed N (1)\n"
-	"  --optimizer O          adamw (default), muon, scion\n"
+	"  --optimizer O          " OPTIM_KINDS "\n"
 	"  --lr X (1e-3)  --lr-min X  --warmup N (0)\n"
 	"  --schedule S (cosine, constant, wsd)\n"
 	"  --decay-frac X         wsd: the decaying fraction of the steps (0.2)\n"
@@ -346,6 +346,9 @@ int main(int argc, char **argv)
 			char why[64];
 			if (arch_scale_design_parse(optarg, &d, c->scale_design, sizeof c->scale_design, why))
 				tool_usage_error(&tl, "--scale-design: %s", why);
+			/* DNP on the attention's q and k is QK-norm */
+			if (d.dnp[ARCH_SV_ATTN])
+				c->qk_norm = 1;
 			break;
 		}
 		case O_NORM_EVERYWHERE: c->norm_everywhere = 1; break;
@@ -358,7 +361,7 @@ int main(int argc, char **argv)
 		case O_SEED: tc.seed = (uint64_t)tool_parse_int(&tl, "--seed", optarg, 0, 1LL << 62); break;
 		case O_OPTIMIZER:
 			if (optim_kind_parse(optarg, &tc.optim.kind) < 0)
-				tool_usage_error(&tl, "--optimizer: adamw, muon or scion");
+				tool_usage_error(&tl, "--optimizer: " OPTIM_KINDS);
 			break;
 		case O_LR: tc.optim.lr = tool_parse_double(&tl, "--lr", optarg, 0, 1e3); break;
 		case O_LR_MIN: tc.optim.lr_min = tool_parse_double(&tl, "--lr-min", optarg, 0, 1e3); break;

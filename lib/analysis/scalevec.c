@@ -60,6 +60,8 @@ const char *scalevec_placement(const struct sw_tensor_info *t)
 		return "mult";
 	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm"))
 		return "qk";
+	if (!strcmp(t->role, "v_norm") || !strcmp(t->role, "gate_norm") || !strcmp(t->role, "up_norm"))
+		return "dnp";
 	if (!strcmp(t->role, "o_in_norm") || !strcmp(t->role, "down_in_norm"))
 		return "in";
 	if (strstr(t->role, "_gain_in"))

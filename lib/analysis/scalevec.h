@@ -39,7 +39,8 @@ double scalevec_coupling(const float *g, const double *colnorm, int64_t n);
  * Where a scale vector sits, from its role: its branch (attn, ffn, head,
  * emb) and its placement: pre, the gain of the Pre-Norm that opens the
  * branch (attn_norm, ffn_norm, final_norm); qk, a QK-norm gain on the
- * queries or keys per head; in, the gain of a norm inside the branch
+ * queries or keys per head; dnp, a scale design's norm of a projection's
+ * output (v_norm per head, gate_norm, up_norm); in, the gain of a norm inside the branch
  * before its last projection (o_in_norm, down_in_norm); mult, a learnable
  * multiplier of a matrix's rows, columns or the whole matrix; before and
  * after, a scale design's gain of one reader (arch.h) on its input side

@@ -57,6 +57,7 @@ static const struct role_row {
 	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier_col"},
 	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60}, "self_attn.q_norm.weight"},
 	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.k_norm.weight"},
+	{{"v_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.v_norm.weight"},
 	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62}, "self_attn.o_in_norm.weight"},
 	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63}, "self_attn.o_proj.weight"},
 	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64}, "self_attn.o_proj.bias"},
@@ -75,6 +76,8 @@ static const struct role_row {
 	{{"up_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 76}, "mlp.up_proj.gain_out"},
 	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier"},
 	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier_col"},
+	{{"gate_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76}, "mlp.gate_norm.weight"},
+	{{"up_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76}, "mlp.up_norm.weight"},
 	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77}, "mlp.down_in_norm.weight"},
 	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78}, "mlp.down_proj.weight"},
 	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79}, "mlp.down_proj.bias"},
@@ -127,9 +130,10 @@ int arch_multipliers_parse(const char *s)
 static const char *const sv_kind_names[ARCH_SV_KINDS] = {"attn", "ffn", "head"};
 static const struct {
 	const char *name;
-	unsigned char shared, in, out;
+	unsigned char shared, in, out, dnp;
 } sv_designs[] = {
-	{"pre", 1, 0, 0}, {"hg", 0, 1, 0}, {"ap", 0, 0, 1}, {"dp", 1, 0, 1}, {"hg+dp", 0, 1, 1},
+	{"pre", 1, 0, 0, 0}, {"hg", 0, 1, 0, 0}, {"ap", 0, 0, 1, 0}, {"dp", 1, 0, 1, 0},
+	{"hg+dp", 0, 1, 1, 0}, {"dnp", 1, 0, 0, 1}, {"hg+dnp", 0, 1, 0, 1},
 };
 #define NDESIGNS (sizeof sv_designs / sizeof sv_designs[0])
 
@@ -192,11 +196,16 @@ int arch_scale_design_parse(const char *spec, struct arch_scale_design *d, char 
 		}
 		if ((i = sv_design_find(p, n)) < 0) {
 			snprintf(why, 64, "'%.*s' is no design (" ARCH_SCALE_DESIGNS ")",
-				 (int)n > 12 ? 12 : (int)n, p);
+				 (int)n > 8 ? 8 : (int)n, p);
 			return -1;
 		}
+		if (k == ARCH_SV_HEAD && sv_designs[i].dnp) {
+			snprintf(why, 64, "no DNP for the head (its output is the logits)");
+			return -1;
+		}
+		/* one design for every kind: DNP's only for attn and ffn */
 		for (int j = 0; j < ARCH_SV_KINDS; j++)
-			if (k < 0 || j == k) {
+			if ((k < 0 && !(j == ARCH_SV_HEAD && sv_designs[i].dnp)) || j == k) {
 				design[j] = i;
 				seen[j] = 1;
 			}
@@ -210,6 +219,7 @@ int arch_scale_design_parse(const char *spec, struct arch_scale_design *d, char 
 		d->shared[j] = sv_designs[design[j]].shared;
 		d->in[j] = sv_designs[design[j]].in;
 		d->out[j] = sv_designs[design[j]].out;
+		d->dnp[j] = sv_designs[design[j]].dnp;
 	}
 	if (canon) {
 		canon[0] = '\0';
@@ -293,6 +303,9 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 		if (strcmp(c->multipliers, "none"))
 			return sw_fail(err, SW_EDATA, "config: scale_design = '%s' with multipliers = %s "
 				       "(one or the other)", c->scale_design, c->multipliers);
+		if (d.dnp[ARCH_SV_ATTN] && !c->qk_norm)
+			return sw_fail(err, SW_EDATA, "config: scale_design = '%s' without qk_norm "
+				       "(DNP on q and k is QK-norm)", c->scale_design);
 		if (c->tie_embeddings && (d.in[ARCH_SV_HEAD] || d.out[ARCH_SV_HEAD]))
 			return sw_fail(err, SW_EDATA, "config: scale_design = '%s' has gains on the head, "
 				       "which is tied to the embedding", c->scale_design);
@@ -491,6 +504,20 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 			return sw_fail(err, SW_EDATA,
 				       "%s: shape %s disagrees with the config (%lld)",
 				       t->name, got, (long long)n);
+		return SW_OK;
+	}
+	if (!strcmp(t->role, "v_norm")) {       /* DNP: per head, as QK-norm */
+		if (!shape_is(t, 1, hd, 0))
+			return sw_fail(err, SW_EDATA,
+				       "%s: shape %s disagrees with the config (%lld)",
+				       t->name, got, (long long)hd);
+		return SW_OK;
+	}
+	if (!strcmp(t->role, "gate_norm") || !strcmp(t->role, "up_norm")) {
+		if (!shape_is(t, 1, c->d_ff, 0))
+			return sw_fail(err, SW_EDATA,
+				       "%s: shape %s disagrees with the config (%lld)",
+				       t->name, got, (long long)c->d_ff);
 		return SW_OK;
 	}
 	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm")) {

@@ -62,17 +62,27 @@ int arch_multipliers_parse(const char *s);
  *          gain and X_gain_out
  *   hg+dp  both sides per reader: g_W . (W (g'_W . Norm(x))): X_gain_in
  *          and X_gain_out, no shared gain
+ *   dnp    dual normalized placement: g_W . Norm(W (g . Norm(x))) (eq. 7):
+ *          the shared gain, and an RMSNorm of each reader's output with
+ *          its gain (Output-Norm type): per head on q, k, v (on q and k
+ *          that is QK-norm: q_norm, k_norm; v_norm), over d_ff on gate and
+ *          up (gate_norm, up_norm); not for the head
+ *   hg+dnp the same with a gain per reader's input (X_gain_in) instead of
+ *          the shared one
  * A spec is "" (pre everywhere), one design for every kind ("hg"), or
- * KIND=DESIGN pairs joined by commas ("attn=hg,ffn=dp"); the canonical
+ * KIND=DESIGN pairs joined by commas ("attn=hg,ffn=dp"; "dnp" alone is
+ * attn=dnp,ffn=dnp); the canonical
  * form (what sw_config.scale_design holds) lists the kinds not at pre in
  * the order attn, ffn, head. Every gain starts at 1.
  */
 enum arch_sv_kind { ARCH_SV_ATTN, ARCH_SV_FFN, ARCH_SV_HEAD, ARCH_SV_KINDS };
 struct arch_scale_design {
-	/* per kind: the shared Pre-Norm gain kept, the readers' input and output gains */
-	unsigned char shared[ARCH_SV_KINDS], in[ARCH_SV_KINDS], out[ARCH_SV_KINDS];
+	/* per kind: the shared Pre-Norm gain kept, the readers' input and
+	 * output gains, the readers' outputs normalized (DNP) */
+	unsigned char shared[ARCH_SV_KINDS], in[ARCH_SV_KINDS], out[ARCH_SV_KINDS],
+		dnp[ARCH_SV_KINDS];
 };
-#define ARCH_SCALE_DESIGNS "pre, hg, ap, dp or hg+dp"
+#define ARCH_SCALE_DESIGNS "pre, hg, ap, dp, hg+dp, dnp or hg+dnp"
 /* Parse spec into d and, with canon non-NULL, its canonical form
  * (len >= sizeof sw_config.scale_design). 0, or -1 with a reason in why
  * (a short phrase, len >= 64). */
@@ -86,7 +96,8 @@ const char *arch_sv_kind_name(enum arch_sv_kind k);
 
 /* Ranges: everything positive, H % KV == 0, sizes < 2^31; multipliers and
  * scale_design known, and a scale design only with scale vectors, without
- * multipliers and (for the head) with an untied head. */
+ * multipliers, with QK-norm under attn DNP and (for the head) with an
+ * untied head. */
 int arch_config_check(const struct sw_config *c, struct sw_err *err);
 
 /*

@@ -261,6 +261,46 @@ SW_HD static inline void elem_adamw(elem_real *p, float *m, float *v, elem_real 
 	*p = (elem_real)(*p * c->decay - c->step * *m / (sqrt((double)*v) / c->sbc2 + c->eps));
 }
 
+/*
+ * The element-wise optimizers' rules, one element's update each: what a
+ * rule shares across a tensor's elements at a step (elem_rule_coef, from
+ * the optimizer's betas and eps, the update count t, the tensor's lr and
+ * decay) and its update of p and the moments m, v (elem_rule_update). The
+ * CPU's optimizer loop (optim.c) and the device's kernel (kernels.h's
+ * elem_rule) both call these, so a new element-wise optimizer is a rule
+ * here (its enum value, its coefficients, a case in each function) and
+ * its name in optim.h and optim.c: three files, both devices.
+ */
+enum elem_rule { ELEM_RULE_ADAMW };
+struct elem_rule_coef {
+	enum elem_rule rule;
+	struct elem_adamw adamw;
+};
+
+SW_HD static inline struct elem_rule_coef elem_rule_coef(enum elem_rule rule, double b1, double b2,
+							  double eps, int64_t t, double lr,
+							  double decay)
+{
+	struct elem_rule_coef c;
+	c.rule = rule;
+	switch (rule) {
+	case ELEM_RULE_ADAMW:
+		c.adamw = elem_adamw_coef(b1, b2, eps, t, lr, decay);
+		break;
+	}
+	return c;
+}
+
+SW_HD static inline void elem_rule_update(const struct elem_rule_coef *c, elem_real *p, float *m,
+					  float *v, elem_real g, double clip)
+{
+	switch (c->rule) {
+	case ELEM_RULE_ADAMW:
+		elem_adamw(p, m, v, g, clip, &c->adamw);
+		break;
+	}
+}
+
 /* p <- p decay - lr u: the update of Muon and Scion */
 SW_HD static inline elem_real elem_apply_update(elem_real p, elem_real u, double decay, double lr)
 {

@@ -235,7 +235,16 @@ static int fold_multipliers(struct ckpt *ck, const struct sw_tensor_info *t, con
 static int check_representable(const struct ckpt *ck, struct sw_err *err)
 {
 	const struct sw_config *c = &ckpt_meta(ck)->config;
+	struct arch_scale_design d;
+	char why[64];
 
+	/* DNP is the one design no matrix absorbs: a norm between W and its
+	 * output gain */
+	if (c->scale_design[0] && !arch_scale_design_parse(c->scale_design, &d, NULL, 0, why) &&
+	    (d.dnp[ARCH_SV_ATTN] || d.dnp[ARCH_SV_FFN]))
+		return sw_fail(err, SW_EDATA, "/config: scale_design = '%s': DNP normalizes each "
+			       "projection's output, which no matrix can fold; Hugging Face %s has no "
+			       "such norm", c->scale_design, c->arch);
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
 		if (convert_hf_has_role(c->arch, t->role) || foldable_multiplier(ck, t))

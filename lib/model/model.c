@@ -671,6 +671,8 @@ static int enumerate(struct model *m, struct sw_err *err)
 		    ((rc = add_tensor(m, "q_norm", l, 1, c->head_dim, 0, err)) ||
 		     (rc = add_tensor(m, "k_norm", l, 1, c->head_dim, 0, err))))
 			break;
+		if (m->design.dnp[ARCH_SV_ATTN] && (rc = add_tensor(m, "v_norm", l, 1, c->head_dim, 0, err)))
+			break;
 		if (c->norm_everywhere && gains && (rc = add_tensor(m, "o_in_norm", l, 1, Q, 0, err)))
 			break;
 		if ((rc = add_linear(m, "o", l, C, Q, err)))
@@ -679,6 +681,10 @@ static int enumerate(struct model *m, struct sw_err *err)
 			break;
 		if ((rc = add_linear(m, "gate", l, c->d_ff, C, err)) ||
 		    (rc = add_linear(m, "up", l, c->d_ff, C, err)))
+			break;
+		if (m->design.dnp[ARCH_SV_FFN] &&
+		    ((rc = add_tensor(m, "gate_norm", l, 1, c->d_ff, 0, err)) ||
+		     (rc = add_tensor(m, "up_norm", l, 1, c->d_ff, 0, err))))
 			break;
 		if (c->norm_everywhere && gains &&
 		    (rc = add_tensor(m, "down_in_norm", l, 1, c->d_ff, 0, err)))
@@ -734,6 +740,9 @@ static void set_ptrs(struct model *m, struct model_ptrs *p, real *block, real *e
 		lp->wo = eff(m, block, eblock, "o", l);
 		lp->q_norm = at(m, block, "q_norm", l);
 		lp->k_norm = at(m, block, "k_norm", l);
+		lp->v_norm = at(m, block, "v_norm", l);
+		lp->gate_norm = at(m, block, "gate_norm", l);
+		lp->up_norm = at(m, block, "up_norm", l);
 		lp->o_in_norm = at(m, block, "o_in_norm", l);
 		lp->ffn_norm = at(m, block, "ffn_norm", l);
 		lp->wgate = eff(m, block, eblock, "gate", l);
@@ -859,6 +868,19 @@ void model_init(struct model *m, uint64_t seed)
 	}
 }
 
+/* the scale design's DNP per kind (attn, ffn): what the activations
+ * keep beside the usual (the outputs before their norms) */
+static void dnp_of(const struct sw_config *c, int *attn, int *ffn)
+{
+	struct arch_scale_design d;
+
+	*attn = *ffn = 0;
+	if (c->scale_design[0] && !arch_scale_design_parse(c->scale_design, &d, NULL, 0, (char[64]){0})) {
+		*attn = d.dnp[ARCH_SV_ATTN];
+		*ffn = d.dnp[ARCH_SV_FFN];
+	}
+}
+
 /* Activations (with the backward scratch) in reals, for model_alloc_acts
  * and for callers that check memory first. */
 static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, size_t *scratch)
@@ -868,6 +890,10 @@ static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, s
 	       H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads, L = (size_t)c->n_layers;
 	size_t per_layer = N * C * 6 + N * Q * 5 + N * K * 3 + N * H + N * KV + N * 4 +
 			   (size_t)B * H * T * T + N * F * 4;
+	int dnp_attn, dnp_ffn;
+
+	dnp_of(c, &dnp_attn, &dnp_ffn);
+	per_layer += (dnp_attn ? N * K + N * KV : 0) + (dnp_ffn ? 2 * N * F + 2 * N : 0);
 
 	*total = per_layer * L + N * C * 2 + N + N * V + N;
 	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
@@ -895,9 +921,11 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	       half = (size_t)c->head_dim / 2;
 	size_t total;
 	real *p;
+	int dnp_attn, dnp_ffn;
 
 	if (B == m->B && T == m->T && m->acts_block)
 		return SW_OK;
+	dnp_of(c, &dnp_attn, &dnp_ffn);
 	if (c->seq_len && T > c->seq_len)
 		return sw_fail(err, SW_EUSAGE, "sequence of %d tokens is longer than seq_len %lld",
 			       T, (long long)c->seq_len);
@@ -932,6 +960,13 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 		TAKE(a->attn_y, N * C); TAKE(a->x_mid, N * C); TAKE(a->n2, N * C); TAKE(a->n2_rstd, N);
 		TAKE(a->gate, N * F); TAKE(a->up, N * F); TAKE(a->h, N * F); TAKE(a->d_in, N * F);
 		TAKE(a->d_in_rstd, N); TAKE(a->mlp_y, N * C);
+		if (dnp_attn) {
+			TAKE(a->v_lin, N * K); TAKE(a->v_rstd, N * KV);
+		}
+		if (dnp_ffn) {
+			TAKE(a->gate_lin, N * F); TAKE(a->up_lin, N * F);
+			TAKE(a->gate_rstd, N); TAKE(a->up_rstd, N);
+		}
 	}
 	TAKE(m->x_final, N * C); TAKE(m->nf, N * C); TAKE(m->nf_rstd, N);
 	TAKE(m->logits, N * V); TAKE(m->losses, N);
@@ -1106,6 +1141,13 @@ static void cpu_swiglu(void *ctx, real *h, const real *gate, const real *up, siz
 	swiglu_forward(h, gate, up, n);
 }
 
+static void cpu_swiglu_backward(void *ctx, real *dgate, real *dup, const real *dh,
+				const real *gate, const real *up, size_t n)
+{
+	(void)ctx;
+	model_swiglu_backward(dgate, dup, dh, gate, up, n);
+}
+
 static void cpu_loss(void *ctx, real *losses, real *probs, const int *targets, int N, int V)
 {
 	(void)ctx;
@@ -1243,6 +1285,7 @@ static const struct model_ops cpu_ops = {
 	.attention = cpu_attention,
 	.residual = cpu_residual,
 	.swiglu = cpu_swiglu,
+	.swiglu_backward = cpu_swiglu_backward,
 	.loss = cpu_loss,
 	.zero = cpu_zero,
 	.loss_backward = cpu_loss_backward,
@@ -1263,6 +1306,7 @@ struct model_step model_cpu_step(struct model *m)
 		.ops = &cpu_ops, .ctx = m, .c = &m->c, .p = &m->p, .g = &m->g, .acts = m->acts,
 		.x_final = m->x_final, .nf = m->nf, .nf_rstd = m->nf_rstd, .logits = m->logits,
 		.losses = m->losses, .s = cpu_scratch(m).s,
+		.dnp_attn = m->design.dnp[ARCH_SV_ATTN], .dnp_ffn = m->design.dnp[ARCH_SV_FFN],
 	};
 	return st;
 }

@@ -93,9 +93,11 @@ struct layer_ptrs {
 	real *attn_norm;                /* (C) or NULL without scale vectors */
 	real *wq, *wk, *wv, *wo;        /* (Q, C) (K, C) (K, C) (C, Q) */
 	real *q_norm, *k_norm;          /* (hd) with QK-norm */
+	real *v_norm;                   /* (hd) with attn DNP (scale design) */
 	real *o_in_norm;                /* (Q) with norm-everywhere */
 	real *ffn_norm;                 /* (C) */
 	real *wgate, *wup, *wdown;      /* (F, C) (F, C) (C, F) */
+	real *gate_norm, *up_norm;      /* (F) with ffn DNP */
 	real *down_in_norm;             /* (F) with norm-everywhere */
 };
 
@@ -138,13 +140,16 @@ struct layer_acts {
 	real *q_lin, *k_lin;            /* (N, Q), (N, K) before QK-norm */
 	real *q_rstd, *k_rstd;          /* (N, H), (N, KV) QK-norm */
 	real *q, *k, *v;                /* (N, Q), (N, K), (N, K) as attention sees them */
+	real *v_lin, *v_rstd;           /* (N, K), (N, KV) before attn DNP's v_norm; NULL without */
 	real *att;                      /* (B, H, T, T) softmax probabilities */
 	real *att_out;                  /* (N, Q) before the o_in norm */
 	real *o_in, *o_in_rstd;         /* (N, Q), (N) with norm-everywhere */
 	real *attn_y;                   /* (N, C) attention sublayer output */
 	real *x_mid;                    /* (N, C) residual after attention */
 	real *n2, *n2_rstd;             /* (N, C), (N) */
-	real *gate, *up;                /* (N, F) */
+	real *gate, *up;                /* (N, F) as SwiGLU sees them */
+	real *gate_lin, *up_lin;        /* (N, F) before ffn DNP's norms; NULL without */
+	real *gate_rstd, *up_rstd;      /* (N) */
 	real *h;                        /* (N, F) silu(gate) * up */
 	real *d_in, *d_in_rstd;         /* (N, F), (N) with norm-everywhere */
 	real *mlp_y;                    /* (N, C) MLP sublayer output */

@@ -66,6 +66,7 @@ static void rop_layer_views(const struct model *m, const unsigned char *want,
 #define VIEW(field, role) out->field = model_rop_wanted(m, want, model_find(m, role, l)) ? all->field : NULL
 	VIEW(attn_norm, "attn_norm"); VIEW(wq, "q"); VIEW(wk, "k"); VIEW(wv, "v"); VIEW(wo, "o");
 	VIEW(q_norm, "q_norm"); VIEW(k_norm, "k_norm"); VIEW(o_in_norm, "o_in_norm");
+	VIEW(v_norm, "v_norm"); VIEW(gate_norm, "gate_norm"); VIEW(up_norm, "up_norm");
 	VIEW(ffn_norm, "ffn_norm"); VIEW(wgate, "gate"); VIEW(wup, "up"); VIEW(wdown, "down");
 	VIEW(down_in_norm, "down_in_norm");
 #undef VIEW
@@ -589,13 +590,6 @@ static void cpu_rop_swiglu_backward(void *ctx, real *rdgate, real *rdup, const r
 	rop_swiglu_backward(rdgate, rdup, dh, rdh, gate, up, rgate, rup, n);
 }
 
-static void cpu_swiglu_backward_primal(void *ctx, real *dgate, real *dup, const real *dh,
-				       const real *gate, const real *up, size_t n)
-{
-	(void)ctx;
-	model_swiglu_backward(dgate, dup, dh, gate, up, n);
-}
-
 /* from R{dL/dW_eff} to R{dL/dW} and R{dL/dmult} */
 static void cpu_rop_mult_backward(void *ctx)
 {
@@ -635,7 +629,6 @@ static const struct model_rop_ops cpu_rop_ops = {
 	.rmsnorm_backward = cpu_rop_rmsnorm_backward,
 	.attention_backward = cpu_rop_attention_backward,
 	.swiglu_backward = cpu_rop_swiglu_backward,
-	.swiglu_backward_primal = cpu_swiglu_backward_primal,
 	.mult_backward = cpu_rop_mult_backward,
 };
 

@@ -15,7 +15,13 @@
 #define GEMM cblas_sgemm
 #endif
 
+/* each optimizer's name, and the element-wise rule of the tensors it
+ * updates element by element (Muon: all but the hidden matrices; Scion:
+ * none) */
 static const char *const kind_names[] = {"adamw", "muon", "scion"};
+static const enum elem_rule kind_rules[] = {ELEM_RULE_ADAMW, ELEM_RULE_ADAMW, ELEM_RULE_ADAMW};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == sizeof kind_rules / sizeof kind_rules[0],
+	       "a rule per optimizer");
 static const char *const sched_names[] = {"constant", "cosine", "wsd"};
 static const char *const norm_wd_names[] = {"none", "all", "iwd"};
 static const char *const wd_scaling_names[] = {"fixed", "sqrt", "linear"};
@@ -157,6 +163,7 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 	       struct sw_err *err)
 {
 	int64_t maxr = 1, maxn = 1;
+	int matrices;
 
 	memset(o, 0, sizeof *o);
 	o->cfg = *cfg;
@@ -176,8 +183,10 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 	o->count = m->ntensors;
 	o->m = calloc(m->nparams, sizeof *o->m);
 	o->v = calloc(m->nparams, sizeof *o->v);
-	o->work = cfg->kind == OPT_ADAMW ? NULL : malloc(o->work_size * sizeof(real));
-	if (!o->m || !o->v || (cfg->kind != OPT_ADAMW && !o->work)) {
+	/* the matrix optimizers' scratch; the element-wise ones need none */
+	matrices = cfg->kind == OPT_MUON || cfg->kind == OPT_SCION;
+	o->work = matrices ? malloc(o->work_size * sizeof(real)) : NULL;
+	if (!o->m || !o->v || (matrices && !o->work)) {
 		optim_free(o);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for the optimizer state");
 	}
@@ -280,18 +289,19 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 	copy_transposed_if(X, Xr, r, n, tr);      /* back to rows x cols */
 }
 
-/* PyTorch's AdamW: decay first, then p -= lr m_hat / (sqrt(v_hat) + eps). */
+/* An element-wise optimizer's rule over one tensor (elemmath.h: AdamW is
+ * PyTorch's, decay first, then p -= lr m_hat / (sqrt(v_hat) + eps)). */
 ISA_VECTOR_CLONES
-static void adamw_tensor(const struct optim *o, real *p, const real *g, float *m, float *v,
-			 size_t n, const struct optim_plan *pl)
+static void elem_tensor(const struct optim *o, real *p, const real *g, float *m, float *v,
+			size_t n, const struct optim_plan *pl)
 {
-	struct elem_adamw c = elem_adamw_coef(o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->t, pl->lr,
-					      elem_wd_decay(pl->mode, pl->lr, pl->wd));
+	struct elem_rule_coef c = elem_rule_coef(pl->rule, o->cfg.beta1, o->cfg.beta2, o->cfg.eps,
+						 o->t, pl->lr, elem_wd_decay(pl->mode, pl->lr, pl->wd));
 	double clip = pl->clip;
 
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t k = 0; k < n; k++)
-		elem_adamw(&p[k], &m[k], &v[k], g[k], clip, &c);
+		elem_rule_update(&c, &p[k], &m[k], &v[k], g[k], clip);
 }
 
 /* p <- p * decay - lr * u */
@@ -380,7 +390,8 @@ static void scion_tensor(struct optim *o, real *p, const real *g, float *mbuf,
 struct optim_plan optim_tensor_plan(const struct optim_config *oc, const struct sw_tensor_info *t,
 				    int64_t step, double clip_scale)
 {
-	struct optim_plan pl = {.update = OPTIM_UPDATE_ADAMW, .lmo = OPTIM_LMO_SIGN, .scale = 1,
+	struct optim_plan pl = {.update = OPTIM_UPDATE_ELEM, .rule = kind_rules[oc->kind],
+				.lmo = OPTIM_LMO_SIGN, .scale = 1,
 				.clip = t->block == SW_BLOCK_MULT ? 1 : clip_scale};
 
 	optim_tensor_hparams(oc, t, step, &pl.lr, &pl.wd, &pl.mode);
@@ -412,8 +423,8 @@ void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scal
 		case OPTIM_UPDATE_MUON:
 			muon_tensor(o, p, g, o->m + k, t, &pl);
 			break;
-		case OPTIM_UPDATE_ADAMW:
-			adamw_tensor(o, p, g, o->m + k, o->v + k, mt->numel, &pl);
+		case OPTIM_UPDATE_ELEM:
+			elem_tensor(o, p, g, o->m + k, o->v + k, mt->numel, &pl);
 			break;
 		}
 	}

@@ -21,9 +21,12 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "../base/elemmath.h"
 #include "../base/status.h"
 
+/* the optimizers (optim.c names each, and gives its element-wise rule) */
 enum opt_kind { OPT_ADAMW, OPT_MUON, OPT_SCION };
+#define OPTIM_KINDS "adamw (default), muon, scion"
 enum sched_kind { SCHED_CONSTANT, SCHED_COSINE, SCHED_WSD };
 enum norm_wd { NORM_WD_NONE, NORM_WD_ALL, NORM_WD_IWD };
 /* the hidden matrices' wd against the width: (d/d0)^0, ^1/2, ^1 */
@@ -78,15 +81,17 @@ enum optim_lmo optim_scion_lmo(const struct sw_tensor_info *t, double *scale);
 /*
  * One tensor's update at a step, all of the policy in one place, which
  * both devices' loops (optim_step, gpumodel_optim_step) carry out: the
- * update (Scion for every tensor; Muon for the hidden matrices, AdamW for
- * the rest; AdamW alone), the tensor's lr, wd and wd mode
+ * update (Scion for every tensor; Muon for the hidden matrices, an
+ * element-wise rule, elemmath.h's, for the rest; that rule alone: AdamW's
+ * for AdamW), the tensor's lr, wd and wd mode
  * (optim_tensor_hparams), the factor on its gradient (clip_scale; 1 for
  * multipliers, which clipping leaves out), and the update's scale: Muon's
  * sqrt(max(1, rows/cols)), or Scion's oracle and its scale.
  */
-enum optim_update { OPTIM_UPDATE_ADAMW, OPTIM_UPDATE_MUON, OPTIM_UPDATE_SCION };
+enum optim_update { OPTIM_UPDATE_ELEM, OPTIM_UPDATE_MUON, OPTIM_UPDATE_SCION };
 struct optim_plan {
 	enum optim_update update;
+	enum elem_rule rule;            /* OPTIM_UPDATE_ELEM's */
 	double lr, wd, clip;
 	enum sw_wd_mode mode;
 	enum optim_lmo lmo;             /* Scion only */

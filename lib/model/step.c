@@ -42,7 +42,7 @@ void model_step_forward(const struct model_step *st, const int *tokens, const in
 		 * with the CPU, t0064); the backward joins them where it can */
 		ops->matmul(ctx, a->q_lin, a->n1, w->wq, N, C, Q);
 		ops->matmul(ctx, a->k_lin, a->n1, w->wk, N, C, K);
-		ops->matmul(ctx, a->v, a->n1, w->wv, N, C, K);
+		ops->matmul(ctx, st->dnp_attn ? a->v_lin : a->v, a->n1, w->wv, N, C, K);
 		lap(ops, ctx, MODEL_PHASE_GEMM);
 		if (c->qk_norm) {
 			ops->rmsnorm(ctx, a->q, a->q_rstd, a->q_lin, w->q_norm, (int64_t)N * H, hd, eps);
@@ -51,6 +51,8 @@ void model_step_forward(const struct model_step *st, const int *tokens, const in
 			ops->copy(ctx, a->q, a->q_lin, (size_t)N * Q);
 			ops->copy(ctx, a->k, a->k_lin, (size_t)N * K);
 		}
+		if (st->dnp_attn)
+			ops->rmsnorm(ctx, a->v, a->v_rstd, a->v_lin, w->v_norm, (int64_t)N * KV, hd, eps);
 		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
 		ops->rope(ctx, a->q, B, T, H, hd, 0);
 		ops->rope(ctx, a->k, B, T, KV, hd, 0);
@@ -69,9 +71,13 @@ void model_step_forward(const struct model_step *st, const int *tokens, const in
 		/* MLP: x_out = x_mid + down(silu(gate(n2)) * up(n2)) */
 		ops->rmsnorm(ctx, a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
 		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		ops->matmul(ctx, a->gate, a->n2, w->wgate, N, C, F);
-		ops->matmul(ctx, a->up, a->n2, w->wup, N, C, F);
+		ops->matmul(ctx, st->dnp_ffn ? a->gate_lin : a->gate, a->n2, w->wgate, N, C, F);
+		ops->matmul(ctx, st->dnp_ffn ? a->up_lin : a->up, a->n2, w->wup, N, C, F);
 		lap(ops, ctx, MODEL_PHASE_GEMM);
+		if (st->dnp_ffn) {
+			ops->rmsnorm(ctx, a->gate, a->gate_rstd, a->gate_lin, w->gate_norm, N, F, eps);
+			ops->rmsnorm(ctx, a->up, a->up_rstd, a->up_lin, w->up_norm, N, F, eps);
+		}
 		ops->swiglu(ctx, a->h, a->gate, a->up, (size_t)N * F);
 		if (c->norm_everywhere)
 			ops->rmsnorm(ctx, a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
@@ -99,7 +105,7 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
 	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
 	const struct model_step_scratch *s = &st->s;
-	real *dres = s->dres, *dn = s->dn, *dF1 = s->dF1, *dF2 = s->dF2, *dq = s->dq,
+	real *dres = s->dres, *dn = s->dn, *dF1 = s->dF1, *dF2 = s->dF2, *dF3 = s->dF3, *dq = s->dq,
 	     *dq2 = s->dq2, *dk = s->dk, *dk2 = s->dk2, *dv = s->dv;
 	size_t nC = (size_t)N * C, nF = (size_t)N * F, nQ = (size_t)N * Q, nK = (size_t)N * K;
 
@@ -136,8 +142,26 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 			lap(ops, ctx, MODEL_PHASE_GEMM);
 		}
 		ops->zero(ctx, dn, nC);
-		ops->gate_up_backward(ctx, dn, gl->wgate, gl->wup, dF1, a->gate, a->up, a->n2,
-				      w->wgate, w->wup, N, C, F);
+		if (st->dnp_ffn) {
+			/* through SwiGLU to the normalized gate and up (dF2, dF3),
+			 * through their norms to the products' outputs (dF1, dF2) */
+			ops->zero(ctx, dF2, nF);
+			ops->zero(ctx, dF3, nF);
+			ops->swiglu_backward(ctx, dF2, dF3, dF1, a->gate, a->up, nF);
+			ops->zero(ctx, dF1, nF);
+			ops->rmsnorm_backward(ctx, dF1, gl->gate_norm, dF2, a->gate_lin, w->gate_norm,
+					      a->gate_rstd, N, F);
+			ops->zero(ctx, dF2, nF);
+			ops->rmsnorm_backward(ctx, dF2, gl->up_norm, dF3, a->up_lin, w->up_norm,
+					      a->up_rstd, N, F);
+			lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+			ops->matmul_backward(ctx, dn, gl->wgate, dF1, a->n2, w->wgate, N, C, F);
+			ops->matmul_backward(ctx, dn, gl->wup, dF2, a->n2, w->wup, N, C, F);
+			lap(ops, ctx, MODEL_PHASE_GEMM);
+		} else {
+			ops->gate_up_backward(ctx, dn, gl->wgate, gl->wup, dF1, a->gate, a->up, a->n2,
+					      w->wgate, w->wup, N, C, F);
+		}
 		ops->rmsnorm_backward(ctx, dres, gl->ffn_norm, dn, a->x_mid, w->ffn_norm, a->n2_rstd,
 				      N, C);
 
@@ -173,6 +197,13 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 			ops->rmsnorm_backward(ctx, dk2, gl->k_norm, dk, a->k_lin, w->k_norm, a->k_rstd,
 					      (int64_t)N * KV, hd);
 			ops->copy(ctx, dk, dk2, nK);
+		}
+		if (st->dnp_attn) {
+			/* through v's per-head norm to d(v_lin) */
+			ops->zero(ctx, dk2, nK);
+			ops->rmsnorm_backward(ctx, dk2, gl->v_norm, dv, a->v_lin, w->v_norm, a->v_rstd,
+					      (int64_t)N * KV, hd);
+			ops->copy(ctx, dv, dk2, nK);
 		}
 		ops->zero(ctx, dn, nC);
 		ops->qkv_backward(ctx, dn, gl->wq, gl->wk, gl->wv, dq, dk, dv, a->n1, w->wq, w->wk,
@@ -227,7 +258,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 			     a->n1_rstd, N, C);
 		rop->matmul(rctx, ra->q_lin, a->n1, ra->n1, w->wq, rw->wq, N, C, Q);
 		rop->matmul(rctx, ra->k_lin, a->n1, ra->n1, w->wk, rw->wk, N, C, K);
-		rop->matmul(rctx, ra->v, a->n1, ra->n1, w->wv, rw->wv, N, C, K);
+		rop->matmul(rctx, st->dnp_attn ? ra->v_lin : ra->v, a->n1, ra->n1, w->wv, rw->wv, N, C, K);
 		if (c->qk_norm) {
 			rop->rmsnorm(rctx, ra->q, ra->q_rstd, a->q_lin, ra->q_lin, w->q_norm, rw->q_norm,
 				     a->q_rstd, (int64_t)N * H, hd);
@@ -237,6 +268,9 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 			ops->copy(ctx, ra->q, ra->q_lin, (size_t)N * Q);
 			ops->copy(ctx, ra->k, ra->k_lin, (size_t)N * K);
 		}
+		if (st->dnp_attn)
+			rop->rmsnorm(rctx, ra->v, ra->v_rstd, a->v_lin, ra->v_lin, w->v_norm, rw->v_norm,
+				     a->v_rstd, (int64_t)N * KV, hd);
 		/* RoPE is linear: the tangents turn as the values */
 		ops->rope(ctx, ra->q, B, T, H, hd, 0);
 		ops->rope(ctx, ra->k, B, T, KV, hd, 0);
@@ -253,8 +287,16 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 
 		rop->rmsnorm(rctx, ra->n2, ra->n2_rstd, a->x_mid, ra->x_mid, w->ffn_norm, rw->ffn_norm,
 			     a->n2_rstd, N, C);
-		rop->matmul(rctx, ra->gate, a->n2, ra->n2, w->wgate, rw->wgate, N, C, F);
-		rop->matmul(rctx, ra->up, a->n2, ra->n2, w->wup, rw->wup, N, C, F);
+		rop->matmul(rctx, st->dnp_ffn ? ra->gate_lin : ra->gate, a->n2, ra->n2, w->wgate, rw->wgate,
+			    N, C, F);
+		rop->matmul(rctx, st->dnp_ffn ? ra->up_lin : ra->up, a->n2, ra->n2, w->wup, rw->wup, N, C,
+			    F);
+		if (st->dnp_ffn) {
+			rop->rmsnorm(rctx, ra->gate, ra->gate_rstd, a->gate_lin, ra->gate_lin, w->gate_norm,
+				     rw->gate_norm, a->gate_rstd, N, F);
+			rop->rmsnorm(rctx, ra->up, ra->up_rstd, a->up_lin, ra->up_lin, w->up_norm,
+				     rw->up_norm, a->up_rstd, N, F);
+		}
 		rop->swiglu(rctx, ra->h, a->gate, a->up, ra->gate, ra->up, (size_t)N * F);
 		if (c->norm_everywhere) {
 			rop->rmsnorm(rctx, ra->d_in, ra->d_in_rstd, a->h, ra->h, w->down_in_norm,
@@ -315,6 +357,16 @@ static void rop_rmsnorm_pair(const struct model_step *st, const struct model_rop
 	st->ops->rmsnorm_backward(st->ctx, dinp, NULL, dout, inp, gain, rstd, N, C);
 }
 
+/* where the gate (which 0) or up (1) product's output gradient is after
+ * SwiGLU's backward: dF2, dF3; under ffn DNP, past the norms, dF1, dF2 */
+static real *ffn_product_grad(const struct model_step *st, const struct model_step_scratch *s,
+			      int which)
+{
+	if (st->dnp_ffn)
+		return which ? s->dF2 : s->dF1;
+	return which ? s->dF3 : s->dF2;
+}
+
 void model_rop_step_backward(const struct model_step *st, const struct model_rop_step *rt,
 			     const int *tokens, const int *targets, int B, int T,
 			     double loss_scale, int gauss_newton, real *dlogits)
@@ -369,12 +421,23 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 		if (hv) {
 			ops->zero(ctx, s->dF2, nF);
 			ops->zero(ctx, s->dF3, nF);
-			rop->swiglu_backward_primal(rctx, s->dF2, s->dF3, s->dF1, a->gate, a->up, nF);
+			ops->swiglu_backward(ctx, s->dF2, s->dF3, s->dF1, a->gate, a->up, nF);
 		}
-		rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, gm->wgate, rgl->wgate, s->dF2, rs->dF2,
-				a->n2, ra->n2, w->wgate, rw->wgate, N, C, F);
-		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wup, rgl->wup, s->dF3, rs->dF3, a->n2,
-				ra->n2, w->wup, rw->wup, N, C, F);
+		/* the products' output gradients: dF2 and dF3, or under DNP
+		 * through the norms into dF1 and dF2 */
+		if (st->dnp_ffn) {
+			rop_rmsnorm_pair(st, rt, hv, 1, s->dF1, rs->dF1, rgl->gate_norm, s->dF2, rs->dF2,
+					 a->gate_lin, ra->gate_lin, w->gate_norm, rw->gate_norm,
+					 a->gate_rstd, ra->gate_rstd, N, F);
+			rop_rmsnorm_pair(st, rt, hv, 1, s->dF2, rs->dF2, rgl->up_norm, s->dF3, rs->dF3,
+					 a->up_lin, ra->up_lin, w->up_norm, rw->up_norm, a->up_rstd,
+					 ra->up_rstd, N, F);
+		}
+		rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, gm->wgate, rgl->wgate,
+				ffn_product_grad(st, s, 0), ffn_product_grad(st, rs, 0), a->n2, ra->n2, w->wgate,
+				rw->wgate, N, C, F);
+		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wup, rgl->wup, ffn_product_grad(st, s, 1),
+				ffn_product_grad(st, rs, 1), a->n2, ra->n2, w->wup, rw->wup, N, C, F);
 		rop_rmsnorm_pair(st, rt, hv, 0, s->dres, rs->dres, rgl->ffn_norm, s->dn, rs->dn,
 				 a->x_mid, ra->x_mid, w->ffn_norm, rw->ffn_norm, a->n2_rstd,
 				 ra->n2_rstd, N, C);
@@ -418,6 +481,15 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 				ops->copy(ctx, s->dq, s->dq2, nQ);
 				ops->copy(ctx, s->dk, s->dk2, nK);
 			}
+		}
+		if (st->dnp_attn) {
+			/* through v's per-head norm to d(v_lin) */
+			rop_rmsnorm_pair(st, rt, hv, 1, s->dk2, rs->dk2, rgl->v_norm, s->dv, rs->dv,
+					 a->v_lin, ra->v_lin, w->v_norm, rw->v_norm, a->v_rstd,
+					 ra->v_rstd, (int64_t)N * KV, hd);
+			ops->copy(ctx, rs->dv, rs->dk2, nK);
+			if (hv)
+				ops->copy(ctx, s->dv, s->dk2, nK);
 		}
 		rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, gm->wq, rgl->wq, s->dq, rs->dq, a->n1,
 				ra->n1, w->wq, rw->wq, N, C, Q);

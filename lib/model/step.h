@@ -53,6 +53,10 @@ struct model_ops {
 	void (*residual)(void *ctx, real *out, const real *a, const real *b, size_t n);
 	/* h = silu(gate) * up */
 	void (*swiglu)(void *ctx, real *h, const real *gate, const real *up, size_t n);
+	/* dgate, dup += SwiGLU's backward from dh (unfused: under ffn DNP, and
+	 * beside the R-operator) */
+	void (*swiglu_backward)(void *ctx, real *dgate, real *dup, const real *dh,
+				const real *gate, const real *up, size_t n);
 	/* probs = softmax(logits) in place; losses (N) = -log p[target] (targets may be NULL) */
 	void (*loss)(void *ctx, real *losses, real *probs, const int *targets, int N, int V);
 
@@ -108,6 +112,9 @@ struct model_step {
 	real *x_final, *nf, *nf_rstd;   /* (N, C) (N, C) (N) */
 	real *logits, *losses;          /* (N, V) (N) */
 	struct model_step_scratch s;
+	/* the scale design's DNP (arch.h): v normalized per head (beside
+	 * QK-norm), gate and up over d_ff */
+	int dnp_attn, dnp_ffn;
 };
 
 /* The forward pass over tokens (B, T): per-token losses with targets
@@ -173,9 +180,6 @@ struct model_rop_ops {
 	void (*swiglu_backward)(void *ctx, real *rdgate, real *rdup, const real *dh,
 				const real *rdh, const real *gate, const real *up,
 				const real *rgate, const real *rup, size_t n);
-	/* the primal dgate, dup += SwiGLU's backward from dh */
-	void (*swiglu_backward_primal)(void *ctx, real *dgate, real *dup, const real *dh,
-				       const real *gate, const real *up, size_t n);
 	/* R{} of mult_backward: R{dW}, R{dmult} of the tensors v reaches
 	 * (NULL without multipliers) */
 	void (*mult_backward)(void *ctx);

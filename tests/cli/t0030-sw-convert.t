@@ -200,6 +200,13 @@ test_expect_success 'norm-everywhere, no scale vectors: exit 65 naming what' '
 	! test -e ne-st && ! test -e nsv-st
 '
 
+test_expect_success 'a scale design with DNP: exit 65, one line naming the design, nothing written' '
+	eval sw-train $TRAIN --out dnp --scale-design ffn=dnp --steps 1 >/dev/null &&
+	test_expect_code 65 sw-convert dnp/ckpt-000001.h5 dnp-st 2>err &&
+	test_one_error sw-convert dnp/ckpt-000001.h5 &&
+	grep -q "scale_design = .ffn=dnp.: DNP normalizes" err && ! test -e dnp-st
+'
+
 test_expect_success 'no config.json: exit 66, one line' '
 	mkdir nocfg && cp "$FIX/tiny-hf/model.safetensors" nocfg/ &&
 	test_expect_code 66 sw-convert nocfg x.h5 2>err &&

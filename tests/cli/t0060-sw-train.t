@@ -128,7 +128,7 @@ test_expect_success 'another seed: other weights' '
 # exact: a resume, the same binary and threads (--threads 2 both times)
 test_expect_success 'resume from a checkpoint: bit for bit the uninterrupted run' '
 	for opt in adamw:--multipliers=row muon:--multipliers=rowcol scion:--multipliers=col \
-		adamw:--scale-design=attn=hg+dp,head=ap; do
+		adamw:--scale-design=attn=hg+dp,head=ap scion:--scale-design=hg+dnp; do
 		rm -rf full half &&
 		sw-train --data "$CORPUS" --out full $SMALL --steps 16 --ckpt-every 8 --optimizer ${opt%%:*} \
 			--qk-norm ${opt#*:} --warmup 3 --eval-every 4 --trace-every 4 >/dev/null &&
@@ -182,8 +182,37 @@ for n, d in f[\"params\"].items():
 "
 '
 
+test_expect_success '--scale-design dnp: QK-norm on, v normalized per head and gate, up over d_ff, each with an Output-Norm gain' '
+	sw-train --data "$CORPUS" --out dnp $SMALL --steps 2 --scale-design dnp --norm-wd iwd --wd 0.1 \
+		--trace "" >/dev/null &&
+	sw-ls --layer 0,-1 --block norm dnp/ckpt-000002.h5 >ls &&
+	cut -f2,4,8 ls >actual &&
+	cat >expect <<-\EOF &&
+	name	role	shape
+	model.layers.0.input_layernorm.weight	attn_norm	32
+	model.layers.0.self_attn.q_norm.weight	q_norm	8
+	model.layers.0.self_attn.k_norm.weight	k_norm	8
+	model.layers.0.self_attn.v_norm.weight	v_norm	8
+	model.layers.0.post_attention_layernorm.weight	ffn_norm	32
+	model.layers.0.mlp.gate_norm.weight	gate_norm	88
+	model.layers.0.mlp.up_norm.weight	up_norm	88
+	model.norm.weight	final_norm	32
+	EOF
+	test_cmp expect actual &&
+	"$PY" -c "
+import h5py
+f = h5py.File(\"dnp/ckpt-000002.h5\", \"r\")
+assert f[\"config\"].attrs[\"scale_design\"] == \"attn=dnp,ffn=dnp\"
+assert f[\"config\"].attrs[\"qk_norm\"] == 1
+for n, d in f[\"params\"].items():
+    if any(k in n for k in (\"q_norm\", \"k_norm\", \"v_norm\", \"gate_norm\", \"up_norm\")):
+        # Output-Norm type: IWD leaves them undecayed
+        assert d.attrs[\"norm_type\"] == \"output\" and d.attrs[\"wd\"] == 0, n
+"
+'
+
 test_expect_success '--scale-design: a bad design, or one beside multipliers, no gains or a tied head: exit 64' '
-	for bad in "attn=xx" "mlp=hg" "hg,ffn=ap" "attn=hg," "attn=hg,attn=ap"; do
+	for bad in "attn=xx" "mlp=hg" "hg,ffn=ap" "attn=hg," "attn=hg,attn=ap" "head=dnp"; do
 		test_expect_code 64 sw-train --data "$CORPUS" --out x --scale-design "$bad" 2>err &&
 		head -n 1 err | grep -q "^sw-train: --scale-design: " || return 1
 	done &&

@@ -47,6 +47,8 @@ Muon, Blockwise LR, per-group lr|--d-model 32 --n-layers 2 --n-heads 4 --optimiz
 AdamW, the width rules (base 16, wd x sqrt 2)|--d-model 32 --n-layers 2 --n-heads 4 --width-base 16 --wd-scaling sqrt --wd 0.3
 AdamW, scale design attn hg, ffn dp, head ap, IWD|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --scale-design attn=hg,ffn=dp,head=ap --norm-wd iwd --wd 0.1
 Muon, scale design hg+dp everywhere, QK-norm|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --scale-design hg+dp --qk-norm
+AdamW, scale design dnp (QK-norm, v, gate and up normalized), GQA, IWD|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --scale-design dnp --norm-wd iwd --wd 0.1
+Muon, scale design attn hg+dnp, ffn dnp, head hg|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --scale-design attn=hg+dnp,ffn=dnp,head=hg
 VARIANTS
 
 test_expect_success 'the check can fail: a perturbed gradient is caught' '

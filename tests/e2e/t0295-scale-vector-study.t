@@ -27,7 +27,9 @@ lr = min(tune, key=lambda r: float(r[1]))[0]
 arms = {\"pre\": (\"\", 1, \"none\", 0), \"none\": (\"\", 0, \"none\", 0), \"hg\": (\"attn=hg,ffn=hg,head=hg\", 1, \"none\", 0),
         \"ap\": (\"attn=ap,ffn=ap,head=ap\", 1, \"none\", 0), \"dp\": (\"attn=dp,ffn=dp,head=dp\", 1, \"none\", 0),
         \"hg+dp\": (\"attn=hg+dp,ffn=hg+dp,head=hg+dp\", 1, \"none\", 0), \"pre-iwd\": (\"\", 1, \"iwd\", 0),
-        \"qk-iwd\": (\"\", 1, \"iwd\", 1), \"qk-all\": (\"\", 1, \"all\", 1)}
+        \"qk-iwd\": (\"\", 1, \"iwd\", 1), \"qk-all\": (\"\", 1, \"all\", 1),
+        \"dnp\": (\"attn=dnp,ffn=dnp\", 1, \"none\", 1), \"hg+dnp\": (\"attn=hg+dnp,ffn=hg+dnp\", 1, \"none\", 1),
+        \"dnp-iwd\": (\"attn=dnp,ffn=dnp\", 1, \"iwd\", 1), \"dnp-all\": (\"attn=dnp,ffn=dnp\", 1, \"all\", 1)}
 for arm, (design, sv, nwd, qk) in arms.items():
     for seed in (1, 2):
         (ck,) = glob.glob(\"study/%s-s%d/*/ckpt-000080.h5\" % (arm, seed))
@@ -52,7 +54,7 @@ loss = {}
 for arm, seed, step, v in rows:
     loss.setdefault((arm, int(step)), []).append(float(v))
 t = [l.split(\"\t\") for l in open(\"study/loss.tsv\").read().split(\"\n\")[1:] if l]
-assert len(t) == 9
+assert len(t) == 13
 mean = lambda a, s: sum(loss[(a, s)]) / len(loss[(a, s)])
 for r in t:
     a = r[0]
@@ -75,14 +77,14 @@ test_expect_success 'gains.tsv: each arm s gains as sw-norms --scale-vectors cou
 	n=$(sed 1d sv | wc -l) &&
 	grep -q "^dp	$n	" study/gains.tsv &&
 	! grep -q "^none	" study/gains.tsv &&
-	test_line_count = 9 study/gains.tsv
+	test_line_count = 13 study/gains.tsv
 '
 
 test_expect_success 'the figure: the designs curves, a PNG' '
 	printf "\211PNG\r\n\032\n" >expect &&
 	head -c 8 study/scale-vector-curves.png >magic && cmp magic expect &&
 	cut -f3 study/curves.tsv | sed 1d | sort -u >runs &&
-	test_line_count = 6 runs
+	test_line_count = 8 runs
 '
 
 # Slurm, emulated: each task of each job script the study names, run as
@@ -103,7 +105,7 @@ test_expect_success 'STUDY_SLURM: job scripts, a phase at a time, nothing run he
 	! ls slurm/tune/*/ckpt-*.h5 2>/dev/null &&
 	run_jobs log1 &&
 	STUDY_TINY=1 STUDY_SLURM=1 STUDY_OUT=slurm sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log2 2>&1 &&
-	test_line_count = 18 slurm/slurm-jobs.txt && ! test -e slurm/loss.tsv &&
+	test_line_count = 26 slurm/slurm-jobs.txt && ! test -e slurm/loss.tsv &&
 	run_jobs log2 &&
 	STUDY_TINY=1 STUDY_OUT=slurm sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log3 2>&1 &&
 	test_cmp study/loss.tsv slurm/loss.tsv

@@ -93,6 +93,10 @@ def forward(p, cfg, tok, tgt):
         if qkn:
             q = rmsnorm(q, g(pre + "self_attn.q_norm.weight"), eps)
             k = rmsnorm(k, g(pre + "self_attn.k_norm.weight"), eps)
+        # dual normalized placement (scale-vectors paper, eq. 7): each
+        # reader's output normalized, per head, with its own gain
+        if pre + "self_attn.v_norm.weight" in p:
+            v = rmsnorm(v, p[pre + "self_attn.v_norm.weight"], eps)
         q, k = rope(q, theta, T), rope(k, theta, T)
         k = k.repeat_interleave(H // KV, dim=2)
         v = v.repeat_interleave(H // KV, dim=2)
@@ -102,8 +106,12 @@ def forward(p, cfg, tok, tgt):
             y = rmsnorm(y, g(pre + "self_attn.o_in_norm.weight"), eps)
         x = x + y @ effective(p, pre + "self_attn.o_proj", mult).T
         h = rmsnorm(x, g(pre + "post_attention_layernorm.weight"), eps)
-        a = torch.nn.functional.silu(h @ effective(p, pre + "mlp.gate_proj", mult).T)
-        a = a * (h @ effective(p, pre + "mlp.up_proj", mult).T)
+        gate = h @ effective(p, pre + "mlp.gate_proj", mult).T
+        up = h @ effective(p, pre + "mlp.up_proj", mult).T
+        if pre + "mlp.gate_norm.weight" in p:
+            gate = rmsnorm(gate, p[pre + "mlp.gate_norm.weight"], eps)
+            up = rmsnorm(up, p[pre + "mlp.up_norm.weight"], eps)
+        a = torch.nn.functional.silu(gate) * up
         if nev:
             a = rmsnorm(a, g(pre + "mlp.down_in_norm.weight"), eps)
         x = x + a @ effective(p, pre + "mlp.down_proj", mult).T

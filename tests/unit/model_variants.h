@@ -4,7 +4,8 @@
  * gradient, t-hvpcheck.c: the R-operator): GQA, untied and tied heads,
  * QK-norm, scalar/row/column/row-and-column multipliers, norm-everywhere, no scale
  * vectors, MQA with a head_dim that is not d_model/n_heads, the scale
- * designs (arch.h: hg, ap, dp, hg+dp over the three kinds). Include
+ * designs (arch.h: hg, ap, dp, hg+dp over the three kinds, dnp and
+ * hg+dnp over attn and ffn). Include
  * after lib/model/model.c.
  */
 #ifndef SW_MODEL_VARIANTS_H
@@ -46,6 +47,11 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
 	check("scale design: attn hg+dp, ffn ap, head hg+dp, QK-norm", c);
 	c = base; strcpy(c.scale_design, "attn=dp,ffn=hg"); c.tie_embeddings = 1;
 	check("scale design: attn dp, ffn hg, tied head", c);
+	c = base; strcpy(c.scale_design, "attn=dnp,ffn=dnp"); c.qk_norm = 1;
+	check("scale design: dnp (v, gate and up normalized)", c);
+	c = base; strcpy(c.scale_design, "attn=hg+dnp,ffn=hg+dnp,head=hg"); c.qk_norm = 1;
+	c.n_kv_heads = 1;
+	check("scale design: hg+dnp, MQA, head hg", c);
 }
 
 #endif

@@ -384,6 +384,10 @@ int main(void)
 	c = base_config();
 	strcpy(c.scale_design, "attn=hg,ffn=dp,head=hg+dp");
 	check_variant("scale design: attn hg, ffn dp, head hg+dp", c);
+	c = base_config();
+	strcpy(c.scale_design, "attn=hg+dnp,ffn=dnp");
+	c.qk_norm = 1;
+	check_variant("scale design: attn hg+dnp, ffn dnp", c);
 
 	c = base_config();
 	c.qk_norm = 1;

@@ -210,6 +210,9 @@ static void map_layer(const struct gpu_model *gm, struct layer_ptrs *d, const st
 	d->wup = dev_of(gm, s->wup);
 	d->wdown = dev_of(gm, s->wdown);
 	d->down_in_norm = dev_of(gm, s->down_in_norm);
+	d->v_norm = dev_of(gm, s->v_norm);
+	d->gate_norm = dev_of(gm, s->gate_norm);
+	d->up_norm = dev_of(gm, s->up_norm);
 }
 
 /* The device's view of the embedding's, final norm's and head's. */
@@ -559,6 +562,16 @@ static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
 		PLACE(a->d_in, N * F);
 		PLACE(a->d_in_rstd, N);
 		PLACE(a->mlp_y, N * C);
+		if (gm->m->design.dnp[ARCH_SV_ATTN]) {
+			PLACE(a->v_lin, N * K);
+			PLACE(a->v_rstd, N * KV);
+		}
+		if (gm->m->design.dnp[ARCH_SV_FFN]) {
+			PLACE(a->gate_lin, N * F);
+			PLACE(a->up_lin, N * F);
+			PLACE(a->gate_rstd, N);
+			PLACE(a->up_rstd, N);
+		}
 	}
 	PLACE(gm->x_final, N * C);
 	PLACE(gm->nf, N * C);
@@ -696,6 +709,12 @@ static void op_swiglu(void *ctx, real *h, const real *gate, const real *up, size
 	swiglu_forward(ctx, h, gate, up, n);
 }
 
+static void op_swiglu_backward(void *ctx, real *dgate, real *dup, const real *dh, const real *gate,
+			       const real *up, size_t n)
+{
+	swiglu_backward(ctx, dgate, dup, dh, gate, up, n);
+}
+
 static void op_loss(void *ctx, real *losses, real *probs, const int *targets, int N, int V)
 {
 	softmax_crossentropy_forward(ctx, losses, probs, targets, N, V);
@@ -782,6 +801,7 @@ static const struct model_ops gpu_ops = {
 	.attention = op_attention,
 	.residual = op_residual,
 	.swiglu = op_swiglu,
+	.swiglu_backward = op_swiglu_backward,
 	.loss = op_loss,
 	.zero = op_zero,
 	.loss_backward = op_loss_backward,
@@ -801,6 +821,7 @@ static struct model_step gpu_step(struct gpu_model *gm)
 		.ops = &gpu_ops, .ctx = gm, .c = &gm->m->c, .p = &gm->p, .g = &gm->d,
 		.acts = gm->acts, .x_final = gm->x_final, .nf = gm->nf, .nf_rstd = gm->nf_rstd,
 		.logits = gm->logits, .losses = gm->losses,
+		.dnp_attn = gm->m->design.dnp[ARCH_SV_ATTN], .dnp_ffn = gm->m->design.dnp[ARCH_SV_FFN],
 		.s = {.dres = gm->dres, .dn = gm->dn, .dF1 = gm->dF1, .dF2 = gm->dF2, .dF3 = gm->dF3,
 		      .dq = gm->dq,
 		      .dq2 = gm->dq2, .dk = gm->dk, .dk2 = gm->dk2, .dv = gm->dv},
@@ -892,14 +913,15 @@ static void apply_update(struct gpu_model *gm, real *p, const real *u, size_t n,
 	LAUNCH(gm, apply_update, a);
 }
 
-static void adamw_tensor(struct gpu_model *gm, const struct optim *o, real *p, const real *g,
-			 float *m, float *v, size_t n, const struct optim_plan *pl)
+/* an element-wise optimizer's rule (AdamW and its kin) */
+static void elem_tensor(struct gpu_model *gm, const struct optim *o, real *p, const real *g,
+			float *m, float *v, size_t n, const struct optim_plan *pl)
 {
-	LAUNCH(gm, adamw, (struct gk_adamw){
+	LAUNCH(gm, elem_rule, (struct gk_elem_rule){
 		.grid = gk_elems((int64_t)n), .p = p, .m = m, .v = v, .g = g, .n = (int64_t)n,
 		.clip = pl->clip,
-		.c = elem_adamw_coef(o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->t, pl->lr,
-				     elem_wd_decay(pl->mode, pl->lr, pl->wd))});
+		.c = elem_rule_coef(pl->rule, o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->t, pl->lr,
+				    elem_wd_decay(pl->mode, pl->lr, pl->wd))});
 }
 
 /* Muon: momentum, Nesterov, NS5, sqrt(max(1, rows/cols)), the update */
@@ -1158,9 +1180,9 @@ int gpumodel_step(struct gpu_model *gm, struct optim *o, int64_t step, double cl
 		case OPTIM_UPDATE_MUON:
 			muon_tensor(gm, o, p, g, gm->mom_m + mt->offset, t, &pl);
 			break;
-		case OPTIM_UPDATE_ADAMW:
-			adamw_tensor(gm, o, p, g, gm->mom_m + mt->offset, gm->mom_v + mt->offset,
-				     mt->numel, &pl);
+		case OPTIM_UPDATE_ELEM:
+			elem_tensor(gm, o, p, g, gm->mom_m + mt->offset, gm->mom_v + mt->offset,
+				    mt->numel, &pl);
 			break;
 		}
 	}
@@ -1514,12 +1536,6 @@ static void rop_op_swiglu_backward(void *ctx, real *rdgate, real *rdup, const re
 		.gate = gate, .up = up, .rgate = rgate, .rup = rup, .n = (int64_t)n});
 }
 
-static void rop_op_swiglu_backward_primal(void *ctx, real *dgate, real *dup, const real *dh,
-					  const real *gate, const real *up, size_t n)
-{
-	swiglu_backward(ctx, dgate, dup, dh, gate, up, n);
-}
-
 /* one term of R{} of the multipliers' backward: the primal kernel k on
  * a, whose outputs are the tangent's (r's) */
 static void rop_mult_term(struct gpu_model *gm, enum gk_id k, struct gk_mult a,
@@ -1612,7 +1628,6 @@ static const struct model_rop_ops gpu_rop_ops = {
 	.rmsnorm_backward = rop_op_rmsnorm_backward,
 	.attention_backward = rop_op_attention_backward,
 	.swiglu_backward = rop_op_swiglu_backward,
-	.swiglu_backward_primal = rop_op_swiglu_backward_primal,
 	.mult_backward = rop_op_mult_backward,
 };
 

@@ -576,20 +576,21 @@ GK_BODY(sum_finish, struct gk_sum)
 
 /* ---- the optimizers --------------------------------------------------------- */
 
-/* AdamW over one tensor: elem_adamw's update of each element */
-struct gk_adamw {
+/* An element-wise optimizer (AdamW and its kin) over one tensor: its
+ * rule's update of each element (elemmath.h's elem_rule_update) */
+struct gk_elem_rule {
 	struct gk_grid grid;            /* gk_elems(n) */
 	float *p, *m, *v;
 	const float *g;
 	int64_t n;
 	double clip;
-	struct elem_adamw c;
+	struct elem_rule_coef c;
 };
 
-GK_BODY(adamw, struct gk_adamw)
+GK_BODY(elem_rule, struct gk_elem_rule)
 {
 	GK_ELEM_INDEX(i, a->n);
-	elem_adamw(&a->p[i], &a->m[i], &a->v[i], a->g[i], a->clip, &a->c);
+	elem_rule_update(&a->c, &a->p[i], &a->m[i], &a->v[i], a->g[i], a->clip);
 }
 
 /*
@@ -913,7 +914,7 @@ GK_BODY(rop_mult_apply, struct gk_mult)
 	X(mult_dcol, struct gk_mult, 1) \
 	X(sum_partial, struct gk_sum, 2) \
 	X(sum_finish, struct gk_sum, 1) \
-	X(adamw, struct gk_adamw, 1) \
+	X(elem_rule, struct gk_elem_rule, 1) \
 	X(muon_momentum, struct gk_opt, 1) \
 	X(scion_momentum, struct gk_opt, 1) \
 	X(scion_sign, struct gk_opt, 1) \
