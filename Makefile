@@ -44,13 +44,29 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86
 # OPT is ours to vary (check-asan uses -O1); CFLAGS/LDFLAGS are the user's
 OPT      ?= -O3 -g
 SW_CFLAGS = $(OPT) -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE \
-            -DSW_VERSION='"$(VERSION)"' $(HDF5_CFLAGS) -MMD -MP
+            -DSW_VERSION='"$(VERSION)"' $(HDF5_CFLAGS) $(BLAS_CFLAGS) -MMD -MP
 # The OpenMP build of OpenBLAS: one thread pool (libgomp) for our loops and
 # BLAS. Linked by path with DT_RPATH so liblapack.so.3 and libopenblas.so.0
 # come from it whatever Debian's alternatives point to (the pthread build's
 # spinning threads halve sw-train's speed on two cores).
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLIS_DIR   = /usr/lib/x86_64-linux-gnu/blis-openmp
+NETLIB_DIR = /usr/lib/x86_64-linux-gnu/blas
+LAPACK_DIR = /usr/lib/x86_64-linux-gnu/lapack
+# BLAS=openblas (the default) or BLAS=blis: the library the tools' products
+# run on (make bench-blas measures both on the step's products; OpenBLAS
+# is ahead here, docs/performance.md). BLIS (libblis-openmp-dev) comes
+# with the reference LAPACK and BLAS on the path, so that no OpenBLAS is
+# loaded beside it.
+BLAS ?= openblas
+ifeq ($(BLAS),blis)
+BLAS_LIBS = -L$(BLIS_DIR) -Wl,--disable-new-dtags,-rpath,$(BLIS_DIR):$(LAPACK_DIR):$(NETLIB_DIR) \
+            -llapacke -lblis
+BLAS_CFLAGS = -DSW_BLAS_BLIS
+else
 BLAS_LIBS = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -llapacke -lopenblas
+BLAS_CFLAGS =
+endif
 # PyTorch checkpoints are zip archives: zlib's minizip reads them (docs/internals.md, Dependencies)
 MINIZIP_LIBS   := $(shell pkg-config --libs minizip 2>/dev/null || echo -lminizip)
 LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) $(MINIZIP_LIBS) -lcjson -lm
@@ -116,7 +132,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
+	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -376,7 +392,7 @@ install: $(TOOL_BIN) $(CUDA_SO)
 	install -m 644 $(wildcard man/*.7) $(DESTDIR)$(PREFIX)/share/man/man7
 
 bench: all $(BUILD)/bench/norms-kernels $(BUILD)/bench/spectrum-kernels $(BUILD)/bench/sgemm-peak \
-		$(BUILD)/bench/fma-peak $(BUILD)/bench/tokenize-naive
+		$(BUILD)/bench/fma-peak $(BUILD)/bench/tokenize-naive $(BLAS_BENCH)
 	bench/norms
 	bench/spectrum
 	bench/train
@@ -402,7 +418,7 @@ bench-cuda: all $(BUILD)/bench/cuda-info
 	bench/train-cuda
 
 clean:
-	rm -rf build build-asan build-fuzz build-v3 build-base
+	rm -rf build build-asan build-fuzz build-v3 build-base build-blis
 
 -include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 
@@ -420,3 +436,19 @@ $(BUILD)/bench/sgemm-peak: $(BUILD)/bench/sgemm-peak.o $(BUILD)/tools/common.o $
 
 $(BUILD)/bench/fma-peak: $(BUILD)/bench/fma-peak.o
 	$(CC) $(LDFLAGS) -o $@ $^
+
+# bench/blas-shapes, once per BLAS library Debian packages whose package
+# is installed (bench/blas compares them): OpenBLAS as make links it, BLIS
+# (libblis-openmp-dev), the reference BLAS (libblas-dev)
+BLAS_LIB_openblas = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -lopenblas
+BLAS_LIB_blis     = -L$(BLIS_DIR) -Wl,--disable-new-dtags,-rpath,$(BLIS_DIR) -lblis
+BLAS_LIB_netlib   = -L$(NETLIB_DIR) -Wl,--disable-new-dtags,-rpath,$(NETLIB_DIR) -lblas
+BLAS_BENCH = $(BUILD)/bench/blas-shapes-openblas \
+             $(if $(wildcard $(BLIS_DIR)/libblis.so),$(BUILD)/bench/blas-shapes-blis) \
+             $(if $(wildcard $(NETLIB_DIR)/libblas.so),$(BUILD)/bench/blas-shapes-netlib)
+$(BUILD)/bench/blas-shapes-%: bench/blas-shapes.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE -o $@ $< $(BLAS_LIB_$*)
+
+bench-blas: $(BLAS_BENCH)
+	bench/blas $(BUILD)

@@ -128,7 +128,9 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 		 * for calls made after it, so both are told) */
 		int n = (int)tool_parse_int(t, "--threads", arg, 1, 1024);
 		omp_set_num_threads(n);
+#ifndef SW_BLAS_BLIS            /* BLIS's OpenMP build follows OpenMP's */
 		openblas_set_num_threads(n);
+#endif
 		return 1;
 	}
 	case OPT_HELP:
@@ -445,7 +447,11 @@ double tool_parse_double(struct tool *t, const char *opt, const char *arg,
 
 void tool_runtime(char **argv)
 {
+#ifdef SW_BLAS_BLIS
+	const char *core = NULL, *want = NULL;  /* BLIS picks its kernels itself */
+#else
 	const char *core = openblas_get_corename(), *want = NULL;
+#endif
 	int again = 0;
 
 	/* OpenMP threads that wait by spinning take the core a descheduled
