@@ -42,7 +42,7 @@ int model_rop_wanted(const struct model *m, const unsigned char *want, int i)
 
 /* The lowest layer holding a wanted tensor: -1 for the embedding (the
  * whole model), n_layers when only the final norm and head are wanted. */
-static int rop_first_layer(const struct model *m, const unsigned char *want)
+int model_rop_first(const struct model *m, const unsigned char *want)
 {
 	int first = (int)m->c.n_layers;
 
@@ -424,11 +424,6 @@ static real *eff_grad(const struct model *m, const real *w, real *g)
 	return m->eff && w >= m->w_eff && w < m->w_eff + m->eff_size ? g : NULL;
 }
 
-int model_rop_first(const struct model *m, const unsigned char *want)
-{
-	return rop_first_layer(m, want);
-}
-
 /* The head's tensor: the embedding when tied. */
 static int rop_head_tensor(const struct model *m)
 {
@@ -639,7 +634,7 @@ static struct model_rop_step cpu_rop_step(struct cpu_rop *r)
 		.ops = &cpu_rop_ops, .ctx = r,
 		.acts = r->rm->acts, .x_final = r->rm->x_final, .nf = r->rm->nf,
 		.nf_rstd = r->rm->nf_rstd, .logits = r->rm->logits,
-		.s = model_cpu_step(r->rm).s, .first = rop_first_layer(r->m, r->want),
+		.s = model_cpu_step(r->rm).s, .first = model_rop_first(r->m, r->want),
 	};
 
 	model_rop_top_views(r->m, r->want, &r->rm->p, &r->rm->g, &rt.p, &rt.g, &rt.eff_grads);

@@ -1479,9 +1479,9 @@ static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, r
 		const real *ph = att + h * TT, *rph = ratt + h * TT;
 
 		for (int i = 0; i < nb; i++) {
-			size_t dvo = ko + (size_t)r0 * K;
+			size_t dvo;
 			model_causal_block(T, nb, i, &r0, &r1);
-			dvo = ko + (size_t)r0 * K;
+			dvo = ko + (size_t)r0 * K;   /* dV's rows r0.. of kv head g */
 			if (dout) {
 				mm(gm, 0, 1, r1 - r0, r1, hd, 1, dout + qo + (size_t)r0 * Q, Q, sq, v + ko, K,
 				   sk, 0, ds + (size_t)r0 * T, T, TT, B, bf);
