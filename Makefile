@@ -11,7 +11,7 @@
 #   make blockwise-study  Blockwise LR against AdamW with sw-sweep (about 20 minutes)
 #   make wd-study      the weight-decay width rule with sw-sweep (about 35 minutes)
 #   make multipliers-study  learnable multipliers with sw-sweep (about 40 minutes)
-#   make scale-vector-study  the scale-vector designs with sw-sweep (about 15 minutes)
+#   make scale-vector-study  the scale-vector designs with sw-sweep (about 30 minutes)
 #   make studies       every study above, one after the other (about 3 hours)
 #   make fixtures      regenerate fixtures/ (deterministic: same bytes)
 #   make install PREFIX=/usr/local
@@ -360,7 +360,8 @@ demo-spread: deps
 #   multipliers  none, scalar and row+column learnable multipliers under
 #                AdamW and Muon (about 40 minutes)
 #   scale-vector the scale-vectors paper's designs (none, shared, hg, ap,
-#                dp, hg+dp) and the gains' weight decay (about 15 minutes)
+#                dp, hg+dp, dnp, hg+dnp), its reparameterizations (or, er,
+#                dnp+or) and the gains' weight decay (about 30 minutes)
 # make NAME-study runs demo/NAME-study.sh; make studies runs them all.
 STUDIES = transfer blockwise wd multipliers scale-vector
 $(STUDIES:%=%-study): %-study: deps

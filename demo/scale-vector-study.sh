@@ -12,9 +12,11 @@
 #       Output-Norm gains (QK-norm's, DNP's) (§2.2, Fig. 3, Fig. 5 "Weight
 #       Decay");
 #   (e) dual normalized placement (DNP: each reader's output normalized,
-#       with its gain) does not help (§3.2, Fig. 5 "Placement").
-# The paper's reparameterizations (OR, ER) are not in sw-train yet: the
-# study says so rather than measure them.
+#       with its gain) does not help (§3.2, Fig. 5 "Placement");
+#   (f) the reparameterizations help, OR (gamma = beta Norm(alpha)) and ER
+#       (gamma = e^beta e^(alpha - mean alpha)), DNP+OR the most (§3.3,
+#       Fig. 5 "Reparameterization"); under DNP+OR, weight decay on the
+#       Input-Norm gains only (IWD) is best (Fig. 5 "Weight Decay").
 #
 #   1. Debian's fortunes, a BPE tokenizer of 2048 tokens (as make demo)
 #   2. the learning rate, tuned once on the standard model as the paper
@@ -27,7 +29,10 @@
 #      gains; and the weight-decay arms: pre with wd on the Input-Norm
 #      gains (--norm-wd iwd), and with QK-norm and with DNP, iwd
 #      (Input-Norm gains only) against all (the Output-Norm gains too:
-#      q_norm/k_norm, and DNP's v_norm, gate_norm, up_norm)
+#      q_norm/k_norm, and DNP's v_norm, gate_norm, up_norm); the
+#      reparameterizations (--scale-reparam): or, er, dnp+or, and dnp+or
+#      with iwd against all (a gain's direction and magnitude decay as
+#      the gain's type says)
 #   4. the tables: each arm's terminal validation loss (mean over seeds,
 #      range), its difference from the standard's, early (at a quarter of
 #      the steps) and at the end; the gains' anisotropy and coefficient of
@@ -95,7 +100,12 @@ pre-iwd|--norm-wd iwd
 qk-iwd|--qk-norm --norm-wd iwd
 qk-all|--qk-norm --norm-wd all
 dnp-iwd|--scale-design dnp --norm-wd iwd
-dnp-all|--scale-design dnp --norm-wd all"
+dnp-all|--scale-design dnp --norm-wd all
+or|--scale-reparam or
+er|--scale-reparam er
+dnp+or|--scale-design dnp --scale-reparam or
+dnp+or-iwd|--scale-design dnp --scale-reparam or --norm-wd iwd
+dnp+or-all|--scale-design dnp --scale-reparam or --norm-wd all"
 run() {         # run ARM SEED OPTIONS: the sw-sweep command of that run
 	echo "sweep --out '$out/$1-s$2' --lr $LR --wd $WD --batch $B --tokens $tokens --quiet -- \
 		$TRAIN --seed $2 $3 >'$out/$1-s$2.tsv'"
@@ -137,13 +147,16 @@ awk -F'\t' -v OFS='\t' -v e=$early -v n=$STEPS 'NR == 1 { next } $3 == e || $3 =
 say "validation loss at step $early and at the end ($STEPS), mean over seeds $SEEDS, range, and the difference from pre"
 cat "$out/loss.tsv"
 # gains.tsv: per arm (seed 1's last checkpoint), over its gains: how many,
-# the mean anisotropy and coefficient of variation, the mean coupling
+# the mean anisotropy and coefficient of variation, the mean coupling (a
+# reparameterized gain's direction and magnitude are not counted: the
+# gain they give is)
 printf 'arm\tgains\tanisotropy\tcv\tcoupling\n' >"$out/gains.tsv"
 set -- $SEEDS
 echo "$ARMS" | while IFS='|' read -r arm opts; do
 	[ "$arm" = none ] && continue
 	sw-norms --scale-vectors "$(sw-sweep --checkpoints "$out/$arm-s$1" | tail -n 1)" >"$out/sv.tmp"
 	awk -F'\t' -v a="$arm" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+		$c["role"] ~ /_(dir|mag)$/ { next }
 		{ n++; an += $c["anisotropy"]; cv += $c["cv"]
 		  if ($c["coupling"] != "") { k++; co += $c["coupling"] } }
 		END { printf "%s\t%d\t%.4f\t%.4f\t%s\n", a, n, an / n, cv / n, k ? sprintf("%.3f", co / k) : "-" }' \

@@ -44,6 +44,9 @@ static const char help[] =
 	"  --scale-design S       the scale vectors of each Pre-Norm and its readers:\n"
 	"                         " ARCH_SCALE_DESIGNS ", or KIND=D,...\n"
 	"                         over the kinds attn, ffn, head (see sw-train(1))\n"
+	"  --scale-reparam R      the gains from a direction and a magnitude: or\n"
+	"                         (beta Norm(alpha)), er (e^beta e^(alpha-mean)), or\n"
+	"                         KIND=R,... over attn, ffn, head (see sw-train(1))\n"
 	"  --norm-everywhere      RMSNorm also before o_proj and down_proj\n"
 	"Optimization:\n"
 	"  --steps N (1000)  --batch N (8)  --grad-accum N (1)  --seed N (1)\n"
@@ -91,6 +94,7 @@ enum {
 	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_VOCAB, O_VAL_FRACTION, O_EVAL_EVERY,
 	O_EVAL_BATCHES, O_D_MODEL, O_N_LAYERS, O_N_HEADS, O_N_KV_HEADS, O_HEAD_DIM, O_D_FF,
 	O_SEQ_LEN, O_ROPE_THETA, O_NORM_EPS, O_TIE, O_QK_NORM, O_MULTIPLIERS, O_NO_SCALE_VECTORS, O_SCALE_DESIGN,
+	O_SCALE_REPARAM,
 	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
 	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
 	O_NORM_WD, O_WIDTH_BASE, O_WD_SCALING, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
@@ -256,6 +260,7 @@ int main(int argc, char **argv)
 		{"multipliers", required_argument, NULL, O_MULTIPLIERS},
 		{"no-scale-vectors", no_argument, NULL, O_NO_SCALE_VECTORS},
 		{"scale-design", required_argument, NULL, O_SCALE_DESIGN},
+		{"scale-reparam", required_argument, NULL, O_SCALE_REPARAM},
 		{"norm-everywhere", no_argument, NULL, O_NORM_EVERYWHERE},
 		{"steps", required_argument, NULL, O_STEPS},
 		{"batch", required_argument, NULL, O_BATCH},
@@ -351,6 +356,14 @@ int main(int argc, char **argv)
 				c->qk_norm = 1;
 			break;
 		}
+		case O_SCALE_REPARAM: {
+			unsigned char mode[3];
+			char why[64];
+			if (!*optarg || arch_scale_reparam_parse(optarg, mode, c->scale_reparam,
+								 sizeof c->scale_reparam, why))
+				tool_usage_error(&tl, "--scale-reparam: %s", *optarg ? why : ARCH_SCALE_REPARAMS);
+			break;
+		}
 		case O_NORM_EVERYWHERE: c->norm_everywhere = 1; break;
 		case O_STEPS:
 			tc.optim.steps = tool_parse_int(&tl, "--steps", optarg, 0, 1LL << 40);
@@ -444,6 +457,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "--wd-scaling scales from a base width: give --width-base");
 	if (c->scale_design[0] && !c->scale_vectors)
 		tool_usage_error(&tl, "--scale-design places scale vectors: not with --no-scale-vectors");
+	if (c->scale_reparam[0] && !c->scale_vectors)
+		tool_usage_error(&tl, "--scale-reparam reparameterizes scale vectors: not with --no-scale-vectors");
 	if (c->scale_design[0] && strcmp(c->multipliers, "none"))
 		tool_usage_error(&tl, "--scale-design and --multipliers: one or the other");
 	if (c->scale_design[0] && c->tie_embeddings && strstr(c->scale_design, "head="))

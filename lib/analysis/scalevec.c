@@ -56,6 +56,13 @@ const char *scalevec_branch(const char *role)
 
 const char *scalevec_placement(const struct sw_tensor_info *t)
 {
+	struct sw_tensor_info gain;
+
+	/* a reparameterized gain's direction and magnitude sit where it does */
+	if (arch_reparam_base(t->role, gain.role, sizeof gain.role)) {
+		gain.block = t->block;
+		return scalevec_placement(&gain);
+	}
 	if (t->block == SW_BLOCK_MULT)
 		return "mult";
 	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm"))
@@ -71,10 +78,26 @@ const char *scalevec_placement(const struct sw_tensor_info *t)
 	return "pre";
 }
 
+const char *scalevec_param(const struct sw_tensor_info *t, int computed)
+{
+	char gain[SW_ROLE_MAX];
+
+	switch (arch_reparam_base(t->role, gain, sizeof gain)) {
+	case 1: return "direction";
+	case 2: return "magnitude";
+	}
+	return t->block == SW_BLOCK_MULT ? "multiplier" : computed ? "computed" : "gain";
+}
+
 int scalevec_is_scale_vector(const struct sw_tensor_info *t)
 {
-	return t->kind == SW_KIND_VECTOR && t->numel > 0 &&
-	       (t->block == SW_BLOCK_NORM || t->block == SW_BLOCK_MULT);
+	char gain[SW_ROLE_MAX];
+
+	/* a reparameterized gain's magnitude too, one value */
+	return (t->kind == SW_KIND_VECTOR && t->numel > 0 &&
+		(t->block == SW_BLOCK_NORM || t->block == SW_BLOCK_MULT)) ||
+	       (t->block == SW_BLOCK_NORM && t->numel == 1 &&
+		arch_reparam_base(t->role, gain, sizeof gain) == 2);
 }
 
 int scalevec_coupling_readers(const char *role, const char *readers[4], char *base, size_t len,

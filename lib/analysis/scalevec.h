@@ -44,12 +44,19 @@ double scalevec_coupling(const float *g, const double *colnorm, int64_t n);
  * before its last projection (o_in_norm, down_in_norm); mult, a learnable
  * multiplier of a matrix's rows, columns or the whole matrix; before and
  * after, a scale design's gain of one reader (arch.h) on its input side
- * (X_gain_in) or its output side (X_gain_out).
+ * (X_gain_in) or its output side (X_gain_out). A reparameterized gain's
+ * direction (X_dir) and magnitude (X_mag) have its branch and placement.
  */
 const char *scalevec_branch(const char *role);
 const char *scalevec_placement(const struct sw_tensor_info *t);
 
-/* 1 if t is a scale vector: a vector of a norm gain or a multiplier. */
+/* What a scale vector's values are: "gain" (a gain trained as it is),
+ * "computed" (a reparameterized gain, computed = 1: from its direction
+ * and magnitude), "direction", "magnitude" (X_dir, X_mag), "multiplier". */
+const char *scalevec_param(const struct sw_tensor_info *t, int computed);
+
+/* 1 if t is a scale vector: a vector of a norm gain or a multiplier, or
+ * a reparameterized gain's magnitude (its one value). */
 int scalevec_is_scale_vector(const struct sw_tensor_info *t);
 
 /* The roles of the matrices that read the output of gain `role`, NULL

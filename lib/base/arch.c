@@ -33,62 +33,92 @@ static const struct role_row {
 	struct arch_role r;
 	const char *hf;
 } roles[] = {
+/* A gain's reparameterization (sw_config.scale_reparam): its direction
+ * X_dir (alpha, the gain's shape) and magnitude X_mag (beta, one value),
+ * of the gain's kind, beside it in model order; the gain X is what they
+ * give (arch.h). */
+#define REPARAM(role, hf, group, nt, in_layer, order) \
+	{{role "_dir", SW_BLOCK_NORM, V, group, nt, in_layer, order}, hf ".direction"}, \
+	{{role "_mag", SW_BLOCK_NORM, V, group, nt, in_layer, order}, hf ".magnitude"}
 	{{"embed", SW_BLOCK_EMB, V, GI, NN, 0, 0}, "model.embed_tokens.weight"},
 	{{"embed_mult", SW_BLOCK_MULT, V, GI, NN, 0, 1}, "model.embed_tokens.multiplier"},
 	{{"embed_mult_col", SW_BLOCK_MULT, V, GI, NN, 0, 1}, "model.embed_tokens.multiplier_col"},
 	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50}, "input_layernorm.weight"},
+	REPARAM("attn_norm", "input_layernorm", GH, NI, 1, 50),
 	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51}, "self_attn.q_proj.weight"},
 	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52}, "self_attn.q_proj.bias"},
 	{{"q_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 53}, "self_attn.q_proj.gain_in"},
+	REPARAM("q_gain_in", "self_attn.q_proj.gain_in", GH, NI, 1, 53),
 	{{"q_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 53}, "self_attn.q_proj.gain_out"},
+	REPARAM("q_gain_out", "self_attn.q_proj.gain_out", GH, NI, 1, 53),
 	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier"},
 	{{"q_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier_col"},
 	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54}, "self_attn.k_proj.weight"},
 	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55}, "self_attn.k_proj.bias"},
 	{{"k_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 56}, "self_attn.k_proj.gain_in"},
+	REPARAM("k_gain_in", "self_attn.k_proj.gain_in", GH, NI, 1, 56),
 	{{"k_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 56}, "self_attn.k_proj.gain_out"},
+	REPARAM("k_gain_out", "self_attn.k_proj.gain_out", GH, NI, 1, 56),
 	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier"},
 	{{"k_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier_col"},
 	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57}, "self_attn.v_proj.weight"},
 	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58}, "self_attn.v_proj.bias"},
 	{{"v_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 59}, "self_attn.v_proj.gain_in"},
+	REPARAM("v_gain_in", "self_attn.v_proj.gain_in", GH, NI, 1, 59),
 	{{"v_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 59}, "self_attn.v_proj.gain_out"},
+	REPARAM("v_gain_out", "self_attn.v_proj.gain_out", GH, NI, 1, 59),
 	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier"},
 	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier_col"},
 	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60}, "self_attn.q_norm.weight"},
+	REPARAM("q_norm", "self_attn.q_norm", GH, NO, 1, 60),
 	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.k_norm.weight"},
+	REPARAM("k_norm", "self_attn.k_norm", GH, NO, 1, 61),
 	{{"v_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.v_norm.weight"},
+	REPARAM("v_norm", "self_attn.v_norm", GH, NO, 1, 61),
 	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62}, "self_attn.o_in_norm.weight"},
+	REPARAM("o_in_norm", "self_attn.o_in_norm", GH, NI, 1, 62),
 	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63}, "self_attn.o_proj.weight"},
 	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64}, "self_attn.o_proj.bias"},
 	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 65}, "self_attn.o_proj.multiplier"},
 	{{"o_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 65}, "self_attn.o_proj.multiplier_col"},
 	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70}, "post_attention_layernorm.weight"},
+	REPARAM("ffn_norm", "post_attention_layernorm", GH, NI, 1, 70),
 	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71}, "mlp.gate_proj.weight"},
 	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72}, "mlp.gate_proj.bias"},
 	{{"gate_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 73}, "mlp.gate_proj.gain_in"},
+	REPARAM("gate_gain_in", "mlp.gate_proj.gain_in", GH, NI, 1, 73),
 	{{"gate_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 73}, "mlp.gate_proj.gain_out"},
+	REPARAM("gate_gain_out", "mlp.gate_proj.gain_out", GH, NI, 1, 73),
 	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier"},
 	{{"gate_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier_col"},
 	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74}, "mlp.up_proj.weight"},
 	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75}, "mlp.up_proj.bias"},
 	{{"up_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 76}, "mlp.up_proj.gain_in"},
+	REPARAM("up_gain_in", "mlp.up_proj.gain_in", GH, NI, 1, 76),
 	{{"up_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 76}, "mlp.up_proj.gain_out"},
+	REPARAM("up_gain_out", "mlp.up_proj.gain_out", GH, NI, 1, 76),
 	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier"},
 	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier_col"},
 	{{"gate_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76}, "mlp.gate_norm.weight"},
+	REPARAM("gate_norm", "mlp.gate_norm", GH, NO, 1, 76),
 	{{"up_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76}, "mlp.up_norm.weight"},
+	REPARAM("up_norm", "mlp.up_norm", GH, NO, 1, 76),
 	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77}, "mlp.down_in_norm.weight"},
+	REPARAM("down_in_norm", "mlp.down_in_norm", GH, NI, 1, 77),
 	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78}, "mlp.down_proj.weight"},
 	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79}, "mlp.down_proj.bias"},
 	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier"},
 	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier_col"},
 	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100}, "model.norm.weight"},
+	REPARAM("final_norm", "model.norm", GO, NI, 0, 100),
 	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110}, "lm_head.weight"},
 	{{"lm_head_gain_in", SW_BLOCK_NORM, V, GO, NI, 0, 111}, "lm_head.gain_in"},
+	REPARAM("lm_head_gain_in", "lm_head.gain_in", GO, NI, 0, 111),
 	{{"lm_head_gain_out", SW_BLOCK_NORM, V, GO, NI, 0, 111}, "lm_head.gain_out"},
+	REPARAM("lm_head_gain_out", "lm_head.gain_out", GO, NI, 0, 111),
 	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier"},
 	{{"lm_head_mult_col", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier_col"},
+#undef REPARAM
 };
 #define NROLES (sizeof roles / sizeof roles[0])
 
@@ -125,6 +155,135 @@ int arch_multipliers_parse(const char *s)
 		if (!strcmp(s, names[i]))
 			return i;
 	return -1;
+}
+
+static const char *const reparam_names[] = {"none", "or", "er"};
+
+static int reparam_find(const char *s, size_t n)
+{
+	for (int i = 1; i < 3; i++)
+		if (strlen(reparam_names[i]) == n && !strncmp(s, reparam_names[i], n))
+			return i;
+	return -1;
+}
+
+int arch_scale_reparam_parse(const char *spec, unsigned char mode[3], char *canon, size_t len,
+			     char *why)
+{
+	static const char *const kinds[] = {"attn", "ffn", "head"};
+	const char *p = spec;
+	int seen[3] = {0, 0, 0};
+	size_t used = 0;
+
+	mode[0] = mode[1] = mode[2] = ARCH_REPARAM_NONE;
+	if (*p && !strchr(p, '=')) {    /* one for every kind */
+		int r = reparam_find(p, strlen(p));
+		if (r < 0) {
+			snprintf(why, 64, "'%.8s' is no reparameterization (or, er)", p);
+			return -1;
+		}
+		mode[0] = mode[1] = mode[2] = (unsigned char)r;
+	}
+	while (*p && strchr(p, '=')) {
+		const char *end = strchr(p, ','), *eq = strchr(p, '=');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		int k = -1, r;
+		if (eq > p + n) {
+			snprintf(why, 64, "'%.*s' is no KIND=R pair", (int)n > 12 ? 12 : (int)n, p);
+			return -1;
+		}
+		for (int j = 0; j < 3; j++)
+			if ((size_t)(eq - p) == strlen(kinds[j]) && !strncmp(p, kinds[j], (size_t)(eq - p)))
+				k = j;
+		if (k < 0 || seen[k]) {
+			snprintf(why, 64, k < 0 ? "'%.*s' is no block kind (attn, ffn, head)" : "%.*s is given twice",
+				 (int)(eq - p) > 12 ? 12 : (int)(eq - p), p);
+			return -1;
+		}
+		if ((r = reparam_find(eq + 1, n - (size_t)(eq + 1 - p))) < 0) {
+			snprintf(why, 64, "'%.*s' is no reparameterization (or, er)",
+				 (int)(n - (size_t)(eq + 1 - p)) > 8 ? 8 : (int)(n - (size_t)(eq + 1 - p)), eq + 1);
+			return -1;
+		}
+		seen[k] = 1;
+		mode[k] = (unsigned char)r;
+		p += n;
+		if (*p == ',' && !*++p) {
+			snprintf(why, 64, "a comma ends the list");
+			return -1;
+		}
+		if (*p && !strchr(p, '=')) {
+			snprintf(why, 64, "'%.12s' is no KIND=R pair", p);
+			return -1;
+		}
+	}
+	if (!canon)
+		return 0;
+	canon[0] = '\0';
+	if (mode[0] == mode[1] && mode[1] == mode[2]) {
+		snprintf(canon, len, "%s", mode[0] ? reparam_names[mode[0]] : "");
+		return 0;
+	}
+	for (int j = 0; j < 3; j++) {
+		int w;
+		if (!mode[j])
+			continue;
+		w = snprintf(canon + used, len - used, "%s%s=%s", used ? "," : "", kinds[j],
+			     reparam_names[mode[j]]);
+		if (w < 0 || (size_t)w >= len - used) {
+			snprintf(why, 64, "too long");
+			return -1;
+		}
+		used += (size_t)w;
+	}
+	return 0;
+}
+
+int arch_gain_kind(const char *role)
+{
+	static const struct {
+		const char *role;
+		int kind;
+	} gains[] = {
+		{"attn_norm", ARCH_SV_ATTN}, {"q_norm", ARCH_SV_ATTN}, {"k_norm", ARCH_SV_ATTN},
+		{"v_norm", ARCH_SV_ATTN}, {"o_in_norm", ARCH_SV_ATTN}, {"ffn_norm", ARCH_SV_FFN},
+		{"gate_norm", ARCH_SV_FFN}, {"up_norm", ARCH_SV_FFN}, {"down_in_norm", ARCH_SV_FFN},
+		{"final_norm", ARCH_SV_HEAD},
+	};
+	char base[SW_ROLE_MAX];
+	size_t n = strlen(role);
+
+	for (size_t i = 0; i < sizeof gains / sizeof gains[0]; i++)
+		if (!strcmp(role, gains[i].role))
+			return gains[i].kind;
+	/* a design's gain of a reader: its reader's kind */
+	if ((n > 8 && !strcmp(role + n - 8, "_gain_in")) || (n > 9 && !strcmp(role + n - 9, "_gain_out")))
+		return arch_base_role(role, base, sizeof base) ? -1 : arch_sv_kind_of(base);
+	return -1;
+}
+
+enum arch_reparam arch_reparam_of(const char *spec, const char *role)
+{
+	unsigned char mode[3];
+	char why[64];
+	int k = arch_gain_kind(role);
+
+	if (k < 0 || !*spec || arch_scale_reparam_parse(spec, mode, NULL, 0, why))
+		return ARCH_REPARAM_NONE;
+	return (enum arch_reparam)mode[k];
+}
+
+int arch_reparam_base(const char *role, char *base, size_t len)
+{
+	size_t n = strlen(role);
+	int which = n > 4 && !strcmp(role + n - 4, "_dir") ? 1 :
+		    n > 4 && !strcmp(role + n - 4, "_mag") ? 2 : 0;
+
+	if (!which || n - 4 >= len)
+		return 0;
+	memcpy(base, role, n - 4);
+	base[n - 4] = '\0';
+	return which;
 }
 
 static const char *const sv_kind_names[ARCH_SV_KINDS] = {"attn", "ffn", "head"};
@@ -291,6 +450,15 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 	if (arch_multipliers_parse(c->multipliers) < 0)
 		return sw_fail(err, SW_EDATA, "config: multipliers = '%s' (expected "
 			       ARCH_MULTIPLIERS_LIST ")", c->multipliers);
+	{
+		unsigned char mode[3];
+		char why[64];
+		if (arch_scale_reparam_parse(c->scale_reparam, mode, NULL, 0, why))
+			return sw_fail(err, SW_EDATA, "config: scale_reparam = '%s': %s", c->scale_reparam, why);
+	}
+	if (c->scale_reparam[0] && !c->scale_vectors)
+		return sw_fail(err, SW_EDATA, "config: scale_reparam = '%s' without scale vectors",
+			       c->scale_reparam);
 	if (c->scale_design[0]) {
 		struct arch_scale_design d;
 		char why[64];
@@ -468,6 +636,18 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 
 	if (!arch_role_find(t->role))
 		return SW_OK;
+	switch (arch_reparam_base(t->role, base, sizeof base)) {
+	case 1: {       /* a direction: its gain's shape */
+		struct sw_tensor_info g = *t;
+		snprintf(g.role, sizeof g.role, "%s", base);
+		return arch_check_shape(c, &g, err);
+	}
+	case 2:         /* a magnitude: one value */
+		if (t->rank == 0 || shape_is(t, 1, 1, 0))
+			return SW_OK;
+		sw_shape_format(t->rank, t->shape, got, sizeof got);
+		return sw_fail(err, SW_EDATA, "%s: shape %s is not one value", t->name, got);
+	}
 	sw_shape_format(t->rank, t->shape, got, sizeof got);
 	if (linear_dims(c, t->role, &dout, &din) == 0) {
 		/* embed is stored [V, D] like lm_head, not as its operator */

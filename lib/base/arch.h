@@ -36,6 +36,7 @@ struct sw_config {
 	int norm_everywhere;    /* RMSNorm also before o_proj and down_proj */
 	int scale_vectors;      /* RMSNorms have learnable gains (default 1) */
 	char scale_design[48];  /* "" or arch_scale_design_parse's canonical form */
+	char scale_reparam[32]; /* "" or arch_scale_reparam_parse's canonical form */
 };
 
 /* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,
@@ -88,6 +89,42 @@ struct arch_scale_design {
  * (a short phrase, len >= 64). */
 int arch_scale_design_parse(const char *spec, struct arch_scale_design *d, char *canon, size_t len,
 			    char *why);
+/*
+ * The scale-vectors paper's reparameterizations (section 3.3) of the
+ * gains of a block kind (arch_gain_kind: each norm's, and a design's
+ * X_gain_in, X_gain_out): the gain gamma (n values) is no longer trained
+ * itself but computed from a direction alpha (X_dir, n values) and a
+ * magnitude beta (X_mag, one):
+ *   or   gamma = beta alpha / rms(alpha)        (beta Norm(alpha), eq. 8)
+ *   er   gamma = e^beta e^(alpha - mean alpha)  (eq. 9)
+ * rms(a) = sqrt(mean a^2). Both start at gamma = 1: or from alpha = 1,
+ * beta = 1; er from alpha = 0, beta = 0. The checkpoint keeps alpha, beta
+ * and gamma (gamma as the gain's role, so that readers see the gain the
+ * model uses). A spec is "" (none), one for every kind ("or"), or
+ * KIND=R pairs ("attn=or,ffn=er"; kinds not named keep their gains);
+ * the canonical form (sw_config.scale_reparam) is the single name when
+ * every kind has the same, else the pairs in the order attn, ffn, head.
+ * Parse spec into mode[kind] and, with canon non-NULL, its canonical
+ * form (len >= sizeof sw_config.scale_reparam): 0, or -1 with a reason
+ * in why (len >= 64).
+ */
+enum arch_reparam { ARCH_REPARAM_NONE, ARCH_REPARAM_OR, ARCH_REPARAM_ER };
+#define ARCH_SCALE_REPARAMS "or, er, or KIND=R,... over attn, ffn, head"
+int arch_scale_reparam_parse(const char *spec, unsigned char mode[3], char *canon, size_t len,
+			     char *why);
+/* The block kind a gain role belongs to (attn: attn_norm, the q, k, v
+ * gains, q_norm, k_norm, v_norm, o_in_norm; ffn: ffn_norm, the gate and
+ * up gains, gate_norm, up_norm, down_in_norm; head: final_norm, the
+ * head's gains), or -1 for another role. */
+int arch_gain_kind(const char *role);
+/* The reparameterization spec gives a gain role: ARCH_REPARAM_*, NONE for
+ * a role that is no gain (or a spec that does not parse). */
+enum arch_reparam arch_reparam_of(const char *spec, const char *role);
+/* For a role X_dir (1) or X_mag (2), the gain X into base; 0 for another
+ * role (or a base longer than len). */
+int arch_reparam_base(const char *role, char *base, size_t len);
+
+
 /* The kind whose Pre-Norm a linear role reads (q, k, v: attn; gate, up:
  * ffn; lm_head: head), or -1. */
 int arch_sv_kind_of(const char *role);

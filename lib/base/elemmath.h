@@ -369,4 +369,150 @@ SW_HD static inline elem_real elem_mult_weff(elem_real w, elem_real row, elem_re
 	return w * (row * col);
 }
 
+/*
+ * A reparameterized gain (arch.h, scale_reparam: 1 or, 2 er) over its n
+ * values, serially and in double (one thread per gain on the device; a
+ * gain has at most d_ff values): gamma from the direction alpha and the
+ * magnitude beta,
+ *   or  gamma_i = beta alpha_i / r,            r = sqrt(mean alpha^2)
+ *   er  gamma_i = exp(beta + alpha_i - mean alpha);
+ * sw-convert exports the same gamma.
+ */
+SW_HD static inline void elem_sv_gamma(int mode, const elem_real *alpha, elem_real beta, int64_t n,
+				       elem_real *gamma)
+{
+	double s = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		s += mode == 1 ? (double)alpha[i] * alpha[i] : (double)alpha[i];
+	if (mode == 1) {
+		double r = sqrt(s / (double)n);
+		for (int64_t i = 0; i < n; i++)
+			gamma[i] = (elem_real)((double)beta * alpha[i] / r);
+	} else {
+		double mean = s / (double)n;
+		for (int64_t i = 0; i < n; i++)
+			gamma[i] = (elem_real)exp((double)beta + alpha[i] - mean);
+	}
+}
+
+/*
+ * Its backward: from g = dL/dgamma, alpha's and beta's gradients added
+ * (+=, as every gradient), and g cleared (the gain is not trained itself):
+ *   or  s = sum g_i alpha_i: dbeta = s / r,
+ *       dalpha_i = beta / r (g_i - alpha_i s / (n r^2))
+ *   er  t = sum g_i gamma_i: dbeta = t, dalpha_i = g_i gamma_i - t / n
+ */
+SW_HD static inline void elem_sv_backward(int mode, const elem_real *alpha, elem_real beta,
+					  const elem_real *gamma, elem_real *g, int64_t n,
+					  elem_real *dalpha, elem_real *dbeta)
+{
+	double s = 0, sq = 0;
+
+	if (mode == 1) {
+		double r;
+		for (int64_t i = 0; i < n; i++) {
+			s += (double)g[i] * alpha[i];
+			sq += (double)alpha[i] * alpha[i];
+		}
+		r = sqrt(sq / (double)n);
+		*dbeta += (elem_real)(s / r);
+		for (int64_t i = 0; i < n; i++)
+			dalpha[i] += (elem_real)((double)beta / r * (g[i] - alpha[i] * s / ((double)n * r * r)));
+	} else {
+		for (int64_t i = 0; i < n; i++)
+			s += (double)g[i] * gamma[i];
+		*dbeta += (elem_real)s;
+		for (int64_t i = 0; i < n; i++)
+			dalpha[i] += (elem_real)((double)g[i] * gamma[i] - s / (double)n);
+	}
+	for (int64_t i = 0; i < n; i++)
+		g[i] = 0;
+}
+
+/*
+ * The R-operator's (modelhvp.h) of a reparameterized gain. Its tangent
+ * along (ralpha, rbeta) (ralpha NULL: 0):
+ *   or  rgamma_i = (rbeta alpha_i + beta ralpha_i) / r - beta alpha_i rr / r^2,
+ *       rr = sum alpha_i ralpha_i / (n r)
+ *   er  rgamma_i = gamma_i (rbeta + ralpha_i - mean ralpha)
+ */
+SW_HD static inline void elem_sv_gamma_tangent(int mode, const elem_real *alpha, elem_real beta,
+					       const elem_real *gamma, const elem_real *ralpha,
+					       elem_real rbeta, int64_t n, elem_real *rgamma)
+{
+	double s = 0, sq = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		double ra = ralpha ? (double)ralpha[i] : 0;
+		s += mode == 1 ? (double)alpha[i] * ra : ra;
+		sq += (double)alpha[i] * alpha[i];
+	}
+	if (mode == 1) {
+		double r = sqrt(sq / (double)n), rr = s / ((double)n * r);
+		for (int64_t i = 0; i < n; i++) {
+			double ra = ralpha ? (double)ralpha[i] : 0;
+			rgamma[i] = (elem_real)(((double)rbeta * alpha[i] + (double)beta * ra) / r -
+						(double)beta * alpha[i] * rr / (r * r));
+		}
+	} else {
+		double mean = s / (double)n;
+		for (int64_t i = 0; i < n; i++)
+			rgamma[i] = (elem_real)((double)gamma[i] *
+						((double)rbeta + (ralpha ? (double)ralpha[i] : 0) - mean));
+	}
+}
+
+/*
+ * The R-operator of elem_sv_backward: from g = dL/dgamma (NULL: 0, the
+ * Gauss-Newton product, which leaves out gamma's own curvature), its
+ * tangent rg = R{dL/dgamma} and the tangents of alpha, beta (ralpha NULL:
+ * 0) and gamma, the tangents of alpha's and beta's gradients, written
+ * (=; rdalpha NULL: beta's alone): with s, r as elem_sv_backward's, c = beta / r,
+ * u_i = g_i - alpha_i s / (n r^2),
+ *   or  R{dbeta} = R{s} / r - s R{r} / r^2,
+ *       R{dalpha_i} = R{c} u_i + c R{u_i}
+ *   er  t = sum g_i gamma_i: R{dbeta} = R{t},
+ *       R{dalpha_i} = rg_i gamma_i + g_i rgamma_i - R{t} / n
+ */
+SW_HD static inline void elem_sv_backward_tangent(int mode, const elem_real *alpha, elem_real beta,
+						  const elem_real *gamma, const elem_real *g,
+						  const elem_real *rg, const elem_real *ralpha,
+						  elem_real rbeta, const elem_real *rgamma, int64_t n,
+						  elem_real *rdalpha, elem_real *rdbeta)
+{
+	double nn = (double)n;
+
+	if (mode == 1) {
+		double s = 0, rs = 0, sq = 0, ar = 0, r, rr, c, rc;
+		for (int64_t i = 0; i < n; i++) {
+			double gi = g ? (double)g[i] : 0, ra = ralpha ? (double)ralpha[i] : 0;
+			s += gi * alpha[i];
+			rs += (double)rg[i] * alpha[i] + gi * ra;
+			sq += (double)alpha[i] * alpha[i];
+			ar += (double)alpha[i] * ra;
+		}
+		r = sqrt(sq / nn);
+		rr = ar / (nn * r);
+		c = (double)beta / r;
+		rc = (double)rbeta / r - (double)beta * rr / (r * r);
+		*rdbeta = (elem_real)(rs / r - s * rr / (r * r));
+		for (int64_t i = 0; rdalpha && i < n; i++) {
+			double gi = g ? (double)g[i] : 0, ra = ralpha ? (double)ralpha[i] : 0;
+			double u = gi - alpha[i] * s / (nn * r * r);
+			double ru = (double)rg[i] - (ra * s + alpha[i] * rs) / (nn * r * r) +
+				    2 * alpha[i] * s * rr / (nn * r * r * r);
+			rdalpha[i] = (elem_real)(rc * u + c * ru);
+		}
+	} else {
+		double rt = 0;
+		for (int64_t i = 0; i < n; i++)
+			rt += (double)rg[i] * gamma[i] + (g ? (double)g[i] * rgamma[i] : 0);
+		*rdbeta = (elem_real)rt;
+		for (int64_t i = 0; rdalpha && i < n; i++)
+			rdalpha[i] = (elem_real)((double)rg[i] * gamma[i] +
+						 (g ? (double)g[i] * rgamma[i] : 0) - rt / nn);
+	}
+}
+
 #endif

@@ -75,19 +75,23 @@ static int role_known(const struct sw_select *s, const char *role)
 	return 0;
 }
 
-/* "embed, embed_mult, ..., other" and the tool's own roles */
+/* "embed, embed_mult, ..., other" and the tool's own roles; the
+ * reparameterized gains' directions and magnitudes (one pair per gain,
+ * arch.h) said once at the end, so that the line stays readable */
 static void role_list(const struct sw_select *s, char *buf, size_t len)
 {
 	const struct arch_role *r;
+	char gain[SW_ROLE_MAX];
 	size_t n = 0;
 
 	buf[0] = '\0';
 	for (size_t i = 0; (r = arch_role_at(i)) && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s, ", r->name);
+		if (!arch_reparam_base(r->name, gain, sizeof gain))
+			n += (size_t)snprintf(buf + n, len - n, "%s, ", r->name);
 	for (const char *const *t = s->tool_roles; t && *t && n < len; t++)
 		n += (size_t)snprintf(buf + n, len - n, "%s, ", *t);
 	if (n < len)
-		snprintf(buf + n, len - n, "%s", ARCH_ROLE_OTHER);
+		snprintf(buf + n, len - n, "%s, and G_dir, G_mag of each gain G", ARCH_ROLE_OTHER);
 }
 
 static int add_role(struct sw_select *s, const char *item, struct sw_err *err)

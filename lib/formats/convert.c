@@ -231,6 +231,16 @@ static int fold_multipliers(struct ckpt *ck, const struct sw_tensor_info *t, con
 	return rc;
 }
 
+/* A reparameterized gain's direction or magnitude (arch.h): the export
+ * has the gain they give (the checkpoint keeps it beside them), not them. */
+static int reparam_part(const struct ckpt *ck, const struct sw_tensor_info *t)
+{
+	char base[SW_ROLE_MAX];
+
+	return arch_reparam_base(t->role, base, sizeof base) &&
+	       arch_reparam_of(ckpt_meta(ck)->config.scale_reparam, base);
+}
+
 /* What Hugging Face Llama cannot hold: the tensor, or the option, named. */
 static int check_representable(const struct ckpt *ck, struct sw_err *err)
 {
@@ -247,7 +257,8 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 			       "such norm", c->scale_design, c->arch);
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
-		if (convert_hf_has_role(c->arch, t->role) || foldable_multiplier(ck, t))
+		if (convert_hf_has_role(c->arch, t->role) || foldable_multiplier(ck, t) ||
+		    reparam_part(ck, t))
 			continue;
 		if (t->block == SW_BLOCK_MULT)
 			return sw_fail(err, SW_EDATA,
@@ -620,12 +631,13 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 	if (!rc)
 		rc = ckpt_attrs(ck, &all, err);
 	/* the root, /config, /optim, /metrics: what a model needs, not how to
-	 * resume it; not a scale design, whose gains are folded (below) */
+	 * resume it; not a scale design, whose gains are folded (below), nor
+	 * a reparameterization, whose gains are exported as they are */
 	for (size_t i = 0; !rc && i < all->n; i++)
 		if (attrmap_parse_key(all->kv[i].key, obj, sizeof obj, attr, sizeof attr) == 0 &&
 		    (!strcmp(obj, "/") || !strcmp(obj, "/config") || !strcmp(obj, "/optim") ||
 		     !strcmp(obj, "/metrics")) &&
-		    (strcmp(obj, "/config") || strcmp(attr, "scale_design")))
+		    (strcmp(obj, "/config") || (strcmp(attr, "scale_design") && strcmp(attr, "scale_reparam"))))
 			rc = attrmap_set(&global, all->kv[i].key, all->kv[i].value, err);
 	/* the multipliers and a scale design's gains are folded: the export
 	 * has neither, and every Pre-Norm has its gain */
@@ -638,7 +650,7 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 		if (!keep || !infos)
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		for (size_t i = 0; !rc && i < count; i++)
-			if (!foldable_multiplier(ck, ckpt_info(ck, i))) {
+			if (!foldable_multiplier(ck, ckpt_info(ck, i)) && !reparam_part(ck, ckpt_info(ck, i))) {
 				infos[nkeep] = *ckpt_info(ck, i);
 				keep[nkeep++] = i;
 			}

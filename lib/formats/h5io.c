@@ -308,7 +308,8 @@ int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 	    (rc = h5io_put_i64(g, "norm_everywhere", c->norm_everywhere, err)) ||
 	    (rc = h5io_put_i64(g, "scale_vectors", c->scale_vectors, err)) ||
 	    /* only where a design is chosen: files without one stay as they were */
-	    (c->scale_design[0] && (rc = h5io_put_str(g, "scale_design", c->scale_design, err)))) {
+	    (c->scale_design[0] && (rc = h5io_put_str(g, "scale_design", c->scale_design, err))) ||
+	    (c->scale_reparam[0] && (rc = h5io_put_str(g, "scale_reparam", c->scale_reparam, err)))) {
 		/* rc says which failed */
 	}
 	H5Gclose(g);
@@ -318,7 +319,7 @@ int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err *err)
 {
 	hid_t g;
-	int rc, present;
+	int rc, present, head_dim_present;
 	int64_t v;
 
 	if ((rc = h5io_hard_path(file, "/config", &present, err)))
@@ -347,7 +348,7 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 	if ((rc = h5io_get_i64(g, "/config", "qk_norm", &v, NULL, err)) ||
 	    (rc = h5io_get_str(g, "/config", "multipliers", c->multipliers,
 			       sizeof c->multipliers, NULL, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "head_dim", &c->head_dim, &present, err)))
+	    (rc = h5io_get_i64(g, "/config", "head_dim", &c->head_dim, &head_dim_present, err)))
 		goto out;
 	c->qk_norm = v != 0;
 	if ((rc = h5io_get_i64(g, "/config", "norm_everywhere", &v, &present, err)))
@@ -357,6 +358,8 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 		goto out;
 	c->scale_vectors = !present || v != 0;
 	if ((rc = h5io_get_str(g, "/config", "scale_design", c->scale_design, sizeof c->scale_design,
+			       &present, err)) ||
+	    (rc = h5io_get_str(g, "/config", "scale_reparam", c->scale_reparam, sizeof c->scale_reparam,
 			       &present, err)))
 		goto out;
 	if (!arch_supported(c->arch)) {
@@ -364,7 +367,7 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 			     c->arch, ARCH_SUPPORTED_LIST);
 		goto out;
 	}
-	if (!present && (rc = arch_default_head_dim(c, err))) {
+	if (!head_dim_present && (rc = arch_default_head_dim(c, err))) {
 		sw_err_prefix(err, "/config");
 		goto out;
 	}

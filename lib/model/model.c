@@ -577,6 +577,37 @@ static int add_tensor(struct model *m, const char *role, int layer, int rank,
 	return SW_OK;
 }
 
+/* A gain of n values (a norm's, or a design's X_gain_in or X_gain_out)
+ * and, under a reparameterization, its direction and magnitude after it
+ * (arch.h); its index in *index. */
+static int add_gain(struct model *m, const char *role, int layer, int64_t n, int *index,
+		    struct sw_err *err)
+{
+	enum arch_reparam mode = arch_reparam_of(m->c.scale_reparam, role);
+	char r[SW_ROLE_MAX];
+	int rc;
+
+	*index = m->ntensors;
+	if ((rc = add_tensor(m, role, layer, 1, n, 0, err)) || !mode)
+		return rc;
+	snprintf(r, sizeof r, "%s_dir", role);
+	if ((rc = add_tensor(m, r, layer, 1, n, 0, err)))
+		return rc;
+	snprintf(r, sizeof r, "%s_mag", role);
+	if ((rc = add_tensor(m, r, layer, 1, 1, 0, err)))
+		return rc;
+	if (m->reparams) {
+		struct model_reparam *p = &m->reparams[m->nreparams];
+		p->gain = *index;
+		p->dir = *index + 1;
+		p->mag = *index + 2;
+		p->mode = mode;
+		m->tensors[p->gain].derived = 1;
+	}
+	m->nreparams++;
+	return SW_OK;
+}
+
 /* The multiplier mode of linear `role`: the learnable multipliers' (every
  * linear but the embedding), or the scale design's gains of a Pre-Norm's
  * reader (in: a column gain, out: a row gain, both: rowcol). */
@@ -600,7 +631,8 @@ static int add_linear(struct model *m, const char *role, int layer, int64_t dout
 	enum mult_mode mode = linear_mode(m, role);
 	int gains = m->mult == MULT_NONE;
 	char mrole[SW_ROLE_MAX];
-	struct model_linear *l;
+	/* while model_build counts, the layer's fields go nowhere */
+	struct model_linear counting, *l = m->tensors ? &m->linears[m->nlinears] : &counting;
 	int rc;
 
 	if (m->tensors && m->nlinears >= m->linears_cap)
@@ -608,29 +640,23 @@ static int add_linear(struct model *m, const char *role, int layer, int64_t dout
 			       m->linears_cap);
 	if ((rc = add_tensor(m, role, layer, 2, dout, din, err)))
 		return rc;
-	if (!m->tensors) {      /* counting: the weight, and its multipliers */
-		m->nlinears++;
-		m->ntensors += (mode != MULT_NONE) + (mode == MULT_ROWCOL);
-		return SW_OK;
-	}
-	l = &m->linears[m->nlinears];
 	l->tensor = m->ntensors - 1;
 	l->mult_tensor = l->col_tensor = -1;
 	l->mode = mode;
 	l->dout = dout;
 	l->din = din;
-	m->tensors[l->tensor].linear = m->nlinears;
+	if (m->tensors)
+		m->tensors[l->tensor].linear = m->nlinears;
 	if (gains && (mode == MULT_COL || mode == MULT_ROWCOL)) {
 		snprintf(mrole, sizeof mrole, "%s_gain_in", role);
-		if ((rc = add_tensor(m, mrole, layer, 1, din, 0, err)))
+		if ((rc = add_gain(m, mrole, layer, din,
+				   mode == MULT_COL ? &l->mult_tensor : &l->col_tensor, err)))
 			return rc;
-		*(mode == MULT_COL ? &l->mult_tensor : &l->col_tensor) = m->ntensors - 1;
 	}
 	if (gains && (mode == MULT_ROW || mode == MULT_ROWCOL)) {
 		snprintf(mrole, sizeof mrole, "%s_gain_out", role);
-		if ((rc = add_tensor(m, mrole, layer, 1, dout, 0, err)))
+		if ((rc = add_gain(m, mrole, layer, dout, &l->mult_tensor, err)))
 			return rc;
-		l->mult_tensor = m->ntensors - 1;
 	}
 	if (!gains) {
 		int64_t n = mode == MULT_SCALAR ? 1 : mode == MULT_COL ? din : dout;
@@ -653,7 +679,7 @@ static int enumerate(struct model *m, struct sw_err *err)
 {
 	const struct sw_config *c = &m->c;
 	int64_t C = c->d_model, Q = c->n_heads * c->head_dim, K = c->n_kv_heads * c->head_dim;
-	int gains = c->scale_vectors, rc = SW_OK;
+	int gains = c->scale_vectors, rc = SW_OK, i;
 	/* the Pre-Norms' shared gains, unless the scale design moved them to
 	 * the readers */
 	int attn_gain = gains && m->design.shared[ARCH_SV_ATTN],
@@ -662,37 +688,37 @@ static int enumerate(struct model *m, struct sw_err *err)
 
 	rc = add_tensor(m, "embed", -1, 2, c->vocab_size, C, err);
 	for (int l = 0; l < c->n_layers && !rc; l++) {
-		if (attn_gain && (rc = add_tensor(m, "attn_norm", l, 1, C, 0, err)))
+		if (attn_gain && (rc = add_gain(m, "attn_norm", l, C, &i, err)))
 			break;
 		if ((rc = add_linear(m, "q", l, Q, C, err)) || (rc = add_linear(m, "k", l, K, C, err)) ||
 		    (rc = add_linear(m, "v", l, K, C, err)))
 			break;
 		if (c->qk_norm && gains &&
-		    ((rc = add_tensor(m, "q_norm", l, 1, c->head_dim, 0, err)) ||
-		     (rc = add_tensor(m, "k_norm", l, 1, c->head_dim, 0, err))))
+		    ((rc = add_gain(m, "q_norm", l, c->head_dim, &i, err)) ||
+		     (rc = add_gain(m, "k_norm", l, c->head_dim, &i, err))))
 			break;
-		if (m->design.dnp[ARCH_SV_ATTN] && (rc = add_tensor(m, "v_norm", l, 1, c->head_dim, 0, err)))
+		if (m->design.dnp[ARCH_SV_ATTN] && (rc = add_gain(m, "v_norm", l, c->head_dim, &i, err)))
 			break;
-		if (c->norm_everywhere && gains && (rc = add_tensor(m, "o_in_norm", l, 1, Q, 0, err)))
+		if (c->norm_everywhere && gains && (rc = add_gain(m, "o_in_norm", l, Q, &i, err)))
 			break;
 		if ((rc = add_linear(m, "o", l, C, Q, err)))
 			break;
-		if (ffn_gain && (rc = add_tensor(m, "ffn_norm", l, 1, C, 0, err)))
+		if (ffn_gain && (rc = add_gain(m, "ffn_norm", l, C, &i, err)))
 			break;
 		if ((rc = add_linear(m, "gate", l, c->d_ff, C, err)) ||
 		    (rc = add_linear(m, "up", l, c->d_ff, C, err)))
 			break;
 		if (m->design.dnp[ARCH_SV_FFN] &&
-		    ((rc = add_tensor(m, "gate_norm", l, 1, c->d_ff, 0, err)) ||
-		     (rc = add_tensor(m, "up_norm", l, 1, c->d_ff, 0, err))))
+		    ((rc = add_gain(m, "gate_norm", l, c->d_ff, &i, err)) ||
+		     (rc = add_gain(m, "up_norm", l, c->d_ff, &i, err))))
 			break;
 		if (c->norm_everywhere && gains &&
-		    (rc = add_tensor(m, "down_in_norm", l, 1, c->d_ff, 0, err)))
+		    (rc = add_gain(m, "down_in_norm", l, c->d_ff, &i, err)))
 			break;
 		rc = add_linear(m, "down", l, C, c->d_ff, err);
 	}
 	if (!rc && final_gain)
-		rc = add_tensor(m, "final_norm", -1, 1, C, 0, err);
+		rc = add_gain(m, "final_norm", -1, C, &i, err);
 	if (!rc && !c->tie_embeddings)
 		rc = add_linear(m, "lm_head", -1, c->vocab_size, C, err);
 	return rc;
@@ -774,9 +800,11 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 	m->ntensors = m->nlinears = 0;
 	m->tensors = calloc((size_t)m->tensors_cap + 1, sizeof *m->tensors);
 	m->linears = calloc((size_t)m->linears_cap + 1, sizeof *m->linears);
+	m->reparams = calloc((size_t)m->nreparams + 1, sizeof *m->reparams);
+	m->nreparams = 0;
 	m->p.layer = calloc((size_t)c->n_layers, sizeof *m->p.layer);
 	m->g.layer = calloc((size_t)c->n_layers, sizeof *m->g.layer);
-	if (!m->tensors || !m->linears || !m->p.layer || !m->g.layer) {
+	if (!m->tensors || !m->linears || !m->reparams || !m->p.layer || !m->g.layer) {
 		model_free(m);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
@@ -833,6 +861,7 @@ void model_free(struct model *m)
 {
 	free(m->tensors);
 	free(m->linears);
+	free(m->reparams);
 	free(m->params);
 	free(m->grads);
 	free(m->w_eff);
@@ -865,6 +894,14 @@ void model_init(struct model *m, uint64_t seed)
 			for (size_t k = 0; k < t->numel; k++)
 				p[k] = 1;
 		}
+	}
+	/* er's gamma = 1 is alpha = 0, beta = 0 (or's is alpha = 1, beta = 1) */
+	for (int i = 0; i < m->nreparams; i++) {
+		const struct model_tensor *d = &m->tensors[m->reparams[i].dir];
+		if (m->reparams[i].mode != ARCH_REPARAM_ER)
+			continue;
+		memset(m->params + d->offset, 0, d->numel * sizeof(real));
+		m->params[m->tensors[m->reparams[i].mag].offset] = 0;
 	}
 }
 
@@ -1020,8 +1057,19 @@ void model_timing_lap(struct model_timing *t, enum model_phase phase)
 /* the time since the last lap to a phase (model_timing_lap) */
 #define LAP(phase) model_timing_lap(&m->timing, MODEL_PHASE_##phase)
 
+void model_update_gains(struct model *m)
+{
+	for (int i = 0; i < m->nreparams; i++) {
+		const struct model_reparam *r = &m->reparams[i];
+		const struct model_tensor *g = &m->tensors[r->gain];
+		elem_sv_gamma((int)r->mode, m->params + m->tensors[r->dir].offset,
+			      m->params[m->tensors[r->mag].offset], (int64_t)g->numel, m->params + g->offset);
+	}
+}
+
 void model_update_effective(struct model *m)
 {
+	model_update_gains(m);
 	/* W_eff = the multipliers (or gains) applied to W */
 	for (int i = 0; m->eff && i < m->nlinears; i++) {
 		const struct model_linear *l = &m->linears[i];
@@ -1243,7 +1291,7 @@ static void cpu_embed_backward(void *ctx, real *dembed, const real *dout, const 
  * takes (an exchange between processes) is no phase's: "other". */
 static void grads_ready(struct model *m, int l, int at_end)
 {
-	if (m->grads_ready && m->eff == at_end) {
+	if (m->grads_ready && (m->eff || m->nreparams) == at_end) {
 		m->grads_ready(m->grads_ready_ctx, l);
 		model_timing_mark(&m->timing);
 	}
@@ -1269,6 +1317,15 @@ static void cpu_mult_backward(void *ctx)
 		model_linear_mult_grads(m, l, m->grads, &drow, &dcol);
 		mult_backward(m->grads + wt->offset, drow, dcol, m->dw_eff + m->eff_offset[i],
 			      m->params + wt->offset, model_linear_mult_view(m, l, m->params), l->dout, l->din);
+	}
+	/* the reparameterized gains' gradients on to their directions and
+	 * magnitudes */
+	for (int i = 0; !m->keep_gain_grads && i < m->nreparams; i++) {
+		const struct model_reparam *r = &m->reparams[i];
+		const struct model_tensor *g = &m->tensors[r->gain], *d = &m->tensors[r->dir];
+		elem_sv_backward((int)r->mode, m->params + d->offset, m->params[m->tensors[r->mag].offset],
+				 m->params + g->offset, m->grads + g->offset, (int64_t)g->numel,
+				 m->grads + d->offset, m->grads + m->tensors[r->mag].offset);
 	}
 	for (int l = (int)m->c.n_layers; l >= -1; l--)
 		grads_ready(m, l, 1);

@@ -53,6 +53,16 @@ struct model_tensor {
 	size_t offset;                  /* into params, grads, moments */
 	size_t numel;
 	int linear;                     /* index into the model's linears, or -1 */
+	int derived;                    /* a reparameterized gain: computed, not trained */
+};
+
+/* A gain under a reparameterization (c.scale_reparam, arch.h): the gain
+ * tensor gamma, which model_update_effective computes from its direction
+ * alpha and magnitude beta, and whose gradient the backward pass hands
+ * on to them (the gain's own gradient stays 0). */
+struct model_reparam {
+	int gain, dir, mag;             /* indices into tensors */
+	enum arch_reparam mode;         /* OR or ER */
 };
 
 /* A linear layer y = W_eff x: W (dout, din), its multiplier (scalar, row
@@ -160,6 +170,10 @@ struct model {
 	enum mult_mode mult;            /* the learnable multipliers' (every linear but the embedding) */
 	struct arch_scale_design design;  /* the scale design's gains (c.scale_design) */
 	int eff;                        /* some linear has multipliers or gains: w_eff, dw_eff */
+	int nreparams;
+	struct model_reparam *reparams; /* (nreparams) the gains c.scale_reparam reparameterizes */
+	int keep_gain_grads;            /* model_backward leaves dL/dgamma in those gains' own
+					   gradients, not handed on (the Hessian needs it) */
 	/* tensors */
 	int ntensors, tensors_cap;
 	struct model_tensor *tensors;   /* NULL while model_build counts them */
@@ -244,10 +258,14 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
  * loss on every device, so that a GPU run's equals the CPU's. */
 double model_mean_loss(const real *losses, size_t n);
 
-/* Recompute the effective weights (multipliers applied) from the
- * parameters; model_forward does it first. Call after an update when the
- * effective weights are read before the next forward (trace statistics). */
+/* Recompute the reparameterized gains from their directions and
+ * magnitudes, then the effective weights (multipliers and gains applied)
+ * from the parameters; model_forward does it first. Call after an update
+ * when the gains or effective weights are read before the next forward
+ * (trace statistics, a checkpoint). */
 void model_update_effective(struct model *m);
+/* The reparameterized gains alone (before a checkpoint is written). */
+void model_update_gains(struct model *m);
 
 /* Zero every gradient. */
 void model_zero_grad(struct model *m);

@@ -58,6 +58,48 @@ int model_rop_first(const struct model *m, const unsigned char *want)
 	return first;
 }
 
+void model_rop_gains_tangent(const struct model *m, real *v, const unsigned char *want,
+			     unsigned char *rop_want)
+{
+	for (int i = 0; i < m->ntensors; i++)
+		rop_want[i] = want ? want[i] : 1;
+	for (int i = 0; i < m->nreparams; i++) {
+		const struct model_reparam *r = &m->reparams[i];
+		const struct model_tensor *g = &m->tensors[r->gain], *d = &m->tensors[r->dir],
+					  *b = &m->tensors[r->mag];
+		int wd = !want || want[r->dir], wb = !want || want[r->mag];
+		if (!wd && !wb) {
+			rop_want[r->gain] = 0;
+			continue;
+		}
+		elem_sv_gamma_tangent((int)r->mode, m->params + d->offset, m->params[b->offset],
+				      m->params + g->offset, wd ? v + d->offset : NULL,
+				      wb ? v[b->offset] : 0, (int64_t)g->numel, v + g->offset);
+		rop_want[r->gain] = 1;
+	}
+}
+
+void model_rop_gains_backward(const struct model *m, const real *v, real *hv, const real *gain_grads,
+			      const unsigned char *want)
+{
+	for (int i = 0; i < m->nreparams; i++) {
+		const struct model_reparam *r = &m->reparams[i];
+		const struct model_tensor *g = &m->tensors[r->gain], *d = &m->tensors[r->dir],
+					  *b = &m->tensors[r->mag];
+		int wd = !want || want[r->dir], wb = !want || want[r->mag];
+		real rdbeta;
+		if (!wd && !wb)
+			continue;
+		/* the entries of a tensor not wanted are left as they are */
+		elem_sv_backward_tangent((int)r->mode, m->params + d->offset, m->params[b->offset],
+					 m->params + g->offset, gain_grads ? gain_grads + g->offset : NULL,
+					 hv + g->offset, wd ? v + d->offset : NULL, wb ? v[b->offset] : 0,
+					 v + g->offset, (int64_t)g->numel, wd ? hv + d->offset : NULL, &rdbeta);
+		if (wb)
+			hv[b->offset] = rdbeta;
+	}
+}
+
 /* Layer l's pointers of all (rm's weights or gradients), NULL where v
  * does not reach. */
 static void rop_layer_views(const struct model *m, const unsigned char *want,

@@ -66,6 +66,24 @@ void model_rop_backward(struct model *m, struct model *rm, const int *tokens, co
  * out as m's (a device maps them after).
  */
 int model_rop_first(const struct model *m, const unsigned char *want);
+
+/*
+ * The reparameterized gains (model.h's reparams) around the products, on
+ * flat blocks laid out as m's params (the CPU's rm->params and rm->grads,
+ * or a device's host copies): v and H v over the trained tensors (want),
+ * each gain computed from its direction alpha and magnitude beta.
+ * model_rop_gains_tangent, before the products: each gain's tangent
+ * R{gamma} into v from the tangents of its alpha and beta, and the gain
+ * flagged in rop_want (want, and those gains), the want to run the
+ * products with. model_rop_gains_backward, after them: H v's entries of
+ * alpha and beta from R{dL/dgamma} (hv's gain entries), written; for the
+ * Hessian gain_grads holds the batch's dL/dgamma (model_backward with
+ * keep_gain_grads), for Gauss-Newton NULL.
+ */
+void model_rop_gains_tangent(const struct model *m, real *v, const unsigned char *want,
+			     unsigned char *rop_want);
+void model_rop_gains_backward(const struct model *m, const real *v, real *hv, const real *gain_grads,
+			      const unsigned char *want);
 /* does v move tensor i (or, for a linear, its multipliers)? */
 int model_rop_wanted(const struct model *m, const unsigned char *want, int i);
 void model_rop_views(const struct model *m, const unsigned char *want, const struct model_ptrs *rp,

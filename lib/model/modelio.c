@@ -2,6 +2,7 @@
 #include "modelio.h"
 #include "../formats/ckpt.h"
 #include "../formats/h5write.h"
+#include "../analysis/scalevec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -82,6 +83,15 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 			optim_tensor_hparams(&o->cfg, &t, last, &t.lr, &t.wd, &t.wd_mode);
 		if ((rc = h5w_write_tensor(w, "/params", &t, p, 1, err)))
 			goto fail;
+		if (scalevec_is_scale_vector(&t)) {
+			/* the scale-vectors paper's classification beside norm_type */
+			char path[SW_NAME_MAX + 16];
+			snprintf(path, sizeof path, "/params/%s", t.name);
+			if ((rc = h5w_obj_str(w, path, "branch", scalevec_branch(t.role), err)) ||
+			    (rc = h5w_obj_str(w, path, "placement", scalevec_placement(&t), err)) ||
+			    (rc = h5w_obj_str(w, path, "param", scalevec_param(&t, m->tensors[i].derived), err)))
+				goto fail;
+		}
 		if (x && x->save_grads &&
 		    (rc = h5w_write_tensor(w, "/grads", &t, m->grads + m->tensors[i].offset, 0, err)))
 			goto fail;
@@ -172,6 +182,19 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err)
 				     ckpt_info(ck, (size_t)k)->name, bad, mt->numel);
 			goto out;
 		}
+	}
+	/* the reparameterized gains from their directions and magnitudes: a
+	 * direction of zeros (OR divides by its RMS) or a magnitude ER
+	 * overflows gives no gain */
+	model_update_gains(m);
+	for (int i = 0; i < m->nreparams; i++) {
+		const struct model_tensor *g = &m->tensors[m->reparams[i].gain];
+		for (size_t j = 0; j < g->numel; j++)
+			if (!isfinite(m->params[g->offset + j])) {
+				rc = sw_fail(err, SW_EDATA, "%s: its direction and magnitude give a gain "
+					     "that is not finite", g->info.name);
+				goto out;
+			}
 	}
 out:
 	if (rc && m->tensors)

@@ -92,7 +92,8 @@ static double lr_min_of(const struct optim_config *oc)
 
 double optim_schedule(const struct optim_config *oc, int64_t step)
 {
-	double lo = lr_min_of(oc) / oc->lr, p;
+	/* --lr 0 (a run that only evaluates) has no ratio: 0, not 0/0 */
+	double lo = oc->lr > 0 ? lr_min_of(oc) / oc->lr : 0, p;
 	int64_t start;
 
 	if (step < oc->warmup)
@@ -416,6 +417,8 @@ void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scal
 		size_t k = mt->offset - o->base;        /* the tensor's moments */
 		struct optim_plan pl = optim_tensor_plan(&o->cfg, t, step, clip_scale);
 
+		if (mt->derived)        /* a gain its direction and magnitude give */
+			continue;
 		switch (pl.update) {
 		case OPTIM_UPDATE_SCION:
 			scion_tensor(o, p, g, o->m + k, t, &pl);

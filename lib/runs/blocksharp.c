@@ -286,6 +286,7 @@ int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
 	e->has_step = ckpt_meta(ck)->has_step;
 	e->step = ckpt_meta(ck)->step;
 	e->tokens = ckpt_meta(ck)->tokens;
+	snprintf(e->reparam, sizeof e->reparam, "%s", ckpt_meta(ck)->config.scale_reparam);
 	/* --data given is data to use: a checkpoint's /fisher only without it */
 	if (!o->recompute && !o->dump && !o->data)
 		rc = from_fisher(ck, e, &have, err);
@@ -306,7 +307,8 @@ static int64_t gather(const struct blocksharp_estimate *e, const struct sw_selec
 	for (int i = 0; i < e->n; i++) {
 		const struct sw_tensor_info *t = &e->info[i];
 		if ((block >= 0 && (int)t->block != block) || (layer != -2 && t->layer != layer) ||
-		    (tensor >= 0 && i != tensor) || !select_match_info(sel, t))
+		    (tensor >= 0 && i != tensor) || !select_match_info(sel, t) ||
+		    arch_reparam_of(e->reparam, t->role))
 			continue;
 		memcpy(vals + n, e->h + e->offset[i], (size_t)t->numel * sizeof *vals);
 		n += t->numel;

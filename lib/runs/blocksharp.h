@@ -86,6 +86,8 @@ struct blocksharp_estimate {
 	size_t *offset;                 /* (n) into h */
 	float *h;
 	int64_t total;                  /* parameters */
+	char reparam[32];               /* the config's scale_reparam: the gains it
+					   reparameterizes are left out (arch_reparam_of) */
 	int has_step;            /* step and tokens known */
 	int64_t step, tokens;
 	const char *source;             /* "fisher" or "computed" */

@@ -30,6 +30,10 @@ struct hop {
 	struct gpu_model *gpu;          /* --device: the products there, else NULL */
 	real *v, *hv;                   /* with gpu: (nparams) host vectors */
 	const float *dscale;            /* (nparams) P^-1/2, or NULL */
+	/* reparameterized gains (modelhvp.h's model_rop_gains_*): the want
+	 * the products run with, and the batch's dL/dgamma (NULL for G) */
+	unsigned char *rop_want;        /* (ntensors) */
+	const real *gain_grads;         /* (nparams) */
 	struct hessian_block *b;
 	hessian_progress_fn progress;
 	void *pctx;
@@ -58,9 +62,11 @@ static int block_product(void *vctx, const double *x, double *y, struct sw_err *
 		for (size_t k = 0; k < t->numel; k++, pos++)
 			v[t->offset + k] = (real)(x[pos] * (h->dscale ? h->dscale[t->offset + k] : 1));
 	}
+	if (m->nreparams)
+		model_rop_gains_tangent(m, v, h->want, h->rop_want);
 	if (h->gpu) {
 		double loss;
-		rc = gpumodel_hvp_begin(h->gpu, v, h->want, err);
+		rc = gpumodel_hvp_begin(h->gpu, v, m->nreparams ? h->rop_want : h->want, err);
 		for (int k = 0; k < h->nmb && !rc; k++) {
 			if (!h->kept)
 				rc = gpumodel_forward(h->gpu, h->tok + (size_t)k * Nmb, h->tgt + (size_t)k * Nmb,
@@ -76,10 +82,13 @@ static int block_product(void *vctx, const double *x, double *y, struct sw_err *
 			const int *tok = h->tok + (size_t)k * Nmb, *tgt = h->tgt + (size_t)k * Nmb;
 			if (!h->kept)
 				model_forward(m, tok, tgt, mb, T);
-			model_rop_forward(m, rm, tok, h->want);
-			model_rop_backward(m, rm, tok, tgt, (double)Nmb / N, h->gn, h->want, h->dlogits);
+			model_rop_forward(m, rm, tok, m->nreparams ? h->rop_want : h->want);
+			model_rop_backward(m, rm, tok, tgt, (double)Nmb / N, h->gn,
+					   m->nreparams ? h->rop_want : h->want, h->dlogits);
 		}
 	}
+	if (m->nreparams)
+		model_rop_gains_backward(m, v, hv, h->gn ? NULL : h->gain_grads, h->want);
 	pos = 0;
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
@@ -156,13 +165,15 @@ static int plan_blocks(const struct model *m, const struct sw_select *sel, enum 
 			for (int i = 0; i < nt; i++) {
 				const struct sw_tensor_info *t = &m->tensors[i].info;
 				int key_layer = by == HESSIAN_BY_TYPE || by == HESSIAN_BY_WHOLE ? -1 : t->layer;
+				/* a reparameterized gain is no parameter (its direction
+				 * and magnitude are) */
 				if (by == HESSIAN_BY_TENSOR || (int)t->block != bt || key_layer != l ||
-				    !select_match_info(sel, t))
+				    !select_match_info(sel, t) || m->tensors[i].derived)
 					continue;
 				order[no++] = i;
 			}
 	for (int i = 0; by == HESSIAN_BY_TENSOR && i < nt; i++)
-		if (select_match_info(sel, &m->tensors[i].info))
+		if (select_match_info(sel, &m->tensors[i].info) && !m->tensors[i].derived)
 			order[no++] = i;
 	r->selected = no;
 	for (int k = 0; k < no; k++) {
@@ -366,6 +377,49 @@ out:
 	return rc;
 }
 
+/*
+ * The batch's dL/dgamma of the reparameterized gains, for the Hessian's
+ * second derivatives of gamma(alpha, beta) (modelhvp.h): a primal pass
+ * over every micro-batch, each Nmb/N of the mean as the products weigh
+ * them, the gains' gradients kept (keep_gain_grads). NULL without such
+ * gains or for Gauss-Newton, which leaves that curvature out.
+ */
+static int gains_gradient(struct blocksharp_setup *su, struct gpu_model *gpu, const int *tok,
+			  const int *tgt, int gauss_newton, real **out, struct sw_err *err)
+{
+	struct model *m = &su->m;
+	int T = su->T, mb = su->mb, Nmb = mb * T, nmb = su->B / su->mb, rc = SW_OK;
+
+	*out = NULL;
+	if (!m->nreparams || gauss_newton)
+		return SW_OK;
+	if (!(*out = malloc(m->nparams * sizeof **out)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	m->keep_gain_grads = 1;
+	if (gpu) {
+		double loss;
+		rc = gpumodel_zero_grad(gpu, err);
+		for (int k = 0; k < nmb && !rc; k++)
+			if (!(rc = gpumodel_forward(gpu, tok + (size_t)k * Nmb, tgt + (size_t)k * Nmb, mb, T,
+						    &loss, err)))
+				rc = gpumodel_backward(gpu, tok + (size_t)k * Nmb, tgt + (size_t)k * Nmb,
+						       (double)Nmb / (nmb * Nmb), err);
+		if (!rc)
+			rc = gpumodel_download(gpu, m, NULL, 1, err);
+	} else {
+		model_zero_grad(m);
+		for (int k = 0; k < nmb; k++) {
+			model_forward(m, tok + (size_t)k * Nmb, tgt + (size_t)k * Nmb, mb, T);
+			model_backward(m, tok + (size_t)k * Nmb, tgt + (size_t)k * Nmb,
+				       (double)Nmb / (nmb * Nmb));
+		}
+	}
+	m->keep_gain_grads = 0;
+	if (!rc)
+		memcpy(*out, m->grads, m->nparams * sizeof **out);
+	return rc;
+}
+
 int hessian_run(const char *path, const struct sw_select *sel, const struct hessian_opts *o,
 		hessian_progress_fn progress, void *ctx, struct hessian_result *r,
 		struct sw_err *err)
@@ -377,7 +431,8 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	int *tok = NULL, *tgt = NULL, rc, nt;
 	double *lr = NULL, need;
 	float *dscale = NULL;
-	real *dlogits = NULL, *v = NULL, *hv = NULL;
+	real *dlogits = NULL, *v = NULL, *hv = NULL, *gain_grads = NULL;
+	unsigned char *rop_want = NULL;
 	struct gpu_model *gpu = NULL;
 	int64_t largest = 0;
 
@@ -391,6 +446,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		return sw_fail(err, SW_EUSAGE, "Hutch++ takes 3 products at least, and no density");
 	if ((rc = blocksharp_setup(path, &o->data, 2, &su, err)))
 		return rc;
+	model_update_gains(&su.m);      /* the gains of the parameters read */
 	nt = su.m.ntensors;
 	r->T = su.T;
 	r->B = su.B;
@@ -443,6 +499,8 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			goto out;
 		}
+		if ((rc = gains_gradient(&su, gpu, tok, tgt, o->gauss_newton, &gain_grads, err)))
+			goto out;
 		if (su.mb == su.B) {
 			double loss;
 			/* one micro-batch: its forward pass serves every product (the
@@ -452,7 +510,8 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		}
 	} else {
 		if ((rc = model_alloc_acts(&su.m, su.mb, su.T, err)) ||
-		    (rc = model_rop_build(&rm, &su.m, err)))
+		    (rc = model_rop_build(&rm, &su.m, err)) ||
+		    (rc = gains_gradient(&su, NULL, tok, tgt, o->gauss_newton, &gain_grads, err)))
 			goto out;
 		if (su.mb == su.B) {
 			/* one micro-batch: its forward pass serves every product */
@@ -463,13 +522,17 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 			model_forward(&su.m, tok, tgt, su.B, su.T);
 		}
 	}
+	if (su.m.nreparams && !(rop_want = malloc((size_t)nt))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
 	for (int j = 0; j < r->nblocks && !rc; j++) {
 		struct hop h = {
 			.su = &su, .rm = &rm, .tok = tok, .tgt = tgt, .nmb = su.B / su.mb,
 			.kept = su.mb == su.B, .dlogits = dlogits, .gn = o->gauss_newton,
 			.want = want + (size_t)j * nt, .gpu = gpu, .v = v, .hv = hv,
 			.dscale = dscale, .b = &r->b[j], .progress = progress, .pctx = ctx,
-			.index = j, .count = r->nblocks,
+			.index = j, .count = r->nblocks, .rop_want = rop_want, .gain_grads = gain_grads,
 		};
 		/* block j's own stream: a block's numbers do not depend on the others */
 		rc = run_block(&h, o, lr, r->beta1, o->data.seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(j + 1)),
@@ -480,6 +543,8 @@ out:
 	free(tok);
 	free(tgt);
 	free(want);
+	free(rop_want);
+	free(gain_grads);
 	free(dscale);
 	free(dlogits);
 	free(v);

@@ -958,8 +958,10 @@ static int checkpoint(struct trainer *t, struct step_log *s, int stop, int rc, s
 	    (rc = dp_full_optim(&t->dp, &t->o, &full, err)))
 		return agree(t, rc);
 	snprintf(t->ckpt, sizeof t->ckpt, "%s/ckpt-%06lld.h5", tc->out_dir, (long long)rs->step);
-	if (t->rank == 0)
+	if (t->rank == 0) {
+		model_update_gains(&t->m);      /* gamma of the parameters saved */
 		rc = modelio_save(t->ckpt, &t->m, &full, rs, &x, err);
+	}
 	dp_full_optim_free(&t->dp, &full);
 	if ((rc = agree(t, rc)))
 		return rc;

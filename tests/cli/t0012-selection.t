@@ -20,7 +20,7 @@ for tool in sw-ls sw-norms sw-spectrum sw-sharpness; do
 		test_expect_code 64 $tool --role lmhead run/ckpt-000002.h5 >out 2>err &&
 		test_line_count = 0 out &&
 		head -n 1 err >first &&
-		grep -q "^$tool: unknown role .lmhead. (embed, .*lm_head, .*other)\$" first
+		grep -q "^$tool: unknown role .lmhead. (embed, .*lm_head, .*other, and G_dir, G_mag of each gain G)\$" first
 	'
 done
 
@@ -33,7 +33,7 @@ test_expect_success 'one bad role among good ones is refused too' '
 # accepted, and every role the readers give a tensor is in it
 test_expect_success 'the roles named are the roles: each accepted, each role of a real file listed' '
 	test_expect_code 64 sw-ls --role nosuch "$TINY" 2>err >/dev/null &&
-	sed -n "1s/.*(\(.*\))\$/\1/p" err | tr -d " " | tr , "\n" >listed &&
+	sed -n "1s/.*(\(.*\), and G_dir, G_mag of each gain G)\$/\1/p" err | tr -d " " | tr , "\n" >listed &&
 	test_line_count -gt 30 listed &&
 	while read -r r; do
 		sw-ls --role "$r" "$TINY" run/ckpt-000002.h5 >/dev/null 2>err; code=$?

@@ -128,7 +128,8 @@ test_expect_success 'another seed: other weights' '
 # exact: a resume, the same binary and threads (--threads 2 both times)
 test_expect_success 'resume from a checkpoint: bit for bit the uninterrupted run' '
 	for opt in adamw:--multipliers=row muon:--multipliers=rowcol scion:--multipliers=col \
-		adamw:--scale-design=attn=hg+dp,head=ap scion:--scale-design=hg+dnp; do
+		adamw:--scale-design=attn=hg+dp,head=ap scion:--scale-design=hg+dnp \
+		adamw:--scale-reparam=or muon:--scale-reparam=er; do
 		rm -rf full half &&
 		sw-train --data "$CORPUS" --out full $SMALL --steps 16 --ckpt-every 8 --optimizer ${opt%%:*} \
 			--qk-norm ${opt#*:} --warmup 3 --eval-every 4 --trace-every 4 >/dev/null &&
@@ -209,6 +210,102 @@ for n, d in f[\"params\"].items():
         # Output-Norm type: IWD leaves them undecayed
         assert d.attrs[\"norm_type\"] == \"output\" and d.attrs[\"wd\"] == 0, n
 "
+'
+
+test_expect_success '--scale-reparam or, er: each gain beside its direction and magnitude, gamma = 1 at the start' '
+	for r in or er; do
+		sw-train --data "$CORPUS" --out rp-$r $SMALL --steps 1 --lr 0 --scale-design dnp --scale-reparam $r \
+			--norm-wd iwd --wd 0.1 --trace "" >/dev/null || return 1
+	done &&
+	sw-ls --layer 1 --block norm rp-or/ckpt-000001.h5 >ls &&
+	cut -f4,8 ls >actual &&
+	cat >expect <<-\EOF &&
+	role	shape
+	attn_norm_dir	32
+	attn_norm_mag	1
+	attn_norm	32
+	q_norm_dir	8
+	q_norm_mag	1
+	q_norm	8
+	k_norm_dir	8
+	k_norm_mag	1
+	k_norm	8
+	v_norm_dir	8
+	v_norm_mag	1
+	v_norm	8
+	ffn_norm_dir	32
+	ffn_norm_mag	1
+	ffn_norm	32
+	gate_norm_dir	88
+	gate_norm_mag	1
+	gate_norm	88
+	up_norm_dir	88
+	up_norm_mag	1
+	up_norm	88
+	EOF
+	test_cmp expect actual &&
+	"$PY" -c "
+import h5py
+for r, start in ((\"or\", 1.0), (\"er\", 0.0)):
+    f = h5py.File(\"rp-%s/ckpt-000001.h5\" % r, \"r\")
+    assert f[\"config\"].attrs[\"scale_reparam\"] == r
+    for n, d in f[\"params\"].items():
+        if d.attrs[\"block\"] == \"norm\":
+            # the classification beside norm_type: branch, placement, param
+            param = n.rsplit(\".\", 1)[1]
+            param = {\"weight\": \"computed\"}.get(param, param)
+            assert d.attrs[\"param\"] == param, (n, d.attrs[\"param\"])
+            assert d.attrs[\"branch\"] == (\"ffn\" if \"mlp\" in n or \"post_att\" in n else
+                                        \"head\" if n.startswith(\"model.norm\") else \"attn\"), n
+            assert d.attrs[\"placement\"] == (\"pre\" if \"layernorm\" in n or \"model.norm\" in n else
+                                           \"qk\" if \"q_norm\" in n or \"k_norm\" in n else \"dnp\"), n
+        if n.endswith((\".direction\", \".magnitude\")):
+            assert (d[()] == start).all(), n
+            # a direction and magnitude decay as their gain would (IWD)
+            assert d.attrs[\"wd\"] == (0.1 if d.attrs[\"norm_type\"] == \"input\" else 0), n
+        elif d.attrs[\"block\"] == \"norm\":
+            assert (d[()] == 1).all(), n
+"
+'
+
+test_expect_success '--lr 0: the parameters stay as they are (no 0/0 in the schedule)' '
+	sw-train --data "$CORPUS" --out lr0 $SMALL --steps 2 --lr 0 --ckpt-every 1 --trace "" >/dev/null &&
+	sw-ls lr0/ckpt-000002.h5 >/dev/null &&
+	"$PY" -c "
+import h5py, numpy as np
+a, b = (h5py.File(\"lr0/ckpt-00000%d.h5\" % i, \"r\") for i in (1, 2))
+for n in a[\"params\"]:
+    assert np.array_equal(a[\"params\"][n][()], b[\"params\"][n][()]), n
+assert not np.isnan(b[\"optim\"].attrs[\"lr\"])
+"
+'
+
+test_expect_success '--scale-reparam: another name, a bad kind, or no scale vectors: exit 64' '
+	for bad in xr attn=xr mlp=or attn=or,attn=er ""; do
+		test_expect_code 64 sw-train --data "$CORPUS" --out x --scale-reparam "$bad" 2>err &&
+		head -n 1 err | grep -q "^sw-train: --scale-reparam: " || return 1
+	done &&
+	test_expect_code 64 sw-train --data "$CORPUS" --out x --scale-reparam or --no-scale-vectors 2>err &&
+	! test -e x
+'
+
+test_expect_success '--scale-reparam per kind: only the kinds named, the canonical form recorded' '
+	sw-train --data "$CORPUS" --out rpk $SMALL --steps 1 --scale-reparam ffn=er,head=or --trace "" >/dev/null &&
+	sw-ls --role attn_norm_dir,ffn_norm_dir,final_norm_mag rpk/ckpt-000001.h5 >ls &&
+	cut -f4,5 ls >actual &&
+	printf "role\tlayer\nffn_norm_dir\t0\nffn_norm_dir\t1\nfinal_norm_mag\t-1\n" >expect &&
+	test_cmp expect actual &&
+	"$PY" -c "
+import h5py
+assert h5py.File(\"rpk/ckpt-000001.h5\", \"r\")[\"config\"].attrs[\"scale_reparam\"] == \"ffn=er,head=or\"
+"
+'
+
+test_expect_success 'a head_dim other than d_model/n_heads is read back from the checkpoint' '
+	sw-train --data "$CORPUS" --out hd $SMALL --n-heads 4 --head-dim 16 --steps 1 --trace "" >/dev/null &&
+	sw-ls --role q hd/ckpt-000001.h5 >ls &&
+	sw-train --data "$CORPUS" --out hd --resume hd/ckpt-000001.h5 --steps 2 --trace "" >/dev/null &&
+	test -f hd/ckpt-000002.h5
 '
 
 test_expect_success '--scale-design: a bad design, or one beside multipliers, no gains or a tied head: exit 64' '

@@ -159,6 +159,22 @@ else
 	test_skip '--check principle' 'python3-h5py not installed'
 fi
 
+# Under --scale-reparam the gains are computed from their directions and
+# magnitudes: those are the parameters, the gains have no estimate of
+# their own. d_model 32, 2 layers: 5 gains of 32 values, 5 magnitudes.
+test_expect_success 'gains reparameterized: the norm block is the directions and magnitudes, both ways' '
+	sw-train --data "$CORPUS" --out rp $SMALL --steps 10 --ckpt-every 10 --fisher-every 10 \
+		--scale-reparam er --trace "" >/dev/null &&
+	sw-sharpness --block norm rp/ckpt-000010.h5 >stored &&
+	sw-sharpness --block norm --recompute --data "$CORPUS" --batch-tokens 128 --seq-len 32 \
+		rp/ckpt-000010.h5 >computed &&
+	for f in stored computed; do
+		cut -f3,4 $f >actual &&
+		printf "block\tnparams\nnorm\t165\n" >expect && test_cmp expect actual || return 1
+	done &&
+	awk -F"\t" "NR == 2 && !(\$5 > 0) { exit 1 }" computed
+'
+
 test_expect_success 'a Hugging Face model from safetensors, on tokens it can read' '
 	awk "BEGIN { srand(1); for (i = 0; i < 3000; i++) printf \"%c\", 1 + int(rand() * 46) }" >small.txt &&
 	sw-sharpness --data small.txt --batch-tokens 64 --seq-len 16 "$FIX/tiny-hf" >hf &&

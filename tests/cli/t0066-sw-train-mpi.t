@@ -76,6 +76,22 @@ test_expect_success '/fisher, estimated by the two ranks in each checkpoint: as 
 # times, so the same all-reduce of the same gradient buckets in the same
 # order; ZeRO-1 only shards the optimizer state and copies the updated
 # tensors back (dp.h)
+# reparameterized gains: their gradients are handed on to the directions
+# and magnitudes only at the end of the backward pass, so the ranks
+# exchange them then (as with multipliers). The gains, their magnitudes
+# and the matrices compared; not ER's directions, whose entries sit near
+# 0, so their statistics (max|a|/min|a|) amplify the last bits
+test_expect_success 'gains reparameterized (--scale-reparam er), 2 ranks: as one process, 1e-5' '
+	sw-train $RUN --scale-reparam er --steps 10 --out rp1 >/dev/null &&
+	(cd job && mpirun -np 2 sw-train $RUN --scale-reparam er --steps 10 --out ../rp2 >/dev/null 2>../rperr) &&
+	test_line_count = 0 rperr &&
+	sw-norms --scale-vectors rp1/ckpt-000010.h5 >s1 && sw-norms --scale-vectors rp2/ckpt-000010.h5 >s2 &&
+	awk -F"\t" "\$6 !~ /_dir\$/" s1 | sed "s|^rp1/|rp2/|" >g1 && awk -F"\t" "\$6 !~ /_dir\$/" s2 >g2 &&
+	test_line_count = 11 g2 && numbers_close 1e-5 g1 g2 &&
+	sw-norms rp1/ckpt-000010.h5 >n1 && sw-norms rp2/ckpt-000010.h5 >n2 &&
+	sed "s|^rp1/|rp2/|" n1 >n1two && numbers_close 1e-5 n1two n2
+'
+
 test_expect_success '--zero1: the optimizer state sharded, the same bits as without (muon)' '
 	mpirun -np 2 sw-train $RUN --optimizer muon --out plain >out &&
 	mpirun -np 2 sw-train $RUN --optimizer muon --zero1 --out zero >out &&

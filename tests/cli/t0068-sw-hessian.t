@@ -197,6 +197,27 @@ test_expect_success '--preconditioned without Adam moments: exit 65, said' '
 	test_one_error sw-hessian "$FIX/tiny-hf" && grep -q "preconditioned needs Adam" err
 '
 
+# d_model 16, 1 layer: attn_norm, ffn_norm, final_norm, 16 values each,
+# their directions and magnitudes the parameters (the values against
+# PyTorch: tests/e2e/t0280-hessian-torch.t)
+test_expect_success 'gains reparameterized (--scale-reparam): the norm block is the directions and magnitudes' '
+	sw-train --data "$CORPUS" --out rp --steps 2 --batch 4 --seq-len 16 --d-model 16 --n-layers 1 \
+		--n-heads 2 --scale-reparam or --trace "" --threads 1 >/dev/null &&
+	sw-hessian $HS --block norm --per-tensor rp/ckpt-000002.h5 >out &&
+	sed "\$d" out | cut -f5,6,7 >actual &&
+	tail -n 1 out | cut -f4,7 >all && printf "all\t51\n" >all.expect && test_cmp all.expect all &&
+	cat >expect <<-\EOF &&
+	role	layer	nparams
+	attn_norm_dir	0	16
+	attn_norm_mag	0	1
+	ffn_norm_dir	0	16
+	ffn_norm_mag	0	1
+	final_norm_dir	-1	16
+	final_norm_mag	-1	1
+	EOF
+	test_cmp expect actual
+'
+
 test_expect_success '--dump-batch: the batch, B rows of T; an unwritable place 73' '
 	sw-hessian $HS --top 1 --probes 1 --dump-batch batch.h5 --block norm run/ckpt-000030.h5 >out &&
 	h5dump -H batch.h5 >dump && grep -q "DATASET \"tokens\"" dump && grep -q "( 8, 16 )" dump &&

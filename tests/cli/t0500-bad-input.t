@@ -137,6 +137,28 @@ test_expect_success 'sw-sharpness --data: NaN in a weight is named, exit 65' '
 	grep -q "NaN or Inf" err
 '
 
+# a reparameterized gain whose direction is all zeros: OR divides by its
+# RMS, so the gain is 0/0; every tool that builds the model says which
+# gain, before any pass through it (the file made from a trained one)
+test_expect_success 'a reparameterized gain that is 0/0: named by each tool that builds the model, exit 65' '
+	sw-train --data "$FIX/corpus.txt" --out rp --steps 1 --batch 2 --seq-len 16 --d-model 16 \
+		--n-layers 1 --n-heads 2 --scale-reparam or --trace "" --threads 1 >/dev/null &&
+	"$PY" -c "
+import h5py
+with h5py.File(\"rp/ckpt-000001.h5\", \"r+\") as f:
+    f[\"params/model.norm.direction\"][...] = 0
+" &&
+	for tool in "sw-sharpness --recompute --data $FIX/corpus.txt --batch-tokens 32 --seq-len 16" \
+		"sw-hessian --data $FIX/corpus.txt --batch-tokens 32 --seq-len 16" \
+		"sw-train --data $FIX/corpus.txt --out rp2 --steps 2 --resume"; do
+		test_expect_code 65 $tool rp/ckpt-000001.h5 >out 2>err &&
+		test_one_error ${tool%% *} rp/ckpt-000001.h5 &&
+		grep -q "model.norm.weight: its direction and magnitude give a gain that is not finite" err ||
+			return 1
+	done &&
+	! test -e rp2
+'
+
 # a NaN in a tied embedding: one fault, one line, though the embedding is
 # read for the head's rows too (llama2.c's shared classifier; the same
 # tensor in the F32 safetensors copy, which ties the head)

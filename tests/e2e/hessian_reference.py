@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """The loss Hessian of a checkpoint in PyTorch (float64), to check
 sw-hessian against (t0280-hessian-torch.t). The model is
-torch_reference.py's, an independent implementation of sw-train's Llama.
+torch_reference.py's, an independent implementation of sw-train's Llama;
+under scale_reparam the parameters are the gains' directions and
+magnitudes, each gain computed from them (the gains themselves are left
+out of the matrix).
 
 usage: hessian_reference.py JOBS
 
@@ -33,7 +36,7 @@ import h5py
 import numpy as np
 import torch
 
-from torch_reference import forward, load
+from torch_reference import derived, forward, load, reparameterized
 
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)
@@ -44,7 +47,8 @@ def setup(ckpt, batch):
     b = h5py.File(batch, "r")
     tok = torch.tensor(np.array(b["tokens"]), dtype=torch.long)
     tgt = torch.tensor(np.array(b["targets"]), dtype=torch.long)
-    names = list(params.keys())
+    gains = derived(params, cfg)
+    names = [k for k in params.keys() if k not in gains]
     shapes = [params[k].shape for k in names]
     sizes = [params[k].numel() for k in names]
     theta = torch.cat([params[k].reshape(-1) for k in names])
@@ -57,14 +61,14 @@ def setup(ckpt, batch):
         return out
 
     def loss(t):
-        return forward(unflat(t), cfg, tok, tgt)
+        return forward(reparameterized(unflat(t), cfg), cfg, tok, tgt)
 
     def logp(t):
         # forward's cross entropy, swapped for the identity: its logits
         ce = torch.nn.functional.cross_entropy
         torch.nn.functional.cross_entropy = lambda logits, target: logits
         try:
-            return torch.log_softmax(forward(unflat(t), cfg, tok, tgt), -1).reshape(-1)
+            return torch.log_softmax(forward(reparameterized(unflat(t), cfg), cfg, tok, tgt), -1).reshape(-1)
         finally:
             torch.nn.functional.cross_entropy = ce
 

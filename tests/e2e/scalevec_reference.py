@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Independent reference for sw-norms --scale-vectors: every norm gain,
 multiplier and scale design's gain (X.gain_in: coupled with X's columns,
-X.gain_out: with X's rows) of an HDF5 checkpoint (read with h5py) or a Hugging Face
+X.gain_out: with X's rows), and a reparameterized gain's direction and
+magnitude (X.direction, X.magnitude: no coupling) of an HDF5 checkpoint (read with h5py) or a Hugging Face
 safetensors directory (parsed here), its statistics and its coupling with
 the matrices that read it, in numpy float64. Used by
 t0120-scale-vectors-numpy.t; not by the tools.
@@ -49,7 +50,8 @@ for name, a in params.items():
     # a scale design's gain of one matrix: its input side (columns) or its
     # output side (rows)
     design = name.endswith(".gain_in") or name.endswith(".gain_out")
-    if a.ndim != 1 or not (is_gain or design or name.endswith(".multiplier")):
+    reparam = name.endswith(".direction") or name.endswith(".magnitude")
+    if a.ndim != 1 or not (is_gain or design or reparam or name.endswith(".multiplier")):
         continue
     g = a.astype(np.float64)
     absg = np.abs(g)
@@ -58,6 +60,8 @@ for name, a in params.items():
     cv = sd / abs(mean) if mean != 0 else np.nan
     coupling = np.nan
     mats = [m for m in readers(name, params, tied) if m.ndim == 2 and m.shape[1] == g.size]
+    if reparam:
+        mats = []
     if design:
         w = params[name.rsplit(".", 1)[0] + ".weight"]
         mats = [w.T if name.endswith(".gain_out") else w]

@@ -3,7 +3,8 @@
 # (float64) on the tensors read with h5py, or from a safetensors directory
 # parsed in Python; the gains of a fixture, of a run trained with QK-norm
 # and row multipliers (its gains move away from 1), of a run under a scale
-# design (each matrix's own gains), and of the Hugging Face fixture. Skipped when numpy or h5py is missing.
+# design (each matrix's own gains), of a run with its gains reparameterized
+# (OR under DNP: directions and magnitudes), and of the Hugging Face fixture. Skipped when numpy or h5py is missing.
 . "$(dirname "$0")/../lib/tap.sh"
 
 REF=$SW_TOP/tests/e2e/scalevec_reference.py
@@ -29,7 +30,13 @@ test_expect_success 'setup: a run under a scale design (attn hg+dp, ffn ap, head
 		--out design >/dev/null
 '
 
-for f in "$FIX/tiny.h5" run/ckpt-000030.h5 design/ckpt-000030.h5 "$FIX/tiny-hf"; do
+test_expect_success 'setup: a run with its gains reparameterized (DNP+OR, hg+dp on the head)' '
+	sw-train --data "$FIX/corpus.txt" --steps 30 --d-model 32 --batch 4 --seq-len 32 \
+		--threads 1 --scale-design attn=dnp,ffn=dnp,head=hg+dp --scale-reparam or --lr 1e-2 \
+		--trace "" --out reparam >/dev/null
+'
+
+for f in "$FIX/tiny.h5" run/ckpt-000030.h5 design/ckpt-000030.h5 reparam/ckpt-000030.h5 "$FIX/tiny-hf"; do
 	d=${f%/*}
 	test_expect_success "${d##*/}/${f##*/}: sw-norms --scale-vectors = numpy to 1e-7" "
 		\"\$PY\" \"\$REF\" \"$f\" >expect &&

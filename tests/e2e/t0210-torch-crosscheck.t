@@ -49,6 +49,10 @@ AdamW, scale design attn hg, ffn dp, head ap, IWD|--d-model 32 --n-layers 2 --n-
 Muon, scale design hg+dp everywhere, QK-norm|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --scale-design hg+dp --qk-norm
 AdamW, scale design dnp (QK-norm, v, gate and up normalized), GQA, IWD|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --scale-design dnp --norm-wd iwd --wd 0.1
 Muon, scale design attn hg+dnp, ffn dnp, head hg|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --scale-design attn=hg+dnp,ffn=dnp,head=hg
+AdamW, gains reparameterized OR, QK-norm, norm-everywhere, IWD|--d-model 32 --n-layers 2 --n-heads 4 --scale-reparam or --qk-norm --norm-everywhere --norm-wd iwd --wd 0.1
+Muon, gains reparameterized ER, scale design hg+dp, tied head|--d-model 32 --n-layers 2 --n-heads 4 --optimizer muon --scale-reparam er --scale-design attn=hg+dp,ffn=hg+dp --tie
+AdamW, attention's gains OR, the head's ER, QK-norm|--d-model 32 --n-layers 2 --n-heads 4 --scale-reparam attn=or,head=er --qk-norm
+AdamW, DNP+OR, every gain decayed, GQA|--d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2 --scale-design dnp --scale-reparam or --norm-wd all --wd 0.1
 VARIANTS
 
 test_expect_success 'the check can fail: a perturbed gradient is caught' '

@@ -40,6 +40,8 @@ scalar multipliers, tied, folded, sharded|--n-heads 4 --n-kv-heads 1 --tie --mul
 column multipliers, folded (d_model = q width: the config says col)|--n-heads 4 --multipliers col|
 scale design attn hg, ffn dp, head ap: gains folded, unit Pre-Norm gains added|--n-heads 4 --n-kv-heads 2 --scale-design attn=hg,ffn=dp,head=ap|
 scale design hg+dp, sharded|--n-heads 4 --scale-design hg+dp|--shard-size 20KB
+gains reparameterized (OR), scale design hg+dp: gamma exported, folded|--n-heads 4 --scale-reparam or --scale-design hg+dp|
+gains reparameterized (ER), tied head: gamma exported|--n-heads 4 --n-kv-heads 2 --tie --scale-reparam er|
 VARIANTS
 
 test_expect_success 'setup: a tied run (bfrun/), its step 20 exported in F32 (f32/) and BF16 (bf16/)' '

@@ -6,7 +6,10 @@
 # to 1e-3 of its tensor's largest value (tests/e2e/params_close.py), for
 # AdamW and Muon; the GNB estimate per block type to 1e-4; sw-hessian's
 # eigenvalues and traces (Hessian and Gauss-Newton) to 1e-4; a run resumed
-# across devices, both ways; bf16 products training to a loss near
+# across devices, both ways; the variants added since (row-and-column
+# multipliers, HG+DP, DNP, the width rules, the gains reparameterized:
+# OR under HG+DP, ER under Muon) as AdamW, and sw-hessian on
+# two of them; bf16 products training to a loss near
 # fp32's. With SW_REQUIRE_GPU=1 (make check-cuda) no GPU is a failure.
 #
 # Why 1e-3 for the parameters: AdamW divides each gradient element by its
@@ -61,6 +64,30 @@ for opt in adamw muon; do
 	"
 done
 
+# The model variants whose device code had run only through the emulation
+# when the last GPU was lent (docs/cuda.md): each as AdamW above, 10 steps.
+variant() {
+	name=$1; shift
+	test_expect_success "$name: the loss at every step to 1e-4, every parameter and moment to 1e-3" "
+		sw-train \$TINY --steps 10 $* --out cpu-$name >/dev/null &&
+		sw-train \$TINY --steps 10 $* --out gpu-$name --device \$DEV >/dev/null &&
+		sw-trace --series loss,val_loss cpu-$name/trace.h5 >cpu.loss &&
+		sw-trace --series loss,val_loss gpu-$name/trace.h5 >gpu.loss &&
+		test_line_count = 11 gpu.loss && numbers_close 1e-4 cpu.loss gpu.loss &&
+		\"\$PY\" \"\$CLOSE\" gpu-$name/ckpt-000010.h5 cpu-$name/ckpt-000010.h5 1e-3
+	"
+}
+variant rowcol --multipliers rowcol
+variant hgdp --scale-design hg+dp
+variant dnp --scale-design dnp --norm-wd iwd
+variant width --width-base 32 --wd-scaling sqrt --optimizer scion
+# (not DNP+OR, nor gains of q and k: where every reader of a gain is
+# normalized after it (DNP; QK-norm, which TINY has), its magnitude does
+# not change the loss, its gradient is rounding noise, and AdamW's
+# moments of noise differ between any two summation orders)
+variant hgdpor --scale-design ffn=hg+dp,head=hg+dp --scale-reparam or --norm-wd iwd
+variant er --scale-reparam er --optimizer muon
+
 test_expect_success 'GNB per block type to 1e-4 (the same sampled labels)' '
 	for dev in cpu $DEV; do
 		sw-sharpness --recompute --data "$CORPUS" --batch-tokens 1024 --seq-len 32 --draws 2 \
@@ -83,6 +110,19 @@ test_expect_success 'sw-hessian per block type: eigenvalues and traces to 1e-4 (
 	cut -f3-6,9-11 cpu.hess >cpu.h && cut -f3-6,9-11 $DEV.hess >gpu.h && numbers_close 1e-4 cpu.h gpu.h &&
 	cut -f3-6,9-11 cpu--gauss-newton.hess >cpu.g && cut -f3-6,9-11 $DEV--gauss-newton.hess >gpu.g &&
 	test_line_count = 8 gpu.g && numbers_close 1e-4 cpu.g gpu.g
+'
+
+test_expect_success 'sw-hessian on the DNP, multiplier and reparameterized variants: eigenvalues and traces to 1e-4' '
+	for dev in cpu $DEV; do
+		for v in dnp rowcol hgdpor; do
+			sw-hessian --data "$CORPUS" --batch-tokens 256 --seq-len 32 --top 2 --probes 3 \
+				--device $dev gpu-$v/ckpt-000010.h5 >$dev-$v.hess || exit 1
+		done
+	done &&
+	for v in dnp rowcol hgdpor; do
+		cut -f3-6,9-11 cpu-$v.hess >cpu.h && cut -f3-6,9-11 $DEV-$v.hess >gpu.h &&
+		test_line_count -ge 7 gpu.h && numbers_close 1e-4 cpu.h gpu.h || exit 1
+	done
 '
 
 test_expect_success 'resumed across devices: CPU then GPU, GPU then CPU, to 1e-3 of the straight run' '

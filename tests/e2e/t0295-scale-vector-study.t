@@ -29,17 +29,24 @@ arms = {\"pre\": (\"\", 1, \"none\", 0), \"none\": (\"\", 0, \"none\", 0), \"hg\
         \"hg+dp\": (\"attn=hg+dp,ffn=hg+dp,head=hg+dp\", 1, \"none\", 0), \"pre-iwd\": (\"\", 1, \"iwd\", 0),
         \"qk-iwd\": (\"\", 1, \"iwd\", 1), \"qk-all\": (\"\", 1, \"all\", 1),
         \"dnp\": (\"attn=dnp,ffn=dnp\", 1, \"none\", 1), \"hg+dnp\": (\"attn=hg+dnp,ffn=hg+dnp\", 1, \"none\", 1),
-        \"dnp-iwd\": (\"attn=dnp,ffn=dnp\", 1, \"iwd\", 1), \"dnp-all\": (\"attn=dnp,ffn=dnp\", 1, \"all\", 1)}
-for arm, (design, sv, nwd, qk) in arms.items():
+        \"dnp-iwd\": (\"attn=dnp,ffn=dnp\", 1, \"iwd\", 1), \"dnp-all\": (\"attn=dnp,ffn=dnp\", 1, \"all\", 1),
+        \"or\": (\"\", 1, \"none\", 0, \"or\"), \"er\": (\"\", 1, \"none\", 0, \"er\"),
+        \"dnp+or\": (\"attn=dnp,ffn=dnp\", 1, \"none\", 1, \"or\"),
+        \"dnp+or-iwd\": (\"attn=dnp,ffn=dnp\", 1, \"iwd\", 1, \"or\"),
+        \"dnp+or-all\": (\"attn=dnp,ffn=dnp\", 1, \"all\", 1, \"or\")}
+for arm, spec in arms.items():
+    design, sv, nwd, qk, reparam = spec if len(spec) == 5 else spec + (\"\",)
     for seed in (1, 2):
         (ck,) = glob.glob(\"study/%s-s%d/*/ckpt-000080.h5\" % (arm, seed))
         with h5py.File(ck, \"r\") as f:
             c, o = f[\"config\"].attrs, f[\"optim\"].attrs
             assert c.get(\"scale_design\", \"\") == design and c[\"scale_vectors\"] == sv, (arm, dict(c))
+            assert c.get(\"scale_reparam\", \"\") == reparam, arm
             assert c[\"qk_norm\"] == qk and o[\"norm_wd\"] == nwd and o[\"seed\"] == seed, arm
             assert abs(o[\"lr_max\"] - float(lr)) < 1e-12, (arm, o[\"lr_max\"], lr)
             for n, d in f[\"params\"].items():
-                if d.attrs[\"block\"] != \"norm\":
+                # a reparameterized gain is not trained: its direction and magnitude are
+                if d.attrs[\"block\"] != \"norm\" or (reparam and n + \".direction\" in f[\"params\"]):
                     continue
                 t = d.attrs[\"norm_type\"]
                 want = 0.1 if nwd == \"all\" or (nwd == \"iwd\" and t == \"input\") else 0
@@ -54,7 +61,7 @@ loss = {}
 for arm, seed, step, v in rows:
     loss.setdefault((arm, int(step)), []).append(float(v))
 t = [l.split(\"\t\") for l in open(\"study/loss.tsv\").read().split(\"\n\")[1:] if l]
-assert len(t) == 13
+assert len(t) == 18
 mean = lambda a, s: sum(loss[(a, s)]) / len(loss[(a, s)])
 for r in t:
     a = r[0]
@@ -76,15 +83,18 @@ test_expect_success 'gains.tsv: each arm s gains as sw-norms --scale-vectors cou
 	sw-norms --scale-vectors $(ls study/dp-s1/*/ckpt-000080.h5) >sv &&
 	n=$(sed 1d sv | wc -l) &&
 	grep -q "^dp	$n	" study/gains.tsv &&
+	sw-norms --scale-vectors $(ls study/dnp+or-s1/*/ckpt-000080.h5) >sv &&
+	n=$(cut -f6 sv | sed 1d | grep -c -v -e "_dir\$" -e "_mag\$") &&
+	grep -q "^dnp+or	$n	" study/gains.tsv &&
 	! grep -q "^none	" study/gains.tsv &&
-	test_line_count = 13 study/gains.tsv
+	test_line_count = 18 study/gains.tsv
 '
 
 test_expect_success 'the figure: the designs curves, a PNG' '
 	printf "\211PNG\r\n\032\n" >expect &&
 	head -c 8 study/scale-vector-curves.png >magic && cmp magic expect &&
 	cut -f3 study/curves.tsv | sed 1d | sort -u >runs &&
-	test_line_count = 8 runs
+	test_line_count = 11 runs
 '
 
 # Slurm, emulated: each task of each job script the study names, run as
@@ -105,7 +115,7 @@ test_expect_success 'STUDY_SLURM: job scripts, a phase at a time, nothing run he
 	! ls slurm/tune/*/ckpt-*.h5 2>/dev/null &&
 	run_jobs log1 &&
 	STUDY_TINY=1 STUDY_SLURM=1 STUDY_OUT=slurm sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log2 2>&1 &&
-	test_line_count = 26 slurm/slurm-jobs.txt && ! test -e slurm/loss.tsv &&
+	test_line_count = 36 slurm/slurm-jobs.txt && ! test -e slurm/loss.tsv &&
 	run_jobs log2 &&
 	STUDY_TINY=1 STUDY_OUT=slurm sh "$SW_TOP/demo/scale-vector-study.sh" "$SW_BIN" >log3 2>&1 &&
 	test_cmp study/loss.tsv slurm/loss.tsv

@@ -10,7 +10,10 @@ computed for it at A's parameters. This script builds the Llama of A's
 /config in PyTorch from A's parameters (Hugging Face's LlamaForCausalLM
 math: RMSNorm, rotate-half RoPE, GQA, SwiGLU; QK-norm, learnable
 multipliers, a scale design's gains, norm-everywhere and norm gains as
-configured), runs forward
+configured; under scale_reparam each gain computed from its direction
+alpha and magnitude beta, OR beta alpha / rms(alpha) or ER
+exp(beta + alpha - mean alpha), as the scale-vectors paper's eqs. 8-9
+write them), runs forward
 and backward on B's batch, and applies one optimizer step (AdamW or Muon,
 as A's /optim says) from A's optimizer state. It prints one line per
 quantity: the relative error ||ours - reference|| / ||reference||:
@@ -53,6 +56,45 @@ def rope(x, theta, T):
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     rot = torch.cat([-x2, x1], -1)
     return x * cos + rot * sin
+
+
+def gain_key(p, base):
+    # a norm's gain is BASE.weight; a scale design's X_gain_in is BASE itself
+    return base if base.endswith((".gain_in", ".gain_out")) else base + ".weight"
+
+
+def gamma(mode, alpha, beta):
+    beta = beta.reshape(())
+    if mode == "or":
+        return beta * alpha / alpha.pow(2).mean().sqrt()
+    return torch.exp(beta + alpha - alpha.mean())
+
+
+def reparam_of(cfg, name):
+    # scale_reparam: "or", "er", or "attn=or,ffn=er"; a gain's kind from its name
+    spec = cfg.get("scale_reparam", "")
+    kind = ("head" if name.startswith(("model.norm", "lm_head")) else
+            "ffn" if ".mlp." in name or "post_attention_layernorm" in name else "attn")
+    if "=" not in spec:
+        return spec
+    return dict(kv.split("=") for kv in spec.split(",")).get(kind, "")
+
+
+def reparameterized(p, cfg):
+    # the gains the model uses: from their directions and magnitudes
+    q = dict(p)
+    for k in p:
+        if k.endswith(".direction"):
+            base = k[: -len(".direction")]
+            q[gain_key(p, base)] = gamma(reparam_of(cfg, base), p[k], p[base + ".magnitude"])
+    return q
+
+
+def derived(p, cfg):
+    # the gain keys computed, not trained
+    if not cfg.get("scale_reparam", ""):
+        return set()
+    return {gain_key(p, k[: -len(".direction")]) for k in p if k.endswith(".direction")}
 
 
 def effective(p, name, mode):
@@ -146,18 +188,20 @@ def main():
     tok = torch.tensor(np.array(fb["batch/tokens"]), dtype=torch.long)
     tgt = torch.tensor(np.array(fb["batch/targets"]), dtype=torch.long)
     leaves = {k: v.clone().requires_grad_(True) for k, v in pa.items()}
-    loss = forward(leaves, cfg, tok, tgt)
+    loss = forward(reparameterized(leaves, cfg), cfg, tok, tgt)
     loss.backward()
+    gains = derived(pa, cfg)
     ours = float(fb["metrics"].attrs["train_loss"])
     print("loss %.3g" % (abs(ours - loss.item()) / abs(loss.item())))
     # an absolute floor, as atol + rtol |ref|: 1e-6 of the whole gradient's
     # RMS per element. Some gradients are cancellations that float32
     # cannot resolve to 1e-5 relative, e.g. a scalar multiplier of q or k
     # before QK-norm, which the norm undoes up to eps.
-    n_all = sum(v.numel() for v in leaves.values())
-    g_rms = math.sqrt(sum(float((v.grad ** 2).sum()) for v in leaves.values()) / n_all)
+    n_all = sum(v.numel() for k, v in leaves.items() if k not in gains)
+    g_rms = math.sqrt(sum(float((v.grad ** 2).sum()) for k, v in leaves.items() if k not in gains) / n_all)
     for k, v in leaves.items():
-        ref = v.grad
+        # a computed gain's own gradient is 0: sw-train hands it on
+        ref = v.grad if k not in gains else torch.zeros_like(v)
         g = torch.tensor(np.array(fb["grads"][k]))
         rn = max(ref.norm().item(), 1e-300)
         floor = 1e-6 * math.sqrt(ref.numel()) * g_rms / rn
@@ -172,7 +216,10 @@ def main():
     gn = math.sqrt(sum(float((torch.tensor(np.array(fb["grads"][k])) ** 2).sum())
                        for k in pa if fb["params"][k].attrs["block"] != "mult"))
     scale = clip / gn if clip > 0 and gn > clip else 1.0
+    news = {}
     for k in pa:
+        if k in gains:
+            continue
         info = fb["params"][k].attrs
         lr, wd, mode = lr_of(fb, k, t)
         g = torch.tensor(np.array(fb["grads"][k])) * (scale if info["block"] != "mult" else 1.0)
@@ -191,6 +238,13 @@ def main():
             v = b2 * v0 + (1 - b2) * g * g
             mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
             new = p * decay - lr * mhat / (vhat.sqrt() + eps)
+        news[k] = new
+    # a computed gain moves as its direction and magnitude do
+    for k in gains:
+        base = k if k.endswith(("gain_in", "gain_out")) else k[: -len(".weight")]
+        news[k] = gamma(reparam_of(cfg, base), news[base + ".direction"], news[base + ".magnitude"])
+    for k in pa:
+        p, new = pa[k], news[k]
         ref = new - p
         got = pb[k] - p
         # the new parameters are stored in float32: half an ulp of each is

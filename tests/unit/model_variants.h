@@ -54,4 +54,31 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
 	check("scale design: hg+dnp, MQA, head hg", c);
 }
 
+/* The gains reparameterized (arch.h: scale_reparam), over every kind of
+ * gain: the norms', QK-norm's, norm-everywhere's, DNP's and a design's
+ * X_gain_in and X_gain_out, all kinds or some. */
+static void for_each_reparam_variant(void (*check)(const char *what, struct sw_config c))
+{
+	const struct sw_config base = {
+		.arch = "llama", .vocab_size = 11, .d_model = 8, .n_layers = 2, .n_heads = 4,
+		.n_kv_heads = 2, .head_dim = 4, .d_ff = 12, .seq_len = 8, .rope_theta = 10000,
+		.norm_eps = 1e-5, .tie_embeddings = 0, .multipliers = "none", .scale_vectors = 1,
+	};
+	struct sw_config c;
+
+	c = base; strcpy(c.scale_reparam, "or"); c.qk_norm = 1; c.norm_everywhere = 1;
+	check("OR, QK-norm, norm-everywhere", c);
+	c = base; strcpy(c.scale_reparam, "er"); c.qk_norm = 1; c.tie_embeddings = 1;
+	check("ER, QK-norm, tied head", c);
+	c = base; strcpy(c.scale_reparam, "or"); c.qk_norm = 1;
+	strcpy(c.scale_design, "attn=hg+dnp,ffn=dnp,head=hg+dp");
+	check("OR, scale design hg+dnp, dnp, head hg+dp", c);
+	c = base; strcpy(c.scale_reparam, "er");
+	strcpy(c.scale_design, "attn=dp,ffn=hg+dp,head=ap");
+	check("ER, scale design dp, hg+dp, head ap", c);
+	c = base; strcpy(c.scale_reparam, "attn=er,ffn=or"); c.norm_everywhere = 1;
+	strcpy(c.scale_design, "head=hg");
+	check("attn ER, ffn OR, head's gains as they are, norm-everywhere", c);
+}
+
 #endif

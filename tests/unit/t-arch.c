@@ -122,5 +122,41 @@ int main(void)
 	bad.norm_eps = NAN;
 	ok(arch_config_check(&bad, &err) == SW_EDATA, "norm_eps = NaN refused");
 	ok(arch_supported("qwen2") && !arch_supported("gpt2"), "Llama family only");
+
+	/* the reparameterizations: per kind, their canonical form, their refusals */
+	{
+		static const struct {
+			const char *spec, *canon;
+			unsigned char attn, ffn, head;
+		} good[] = {
+			{"or", "or", 1, 1, 1}, {"er", "er", 2, 2, 2}, {"ffn=er,attn=or", "attn=or,ffn=er", 1, 2, 0},
+			{"head=or", "head=or", 0, 0, 1}, {"attn=er,ffn=er,head=er", "er", 2, 2, 2},
+		};
+		static const char *const bad_specs[] = {"xr", "attn=xr", "mlp=or", "attn=or,attn=er",
+							"attn=or,", "attn=or,er", "or,ffn=er"};
+		unsigned char mode[3];
+		char canon[32], why[64];
+		for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+			ok(arch_scale_reparam_parse(good[i].spec, mode, canon, sizeof canon, why) == 0 &&
+			   !strcmp(canon, good[i].canon) && mode[0] == good[i].attn && mode[1] == good[i].ffn &&
+			   mode[2] == good[i].head, "--scale-reparam %s: %s", good[i].spec, good[i].canon);
+		for (size_t i = 0; i < sizeof bad_specs / sizeof bad_specs[0]; i++)
+			ok(arch_scale_reparam_parse(bad_specs[i], mode, canon, sizeof canon, why) < 0 && why[0],
+			   "--scale-reparam %s refused: %s", bad_specs[i], why);
+		ok(arch_gain_kind("v_norm") == ARCH_SV_ATTN && arch_gain_kind("o_in_norm") == ARCH_SV_ATTN &&
+		   arch_gain_kind("up_gain_out") == ARCH_SV_FFN && arch_gain_kind("down_in_norm") == ARCH_SV_FFN &&
+		   arch_gain_kind("lm_head_gain_in") == ARCH_SV_HEAD && arch_gain_kind("final_norm") == ARCH_SV_HEAD &&
+		   arch_gain_kind("q") < 0 && arch_gain_kind("q_mult") < 0 && arch_gain_kind("attn_norm_dir") < 0,
+		   "each gain's block kind; no kind for what is no gain");
+		ok(arch_reparam_of("attn=or,head=er", "k_gain_in") == ARCH_REPARAM_OR &&
+		   arch_reparam_of("attn=or,head=er", "gate_norm") == ARCH_REPARAM_NONE &&
+		   arch_reparam_of("attn=or,head=er", "final_norm") == ARCH_REPARAM_ER &&
+		   arch_reparam_of("", "attn_norm") == ARCH_REPARAM_NONE,
+		   "a gain's reparameterization from the spec");
+		bad = cfg;
+		strcpy(bad.scale_reparam, "attn=zz");
+		ok(arch_config_check(&bad, &err) == SW_EDATA && strstr(err.msg, "scale_reparam"),
+		   "a checkpoint's unknown scale_reparam refused by name");
+	}
 	return tap_done();
 }

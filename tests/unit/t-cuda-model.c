@@ -397,6 +397,17 @@ int main(void)
 	c = base_config();
 	strcpy(c.scale_design, "ap");
 	check_optimizer("Muon, scale design ap", OPT_MUON, c);
+	/* no gain whose every reader is normalized after it (DNP, QK-norm):
+	 * its magnitude leaves the loss as it is, its gradient is rounding
+	 * noise, which AdamW scales up to the learning rate in a summation
+	 * order's own way (OpenBLAS's Haswell kernels against the emulation's) */
+	c = base_config();
+	strcpy(c.scale_design, "attn=hg+dp,ffn=dp,head=hg");
+	strcpy(c.scale_reparam, "or");
+	check_optimizer("AdamW, gains reparameterized (OR), scale design hg+dp, dp, head hg", OPT_ADAMW, c);
+	c = base_config();
+	strcpy(c.scale_reparam, "er");
+	check_optimizer("Muon, gains reparameterized (ER)", OPT_MUON, c);
 	c = base_config();
 	c.d_ff = 16;            /* a tall and a wide hidden matrix */
 	check_optimizer("Scion", OPT_SCION, c);

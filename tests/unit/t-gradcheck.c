@@ -83,6 +83,7 @@ int main(void)
 	};
 
 	for_each_model_variant(check_variant);
+	for_each_reparam_variant(check_variant);
 	/* the check is not vacuous: a wrong gradient is caught */
 	{
 		struct model m;

@@ -66,17 +66,35 @@ static void derivative(struct model *m, const double *theta, const double *v, co
 		out[k] += 4 * (fp[k] - fm[k]) / h / 3;
 }
 
-/* H v (or G v) by the R-operator at theta, want as given */
+/* H v (or G v) by the R-operator at theta, want as given; with
+ * reparameterized gains, as sw-hessian runs it: dL/dgamma first (the
+ * Hessian's), the gains' tangents, the products, H v's entries of their
+ * directions and magnitudes */
 static void rop_at(struct model *m, struct model *rm, const double *theta, const double *v,
 		   const int *tok, const int *tgt, int gn, const unsigned char *want, double *hv)
 {
+	unsigned char *rw = malloc((size_t)m->ntensors + 1);
+	real *gg = m->nreparams && !gn ? malloc(m->nparams * sizeof *gg) : NULL;
+
 	memcpy(m->params, theta, m->nparams * sizeof *theta);
 	memcpy(rm->params, v, m->nparams * sizeof *v);
-	model_forward(m, tok, tgt, B, T);
+	model_forward(m, tok, tgt, B, T);       /* the gains of theta */
+	if (gg) {
+		model_zero_grad(m);
+		m->keep_gain_grads = 1;
+		model_backward(m, tok, tgt, 1.0);
+		m->keep_gain_grads = 0;
+		memcpy(gg, m->grads, m->nparams * sizeof *gg);
+		model_forward(m, tok, tgt, B, T);
+	}
+	model_rop_gains_tangent(m, rm->params, want, rw);
 	model_zero_grad(rm);
-	model_rop_forward(m, rm, tok, want);
-	model_rop_backward(m, rm, tok, tgt, 1.0, gn, want, NULL);
+	model_rop_forward(m, rm, tok, m->nreparams ? rw : want);
+	model_rop_backward(m, rm, tok, tgt, 1.0, gn, m->nreparams ? rw : want, NULL);
+	model_rop_gains_backward(m, rm->params, rm->grads, gg, want);
 	memcpy(hv, rm->grads, m->nparams * sizeof *hv);
+	free(gg);
+	free(rw);
 }
 
 /* worst relative error over tensors (only want's, if given) */
@@ -88,7 +106,9 @@ static double worst_error(const struct model *m, const double *got, const double
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		double d = 0, r = 0, e;
-		if (want && !want[i])
+		/* a reparameterized gain is no parameter: its direction and
+		 * magnitude are (the gradient leaves its entries 0) */
+		if ((want && !want[i]) || t->derived)
 			continue;
 		for (size_t k = t->offset; k < t->offset + t->numel; k++) {
 			d += (got[k] - ref[k]) * (got[k] - ref[k]);
@@ -136,10 +156,24 @@ static void check_variant(const char *what, struct sw_config c)
 			theta[t->offset + k] = t->info.kind == SW_KIND_MATRIX ? 0.3 * rng_normal(&r)
 									 : 1 + 0.3 * rng_normal(&r);
 	}
+	/* ER's gains are e^(beta + alpha - mean alpha): alpha, beta 0 +- 0.3
+	 * make them 1 +- 0.3ish like the others (at 1 +- 0.3 they are near
+	 * e, and the products of several of them, HG+DP's, leave the
+	 * differences' h^4 error above the bound) */
+	for (int i = 0; i < m.nreparams; i++)
+		for (int j = 0; j < 2 && m.reparams[i].mode == ARCH_REPARAM_ER; j++) {
+			const struct model_tensor *t = &m.tensors[j ? m.reparams[i].mag : m.reparams[i].dir];
+			for (size_t k = 0; k < t->numel; k++)
+				theta[t->offset + k] = 0.3 * rng_normal(&r);
+		}
 	for (size_t k = 0; k < P; k++) {
 		v[k] = rng_normal(&r);
 		w[k] = rng_normal(&r);
 	}
+	for (int i = 0; i < m.ntensors; i++)   /* directions over the parameters */
+		if (m.tensors[i].derived)
+			for (size_t k = 0; k < m.tensors[i].numel; k++)
+				v[m.tensors[i].offset + k] = w[m.tensors[i].offset + k] = 0;
 	for (int i = 0; i < N; i++) {
 		tok[i] = (int)(rng_next(&r) % (uint64_t)c.vocab_size);
 		tgt[i] = (int)(rng_next(&r) % (uint64_t)c.vocab_size);
@@ -157,6 +191,8 @@ static void check_variant(const char *what, struct sw_config c)
 	/* restricted to each tensor */
 	for (int i = 0; i < m.ntensors && !bad; i++) {
 		const struct model_tensor *t = &m.tensors[i];
+		if (t->derived)
+			continue;
 		memset(want, 0, (size_t)m.ntensors);
 		want[i] = 1;
 		memset(vt, 0, P * sizeof *vt);
@@ -181,10 +217,12 @@ static void check_variant(const char *what, struct sw_config c)
 		for (size_t k = 0; k < NV; k++)
 			ref += m.logits[k] * jw[k] * jv[k] / N;
 		rop_at(&m, &rm, theta, v, tok, NULL, 1, NULL, hv);
-		for (size_t k = 0; k < P; k++) {
-			got += w[k] * hv[k];
-			vgv += v[k] * hv[k];
-		}
+		for (int i = 0; i < m.ntensors; i++)
+			for (size_t k = m.tensors[i].offset; !m.tensors[i].derived &&
+			     k < m.tensors[i].offset + m.tensors[i].numel; k++) {
+				got += w[k] * hv[k];
+				vgv += v[k] * hv[k];
+			}
 		ok(fabs(got - ref) <= 1e-8 * fabs(ref) && vgv >= 0,
 		   "%s: Gauss-Newton w^T G v %.12g, by differences %.12g; v^T G v %.6g >= 0", what,
 		   got, ref, vgv);
@@ -218,6 +256,7 @@ static void check_variant(const char *what, struct sw_config c)
 int main(void)
 {
 	for_each_model_variant(check_variant);
+	for_each_reparam_variant(check_variant);
 
 	/* the check is not vacuous: an H v off by 1e-5 in one entry fails it */
 	{

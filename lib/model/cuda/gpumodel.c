@@ -442,8 +442,33 @@ static struct gk_mult mult_args(const struct gpu_model *gm, int i)
 	return a;
 }
 
+/* A reparameterized gain's arguments (model.c's model_update_gains). */
+static struct gk_sv sv_args(struct gpu_model *gm, int i)
+{
+	const struct model *m = gm->m;
+	const struct model_reparam *r = &m->reparams[i];
+	const struct model_tensor *g = &m->tensors[r->gain], *d = &m->tensors[r->dir],
+				  *b = &m->tensors[r->mag];
+	struct gk_sv a;
+
+	a.grid = gk_elems(1);
+	a.gamma = gm->params + g->offset;
+	a.dgamma = gm->grads + g->offset;
+	a.dalpha = gm->grads + d->offset;
+	a.dbeta = gm->grads + b->offset;
+	a.alpha = gm->params + d->offset;
+	a.beta = gm->params + b->offset;
+	a.n = (int64_t)g->numel;
+	a.mode = (int)r->mode;
+	return a;
+}
+
 static void update_effective(struct gpu_model *gm)
 {
+	for (int i = 0; i < gm->m->nreparams; i++) {
+		struct gk_sv a = sv_args(gm, i);
+		LAUNCH(gm, sv_gamma, a);
+	}
 	for (int i = 0; gm->m->eff && i < gm->m->nlinears; i++) {
 		struct gk_mult a;
 		if (gm->m->linears[i].mode == MULT_NONE)
@@ -789,6 +814,10 @@ static void op_mult_backward(void *ctx)
 	for (int i = 0; gm->m->eff && i < gm->m->nlinears; i++)
 		if (gm->m->linears[i].mode != MULT_NONE)
 			mult_backward(gm, i);
+	for (int i = 0; !gm->m->keep_gain_grads && i < gm->m->nreparams; i++) {
+		struct gk_sv a = sv_args(gm, i);
+		LAUNCH(gm, sv_backward, a);
+	}
 }
 
 static const struct model_ops gpu_ops = {
@@ -1173,6 +1202,8 @@ int gpumodel_step(struct gpu_model *gm, struct optim *o, int64_t step, double cl
 		const real *g = gm->grads + mt->offset;
 		struct optim_plan pl = optim_tensor_plan(&o->cfg, t, step, clip_scale);
 
+		if (mt->derived)        /* a gain its direction and magnitude give */
+			continue;
 		switch (pl.update) {
 		case OPTIM_UPDATE_SCION:
 			scion_tensor(gm, o, p, g, gm->mom_m + mt->offset, t, &pl);

@@ -888,6 +888,34 @@ GK_BODY(rop_mult_apply, struct gk_mult)
 }
 
 /*
+ * A reparameterized gain (arch.h's scale_reparam): gamma from its
+ * direction alpha and magnitude beta, and the backward that hands
+ * dL/dgamma on to them and clears it; elemmath.h's functions, which the
+ * CPU calls, in one thread per gain (a gain has at most d_ff values).
+ */
+struct gk_sv {
+	struct gk_grid grid;            /* gk_elems(1) */
+	float *gamma, *dgamma, *dalpha, *dbeta;
+	const float *alpha, *beta;
+	int64_t n;
+	int mode;                       /* 1 or, 2 er */
+};
+
+GK_BODY(sv_gamma, struct gk_sv)
+{
+	GK_ELEM_INDEX(k, 1);
+	(void)k;
+	elem_sv_gamma(a->mode, a->alpha, a->beta[0], a->n, a->gamma);
+}
+
+GK_BODY(sv_backward, struct gk_sv)
+{
+	GK_ELEM_INDEX(k, 1);
+	(void)k;
+	elem_sv_backward(a->mode, a->alpha, a->beta[0], a->gamma, a->dgamma, a->n, a->dalpha, a->dbeta);
+}
+
+/*
  * The list: X(name, argument struct, phases), for the wrappers of gpu.cu,
  * the host loops of gpu_emu.c and the typed launchers of gpu.h.
  */
@@ -912,6 +940,8 @@ GK_BODY(rop_mult_apply, struct gk_mult)
 	X(mult_drow, struct gk_mult, 1) \
 	X(mult_dscalar, struct gk_mult, 1) \
 	X(mult_dcol, struct gk_mult, 1) \
+	X(sv_gamma, struct gk_sv, 1) \
+	X(sv_backward, struct gk_sv, 1) \
 	X(sum_partial, struct gk_sum, 2) \
 	X(sum_finish, struct gk_sum, 1) \
 	X(elem_rule, struct gk_elem_rule, 1) \
