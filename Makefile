@@ -52,6 +52,7 @@ SW_CFLAGS = $(OPT) -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE \
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 BLIS_DIR   = /usr/lib/x86_64-linux-gnu/blis-openmp
 NETLIB_DIR = /usr/lib/x86_64-linux-gnu/blas
+ATLAS_DIR  = /usr/lib/x86_64-linux-gnu/atlas
 LAPACK_DIR = /usr/lib/x86_64-linux-gnu/lapack
 # BLAS=openblas (the default) or BLAS=blis: the library the tools' products
 # run on (make bench-blas measures both on the step's products; OpenBLAS
@@ -440,13 +441,16 @@ $(BUILD)/bench/fma-peak: $(BUILD)/bench/fma-peak.o
 
 # bench/blas-shapes, once per BLAS library Debian packages whose package
 # is installed (bench/blas compares them): OpenBLAS as make links it, BLIS
-# (libblis-openmp-dev), the reference BLAS (libblas-dev)
+# (libblis-openmp-dev), the reference BLAS (libblas-dev), ATLAS
+# (libatlas-base-dev: Debian's generic build, its BLAS with CBLAS in it)
 BLAS_LIB_openblas = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -lopenblas
 BLAS_LIB_blis     = -L$(BLIS_DIR) -Wl,--disable-new-dtags,-rpath,$(BLIS_DIR) -lblis
 BLAS_LIB_netlib   = -L$(NETLIB_DIR) -Wl,--disable-new-dtags,-rpath,$(NETLIB_DIR) -lblas
+BLAS_LIB_atlas    = -L$(ATLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(ATLAS_DIR) -lblas
 BLAS_BENCH = $(BUILD)/bench/blas-shapes-openblas \
              $(if $(wildcard $(BLIS_DIR)/libblis.so),$(BUILD)/bench/blas-shapes-blis) \
-             $(if $(wildcard $(NETLIB_DIR)/libblas.so),$(BUILD)/bench/blas-shapes-netlib)
+             $(if $(wildcard $(NETLIB_DIR)/libblas.so),$(BUILD)/bench/blas-shapes-netlib) \
+             $(if $(wildcard $(ATLAS_DIR)/libblas.so),$(BUILD)/bench/blas-shapes-atlas)
 $(BUILD)/bench/blas-shapes-%: bench/blas-shapes.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c17 -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE -o $@ $< $(BLAS_LIB_$*)

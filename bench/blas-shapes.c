@@ -5,7 +5,7 @@
  * thread one sgemm over its share of the rows (the weight gradients:
  * its share of the weight's rows), the library single-threaded inside.
  * Built once per BLAS library Debian packages (make bench-blas: OpenBLAS,
- * BLIS); bench/blas runs each and prints their ratio. Prints, per shape,
+ * BLIS, the reference BLAS, ATLAS); bench/blas runs each and prints their ratio. Prints, per shape,
  * its name, M N K, the GFLOP/s (best of 7 after a warm-up), and a last
  * row "step": the rate over all the products of one training step
  * (4 layers), each counted as often as the step runs it.
