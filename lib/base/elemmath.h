@@ -266,10 +266,12 @@ SW_HD static inline void elem_adamw(elem_real *p, float *m, float *v, elem_real 
  * rule shares across a tensor's elements at a step (elem_rule_coef, from
  * the optimizer's betas and eps, the update count t, the tensor's lr and
  * decay) and its update of p and the moments m, v (elem_rule_update). The
- * CPU's optimizer loop (optim.c) and the device's kernel (kernels.h's
- * elem_rule) both call these, so a new element-wise optimizer is a rule
- * here (its enum value, its coefficients, a case in each function) and
- * its name in optim.h and optim.c: three files, both devices.
+ * device's kernel (kernels.h's elem_rule) calls these; the CPU's optimizer
+ * loop (optim.c's elem_tensor) switches on the rule outside its loop, so
+ * that the loop vectorizes, and calls the rule's own update. A new
+ * element-wise optimizer is a rule here (its enum value, its coefficients,
+ * a case in each function), a case in elem_tensor and its name in optim.h
+ * and optim.c: three files, both devices.
  */
 enum elem_rule { ELEM_RULE_ADAMW };
 struct elem_rule_coef {

@@ -8,6 +8,7 @@
  * table, through modelint.h.
  */
 #include "modelhvp.h"
+#include "../base/isa.h"
 #include "../base/elemmath.h"
 #include "model.h"
 #include "modelint.h"
@@ -378,23 +379,28 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 		}
 }
 
-/* R{h} of swiglu_forward, and R{} of swiglu_backward (elemmath.h) */
+/* R{h} of swiglu_forward, and R{} of swiglu_backward (elemmath.h); in
+ * vectors, as model.c's SwiGLU (element by element: the same bits) */
+ISA_VECTOR_CLONES
 static void rop_swiglu_forward(real *rh, const real *gate, const real *up, const real *rgate,
 			       const real *rup, size_t n)
 {
-#pragma omp parallel for schedule(static) PAR_IF(n)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		rh[i] = elem_swiglu_tangent(gate[i], up[i], rgate[i], rup[i]);
 }
 
+ISA_VECTOR_CLONES
 static void rop_swiglu_backward(real *rdgate, real *rdup, const real *dh, const real *rdh,
 				const real *gate, const real *up, const real *rgate, const real *rup,
 				size_t n)
 {
-#pragma omp parallel for schedule(static) PAR_IF(n)
+	int primal = dh != NULL;
+
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
 		real dg, du;
-		elem_swiglu_backward_tangent(dh ? dh[i] : 0, dh != NULL, rdh[i], gate[i], up[i],
+		elem_swiglu_backward_tangent(primal ? dh[i] : 0, primal, rdh[i], gate[i], up[i],
 					     rgate[i], rup[i], &dg, &du);
 		rdgate[i] += dg;
 		rdup[i] += du;

@@ -300,9 +300,15 @@ static void elem_tensor(const struct optim *o, real *p, const real *g, float *m,
 						 o->t, pl->lr, elem_wd_decay(pl->mode, pl->lr, pl->wd));
 	double clip = pl->clip;
 
+	/* one loop per rule (elemmath.h's elem_rule_update is the device's
+	 * dispatch): a switch inside the loop keeps it from vectorizing */
+	switch (c.rule) {
+	case ELEM_RULE_ADAMW:
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
-	for (size_t k = 0; k < n; k++)
-		elem_rule_update(&c, &p[k], &m[k], &v[k], g[k], clip);
+		for (size_t k = 0; k < n; k++)
+			elem_adamw(&p[k], &m[k], &v[k], g[k], clip, &c.adamw);
+		break;
+	}
 }
 
 /* p <- p * decay - lr * u */
