@@ -157,6 +157,7 @@ int arch_multipliers_parse(const char *s)
 	return -1;
 }
 
+static const char *const sv_kind_names[ARCH_SV_KINDS] = {"attn", "ffn", "head"};
 static const char *const reparam_names[] = {"none", "or", "er"};
 
 static int reparam_find(const char *s, size_t n)
@@ -170,7 +171,6 @@ static int reparam_find(const char *s, size_t n)
 int arch_scale_reparam_parse(const char *spec, unsigned char mode[3], char *canon, size_t len,
 			     char *why)
 {
-	static const char *const kinds[] = {"attn", "ffn", "head"};
 	const char *p = spec;
 	int seen[3] = {0, 0, 0};
 	size_t used = 0;
@@ -192,8 +192,9 @@ int arch_scale_reparam_parse(const char *spec, unsigned char mode[3], char *cano
 			snprintf(why, 64, "'%.*s' is no KIND=R pair", (int)n > 12 ? 12 : (int)n, p);
 			return -1;
 		}
-		for (int j = 0; j < 3; j++)
-			if ((size_t)(eq - p) == strlen(kinds[j]) && !strncmp(p, kinds[j], (size_t)(eq - p)))
+		for (int j = 0; j < ARCH_SV_KINDS; j++)
+			if ((size_t)(eq - p) == strlen(sv_kind_names[j]) &&
+			    !strncmp(p, sv_kind_names[j], (size_t)(eq - p)))
 				k = j;
 		if (k < 0 || seen[k]) {
 			snprintf(why, 64, k < 0 ? "'%.*s' is no block kind (attn, ffn, head)" : "%.*s is given twice",
@@ -228,7 +229,7 @@ int arch_scale_reparam_parse(const char *spec, unsigned char mode[3], char *cano
 		int w;
 		if (!mode[j])
 			continue;
-		w = snprintf(canon + used, len - used, "%s%s=%s", used ? "," : "", kinds[j],
+		w = snprintf(canon + used, len - used, "%s%s=%s", used ? "," : "", sv_kind_names[j],
 			     reparam_names[mode[j]]);
 		if (w < 0 || (size_t)w >= len - used) {
 			snprintf(why, 64, "too long");
@@ -286,7 +287,6 @@ int arch_reparam_base(const char *role, char *base, size_t len)
 	return which;
 }
 
-static const char *const sv_kind_names[ARCH_SV_KINDS] = {"attn", "ffn", "head"};
 static const struct {
 	const char *name;
 	unsigned char shared, in, out, dnp;
