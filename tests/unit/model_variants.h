@@ -13,13 +13,16 @@
 
 #include <string.h>
 
+/* the small GQA model every variant starts from */
+static const struct sw_config variant_base = {
+	.arch = "llama", .vocab_size = 11, .d_model = 8, .n_layers = 2, .n_heads = 4,
+	.n_kv_heads = 2, .head_dim = 4, .d_ff = 12, .seq_len = 8, .rope_theta = 10000,
+	.norm_eps = 1e-5, .tie_embeddings = 0, .multipliers = "none", .scale_vectors = 1,
+};
+
 static void for_each_model_variant(void (*check)(const char *what, struct sw_config c))
 {
-	const struct sw_config base = {
-		.arch = "llama", .vocab_size = 11, .d_model = 8, .n_layers = 2, .n_heads = 4,
-		.n_kv_heads = 2, .head_dim = 4, .d_ff = 12, .seq_len = 8, .rope_theta = 10000,
-		.norm_eps = 1e-5, .tie_embeddings = 0, .multipliers = "none", .scale_vectors = 1,
-	};
+	const struct sw_config base = variant_base;
 	struct sw_config c;
 
 	check("GQA, untied head", base);
@@ -59,11 +62,7 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
  * X_gain_in and X_gain_out, all kinds or some. */
 static void for_each_reparam_variant(void (*check)(const char *what, struct sw_config c))
 {
-	const struct sw_config base = {
-		.arch = "llama", .vocab_size = 11, .d_model = 8, .n_layers = 2, .n_heads = 4,
-		.n_kv_heads = 2, .head_dim = 4, .d_ff = 12, .seq_len = 8, .rope_theta = 10000,
-		.norm_eps = 1e-5, .tie_embeddings = 0, .multipliers = "none", .scale_vectors = 1,
-	};
+	const struct sw_config base = variant_base;
 	struct sw_config c;
 
 	c = base; strcpy(c.scale_reparam, "or"); c.qk_norm = 1; c.norm_everywhere = 1;
