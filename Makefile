@@ -25,6 +25,8 @@
 #                      WeightWatcher, PyHessian) in build/venv, for make bench
 #   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
 #                      and an 8B extrapolation (about 15 minutes, 6.4 GB of disk)
+#   make bench-scale-sharpness  sw-sharpness on that 1B whole: time against its
+#                      FLOPs at sgemm's rate, peak memory (10 minutes, 15 GB)
 #
 # The CUDA trainer (lib/model/cuda/gpu.cu) is built whenever nvcc is found
 # (NVCC, by default /usr/local/cuda/bin/nvcc if it is there); NVCC= builds
@@ -136,7 +138,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-venv transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
+	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-scale-sharpness bench-venv transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -418,6 +420,11 @@ bench-venv:
 # not in make bench: it takes about 15 minutes and 6.4 GB of bench/out
 bench-scale: all
 	bench/scale
+
+# sw-sharpness on the whole 1.24 B-parameter checkpoint against its FLOPs
+# at sgemm's rate, and its peak memory (about 10 minutes, 15 GB of memory)
+bench-scale-sharpness: all $(BUILD)/bench/sgemm-peak
+	bench/scale-sharpness
 
 bench-cuda: all $(BUILD)/bench/cuda-info
 	bench/train-cuda

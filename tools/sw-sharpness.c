@@ -87,6 +87,21 @@ static const char *const ratio_cols[] = {
 	"file", "step", "block", "mean", "norm_over_block", "paper_ratio", "tokens"
 };
 
+/* The estimate's passes as progress (a 1B model's take minutes). */
+struct pass_progress {
+	struct tool *tl;
+	const char *file;
+	const struct blocksharp_opts *est;
+};
+
+static void pass_done(void *ctx, int done, int total)
+{
+	const struct pass_progress *p = ctx;
+
+	tool_progress(p->tl, "%s: an estimate on %lld tokens x %d draws: pass %d of %d", p->file,
+		      (long long)p->est->batch_tokens, p->est->draws, done, total);
+}
+
 static void row_stats(struct table *tb, const struct blocksharp_estimate *e,
 		      const struct gnb_stats *s)
 {
@@ -322,6 +337,9 @@ int main(int argc, char **argv)
 		struct sw_err err;
 		int rc;
 
+		struct pass_progress pp = {&tl, file, &o.est};
+
+		o.est.progress = (struct gnb_progress){pass_done, &pp};
 		tool_progress(&tl, "%s: /fisher, or an estimate on %lld tokens x %d draws", file,
 			      (long long)o.est.batch_tokens, o.est.draws);
 		rc = blocksharp_estimate(file, &o.est, &e, &err);

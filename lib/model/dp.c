@@ -276,17 +276,19 @@ static void skip_draws(struct sw_rng *r, size_t n)
 }
 
 int dp_gnb_estimate(struct dp *d, const int *tokens, int B, int T, int mb, int draws,
-		    struct sw_rng *r, float *h, int *labels, real *probs_buf, struct sw_err *err)
+		    struct sw_rng *r, float *h, int *labels, real *probs_buf,
+		    const struct gnb_progress *progress, struct sw_err *err)
 {
 	struct model *m = d->m;
 	int V = (int)m->c.vocab_size, N = B * T, b0, b1, rc = SW_OK, rc2;
 	int *y;
 
 	if (d->size == 1)
-		return gnb_estimate(m, tokens, B, T, mb, draws, r, h, labels, probs_buf, err);
+		return gnb_estimate(m, tokens, B, T, mb, draws, r, h, labels, probs_buf, progress, err);
 	if (labels || probs_buf)
 		return sw_fail(err, SW_ESOFTWARE, "data parallel GNB: no labels or softmax kept");
 	dp_slice(d, B, &b0, &b1);
+	int passes = (b1 - b0 + mb - 1) / (mb > 0 ? mb : 1), done = 0;
 	if (!(y = malloc((size_t)(mb > 0 ? mb : 1) * T * sizeof *y)))
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int k = 0; k < draws; k++) {
@@ -304,6 +306,8 @@ int dp_gnb_estimate(struct dp *d, const int *tokens, int B, int T, int mb, int d
 			gnb_sample_labels(m->logits, n * T, V, r, y);
 			/* these rows' mean loss is n T / N of the batch's mean */
 			model_backward(m, tok, y, (double)n * T / N);
+			if (progress && progress->fn)
+				progress->fn(progress->ctx, ++done, draws * passes);
 		}
 		skip_draws(r, (size_t)(B - b1) * T);
 		/* every rank sums, whatever happened here; then h += N g^2 / draws */

@@ -33,6 +33,7 @@
 #include "../base/comm.h"
 #include "model.h"
 #include "optim.h"
+#include "sharpness.h"
 #include "../base/rng.h"
 #include "../base/status.h"
 
@@ -99,6 +100,7 @@ int dp_params_agree(struct dp *d, struct sw_err *err);
  * labels and probs_buf must be NULL.
  */
 int dp_gnb_estimate(struct dp *d, const int *tokens, int B, int T, int mb, int draws,
-		    struct sw_rng *r, float *h, int *labels, real *probs_buf, struct sw_err *err);
+		    struct sw_rng *r, float *h, int *labels, real *probs_buf,
+		    const struct gnb_progress *progress, struct sw_err *err);
 
 #endif

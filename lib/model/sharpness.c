@@ -26,13 +26,20 @@ void gnb_sample_labels(const real *probs, int N, int V, struct sw_rng *r, int *l
 
 void gnb_square_into(float *h, const real *g, size_t n, double scale)
 {
+	if ((const void *)h == (const void *)g) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			h[i] = (float)(scale * (double)h[i] * (double)h[i]);
+		return;
+	}
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		h[i] += (float)(scale * (double)g[i] * (double)g[i]);
 }
 
 int gnb_estimate(struct model *m, const int *tokens, int B, int T, int mb, int draws,
-		 struct sw_rng *r, float *h, int *labels, real *probs_buf, struct sw_err *err)
+		 struct sw_rng *r, float *h, int *labels, real *probs_buf,
+		 const struct gnb_progress *progress, struct sw_err *err)
 {
 	int V = (int)m->c.vocab_size, nmb = B / mb, Nmb = mb * T, N = B * T;
 	int *y = malloc((size_t)Nmb * sizeof *y);
@@ -40,6 +47,10 @@ int gnb_estimate(struct model *m, const int *tokens, int B, int T, int mb, int d
 
 	if (!y)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	if ((const void *)h == (const void *)m->grads && draws != 1) {
+		free(y);
+		return sw_fail(err, SW_ESOFTWARE, "an estimate in place of the gradient takes one draw");
+	}
 	if (B % mb) {
 		free(y);
 		return sw_fail(err, SW_EUSAGE, "batch of %d sequences is not a multiple of %d", B, mb);
@@ -69,6 +80,8 @@ int gnb_estimate(struct model *m, const int *tokens, int B, int T, int mb, int d
 				memcpy(labels + (size_t)d * N + (size_t)k * Nmb, y, (size_t)Nmb * sizeof *y);
 			/* this micro-batch's mean loss is Nmb/N of the batch's mean */
 			model_backward(m, tok, y, (double)Nmb / N);
+			if (progress && progress->fn)
+				progress->fn(progress->ctx, d * nmb + k + 1, draws * nmb);
 		}
 		/* h += N g^2 / draws */
 		gnb_square_into(h, m->grads, m->nparams, (double)N / draws);
@@ -77,132 +90,144 @@ int gnb_estimate(struct model *m, const int *tokens, int B, int T, int mb, int d
 	return SW_OK;
 }
 
-static int cmp_float(const void *a, const void *b)
+/* A nonnegative float's bits order as the float does. */
+static uint32_t float_bits(float x)
 {
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	return u;
 }
 
-static void swap_float(float *a, float *b)
-{
-	float t = *a;
-	*a = *b;
-	*b = t;
-}
-
-static float median_of_3(float a, float b, float c)
-{
-	return a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-}
+#define RADIX 65536     /* a 16-bit digit: two passes find a float by its rank */
 
 /*
- * Reorders v[lo..hi) (no NaN) so that v[k] holds the value it would hold
- * were the range sorted, with nothing greater before it and nothing smaller
- * after: quickselect, three-way partitions around the median of three
- * entries drawn by a fixed pseudo-random sequence, so equal values (many
- * h share one) cost one pass. Expected linear time; should the rounds
- * exceed 2 log2(n) + 16, the rest of the range is sorted instead, which
- * bounds the worst case by a sort's n log n. A sort of a billion-parameter
- * block took a minute (the comparisons are calls); this takes seconds.
+ * The order statistics rank[0..nr) (nr <= 8, each < the count) of the
+ * positive values in the segments, into out. hist (RADIX) holds how many
+ * have each high 16-bit digit (the caller's pass); one more pass counts
+ * the low digits of those whose high digit a rank falls in. Nothing is
+ * copied or reordered: a billion-parameter block needs no second copy.
  */
-static void select_kth_rounds(float *v, int64_t lo, int64_t hi, int64_t k, int rounds)
+static int select_ranks(const float *const *seg, const int64_t *len, int nseg,
+			const int64_t *hist, const int64_t *rank, int nr, float *out,
+			struct sw_err *err)
 {
-	uint64_t draw = 0x9e3779b97f4a7c15u;
+	int8_t *slot_of = malloc(RADIX);
+	int64_t *low = calloc((size_t)nr * RADIX, sizeof *low), before[8];
+	uint32_t digit[8];
+	int slot[8], nslots = 0;
 
-	while (hi - lo > 1) {
-		int64_t n = hi - lo, at[3];
-		if (rounds-- == 0) {
-			qsort(v + lo, (size_t)n, sizeof *v, cmp_float);
-			return;
-		}
-		for (int j = 0; j < 3; j++) {
-			draw = draw * 6364136223846793005u + 1442695040888963407u;
-			at[j] = lo + (int64_t)((draw >> 33) % (uint64_t)n);
-		}
-		float pivot = median_of_3(v[at[0]], v[at[1]], v[at[2]]);
-		/* [lo, lt) < pivot, [lt, gt) == pivot, [gt, hi) > pivot */
-		int64_t lt = lo, i = lo, gt = hi;
-		while (i < gt) {
-			if (v[i] < pivot)
-				swap_float(&v[lt++], &v[i++]);
-			else if (v[i] > pivot)
-				swap_float(&v[i], &v[--gt]);
-			else
-				i++;
-		}
-		if (k < lt)
-			hi = lt;
-		else if (k >= gt)
-			lo = gt;
-		else
-			return;         /* v[k] is the pivot, in place */
+	if (!slot_of || !low) {
+		free(slot_of);
+		free(low);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
-}
-
-static void select_kth(float *v, int64_t lo, int64_t hi, int64_t k)
-{
-	int rounds = 16;
-
-	for (int64_t n = hi - lo; n > 1; n >>= 1)
-		rounds += 2;
-	select_kth_rounds(v, lo, hi, k, rounds);
-}
-
-/*
- * numpy's default quantile of v[0..n): linear between the order statistics
- * i = floor(q (n - 1)) and i + 1. v[from..n) must hold the statistics
- * from `from` on (an earlier call's i, for an equal or larger q: its
- * selection left what lies above it above it); returns i.
- */
-static int64_t quantile(float *v, int64_t n, double q, int64_t from, double *out)
-{
-	double pos = q * (double)(n - 1);
-	int64_t i = (int64_t)floor(pos);
-	double f = pos - (double)i;
-	float next;
-
-	select_kth(v, from, n, i);
-	if (i + 1 >= n) {
-		*out = v[n - 1];
-		return i;
+	memset(slot_of, -1, RADIX);
+	for (int k = 0; k < nr; k++) {
+		uint32_t d = 0;
+		int64_t cum = 0;
+		while (cum + hist[d] <= rank[k])
+			cum += hist[d++];
+		digit[k] = d;
+		before[k] = cum;
+		if (slot_of[d] < 0)
+			slot_of[d] = (int8_t)nslots++;
+		slot[k] = slot_of[d];
 	}
-	next = v[i + 1];        /* the next statistic: the least of what lies above i */
-	for (int64_t j = i + 2; j < n; j++)
-		next = v[j] < next ? v[j] : next;
-	*out = v[i] + f * ((double)next - v[i]);
-	return i;
+	for (int j = 0; j < nseg; j++)
+		for (int64_t i = 0; i < len[j]; i++) {
+			uint32_t u = float_bits(seg[j][i]);
+			if (seg[j][i] > 0 && slot_of[u >> 16] >= 0)
+				low[(size_t)slot_of[u >> 16] * RADIX + (u & 0xffff)]++;
+		}
+	for (int k = 0; k < nr; k++) {
+		const int64_t *c = low + (size_t)slot[k] * RADIX;
+		int64_t cum = before[k];
+		uint32_t d = 0, u;
+		while (cum + c[d] <= rank[k])
+			cum += c[d++];
+		u = digit[k] << 16 | d;
+		memcpy(&out[k], &u, sizeof u);
+	}
+	free(slot_of);
+	free(low);
+	return SW_OK;
 }
 
-int gnb_stats_of(float *vals, int64_t n, struct gnb_stats *s, struct sw_err *err)
+/* log10 as the statistics take it: in double, rounded to a float. The
+ * rounding is a store to memory: GCC at -O3 with -fno-math-errno kept
+ * the double for two of the quantiles when the cast alone said float,
+ * moving them off numpy's by up to half a float ulp. */
+static float log10f_of(float x)
 {
-	double sum = 0, lsum = 0;
-	int64_t nz = 0;
+	volatile float l = (float)log10((double)x);
+
+	return l;
+}
+
+int gnb_stats(const float *const *seg, const int64_t *len, int nseg, struct gnb_stats *s,
+	      struct sw_err *err)
+{
+	static const double qs[3] = {0.1, 0.5, 0.9};
+	double sum = 0, lsum = 0, *qout[3] = {&s->q10, &s->median, &s->q90};
+	int64_t nz = 0, n = 0, rank[6], *hist;
+	float at[6], lg[6];
+	int nr = 0, rc;
 
 	memset(s, 0, sizeof *s);
-	s->n = n;
-	for (int64_t i = 0; i < n; i++) {
-		if (!(vals[i] >= 0) || isinf(vals[i]))
-			return sw_fail(err, SW_EDATA, "a sharpness estimate is %g", (double)vals[i]);
-		sum += vals[i];
-	}
-	s->mean = n ? sum / (double)n : NAN;
-	/* log10 of the nonzero entries, packed to the front */
-	for (int64_t i = 0; i < n; i++)
-		if (vals[i] > 0) {
-			vals[nz] = (float)log10((double)vals[i]);
-			lsum += vals[nz];
-			nz++;
+	if (!(hist = calloc(RADIX, sizeof *hist)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	/* one pass: the checks, the mean, the mean of log10 over the nonzero
+	 * entries and the high digits of their bits */
+	for (int j = 0; j < nseg; j++)
+		for (int64_t i = 0; i < len[j]; i++) {
+			float v = seg[j][i];
+			if (!(v >= 0) || isinf(v)) {
+				free(hist);
+				return sw_fail(err, SW_EDATA, "a sharpness estimate is %g", (double)v);
+			}
+			sum += v;
+			if (v > 0) {
+				lsum += log10f_of(v);
+				nz++;
+				hist[float_bits(v) >> 16]++;
+			}
 		}
+	for (int j = 0; j < nseg; j++)
+		n += len[j];
+	s->n = n;
+	s->mean = n ? sum / (double)n : NAN;
 	s->zeros = n - nz;
 	if (!nz) {
+		free(hist);
 		s->mean_log10 = s->q10 = s->median = s->q90 = NAN;
 		return SW_OK;
 	}
 	s->mean_log10 = lsum / (double)nz;
-	int64_t at = quantile(vals, nz, 0.1, 0, &s->q10);
-	at = quantile(vals, nz, 0.5, at, &s->median);
-	quantile(vals, nz, 0.9, at, &s->q90);
+	/* numpy's default quantile: linear between the order statistics
+	 * i = floor(q (nz - 1)) and i + 1 of log10 h; log10 keeps the order, so
+	 * they are the logs of h's */
+	for (int q = 0; q < 3; q++) {
+		int64_t i = (int64_t)floor(qs[q] * (double)(nz - 1));
+		rank[nr++] = i;
+		rank[nr++] = i + 1 < nz ? i + 1 : i;
+	}
+	rc = select_ranks(seg, len, nseg, hist, rank, nr, at, err);
+	free(hist);
+	if (rc)
+		return rc;
+	for (int k = 0; k < nr; k++)
+		lg[k] = log10f_of(at[k]);
+	for (int q = 0; q < 3; q++) {
+		double pos = qs[q] * (double)(nz - 1), f = pos - floor(pos);
+		*qout[q] = lg[2 * q] + f * ((double)lg[2 * q + 1] - lg[2 * q]);
+	}
 	return SW_OK;
+}
+
+int gnb_stats_of(const float *vals, int64_t n, struct gnb_stats *s, struct sw_err *err)
+{
+	return gnb_stats(&vals, &n, 1, s, err);
 }
 
 double gnb_paper_ratio(enum sw_block b)

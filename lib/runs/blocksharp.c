@@ -21,16 +21,17 @@ void blocksharp_free(struct blocksharp_estimate *e)
 	memset(e, 0, sizeof *e);
 }
 
-/* Room for n tensors and total values. */
-static int estimate_alloc(struct blocksharp_estimate *e, size_t n, size_t total,
+/* Room for n tensors and total values (h too unless in_place: the
+ * caller's model gradient will be it). */
+static int estimate_alloc(struct blocksharp_estimate *e, size_t n, size_t total, int in_place,
 			  struct sw_err *err)
 {
 	e->n = (int)n;
 	e->total = (int64_t)total;
 	e->info = calloc(n ? n : 1, sizeof *e->info);
 	e->offset = calloc(n ? n : 1, sizeof *e->offset);
-	e->h = calloc(total ? total : 1, sizeof *e->h);
-	if (!e->info || !e->offset || !e->h)
+	e->h = in_place ? NULL : calloc(total ? total : 1, sizeof *e->h);
+	if (!e->info || !e->offset || (!in_place && !e->h))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	return SW_OK;
 }
@@ -48,7 +49,7 @@ static int from_fisher(struct ckpt *ck, struct blocksharp_estimate *e, int *have
 			return SW_OK;
 		total += (size_t)ckpt_info(ck, i)->numel;
 	}
-	if ((rc = estimate_alloc(e, n, total, err)))
+	if ((rc = estimate_alloc(e, n, total, 0, err)))
 		return rc;
 	total = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -106,16 +107,31 @@ static int agree(const struct blocksharp_opts *o, struct blocksharp_estimate *e,
 	return rc;
 }
 
+/* A fresh batch per draw is an estimate per draw: its passes counted
+ * among every draw's. */
+struct draw_passes {
+	const struct gnb_progress *all;
+	int draw, draws;
+};
+
+static void draw_pass_done(void *ctx, int done, int total)
+{
+	const struct draw_passes *d = ctx;
+
+	d->all->fn(d->all->ctx, d->draw * total + done, d->draws * total);
+}
+
 /* The estimate of one batch: on the CPU (with several ranks, each its rows
  * of it: dp_gnb_estimate), or with --device on the GPU model mirroring m;
  * keep: one micro-batch, its softmax kept for every draw (in probs on the
  * CPU, on the device on a GPU). */
 static int estimate(struct dp *dp, struct gpu_model *gpu, const int *tok, int B, int T, int mb,
 		    int draws, struct sw_rng *r, float *h, int *labels, int keep, real *probs,
-		    struct sw_err *err)
+		    const struct gnb_progress *progress, struct sw_err *err)
 {
 	if (!gpu)
-		return dp_gnb_estimate(dp, tok, B, T, mb, draws, r, h, labels, keep ? probs : NULL, err);
+		return dp_gnb_estimate(dp, tok, B, T, mb, draws, r, h, labels, keep ? probs : NULL,
+				       progress, err);
 	return gpumodel_gnb(gpu, tok, B, T, mb, draws, r, h, labels, keep, err);
 }
 
@@ -180,7 +196,8 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	struct sw_rng r;
 	struct dp dp = {0};
 	struct gpu_model *gpu = NULL;
-	int rc, T, B, mb, keep, many = comm_size(o->comm) > 1;
+	int rc, T, B, mb, keep, in_place = 0, many = comm_size(o->comm) > 1;
+	float *h = NULL;
 	int *tok = NULL, *tgt = NULL, *labels = NULL, *inputs = NULL;
 	real *probs = NULL;
 	double need;
@@ -199,18 +216,25 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	if (o->device != SW_DEVICE_CPU &&
 	    (rc = gpumodel_open(&gpu, o->device, SW_PRECISION_FP32, m, NULL, mb, T, err)))
 		goto setup;
-	/* the host's part: on a GPU the parameters and the estimate */
-	need = 4.0 * (double)m->nparams * 4 +
+	/* one draw on the CPU: the float gradient becomes the estimate in
+	 * place (at 1B parameters that spares 5 GB) */
+	in_place = !gpu && o->draws == 1 && sizeof(real) == sizeof(float);
+	/* the host's part: the parameters, the gradient, the estimate unless
+	 * in the gradient's place, the effective weights; on a GPU the
+	 * parameters and the estimate */
+	need = (3.0 - in_place) * (double)m->nparams * sizeof(float) +
+	       2.0 * (double)m->eff_size * sizeof(real) +
 	       (gpu ? 0 : model_acts_bytes(&m->c, mb, T) +
 			  (keep ? (double)mb * T * m->c.vocab_size * sizeof(real) : 0));
 	if (su.mem_free > 0 && need > su.mem_free) {
 		rc = sw_fail(err, SW_ESOFTWARE,
-			     "needs %.1f GB (parameters, gradient, estimate, activations), %.1f GB available",
+			     "needs %.1f GB (parameters, gradient and estimate, activations), %.1f GB available",
 			     need / 1e9, su.mem_free / 1e9);
 		goto setup;
 	}
-	if ((rc = estimate_alloc(e, (size_t)m->ntensors, m->nparams, err)))
+	if ((rc = estimate_alloc(e, (size_t)m->ntensors, m->nparams, in_place, err)))
 		goto setup;
+	h = in_place ? (float *)(void *)m->grads : e->h;
 	tok = malloc((size_t)B * T * sizeof *tok);
 	tgt = malloc((size_t)B * T * sizeof *tgt);
 	if (o->dump) {
@@ -238,8 +262,8 @@ setup:
 		if ((rc = agree(o, e, data_train_batch(&su.d, &r, B, T, tok, tgt, err))))
 			sw_err_prefix(err, "%s", o->data);
 		else
-			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, o->draws, &r, e->h, labels, keep,
-						  probs, err));
+			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, o->draws, &r, h, labels, keep,
+						  probs, &o->progress, err));
 		for (int k = 0; inputs && k < o->draws; k++)
 			memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 	} else {
@@ -249,14 +273,21 @@ setup:
 				sw_err_prefix(err, "%s", o->data);
 				break;
 			}
-			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, 1, &r, e->h,
+			struct draw_passes dr = {&o->progress, k, o->draws};
+			struct gnb_progress pr = {o->progress.fn ? draw_pass_done : NULL, &dr};
+			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, 1, &r, h,
 						  labels ? labels + (size_t)k * B * T : NULL, keep, probs,
-						  err));
+						  &pr, err));
 			if (inputs)
 				memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 		}
 		for (size_t i = 0; !rc && i < m->nparams; i++)
-			e->h[i] /= (float)o->draws;
+			h[i] /= (float)o->draws;
+	}
+	if (!rc && in_place) {
+		/* the gradient is the estimate now: it outlives the model */
+		e->h = h;
+		m->grads = NULL;
 	}
 	if (!rc && o->dump)
 		rc = dump_labels(o->dump, inputs, labels, o->draws, B, T, err);
@@ -297,12 +328,12 @@ int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
 	return compute(path, o, e, err);
 }
 
-/* Copy the estimates of the tensors matching (block, layer, tensor, sel)
- * into vals; returns the count. */
-static int64_t gather(const struct blocksharp_estimate *e, const struct sw_select *sel, int block,
-		      int layer, int tensor, float *vals)
+/* The runs of h of the tensors matching (block, layer, tensor, sel):
+ * pointers into e->h, not copies (seg and len hold e->n); returns how many. */
+static int runs_of(const struct blocksharp_estimate *e, const struct sw_select *sel, int block,
+		   int layer, int tensor, const float **seg, int64_t *len)
 {
-	int64_t n = 0;
+	int n = 0;
 
 	for (int i = 0; i < e->n; i++) {
 		const struct sw_tensor_info *t = &e->info[i];
@@ -310,34 +341,43 @@ static int64_t gather(const struct blocksharp_estimate *e, const struct sw_selec
 		    (tensor >= 0 && i != tensor) || !select_match_info(sel, t) ||
 		    arch_reparam_of(e->reparam, t->role))
 			continue;
-		memcpy(vals + n, e->h + e->offset[i], (size_t)t->numel * sizeof *vals);
-		n += t->numel;
+		seg[n] = e->h + e->offset[i];
+		len[n++] = t->numel;
 	}
 	return n;
 }
 
-static float *scratch(const struct blocksharp_estimate *e, struct sw_err *err)
+/* Room for the runs of every tensor. */
+static int runs_alloc(const struct blocksharp_estimate *e, const float ***seg, int64_t **len,
+		      struct sw_err *err)
 {
-	float *vals = malloc((size_t)(e->total + 1) * sizeof *vals);
-
-	if (!vals)
-		sw_fail(err, SW_ESOFTWARE, "out of memory");
-	return vals;
+	*seg = malloc((size_t)(e->n + 1) * sizeof **seg);
+	*len = malloc((size_t)(e->n + 1) * sizeof **len);
+	if (*seg && *len)
+		return SW_OK;
+	free(*seg);
+	free(*len);
+	return sw_fail(err, SW_ESOFTWARE, "out of memory");
 }
 
 int blocksharp_stats(const struct blocksharp_estimate *e, const struct sw_select *sel,
 		     int block, int layer, int tensor, struct gnb_stats *s, int64_t *count,
 		     struct sw_err *err)
 {
-	float *vals = scratch(e, err);
-	int rc = SW_OK;
+	const float **seg;
+	int64_t *len;
+	int rc = runs_alloc(e, &seg, &len, err), nseg;
 
-	if (!vals)
-		return SW_ESOFTWARE;
-	*count = gather(e, sel, block, layer, tensor, vals);
+	if (rc)
+		return rc;
+	nseg = runs_of(e, sel, block, layer, tensor, seg, len);
+	*count = 0;
+	for (int j = 0; j < nseg; j++)
+		*count += len[j];
 	if (*count)
-		rc = gnb_stats_of(vals, *count, s, err);
-	free(vals);
+		rc = gnb_stats(seg, len, nseg, s, err);
+	free(seg);
+	free(len);
 	return rc;
 }
 
@@ -362,39 +402,45 @@ int blocksharp_hist(const struct blocksharp_estimate *e, const struct sw_select 
 		    int64_t *count, double *density, int present[SW_BLOCK_COUNT], double *lo_out,
 		    double *width, struct sw_err *err)
 {
-	float *vals = scratch(e, err);
+	const float **seg;
+	int64_t *len;
 	double lo = INFINITY, hi = -INFINITY, w;
-	int64_t n;
+	int nseg, rc = runs_alloc(e, &seg, &len, err);
 
-	if (!vals)
-		return SW_ESOFTWARE;
-	n = gather(e, sel, -1, -2, -1, vals);
-	for (int64_t i = 0; i < n; i++)
-		if (vals[i] > 0) {
-			double x = log10((double)vals[i]);
-			lo = x < lo ? x : lo;
-			hi = x > hi ? x : hi;
-		}
+	if (rc)
+		return rc;
+	nseg = runs_of(e, sel, -1, -2, -1, seg, len);
+	for (int j = 0; j < nseg; j++)
+		for (int64_t i = 0; i < len[j]; i++)
+			if (seg[j][i] > 0) {
+				double x = log10((double)seg[j][i]);
+				lo = x < lo ? x : lo;
+				hi = x > hi ? x : hi;
+			}
 	if (!(hi >= lo)) {
-		free(vals);
+		free(seg);
+		free(len);
 		return sw_fail(err, SW_EDATA, "every estimate is zero: no distribution to print");
 	}
 	w = hi > lo ? (hi - lo) / bins : 1;
 	for (int b = 0; b < SW_BLOCK_COUNT; b++) {
-		int64_t nb = gather(e, sel, b, -2, -1, vals), nz = 0, *c = count + (size_t)b * bins;
+		int64_t nz = 0, *c = count + (size_t)b * bins;
 
-		present[b] = nb > 0;
+		nseg = runs_of(e, sel, b, -2, -1, seg, len);
+		present[b] = nseg > 0;
 		memset(c, 0, (size_t)bins * sizeof *c);
-		for (int64_t i = 0; i < nb; i++)
-			if (vals[i] > 0) {
-				int k = (int)((log10((double)vals[i]) - lo) / w);
-				c[k >= bins ? bins - 1 : k < 0 ? 0 : k]++;
-				nz++;
-			}
+		for (int j = 0; j < nseg; j++)
+			for (int64_t i = 0; i < len[j]; i++)
+				if (seg[j][i] > 0) {
+					int k = (int)((log10((double)seg[j][i]) - lo) / w);
+					c[k >= bins ? bins - 1 : k < 0 ? 0 : k]++;
+					nz++;
+				}
 		for (int k = 0; k < bins; k++)
 			density[(size_t)b * bins + k] = nz ? (double)c[k] / ((double)nz * w) : 0;
 	}
-	free(vals);
+	free(seg);
+	free(len);
 	*lo_out = lo;
 	*width = w;
 	return SW_OK;

@@ -13,7 +13,9 @@
  * Under MPI (opts.comm of several ranks) the computed estimate is split
  * over the ranks by rows of the batch and its gradients summed before
  * they are squared (dp_gnb_estimate): the one-process estimate on the
- * same labels, up to the order of the sums; every rank gets h.
+ * same labels, up to the order of the sums; every rank gets h. With one
+ * draw on the CPU the model's gradient becomes h in its place (no third
+ * array of the model's size), and the statistics read h where it lies.
  * blocksharp_stats pools h over a set of parameters (a block type, a
  * layer, a tensor; eq. 4 and the log scale), blocksharp_hist bins log10 h
  * per block type, blocksharp_principle checks Principle (1).
@@ -46,6 +48,8 @@ struct blocksharp_opts {
 	const char *dump;       /* write the inputs and labels here, or NULL (one process) */
 	struct comm *comm;      /* the ranks computing the estimate together; NULL: one */
 	enum sw_device device;  /* where the estimate is computed: cpu, cuda, emu */
+	struct gnb_progress progress;   /* after each pass on the CPU: done of every
+					   draw's passes; fn NULL: none */
 };
 
 /*

@@ -925,7 +925,7 @@ static int fisher(struct trainer *t, struct modelio_extras *x, struct sw_err *er
 		rc = gpumodel_gnb(t->gpu, t->all_tok, t->A * t->B, t->T, t->B, 1, &fr, t->fisher, NULL, 0, err);
 	else
 		rc = dp_gnb_estimate(&t->dp, t->all_tok, t->A * t->B, t->T, t->Bl, 1, &fr, t->fisher, NULL,
-				     NULL, err);
+				     NULL, NULL, err);
 	/* the training slice's activations back (a no-op in one process) */
 	if (!rc && !t->gpu)
 		rc = model_alloc_acts(&t->m, t->Bl, t->T, err);

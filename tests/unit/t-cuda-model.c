@@ -314,7 +314,7 @@ static void check_gnb(int mb, int keep)
 	batch(tok, tgt, (int)c.vocab_size, 4);
 	rng_seed(&r1, 77);
 	rng_seed(&r2, 77);
-	if (gnb_estimate(&cpu, tok, B, T, mb, draws, &r1, hc, lab_cpu, probs, &err) ||
+	if (gnb_estimate(&cpu, tok, B, T, mb, draws, &r1, hc, lab_cpu, probs, NULL, &err) ||
 	    gpumodel_gnb(gm, tok, B, T, mb, draws, &r2, hg, lab_gpu, keep, &err)) {
 		ok(0, "gnb: %s", err.msg);
 	} else {

@@ -16,8 +16,14 @@
 
 #include "tap.h"
 
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
 /* numpy's default quantile from a sorted copy: the reference for the
- * selection in gnb_stats_of (the same arithmetic, so equal to the bit) */
+ * selection by rank in gnb_stats (the same arithmetic, so equal to the bit) */
 static double sorted_quantile(const float *sorted, int64_t n, double q)
 {
 	double pos = q * (double)(n - 1);
@@ -27,40 +33,65 @@ static double sorted_quantile(const float *sorted, int64_t n, double q)
 	return sorted[i] + (pos - (double)i) * ((double)sorted[i + 1] - sorted[i]);
 }
 
-/* The three quantiles by selection against those of a sorted copy, on n
- * values of one pattern: 0 random, 1 five distinct values, 2 ascending,
- * 3 descending, 4 all equal, 5 organ pipe (up, then down). */
+/* The three quantiles of log10 by rank against those of a sorted copy, on
+ * n positive values of one pattern (0 log-normal, sd 4 decades, 1 five
+ * distinct values, 2 ascending, 3 descending, 4 all equal, 5 organ pipe,
+ * 6 neighbours in the bits: one high digit, ties in the low), a zero in
+ * every seventh place, read as three runs; the values are left as they
+ * were. */
 static int quantiles_match(int64_t n, int pattern, struct sw_rng *r)
 {
 	float *v = malloc((size_t)n * sizeof *v), *ref = malloc((size_t)n * sizeof *ref);
-	int same = v && ref;
+	float *before = malloc((size_t)n * sizeof *before);
+	int same = v && ref && before;
+	int64_t nz = 0;
 
 	for (int64_t i = 0; same && i < n; i++) {
 		switch (pattern) {
-		case 0: v[i] = (float)rng_normal(r); break;
-		case 1: v[i] = (float)(rng_next(r) % 5) - 2.5f; break;
-		case 2: v[i] = (float)i; break;
+		case 0: v[i] = (float)pow(10, 4 * rng_normal(r)); break;
+		case 1: v[i] = (float)(rng_next(r) % 5 + 1) * 0.25f; break;
+		case 2: v[i] = (float)(i + 1); break;
 		case 3: v[i] = (float)(n - i); break;
-		case 4: v[i] = -5.25f; break;
-		default: v[i] = (float)(i < n / 2 ? i : n - i); break;
+		case 4: v[i] = 5.25f; break;
+		case 5: v[i] = (float)(i < n / 2 ? i + 1 : n - i); break;
+		default: v[i] = 1.0f + (float)(rng_next(r) % 7) * 0x1p-23f; break;
 		}
-		ref[i] = v[i];
+		if (i % 7 == 3)
+			v[i] = 0;
+		if (v[i] > 0)
+			ref[nz++] = (float)log10((double)v[i]);
 	}
 	if (same) {
-		double got[3];
-		int64_t at = quantile(v, n, 0.1, 0, &got[0]);
-		at = quantile(v, n, 0.5, at, &got[1]);
-		quantile(v, n, 0.9, at, &got[2]);
-		qsort(ref, (size_t)n, sizeof *ref, cmp_float);
-		same = got[0] == sorted_quantile(ref, n, 0.1) && got[1] == sorted_quantile(ref, n, 0.5) &&
-		       got[2] == sorted_quantile(ref, n, 0.9);
-		/* and the values were only moved: sorted, they are the copy */
-		qsort(v, (size_t)n, sizeof *v, cmp_float);
-		same = same && memcmp(v, ref, (size_t)n * sizeof *v) == 0;
+		const float *seg[3] = {v, v + n / 3, v + n / 2};
+		int64_t len[3] = {n / 3, n / 2 - n / 3, n - n / 2};
+		struct gnb_stats s;
+		struct sw_err err;
+		memcpy(before, v, (size_t)n * sizeof *v);
+		same = gnb_stats(seg, len, 3, &s, &err) == SW_OK && s.zeros == n - nz;
+		qsort(ref, (size_t)nz, sizeof *ref, cmp_float);
+		same = same && (nz ? s.q10 == sorted_quantile(ref, nz, 0.1) &&
+				     s.median == sorted_quantile(ref, nz, 0.5) &&
+				     s.q90 == sorted_quantile(ref, nz, 0.9)
+				   : isnan(s.median));
+		same = same && memcmp(v, before, (size_t)n * sizeof *v) == 0;
 	}
 	free(v);
 	free(ref);
+	free(before);
 	return same;
+}
+
+/* gnb_estimate's progress: the passes in order, each told once */
+struct passes_seen {
+	int calls, in_order, total;
+};
+
+static void pass_seen(void *ctx, int done, int total)
+{
+	struct passes_seen *p = ctx;
+
+	p->in_order &= done == ++p->calls;
+	p->total = total;
 }
 
 int main(void)
@@ -112,7 +143,7 @@ int main(void)
 	rng_seed(&lr, 11);
 	for (int k = 0; k < K; k++) {
 		memset(h, 0, P * sizeof *h);
-		if (gnb_estimate(&m, tok, B, T, B, 1, &lr, h, NULL, pb, &err))
+		if (gnb_estimate(&m, tok, B, T, B, 1, &lr, h, NULL, pb, NULL, &err))
 			return 1;
 		double tr = 0, d;
 		for (size_t i = 0; i < P; i++) {
@@ -138,6 +169,15 @@ int main(void)
 	}
 	ok(bad == 0 && nz > (int)P / 2, "%d draws: all %zu parameters within 5 standard errors of the exact expectation (worst %.2f)",
 	   K, P, worst);
+
+	/* progress: micro-batches of one sequence, two draws: four passes */
+	struct passes_seen seen = {0, 1, 0};
+	struct gnb_progress pr = {pass_seen, &seen};
+	memset(h, 0, P * sizeof *h);
+	int prc = gnb_estimate(&m, tok, B, T, 1, 2, &lr, h, NULL, NULL, &pr, &err);
+	ok(prc == SW_OK && seen.calls == 4 && seen.in_order && seen.total == 4,
+	   "progress: each of the 2 x 2 passes told once, in order (%d calls, of %d)", seen.calls,
+	   seen.total);
 
 	/* the trace, the numerator of eq. 4 over all parameters */
 	double tr_exact = 0, tr_se = sqrt(tm2 / (K - 1) / K);
@@ -178,23 +218,19 @@ int main(void)
 	   close_rel(s.mean_log10, -1.5, 1e-6) && close_rel(s.median, -1.5, 1e-6) &&
 	   close_rel(s.q10, -2.7, 1e-6) && close_rel(s.q90, -0.3, 1e-6),
 	   "stats: mean %.6g, zeros apart, log10 quantiles %.3g %.3g %.3g", s.mean, s.q10, s.median, s.q90);
-	/* the quantiles by selection equal a sort's, to the bit, at every
-	 * size and on the patterns that slow a naive quickselect */
+	/* the quantiles by rank equal a sort's, to the bit, at every size and
+	 * on patterns that put ranks in one digit, in ties, across decades */
 	int all_match = 1;
-	const int64_t sizes[] = {1, 2, 3, 10, 11, 1000, 100003};
+	const int64_t sizes[] = {1, 2, 3, 4, 10, 11, 1000, 100003};
 	for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
-		for (int pattern = 0; pattern < 6; pattern++)
+		for (int pattern = 0; pattern < 7; pattern++)
 			if (!quantiles_match(sizes[k], pattern, &r)) {
 				all_match = 0;
 				diag("quantiles differ: n %lld, pattern %d", (long long)sizes[k], pattern);
 			}
-	ok(all_match, "q10, median, q90 by selection equal a sorted copy's (7 sizes x 6 patterns)");
-
-	/* the selection's fallback: with no rounds left it sorts the range */
-	float few[5] = {3, 1, 2, 5, 4};
-	select_kth_rounds(few, 0, 5, 2, 0);
-	ok(few[0] == 1 && few[1] == 2 && few[2] == 3 && few[3] == 4 && few[4] == 5,
-	   "a selection out of rounds sorts the range");
+	ok(all_match, "q10, median, q90 by rank equal a sorted copy's (8 sizes x 7 patterns, in 3 runs)");
+	float bad_vals[3] = {1, NAN, 2};
+	ok(gnb_stats_of(bad_vals, 3, &s, &err) == SW_EDATA, "a NaN estimate: %s", err.msg);
 
 	free(exact);
 	free(mean);
