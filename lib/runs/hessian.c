@@ -446,7 +446,6 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		return sw_fail(err, SW_EUSAGE, "Hutch++ takes 3 products at least, and no density");
 	if ((rc = blocksharp_setup(path, &o->data, 2, &su, err)))
 		return rc;
-	model_update_gains(&su.m);      /* the gains of the parameters read */
 	nt = su.m.ntensors;
 	r->T = su.T;
 	r->B = su.B;
