@@ -42,6 +42,18 @@ def nbytes(shape):
     return 2 * int(np.prod(shape))
 
 
+def write_tokens(path, n=1 << 20, seed=1):
+    """bench/scale's tokens: n random ids below 65536 (uint16) in llm.c's
+    format, written as path.part and renamed"""
+    tok = np.random.default_rng(seed).integers(0, 1 << 16, n).astype(np.uint16)
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = [20240520, 1, n]
+    with open(path + ".part", "wb") as f:
+        f.write(header.tobytes())
+        f.write(tok.tobytes())
+    os.replace(path + ".part", path)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
