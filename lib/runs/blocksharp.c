@@ -281,7 +281,8 @@ setup:
 			if (inputs)
 				memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
 		}
-		for (size_t i = 0; !rc && i < m->nparams; i++)
+		/* the mean of the draws' sums (one draw: already it) */
+		for (size_t i = 0; !rc && o->draws > 1 && i < m->nparams; i++)
 			h[i] /= (float)o->draws;
 	}
 	if (!rc && in_place) {
