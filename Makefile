@@ -25,8 +25,9 @@
 #                      WeightWatcher, PyHessian) in build/venv, for make bench
 #   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
 #                      and an 8B extrapolation (about 15 minutes, 6.4 GB of disk)
-#   make bench-scale-sharpness  sw-sharpness on that 1B whole: time against its
-#                      FLOPs at sgemm's rate, peak memory (10 minutes, 15 GB)
+#   make bench-scale-sharpness  sw-sharpness on that 1B whole, as loaded and
+#                      with --low-memory: time against its FLOPs at sgemm's
+#                      rate, peak memory (20 minutes, 15 GB)
 #
 # The CUDA trainer (lib/model/cuda/gpu.cu) is built whenever nvcc is found
 # (NVCC, by default /usr/local/cuda/bin/nvcc if it is there); NVCC= builds
@@ -425,6 +426,7 @@ bench-scale: all
 # at sgemm's rate, and its peak memory (about 10 minutes, 15 GB of memory)
 bench-scale-sharpness: all $(BUILD)/bench/sgemm-peak
 	bench/scale-sharpness
+	bench/scale-sharpness --low-memory
 
 bench-cuda: all $(BUILD)/bench/cuda-info
 	bench/train-cuda

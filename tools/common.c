@@ -554,6 +554,7 @@ int tool_batch_option(struct tool *t, int opt, const char *arg, struct blockshar
 	case OPT_SEQ_LEN: b->seq_len = (int)tool_parse_int(t, "--seq-len", arg, 1, 1 << 16); return 1;
 	case OPT_MICRO_BATCH: b->micro = (int)tool_parse_int(t, "--micro-batch", arg, 1, 1 << 20); return 1;
 	case OPT_SEED: b->seed = (uint64_t)tool_parse_int(t, "--seed", arg, 0, 1LL << 62); return 1;
+	case OPT_LOW_MEMORY: b->low_memory = 1; return 1;
 	default: return 0;
 	}
 }

@@ -39,7 +39,7 @@ void tool_shared_failure(struct tool *t, const char *file, int rc, int reporter,
 enum {
 	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
 	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_QUIET, OPT_DATA, OPT_DATA_FORMAT, OPT_BATCH_TOKENS,
-	OPT_SEQ_LEN, OPT_MICRO_BATCH, OPT_SEED, OPT_TOOL_FIRST = 1100
+	OPT_SEQ_LEN, OPT_MICRO_BATCH, OPT_SEED, OPT_LOW_MEMORY, OPT_TOOL_FIRST = 1100
 };
 
 #define TOOL_COMMON_OPTIONS                                      \
@@ -68,14 +68,18 @@ enum {
 	{"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},            \
 	{"seq-len", required_argument, NULL, OPT_SEQ_LEN},                      \
 	{"micro-batch", required_argument, NULL, OPT_MICRO_BATCH},              \
-	{"seed", required_argument, NULL, OPT_SEED}
+	{"seed", required_argument, NULL, OPT_SEED},                            \
+	{"low-memory", no_argument, NULL, OPT_LOW_MEMORY}
 #define TOOL_BATCH_HELP                                                                         \
 	"  --data FILE        tokens (llm.c, nanoGPT .bin, or text as bytes)\n"                     \
 	"  --data-format F    auto, llmc, uint16, bytes\n"                                           \
 	"  --batch-tokens N   tokens in the batch (" TOOL_STR(BLOCKSHARP_BATCH_TOKENS) \
 	"), a multiple of --seq-len\n"                                                           \
 	"  --seq-len T        tokens per sequence (the model's, at most 512)\n"                     \
-	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"
+	"  --micro-batch M    sequences per pass (as memory allows); divides the batch\n"     \
+	"  --low-memory       one layer's weights in memory at a time, each read from\n"    \
+	"                     the file when a pass reaches it; one sequence per pass\n"     \
+	"                     unless --micro-batch (CPU only; no multipliers)\n"
 
 /* --log and --quiet, for every tool that may run for minutes. Progress
  * goes to stderr: on a terminal one live line; elsewhere (a log file, a

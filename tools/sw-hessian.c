@@ -18,7 +18,7 @@
 
 static const char usage[] =
 	"sw-hessian [--json] --data FILE [--data-format F] [--batch-tokens N]\n"
-	"                  [--seq-len T] [--micro-batch M] [--seed S]\n"
+	"                  [--seq-len T] [--micro-batch M] [--seed S] [--low-memory]\n"
 	"                  [--per-layer | --per-tensor | --whole] [--top K]\n"
 	"                  [--max-steps N] [--tol X] [--probes N] [--trace-estimator E]\n"
 	"                  [--gauss-newton] [--preconditioned]\n"

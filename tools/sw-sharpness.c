@@ -20,7 +20,7 @@
 static const char usage[] =
 	"sw-sharpness [--json] [--data FILE] [--batch-tokens N] [--draws K]\n"
 	"                    [--seed S] [--same-batch] [--seq-len T] [--micro-batch M]\n"
-	"                    [--recompute]\n"
+	"                    [--low-memory] [--recompute]\n"
 	"                    [--per-layer | --per-tensor | --hist BINS | --ratios]\n"
 	"                    [--check principle [--strict]] [--dump-labels FILE]\n"
 	"                    [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"
@@ -33,6 +33,10 @@ static const char help[] =
 	"is given, else computes the estimate on the tokens of --data.\n"
 	"\n"
 	TOOL_BATCH_HELP
+	"                     (here also each layer's activations computed again\n"
+	"                     for the backward pass: memory about the gradient,\n"
+	"                     4 bytes a parameter, and the embedding; a quarter\n"
+	"                     more work)\n"
 	"  --draws K          label draws averaged (1)\n"
 	"  --same-batch       all draws on one batch (default: a fresh batch each)\n"
 	"  --seed S           batches and labels (1)\n"

@@ -920,7 +920,8 @@ static void dnp_of(const struct sw_config *c, int *attn, int *ffn)
 
 /* Activations (with the backward scratch) in reals, for model_alloc_acts
  * and for callers that check memory first. */
-static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, size_t *scratch)
+static void acts_sizes(const struct sw_config *c, int B, int T, int recompute, size_t *total,
+		       size_t *scratch)
 {
 	size_t N = (size_t)B * T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
 	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff, V = (size_t)c->vocab_size,
@@ -932,7 +933,8 @@ static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, s
 	dnp_of(c, &dnp_attn, &dnp_ffn);
 	per_layer += (dnp_attn ? N * K + N * KV : 0) + (dnp_ffn ? 2 * N * F + 2 * N : 0);
 
-	*total = per_layer * L + N * C * 2 + N + N * V + N;
+	/* recomputing, the layers share all but their inputs */
+	*total = (recompute ? per_layer + (L - 1) * N * C : per_layer * L) + N * C * 2 + N + N * V + N;
 	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
 	 * the attention's T x T dP per (b, kv head): (B, KV, T, T), a fraction
 	 * 1/(L group) of the saved probabilities */
@@ -941,11 +943,11 @@ static void acts_sizes(const struct sw_config *c, int B, int T, size_t *total, s
 	*scratch += N * (Q + 2 * K);
 }
 
-double model_acts_bytes(const struct sw_config *c, int B, int T)
+double model_acts_bytes(const struct sw_config *c, int B, int T, int recompute)
 {
 	size_t total, scratch;
 
-	acts_sizes(c, B, T, &total, &scratch);
+	acts_sizes(c, B, T, recompute, &total, &scratch);
 	return (double)(total + scratch) * sizeof(real);
 }
 
@@ -960,7 +962,7 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	real *p;
 	int dnp_attn, dnp_ffn;
 
-	if (B == m->B && T == m->T && m->acts_block)
+	if (B == m->B && T == m->T && m->acts_block && m->acts_recompute == m->recompute)
 		return SW_OK;
 	dnp_of(c, &dnp_attn, &dnp_ffn);
 	if (c->seq_len && T > c->seq_len)
@@ -971,7 +973,7 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	free(m->rope_cos);
 	free(m->rope_sin);
 	free(m->scratch);
-	acts_sizes(c, B, T, &total, &m->scratch_size);
+	acts_sizes(c, B, T, m->recompute, &total, &m->scratch_size);
 	m->acts_block = malloc(total * sizeof(real));
 	m->acts = calloc(L, sizeof *m->acts);
 	m->rope_cos = malloc((size_t)T * half * sizeof(real));
@@ -985,10 +987,17 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	}
 	m->B = B;
 	m->T = T;
+	m->acts_recompute = m->recompute;
 	p = m->acts_block;
 #define TAKE(field, n) do { field = p; p += (n); } while (0)
 	for (size_t l = 0; l < L; l++) {
 		struct layer_acts *a = &m->acts[l];
+		if (m->recompute && l > 0) {
+			/* layer 0's buffers but the input */
+			*a = m->acts[0];
+			TAKE(a->x_in, N * C);
+			continue;
+		}
 		TAKE(a->x_in, N * C); TAKE(a->n1, N * C); TAKE(a->n1_rstd, N);
 		TAKE(a->q_lin, N * Q); TAKE(a->k_lin, N * K); TAKE(a->q_rstd, N * H); TAKE(a->k_rstd, N * KV);
 		TAKE(a->q, N * Q); TAKE(a->k, N * K); TAKE(a->v, N * K);
@@ -1331,6 +1340,14 @@ static void cpu_mult_backward(void *ctx)
 		grads_ready(m, l, 1);
 }
 
+static void cpu_layer_weights(void *ctx, int layer, int need)
+{
+	struct model *m = ctx;
+
+	if (m->layer_weights)
+		m->layer_weights(m->layer_weights_ctx, layer, need);
+}
+
 static const struct model_ops cpu_ops = {
 	.lap = cpu_lap,
 	.update_effective = cpu_update_effective,
@@ -1354,6 +1371,7 @@ static const struct model_ops cpu_ops = {
 	.embed_backward = cpu_embed_backward,
 	.grads_ready = cpu_grads_ready,
 	.mult_backward = cpu_mult_backward,
+	.layer_weights = cpu_layer_weights,
 };
 
 /* the CPU model as the step's back end */
@@ -1364,6 +1382,7 @@ struct model_step model_cpu_step(struct model *m)
 		.x_final = m->x_final, .nf = m->nf, .nf_rstd = m->nf_rstd, .logits = m->logits,
 		.losses = m->losses, .s = cpu_scratch(m).s,
 		.dnp_attn = m->design.dnp[ARCH_SV_ATTN], .dnp_ffn = m->design.dnp[ARCH_SV_FFN],
+		.recompute = m->acts_recompute,
 	};
 	return st;
 }

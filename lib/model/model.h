@@ -188,6 +188,11 @@ struct model {
 	size_t eff_size;
 	/* activations for a batch of B x T */
 	int B, T;
+	/* set before model_alloc_acts: the backward runs each layer's forward
+	 * again (struct model_step's recompute), and the activations are
+	 * every layer's input and one layer's rest */
+	int recompute;
+	int acts_recompute;             /* what the activations were allocated for */
 	real *acts_block;
 	struct layer_acts *acts;        /* (L) */
 	real *x_final;                  /* (N, C) */
@@ -205,6 +210,12 @@ struct model {
 	 * the end. NULL: not told. */
 	void (*grads_ready)(void *ctx, int layer);
 	void *grads_ready_ctx;
+	/* Told before the passes read layer l's weights (need 1) and when
+	 * they are done with them until the next pass (need 0), so that a
+	 * caller may keep only the layer in use in memory (paramstream.h).
+	 * NULL: every layer's weights stay in params. */
+	void (*layer_weights)(void *ctx, int layer, int need);
+	void *layer_weights_ctx;
 	struct model_timing timing;     /* off unless the caller sets timing.on */
 };
 
@@ -237,8 +248,9 @@ void model_free(struct model *m);
  * GPT-2/Llama reference code does), gains and multipliers 1. */
 void model_init(struct model *m, uint64_t seed);
 
-/* Bytes model_alloc_acts needs for B x T (to check memory first). */
-double model_acts_bytes(const struct sw_config *c, int B, int T);
+/* Bytes model_alloc_acts needs for B x T (to check memory first), with
+ * recompute as struct model's. */
+double model_acts_bytes(const struct sw_config *c, int B, int T, int recompute);
 
 /* Make room for activations of B sequences of T tokens (T <= seq_len). */
 int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err);

@@ -3,6 +3,8 @@
 #include "../formats/ckpt.h"
 #include "../formats/h5write.h"
 #include "../analysis/scalevec.h"
+#include "../base/dtype.h"
+#include "../base/par.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -131,17 +133,14 @@ fail:
 	return rc;
 }
 
-int modelio_load(const char *path, struct model *m, struct sw_err *err)
+int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 {
-	struct ckpt *ck;
 	int rc;
 
-	if ((rc = ckpt_open(path, &ck, err)))
-		return rc;
 	if ((rc = model_build(m, &ckpt_meta(ck)->config, err)))
-		goto out;
+		return rc;
 	/* every checkpoint tensor must have its place, and every model tensor
-	 * must be found */
+	 * must be found with its size */
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
 		if (model_find(m, t->role, t->layer) < 0) {
@@ -152,7 +151,6 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err)
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
 		long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
-		struct ckpt_view v;
 		if (k < 0) {
 			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
 			goto out;
@@ -162,27 +160,75 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err)
 				     mt->info.name, (long long)ckpt_info(ck, (size_t)k)->numel, mt->numel);
 			goto out;
 		}
-		if ((rc = ckpt_load(ck, (size_t)k, &v, err)))
-			goto out;
-		/* a forward pass through a NaN gives NaN everywhere: say where */
-		size_t bad = 0;
-		for (size_t j = 0; j < mt->numel; j++) {
-			m->params[mt->offset + j] = (real)v.data[j];
+	}
+out:
+	if (rc)
+		model_free(m);
+	return rc;
+}
+
+int modelio_load_tensor(struct ckpt *ck, struct model *m, int i, struct sw_err *err)
+{
+	const struct model_tensor *mt = &m->tensors[i];
+	long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+	struct ckpt_view v;
+	real *dst = m->params + mt->offset;
+	int64_t n = (int64_t)mt->numel, bad = 0;
+	int rc;
+
+	/* BF16 and F16 widened here, on every thread, from the file's bytes
+	 * in place (paramstream.c reads a layer on every pass) */
+	memset(&v, 0, sizeof v);
+	if ((rc = ckpt_load_raw(ck, (size_t)k, &v, err)))
+		return rc;
+	/* a forward pass through a NaN gives NaN everywhere: say where */
+	if (v.raw_dtype == SW_DTYPE_BF16) {
+		const uint16_t *src = v.raw;
+#pragma omp parallel for simd schedule(static) reduction(+ : bad) PAR_IF(n)
+		for (int64_t j = 0; j < n; j++) {
+			dst[j] = (real)sw_bf16_to_f32(src[j]);
+			bad += !isfinite(dst[j]);
+		}
+	} else if (v.raw_dtype == SW_DTYPE_F16) {
+		const uint16_t *src = v.raw;
+#pragma omp parallel for schedule(static) reduction(+ : bad) PAR_IF(n)
+		for (int64_t j = 0; j < n; j++) {
+			dst[j] = (real)sw_f16_to_f32(src[j]);
+			bad += !isfinite(dst[j]);
+		}
+	} else {
+#pragma omp parallel for simd schedule(static) reduction(+ : bad) PAR_IF(n)
+		for (int64_t j = 0; j < n; j++) {
+			dst[j] = (real)v.data[j];
 			bad += !isfinite(v.data[j]);
 		}
-		/* a file that shrank meanwhile: the values are not the file's */
-		rc = ckptsrc_check(&v, err);
-		ckpt_release(ck, &v);
-		if (rc) {
-			sw_err_prefix(err, "%s", ckpt_info(ck, (size_t)k)->name);
-			goto out;
-		}
-		if (bad) {
-			rc = sw_fail(err, SW_EDATA, "%s: %zu of %zu values are NaN or Inf",
-				     ckpt_info(ck, (size_t)k)->name, bad, mt->numel);
-			goto out;
-		}
 	}
+	/* a file that shrank meanwhile: the values are not the file's */
+	rc = ckptsrc_check(&v, err);
+	ckpt_release(ck, &v);
+	if (rc) {
+		sw_err_prefix(err, "%s", ckpt_info(ck, (size_t)k)->name);
+		return rc;
+	}
+	if (bad)
+		return sw_fail(err, SW_EDATA, "%s: %lld of %zu values are NaN or Inf",
+			       ckpt_info(ck, (size_t)k)->name, (long long)bad, mt->numel);
+	return SW_OK;
+}
+
+int modelio_load(const char *path, struct model *m, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc;
+
+	if ((rc = ckpt_open(path, &ck, err)))
+		return rc;
+	if ((rc = modelio_build(ck, m, err)))
+		goto out;
+	for (int i = 0; i < m->ntensors && !rc; i++)
+		rc = modelio_load_tensor(ck, m, i, err);
+	if (rc)
+		goto out;
 	/* the reparameterized gains from their directions and magnitudes: a
 	 * direction of zeros (OR divides by its RMS) or a magnitude ER
 	 * overflows gives no gain */

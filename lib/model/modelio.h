@@ -22,6 +22,7 @@
 
 #include "model.h"
 #include "optim.h"
+#include "../formats/ckpt.h"
 #include "../base/rng.h"
 #include "../base/status.h"
 
@@ -53,6 +54,12 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 /* Build m from the checkpoint's config and copy its tensors in; every
  * tensor the model has must be there with its shape. */
 int modelio_load(const char *path, struct model *m, struct sw_err *err);
+
+/* modelio_load in parts: build m for the open checkpoint, every tensor
+ * checked there with its size (m freed on failure); then copy model
+ * tensor i in, SW_EDATA where a value is NaN or Inf. */
+int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err);
+int modelio_load_tensor(struct ckpt *ck, struct model *m, int i, struct sw_err *err);
 
 /* The optimizer configuration, moments and run state of an HDF5
  * checkpoint with /optim_state; o must not be initialized yet. */

@@ -13,6 +13,83 @@ static void lap(const struct model_ops *ops, void *ctx, enum model_phase phase)
 		ops->lap(ctx, phase);
 }
 
+/* layer l's weights are about to be read (need 1), or are done with
+ * until the next pass reaches the layer (0) */
+static void weights(const struct model_step *st, int l, int need)
+{
+	if (st->ops->layer_weights)
+		st->ops->layer_weights(st->ctx, l, need);
+}
+
+/* Layer l's forward from acts[l].x_in; its output, x_in plus both
+ * sublayers', into x_out (NULL: not wanted, as when the backward runs the
+ * layer again for its activations) */
+static void layer_forward(const struct model_step *st, int l, int B, int T, real *x_out)
+{
+	const struct model_ops *ops = st->ops;
+	void *ctx = st->ctx;
+	const struct sw_config *c = st->c;
+	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
+	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff;
+	double eps = c->norm_eps;
+	struct layer_acts *a = &st->acts[l];
+	const struct layer_ptrs *w = &st->p->layer[l];
+
+	/* attention: x_mid = x_in + o(attn(rope(q(n1)), rope(k(n1)), v(n1))) */
+	ops->rmsnorm(ctx, a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
+	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+	/* q, k, v as three products: OpenBLAS's one product of the joined
+	 * (Q + 2K, C) matrix rounds some elements otherwise than the
+	 * three the GPU computes (the emulation is compared bit for bit
+	 * with the CPU, t0064); the backward joins them where it can */
+	ops->matmul(ctx, a->q_lin, a->n1, w->wq, N, C, Q);
+	ops->matmul(ctx, a->k_lin, a->n1, w->wk, N, C, K);
+	ops->matmul(ctx, st->dnp_attn ? a->v_lin : a->v, a->n1, w->wv, N, C, K);
+	lap(ops, ctx, MODEL_PHASE_GEMM);
+	if (c->qk_norm) {
+		ops->rmsnorm(ctx, a->q, a->q_rstd, a->q_lin, w->q_norm, (int64_t)N * H, hd, eps);
+		ops->rmsnorm(ctx, a->k, a->k_rstd, a->k_lin, w->k_norm, (int64_t)N * KV, hd, eps);
+	} else {
+		ops->copy(ctx, a->q, a->q_lin, (size_t)N * Q);
+		ops->copy(ctx, a->k, a->k_lin, (size_t)N * K);
+	}
+	if (st->dnp_attn)
+		ops->rmsnorm(ctx, a->v, a->v_rstd, a->v_lin, w->v_norm, (int64_t)N * KV, hd, eps);
+	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+	ops->rope(ctx, a->q, B, T, H, hd, 0);
+	ops->rope(ctx, a->k, B, T, KV, hd, 0);
+	ops->attention(ctx, a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
+	lap(ops, ctx, MODEL_PHASE_ATTENTION);
+	if (c->norm_everywhere) {
+		ops->rmsnorm(ctx, a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
+		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+		ops->matmul(ctx, a->attn_y, a->o_in, w->wo, N, Q, C);
+	} else {
+		ops->matmul(ctx, a->attn_y, a->att_out, w->wo, N, Q, C);
+	}
+	lap(ops, ctx, MODEL_PHASE_GEMM);
+	ops->residual(ctx, a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
+
+	/* MLP: x_out = x_mid + down(silu(gate(n2)) * up(n2)) */
+	ops->rmsnorm(ctx, a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
+	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+	ops->matmul(ctx, st->dnp_ffn ? a->gate_lin : a->gate, a->n2, w->wgate, N, C, F);
+	ops->matmul(ctx, st->dnp_ffn ? a->up_lin : a->up, a->n2, w->wup, N, C, F);
+	lap(ops, ctx, MODEL_PHASE_GEMM);
+	if (st->dnp_ffn) {
+		ops->rmsnorm(ctx, a->gate, a->gate_rstd, a->gate_lin, w->gate_norm, N, F, eps);
+		ops->rmsnorm(ctx, a->up, a->up_rstd, a->up_lin, w->up_norm, N, F, eps);
+	}
+	ops->swiglu(ctx, a->h, a->gate, a->up, (size_t)N * F);
+	if (c->norm_everywhere)
+		ops->rmsnorm(ctx, a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
+	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+	ops->matmul(ctx, a->mlp_y, c->norm_everywhere ? a->d_in : a->h, w->wdown, N, F, C);
+	lap(ops, ctx, MODEL_PHASE_GEMM);
+	if (x_out)
+		ops->residual(ctx, x_out, a->x_mid, a->mlp_y, (size_t)N * C);
+}
+
 void model_step_forward(const struct model_step *st, const int *tokens, const int *targets,
 			int B, int T)
 {
@@ -20,74 +97,18 @@ void model_step_forward(const struct model_step *st, const int *tokens, const in
 	void *ctx = st->ctx;
 	const struct sw_config *c = st->c;
 	const struct model_ptrs *p = st->p;
-	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
-	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
-	double eps = c->norm_eps;
-	real *x;
+	int N = B * T, C = (int)c->d_model, V = (int)c->vocab_size;
 
 	if (ops->update_effective)
 		ops->update_effective(ctx);
 	ops->embed(ctx, st->acts[0].x_in, tokens, p->embed, N, C);
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
 	for (int l = 0; l < c->n_layers; l++) {
-		struct layer_acts *a = &st->acts[l];
-		const struct layer_ptrs *w = &p->layer[l];
-
-		/* attention: x_mid = x_in + o(attn(rope(q(n1)), rope(k(n1)), v(n1))) */
-		ops->rmsnorm(ctx, a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
-		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		/* q, k, v as three products: OpenBLAS's one product of the joined
-		 * (Q + 2K, C) matrix rounds some elements otherwise than the
-		 * three the GPU computes (the emulation is compared bit for bit
-		 * with the CPU, t0064); the backward joins them where it can */
-		ops->matmul(ctx, a->q_lin, a->n1, w->wq, N, C, Q);
-		ops->matmul(ctx, a->k_lin, a->n1, w->wk, N, C, K);
-		ops->matmul(ctx, st->dnp_attn ? a->v_lin : a->v, a->n1, w->wv, N, C, K);
-		lap(ops, ctx, MODEL_PHASE_GEMM);
-		if (c->qk_norm) {
-			ops->rmsnorm(ctx, a->q, a->q_rstd, a->q_lin, w->q_norm, (int64_t)N * H, hd, eps);
-			ops->rmsnorm(ctx, a->k, a->k_rstd, a->k_lin, w->k_norm, (int64_t)N * KV, hd, eps);
-		} else {
-			ops->copy(ctx, a->q, a->q_lin, (size_t)N * Q);
-			ops->copy(ctx, a->k, a->k_lin, (size_t)N * K);
-		}
-		if (st->dnp_attn)
-			ops->rmsnorm(ctx, a->v, a->v_rstd, a->v_lin, w->v_norm, (int64_t)N * KV, hd, eps);
-		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		ops->rope(ctx, a->q, B, T, H, hd, 0);
-		ops->rope(ctx, a->k, B, T, KV, hd, 0);
-		ops->attention(ctx, a->att_out, a->att, a->q, a->k, a->v, B, T, H, KV, hd);
-		lap(ops, ctx, MODEL_PHASE_ATTENTION);
-		if (c->norm_everywhere) {
-			ops->rmsnorm(ctx, a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
-			lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-			ops->matmul(ctx, a->attn_y, a->o_in, w->wo, N, Q, C);
-		} else {
-			ops->matmul(ctx, a->attn_y, a->att_out, w->wo, N, Q, C);
-		}
-		lap(ops, ctx, MODEL_PHASE_GEMM);
-		ops->residual(ctx, a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
-
-		/* MLP: x_out = x_mid + down(silu(gate(n2)) * up(n2)) */
-		ops->rmsnorm(ctx, a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
-		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		ops->matmul(ctx, st->dnp_ffn ? a->gate_lin : a->gate, a->n2, w->wgate, N, C, F);
-		ops->matmul(ctx, st->dnp_ffn ? a->up_lin : a->up, a->n2, w->wup, N, C, F);
-		lap(ops, ctx, MODEL_PHASE_GEMM);
-		if (st->dnp_ffn) {
-			ops->rmsnorm(ctx, a->gate, a->gate_rstd, a->gate_lin, w->gate_norm, N, F, eps);
-			ops->rmsnorm(ctx, a->up, a->up_rstd, a->up_lin, w->up_norm, N, F, eps);
-		}
-		ops->swiglu(ctx, a->h, a->gate, a->up, (size_t)N * F);
-		if (c->norm_everywhere)
-			ops->rmsnorm(ctx, a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
-		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		ops->matmul(ctx, a->mlp_y, c->norm_everywhere ? a->d_in : a->h, w->wdown, N, F, C);
-		lap(ops, ctx, MODEL_PHASE_GEMM);
-		x = l + 1 < c->n_layers ? st->acts[l + 1].x_in : st->x_final;
-		ops->residual(ctx, x, a->x_mid, a->mlp_y, (size_t)N * C);
+		weights(st, l, 1);
+		layer_forward(st, l, B, T, l + 1 < c->n_layers ? st->acts[l + 1].x_in : st->x_final);
+		weights(st, l, 0);
 	}
-	ops->rmsnorm(ctx, st->nf, st->nf_rstd, st->x_final, p->final_norm, N, C, eps);
+	ops->rmsnorm(ctx, st->nf, st->nf_rstd, st->x_final, p->final_norm, N, C, c->norm_eps);
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
 	ops->matmul(ctx, st->logits, st->nf, p->lm_head, N, C, V);
 	lap(ops, ctx, MODEL_PHASE_GEMM);
@@ -126,6 +147,10 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 		struct layer_acts *a = &st->acts[l];
 		const struct layer_ptrs *w = &p->layer[l], *gl = &g->layer[l];
 
+		weights(st, l, 1);
+		/* the forward kept only the layer's input: its activations again */
+		if (st->recompute)
+			layer_forward(st, l, B, T, NULL);
 		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */
 		ops->zero(ctx, dF1, nF);
 		if (c->norm_everywhere) {
@@ -211,6 +236,7 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 		ops->rmsnorm_backward(ctx, dres, gl->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd,
 				      N, C);
 		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+		weights(st, l, 0);
 		if (ops->grads_ready)
 			ops->grads_ready(ctx, l);
 	}
@@ -254,6 +280,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_;
 
 		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
+		weights(st, l, 1);
 		rop->rmsnorm(rctx, ra->n1, ra->n1_rstd, a->x_in, ra->x_in, w->attn_norm, rw->attn_norm,
 			     a->n1_rstd, N, C);
 		rop->matmul(rctx, ra->q_lin, a->n1, ra->n1, w->wq, rw->wq, N, C, Q);
@@ -307,6 +334,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 		}
 		ops->residual(ctx, l + 1 < L ? rt->acts[l + 1].x_in : rt->x_final, ra->x_mid, ra->mlp_y,
 			      (size_t)N * C);
+		weights(st, l, 0);
 	}
 	rop->rmsnorm(rctx, rt->nf, rt->nf_rstd, st->x_final, rt->x_final, p->final_norm,
 		     rp->final_norm, st->nf_rstd, N, C);
@@ -405,6 +433,7 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
 
 		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
+		weights(st, l, 1);
 
 		/* x_out = x_mid + down(h): dres and R{dres} flow to x_mid */
 		rop_linear_pair(st, rt, hv, 1, nev ? s->dF2 : s->dF1, nev ? rs->dF2 : rs->dF1, gm->wdown,
@@ -500,6 +529,7 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 		rop_rmsnorm_pair(st, rt, hv, 0, s->dres, rs->dres, rgl->attn_norm, s->dn, rs->dn,
 				 a->x_in, ra->x_in, w->attn_norm, rw->attn_norm, a->n1_rstd,
 				 ra->n1_rstd, N, C);
+		weights(st, l, 0);
 	}
 	if (rt->first < 0)
 		ops->embed_backward(ctx, rg->embed, rs->dres, tokens, N, C);

@@ -93,6 +93,11 @@ struct model_ops {
 	void (*grads_ready)(void *ctx, int layer);
 	/* from dL/dW_eff to dL/dW and the multipliers' (NULL without them) */
 	void (*mult_backward)(void *ctx);
+	/* layer l's weights are about to be read (need 1), or not again until
+	 * the next pass reaches the layer (0): a back end that keeps only the
+	 * layers in use in memory loads and drops them here (NULL: every
+	 * layer's always there). The R-operator's passes call it too. */
+	void (*layer_weights)(void *ctx, int l, int need);
 };
 
 /* the backward's scratch: dres, dn (N, C); dF1, dF2, dF3 (N, F); dq, dq2
@@ -115,6 +120,12 @@ struct model_step {
 	/* the scale design's DNP (arch.h): v normalized per head (beside
 	 * QK-norm), gate and up over d_ff */
 	int dnp_attn, dnp_ffn;
+	/* the forward keeps each layer's input (acts[l].x_in) alone, the
+	 * layers sharing one set of the rest, and the backward runs layer l's
+	 * forward again before its own: a third more work, activations of
+	 * one layer instead of all. Not for the R-operator's passes, which
+	 * read every layer's. */
+	int recompute;
 };
 
 /* The forward pass over tokens (B, T): per-token losses with targets

@@ -124,14 +124,20 @@ static void draw_pass_done(void *ctx, int done, int total)
 /* The estimate of one batch: on the CPU (with several ranks, each its rows
  * of it: dp_gnb_estimate), or with --device on the GPU model mirroring m;
  * keep: one micro-batch, its softmax kept for every draw (in probs on the
- * CPU, on the device on a GPU). */
-static int estimate(struct dp *dp, struct gpu_model *gpu, const int *tok, int B, int T, int mb,
-		    int draws, struct sw_rng *r, float *h, int *labels, int keep, real *probs,
-		    const struct gnb_progress *progress, struct sw_err *err)
+ * CPU, on the device on a GPU); ps: the layers streamed, whose reading may
+ * have failed during the passes. */
+static int estimate(struct dp *dp, struct gpu_model *gpu, const struct param_stream *ps,
+		    const int *tok, int B, int T, int mb, int draws, struct sw_rng *r, float *h,
+		    int *labels, int keep, real *probs, const struct gnb_progress *progress,
+		    struct sw_err *err)
 {
-	if (!gpu)
-		return dp_gnb_estimate(dp, tok, B, T, mb, draws, r, h, labels, keep ? probs : NULL,
-				       progress, err);
+	int rc;
+
+	if (!gpu) {
+		rc = dp_gnb_estimate(dp, tok, B, T, mb, draws, r, h, labels, keep ? probs : NULL,
+				     progress, err);
+		return rc || !ps ? rc : param_stream_status(ps, err);
+	}
 	return gpumodel_gnb(gpu, tok, B, T, mb, draws, r, h, labels, keep, err);
 }
 
@@ -144,10 +150,18 @@ int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copi
 	s->mem_free = mem_available();
 	if (!o->data)
 		return sw_fail(err, SW_EUSAGE, "no /fisher in the checkpoint: give --data");
-	if ((rc = modelio_load(path, &s->m, err)))
+	if (o->low_memory && o->device != SW_DEVICE_CPU)
+		return sw_fail(err, SW_EUSAGE, "--low-memory: on the CPU only");
+	if (o->low_memory) {
+		if ((rc = param_stream_open(path, &s->m, &s->ps, err)))
+			return rc;
+	} else if ((rc = modelio_load(path, &s->m, err))) {
 		return rc;
+	}
 	if ((rc = data_open(o->data, o->fmt, 0, &s->d, err))) {
 		sw_err_prefix(err, "%s", o->data);
+		param_stream_close(s->ps);
+		s->ps = NULL;
 		model_free(&s->m);
 		return rc;
 	}
@@ -166,9 +180,9 @@ int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copi
 	/* the largest micro-batch dividing B whose activations (copies sets of
 	 * them) take at most a quarter of the free memory (or the one asked
 	 * for); on a GPU the whole batch unless asked for less */
-	s->mb = o->micro ? o->micro : s->B;
+	s->mb = o->micro ? o->micro : o->low_memory ? 1 : s->B;
 	while (!o->micro && o->device == SW_DEVICE_CPU && s->mb > 1 &&
-	       (s->B % s->mb || copies * model_acts_bytes(&s->m.c, s->mb, s->T) > s->mem_free / 4))
+	       (s->B % s->mb || copies * model_acts_bytes(&s->m.c, s->mb, s->T, 0) > s->mem_free / 4))
 		s->mb--;
 	if (s->B % s->mb)
 		rc = sw_fail(err, SW_EUSAGE, "--micro-batch %d does not divide the batch of %d sequences",
@@ -181,6 +195,7 @@ out:
 
 void blocksharp_setup_free(struct blocksharp_setup *s)
 {
+	param_stream_close(s->ps);
 	data_close(&s->d);
 	model_free(&s->m);
 	memset(s, 0, sizeof *s);
@@ -208,6 +223,9 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	T = su.T;
 	B = su.B;
 	mb = su.mb;
+	/* streamed, the activations too are one layer's at a time (the
+	 * R-operator, sw-hessian's, reads every layer's: not there) */
+	m->recompute = su.ps != NULL;
 	keep = mb == B && !many;
 	if (o->device != SW_DEVICE_CPU && many) {
 		rc = sw_fail(err, SW_EUSAGE, "--device under mpirun: not built yet (one process per GPU)");
@@ -219,12 +237,14 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	/* one draw on the CPU: the float gradient becomes the estimate in
 	 * place (at 1B parameters that spares 5 GB) */
 	in_place = !gpu && o->draws == 1 && sizeof(real) == sizeof(float);
-	/* the host's part: the parameters, the gradient, the estimate unless
-	 * in the gradient's place, the effective weights; on a GPU the
-	 * parameters and the estimate */
-	need = (3.0 - in_place) * (double)m->nparams * sizeof(float) +
+	/* the host's part: the parameters (streamed: those outside the
+	 * layers and one layer), the gradient, the estimate unless in the
+	 * gradient's place, the effective weights; on a GPU the parameters
+	 * and the estimate */
+	need = (su.ps ? param_stream_resident_bytes(su.ps) : (double)m->nparams * sizeof(float)) +
+	       (2.0 - in_place) * (double)m->nparams * sizeof(float) +
 	       2.0 * (double)m->eff_size * sizeof(real) +
-	       (gpu ? 0 : model_acts_bytes(&m->c, mb, T) +
+	       (gpu ? 0 : model_acts_bytes(&m->c, mb, T, m->recompute) +
 			  (keep ? (double)mb * T * m->c.vocab_size * sizeof(real) : 0));
 	if (su.mem_free > 0 && need > su.mem_free) {
 		rc = sw_fail(err, SW_ESOFTWARE,
@@ -262,7 +282,7 @@ setup:
 		if ((rc = agree(o, e, data_train_batch(&su.d, &r, B, T, tok, tgt, err))))
 			sw_err_prefix(err, "%s", o->data);
 		else
-			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, o->draws, &r, h, labels, keep,
+			rc = agree(o, e, estimate(&dp, gpu, su.ps, tok, B, T, mb, o->draws, &r, h, labels, keep,
 						  probs, &o->progress, err));
 		for (int k = 0; inputs && k < o->draws; k++)
 			memcpy(inputs + (size_t)k * B * T, tok, (size_t)B * T * sizeof *tok);
@@ -275,7 +295,7 @@ setup:
 			}
 			struct draw_passes dr = {&o->progress, k, o->draws};
 			struct gnb_progress pr = {o->progress.fn ? draw_pass_done : NULL, &dr};
-			rc = agree(o, e, estimate(&dp, gpu, tok, B, T, mb, 1, &r, h,
+			rc = agree(o, e, estimate(&dp, gpu, su.ps, tok, B, T, mb, 1, &r, h,
 						  labels ? labels + (size_t)k * B * T : NULL, keep, probs,
 						  &pr, err));
 			if (inputs)

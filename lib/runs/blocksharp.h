@@ -30,6 +30,7 @@
 #include "../model/device.h"
 #include "../files/data.h"
 #include "../model/model.h"
+#include "../model/paramstream.h"
 #include "../base/select.h"
 #include "../model/sharpness.h"
 #include "../base/status.h"
@@ -44,6 +45,10 @@ struct blocksharp_opts {
 	int draws;
 	int same_batch;
 	int recompute;          /* ignore /fisher (as data does) */
+	int low_memory;         /* layers read as the passes reach them
+				   (paramstream.h; sw-sharpness also recomputes
+				   their activations); the micro-batch 1
+				   sequence unless micro says */
 	uint64_t seed;
 	const char *dump;       /* write the inputs and labels here, or NULL (one process) */
 	struct comm *comm;      /* the ranks computing the estimate together; NULL: one */
@@ -70,14 +75,16 @@ void blocksharp_opts_defaults(struct blocksharp_opts *o);
  * most 512), the batch of B = o->batch_tokens / T sequences, and the
  * micro-batch mb: o->micro, else the largest that divides B and whose
  * activations, `copies` sets of them, take at most a quarter of the free
- * memory (mem_free, from /proc/meminfo; 0 if unknown). SW_EUSAGE when no
- * data was given or the batch does not fit the options.
+ * memory (mem_free, from /proc/meminfo; 0 if unknown), or 1 with
+ * o->low_memory (the model then a param_stream's, s->ps). SW_EUSAGE
+ * when no data was given or the batch does not fit the options.
  */
 struct blocksharp_setup {
 	struct model m;
 	struct dataset d;
 	int T, B, mb;
 	double mem_free;
+	struct param_stream *ps;        /* o->low_memory's, else NULL */
 };
 int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copies,
 		     struct blocksharp_setup *s, struct sw_err *err);

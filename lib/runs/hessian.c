@@ -40,6 +40,18 @@ struct hop {
 	int index, count;
 };
 
+/* Zero a (the direction or the product, on the CPU) over the tensors the
+ * products touch for want: the block's, and the weights its multipliers
+ * scale (model_rop_wanted). The rest of a is never written: calloc's
+ * pages, untouched, take no memory, so that a block of a billion-
+ * parameter model needs two vectors of the block's size, not the model's. */
+static void zero_touched(real *a, const struct model *m, const unsigned char *want)
+{
+	for (int i = 0; i < m->ntensors; i++)
+		if (model_rop_wanted(m, want, i))
+			memset(a + m->tensors[i].offset, 0, m->tensors[i].numel * sizeof *a);
+}
+
 /* y = A x, A = H[B,B] (or G, or P^-1/2 H P^-1/2 on the block): x into the
  * direction's block entries, the R-operator over every micro-batch (each
  * loss is Nmb/N of the batch's mean), the product's block entries out. */
@@ -77,7 +89,7 @@ static int block_product(void *vctx, const double *x, double *y, struct sw_err *
 		if (rc || (rc = gpumodel_hvp_end(h->gpu, hv, err)))
 			return rc;
 	} else {
-		model_zero_grad(rm);
+		zero_touched(rm->grads, m, m->nreparams ? h->rop_want : h->want);
 		for (int k = 0; k < h->nmb; k++) {
 			const int *tok = h->tok + (size_t)k * Nmb, *tgt = h->tgt + (size_t)k * Nmb;
 			if (!h->kept)
@@ -86,6 +98,9 @@ static int block_product(void *vctx, const double *x, double *y, struct sw_err *
 			model_rop_backward(m, rm, tok, tgt, (double)Nmb / N, h->gn,
 					   m->nreparams ? h->rop_want : h->want, h->dlogits);
 		}
+		/* streamed layers: a read that failed made this product wrong */
+		if (h->su->ps && (rc = param_stream_status(h->su->ps, err)))
+			return rc;
 	}
 	if (m->nreparams)
 		model_rop_gains_backward(m, v, hv, h->gn ? NULL : h->gain_grads, h->want);
@@ -115,13 +130,16 @@ void hessian_free(struct hessian_result *r)
 	memset(r, 0, sizeof *r);
 }
 
-double hessian_memory(const struct sw_config *c, int64_t nparams, int64_t largest_block, int mb,
-		      int T, int single_micro, const struct hessian_opts *o)
+double hessian_memory(const struct sw_config *c, double params_bytes, int64_t nparams,
+		      int64_t largest_block, int64_t largest_touched, int mb, int T,
+		      int single_micro, int on_device, int reparams, const struct hessian_opts *o)
 {
 	double p = (double)nparams, n = (double)largest_block;
 
-	return 4 * p * sizeof(real) + (o->preconditioned ? p * 4 : 0) +
-	       2 * model_acts_bytes(c, mb, T) +
+	return params_bytes + 2 * (on_device ? p : (double)largest_touched) * sizeof(real) +
+	       (reparams && !o->gauss_newton ? 2 * p * sizeof(real) : 0) +
+	       (o->preconditioned ? p * 4 : 0) +
+	       2 * model_acts_bytes(c, mb, T, 0) +
 	       (single_micro ? (double)mb * T * (double)c->vocab_size * sizeof(real) : 0) +
 	       (double)(o->max_steps > o->slq_steps ? o->max_steps : o->slq_steps) * n * 4 +
 	       n * 4 * sizeof(double) + (o->hutchpp ? (double)(o->probes / 3 + 2) * n * 8 : 0);
@@ -302,10 +320,9 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
-	/* the direction is zero outside the block (on the device, block_product
-	 * clears its host copy) */
-	if (!h->gpu)
-		memset(h->rm->params, 0, h->rm->nparams * sizeof(real));
+	/* the direction is zero outside the block: calloc's zeros, and each
+	 * block clears what it wrote when it ends (on the device,
+	 * block_product clears its host copy) */
 	rng_seed(&r, seed);
 	/* the top K: Lanczos from a Gaussian start */
 	for (int64_t i = 0; i < n; i++)
@@ -371,6 +388,9 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 		b->eos = o->preconditioned ? b->eig[0] * b->lr * (1 - beta1) / (2 + 2 * beta1)
 					   : b->eig[0] * b->lr / 2;
 out:
+	/* the next block's direction starts from zeros */
+	if (!h->gpu)
+		zero_touched(h->rm->params, m, m->nreparams ? h->rop_want : h->want);
 	free(z);
 	free(y);
 	free(samples);
@@ -434,7 +454,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	real *dlogits = NULL, *v = NULL, *hv = NULL, *gain_grads = NULL;
 	unsigned char *rop_want = NULL;
 	struct gpu_model *gpu = NULL;
-	int64_t largest = 0;
+	int64_t largest = 0, largest_touched = 0;
 
 	memset(r, 0, sizeof *r);
 	memset(&rm, 0, sizeof rm);
@@ -463,9 +483,18 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		goto out;
 	if (!r->selected)
 		goto out;
-	for (int j = 0; j < r->nblocks; j++)
+	for (int j = 0; j < r->nblocks; j++) {
+		int64_t touched = 0;
+		for (int i = 0; i < nt; i++)
+			if (model_rop_wanted(&su.m, want + (size_t)j * nt, i))
+				touched += (int64_t)su.m.tensors[i].numel;
 		largest = r->b[j].n > largest ? r->b[j].n : largest;
-	need = hessian_memory(&su.m.c, r->nparams, largest, su.mb, su.T, su.mb == su.B, o);
+		largest_touched = touched > largest_touched ? touched : largest_touched;
+	}
+	need = hessian_memory(&su.m.c, su.ps ? param_stream_resident_bytes(su.ps)
+					     : (double)su.m.nparams * sizeof(real),
+			      r->nparams, largest, largest_touched, su.mb, su.T, su.mb == su.B,
+			      o->data.device != SW_DEVICE_CPU, su.m.nreparams > 0, o);
 	r->mem_bytes = need;
 	if (su.mem_free > 0 && need > su.mem_free) {
 		rc = sw_fail(err, SW_ESOFTWARE, "needs %.2f GB (parameters, activations, Lanczos vectors), %.2f GB available",
@@ -521,7 +550,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 			model_forward(&su.m, tok, tgt, su.B, su.T);
 		}
 	}
-	if (su.m.nreparams && !(rop_want = malloc((size_t)nt))) {
+	if (su.m.nreparams && !(rop_want = calloc((size_t)nt, 1))) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}

@@ -118,11 +118,17 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		struct sw_err *err);
 void hessian_free(struct hessian_result *r);
 
-/* The memory hessian_run needs, in bytes: parameters (four copies: values,
- * gradients, the direction, the product), activations of one micro-batch
- * (twice: primal and tangent) and its logits, the preconditioner, the
- * Lanczos basis of the largest block (max_steps + 1 float32 vectors). */
-double hessian_memory(const struct sw_config *c, int64_t nparams, int64_t largest_block, int mb,
-		      int T, int single_micro, const struct hessian_opts *o);
+/* The memory hessian_run needs, in bytes: the parameters (params_bytes:
+ * all of them, or a param_stream's resident part); on the CPU the
+ * direction and the product over the tensors the products touch (the
+ * block's, and the weights its multipliers scale: largest_touched), on
+ * a device both over every parameter; with reparameterized gains
+ * (reparams, not Gauss-Newton) the gradient and its copy; activations of
+ * one micro-batch (twice: primal and tangent) and its logits, the
+ * preconditioner, the Lanczos basis of the largest block (max_steps + 1
+ * float32 vectors). */
+double hessian_memory(const struct sw_config *c, double params_bytes, int64_t nparams,
+		      int64_t largest_block, int64_t largest_touched, int mb, int T,
+		      int single_micro, int on_device, int reparams, const struct hessian_opts *o);
 
 #endif

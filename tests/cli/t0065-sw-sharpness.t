@@ -175,6 +175,36 @@ test_expect_success 'gains reparameterized: the norm block is the directions and
 	awk -F"\t" "NR == 2 && !(\$5 > 0) { exit 1 }" computed
 '
 
+# --low-memory runs the same operations on the same values, held
+# otherwise: each layer read again from the file when a pass reaches it
+# (BF16 widened exactly) and its activations computed again from its
+# input for the backward pass. Exact: the same binary and threads, one
+# sequence per pass both ways.
+test_expect_success '--low-memory: the table of the model loaded whole, bit for bit (HDF5; BF16 safetensors)' '
+	sw-convert --to safetensors --dtype bf16 run/ckpt-000020.h5 bf16.safetensors >/dev/null &&
+	for c in run/ckpt-000020.h5 bf16.safetensors; do
+		sw-sharpness --per-layer --data "$CORPUS" --batch-tokens 256 --seq-len 32 \
+			--micro-batch 1 "$c" >whole &&
+		sw-sharpness --per-layer --data "$CORPUS" --batch-tokens 256 --seq-len 32 \
+			--low-memory "$c" >low &&
+		test $(wc -l <low) -gt 7 && test_cmp whole low || return 1
+	done
+'
+
+test_expect_success '--low-memory: not on a device, not with multipliers (exit 64); no data file (66)' '
+	test_expect_code 64 sw-sharpness --low-memory --device emu --data "$CORPUS" \
+		--batch-tokens 64 --seq-len 32 run/ckpt-000020.h5 2>err &&
+	test_line_count = 1 err && grep -q "CPU only" err &&
+	sw-train --data "$CORPUS" --out mult $SMALL --steps 2 --ckpt-every 2 --multipliers row \
+		--trace "" >/dev/null &&
+	test_expect_code 64 sw-sharpness --low-memory --data "$CORPUS" --batch-tokens 64 \
+		--seq-len 32 mult/ckpt-000002.h5 2>err &&
+	test_line_count = 1 err && grep -q "multipliers" err &&
+	test_expect_code 66 sw-sharpness --low-memory --data missing.txt --batch-tokens 64 \
+		--seq-len 32 run/ckpt-000020.h5 2>err &&
+	test_line_count = 1 err
+'
+
 test_expect_success 'a Hugging Face model from safetensors, on tokens it can read' '
 	awk "BEGIN { srand(1); for (i = 0; i < 3000; i++) printf \"%c\", 1 + int(rand() * 46) }" >small.txt &&
 	sw-sharpness --data small.txt --batch-tokens 64 --seq-len 16 "$FIX/tiny-hf" >hf &&

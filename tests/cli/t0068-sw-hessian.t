@@ -114,6 +114,16 @@ test_expect_success 'a block alone is the same block: --block vo gives the vo ro
 	awk -F"\t" "NR > 1 { print \$4 \"\t\" \$5 }" vo >got && numbers_close 1e-6 expect got
 '
 
+# --low-memory reads each layer again from the file when a pass reaches
+# it, the same values widened exactly: the same operations on the same
+# values, so the same bits (the same binary, one sequence per pass both
+# ways)
+test_expect_success '--low-memory: the table of the model loaded whole, bit for bit' '
+	sw-hessian $HS --micro-batch 1 --probes 4 run/ckpt-000030.h5 >whole &&
+	sw-hessian $HS --low-memory --probes 4 run/ckpt-000030.h5 >low &&
+	test_line_count = 8 low && test_cmp whole low
+'
+
 test_expect_success '--density: each vector'"'"'s weights sum to 1, nodes at most lambda_1' '
 	sw-hessian $HS --top 1 run/ckpt-000030.h5 >top &&
 	sw-hessian $HS --density --slq-vectors 3 --slq-steps 20 run/ckpt-000030.h5 >nodes &&
