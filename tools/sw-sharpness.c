@@ -102,8 +102,11 @@ static void pass_done(void *ctx, int done, int total)
 {
 	const struct pass_progress *p = ctx;
 
-	tool_progress(p->tl, "%s: an estimate on %lld tokens x %d draws: pass %d of %d", p->file,
-		      (long long)p->est->batch_tokens, p->est->draws, done, total);
+	/* the statistics after the last pass take a while on a large model
+	 * (20 s at a billion parameters): said on the last pass's line */
+	tool_progress(p->tl, "%s: an estimate on %lld tokens x %d draws: pass %d of %d%s", p->file,
+		      (long long)p->est->batch_tokens, p->est->draws, done, total,
+		      done == total ? "; the statistics next" : "");
 }
 
 static void row_stats(struct table *tb, const struct blocksharp_estimate *e,
