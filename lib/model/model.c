@@ -1340,12 +1340,12 @@ static void cpu_mult_backward(void *ctx)
 		grads_ready(m, l, 1);
 }
 
-static void cpu_layer_weights(void *ctx, int layer, int need)
+static void cpu_layer_weights(void *ctx, int layer)
 {
 	struct model *m = ctx;
 
 	if (m->layer_weights)
-		m->layer_weights(m->layer_weights_ctx, layer, need);
+		m->layer_weights(m->layer_weights_ctx, layer);
 }
 
 static const struct model_ops cpu_ops = {

@@ -210,11 +210,10 @@ struct model {
 	 * the end. NULL: not told. */
 	void (*grads_ready)(void *ctx, int layer);
 	void *grads_ready_ctx;
-	/* Told before the passes read layer l's weights (need 1) and when
-	 * they are done with them until the next pass (need 0), so that a
-	 * caller may keep only the layer in use in memory (paramstream.h).
-	 * NULL: every layer's weights stay in params. */
-	void (*layer_weights)(void *ctx, int layer, int need);
+	/* Told before the passes read layer l's weights, so that a caller
+	 * may keep only the layer in use in memory (paramstream.h). NULL:
+	 * every layer's weights stay in params. */
+	void (*layer_weights)(void *ctx, int layer);
 	void *layer_weights_ctx;
 	struct model_timing timing;     /* off unless the caller sets timing.on */
 };

@@ -47,14 +47,14 @@ static int drop(struct param_stream *ps, int l, struct sw_err *err)
 	return SW_OK;
 }
 
-/* m's layer_weights: the layer asked for replaces the one in memory (a
- * layer the passes finished with stays until another is needed: the
- * backward starts with the layer the forward ended with) */
-static void layer_weights(void *ctx, int l, int need)
+/* m's layer_weights: the layer asked for replaces the one in memory,
+ * which stays until another is asked for (the backward starts with the
+ * layer the forward ended with) */
+static void layer_weights(void *ctx, int l)
 {
 	struct param_stream *ps = ctx;
 
-	if (!need || ps->rc || ps->loaded == l)
+	if (ps->rc || ps->loaded == l)
 		return;
 	if (ps->loaded >= 0 && (ps->rc = drop(ps, ps->loaded, &ps->err)))
 		return;

@@ -13,12 +13,11 @@ static void lap(const struct model_ops *ops, void *ctx, enum model_phase phase)
 		ops->lap(ctx, phase);
 }
 
-/* layer l's weights are about to be read (need 1), or are done with
- * until the next pass reaches the layer (0) */
-static void weights(const struct model_step *st, int l, int need)
+/* layer l's weights are about to be read */
+static void weights(const struct model_step *st, int l)
 {
 	if (st->ops->layer_weights)
-		st->ops->layer_weights(st->ctx, l, need);
+		st->ops->layer_weights(st->ctx, l);
 }
 
 /* Layer l's forward from acts[l].x_in; its output, x_in plus both
@@ -104,9 +103,8 @@ void model_step_forward(const struct model_step *st, const int *tokens, const in
 	ops->embed(ctx, st->acts[0].x_in, tokens, p->embed, N, C);
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
 	for (int l = 0; l < c->n_layers; l++) {
-		weights(st, l, 1);
+		weights(st, l);
 		layer_forward(st, l, B, T, l + 1 < c->n_layers ? st->acts[l + 1].x_in : st->x_final);
-		weights(st, l, 0);
 	}
 	ops->rmsnorm(ctx, st->nf, st->nf_rstd, st->x_final, p->final_norm, N, C, c->norm_eps);
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
@@ -147,7 +145,7 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 		struct layer_acts *a = &st->acts[l];
 		const struct layer_ptrs *w = &p->layer[l], *gl = &g->layer[l];
 
-		weights(st, l, 1);
+		weights(st, l);
 		/* the forward kept only the layer's input: its activations again */
 		if (st->recompute)
 			layer_forward(st, l, B, T, NULL);
@@ -236,7 +234,6 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 		ops->rmsnorm_backward(ctx, dres, gl->attn_norm, dn, a->x_in, w->attn_norm, a->n1_rstd,
 				      N, C);
 		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		weights(st, l, 0);
 		if (ops->grads_ready)
 			ops->grads_ready(ctx, l);
 	}
@@ -280,7 +277,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_;
 
 		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
-		weights(st, l, 1);
+		weights(st, l);
 		rop->rmsnorm(rctx, ra->n1, ra->n1_rstd, a->x_in, ra->x_in, w->attn_norm, rw->attn_norm,
 			     a->n1_rstd, N, C);
 		rop->matmul(rctx, ra->q_lin, a->n1, ra->n1, w->wq, rw->wq, N, C, Q);
@@ -334,7 +331,6 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 		}
 		ops->residual(ctx, l + 1 < L ? rt->acts[l + 1].x_in : rt->x_final, ra->x_mid, ra->mlp_y,
 			      (size_t)N * C);
-		weights(st, l, 0);
 	}
 	rop->rmsnorm(rctx, rt->nf, rt->nf_rstd, st->x_final, rt->x_final, p->final_norm,
 		     rp->final_norm, st->nf_rstd, N, C);
@@ -433,7 +429,7 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
 
 		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
-		weights(st, l, 1);
+		weights(st, l);
 
 		/* x_out = x_mid + down(h): dres and R{dres} flow to x_mid */
 		rop_linear_pair(st, rt, hv, 1, nev ? s->dF2 : s->dF1, nev ? rs->dF2 : rs->dF1, gm->wdown,
@@ -529,7 +525,6 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 		rop_rmsnorm_pair(st, rt, hv, 0, s->dres, rs->dres, rgl->attn_norm, s->dn, rs->dn,
 				 a->x_in, ra->x_in, w->attn_norm, rw->attn_norm, a->n1_rstd,
 				 ra->n1_rstd, N, C);
-		weights(st, l, 0);
 	}
 	if (rt->first < 0)
 		ops->embed_backward(ctx, rg->embed, rs->dres, tokens, N, C);

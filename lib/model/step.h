@@ -93,11 +93,11 @@ struct model_ops {
 	void (*grads_ready)(void *ctx, int layer);
 	/* from dL/dW_eff to dL/dW and the multipliers' (NULL without them) */
 	void (*mult_backward)(void *ctx);
-	/* layer l's weights are about to be read (need 1), or not again until
-	 * the next pass reaches the layer (0): a back end that keeps only the
-	 * layers in use in memory loads and drops them here (NULL: every
-	 * layer's always there). The R-operator's passes call it too. */
-	void (*layer_weights)(void *ctx, int l, int need);
+	/* layer l's weights are about to be read: a back end that keeps
+	 * only the layer in use in memory loads it here, in place of the last
+	 * (NULL: every layer's always there). The R-operator's passes call it
+	 * too. */
+	void (*layer_weights)(void *ctx, int l);
 };
 
 /* the backward's scratch: dres, dn (N, C); dF1, dF2, dF3 (N, F); dq, dq2

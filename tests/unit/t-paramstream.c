@@ -5,8 +5,8 @@
  *     the gradients and the loss of keeping them, bit for bit (the same
  *     operations on the same inputs), over every model variant, in less
  *     memory for activations;
- *   - the passes tell layer_weights need and done around each layer:
- *     0 .. L-1 forward, L-1 .. 0 backward;
+ *   - the passes tell layer_weights before each layer: 0 .. L-1
+ *     forward, L-1 .. 0 backward;
  *   - a stream keeps the tensors outside the layers, drops the layers'
  *     whole pages after checking them (they read as zeros), gives a
  *     layer's values back bit for bit when it is needed, and at most one
@@ -88,17 +88,15 @@ static void recompute_variant(const char *what, struct sw_config c)
 /* ---- the hook's calls ------------------------------------------------ */
 
 struct calls {
-	int layer[64], need[64], n;
+	int layer[64], n;
 };
 
-static void note(void *ctx, int layer, int need)
+static void note(void *ctx, int layer)
 {
 	struct calls *k = ctx;
 
-	if (k->n < 64) {
-		k->layer[k->n] = layer;
-		k->need[k->n++] = need;
-	}
+	if (k->n < 64)
+		k->layer[k->n++] = layer;
 }
 
 static void test_hook_order(void)
@@ -121,14 +119,11 @@ static void test_hook_order(void)
 	batch((int)c.vocab_size, tok, tgt, B * T);
 	model_forward(&m, tok, tgt, B, T);
 	model_backward(&m, tok, tgt, 1.0);
-	right = k.n == 4 * L;
-	for (int i = 0; right && i < 2 * L; i++) {
-		int fl = i / 2, bl = L - 1 - i / 2;
-		right = k.layer[i] == fl && k.need[i] == !(i % 2) &&
-			k.layer[2 * L + i] == bl && k.need[2 * L + i] == !(i % 2);
-	}
-	ok(right, "layer_weights told need, done for layers 0..%d forward, then %d..0 backward "
-	   "(%d calls)", L - 1, L - 1, k.n);
+	right = k.n == 2 * L;
+	for (int i = 0; right && i < L; i++)
+		right = k.layer[i] == i && k.layer[L + i] == L - 1 - i;
+	ok(right, "layer_weights told of layers 0..%d forward, then %d..0 backward (%d calls)",
+	   L - 1, L - 1, k.n);
 	model_free(&m);
 }
 
@@ -214,11 +209,10 @@ static void test_stream(const char *dir)
 	   "the tensors outside the layers stay, as modelio_load reads them");
 	ok(layer_is(&m, &ref, 0, 1) && layer_is(&m, &ref, 1, 1) && layer_is(&m, &ref, 2, 1),
 	   "after opening, every layer's whole pages are dropped");
-	m.layer_weights(m.layer_weights_ctx, 1, 1);
+	m.layer_weights(m.layer_weights_ctx, 1);
 	ok(layer_is(&m, &ref, 1, 0) && layer_is(&m, &ref, 0, 1) && layer_is(&m, &ref, 2, 1),
 	   "need: layer 1's values back, bit for bit, the others still dropped");
-	m.layer_weights(m.layer_weights_ctx, 1, 0);
-	m.layer_weights(m.layer_weights_ctx, 2, 1);
+	m.layer_weights(m.layer_weights_ctx, 2);
 	ok(layer_is(&m, &ref, 2, 0) && layer_is(&m, &ref, 1, 1),
 	   "the next layer needed replaces it: one layer in memory");
 
@@ -245,7 +239,7 @@ static void test_stream(const char *dir)
 	/* the file shrinks between passes: the next read of a layer fails, and
 	 * says so */
 	if (truncate(path, 4096) == 0) {
-		m.layer_weights(m.layer_weights_ctx, 1, 1);
+		m.layer_weights(m.layer_weights_ctx, 1);
 		rc = param_stream_status(ps, &err);
 		ok(rc != SW_OK && err.msg[0], "a file that shrank meanwhile: status %d (%s)", rc,
 		   rc ? err.msg : "none");
