@@ -134,10 +134,7 @@ int param_stream_open(const char *path, struct model *m, struct param_stream **o
 fail:
 	model_free(m);
 fail_built:
-	ckpt_close(ps->ck);
-	free(ps->first);
-	free(ps->end);
-	free(ps);
+	param_stream_close(ps);
 	return rc;
 }
 
@@ -157,7 +154,7 @@ void param_stream_close(struct param_stream *ps)
 {
 	if (!ps)
 		return;
-	if (ps->m->layer_weights_ctx == ps) {
+	if (ps->m && ps->m->layer_weights_ctx == ps) {
 		ps->m->layer_weights = NULL;
 		ps->m->layer_weights_ctx = NULL;
 	}

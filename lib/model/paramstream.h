@@ -6,9 +6,8 @@
  * read the parameters, over a checkpoint larger than memory allows in
  * float32 (sw-sharpness --low-memory): what grows with the model is then
  * the gradient alone. The values are the file's, widened exactly (BF16,
- * F16) as modelio_load gives them; a BF16 layer is read and widened
- * again on every pass (about a tenth of a second for a 1B model's layer
- * of 61 M values), the file's pages coming from the page cache.
+ * F16) as modelio_load gives them; each layer is read and widened again
+ * on every pass, the file's pages coming from the page cache.
  */
 #ifndef SW_PARAMSTREAM_H
 #define SW_PARAMSTREAM_H
