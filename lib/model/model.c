@@ -732,50 +732,65 @@ int model_find(const struct model *m, const char *role, int layer)
 	return -1;
 }
 
-static real *at(const struct model *m, real *block, const char *role, int layer)
+/* where a tensor at offset `from` of the block is at block[0] */
+static real *at(const struct model *m, real *block, size_t from, const char *role, int layer)
 {
 	int i = model_find(m, role, layer);
-	return i < 0 ? NULL : block + m->tensors[i].offset;
+	return i < 0 ? NULL : block + (m->tensors[i].offset - from);
 }
 
 /* The effective weight of a linear tensor: w_eff with multipliers. */
-static real *eff(const struct model *m, real *block, real *eblock, const char *role, int layer)
+static real *eff(const struct model *m, real *block, size_t from, real *eblock, const char *role,
+		 int layer)
 {
 	int i = model_find(m, role, layer);
 
 	if (i < 0)
 		return NULL;
 	if (m->linears[m->tensors[i].linear].mode == MULT_NONE)
-		return block + m->tensors[i].offset;
+		return block + (m->tensors[i].offset - from);
 	return eblock + m->eff_offset[m->tensors[i].linear];
+}
+
+static void set_layer_ptrs(const struct model *m, struct layer_ptrs *lp, int l, real *block,
+			   size_t from, real *eblock)
+{
+	lp->attn_norm = at(m, block, from, "attn_norm", l);
+	lp->wq = eff(m, block, from, eblock, "q", l);
+	lp->wk = eff(m, block, from, eblock, "k", l);
+	lp->wv = eff(m, block, from, eblock, "v", l);
+	lp->wo = eff(m, block, from, eblock, "o", l);
+	lp->q_norm = at(m, block, from, "q_norm", l);
+	lp->k_norm = at(m, block, from, "k_norm", l);
+	lp->v_norm = at(m, block, from, "v_norm", l);
+	lp->gate_norm = at(m, block, from, "gate_norm", l);
+	lp->up_norm = at(m, block, from, "up_norm", l);
+	lp->o_in_norm = at(m, block, from, "o_in_norm", l);
+	lp->ffn_norm = at(m, block, from, "ffn_norm", l);
+	lp->wgate = eff(m, block, from, eblock, "gate", l);
+	lp->wup = eff(m, block, from, eblock, "up", l);
+	lp->wdown = eff(m, block, from, eblock, "down", l);
+	lp->down_in_norm = at(m, block, from, "down_in_norm", l);
 }
 
 /* Views for the forward/backward code: effective weights for the linear
  * layers, the gains as stored. */
 static void set_ptrs(struct model *m, struct model_ptrs *p, real *block, real *eblock)
 {
-	p->embed = at(m, block, "embed", -1);
-	p->final_norm = at(m, block, "final_norm", -1);
-	p->lm_head = m->c.tie_embeddings ? p->embed : eff(m, block, eblock, "lm_head", -1);
-	for (int l = 0; l < m->c.n_layers; l++) {
-		struct layer_ptrs *lp = &p->layer[l];
-		lp->attn_norm = at(m, block, "attn_norm", l);
-		lp->wq = eff(m, block, eblock, "q", l);
-		lp->wk = eff(m, block, eblock, "k", l);
-		lp->wv = eff(m, block, eblock, "v", l);
-		lp->wo = eff(m, block, eblock, "o", l);
-		lp->q_norm = at(m, block, "q_norm", l);
-		lp->k_norm = at(m, block, "k_norm", l);
-		lp->v_norm = at(m, block, "v_norm", l);
-		lp->gate_norm = at(m, block, "gate_norm", l);
-		lp->up_norm = at(m, block, "up_norm", l);
-		lp->o_in_norm = at(m, block, "o_in_norm", l);
-		lp->ffn_norm = at(m, block, "ffn_norm", l);
-		lp->wgate = eff(m, block, eblock, "gate", l);
-		lp->wup = eff(m, block, eblock, "up", l);
-		lp->wdown = eff(m, block, eblock, "down", l);
-		lp->down_in_norm = at(m, block, "down_in_norm", l);
+	p->embed = at(m, block, 0, "embed", -1);
+	p->final_norm = at(m, block, 0, "final_norm", -1);
+	p->lm_head = m->c.tie_embeddings ? p->embed : eff(m, block, 0, eblock, "lm_head", -1);
+	for (int l = 0; l < m->c.n_layers; l++)
+		set_layer_ptrs(m, &p->layer[l], l, block, 0, eblock);
+}
+
+void model_point_layer(struct model *m, int l, real *at_, size_t from)
+{
+	if (!at_) {
+		memset(&m->p.layer[l], 0, sizeof m->p.layer[l]);
+		return;
 	}
+	set_layer_ptrs(m, &m->p.layer[l], l, at_, from, m->w_eff);
 }
 
 int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
@@ -932,9 +947,11 @@ static void acts_sizes(const struct sw_config *c, int B, int T, int recompute, s
 
 	dnp_of(c, &dnp_attn, &dnp_ffn);
 	per_layer += (dnp_attn ? N * K + N * KV : 0) + (dnp_ffn ? 2 * N * F + 2 * N : 0);
+	/* recomputing, what each layer keeps (model_alloc_acts): x_in, x_mid,
+	 * q_lin, k_lin, v (or v_lin), gate and up (or their _lin) */
+	size_t kept = N * C * 2 + N * Q + N * K * 2 + N * F * 2;
 
-	/* recomputing, the layers share all but their inputs */
-	*total = (recompute ? per_layer + (L - 1) * N * C : per_layer * L) + N * C * 2 + N + N * V + N;
+	*total = (recompute ? per_layer + (L - 1) * kept : per_layer * L) + N * C * 2 + N + N * V + N;
 	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
 	 * the attention's T x T dP per (b, kv head): (B, KV, T, T), a fraction
 	 * 1/(L group) of the saved probabilities */
@@ -993,9 +1010,20 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	for (size_t l = 0; l < L; l++) {
 		struct layer_acts *a = &m->acts[l];
 		if (m->recompute && l > 0) {
-			/* layer 0's buffers but the input */
+			/* layer 0's buffers but the input, x_mid and the products'
+			 * outputs (acts_sizes' kept) */
 			*a = m->acts[0];
-			TAKE(a->x_in, N * C);
+			TAKE(a->x_in, N * C); TAKE(a->x_mid, N * C);
+			TAKE(a->q_lin, N * Q); TAKE(a->k_lin, N * K);
+			if (dnp_attn)
+				TAKE(a->v_lin, N * K);
+			else
+				TAKE(a->v, N * K);
+			if (dnp_ffn) {
+				TAKE(a->gate_lin, N * F); TAKE(a->up_lin, N * F);
+			} else {
+				TAKE(a->gate, N * F); TAKE(a->up, N * F);
+			}
 			continue;
 		}
 		TAKE(a->x_in, N * C); TAKE(a->n1, N * C); TAKE(a->n1_rstd, N);

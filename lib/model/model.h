@@ -188,9 +188,10 @@ struct model {
 	size_t eff_size;
 	/* activations for a batch of B x T */
 	int B, T;
-	/* set before model_alloc_acts: the backward runs each layer's forward
-	 * again (struct model_step's recompute), and the activations are
-	 * every layer's input and one layer's rest */
+	/* set before model_alloc_acts: the backward recomputes each layer's
+	 * activations but its matrix products' (struct model_step's
+	 * recompute): every layer's input, x_mid and products' outputs are
+	 * kept, one layer's rest */
 	int recompute;
 	int acts_recompute;             /* what the activations were allocated for */
 	real *acts_block;
@@ -250,6 +251,12 @@ void model_init(struct model *m, uint64_t seed);
 /* Bytes model_alloc_acts needs for B x T (to check memory first), with
  * recompute as struct model's. */
 double model_acts_bytes(const struct sw_config *c, int B, int T, int recompute);
+
+/* Point layer l's views (m->p.layer[l]) at at_, where the tensor at
+ * offset `from` of m->params is at at_[0] (paramstream.c's one layer in
+ * memory); at_ NULL: every view NULL. m->params itself, where layer l's
+ * values also have their place, is neither read nor written. */
+void model_point_layer(struct model *m, int l, real *at_, size_t from);
 
 /* Make room for activations of B sequences of T tokens (T <= seq_len). */
 int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err);

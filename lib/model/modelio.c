@@ -167,12 +167,12 @@ out:
 	return rc;
 }
 
-int modelio_load_tensor(struct ckpt *ck, struct model *m, int i, struct sw_err *err)
+int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst,
+			struct sw_err *err)
 {
 	const struct model_tensor *mt = &m->tensors[i];
 	long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
 	struct ckpt_view v;
-	real *dst = m->params + mt->offset;
 	int64_t n = (int64_t)mt->numel, bad = 0;
 	int rc;
 
@@ -226,7 +226,7 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err)
 	if ((rc = modelio_build(ck, m, err)))
 		goto out;
 	for (int i = 0; i < m->ntensors && !rc; i++)
-		rc = modelio_load_tensor(ck, m, i, err);
+		rc = modelio_load_tensor(ck, m, i, m->params + m->tensors[i].offset, err);
 	if (rc)
 		goto out;
 	/* the reparameterized gains from their directions and magnitudes: a

@@ -57,9 +57,11 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err);
 
 /* modelio_load in parts: build m for the open checkpoint, every tensor
  * checked there with its size (m freed on failure); then copy model
- * tensor i in, SW_EDATA where a value is NaN or Inf. */
+ * tensor i's values into dst (its numel reals: m->params at its offset,
+ * or elsewhere), SW_EDATA where a value is NaN or Inf. */
 int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err);
-int modelio_load_tensor(struct ckpt *ck, struct model *m, int i, struct sw_err *err);
+int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst,
+			struct sw_err *err);
 
 /* The optimizer configuration, moments and run state of an HDF5
  * checkpoint with /optim_state; o must not be initialized yet. */

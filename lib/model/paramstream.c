@@ -3,47 +3,43 @@
 #include "paramstream.h"
 #include "modelio.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 struct param_stream {
 	struct ckpt *ck;
 	struct model *m;
 	int L;
 	int *first, *end;               /* (L) layer l's tensors: [first, end) of m->tensors */
-	int loaded;                     /* the layer whose values are in params, or -1 */
-	size_t page;
+	/* the one layer in memory: its tensors as laid out in m->params,
+	 * from the first's offset; its pages stay mapped from one layer to
+	 * the next (handing them back and faulting them in again, zeroed,
+	 * cost twice the widening) */
+	real *slot;
+	int loaded;                     /* the layer whose values are in slot, or -1 */
 	double resident;
 	int rc;                         /* the first failure during the passes */
 	struct sw_err err;
 };
 
-/* layer l's values into params, read again (and checked again: it costs
- * little beside the widening) */
+/* layer l's values into the slot, read again (and checked again: it
+ * costs little beside the widening), and its views pointed there; the
+ * layer before's views NULL */
 static int reload(struct param_stream *ps, int l, struct sw_err *err)
 {
+	const struct model_tensor *t = ps->m->tensors;
+	size_t from = t[ps->first[l]].offset;
 	int rc = SW_OK;
 
+	if (ps->loaded >= 0)
+		model_point_layer(ps->m, ps->loaded, NULL, 0);
+	ps->loaded = -1;
 	for (int i = ps->first[l]; i < ps->end[l] && !rc; i++)
-		rc = modelio_load_tensor(ps->ck, ps->m, i, err);
-	return rc;
-}
-
-/* the whole pages of layer l's values back to the system: they read as
- * zeros until loaded again */
-static int drop(struct param_stream *ps, int l, struct sw_err *err)
-{
-	const struct model *m = ps->m;
-	const struct model_tensor *a = &m->tensors[ps->first[l]], *b = &m->tensors[ps->end[l] - 1];
-	uintptr_t lo = (uintptr_t)(m->params + a->offset), hi = (uintptr_t)(m->params + b->offset + b->numel);
-
-	lo = (lo + ps->page - 1) / ps->page * ps->page;
-	hi = hi / ps->page * ps->page;
-	if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED))
-		return sw_fail(err, SW_ESOFTWARE, "layer %d: madvise: %s", l, strerror(errno));
+		rc = modelio_load_tensor(ps->ck, ps->m, i, ps->slot + (t[i].offset - from), err);
+	if (rc)
+		return rc;
+	model_point_layer(ps->m, l, ps->slot, from);
+	ps->loaded = l;
 	return SW_OK;
 }
 
@@ -54,13 +50,8 @@ static void layer_weights(void *ctx, int l)
 {
 	struct param_stream *ps = ctx;
 
-	if (ps->rc || ps->loaded == l)
-		return;
-	if (ps->loaded >= 0 && (ps->rc = drop(ps, ps->loaded, &ps->err)))
-		return;
-	ps->loaded = -1;
-	if (!(ps->rc = reload(ps, l, &ps->err)))
-		ps->loaded = l;
+	if (!ps->rc && ps->loaded != l)
+		ps->rc = reload(ps, l, &ps->err);
 }
 
 int param_stream_open(const char *path, struct model *m, struct param_stream **out,
@@ -73,7 +64,6 @@ int param_stream_open(const char *path, struct model *m, struct param_stream **o
 	if (!ps)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	ps->loaded = -1;
-	ps->page = (size_t)sysconf(_SC_PAGESIZE);
 	if ((rc = ckpt_open(path, &ps->ck, err))) {
 		free(ps);
 		return rc;
@@ -100,7 +90,7 @@ int param_stream_open(const char *path, struct model *m, struct param_stream **o
 		int l = m->tensors[i].info.layer;
 		if (l < 0) {
 			ps->resident += (double)m->tensors[i].numel * sizeof(real);
-			if ((rc = modelio_load_tensor(ps->ck, m, i, err)))
+			if ((rc = modelio_load_tensor(ps->ck, m, i, m->params + m->tensors[i].offset, err)))
 				goto fail;
 			continue;
 		}
@@ -112,27 +102,37 @@ int param_stream_open(const char *path, struct model *m, struct param_stream **o
 		}
 		ps->end[l] = i + 1;
 	}
-	/* every layer read once, checked, and dropped */
-	double largest = 0;
+	/* the slot: the largest layer, from its first tensor to its last's end */
+	size_t largest = 0;
 	for (int l = 0; l < ps->L; l++) {
-		double bytes = 0;
+		const struct model_tensor *a, *b;
 		if (ps->first[l] < 0) {
 			rc = sw_fail(err, SW_ESOFTWARE, "layer %d has no tensors", l);
 			goto fail;
 		}
-		for (int i = ps->first[l]; i < ps->end[l]; i++)
-			bytes += (double)m->tensors[i].numel * sizeof(real);
-		if ((rc = reload(ps, l, err)) || (rc = drop(ps, l, err)))
-			goto fail;
-		largest = bytes > largest ? bytes : largest;
+		a = &m->tensors[ps->first[l]];
+		b = &m->tensors[ps->end[l] - 1];
+		largest = b->offset + b->numel - a->offset > largest ? b->offset + b->numel - a->offset
+								  : largest;
 	}
-	ps->resident += largest;
+	if (!(ps->slot = malloc(largest * sizeof(real)))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for a layer (%zu values)", largest);
+		goto fail;
+	}
+	/* every layer read once and checked; m->params's places for the
+	 * layers are never written, so their pages are never in memory */
+	for (int l = 0; l < ps->L; l++)
+		if ((rc = reload(ps, l, err)))
+			goto fail;
+	ps->resident += (double)largest * sizeof(real);
 	m->layer_weights = layer_weights;
 	m->layer_weights_ctx = ps;
 	*out = ps;
 	return SW_OK;
 fail:
+	param_stream_close(ps);
 	model_free(m);
+	return rc;
 fail_built:
 	param_stream_close(ps);
 	return rc;
@@ -158,6 +158,11 @@ void param_stream_close(struct param_stream *ps)
 		ps->m->layer_weights = NULL;
 		ps->m->layer_weights_ctx = NULL;
 	}
+	/* the views back in m->params, where the layers read as zeros */
+	if (ps->m && ps->m->p.layer)
+		for (int l = 0; l < ps->L; l++)
+			model_point_layer(ps->m, l, ps->m->params, 0);
+	free(ps->slot);
 	ckpt_close(ps->ck);
 	free(ps->first);
 	free(ps->end);

@@ -1,8 +1,9 @@
 /*
  * paramstream.h - a model whose layers' parameters are read from the
  * checkpoint as the passes reach them, so that at most one layer has its
- * float32 copy in memory beside the tensors outside the layers (the
- * embedding, the final norm, the head), which stay. For passes that only
+ * float32 copy in memory (one buffer the layers take turns in, the
+ * layer's views pointed there) beside the tensors outside the layers
+ * (the embedding, the final norm, the head), which stay. For passes that only
  * read the parameters, over a checkpoint larger than memory allows in
  * float32 (sw-sharpness --low-memory): what grows with the model is then
  * the gradient alone. The values are the file's, widened exactly (BF16,
@@ -19,8 +20,9 @@ struct param_stream;
 /*
  * Build m from the checkpoint at path as modelio_load does, every tensor
  * read once and checked (its size, no NaN or Inf), but keep in m->params
- * only the tensors outside the layers; m's layer_weights loads a layer
- * when the passes need it and drops it from memory after. SW_EUSAGE for a
+ * only the tensors outside the layers (the layers' places there are never
+ * written); m's layer_weights loads a layer into the stream's buffer when
+ * the passes need it, the previous one's views set to NULL. SW_EUSAGE for a
  * model with multipliers, gains or a reparameterization (the effective
  * weights are computed from every layer at once).
  */
@@ -36,7 +38,8 @@ double param_stream_resident_bytes(const struct param_stream *ps);
  * wrong weights and their result is to be discarded. */
 int param_stream_status(const struct param_stream *ps, struct sw_err *err);
 
-/* Close the checkpoint and unhook m (which stays built; model_free it). */
+/* Close the checkpoint and unhook m (which stays built, its views in
+ * m->params again, where the layers read as zeros; model_free it). */
 void param_stream_close(struct param_stream *ps);
 
 #endif

@@ -3,6 +3,7 @@
 #include "../base/par.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,18 +103,55 @@ static uint32_t float_bits(float x)
 #define RADIX 65536     /* a 16-bit digit: two passes find a float by its rank */
 
 /*
+ * The passes over the values go by chunks of a fixed size, on every
+ * thread: the sums are each chunk's in order, added in the chunks'
+ * order, so that they do not depend on the number of threads; the
+ * counts of digits are integers, in any order the same.
+ */
+#define CHUNK ((int64_t)1 << 18)
+
+struct chunk {
+	const float *v;
+	int64_t n;
+	double sum, lsum;       /* the values'; log10 of the positive ones */
+	int64_t nz;             /* the positive ones */
+	int bad;                /* a value negative, NaN or Inf: the first in bad_value */
+	float bad_value;
+};
+
+/* the segments cut into chunks (*out, *nchunks), NULL if out of memory */
+static struct chunk *chunks_of(const float *const *seg, const int64_t *len, int nseg,
+			       int64_t *nchunks)
+{
+	struct chunk *c;
+	int64_t n = 0, k = 0;
+
+	for (int j = 0; j < nseg; j++)
+		n += (len[j] + CHUNK - 1) / CHUNK;
+	*nchunks = n;
+	if (!(c = calloc((size_t)n + 1, sizeof *c)))
+		return NULL;
+	for (int j = 0; j < nseg; j++)
+		for (int64_t i = 0; i < len[j]; i += CHUNK, k++) {
+			c[k].v = seg[j] + i;
+			c[k].n = len[j] - i < CHUNK ? len[j] - i : CHUNK;
+		}
+	return c;
+}
+
+/*
  * The order statistics rank[0..nr) (nr <= 8, each < the count) of the
- * positive values in the segments, into out. hist (RADIX) holds how many
+ * positive values in the chunks, into out. hist (RADIX) holds how many
  * have each high 16-bit digit (the caller's pass); one more pass counts
  * the low digits of those whose high digit a rank falls in. Nothing is
  * copied or reordered: a billion-parameter block needs no second copy.
  */
-static int select_ranks(const float *const *seg, const int64_t *len, int nseg,
-			const int64_t *hist, const int64_t *rank, int nr, float *out,
-			struct sw_err *err)
+static int select_ranks(const struct chunk *ch, int64_t nch, int64_t n, const int64_t *hist,
+			const int64_t *rank, int nr, float *out, struct sw_err *err)
 {
+	int nthreads = n >= (int64_t)PAR_MIN_ELEMS ? omp_get_max_threads() : 1;
 	int8_t *slot_of = malloc(RADIX);
-	int64_t *low = calloc((size_t)nr * RADIX, sizeof *low), before[8];
+	int64_t *low = calloc((size_t)nthreads * nr * RADIX, sizeof *low), before[8];
 	uint32_t digit[8];
 	int slot[8], nslots = 0;
 
@@ -134,12 +172,20 @@ static int select_ranks(const float *const *seg, const int64_t *len, int nseg,
 			slot_of[d] = (int8_t)nslots++;
 		slot[k] = slot_of[d];
 	}
-	for (int j = 0; j < nseg; j++)
-		for (int64_t i = 0; i < len[j]; i++) {
-			uint32_t u = float_bits(seg[j][i]);
-			if (seg[j][i] > 0 && slot_of[u >> 16] >= 0)
-				low[(size_t)slot_of[u >> 16] * RADIX + (u & 0xffff)]++;
-		}
+#pragma omp parallel num_threads(nthreads)
+	{
+		int64_t *mine = low + (size_t)omp_get_thread_num() * nr * RADIX;
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t c = 0; c < nch; c++)
+			for (int64_t i = 0; i < ch[c].n; i++) {
+				uint32_t u = float_bits(ch[c].v[i]);
+				if (ch[c].v[i] > 0 && slot_of[u >> 16] >= 0)
+					mine[(size_t)slot_of[u >> 16] * RADIX + (u & 0xffff)]++;
+			}
+	}
+	for (int t = 1; t < nthreads; t++)
+		for (size_t d = 0; d < (size_t)nslots * RADIX; d++)
+			low[d] += low[(size_t)t * nr * RADIX + d];
 	for (int k = 0; k < nr; k++) {
 		const int64_t *c = low + (size_t)slot[k] * RADIX;
 		int64_t cum = before[k];
@@ -165,40 +211,74 @@ static float log10f_of(float x)
 	return l;
 }
 
+/* one chunk's sums and checks, its high digits counted into hist */
+static void chunk_pass(struct chunk *c, int64_t *hist)
+{
+	for (int64_t i = 0; i < c->n; i++) {
+		float v = c->v[i];
+		if (!(v >= 0) || isinf(v)) {
+			c->bad = 1;
+			c->bad_value = v;
+			return;
+		}
+		c->sum += v;
+		if (v > 0) {
+			c->lsum += log10f_of(v);
+			c->nz++;
+			hist[float_bits(v) >> 16]++;
+		}
+	}
+}
+
 int gnb_stats(const float *const *seg, const int64_t *len, int nseg, struct gnb_stats *s,
 	      struct sw_err *err)
 {
 	static const double qs[3] = {0.1, 0.5, 0.9};
 	double sum = 0, lsum = 0, *qout[3] = {&s->q10, &s->median, &s->q90};
-	int64_t nz = 0, n = 0, rank[6], *hist;
+	int64_t nz = 0, n = 0, rank[6], *hist, nch;
 	float at[6], lg[6];
-	int nr = 0, rc;
+	int nr = 0, rc, nthreads;
+	struct chunk *ch;
 
 	memset(s, 0, sizeof *s);
-	if (!(hist = calloc(RADIX, sizeof *hist)))
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	/* one pass: the checks, the mean, the mean of log10 over the nonzero
-	 * entries and the high digits of their bits */
-	for (int j = 0; j < nseg; j++)
-		for (int64_t i = 0; i < len[j]; i++) {
-			float v = seg[j][i];
-			if (!(v >= 0) || isinf(v)) {
-				free(hist);
-				return sw_fail(err, SW_EDATA, "a sharpness estimate is %g", (double)v);
-			}
-			sum += v;
-			if (v > 0) {
-				lsum += log10f_of(v);
-				nz++;
-				hist[float_bits(v) >> 16]++;
-			}
-		}
 	for (int j = 0; j < nseg; j++)
 		n += len[j];
+	nthreads = n >= (int64_t)PAR_MIN_ELEMS ? omp_get_max_threads() : 1;
+	ch = chunks_of(seg, len, nseg, &nch);
+	hist = calloc((size_t)nthreads * RADIX, sizeof *hist);
+	if (!ch || !hist) {
+		free(ch);
+		free(hist);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	/* one pass: the checks, the mean, the mean of log10 over the nonzero
+	 * entries and the high digits of their bits */
+#pragma omp parallel num_threads(nthreads)
+	{
+		int64_t *mine = hist + (size_t)omp_get_thread_num() * RADIX;
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t c = 0; c < nch; c++)
+			chunk_pass(&ch[c], mine);
+	}
+	for (int64_t c = 0; c < nch; c++) {
+		if (ch[c].bad) {
+			double v = ch[c].bad_value;
+			free(ch);
+			free(hist);
+			return sw_fail(err, SW_EDATA, "a sharpness estimate is %g", v);
+		}
+		sum += ch[c].sum;
+		lsum += ch[c].lsum;
+		nz += ch[c].nz;
+	}
+	for (int t = 1; t < nthreads; t++)
+		for (size_t d = 0; d < RADIX; d++)
+			hist[d] += hist[(size_t)t * RADIX + d];
 	s->n = n;
 	s->mean = n ? sum / (double)n : NAN;
 	s->zeros = n - nz;
 	if (!nz) {
+		free(ch);
 		free(hist);
 		s->mean_log10 = s->q10 = s->median = s->q90 = NAN;
 		return SW_OK;
@@ -212,7 +292,8 @@ int gnb_stats(const float *const *seg, const int64_t *len, int nseg, struct gnb_
 		rank[nr++] = i;
 		rank[nr++] = i + 1 < nz ? i + 1 : i;
 	}
-	rc = select_ranks(seg, len, nseg, hist, rank, nr, at, err);
+	rc = select_ranks(ch, nch, n, hist, rank, nr, at, err);
+	free(ch);
 	free(hist);
 	if (rc)
 		return rc;

@@ -62,9 +62,10 @@ struct gnb_stats {
 };
 
 /* Stats of the values in nseg runs (seg[j], len[j] of them), read in
- * place: one pass, and a second that counts the few near the quantiles;
- * no copy of the values is made (a block of a 1B model is gigabytes).
- * gnb_stats_of: of one run. */
+ * place: one pass, and a second that counts the few near the quantiles,
+ * each on every thread by fixed chunks (the same bits on any number of
+ * threads); no copy of the values is made (a block of a 1B model is
+ * gigabytes). gnb_stats_of: of one run. */
 int gnb_stats(const float *const *seg, const int64_t *len, int nseg, struct gnb_stats *s,
 	      struct sw_err *err);
 int gnb_stats_of(const float *vals, int64_t n, struct gnb_stats *s, struct sw_err *err);

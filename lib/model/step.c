@@ -20,9 +20,14 @@ static void weights(const struct model_step *st, int l)
 		st->ops->layer_weights(st->ctx, l);
 }
 
-/* Layer l's forward from acts[l].x_in; its output, x_in plus both
- * sublayers', into x_out (NULL: not wanted, as when the backward runs the
- * layer again for its activations) */
+/*
+ * Layer l's forward from acts[l].x_in; its output, x_in plus both
+ * sublayers', into x_out. x_out NULL: the backward recomputing the
+ * layer's activations (struct model_step's recompute) from what the
+ * forward kept, the matrix products' outputs, so that only the norms,
+ * RoPE, the attention and SwiGLU run again; the o and down products,
+ * whose outputs only made x_mid and x_out, not at all.
+ */
 static void layer_forward(const struct model_step *st, int l, int B, int T, real *x_out)
 {
 	const struct model_ops *ops = st->ops;
@@ -33,6 +38,7 @@ static void layer_forward(const struct model_step *st, int l, int B, int T, real
 	double eps = c->norm_eps;
 	struct layer_acts *a = &st->acts[l];
 	const struct layer_ptrs *w = &st->p->layer[l];
+	int products = x_out != NULL;
 
 	/* attention: x_mid = x_in + o(attn(rope(q(n1)), rope(k(n1)), v(n1))) */
 	ops->rmsnorm(ctx, a->n1, a->n1_rstd, a->x_in, w->attn_norm, N, C, eps);
@@ -41,10 +47,12 @@ static void layer_forward(const struct model_step *st, int l, int B, int T, real
 	 * (Q + 2K, C) matrix rounds some elements otherwise than the
 	 * three the GPU computes (the emulation is compared bit for bit
 	 * with the CPU, t0064); the backward joins them where it can */
-	ops->matmul(ctx, a->q_lin, a->n1, w->wq, N, C, Q);
-	ops->matmul(ctx, a->k_lin, a->n1, w->wk, N, C, K);
-	ops->matmul(ctx, st->dnp_attn ? a->v_lin : a->v, a->n1, w->wv, N, C, K);
-	lap(ops, ctx, MODEL_PHASE_GEMM);
+	if (products) {
+		ops->matmul(ctx, a->q_lin, a->n1, w->wq, N, C, Q);
+		ops->matmul(ctx, a->k_lin, a->n1, w->wk, N, C, K);
+		ops->matmul(ctx, st->dnp_attn ? a->v_lin : a->v, a->n1, w->wv, N, C, K);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
+	}
 	if (c->qk_norm) {
 		ops->rmsnorm(ctx, a->q, a->q_rstd, a->q_lin, w->q_norm, (int64_t)N * H, hd, eps);
 		ops->rmsnorm(ctx, a->k, a->k_rstd, a->k_lin, w->k_norm, (int64_t)N * KV, hd, eps);
@@ -62,19 +70,21 @@ static void layer_forward(const struct model_step *st, int l, int B, int T, real
 	if (c->norm_everywhere) {
 		ops->rmsnorm(ctx, a->o_in, a->o_in_rstd, a->att_out, w->o_in_norm, N, Q, eps);
 		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		ops->matmul(ctx, a->attn_y, a->o_in, w->wo, N, Q, C);
-	} else {
-		ops->matmul(ctx, a->attn_y, a->att_out, w->wo, N, Q, C);
 	}
-	lap(ops, ctx, MODEL_PHASE_GEMM);
-	ops->residual(ctx, a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
+	if (products) {
+		ops->matmul(ctx, a->attn_y, c->norm_everywhere ? a->o_in : a->att_out, w->wo, N, Q, C);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
+		ops->residual(ctx, a->x_mid, a->x_in, a->attn_y, (size_t)N * C);
+	}
 
 	/* MLP: x_out = x_mid + down(silu(gate(n2)) * up(n2)) */
 	ops->rmsnorm(ctx, a->n2, a->n2_rstd, a->x_mid, w->ffn_norm, N, C, eps);
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-	ops->matmul(ctx, st->dnp_ffn ? a->gate_lin : a->gate, a->n2, w->wgate, N, C, F);
-	ops->matmul(ctx, st->dnp_ffn ? a->up_lin : a->up, a->n2, w->wup, N, C, F);
-	lap(ops, ctx, MODEL_PHASE_GEMM);
+	if (products) {
+		ops->matmul(ctx, st->dnp_ffn ? a->gate_lin : a->gate, a->n2, w->wgate, N, C, F);
+		ops->matmul(ctx, st->dnp_ffn ? a->up_lin : a->up, a->n2, w->wup, N, C, F);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
+	}
 	if (st->dnp_ffn) {
 		ops->rmsnorm(ctx, a->gate, a->gate_rstd, a->gate_lin, w->gate_norm, N, F, eps);
 		ops->rmsnorm(ctx, a->up, a->up_rstd, a->up_lin, w->up_norm, N, F, eps);
@@ -83,10 +93,11 @@ static void layer_forward(const struct model_step *st, int l, int B, int T, real
 	if (c->norm_everywhere)
 		ops->rmsnorm(ctx, a->d_in, a->d_in_rstd, a->h, w->down_in_norm, N, F, eps);
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-	ops->matmul(ctx, a->mlp_y, c->norm_everywhere ? a->d_in : a->h, w->wdown, N, F, C);
-	lap(ops, ctx, MODEL_PHASE_GEMM);
-	if (x_out)
+	if (products) {
+		ops->matmul(ctx, a->mlp_y, c->norm_everywhere ? a->d_in : a->h, w->wdown, N, F, C);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
 		ops->residual(ctx, x_out, a->x_mid, a->mlp_y, (size_t)N * C);
+	}
 }
 
 void model_step_forward(const struct model_step *st, const int *tokens, const int *targets,
@@ -146,7 +157,8 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 		const struct layer_ptrs *w = &p->layer[l], *gl = &g->layer[l];
 
 		weights(st, l);
-		/* the forward kept only the layer's input: its activations again */
+		/* the forward kept the layer's input and its products' outputs:
+		 * the rest of its activations again */
 		if (st->recompute)
 			layer_forward(st, l, B, T, NULL);
 		/* x_out = x_mid + down(h): dres flows to x_mid unchanged */

@@ -120,11 +120,13 @@ struct model_step {
 	/* the scale design's DNP (arch.h): v normalized per head (beside
 	 * QK-norm), gate and up over d_ff */
 	int dnp_attn, dnp_ffn;
-	/* the forward keeps each layer's input (acts[l].x_in) alone, the
-	 * layers sharing one set of the rest, and the backward runs layer l's
-	 * forward again before its own: a third more work, activations of
-	 * one layer instead of all. Not for the R-operator's passes, which
-	 * read every layer's. */
+	/* the forward keeps each layer's input and its matrix products'
+	 * outputs (q, k, v, x_mid, gate, up: model_alloc_acts), the layers
+	 * sharing one set of the rest, and the backward runs layer l's
+	 * norms, RoPE, attention and SwiGLU again before its own: about 1 %
+	 * more arithmetic at Llama's sizes, the activations that grow with
+	 * d_ff and the attention's T x T of one layer instead of all. Not for
+	 * the R-operator's passes, which read every layer's. */
 	int recompute;
 };
 

@@ -1,16 +1,17 @@
 /*
  * The passes in bounded memory (lib/model/step.c's recompute and
  * layer_weights, lib/model/paramstream.c):
- *   - recomputing each layer's activations in the backward pass gives
- *     the gradients and the loss of keeping them, bit for bit (the same
- *     operations on the same inputs), over every model variant, in less
- *     memory for activations;
+ *   - recomputing each layer's activations in the backward pass from
+ *     its products' outputs gives the gradients and the loss of keeping
+ *     them all, bit for bit (the same operations on the same inputs),
+ *     over every model variant, in less memory for activations;
  *   - the passes tell layer_weights before each layer: 0 .. L-1
  *     forward, L-1 .. 0 backward;
- *   - a stream keeps the tensors outside the layers, drops the layers'
- *     whole pages after checking them (they read as zeros), gives a
- *     layer's values back bit for bit when it is needed, and at most one
- *     layer is in memory;
+ *   - a stream keeps the tensors outside the layers, reads every layer
+ *     once to check it, gives a layer's values back bit for bit when it
+ *     is needed, in one buffer the layers take turns in: the views of
+ *     the others are NULL, and the layers' places in m->params are never
+ *     written;
  *   - a forward and backward pass over the stream gives modelio_load's
  *     model's gradients bit for bit;
  *   - a file that shrinks while the passes run is a failure the stream
@@ -163,24 +164,34 @@ static int save(const char *path, const struct sw_config *c, struct sw_err *err)
 	return rc;
 }
 
-/* whether layer l's whole pages read as zeros (dropped), or its values
- * equal ref's */
-static int layer_is(const struct model *m, const struct model *ref, int l, int dropped)
+/* whether layer l is in memory with ref's values (its views, every one
+ * of them, read them bit for bit), or not (every view NULL: a pass that
+ * reads it anyway fails loudly, not on zeros); either way its place in
+ * m->params was never written (reads as zeros) */
+static int layer_is(const struct model *m, const struct model *ref, int l, int loaded)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), zeros = 0, same = 0, n = 0;
+	const struct layer_ptrs *w = &m->p.layer[l], *r = &ref->p.layer[l];
+	size_t C = (size_t)m->c.d_model, Q = (size_t)(m->c.n_heads * m->c.head_dim),
+	       K = (size_t)(m->c.n_kv_heads * m->c.head_dim), F = (size_t)m->c.d_ff, zeros = 0, n = 0;
+	const real *views[] = {w->attn_norm, w->wq, w->wk, w->wv, w->wo, w->ffn_norm, w->wgate, w->wup,
+			       w->wdown};
+	const real *refs[] = {r->attn_norm, r->wq, r->wk, r->wv, r->wo, r->ffn_norm, r->wgate, r->wup,
+			      r->wdown};
+	size_t len[] = {C, Q * C, K * C, K * C, C * Q, C, F * C, F * C, C * F};
+	int same = 1, none = 1;
 
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		if (t->info.layer != l)
 			continue;
-		for (size_t j = 0; j < t->numel; j++, n++) {
-			const real *p = m->params + t->offset + j;
-			zeros += *p == 0;
-			same += !memcmp(p, ref->params + t->offset + j, sizeof *p);
-		}
+		for (size_t j = 0; j < t->numel; j++, n++)
+			zeros += m->params[t->offset + j] == 0;
 	}
-	/* dropped: all but the two partial pages at its ends are zeros */
-	return dropped ? zeros + 2 * page / sizeof(real) >= n && zeros > n / 2 : same == n;
+	for (size_t k = 0; k < sizeof views / sizeof *views; k++) {
+		none &= views[k] == NULL;
+		same &= views[k] && !memcmp(views[k], refs[k], len[k] * sizeof(real));
+	}
+	return zeros == n && (loaded ? same : none);
 }
 
 static void test_stream(const char *dir)
@@ -207,14 +218,15 @@ static void test_stream(const char *dir)
 		   ref.params + ref.tensors[ref.ntensors - 1].offset,
 		   m.tensors[m.ntensors - 1].numel * sizeof(real)),
 	   "the tensors outside the layers stay, as modelio_load reads them");
-	ok(layer_is(&m, &ref, 0, 1) && layer_is(&m, &ref, 1, 1) && layer_is(&m, &ref, 2, 1),
-	   "after opening, every layer's whole pages are dropped");
+	ok(layer_is(&m, &ref, 0, 0) && layer_is(&m, &ref, 1, 0) && layer_is(&m, &ref, 2, 1),
+	   "after opening (every layer read and checked), the last layer read alone in memory");
 	m.layer_weights(m.layer_weights_ctx, 1);
-	ok(layer_is(&m, &ref, 1, 0) && layer_is(&m, &ref, 0, 1) && layer_is(&m, &ref, 2, 1),
-	   "need: layer 1's values back, bit for bit, the others still dropped");
+	const real *slot = m.p.layer[1].wq;
+	ok(layer_is(&m, &ref, 1, 1) && layer_is(&m, &ref, 0, 0) && layer_is(&m, &ref, 2, 0),
+	   "need: layer 1's values back, bit for bit, the others not in memory");
 	m.layer_weights(m.layer_weights_ctx, 2);
-	ok(layer_is(&m, &ref, 2, 0) && layer_is(&m, &ref, 1, 1),
-	   "the next layer needed replaces it: one layer in memory");
+	ok(layer_is(&m, &ref, 2, 1) && layer_is(&m, &ref, 1, 0) && m.p.layer[2].wq == slot,
+	   "the next layer needed replaces it, in the same memory: one layer at a time");
 
 	/* the whole pass over the stream, recomputing, against the loaded model */
 	batch((int)big.vocab_size, tok, tgt, B * T);
@@ -229,8 +241,16 @@ static void test_stream(const char *dir)
 		ok(param_stream_status(ps, &err) == SW_OK &&
 		   !memcmp(m.grads, ref.grads, m.nparams * sizeof(real)) && m.loss == ref.loss,
 		   "a pass over the stream gives the loaded model's gradients and loss, bit for bit");
-		ok(model_acts_bytes(&big, B, T, 1) < model_acts_bytes(&big, B, T, 0) / 2,
-		   "recomputing, the activations take %.0f bytes against %.0f",
+		/* what the backward reads of layer 2 without running a product
+		 * is its own; what it recomputes is layer 0's buffer */
+		const struct layer_acts *a0 = &m.acts[0], *a2 = &m.acts[2];
+		ok(a2->x_in != a0->x_in && a2->x_mid != a0->x_mid && a2->q_lin != a0->q_lin &&
+		   a2->k_lin != a0->k_lin && a2->v != a0->v && a2->gate != a0->gate &&
+		   a2->up != a0->up && a2->n1 == a0->n1 && a2->q == a0->q && a2->att == a0->att &&
+		   a2->att_out == a0->att_out && a2->n2 == a0->n2 && a2->h == a0->h &&
+		   model_acts_bytes(&big, B, T, 1) < model_acts_bytes(&big, B, T, 0),
+		   "recomputing, each layer keeps its input, x_mid and products' outputs, and "
+		   "shares the rest: %.0f bytes of activations against %.0f",
 		   model_acts_bytes(&big, B, T, 1), model_acts_bytes(&big, B, T, 0));
 	} else {
 		ok(0, "activations: %s", err.msg);
@@ -247,7 +267,8 @@ static void test_stream(const char *dir)
 		ok(0, "truncate %s", path);
 	}
 	param_stream_close(ps);
-	ok(m.layer_weights == NULL, "closed: the model is unhooked");
+	ok(m.layer_weights == NULL && m.p.layer[1].wq == m.params + m.tensors[model_find(&m, "q", 1)].offset,
+	   "closed: the model is unhooked, its views in its own params again");
 	model_free(&m);
 	model_free(&ref);
 	unlink(path);

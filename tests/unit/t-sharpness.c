@@ -221,16 +221,45 @@ int main(void)
 	/* the quantiles by rank equal a sort's, to the bit, at every size and
 	 * on patterns that put ranks in one digit, in ties, across decades */
 	int all_match = 1;
-	const int64_t sizes[] = {1, 2, 3, 4, 10, 11, 1000, 100003};
+	const int64_t sizes[] = {1, 2, 3, 4, 10, 11, 1000, 100003, (1 << 20) + 7};
 	for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
 		for (int pattern = 0; pattern < 7; pattern++)
 			if (!quantiles_match(sizes[k], pattern, &r)) {
 				all_match = 0;
 				diag("quantiles differ: n %lld, pattern %d", (long long)sizes[k], pattern);
 			}
-	ok(all_match, "q10, median, q90 by rank equal a sorted copy's (8 sizes x 7 patterns, in 3 runs)");
+	ok(all_match, "q10, median, q90 by rank equal a sorted copy's (9 sizes x 7 patterns, in 3 runs)");
 	float bad_vals[3] = {1, NAN, 2};
 	ok(gnb_stats_of(bad_vals, 3, &s, &err) == SW_EDATA, "a NaN estimate: %s", err.msg);
+
+	/* many chunks (of 2^18) on every thread: the sums do not depend on the
+	 * number of threads, and the first bad value in order is the one told */
+	int64_t nbig = 5 << 18;
+	float *big = malloc((size_t)nbig * sizeof *big);
+	if (big) {
+		struct gnb_stats s1, s2;
+		long double sum = 0;
+		int r1, r2;
+		for (int64_t i = 0; i < nbig; i++)
+			sum += big[i] = (float)pow(10, 3 * rng_normal(&r)) * (i % 5 != 0);
+		omp_set_num_threads(1);
+		r1 = gnb_stats_of(big, nbig, &s1, &err);
+		omp_set_num_threads(2);
+		r2 = gnb_stats_of(big, nbig, &s2, &err);
+		ok(r1 == SW_OK && r2 == SW_OK && !memcmp(&s1, &s2, sizeof s1) &&
+		   close_rel(s1.mean, (double)(sum / nbig), 1e-12) && s1.zeros == nbig / 5,
+		   "over 5 chunks: one thread and two give the same bits; the mean %.12g within "
+		   "1e-12 of a long double sum's", s1.mean);
+		big[3 * (1 << 18) + 11] = -1;
+		big[4 * (1 << 18) + 5] = NAN;
+		r2 = gnb_stats_of(big, nbig, &s2, &err);
+		ok(r2 == SW_EDATA && strstr(err.msg, "is -1"), "two bad values in later chunks: the "
+		   "first told (%s)", r2 ? err.msg : "none");
+		free(big);
+	} else {
+		ok(0, "out of memory");
+		ok(0, "out of memory");
+	}
 
 	free(exact);
 	free(mean);
