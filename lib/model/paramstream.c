@@ -22,10 +22,12 @@ struct param_stream {
 	struct sw_err err;
 };
 
-/* layer l's values into the slot, read again (and checked again: it
- * costs little beside the widening), and its views pointed there; the
- * layer before's views NULL */
-static int reload(struct param_stream *ps, int l, struct sw_err *err)
+/* layer l's views pointed at the slot, the layer before's NULL; with
+ * read, its values read into the slot again (and checked again: it costs
+ * little beside the widening). Failing, the views are the slot's all the
+ * same: the passes run on to their end, on wrong values, and the caller
+ * discards what they give (param_stream_status). */
+static int reload(struct param_stream *ps, int l, int read, struct sw_err *err)
 {
 	const struct model_tensor *t = ps->m->tensors;
 	size_t from = t[ps->first[l]].offset;
@@ -33,25 +35,24 @@ static int reload(struct param_stream *ps, int l, struct sw_err *err)
 
 	if (ps->loaded >= 0)
 		model_point_layer(ps->m, ps->loaded, NULL, 0);
-	ps->loaded = -1;
-	for (int i = ps->first[l]; i < ps->end[l] && !rc; i++)
+	for (int i = ps->first[l]; read && i < ps->end[l] && !rc; i++)
 		rc = modelio_load_tensor(ps->ck, ps->m, i, ps->slot + (t[i].offset - from), err);
-	if (rc)
-		return rc;
 	model_point_layer(ps->m, l, ps->slot, from);
 	ps->loaded = l;
-	return SW_OK;
+	return rc;
 }
 
 /* m's layer_weights: the layer asked for replaces the one in memory,
  * which stays until another is asked for (the backward starts with the
- * layer the forward ended with) */
+ * layer the forward ended with); after a failure, nothing is read */
 static void layer_weights(void *ctx, int l)
 {
 	struct param_stream *ps = ctx;
 
-	if (!ps->rc && ps->loaded != l)
-		ps->rc = reload(ps, l, &ps->err);
+	if (ps->loaded != l) {
+		int rc = reload(ps, l, !ps->rc, &ps->err);
+		ps->rc = ps->rc ? ps->rc : rc;
+	}
 }
 
 int param_stream_open(const char *path, struct model *m, struct param_stream **out,
@@ -122,7 +123,7 @@ int param_stream_open(const char *path, struct model *m, struct param_stream **o
 	/* every layer read once and checked; m->params's places for the
 	 * layers are never written, so their pages are never in memory */
 	for (int l = 0; l < ps->L; l++)
-		if ((rc = reload(ps, l, err)))
+		if ((rc = reload(ps, l, 1, err)))
 			goto fail;
 	ps->resident += (double)largest * sizeof(real);
 	m->layer_weights = layer_weights;
