@@ -119,6 +119,15 @@ struct chunk {
 	float bad_value;
 };
 
+/* each thread's counts (nthreads arrays, stride apart) added into the
+ * first's n */
+static void add_counts(int64_t *counts, int nthreads, size_t stride, size_t n)
+{
+	for (int t = 1; t < nthreads; t++)
+		for (size_t d = 0; d < n; d++)
+			counts[d] += counts[(size_t)t * stride + d];
+}
+
 /* the segments cut into chunks (*out, *nchunks), NULL if out of memory */
 static struct chunk *chunks_of(const float *const *seg, const int64_t *len, int nseg,
 			       int64_t *nchunks)
@@ -146,10 +155,9 @@ static struct chunk *chunks_of(const float *const *seg, const int64_t *len, int 
  * the low digits of those whose high digit a rank falls in. Nothing is
  * copied or reordered: a billion-parameter block needs no second copy.
  */
-static int select_ranks(const struct chunk *ch, int64_t nch, int64_t n, const int64_t *hist,
+static int select_ranks(const struct chunk *ch, int64_t nch, int nthreads, const int64_t *hist,
 			const int64_t *rank, int nr, float *out, struct sw_err *err)
 {
-	int nthreads = n >= (int64_t)PAR_MIN_ELEMS ? omp_get_max_threads() : 1;
 	int8_t *slot_of = malloc(RADIX);
 	int64_t *low = calloc((size_t)nthreads * nr * RADIX, sizeof *low), before[8];
 	uint32_t digit[8];
@@ -183,9 +191,7 @@ static int select_ranks(const struct chunk *ch, int64_t nch, int64_t n, const in
 					mine[(size_t)slot_of[u >> 16] * RADIX + (u & 0xffff)]++;
 			}
 	}
-	for (int t = 1; t < nthreads; t++)
-		for (size_t d = 0; d < (size_t)nslots * RADIX; d++)
-			low[d] += low[(size_t)t * nr * RADIX + d];
+	add_counts(low, nthreads, (size_t)nr * RADIX, (size_t)nslots * RADIX);
 	for (int k = 0; k < nr; k++) {
 		const int64_t *c = low + (size_t)slot[k] * RADIX;
 		int64_t cum = before[k];
@@ -271,9 +277,7 @@ int gnb_stats(const float *const *seg, const int64_t *len, int nseg, struct gnb_
 		lsum += ch[c].lsum;
 		nz += ch[c].nz;
 	}
-	for (int t = 1; t < nthreads; t++)
-		for (size_t d = 0; d < RADIX; d++)
-			hist[d] += hist[(size_t)t * RADIX + d];
+	add_counts(hist, nthreads, RADIX, RADIX);
 	s->n = n;
 	s->mean = n ? sum / (double)n : NAN;
 	s->zeros = n - nz;
@@ -292,7 +296,7 @@ int gnb_stats(const float *const *seg, const int64_t *len, int nseg, struct gnb_
 		rank[nr++] = i;
 		rank[nr++] = i + 1 < nz ? i + 1 : i;
 	}
-	rc = select_ranks(ch, nch, n, hist, rank, nr, at, err);
+	rc = select_ranks(ch, nch, nthreads, hist, rank, nr, at, err);
 	free(ch);
 	free(hist);
 	if (rc)
