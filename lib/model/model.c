@@ -344,7 +344,7 @@ static void attention_forward(real *out, real *att, const real *q, const real *k
 /* dY's rows r0..r1 += M^T X over M's rows from r0 on (M (T, T) zero
  * above the diagonal, so the rows above r0 add nothing); Y, X (T, hd)
  * with rows ldy, ldx apart */
-static void causal_add_tn(real *dy, int ldy, const real *m, const real *x, int ldx, int T, int r0,
+void model_causal_add_tn(real *dy, int ldy, const real *m, const real *x, int ldx, int T, int r0,
 			  int r1, int hd)
 {
 	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, hd, T - r0, 1, m + (size_t)r0 * T + r0,
@@ -387,7 +387,7 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 					/* dP's blocks on and below the diagonal */
 					GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, 1,
 					     doh + (size_t)r0 * Q, Q, vg, K, 0, ds + (size_t)r0 * T, T);
-					causal_add_tn(dvg, K, pbh, doh, Q, T, r0, r1, hd);
+					model_causal_add_tn(dvg, K, pbh, doh, Q, T, r0, r1, hd);
 				}
 				for (int t = 0; t < T; t++) {
 					const real *p = pbh + (size_t)t * T;
@@ -403,7 +403,7 @@ static void attention_backward(real *dq, real *dk, real *dv, real *scratch,
 					model_causal_block(T, nb, i, &r0, &r1);
 					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
 					     ds + (size_t)r0 * T, T, kg, K, 1, dqh + (size_t)r0 * Q, Q);
-					causal_add_tn(dkg, K, ds, qh, Q, T, r0, r1, hd);
+					model_causal_add_tn(dkg, K, ds, qh, Q, T, r0, r1, hd);
 				}
 			}
 		}

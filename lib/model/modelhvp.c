@@ -17,6 +17,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -249,12 +250,14 @@ static void rop_matmul_backward(real *rdinp, real *rdw, const real *dout, const 
  * R{} of attention_forward, per (b, h): R{S} = scale (R{Q} K^T + Q R{K}^T),
  * R{P} = P (R{S} - rowsum(P R{S})) (zero above the diagonal, as P),
  * R{O} = R{P} V + P R{V}. ratt (B, H, T, T) keeps R{P} for the backward.
+ * The products in model.c's causal blocks (model.h): what lies above the
+ * diagonal is zero and not computed.
  */
 static void rop_attention_forward(real *rout, real *ratt, const real *att, const real *q,
 				  const real *k, const real *v, const real *rq, const real *rk,
 				  const real *rv, int B, int T, int H, int KV, int hd)
 {
-	int Q = H * hd, K = KV * hd, group = H / KV;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
 	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
@@ -265,10 +268,14 @@ static void rop_attention_forward(real *rout, real *ratt, const real *att, const
 			const real *pbh = att + ((size_t)b * H + h) * T * T;
 			real *rpbh = ratt + ((size_t)b * H + h) * T * T;
 
-			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, rq + qo, Q, k + ko, K,
-			     0, rpbh, T);
-			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, q + qo, Q, rk + ko, K,
-			     1, rpbh, T);
+			for (int i = 0; i < nb; i++) {    /* R{S}'s blocks on and below the diagonal */
+				int r0, r1;
+				model_causal_block(T, nb, i, &r0, &r1);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, scale,
+				     rq + qo + (size_t)r0 * Q, Q, k + ko, K, 0, rpbh + (size_t)r0 * T, T);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, scale,
+				     q + qo + (size_t)r0 * Q, Q, rk + ko, K, 1, rpbh + (size_t)r0 * T, T);
+			}
 			for (int t = 0; t < T; t++) {
 				const real *p = pbh + (size_t)t * T;
 				real *rp = rpbh + (size_t)t * T;
@@ -280,10 +287,14 @@ static void rop_attention_forward(real *rout, real *ratt, const real *att, const
 				for (int u = t + 1; u < T; u++)
 					rp[u] = 0;
 			}
-			GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, rpbh, T, v + ko, K,
-			     0, rout + qo, Q);
-			GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, pbh, T, rv + ko, K,
-			     1, rout + qo, Q);
+			for (int i = 0; i < nb; i++) {    /* R{O}'s rows: the nonzero columns */
+				int r0, r1;
+				model_causal_block(T, nb, i, &r0, &r1);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+				     rpbh + (size_t)r0 * T, T, v + ko, K, 0, rout + qo + (size_t)r0 * Q, Q);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+				     pbh + (size_t)r0 * T, T, rv + ko, K, 1, rout + qo + (size_t)r0 * Q, Q);
+			}
 		}
 }
 
@@ -295,9 +306,11 @@ static void rop_attention_forward(real *rout, real *ratt, const real *att, const
  * R{sig} = rowsum(R{P} dP + P R{dP}),
  * R{dS} = scale (R{P} (dP - sig) + P (R{dP} - R{sig})),
  * R{dQ} += R{dS} K + dS R{K}, R{dK} += R{dS}^T Q + dS^T R{Q}.
- * dout NULL (Gauss-Newton): no primal pass, dq, dk, dv untouched. Threads
+ * dout NULL (Gauss-Newton): no primal pass, dq, dk, dv untouched; dq, dk,
+ * dv NULL: the primal's dS for the tangents, not its gradients. Threads
  * split the (b, KV head) pairs as attention_backward does; dP/dS and
- * R{dP}/R{dS} live in that pair's T x T of pscratch and rscratch.
+ * R{dP}/R{dS} live in that pair's T x T of pscratch and rscratch. The
+ * products in causal blocks, as rop_attention_forward's.
  */
 static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real *rdk, real *rdv,
 				   real *pscratch, real *rscratch, const real *dout, const real *rdout,
@@ -305,7 +318,7 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 				   const real *rk, const real *rv, const real *att, const real *ratt,
 				   int B, int T, int H, int KV, int hd)
 {
-	int Q = H * hd, K = KV * hd, group = H / KV;
+	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
 	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
@@ -320,21 +333,26 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 				const real *pbh = att + ((size_t)b * H + h) * T * T;
 				const real *rpbh = ratt + ((size_t)b * H + h) * T * T;
 
-				if (dout) {
-					GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1, dout + qo, Q,
-					     v + ko, K, 0, ds, T);
-					GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, pbh, T,
-					     dout + qo, Q, 1, dv + ko, K);
-					GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, rpbh, T,
-					     dout + qo, Q, 1, rdv + ko, K);
+				for (int i = 0; i < nb; i++) {
+					int r0, r1;
+					size_t ro;
+					model_causal_block(T, nb, i, &r0, &r1);
+					ro = (size_t)r0 * T;
+					if (dout) {
+						GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, 1,
+						     dout + qo + (size_t)r0 * Q, Q, v + ko, K, 0, ds + ro, T);
+						if (dv)
+							model_causal_add_tn(dv + ko, K, pbh, dout + qo, Q, T, r0,
+									    r1, hd);
+						model_causal_add_tn(rdv + ko, K, rpbh, dout + qo, Q, T, r0, r1, hd);
+					}
+					GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, 1,
+					     rdout + qo + (size_t)r0 * Q, Q, v + ko, K, 0, rds + ro, T);
+					if (dout)
+						GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, 1,
+						     dout + qo + (size_t)r0 * Q, Q, rv + ko, K, 1, rds + ro, T);
+					model_causal_add_tn(rdv + ko, K, pbh, rdout + qo, Q, T, r0, r1, hd);
 				}
-				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1, rdout + qo, Q,
-				     v + ko, K, 0, rds, T);
-				if (dout)
-					GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1, dout + qo, Q,
-					     rv + ko, K, 1, rds, T);
-				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, pbh, T,
-				     rdout + qo, Q, 1, rdv + ko, K);
 				for (int t = 0; t < T; t++) {
 					const real *p = pbh + (size_t)t * T, *rp = rpbh + (size_t)t * T;
 					real *d = ds + (size_t)t * T, *rd = rds + (size_t)t * T;
@@ -361,19 +379,25 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 							d[u] = 0;
 					}
 				}
-				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, rds, T, k + ko, K,
-				     1, rdq + qo, Q);
-				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, rds, T, q + qo, Q,
-				     1, rdk + ko, K);
-				if (dout) {
-					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, ds, T,
-					     rk + ko, K, 1, rdq + qo, Q);
-					GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, ds, T,
-					     rq + qo, Q, 1, rdk + ko, K);
-					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1, ds, T,
-					     k + ko, K, 1, dq + qo, Q);
-					GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1, ds, T,
-					     q + qo, Q, 1, dk + ko, K);
+				for (int i = 0; i < nb; i++) {
+					int r0, r1;
+					size_t ro, rq0;
+					model_causal_block(T, nb, i, &r0, &r1);
+					ro = (size_t)r0 * T;
+					rq0 = qo + (size_t)r0 * Q;
+					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+					     rds + ro, T, k + ko, K, 1, rdq + rq0, Q);
+					model_causal_add_tn(rdk + ko, K, rds, q + qo, Q, T, r0, r1, hd);
+					if (!dout)
+						continue;
+					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+					     ds + ro, T, rk + ko, K, 1, rdq + rq0, Q);
+					model_causal_add_tn(rdk + ko, K, ds, rq + qo, Q, T, r0, r1, hd);
+					if (!dq)
+						continue;
+					GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hd, r1, 1,
+					     ds + ro, T, k + ko, K, 1, dq + rq0, Q);
+					model_causal_add_tn(dk + ko, K, ds, q + qo, Q, T, r0, r1, hd);
 				}
 			}
 		}
@@ -533,6 +557,7 @@ struct cpu_rop {
 	struct model *m, *rm;
 	const unsigned char *want;
 	int hv;
+	struct model_rop_tape *tape;
 };
 
 static void cpu_rop_layer_views(void *ctx, int l, struct layer_ptrs *rw, struct layer_ptrs *rg,
@@ -683,6 +708,7 @@ static struct model_rop_step cpu_rop_step(struct cpu_rop *r)
 		.acts = r->rm->acts, .x_final = r->rm->x_final, .nf = r->rm->nf,
 		.nf_rstd = r->rm->nf_rstd, .logits = r->rm->logits,
 		.s = model_cpu_step(r->rm).s, .first = model_rop_first(r->m, r->want),
+		.tape = r->tape,
 	};
 
 	model_rop_top_views(r->m, r->want, &r->rm->p, &r->rm->g, &rt.p, &rt.g, &rt.eff_grads);
@@ -700,11 +726,42 @@ void model_rop_forward(const struct model *m, struct model *rm, const int *token
 	model_rop_step_forward(&st, &rt, tokens, m->B, m->T);
 }
 
+size_t model_rop_tape_reals(const struct sw_config *c, int B, int T)
+{
+	return (size_t)B * T * ((size_t)c->n_layers * MODEL_ROP_TAPE_WIDTH(c) + (size_t)c->d_model);
+}
+
+int model_rop_tape_alloc(struct model_rop_tape *tape, const struct model *m, struct sw_err *err)
+{
+	tape->buf = malloc(model_rop_tape_reals(&m->c, m->B, m->T) * sizeof(real));
+	tape->kept = calloc((size_t)m->c.n_layers + 1, 1);
+	if (!tape->buf || !tape->kept) {
+		model_rop_tape_free(tape);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for the primal gradients kept (%.2f GB)",
+			       model_rop_tape_reals(&m->c, m->B, m->T) * sizeof(real) / 1e9);
+	}
+	return SW_OK;
+}
+
+void model_rop_tape_forget(struct model_rop_tape *tape, const struct model *m)
+{
+	memset(tape->kept, 0, (size_t)m->c.n_layers + 1);
+}
+
+void model_rop_tape_free(struct model_rop_tape *tape)
+{
+	free(tape->buf);
+	free(tape->kept);
+	tape->buf = NULL;
+	tape->kept = NULL;
+}
+
 void model_rop_backward(struct model *m, struct model *rm, const int *tokens, const int *targets,
 			double loss_scale, int gauss_newton, const unsigned char *want,
-			real *dlogits)
+			real *dlogits, struct model_rop_tape *tape)
 {
-	struct cpu_rop r = {.m = m, .rm = rm, .want = want, .hv = !gauss_newton};
+	struct cpu_rop r = {.m = m, .rm = rm, .want = want, .hv = !gauss_newton,
+			    .tape = m->eff ? NULL : tape};
 	struct model_step st = model_cpu_step(m);
 	struct model_rop_step rt = cpu_rop_step(&r);
 

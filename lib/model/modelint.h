@@ -31,6 +31,8 @@ void model_matmul_backward(real *dinp, real *dw, const real *dout, const real *i
 			   const real *w, int N, int din, int dout_);
 void model_rope_forward(real *x, const real *cos_, const real *sin_, int B, int T, int nh, int hd);
 void model_rope_backward(real *dx, const real *cos_, const real *sin_, int B, int T, int nh, int hd);
+void model_causal_add_tn(real *dy, int ldy, const real *m, const real *x, int ldx, int T, int r0,
+			 int r1, int hd);
 void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
 			   const real *up, size_t n);
 void model_residual_forward(real *out, const real *a, const real *b, size_t n);

@@ -352,19 +352,19 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 /*
  * A linear layer's backward, tangent then primal (it reads the primal
  * dout): R{dx} += R{dy} W + dy R{W}, R{dW} into rdw; with hv, dx += dy W
- * (and dW into dw when the multipliers need it). clear: rdinp and dinp
- * zeroed first.
+ * (and dW into dw when the multipliers need it) unless the tape has dx
+ * (taped). clear: rdinp and dinp zeroed first.
  */
 static void rop_linear_pair(const struct model_step *st, const struct model_rop_step *rt, int hv,
-			    int clear, real *dinp, real *rdinp, real *dw, real *rdw, const real *dout,
-			    const real *rdout, const real *inp, const real *rinp, const real *w,
-			    const real *rw, int N, int din, int dout_)
+			    int taped, int clear, real *dinp, real *rdinp, real *dw, real *rdw,
+			    const real *dout, const real *rdout, const real *inp, const real *rinp,
+			    const real *w, const real *rw, int N, int din, int dout_)
 {
 	if (clear)
 		st->ops->zero(st->ctx, rdinp, (size_t)N * din);
 	rt->ops->matmul_backward(rt->ctx, rdinp, rdw, hv ? dout : NULL, rdout, inp, rinp, w, rw, N,
 				 din, dout_);
-	if (!hv)
+	if (!hv || taped)
 		return;
 	if (clear)
 		st->ops->zero(st->ctx, dinp, (size_t)N * din);
@@ -393,6 +393,19 @@ static void rop_rmsnorm_pair(const struct model_step *st, const struct model_rop
 	st->ops->rmsnorm_backward(st->ctx, dinp, NULL, dout, inp, gain, rstd, N, C);
 }
 
+/* The primal input gradient in buf (n reals) at off in the tape (step.h):
+ * copied back when the tape keeps its layer (taped), else put there. */
+static void tape_io(const struct model_step *st, const struct model_rop_tape *tape, int taped,
+		    size_t off, real *buf, size_t n)
+{
+	if (!tape)
+		return;
+	if (taped)
+		st->ops->copy(st->ctx, buf, tape->buf + off, n);
+	else
+		st->ops->copy(st->ctx, tape->buf + off, buf, n);
+}
+
 /* where the gate (which 0) or up (1) product's output gradient is after
  * SwiGLU's backward: dF2, dF3; under ffn DNP, past the norms, dF1, dF2 */
 static real *ffn_product_grad(const struct model_step *st, const struct model_step_scratch *s,
@@ -418,7 +431,11 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 	int first = rt->first < 0 ? 0 : rt->first > L ? L : rt->first;
 	const struct model_step_scratch *s = &st->s, *rs = &rt->s;
 	real scale = (real)(loss_scale / N), *dz = NULL;
-	size_t nQ = (size_t)N * Q, nK = (size_t)N * K, nF = (size_t)N * F;
+	size_t nQ = (size_t)N * Q, nK = (size_t)N * K, nF = (size_t)N * F, nC = (size_t)N * C;
+	/* the primal's input gradients do not depend on v: kept (step.h) */
+	struct model_rop_tape *tape = hv ? rt->tape : NULL;
+	size_t width = (size_t)N * MODEL_ROP_TAPE_WIDTH(c);
+	int taped = tape && tape->kept[L];
 #define PRIMAL(x) (hv ? (x) : NULL)
 
 	/* the logits: R{dz} over R{z}, then the primal dz */
@@ -429,8 +446,11 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 			ops->copy(ctx, dlogits, st->logits, (size_t)N * V);
 		ops->loss_backward(ctx, dz, targets, N, V, scale);
 	}
-	rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, ge->lm_head, rg->lm_head, dz, rt->logits, st->nf,
-			rt->nf, p->lm_head, rp->lm_head, N, C, V);
+	rop_linear_pair(st, rt, hv, taped, 1, s->dn, rs->dn, ge->lm_head, rg->lm_head, dz, rt->logits,
+			st->nf, rt->nf, p->lm_head, rp->lm_head, N, C, V);
+	tape_io(st, tape, taped, L * width, s->dn, nC);
+	if (tape)
+		tape->kept[L] = 1;
 	rop_rmsnorm_pair(st, rt, hv, 1, s->dres, rs->dres, rg->final_norm, s->dn, rs->dn,
 			 st->x_final, rt->x_final, p->final_norm, rp->final_norm, st->nf_rstd,
 			 rt->nf_rstd, N, C);
@@ -439,14 +459,17 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 		const struct layer_acts *a = &st->acts[l], *ra = &rt->acts[l];
 		const struct layer_ptrs *w = &p->layer[l];
 		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
+		size_t at = (size_t)l * width;  /* the layer's place in the tape */
 
+		taped = tape && tape->kept[l];
 		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
 		weights(st, l);
 
 		/* x_out = x_mid + down(h): dres and R{dres} flow to x_mid */
-		rop_linear_pair(st, rt, hv, 1, nev ? s->dF2 : s->dF1, nev ? rs->dF2 : rs->dF1, gm->wdown,
-				rgl->wdown, s->dres, rs->dres, nev ? a->d_in : a->h,
+		rop_linear_pair(st, rt, hv, taped, 1, nev ? s->dF2 : s->dF1, nev ? rs->dF2 : rs->dF1,
+				gm->wdown, rgl->wdown, s->dres, rs->dres, nev ? a->d_in : a->h,
 				nev ? ra->d_in : ra->h, w->wdown, rw->wdown, N, F, C);
+		tape_io(st, tape, taped, at, nev ? s->dF2 : s->dF1, nF);
 		if (nev)
 			rop_rmsnorm_pair(st, rt, hv, 1, s->dF1, rs->dF1, rgl->down_in_norm, s->dF2,
 					 rs->dF2, a->h, ra->h, w->down_in_norm, rw->down_in_norm,
@@ -470,19 +493,22 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 					 a->up_lin, ra->up_lin, w->up_norm, rw->up_norm, a->up_rstd,
 					 ra->up_rstd, N, F);
 		}
-		rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, gm->wgate, rgl->wgate,
+		rop_linear_pair(st, rt, hv, taped, 1, s->dn, rs->dn, gm->wgate, rgl->wgate,
 				ffn_product_grad(st, s, 0), ffn_product_grad(st, rs, 0), a->n2, ra->n2, w->wgate,
 				rw->wgate, N, C, F);
-		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wup, rgl->wup, ffn_product_grad(st, s, 1),
-				ffn_product_grad(st, rs, 1), a->n2, ra->n2, w->wup, rw->wup, N, C, F);
+		rop_linear_pair(st, rt, hv, taped, 0, s->dn, rs->dn, gm->wup, rgl->wup,
+				ffn_product_grad(st, s, 1), ffn_product_grad(st, rs, 1), a->n2, ra->n2,
+				w->wup, rw->wup, N, C, F);
+		tape_io(st, tape, taped, at + nF, s->dn, nC);
 		rop_rmsnorm_pair(st, rt, hv, 0, s->dres, rs->dres, rgl->ffn_norm, s->dn, rs->dn,
 				 a->x_mid, ra->x_mid, w->ffn_norm, rw->ffn_norm, a->n2_rstd,
 				 ra->n2_rstd, N, C);
 
 		/* x_mid = x_in + o(attn): dres and R{dres} flow to x_in */
-		rop_linear_pair(st, rt, hv, 1, nev ? s->dq : s->dq2, nev ? rs->dq : rs->dq2, gm->wo,
+		rop_linear_pair(st, rt, hv, taped, 1, nev ? s->dq : s->dq2, nev ? rs->dq : rs->dq2, gm->wo,
 				rgl->wo, s->dres, rs->dres, nev ? a->o_in : a->att_out,
 				nev ? ra->o_in : ra->att_out, w->wo, rw->wo, N, Q, C);
+		tape_io(st, tape, taped, at + nF + nC, nev ? s->dq : s->dq2, nQ);
 		if (nev)
 			rop_rmsnorm_pair(st, rt, hv, 1, s->dq2, rs->dq2, rgl->o_in_norm, s->dq, rs->dq,
 					 a->att_out, ra->att_out, w->o_in_norm, rw->o_in_norm,
@@ -490,14 +516,18 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 		ops->zero(ctx, rs->dq, nQ);
 		ops->zero(ctx, rs->dk, nK);
 		ops->zero(ctx, rs->dv, nK);
-		if (hv) {
+		if (hv && !taped) {
 			ops->zero(ctx, s->dq, nQ);
 			ops->zero(ctx, s->dk, nK);
 			ops->zero(ctx, s->dv, nK);
 		}
-		rop->attention_backward(rctx, s->dq, s->dk, s->dv, rs->dq, rs->dk, rs->dv,
-					PRIMAL(s->dq2), rs->dq2, a->q, a->k, a->v, ra->q, ra->k, ra->v,
-					a->att, ra->att, B, T, H, KV, hd);
+		rop->attention_backward(rctx, taped ? NULL : s->dq, taped ? NULL : s->dk,
+					taped ? NULL : s->dv, rs->dq, rs->dk, rs->dv, PRIMAL(s->dq2),
+					rs->dq2, a->q, a->k, a->v, ra->q, ra->k, ra->v, a->att, ra->att,
+					B, T, H, KV, hd);
+		tape_io(st, tape, taped, at + nF + nC + nQ, s->dq, nQ);
+		tape_io(st, tape, taped, at + nF + nC + 2 * nQ, s->dk, nK);
+		tape_io(st, tape, taped, at + nF + nC + 2 * nQ + nK, s->dv, nK);
 		ops->rope(ctx, rs->dq, B, T, H, hd, 1);
 		ops->rope(ctx, rs->dk, B, T, KV, hd, 1);
 		if (hv) {
@@ -528,12 +558,15 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 			if (hv)
 				ops->copy(ctx, s->dv, s->dk2, nK);
 		}
-		rop_linear_pair(st, rt, hv, 1, s->dn, rs->dn, gm->wq, rgl->wq, s->dq, rs->dq, a->n1,
+		rop_linear_pair(st, rt, hv, taped, 1, s->dn, rs->dn, gm->wq, rgl->wq, s->dq, rs->dq, a->n1,
 				ra->n1, w->wq, rw->wq, N, C, Q);
-		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wk, rgl->wk, s->dk, rs->dk, a->n1,
+		rop_linear_pair(st, rt, hv, taped, 0, s->dn, rs->dn, gm->wk, rgl->wk, s->dk, rs->dk, a->n1,
 				ra->n1, w->wk, rw->wk, N, C, K);
-		rop_linear_pair(st, rt, hv, 0, s->dn, rs->dn, gm->wv, rgl->wv, s->dv, rs->dv, a->n1,
+		rop_linear_pair(st, rt, hv, taped, 0, s->dn, rs->dn, gm->wv, rgl->wv, s->dv, rs->dv, a->n1,
 				ra->n1, w->wv, rw->wv, N, C, K);
+		tape_io(st, tape, taped, at + nF + nC + 2 * nQ + 2 * nK, s->dn, nC);
+		if (tape)
+			tape->kept[l] = 1;
 		rop_rmsnorm_pair(st, rt, hv, 0, s->dres, rs->dres, rgl->attn_norm, s->dn, rs->dn,
 				 a->x_in, ra->x_in, w->attn_norm, rw->attn_norm, a->n1_rstd,
 				 ra->n1_rstd, N, C);

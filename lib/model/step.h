@@ -184,7 +184,8 @@ struct model_rop_ops {
 				 const real *rdout, const real *inp, const real *rinp,
 				 const real *gain, const real *rgain, const real *rstd,
 				 const real *rrstd, int64_t rows, int n);
-	/* R{dq}, R{dk}, R{dv} += ...; with dout, the primal dq, dk, dv += too */
+	/* R{dq}, R{dk}, R{dv} += ...; with dout, the primal dq, dk, dv += too
+	 * (dq, dk, dv NULL: not wanted, the tape has them) */
 	void (*attention_backward)(void *ctx, real *dq, real *dk, real *dv, real *rdq, real *rdk,
 				   real *rdv, const real *dout, const real *rdout, const real *q,
 				   const real *k, const real *v, const real *rq, const real *rk,
@@ -214,6 +215,28 @@ struct model_rop_step {
 	real *x_final, *nf, *nf_rstd, *logits;
 	struct model_step_scratch s;
 	int first;
+	struct model_rop_tape *tape;    /* NULL: none */
+};
+
+/*
+ * The primal backward's input gradients of the linear layers and of
+ * attention, kept between products on one batch: they do not depend on
+ * v, so every product after the first copies them back instead of
+ * forming them again (one of the seven matrix products a linear layer
+ * costs a product, three of attention's twelve). Per layer l, at buf +
+ * l N MODEL_ROP_TAPE_WIDTH, in the backward's order: down's (N x F), the
+ * ffn's input (gate's and up's, N x C), o's (N x Q), attention's q, k, v
+ * (N x Q, N x K, N x K), attention's input (q's, k's and v's, N x C);
+ * the head's (N x C) after the last layer. kept[l] (kept[L]: the head's):
+ * layer l's are in buf. The sequence reads and fills it; its owner
+ * forgets it (kept zeroed) when the batch changes. Not with multipliers
+ * (their dL/dW_eff comes from the same products).
+ */
+#define MODEL_ROP_TAPE_WIDTH(c) ((size_t)(c)->d_ff + 2 * (size_t)(c)->n_heads * (c)->head_dim + \
+				 2 * (size_t)(c)->n_kv_heads * (c)->head_dim + 2 * (size_t)(c)->d_model)
+struct model_rop_tape {
+	real *buf;      /* N (L MODEL_ROP_TAPE_WIDTH + C) reals */
+	unsigned char *kept;    /* (L + 1) */
 };
 
 /* After model_step_forward(st) on tokens (B, T): the tangents of its
@@ -226,6 +249,8 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
  * loss_scale (gauss_newton: G v, no primal pass, no targets). The primal
  * backward runs beside it in st's scratch; dlogits (N, V) receives the
  * primal dL/dlogits so that st's probabilities stay (NULL: over them).
+ * With rt->tape, the primal linear products of the layers it keeps are
+ * copied from it, and the others' put there.
  */
 void model_rop_step_backward(const struct model_step *st, const struct model_rop_step *rt,
 			     const int *tokens, const int *targets, int B, int T,

@@ -5,6 +5,7 @@
 #include "../analysis/lanczos.h"
 #include "../model/model.h"
 #include "../model/modelhvp.h"
+#include "../model/step.h"
 #include "../model/cuda/gpumodel.h"
 #include "../model/modelio.h"
 #include "../model/optim.h"
@@ -25,6 +26,7 @@ struct hop {
 	int nmb;                        /* micro-batches */
 	int kept;                       /* one micro-batch: its forward pass kept */
 	real *dlogits;                  /* (CPU) then its dL/dlogits, apart */
+	struct model_rop_tape *tape;    /* (CPU) then its primal gradients, or NULL */
 	int gn;
 	const unsigned char *want;      /* (ntensors) the block */
 	struct gpu_model *gpu;          /* --device: the products there, else NULL */
@@ -96,7 +98,7 @@ static int block_product(void *vctx, const double *x, double *y, struct sw_err *
 				model_forward(m, tok, tgt, mb, T);
 			model_rop_forward(m, rm, tok, m->nreparams ? h->rop_want : h->want);
 			model_rop_backward(m, rm, tok, tgt, (double)Nmb / N, h->gn,
-					   m->nreparams ? h->rop_want : h->want, h->dlogits);
+					   m->nreparams ? h->rop_want : h->want, h->dlogits, h->tape);
 		}
 		/* streamed layers: a read that failed made this product wrong */
 		if (h->su->ps && (rc = param_stream_status(h->su->ps, err)))
@@ -141,6 +143,8 @@ double hessian_memory(const struct sw_config *c, double params_bytes, int64_t np
 	       (o->preconditioned ? p * 4 : 0) +
 	       2 * model_acts_bytes(c, mb, T, 0) +
 	       (single_micro ? (double)mb * T * (double)c->vocab_size * sizeof(real) : 0) +
+	       (single_micro && !on_device && !o->gauss_newton
+		? (double)model_rop_tape_reals(c, mb, T) * sizeof(real) : 0) +
 	       (double)(o->max_steps > o->slq_steps ? o->max_steps : o->slq_steps) * n * 4 +
 	       n * 4 * sizeof(double) + (o->hutchpp ? (double)(o->probes / 3 + 2) * n * 8 : 0);
 }
@@ -452,6 +456,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	double *lr = NULL, need;
 	float *dscale = NULL;
 	real *dlogits = NULL, *v = NULL, *hv = NULL, *gain_grads = NULL;
+	struct model_rop_tape tape = {0};
 	unsigned char *rop_want = NULL;
 	struct gpu_model *gpu = NULL;
 	int64_t largest = 0, largest_touched = 0;
@@ -548,6 +553,9 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 				goto out;
 			}
 			model_forward(&su.m, tok, tgt, su.B, su.T);
+			/* and the primal backward's products, kept after the first */
+			if (!o->gauss_newton && !su.m.eff && (rc = model_rop_tape_alloc(&tape, &su.m, err)))
+				goto out;
 		}
 	}
 	if (su.m.nreparams && !(rop_want = calloc((size_t)nt, 1))) {
@@ -557,7 +565,8 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	for (int j = 0; j < r->nblocks && !rc; j++) {
 		struct hop h = {
 			.su = &su, .rm = &rm, .tok = tok, .tgt = tgt, .nmb = su.B / su.mb,
-			.kept = su.mb == su.B, .dlogits = dlogits, .gn = o->gauss_newton,
+			.kept = su.mb == su.B, .dlogits = dlogits, .tape = tape.buf ? &tape : NULL,
+			.gn = o->gauss_newton,
 			.want = want + (size_t)j * nt, .gpu = gpu, .v = v, .hv = hv,
 			.dscale = dscale, .b = &r->b[j], .progress = progress, .pctx = ctx,
 			.index = j, .count = r->nblocks, .rop_want = rop_want, .gain_grads = gain_grads,
@@ -575,6 +584,7 @@ out:
 	free(gain_grads);
 	free(dscale);
 	free(dlogits);
+	model_rop_tape_free(&tape);
 	free(v);
 	free(hv);
 	gpumodel_close(gpu);

@@ -124,9 +124,11 @@ void hessian_free(struct hessian_result *r);
  * block's, and the weights its multipliers scale: largest_touched), on
  * a device both over every parameter; with reparameterized gains
  * (reparams, not Gauss-Newton) the gradient and its copy; activations of
- * one micro-batch (twice: primal and tangent) and its logits, the
- * preconditioner, the Lanczos basis of the largest block (max_steps + 1
- * float32 vectors). */
+ * one micro-batch (twice: primal and tangent); with a single micro-batch
+ * its logits and, for the Hessian on the CPU, the primal gradients kept
+ * between products (modelhvp.h's tape; not allocated, though counted,
+ * with multipliers); the preconditioner, the Lanczos basis of the
+ * largest block (max_steps + 1 float32 vectors). */
 double hessian_memory(const struct sw_config *c, double params_bytes, int64_t nparams,
 		      int64_t largest_block, int64_t largest_touched, int mb, int T,
 		      int single_micro, int on_device, int reparams, const struct hessian_opts *o);

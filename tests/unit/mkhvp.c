@@ -70,7 +70,7 @@ int main(int argc, char **argv)
 		model_forward(&su.m, tok, tgt, su.B, su.T);
 		model_zero_grad(&rm);
 		model_rop_forward(&su.m, &rm, tok, NULL);
-		model_rop_backward(&su.m, &rm, tok, tgt, 1.0, gn, NULL, NULL);
+		model_rop_backward(&su.m, &rm, tok, tgt, 1.0, gn, NULL, NULL, NULL);
 		memcpy(gn ? gv : hv, rm.grads, su.m.nparams * sizeof *hv);
 	}
 	if ((rc = h5w_create(argv[6], "hvp", &w, &err)))

@@ -148,7 +148,7 @@ static void check_hvp(const char *what, struct model *cpu, struct gpu_model *gm,
 			model_zero_grad(&rm);
 			model_forward(cpu, tok, tgt, B, T);
 			model_rop_forward(cpu, &rm, tok, sub ? want : NULL);
-			model_rop_backward(cpu, &rm, tok, tgt, 0.5, gn, sub ? want : NULL, NULL);
+			model_rop_backward(cpu, &rm, tok, tgt, 0.5, gn, sub ? want : NULL, NULL, NULL);
 			rc = gpumodel_forward(gm, tok, tgt, B, T, &loss, &err);
 			/* twice on one forward: the kept probabilities serve both */
 			for (int twice = 0; twice < 1 + sub && !rc; twice++)

@@ -13,7 +13,9 @@
  *     central differences (G = J_z^T (diag p - p p^T) J_z / N, and
  *     (diag p - p p^T) J_z = diag(p) J_logp), to 1e-8; and v^T G v >= 0;
  *   - a second product on the same batch with the primal dlogits kept
- *     apart (no new forward pass) equal to the first.
+ *     apart (no new forward pass) equal to the first; and products with
+ *     the primal's gradients taped (kept between products) the same bits
+ *     as without.
  */
 #define SW_REAL_DOUBLE
 #include "../../lib/model/model.c"
@@ -90,11 +92,24 @@ static void rop_at(struct model *m, struct model *rm, const double *theta, const
 	model_rop_gains_tangent(m, rm->params, want, rw);
 	model_zero_grad(rm);
 	model_rop_forward(m, rm, tok, m->nreparams ? rw : want);
-	model_rop_backward(m, rm, tok, tgt, 1.0, gn, m->nreparams ? rw : want, NULL);
+	model_rop_backward(m, rm, tok, tgt, 1.0, gn, m->nreparams ? rw : want, NULL, NULL);
 	model_rop_gains_backward(m, rm->params, rm->grads, gg, want);
 	memcpy(hv, rm->grads, m->nparams * sizeof *hv);
 	free(gg);
 	free(rw);
+}
+
+/* H v on the forward pass already run at theta, dl its primal
+ * dL/dlogits (model_rop_backward's), with the tape given or none */
+static void kept_product(struct model *m, struct model *rm, const double *v, const int *tok,
+			 const int *tgt, const unsigned char *want, real *dl,
+			 struct model_rop_tape *tape, double *hv)
+{
+	memcpy(rm->params, v, m->nparams * sizeof *v);
+	model_zero_grad(rm);
+	model_rop_forward(m, rm, tok, want);
+	model_rop_backward(m, rm, tok, tgt, 1.0, 0, want, dl, tape);
+	memcpy(hv, rm->grads, m->nparams * sizeof *hv);
 }
 
 /* worst relative error over tensors (only want's, if given) */
@@ -237,14 +252,50 @@ static void check_variant(const char *what, struct sw_config c)
 		model_forward(&m, tok, tgt, B, T);
 		model_zero_grad(&rm);
 		model_rop_forward(&m, &rm, tok, NULL);
-		model_rop_backward(&m, &rm, tok, tgt, 1.0, 0, NULL, dl);
+		model_rop_backward(&m, &rm, tok, tgt, 1.0, 0, NULL, dl, NULL);
 		memcpy(fd, rm.grads, P * sizeof *fd);
 		model_zero_grad(&rm);
 		model_rop_forward(&m, &rm, tok, NULL);
-		model_rop_backward(&m, &rm, tok, tgt, 1.0, 0, NULL, dl);
+		model_rop_backward(&m, &rm, tok, tgt, 1.0, 0, NULL, dl, NULL);
 		for (size_t k = 0; k < P; k++)
 			diff = fmax(diff, fabs(rm.grads[k] - fd[k]));
 		ok(diff == 0, "%s: a second product without a new forward pass is the same (%g)", what, diff);
+
+		/* the tape: a product on the top layer's down (the head and layer
+		 * L-1 taped), one over every tensor (the rest taped), one of w
+		 * (all of them copied back): each the same bits as without it
+		 * (the same operations in the same order, the primal's input
+		 * gradients copied rather than formed again); not used under
+		 * multipliers */
+		{
+			struct model_rop_tape tape;
+			int L = (int)c.n_layers, top = model_find(&m, "down", L - 1), same = 1, kept;
+			if (model_rop_tape_alloc(&tape, &m, &err)) {
+				ok(0, "%s: tape: %s", what, err.msg);
+			} else {
+				memset(want, 0, (size_t)m.ntensors);
+				want[top] = 1;
+				memset(vt, 0, P * sizeof *vt);
+				memcpy(vt + m.tensors[top].offset, v + m.tensors[top].offset,
+				       m.tensors[top].numel * sizeof *vt);
+				kept_product(&m, &rm, vt, tok, tgt, want, dl, NULL, fd);
+				kept_product(&m, &rm, vt, tok, tgt, want, dl, &tape, hv);
+				same &= !memcmp(hv, fd, P * sizeof *hv);
+				kept = tape.kept[L] && tape.kept[L - 1] && (L < 2 || !tape.kept[0]);
+				kept_product(&m, &rm, v, tok, tgt, NULL, dl, NULL, fd);
+				kept_product(&m, &rm, v, tok, tgt, NULL, dl, &tape, hv);
+				same &= !memcmp(hv, fd, P * sizeof *hv);
+				kept = kept && tape.kept[0];
+				kept_product(&m, &rm, w, tok, tgt, NULL, dl, NULL, fd);
+				kept_product(&m, &rm, w, tok, tgt, NULL, dl, &tape, hv);
+				same &= !memcmp(hv, fd, P * sizeof *hv);
+				ok(same && (m.eff ? !tape.kept[L] : kept),
+				   "%s: products with the primal's gradients taped: the same bits (%s), %s", what,
+				   same ? "yes" : "no", m.eff ? "the tape unused (multipliers)" :
+				   kept ? "the layers reached taped" : "the tape's layers wrong");
+				model_rop_tape_free(&tape);
+			}
+		}
 		free(dl);
 	}
 	free(theta);

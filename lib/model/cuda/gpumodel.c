@@ -1490,7 +1490,8 @@ static void rop_op_rmsnorm_backward(void *ctx, real *rdinp, real *rdgain, const 
  * dP = dO V^T, dV += P^T dO, R{dV} += R{P}^T dO + P^T R{dO},
  * R{dP} = R{dO} V^T + dO R{V}^T; then dS and R{dS} (rop_softmax_backward);
  * R{dQ} += R{dS} K + dS R{K}, R{dK} += R{dS}^T Q + dS^T R{Q}, dQ += dS K,
- * dK += dS^T Q. Gauss-Newton (dout NULL): the R{dO} terms only.
+ * dK += dS^T Q (dq, dk, dv NULL: not those three). Gauss-Newton (dout
+ * NULL): the R{dO} terms only.
  */
 static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, real *rdq,
 				      real *rdk, real *rdv, const real *dout, const real *rdout,
@@ -1516,8 +1517,9 @@ static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, r
 			if (dout) {
 				mm(gm, 0, 1, r1 - r0, r1, hd, 1, dout + qo + (size_t)r0 * Q, Q, sq, v + ko, K,
 				   sk, 0, ds + (size_t)r0 * T, T, TT, B, bf);
-				mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ph + (size_t)r0 * T + r0, T, H * TT,
-				   dout + qo + (size_t)r0 * Q, Q, sq, 1, dv + dvo, K, sk, B, bf);
+				if (dv)
+					mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ph + (size_t)r0 * T + r0, T,
+					   H * TT, dout + qo + (size_t)r0 * Q, Q, sq, 1, dv + dvo, K, sk, B, bf);
 				mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, rph + (size_t)r0 * T + r0, T, H * TT,
 				   dout + qo + (size_t)r0 * Q, Q, sq, 1, rdv + dvo, K, sk, B, bf);
 			}
@@ -1550,6 +1552,8 @@ static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, r
 			   rdq + qo + (size_t)r0 * Q, Q, sq, B, bf);
 			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ds + (size_t)r0 * T + r0, T, TT,
 			   rq + qo + (size_t)r0 * Q, Q, sq, 1, rdk + ko + (size_t)r0 * K, K, sk, B, bf);
+			if (!dq)
+				continue;
 			mm(gm, 0, 0, r1 - r0, hd, r1, 1, ds + (size_t)r0 * T, T, TT, k + ko, K, sk, 1,
 			   dq + qo + (size_t)r0 * Q, Q, sq, B, bf);
 			mm(gm, 1, 0, r1 - r0, hd, T - r0, 1, ds + (size_t)r0 * T + r0, T, TT,
