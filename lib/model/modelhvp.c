@@ -743,11 +743,6 @@ int model_rop_tape_alloc(struct model_rop_tape *tape, const struct model *m, str
 	return SW_OK;
 }
 
-void model_rop_tape_forget(struct model_rop_tape *tape, const struct model *m)
-{
-	memset(tape->kept, 0, (size_t)m->c.n_layers + 1);
-}
-
 void model_rop_tape_free(struct model_rop_tape *tape)
 {
 	free(tape->buf);

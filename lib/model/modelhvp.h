@@ -55,20 +55,20 @@ void model_rop_forward(const struct model *m, struct model *rm, const int *token
  * model_forward must then run again before the next product.
  *
  * tape (may be NULL; step.h's struct model_rop_tape): the primal
- * backward's input gradients of the linear layers, kept for the next
- * products on the same batch and forward pass (with dlogits): the layers
- * it holds skip their primal products, the others fill it, the same bits
- * either way. Unused for Gauss-Newton and with multipliers. Forget it
- * (model_rop_tape_forget) when the batch or the parameters change.
+ * backward's input gradients of the linear layers and of attention, kept
+ * for the next products on the same batch and forward pass (with
+ * dlogits): the layers it holds skip those products, the others fill
+ * it, the same bits either way. Unused for Gauss-Newton and with
+ * multipliers. Zero its kept flags (or allocate it anew) when the batch
+ * or the parameters change.
  */
 void model_rop_backward(struct model *m, struct model *rm, const int *tokens, const int *targets,
 			double loss_scale, int gauss_newton, const unsigned char *want,
 			real *dlogits, struct model_rop_tape *tape);
 /* the tape's size for batches of B x T, in reals; allocate it empty for
- * m's batch shape (model_alloc_acts's); empty it for another batch; free */
+ * m's batch shape (model_alloc_acts's); free it */
 size_t model_rop_tape_reals(const struct sw_config *c, int B, int T);
 int model_rop_tape_alloc(struct model_rop_tape *tape, const struct model *m, struct sw_err *err);
-void model_rop_tape_forget(struct model_rop_tape *tape, const struct model *m);
 void model_rop_tape_free(struct model_rop_tape *tape);
 
 /*

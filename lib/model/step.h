@@ -249,7 +249,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
  * loss_scale (gauss_newton: G v, no primal pass, no targets). The primal
  * backward runs beside it in st's scratch; dlogits (N, V) receives the
  * primal dL/dlogits so that st's probabilities stay (NULL: over them).
- * With rt->tape, the primal linear products of the layers it keeps are
+ * With rt->tape, the primal input gradients of the layers it keeps are
  * copied from it, and the others' put there.
  */
 void model_rop_step_backward(const struct model_step *st, const struct model_rop_step *rt,
