@@ -90,4 +90,56 @@ test_expect_success '--series with a name twice, or a column and its series: eac
 	test_cmp expect out
 '
 
+# ---- PyTorch files: pickle frames, CRC-32s -----------------------------
+
+test_expect_success 'setup: the h3- archives beside a config.json' '
+	cp "$SEEDS"/h3-*.pt "$FIX/bad/pt/config.json" . &&
+	test -f h3-frame-ok.pt && test -f h3-crc-storage.pt
+'
+
+# exact by construction, as in t0540-bad-pytorch.t
+test_expect_success 'protocol 4, two frames of their exact lengths: read, w = [[1, -2, 3], [-4, 5, -6]]' '
+	sw-norms h3-frame-ok.pt >out &&
+	cut -f4,8,9,14- out >got &&
+	printf "name\trows\tcols\tfrobenius\trms\tmax_abs\n" >want &&
+	printf "w\t2\t3\t9.53939201\t3.89444048\t6\n" >>want &&
+	test_cmp want got
+'
+
+# every tool that reads tensors, and sw-convert, which then writes nothing
+each_tool() {
+	for tool in sw-ls sw-norms sw-spectrum; do
+		refused "$1" $tool "$2" "$3" || return 1
+	done
+	test_expect_code "$1" sw-convert "$2" converted >out 2>err &&
+	test_one_error sw-convert "$2" && grep -q -- "$3" err &&
+	test_line_count = 0 out && ! ls -d converted* 2>/dev/null
+}
+
+while read -r file pattern; do
+	test_expect_success "$file: exit 65, '$pattern'" "
+		each_tool 65 $file \"$pattern\"
+	"
+done <<'CASES'
+h3-frame-short.pt data.pkl: byte 192: SETITEMS outside any frame, after the frame that ends at byte 192: that FRAME's length is shorter than what it holds
+h3-frame-cross.pt data.pkl: byte 112: BINUNICODE crosses the end of its frame (byte 113)
+h3-frame-zero.pt data.pkl: byte 2: a FRAME of 0 bytes
+h3-frame-long.pt data.pkl: byte 112: a FRAME inside the frame that ends at byte 116
+h3-crc0-deflated.pt archive/data.pkl: its CRC-32 does not match its data
+h3-crc-pkl-stored.pt archive/data.pkl: its CRC-32 does not match its data
+CASES
+
+# a storage is checked when a tool reads it whole (sw-ls reads none: it
+# lists the file as it is); in place (float32, contiguous) or gathered
+# (a transposed view)
+for file in h3-crc-storage.pt h3-crc-storage-t.pt; do
+	test_expect_success "$file: a storage whose CRC-32 is wrong: exit 65 for every tool that reads it" "
+		sw-ls $file >out 2>err && test_line_count = 2 out && test_line_count = 0 err &&
+		refused 65 sw-norms $file 'w: storage data/0: its CRC-32 does not match its data' &&
+		refused 65 sw-spectrum $file 'w: storage data/0: its CRC-32 does not match its data' &&
+		test_expect_code 65 sw-convert $file converted >out 2>err &&
+		test_one_error sw-convert $file && ! ls -d converted* 2>/dev/null
+	"
+done
+
 test_done
