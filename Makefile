@@ -74,8 +74,9 @@ else
 BLAS_LIBS = -L$(OPENBLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(OPENBLAS_DIR) -llapacke -lopenblas
 BLAS_CFLAGS =
 endif
-# PyTorch checkpoints are zip archives: zlib's minizip reads them (docs/internals.md, Dependencies)
-MINIZIP_LIBS   := $(shell pkg-config --libs minizip 2>/dev/null || echo -lminizip)
+# PyTorch checkpoints are zip archives: zlib's minizip reads them (docs/internals.md, Dependencies);
+# zlib's crc32 checks the storages minizip does not read (lib/formats/ptzip.c)
+MINIZIP_LIBS   := $(shell pkg-config --libs minizip zlib 2>/dev/null || echo -lminizip -lz)
 LDLIBS    = $(HDF5_LIBS) $(BLAS_LIBS) $(MINIZIP_LIBS) -lcjson -lm
 LDFLAGS  += -fopenmp
 

@@ -58,6 +58,7 @@ struct printer {
 	struct cell *cells;     /* (ncells) */
 	int ncells;
 	size_t cells_cap, header_cap;
+	unsigned char **chosen; /* per series: which of its columns are printed (--series) */
 	double **buf;           /* per series of the trace: a block of its rows, or NULL */
 	int64_t *steps;         /* (block) */
 	int64_t block;          /* rows per read */
@@ -95,16 +96,26 @@ static const char *column_name_at(void *ctx, int j)
 	return trace_column_name(c->r, c->series, j);
 }
 
+/* Column col of series to print, once: a name given twice (--series
+ * loss,loss or residual_rms,residual_rms.layer0) prints where it was
+ * first given, as cut -f 1,1 prints a field once, so that no name heads
+ * two columns (JSON with a key twice). */
 static int add_cell(struct printer *p, int series, int col, struct sw_err *err)
 {
 	const char *name = trace_series_name(p->r, series);
+	int ncols = trace_series_ncols(p->r, series);
 	size_t len;
 	char *h;
 
+	if (!p->chosen[series] && !(p->chosen[series] = calloc((size_t)(ncols ? ncols : 1), 1)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	if (p->chosen[series][col])
+		return SW_OK;
+	p->chosen[series][col] = 1;
 	if (SW_GROW(p->cells, &p->cells_cap, (size_t)p->ncells + 1) < 0 ||
 	    SW_GROW(p->header, &p->header_cap, (size_t)p->ncells + 2) < 0)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	if (trace_series_ncols(p->r, series) == 0) {
+	if (ncols == 0) {
 		h = strdup(name);
 	} else {
 		const char *cname = trace_column_name(p->r, series, col);
@@ -173,7 +184,8 @@ static int plan(struct printer *p, char **lists, int nlists, struct sw_err *err)
 	if (SW_GROW(p->header, &p->header_cap, 1) < 0)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	p->header[0] = NULL;    /* before any failure: the cleanup frees header[0 .. ncells] */
-	if (!(p->buf = calloc((size_t)(n ? n : 1), sizeof *p->buf)))
+	if (!(p->buf = calloc((size_t)(n ? n : 1), sizeof *p->buf)) ||
+	    !(p->chosen = calloc((size_t)(n ? n : 1), sizeof *p->chosen)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int k = 0; k < nlists && !rc; k++) {
 		char *save = NULL, *copy = strdup(lists[k]);
@@ -217,6 +229,9 @@ static void printer_free(struct printer *p)
 	for (int i = 0; p->buf && i < n; i++)
 		free(p->buf[i]);
 	free(p->buf);
+	for (int i = 0; p->chosen && i < n; i++)
+		free(p->chosen[i]);
+	free(p->chosen);
 	for (int c = 0; p->header && c <= p->ncells; c++)
 		free(p->header[c]);
 	free(p->header);

@@ -12,6 +12,7 @@
 #include "traceint.h"
 #include "../formats/h5io.h"
 #include "../base/grow.h"
+#include "../base/jsonstrict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -128,11 +129,6 @@ static int read_columns(hid_t d, const char *name, int ncols, char ***out, struc
 				goto out;
 			}
 	}
-	for (int j = 0; j < ncols; j++)
-		if (!cols[j][0]) {
-			rc = sw_fail(err, SW_EDATA, "/series/%s: column %d has an empty name", name, j);
-			goto out;
-		}
 	*out = cols;
 	cols = NULL;
 	rc = SW_OK;
@@ -144,6 +140,112 @@ out:
 	trace_close_id(a, H5Aclose);
 	free_strings(cols, ncols);
 	return rc;
+}
+
+/*
+ * Names, as the format has them (scalewatch-format(5)). A tool names
+ * each value it prints "step", "file" (several traces), SERIES (1-D) or
+ * SERIES.COLUMN (2-D): with these rules no two values print under one
+ * name, so that no series can forge another's (a 1-D series named
+ * residual_rms.layer0 beside residual_rms's column layer0, a column
+ * twice, a series named file: JSON with a key twice, TSV with a column
+ * twice). A name is at most TRACE_MAX_NAME bytes of valid UTF-8 (JSON
+ * prints a byte that is not as U+FFFD: two names would print as one)
+ * without a control byte or one of forbidden; "" when it is one, else
+ * what is wrong.
+ */
+static const char *name_fault(const char *s, const char *forbidden)
+{
+	size_t len = strlen(s);
+
+	if (!len)
+		return "is empty";
+	if (len > TRACE_MAX_NAME)
+		return "is longer than 255 bytes";
+	for (size_t i = 0; i < len;) {
+		unsigned char c = (unsigned char)s[i];
+		int n = jsonstrict_utf8_len((const unsigned char *)s + i, len - i);
+
+		if (!n)
+			return "is not valid UTF-8";
+		if (c < 0x20 || c == 0x7f)
+			return "holds a control byte";
+		if (c == '.' && strchr(forbidden, c))
+			return "holds a '.' (a column prints as SERIES.COLUMN)";
+		if (c == ',' && strchr(forbidden, c))
+			return "holds a ',' (--series lists names with commas)";
+		i += (size_t)n;
+	}
+	return "";
+}
+
+static int check_series_name(const char *name, struct sw_err *err)
+{
+	const char *fault = name_fault(name, ".,");
+
+	if (fault[0])
+		return sw_fail(err, SW_EDATA, "/series/%s: a series name that %s: refused as ambiguous",
+			       name, fault);
+	if (!strcmp(name, "file"))
+		return sw_fail(err, SW_EDATA, "/series/file: a series named as the column that names "
+			       "each row's trace (several traces): refused as ambiguous");
+	return SW_OK;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Each of the ncols columns of series name a name, none twice. */
+static int check_columns(const char *name, char **cols, int ncols, struct sw_err *err)
+{
+	char **sorted;
+	int rc = SW_OK;
+
+	for (int j = 0; j < ncols; j++) {
+		const char *fault = name_fault(cols[j], ",");
+		if (fault[0])
+			return sw_fail(err, SW_EDATA, "/series/%s: column %d, a name that %s: refused",
+				       name, j, fault);
+	}
+	if (!(sorted = malloc((size_t)ncols * sizeof *sorted)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	memcpy(sorted, cols, (size_t)ncols * sizeof *sorted);
+	qsort(sorted, (size_t)ncols, sizeof *sorted, cmp_names);
+	for (int j = 1; j < ncols && !rc; j++)
+		if (!strcmp(sorted[j - 1], sorted[j]))
+			rc = sw_fail(err, SW_EDATA, "/series/%s: column '%s' twice: refused as ambiguous",
+				     name, sorted[j]);
+	free(sorted);
+	return rc;
+}
+
+/*
+ * The series the format names (scalewatch-format(5), as sw-train writes
+ * them, lib/runs/train.c) have a rank; the tools that read one read it at
+ * that rank, and sw-trace prints what the file holds: a qk_q_rms of one
+ * dimension is no trace the format describes. 0: a name the format
+ * leaves free.
+ */
+static int format_rank(const char *name)
+{
+	static const char *const scalar[] = {
+		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm", "out_norm_folded",
+	};
+	static const char *const per_column[] = {
+		"residual_rms", "attn_out_rms", "mlp_out_rms", "sublayer_gain", "weight_rms",
+		"q_head_rms", "k_head_rms", "multiplier", "qk_q_rms", "qk_k_rms", "qk_q_mult",
+		"qk_k_mult", "scale_sd", "scale_anisotropy", "scale_coupling",
+	};
+
+	for (size_t i = 0; i < sizeof scalar / sizeof *scalar; i++)
+		if (!strcmp(name, scalar[i]))
+			return 1;
+	for (size_t i = 0; i < sizeof per_column / sizeof *per_column; i++)
+		if (!strcmp(name, per_column[i]))
+			return 2;
+	return 0;
 }
 
 /* d holds integers (want_int) or numbers (integers or reals). */
@@ -251,6 +353,10 @@ static int open_series(struct trace_reader *r, hid_t g, struct sw_err *err)
 
 		if (!strcmp(l.v[i], "step"))
 			continue;
+		/* before the name is used to open anything: a longer one would
+		 * not fit the path */
+		if ((rc = check_series_name(l.v[i], err)))
+			goto out;
 		rc = open_member(r->file, l.v[i], &d, err);
 		if (d < 0)
 			goto out;
@@ -265,6 +371,12 @@ static int open_series(struct trace_reader *r, hid_t g, struct sw_err *err)
 		if ((rc = check_type(d, path, 0, err)) ||
 		    (rc = trace_series_shape(d, s->name, &rank, dims, max, err)))
 			goto out;
+		if (format_rank(s->name) && format_rank(s->name) != rank) {
+			rc = sw_fail(err, SW_EDATA, "/series/%s: rank %d, where the format's %s is %s",
+				     s->name, rank, s->name, rank == 1 ? "2-D (a column per layer, head "
+				     "or tensor)" : "1-D (a value per step)");
+			goto out;
+		}
 		if (rank == 2) {
 			if (dims[1] < 1 || dims[1] > TRACE_MAX_COLS) {
 				rc = sw_fail(err, SW_EDATA, "/series/%s: %llu columns", s->name,
@@ -272,7 +384,8 @@ static int open_series(struct trace_reader *r, hid_t g, struct sw_err *err)
 				goto out;
 			}
 			s->ncols = (int)dims[1];
-			if ((rc = read_columns(d, s->name, s->ncols, &s->cols, err)))
+			if ((rc = read_columns(d, s->name, s->ncols, &s->cols, err)) ||
+			    (rc = check_columns(s->name, s->cols, s->ncols, err)))
 				goto out;
 		}
 	}

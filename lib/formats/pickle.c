@@ -165,6 +165,10 @@ struct vm {
 	struct sw_err *err;
 	size_t records;                 /* of the archive: the budget's measure */
 	int over_budget;                /* an array the budget refused to grow */
+	int framed;                     /* a FRAME was met: its rules hold from there */
+	size_t frame_end, frame_len;    /* where the last FRAME's frame ends; its length */
+	size_t loose;                   /* bytes of opcodes outside any frame since then */
+	int after_large;                /* a large string outside a frame came since then */
 };
 
 static struct pk_value none_value = {.type = PK_NONE};
@@ -682,6 +686,81 @@ static int op_build(struct vm *m)
 	return SW_OK;
 }
 
+/*
+ * Protocol 4's frames (PEP 3154), as CPython's picklers write them: from
+ * the first FRAME on, every opcode lies inside a frame, whole, and a
+ * FRAME's length is exactly the opcodes it holds, up to the next FRAME.
+ * A frame is closed where it reaches FRAME_TARGET bytes, before a string
+ * or bytes of FRAME_TARGET bytes or more (which stands outside any frame,
+ * written past it), and at the end; a frame that would be shorter than
+ * FRAME_MIN bytes is left unframed. So outside a frame stand only such a
+ * large string and, after a full frame or a large string, fewer than
+ * FRAME_MIN bytes of other opcodes before a large string or the end.
+ * Python's unpickler refuses an opcode that crosses the end of its frame
+ * and a FRAME inside a frame; a frame whose length is shorter than what
+ * it holds (the rest read as if unframed), or 0, is refused here too: no
+ * pickler writes one, and a reader that trusts frames (one that reads a
+ * frame ahead) would read another pickle.
+ */
+#define FRAME_MIN 4
+#define FRAME_TARGET ((size_t)64 << 10)
+
+static int op_frame(struct vm *m)
+{
+	const unsigned char *b;
+	uint64_t n;
+	int rc;
+
+	if (m->framed && m->at < m->frame_end)
+		return fail(m, "a FRAME inside the frame that ends at byte %zu: that frame's length is "
+			    "longer than what it holds", m->frame_end);
+	if (m->loose)
+		return fail(m, "a FRAME after %zu bytes outside any frame: the frame that ends at byte "
+			    "%zu is shorter than what it holds", m->loose, m->frame_end);
+	if ((rc = take_bytes(m, 8, &b)))
+		return rc;
+	n = sw_le_uint(b, 8);
+	/* past the end, the C unpickler (torch.load's) refuses it as truncated */
+	if (n > (uint64_t)(m->end - m->p))
+		return fail(m, "a FRAME of %llu bytes, more than the %zu left: the pickle is "
+			    "truncated", (unsigned long long)n, (size_t)(m->end - m->p));
+	if (n < FRAME_MIN)
+		return fail(m, "a FRAME of %llu bytes: picklers frame %d bytes or more, so its length "
+			    "is not what it holds", (unsigned long long)n, FRAME_MIN);
+	m->framed = 1;
+	m->frame_len = (size_t)n;
+	m->frame_end = (size_t)(m->p - m->start) + (size_t)n;
+	m->after_large = 0;
+	return SW_OK;
+}
+
+/* Once framed, the opcode op just run (from m->at to m->p) lies inside
+ * the frame or is one that may stand outside. */
+static int framing_ok(struct vm *m, int op)
+{
+	size_t end = (size_t)(m->p - m->start), len = end - m->at;
+
+	if (!m->framed || op == OP_FRAME)
+		return SW_OK;
+	if (m->at < m->frame_end) {
+		if (end > m->frame_end)
+			return fail(m, "%s crosses the end of its frame (byte %zu): the FRAME's length is "
+				    "shorter than what it holds", op_name(op), m->frame_end);
+		return SW_OK;
+	}
+	if (((op == OP_BINUNICODE || op == OP_BINBYTES) && len >= 5 + FRAME_TARGET) ||
+	    (op == OP_BINUNICODE8 && len >= 9 + FRAME_TARGET)) {
+		m->loose = 0;
+		m->after_large = 1;
+		return SW_OK;
+	}
+	m->loose += len;
+	if (m->loose >= FRAME_MIN || (!m->after_large && m->frame_len < FRAME_TARGET))
+		return fail(m, "%s outside any frame, after the frame that ends at byte %zu: that "
+			    "FRAME's length is shorter than what it holds", op_name(op), m->frame_end);
+	return SW_OK;
+}
+
 /* One opcode; *stop when it was STOP. */
 static int step(struct vm *m, int *stop)
 {
@@ -698,15 +777,7 @@ static int step(struct vm *m, int *stop)
 		if (b[0] < 2 || b[0] > 5)
 			return fail(m, "pickle protocol %d (torch.save writes 2)", b[0]);
 		return SW_OK;
-	case OP_FRAME:
-		/* a frame's length is the bytes after it that it holds: past the
-		 * end, the C unpickler (torch.load's) refuses it as truncated */
-		if ((rc = take_bytes(m, 8, &b)))
-			return rc;
-		if (sw_le_uint(b, 8) > (uint64_t)(m->end - m->p))
-			return fail(m, "a FRAME of %llu bytes, more than the %zu left: the pickle is "
-				    "truncated", (unsigned long long)sw_le_uint(b, 8), (size_t)(m->end - m->p));
-		return SW_OK;
+	case OP_FRAME: return op_frame(m);
 	case OP_STOP:
 		if (m->sp != 1 || m->nmarks)
 			return fail(m, "STOP with a stack that does not hold exactly one value");
@@ -842,7 +913,8 @@ int pk_load(const void *buf, size_t len, size_t records, struct pk_result *out,
 			rc = fail(&m, "%s%s", "the pickle ends without STOP", "");
 			break;
 		}
-		rc = step(&m, &stop);
+		if (!(rc = step(&m, &stop)))
+			rc = framing_ok(&m, m.start[m.at]);
 	}
 	if (!rc && m.p != m.end)
 		rc = sw_fail(err, SW_EDATA, "data.pkl: %zu bytes after STOP", (size_t)(m.end - m.p));

@@ -4,7 +4,8 @@
  *
  * torch.load runs whatever a pickle says; this machine knows the opcodes
  * torch.save emits (protocol 2, and the framing of protocol 4 for
- * pickle_protocol=4) and only the globals a state dict needs:
+ * pickle_protocol=4, each frame's length what it holds, as CPython's
+ * picklers write frames: pickle.c) and only the globals a state dict needs:
  * collections.OrderedDict (called with no arguments),
  * torch._utils._rebuild_tensor_v2 and torch._utils._rebuild_parameter
  * (which become a tensor value), and the torch.*Storage types, which

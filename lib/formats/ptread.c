@@ -43,6 +43,9 @@ struct pt_piece {
 	int rank;
 	int64_t shape[SW_MAX_RANK], stride[SW_MAX_RANK];
 	int64_t numel;
+	uint64_t bytes;         /* the storage's record: its length, */
+	uint32_t crc;           /* its CRC-32 (0: not computed), */
+	char record[96];        /* its name, "data/KEY" */
 };
 
 struct pt_tensor {
@@ -225,6 +228,9 @@ static int locate(const struct ptzip *z, struct named *v, int file, struct sw_er
 			       (unsigned long long)e->size, (long long)s->numel, s->elem_size);
 	v->p.file = file;
 	v->p.data = e->offset;
+	v->p.bytes = e->size;
+	v->p.crc = e->crc;
+	snprintf(v->p.record, sizeof v->p.record, "%s", rec);
 	v->storage = NULL;
 	return SW_OK;
 }
@@ -762,6 +768,26 @@ static void span(const struct pt_piece *p, uint64_t *off, uint64_t *len)
 	*len = p->numel ? (uint64_t)(last - p->offset + 1) * (uint64_t)p->esize : 0;
 }
 
+/*
+ * A view that spans its whole storage (bytes mapped at off, len) reads
+ * every byte of the record: its CRC-32 is checked on the way, one more
+ * pass over bytes just mapped (docs/trust.md has the cost). A view of
+ * part of a storage is read without: the check would read the rest. A
+ * file that shrank while mapped reads zeros: that (74) is said, not a
+ * wrong CRC.
+ */
+static int check_storage(const struct pt_piece *p, uint64_t off, uint64_t len, const void *bytes,
+			 const struct ckpt_view *v, struct sw_err *err)
+{
+	int rc;
+
+	if (off != p->data || len != p->bytes || ptzip_crc_ok(p->crc, 0, bytes, len))
+		return SW_OK;
+	if ((rc = ckptsrc_check(v, err)))
+		return rc;
+	return sw_fail(err, SW_EDATA, "storage %s: its CRC-32 does not match its data", p->record);
+}
+
 static int pt_load(void *src, size_t k, const struct sw_tensor_info *t,
 		   struct ckpt_scratch *scratch, struct ckpt_view *v, struct sw_err *err)
 {
@@ -784,6 +810,10 @@ static int pt_load(void *src, size_t k, const struct sw_tensor_info *t,
 		span(p, &off, &len);
 		if ((rc = ckptsrc_map(f->fd, f->size, off, len, v, &bytes, err)))
 			break;
+		if ((rc = check_storage(p, off, len, bytes, v, err))) {
+			ckptsrc_unmap(v);
+			break;
+		}
 		/* contiguous float32 alone, aligned: read in place */
 		if (pt->npieces == 1 && !pt->head_dim && p->dtype == SW_DTYPE_F32 && contiguous(p) &&
 		    ((uintptr_t)bytes & 3) == 0) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <minizip/unzip.h>
+#include <zlib.h>
 
 /* ---- minizip's I/O: pread on the fd, or the buffer ------------------- */
 
@@ -349,11 +350,11 @@ int ptzip_read(struct ptzip *z, const struct ptzip_entry *e, size_t max, char **
 	if (done == e->size && unzReadCurrentFile(z->unz, &extra, 1) != 0)
 		done = e->size + 1;
 	rc = unzCloseCurrentFile(z->unz);
-	/* torch.save(..., _use_new_zipfile_serialization) with compute_crc32
-	 * False writes a CRC of 0, and torch.load does not check it: read as
-	 * torch reads */
-	if (rc == UNZ_CRCERROR && e->crc == 0)
+	/* the CRC is checked below, by the rule for a CRC of 0 */
+	if (rc == UNZ_CRCERROR)
 		rc = UNZ_OK;
+	if (rc == UNZ_OK && done == e->size && !ptzip_crc_ok(e->crc, e->method, *buf, done))
+		rc = UNZ_CRCERROR;
 	if (done != e->size || rc != UNZ_OK) {
 		free(*buf);
 		*buf = NULL;
@@ -366,4 +367,21 @@ int ptzip_read(struct ptzip *z, const struct ptzip_entry *e, size_t max, char **
 	(*buf)[done] = '\0';
 	*len = done;
 	return SW_OK;
+}
+
+int ptzip_crc_ok(uint32_t crc, int method, const void *buf, uint64_t len)
+{
+	const unsigned char *p = buf;
+	uLong got = crc32(0L, Z_NULL, 0);
+
+	if (crc == 0 && method == 0)
+		return 1;
+	/* zlib's lengths are uInt: a storage of gigabytes in pieces */
+	while (len) {
+		uInt n = len > (1u << 30) ? 1u << 30 : (uInt)len;
+		got = crc32(got, p, n);
+		p += n;
+		len -= n;
+	}
+	return (uint32_t)got == crc;
 }

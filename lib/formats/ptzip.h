@@ -67,8 +67,17 @@ const struct ptzip_entry *ptzip_find(const struct ptzip *z, const char *name);
 
 /* The whole of a record (at most max bytes, else SW_EDATA) into a
  * malloc'ed buffer, NUL-terminated; DEFLATED ones inflated, the CRC
- * checked. */
+ * checked (ptzip_crc_ok). */
 int ptzip_read(struct ptzip *z, const struct ptzip_entry *e, size_t max, char **buf,
 	       size_t *len, struct sw_err *err);
+
+/*
+ * 1 if the len bytes at buf, the whole of a record of method (0 stored, 8
+ * deflated), have the CRC-32 crc its entry gives. A stored record's CRC
+ * of 0 is "not computed" (torch.save with compute_crc32=False, which
+ * torch.load reads) and matches any bytes; a deflated record's is always
+ * computed (torch deflates nothing: whatever deflated it computed one).
+ */
+int ptzip_crc_ok(uint32_t crc, int method, const void *buf, uint64_t len);
 
 #endif

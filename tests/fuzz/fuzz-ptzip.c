@@ -4,7 +4,8 @@
  * is the archive. Beyond "no crash", an archive it accepted has every
  * record's data inside the input, a stored record's two sizes equal, its
  * names sorted, unique, not empty and without a NUL; a record read gives
- * exactly its stated size; a refusal is SW_EDATA with a message.
+ * exactly its stated size, its CRC-32 the one its entry gives (0 only
+ * for a stored record); a refusal is SW_EDATA with a message.
  */
 #include <string.h>
 
@@ -43,6 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		}
 		FUZZ_ASSERT(len == e->size && rec[len] == '\0');
+		FUZZ_ASSERT(ptzip_crc_ok(e->crc, e->method, rec, len));
 		if (e->method == 0)
 			FUZZ_ASSERT(!memcmp(rec, buf + e->offset, len));
 		if (!strcmp(e->name, "data.pkl")) {

@@ -27,7 +27,16 @@
  * After each row is flushed it prints "row R step S" on stdout, so a test
  * can wait for a row and kill the writer right after it.
  *
- *   mktrace [-Ckt] [-b BASE] [-i MS] [-n ROWS] [-q SLOPE] [-r KEEP] PATH
+ * With -x EDIT the closed trace is then changed as no writer of the
+ * library would change it, through HDF5 alone (the hostile traces of
+ * tests/cli/t0555-hostile3-readers.t; the reader under test plays no
+ * part in it):
+ *
+ *   add=NAME               a 1-D series NAME, every row 666 (a forged value)
+ *   columns=SERIES=A:B:..  the columns attribute of SERIES rewritten (as many)
+ *   flat=SERIES            SERIES re-made 1-D: its first column
+ *
+ *   mktrace [-Ckt] [-b BASE] [-i MS] [-n ROWS] [-q SLOPE] [-r KEEP] [-x EDIT] PATH
  *     -n ROWS   rows to append (default 4; -1: until killed)
  *     -i MS     pause between rows
  *     -r KEEP   reopen PATH, dropping rows with step > KEEP, and go on from there
@@ -42,6 +51,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <hdf5.h>
 
 #include "../../lib/files/trace.h"
 
@@ -136,22 +147,127 @@ static void qk_pair(double slope1, long r, long n, int j, double *q, double *k)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: mktrace [-Ckt] [-b BASE] [-i MS] [-n ROWS] [-q SLOPE] [-r KEEP] PATH\n");
+	fprintf(stderr, "usage: mktrace [-Ckt] [-b BASE] [-i MS] [-n ROWS] [-q SLOPE] [-r KEEP] "
+		"[-x EDIT] PATH\n");
 	exit(64);
+}
+
+static void edit_failed(const char *edit)
+{
+	fprintf(stderr, "mktrace: -x %s: HDF5 failed\n", edit);
+	exit(70);
+}
+
+/* A chunked float64 series NAME of /series (g) holding rows x ncols
+ * values (ncols 0: 1-D), every chunk written. */
+static void put_series(hid_t g, const char *name, hsize_t rows, int ncols, const double *v,
+		       const char *edit)
+{
+	int rank = ncols ? 2 : 1;
+	hsize_t dims[2] = {rows, (hsize_t)ncols}, max[2] = {H5S_UNLIMITED, (hsize_t)ncols};
+	hsize_t chunk[2] = {64, (hsize_t)ncols};
+	hid_t space = H5Screate_simple(rank, dims, max), dcpl = H5Pcreate(H5P_DATASET_CREATE), d;
+
+	if (space < 0 || dcpl < 0 || H5Pset_chunk(dcpl, rank, chunk) < 0 ||
+	    (d = H5Dcreate2(g, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0 ||
+	    (rows && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) ||
+	    H5Dclose(d) < 0)
+		edit_failed(edit);
+	H5Pclose(dcpl);
+	H5Sclose(space);
+}
+
+/* The values of series name (rows x its columns) and their shape. */
+static double *get_series(hid_t g, const char *name, hsize_t dims[2], int *rank, const char *edit)
+{
+	hid_t d = H5Dopen2(g, name, H5P_DEFAULT), space = d < 0 ? -1 : H5Dget_space(d);
+	double *v;
+
+	dims[1] = 1;
+	if (space < 0 || (*rank = H5Sget_simple_extent_dims(space, dims, NULL)) < 1 || *rank > 2 ||
+	    !(v = malloc((size_t)(dims[0] * (*rank == 2 ? dims[1] : 1) + 1) * sizeof *v)) ||
+	    H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+		edit_failed(edit);
+	H5Sclose(space);
+	H5Dclose(d);
+	return v;
+}
+
+/* -x columns=SERIES=A:B:...: the attribute replaced by these names. */
+static void put_columns(hid_t g, const char *series, char *list, const char *edit)
+{
+	const char *names[64];
+	char *save = NULL;
+	hsize_t n = 0;
+	hid_t d = H5Dopen2(g, series, H5P_DEFAULT), t = H5Tcopy(H5T_C_S1), space, a;
+
+	for (char *c = strtok_r(list, ":", &save); c && n < 64; c = strtok_r(NULL, ":", &save))
+		names[n++] = c;
+	if (d < 0 || t < 0 || H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0 ||
+	    H5Adelete(d, "columns") < 0 || (space = H5Screate_simple(1, &n, NULL)) < 0 ||
+	    (a = H5Acreate2(d, "columns", t, space, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+	    H5Awrite(a, t, names) < 0 || H5Aclose(a) < 0)
+		edit_failed(edit);
+	H5Sclose(space);
+	H5Tclose(t);
+	H5Dclose(d);
+}
+
+static void hostile_edit(const char *path, const char *edit, hsize_t rows)
+{
+	char *arg = strdup(edit), *value = arg ? strchr(arg, '=') : NULL;
+	hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+	hid_t g = file < 0 ? -1 : H5Gopen2(file, "series", H5P_DEFAULT);
+	hsize_t dims[2];
+	double *v;
+	int rank;
+
+	if (!value)
+		usage();
+	*value++ = '\0';
+	if (g < 0)
+		edit_failed(edit);
+	if (!strcmp(arg, "add")) {
+		if (!(v = malloc((size_t)(rows + 1) * sizeof *v)))
+			edit_failed(edit);
+		for (hsize_t r = 0; r < rows; r++)
+			v[r] = 666;
+		put_series(g, value, rows, 0, v, edit);
+		free(v);
+	} else if (!strcmp(arg, "columns") && strchr(value, '=')) {
+		char *list = strchr(value, '=');
+		*list++ = '\0';
+		put_columns(g, value, list, edit);
+	} else if (!strcmp(arg, "flat")) {
+		v = get_series(g, value, dims, &rank, edit);
+		for (hsize_t r = 0; rank == 2 && r < dims[0]; r++)
+			v[r] = v[r * dims[1]];
+		if (H5Ldelete(g, value, H5P_DEFAULT) < 0)
+			edit_failed(edit);
+		put_series(g, value, dims[0], 0, v, edit);
+		free(v);
+	} else {
+		usage();
+	}
+	if (H5Gclose(g) < 0 || H5Fclose(file) < 0)
+		edit_failed(edit);
+	free(arg);
 }
 
 int main(int argc, char **argv)
 {
 	long rows = 4, pause_ms = 0, keep = -1;
 	double base = 0, slope = 0;
-	int hold = 0, reopen = 0, qk = 0, transfer = 0, with_config = 1, opt;
+	int hold = 0, reopen = 0, qk = 0, transfer = 0, with_config = 1, opt, nedits = 0;
+	const char *edits[8];
+	int64_t written;
 	struct trace_series series[S_ALL];
 	int kind[S_ALL], nseries = 0;
 	struct trace_writer *w;
 	struct sw_err err;
 	int rc;
 
-	while ((opt = getopt(argc, argv, "Cb:i:kn:q:r:t")) != -1) {
+	while ((opt = getopt(argc, argv, "Cb:i:kn:q:r:tx:")) != -1) {
 		switch (opt) {
 		case 'C': with_config = 0; break;
 		case 'b': base = (double)number(optarg); break;
@@ -161,10 +277,15 @@ int main(int argc, char **argv)
 		case 'q': slope = real_number(optarg); qk = 1; break;
 		case 'r': keep = number(optarg); reopen = 1; break;
 		case 't': transfer = 1; break;
+		case 'x':
+			if (nedits == 8)
+				usage();
+			edits[nedits++] = optarg;
+			break;
 		default: usage();
 		}
 	}
-	if (optind != argc - 1 || (qk && (rows <= 0 || reopen)))
+	if (optind != argc - 1 || (qk && (rows <= 0 || reopen)) || (nedits && (hold || rows < 0)))
 		usage();
 	for (int i = 0; i < S_ALL; i++)
 		if ((i != S_QK_Q && i != S_QK_K) || qk)
@@ -208,7 +329,12 @@ int main(int argc, char **argv)
 	if (hold)
 		for (;;)
 			pause();
-	if ((rc = trace_close(w, &err)))
+	written = trace_writer_rows(w);
+	if ((rc = trace_close(w, &err))) {
 		fprintf(stderr, "mktrace: %s: %s\n", argv[optind], err.msg);
-	return rc;
+		return rc;
+	}
+	for (int i = 0; i < nedits; i++)
+		hostile_edit(argv[optind], edits[i], (hsize_t)written);
+	return SW_OK;
 }

@@ -113,9 +113,53 @@ int main(void)
 	/* what torch.load (the C unpickler, encoding utf-8) refuses, refused */
 	ok(refused_for(PK("\x80\x04\x95\x40\0\0\0\0\0\0\0K\x01."), "a FRAME of 64 bytes, more than the 3 left"),
 	   "a FRAME longer than what follows");
-	ok(load(PK("\x80\x04\x95\x01\0\0\0\0\0\0\0K\x01."), &r, &err) == SW_OK && r.root->u.i == 1,
-	   "a FRAME shorter than its opcodes: read, as the C unpickler reads it");
-	pk_free(&r);
+	/* a frame's length is what it holds (CPython's picklers: pickle.c) */
+	ok(refused_for(PK("\x80\x04\x95\x04\0\0\0\0\0\0\0K\x01K\x02\x86."),
+		       "byte 15: TUPLE2 outside any frame, after the frame that ends at byte 15: that "
+		       "FRAME's length is shorter than what it holds"), "a FRAME shorter than what it holds");
+	ok(refused_for(PK("\x80\x04\x95\x04\0\0\0\0\0\0\0K\x01J\x02\0\0\0\x86."),
+		       "byte 13: BININT crosses the end of its frame (byte 15)"), "an opcode across a frame's end");
+	ok(refused_for(PK("\x80\x04\x95\0\0\0\0\0\0\0\0K\x01."), "a FRAME of 0 bytes"),
+	   "a FRAME of 0 bytes beside opcodes");
+	ok(refused_for(PK("\x80\x04\x95\x0e\0\0\0\0\0\0\0K\x01\x95\x02\0\0\0\0\0\0\0K\x02\x86."),
+		       "byte 13: a FRAME inside the frame that ends at byte 25"), "a FRAME inside a frame");
+	{
+		/* a full frame (64 KiB: MARK, 65535 NONE), then what picklers
+		 * leave unframed at the end: 1 byte (TUPLE) and STOP */
+		size_t n = 65536, at = 11 + n;
+		char *p = malloc(11 + n + 15);
+		ok(p != NULL, "memory for a full frame");
+		memcpy(p, "\x80\x04\x95\0\0\1\0\0\0\0\0(", 12);
+		memset(p + 12, 'N', n - 1);
+		memcpy(p + at, "t.", 2);
+		ok(load(p, at + 2, &r, &err) == SW_OK && r.root->type == PK_TUPLE &&
+		   r.root->u.seq.n == n - 1, "a full frame, then TUPLE and STOP unframed: read (%s)", err.msg);
+		pk_free(&r);
+		/* the same with a frame after the loose byte: never written */
+		memcpy(p + at, "t\x95\x04\0\0\0\0\0\0\0K\x01\x86" "0.", 15);
+		ok(refused_for(p, at + 15, "a FRAME after 1 bytes outside any frame"),
+		   "a loose opcode before a FRAME");
+		free(p);
+	}
+	{
+		/* a string of 64 KiB stands outside any frame, then APPENDS and
+		 * STOP unframed, as pickle.dumps(["x" * 65536], 4) writes them */
+		size_t n = 65536;
+		char *p = malloc(15 + 5 + n + 2);
+		ok(p != NULL, "memory for a large string");
+		memcpy(p, "\x80\x04\x95\x04\0\0\0\0\0\0\0](K\x01X\0\0\1\0", 20);
+		memset(p + 20, 'x', n);
+		memcpy(p + 20 + n, "e.", 2);
+		ok(load(p, 22 + n, &r, &err) == SW_OK && r.root->type == PK_LIST && r.root->u.seq.n == 2 &&
+		   r.root->u.seq.v[1]->u.str.len == n, "a large string outside the frames: read (%s)", err.msg);
+		pk_free(&r);
+		/* a frame of 4 bytes before what follows the string: no
+		 * pickler leaves the opcodes after a short frame unframed */
+		memcpy(p + 15, "e.", 2);
+		ok(refused_for(p, 17, "APPENDS outside any frame, after the frame that ends at byte 15"),
+		   "opcodes after a short frame, unframed");
+		free(p);
+	}
 	ok(refused_for(PK("\x80\x02}X\1\0\0\0sb."), "BUILD with a str state"), "BUILD with a string state");
 	ok(refused_for(PK("\x80\x02}N}\x86}\x86" "b."), "BUILD with a tuple state"),
 	   "BUILD with a state of two levels");
