@@ -209,7 +209,7 @@ static int check_trace(const char *path, int writes, int *exists, struct sw_err 
 	*exists = 1;
 	if (S_ISLNK(st.st_mode))
 		return !writes ? SW_OK
-		       : sw_fail(err, SW_ECANTCREAT, "%s: a symbolic link: refused (sw-train writes no file "
+		       : sw_fail(err, SW_ECANTCREAT, "%s: a symbolic link: refused (no file is written "
 				 "through a link); remove it, or choose another --trace", path);
 	if (!S_ISREG(st.st_mode))
 		return sw_fail(err, SW_ECANTCREAT, "%s: not a regular file: refused as a trace", path);
@@ -220,8 +220,8 @@ static int check_trace(const char *path, int writes, int *exists, struct sw_err 
 	if (trace_sniff(path, kind, sizeof kind))
 		return SW_OK;
 	what_is(path, &st, kind, what, sizeof what);
-	return sw_fail(err, SW_ECANTCREAT, "%s: not a scalewatch trace (%s): sw-train replaces or removes "
-		       "only a trace, --force or not; remove it, or choose another --trace", path, what);
+	return sw_fail(err, SW_ECANTCREAT, "%s: not a scalewatch trace (%s): only a trace is replaced or "
+		       "removed, --force or not; remove it, or choose another --trace", path, what);
 }
 
 /* Is path's directory the one dirfd is open on (however named)? */
@@ -364,8 +364,8 @@ int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t
 	strcpy(c->trace, trace ? trace : c->dir_trace);
 	/* the lock before anything is read: what is seen stays so */
 	if ((rc = make_dirs(dir, &made, err)) || (rc = lock_dir(c, err)) ||
-	    (rc = check_trace(c->dir_trace, 0, &c->dir_trace_exists, err)) ||
 	    (c->trace[0] && (rc = check_trace(c->trace, 1, &c->trace_exists, err))) ||
+	    (rc = check_trace(c->dir_trace, 0, &c->dir_trace_exists, err)) ||
 	    (rc = scan(c, err)) || (rc = decide(c, resume, resume_step, force, err)))
 		unmake_dirs(dir, made);
 	return rc;
