@@ -55,10 +55,12 @@ struct trace_attr {
 };
 
 /*
- * Create path (replacing any file there) with these series, /config from
- * cfg (may be NULL) and the nattrs attributes, then switch to SWMR
- * writing. No series or attribute may be added later. SW_ECANTCREAT if
- * the file cannot be created or another process is writing it;
+ * Create path (replacing a regular file there, in place) with these
+ * series, /config from cfg (may be NULL) and the nattrs attributes, then
+ * switch to SWMR writing. No series or attribute may be added later.
+ * SW_ECANTCREAT if the file cannot be created, another process is
+ * writing it, or path is a symbolic link or a file of several names
+ * (hard links), which is never written through;
  * SW_ESOFTWARE for a bad series list, or an attribute of the root,
  * /config or the writer's own datasets.
  */
@@ -76,7 +78,7 @@ int trace_create(const char *path, const struct sw_config *cfg,
  * Works on a trace whose writer was killed (HDF5's "open for writing" mark
  * is cleared, as h5clear -s does, once the lock shows no writer is left).
  * SW_ENOINPUT if there is no such file, SW_ECANTCREAT if another process
- * is writing it.
+ * is writing it, or it is a symbolic link or a file of several names.
  */
 int trace_reopen(const char *path, const struct trace_series *series,
 		 int nseries, int64_t keep_step, struct trace_writer **out,

@@ -21,6 +21,10 @@
  *   shortest dataset as the row count: a row is there once all its values
  *   are. Series are filled with NaN, so an extended but unwritten row
  *   would read as unknown, never as 0.
+ * - The file is opened O_NOFOLLOW, as a regular file of one name, and
+ *   HDF5 creates or opens that descriptor's file (h5io_create_fd,
+ *   h5io_open_fd): a symbolic link at the trace's name is refused, never
+ *   followed, and no other name of the file is written through.
  * - An fcntl lock (open file description lock where Linux has it) marks a
  *   live writer. HDF5's own flock cannot: it is dropped when SWMR writing
  *   starts. Readers open with HDF5's flock off, so a reader that is
@@ -152,7 +156,8 @@ struct trace_writer {
 	double *nan_row;        /* (max ncols) NaN: a series the caller left out */
 	int64_t rows;           /* rows written and flushed */
 	int64_t last_step;
-	int lockfd;             /* holds the writer's lock; -1 without locks */
+	int fd;                 /* the file, open: holds the writer's lock when locked */
+	int locked;             /* 0: no locks on this file system */
 };
 
 static int writer_free(struct trace_writer *w);
@@ -167,7 +172,7 @@ static int writer_new(const struct trace_series *series, int nseries,
 	if (!w)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	w->file = w->step = w->status = H5I_INVALID_HID;
-	w->lockfd = -1;
+	w->fd = -1;
 	w->s = calloc((size_t)(nseries ? nseries : 1), sizeof *w->s);
 	for (int i = 0; i < nseries; i++)
 		maxcols = series[i].ncols > maxcols ? series[i].ncols : maxcols;
@@ -203,39 +208,43 @@ static int writer_free(struct trace_writer *w)
 	trace_close_id(w->step, H5Dclose);
 	if (w->file >= 0 && H5Fclose(w->file) < 0)
 		rc = -1;
-	if (w->lockfd >= 0)
-		close(w->lockfd);
+	if (w->fd >= 0)
+		close(w->fd);
 	free(w->nan_row);
 	free(w->s);
 	free(w);
 	return rc;
 }
 
-/* Open (O_CREAT when create) and lock path for writing. */
+/* Open (O_CREAT when create) and lock path for writing: a regular file
+ * of one name, never through a symbolic link. */
 static int writer_take_lock(struct trace_writer *w, const char *path, int create,
 			    struct sw_err *err)
 {
 	struct stat st;
-	int got;
+	int got, fail = create ? SW_ECANTCREAT : SW_ENOINPUT;
 
 	/* O_NONBLOCK: a FIFO at path is refused below, never waited on */
-	w->lockfd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT : 0), 0666);
-	if (w->lockfd < 0) {
+	w->fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | (create ? O_CREAT : 0), 0666);
+	if (w->fd < 0) {
 		int e = errno;
+		if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+			return sw_fail(err, SW_ECANTCREAT,
+				       "a symbolic link: refused (a trace is never written through a link)");
 		if (!create && (e == ENOENT || e == ENOTDIR))
 			return sw_fail(err, SW_ENOINPUT, "%s", strerror(e));
 		return sw_fail(err, SW_ECANTCREAT, "%s", strerror(e));
 	}
-	if (fstat(w->lockfd, &st) < 0 || !S_ISREG(st.st_mode))
-		return sw_fail(err, create ? SW_ECANTCREAT : SW_ENOINPUT, "not a regular file");
-	got = trace_lock_take(w->lockfd);
+	if (fstat(w->fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return sw_fail(err, fail, "not a regular file");
+	if (st.st_nlink > 1)
+		return sw_fail(err, SW_ECANTCREAT, "a file of %ju names (hard links): refused (writing it "
+			       "would change the file under its other names)", (uintmax_t)st.st_nlink);
+	got = trace_lock_take(w->fd);
 	if (got == 1)
 		return sw_fail(err, SW_ECANTCREAT,
 			       "another process is writing this trace (it holds the writer's lock)");
-	if (got < 0) {
-		close(w->lockfd);      /* no locks on this file system: go on without */
-		w->lockfd = -1;
-	}
+	w->locked = got == 0;   /* got < 0: no locks on this file system: go on without */
 	return SW_OK;
 }
 
@@ -440,7 +449,7 @@ int trace_create(const char *path, const struct sw_config *cfg,
 {
 	struct trace_writer *w;
 	hid_t fcpl = H5I_INVALID_HID, fapl = H5I_INVALID_HID;
-	int rc;
+	int rc, changed = 0;
 
 	*out = NULL;
 	if ((rc = check_attrs(attrs, nattrs, err)))
@@ -453,7 +462,12 @@ int trace_create(const char *path, const struct sw_config *cfg,
 		rc = sw_fail(err, SW_ESOFTWARE, "cannot set up HDF5 property lists");
 		goto fail;
 	}
-	w->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+	/* the file opened and locked is the file created */
+	w->file = h5io_create_fd(path, w->fd, fcpl, fapl, &changed);
+	if (changed) {
+		rc = sw_fail(err, SW_ECANTCREAT, "the trace was replaced while it was created");
+		goto fail;
+	}
 	if (w->file < 0) {
 		rc = trace_hdf5_fail(err, SW_ECANTCREAT, "cannot create HDF5 file");
 		goto fail;
@@ -469,7 +483,8 @@ int trace_create(const char *path, const struct sw_config *cfg,
 	*out = w;
 	return SW_OK;
 fail_unlink:
-	unlink(path);           /* ours: we hold the lock and made it */
+	if (h5io_same_inode(path, w->fd))
+		unlink(path);   /* ours: we hold the lock and made it */
 fail:
 	trace_close_id(fapl, H5Pclose);
 	trace_close_id(fcpl, H5Pclose);
@@ -623,9 +638,7 @@ int trace_reopen(const char *path, const struct trace_series *series,
 		goto out;
 	}
 	/* the file locked is the file written */
-	w->file = w->lockfd >= 0
-		? h5io_open_fd(path, w->lockfd, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl, &changed)
-		: H5Fopen(path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl);
+	w->file = h5io_open_fd(path, w->fd, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl, &changed);
 	if (changed) {
 		rc = sw_fail(err, SW_ECANTCREAT, "the trace was replaced while it was reopened");
 		goto out;

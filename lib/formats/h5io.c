@@ -409,7 +409,8 @@ static int hdf5_file_is_fd(hid_t file, int fd)
 	return fstat(*(int *)handle, &a) == 0 && fstat(fd, &b) == 0 && same_inode(&a, &b);
 }
 
-hid_t h5io_open_fd(const char *path, int fd, unsigned flags, hid_t fapl, int *changed)
+/* h5io_open_fd, and with fcpl >= 0 h5io_create_fd */
+static hid_t by_fd(const char *path, int fd, unsigned flags, hid_t fcpl, hid_t fapl, int *changed)
 {
 	char byfd[64];
 	const char *name = path;
@@ -423,13 +424,23 @@ hid_t h5io_open_fd(const char *path, int fd, unsigned flags, hid_t fapl, int *ch
 		*changed = 1;   /* checked before HDF5 opens path: no FIFO is opened */
 		return H5I_INVALID_HID;
 	}
-	file = H5Fopen(name, flags, fapl);
+	file = fcpl >= 0 ? H5Fcreate(name, flags, fcpl, fapl) : H5Fopen(name, flags, fapl);
 	if (file >= 0 && !hdf5_file_is_fd(file, fd)) {
 		H5Fclose(file);
 		*changed = 1;
 		return H5I_INVALID_HID;
 	}
 	return file;
+}
+
+hid_t h5io_open_fd(const char *path, int fd, unsigned flags, hid_t fapl, int *changed)
+{
+	return by_fd(path, fd, flags, H5I_INVALID_HID, fapl, changed);
+}
+
+hid_t h5io_create_fd(const char *path, int fd, hid_t fcpl, hid_t fapl, int *changed)
+{
+	return by_fd(path, fd, H5F_ACC_TRUNC, fcpl, fapl, changed);
 }
 
 int h5io_hard_path(hid_t file, const char *path, int *exists, struct sw_err *err)

@@ -90,6 +90,15 @@ void h5io_reader_setup(void);
  */
 hid_t h5io_open_fd(const char *path, int fd, unsigned flags, hid_t fapl, int *changed);
 
+/*
+ * The same for H5Fcreate (H5F_ACC_TRUNC, fcpl, fapl): the file fd is open
+ * on (a writer opened it O_NOFOLLOW) is emptied and made an HDF5 file,
+ * never a file a link at path leads to. Without /proc a swap of path
+ * between the check and HDF5's open is caught only afterwards (*changed),
+ * when the file swapped in is already truncated.
+ */
+hid_t h5io_create_fd(const char *path, int fd, hid_t fcpl, hid_t fapl, int *changed);
+
 /* Same device and inode: is path (now) the file fd is open on? */
 int h5io_same_inode(const char *path, int fd);
 

@@ -24,7 +24,7 @@ int h5w_create(const char *final_path, const char *kind, struct h5w **out,
 {
 	struct h5w *w;
 	hid_t fcpl;
-	int rc, fd;
+	int rc, fd, changed = 0;
 
 	*out = NULL;
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -41,14 +41,18 @@ int h5w_create(const char *final_path, const char *kind, struct h5w **out,
 		free(w);
 		return rc;
 	}
-	close(fd);
 	fcpl = H5Pcreate(H5P_FILE_CREATE);
 	if (fcpl >= 0)
 		H5Pset_obj_track_times(fcpl, 0);
-	w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl >= 0 ? fcpl : H5P_DEFAULT, H5P_DEFAULT);
+	/* the file atomic_create made (O_EXCL), not one a link swapped in at
+	 * its name would lead to */
+	w->file = h5io_create_fd(w->tmp, fd, fcpl >= 0 ? fcpl : H5P_DEFAULT, H5P_DEFAULT, &changed);
+	close(fd);
 	if (w->file < 0) {
 		char why[256];
-		int e = h5io_last_error(why, sizeof why);   /* before another call clears it */
+		int e = changed ? 0 : h5io_last_error(why, sizeof why);   /* before another call clears it */
+		if (changed)
+			snprintf(why, sizeof why, "the temporary file was replaced while it was created");
 		if (fcpl >= 0)
 			H5Pclose(fcpl);
 		unlink(w->tmp);

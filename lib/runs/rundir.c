@@ -1,6 +1,7 @@
 /* rundir.c - a training run's output directory (see rundir.h). */
 #include "rundir.h"
 #include "../base/grow.h"
+#include "../files/trace.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,27 +52,20 @@ static int file_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* Is there an entry at path that is not a directory? (a symlink counts:
- * removing it removes the link) */
-static int is_file(const char *path, struct stat *st)
-{
-	return lstat(path, st) == 0 && !S_ISDIR(st->st_mode);
-}
-
-/* The checkpoints and temporaries in c->dir, by step; a directory that
- * does not exist (yet) has none. */
+/* The checkpoints and temporaries in the directory (c->dirfd), by step. */
 static int scan(struct rundir_claim *c, struct sw_err *err)
 {
-	DIR *d = opendir(c->dir);
+	int fd = dup(c->dirfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	struct dirent *e;
 	size_t cap = 0;
 
 	if (!d) {
-		/* missing, or not a directory: creating it says what is wrong */
-		if (errno == ENOENT || errno == ENOTDIR)
-			return SW_OK;
+		int e2 = errno;
+		if (fd >= 0)
+			close(fd);
 		return sw_fail(err, SW_ECANTCREAT, "%s: cannot read the output directory: %s",
-			       c->dir, strerror(errno));
+			       c->dir, strerror(e2));
 	}
 	for (;;) {
 		struct rundir_file f = {0};
@@ -80,7 +75,7 @@ static int scan(struct rundir_claim *c, struct sw_err *err)
 		if (!(e = readdir(d)))
 			break;
 		if (!ckpt_name(e->d_name, &f.step, &f.tmp) || strlen(e->d_name) >= sizeof f.name ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
+		    fstatat(c->dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
 			continue;
 		if (SW_GROW(c->f, &cap, c->n + 1) < 0) {
 			closedir(d);
@@ -101,8 +96,136 @@ static int scan(struct rundir_claim *c, struct sw_err *err)
 	return SW_OK;
 }
 
-/* Is path's directory dir (the same directory, however named)? */
-static int in_dir(const char *path, const char *dir)
+/* mkdir -p dir; *made: the length of the shortest prefix of dir this
+ * created (0: none), for unmake_dirs. */
+static int make_dirs(const char *dir, size_t *made, struct sw_err *err)
+{
+	char path[4096];
+	size_t n = strlen(dir);
+
+	*made = 0;
+	if (n == 0 || n >= sizeof path)
+		return sw_fail(err, SW_ECANTCREAT, "%s: bad output directory name", dir);
+	memcpy(path, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0777) == 0) {
+			if (!*made)
+				*made = i;
+		} else if (errno != EEXIST) {
+			return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s",
+				       dir, strerror(errno));
+		}
+		if (i < n)
+			path[i] = '/';
+	}
+	return SW_OK;
+}
+
+/* Remove again the directories make_dirs created (empty: a refused run
+ * wrote nothing in them), the deepest first. */
+static void unmake_dirs(const char *dir, size_t made)
+{
+	char path[4096];
+	char *slash;
+
+	if (!made)
+		return;
+	snprintf(path, sizeof path, "%s", dir);
+	while (strlen(path) >= made) {
+		if (rmdir(path) < 0 || !(slash = strrchr(path, '/')))
+			return;
+		*slash = '\0';
+	}
+}
+
+/* Open and lock the directory (rundir.h, the lock). */
+static int lock_dir(struct rundir_claim *c, struct sw_err *err)
+{
+	struct stat st;
+
+	c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->dirfd < 0)
+		return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s", c->dir,
+			       strerror(errno));
+	c->held = 1;
+	if (fstat(c->dirfd, &st) < 0 || !S_ISDIR(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s", c->dir,
+			       strerror(ENOTDIR));
+	if (flock(c->dirfd, LOCK_EX | LOCK_NB) == 0) {
+		c->locked = 1;
+		return SW_OK;
+	}
+	if (errno == EWOULDBLOCK)
+		return sw_fail(err, SW_ECANTCREAT,
+			       "%s: another process writes this run (it holds the directory's lock): "
+			       "nothing was changed; wait for it to end, or choose another --out", c->dir);
+	return SW_OK;   /* no flock on this file system: go on without */
+}
+
+/* "not an HDF5 file", "a scalewatch checkpoint", ...: what a regular file
+ * that is no trace is, for the one line that refuses it. */
+static void what_is(const char *path, const struct stat *st, const char *kind, char *buf, size_t len)
+{
+	static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+	unsigned char got[8];
+	int hdf5 = 0, fd;
+
+	if (kind[0]) {
+		snprintf(buf, len, "a scalewatch %s", kind);
+		return;
+	}
+	/* HDF5's signature: at 0, or at 512, 1024, 2048, ... after a user block */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)) >= 0) {
+		for (off_t at = 0; !hdf5 && at + 8 <= st->st_size; at = at ? 2 * at : 512)
+			hdf5 = pread(fd, got, 8, at) == 8 && memcmp(got, sig, 8) == 0;
+		close(fd);
+	}
+	snprintf(buf, len, hdf5 ? "an HDF5 file without scalewatch_format" : "not an HDF5 file");
+}
+
+/*
+ * What is at path, the trace this run writes (writes 1) or DIR/trace.h5
+ * (writes 0: counted as a run, removed by force): nothing (or an empty
+ * file), or a trace sw-train may replace or append to, is SW_OK (*exists
+ * says which); a symbolic link is SW_OK when only counted or removed
+ * (the link goes, never its target) but refused when written; a file of
+ * several names, anything not a regular file, or a regular file that is
+ * no trace is refused. Refusals are SW_ECANTCREAT naming path and what is
+ * there.
+ */
+static int check_trace(const char *path, int writes, int *exists, struct sw_err *err)
+{
+	char kind[32], what[64];
+	struct stat st;
+
+	*exists = 0;
+	if (lstat(path, &st) < 0 || S_ISDIR(st.st_mode))
+		return SW_OK;   /* creating it says what is wrong */
+	if (S_ISREG(st.st_mode) && st.st_size == 0 && st.st_nlink == 1)
+		return SW_OK;   /* holds nothing (mktemp's): created over, as if absent */
+	*exists = 1;
+	if (S_ISLNK(st.st_mode))
+		return !writes ? SW_OK
+		       : sw_fail(err, SW_ECANTCREAT, "%s: a symbolic link: refused (no file is written "
+				 "through a link); remove it, or choose another --trace", path);
+	if (!S_ISREG(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "%s: not a regular file: refused as a trace", path);
+	if (writes && st.st_nlink > 1)
+		return sw_fail(err, SW_ECANTCREAT, "%s: a file of %ju names (hard links): refused (a trace "
+			       "written in place would change the others); remove it, or choose another "
+			       "--trace", path, (uintmax_t)st.st_nlink);
+	if (trace_sniff(path, kind, sizeof kind))
+		return SW_OK;
+	what_is(path, &st, kind, what, sizeof what);
+	return sw_fail(err, SW_ECANTCREAT, "%s: not a scalewatch trace (%s): only a trace is replaced or "
+		       "removed, --force or not; remove it, or choose another --trace", path, what);
+}
+
+/* Is path's directory the one dirfd is open on (however named)? */
+static int in_dir(const char *path, int dirfd)
 {
 	char parent[4096];
 	const char *slash = strrchr(path, '/');
@@ -114,7 +237,7 @@ static int in_dir(const char *path, const char *dir)
 		snprintf(parent, sizeof parent, "/");
 	else
 		snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
-	return stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	return stat(parent, &a) == 0 && fstat(dirfd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 /* "2 checkpoints (ckpt-000010.h5 to ckpt-000020.h5), 1 temporary file of a
@@ -163,24 +286,14 @@ static int same_file(const char *a, const char *b)
 	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t resume_step,
-		 int force, struct rundir_claim *c, struct sw_err *err)
+/* What rundir_claim decides once the directory is locked and read. */
+static int decide(struct rundir_claim *c, const char *resume, int64_t resume_step, int force,
+		  struct sw_err *err)
 {
 	char what[1024];
 	struct stat st;
 	size_t later = 0;
-	int rc;
 
-	memset(c, 0, sizeof *c);
-	if (strlen(dir) >= sizeof c->dir || (trace && strlen(trace) >= sizeof c->trace) ||
-	    snprintf(c->dir_trace, sizeof c->dir_trace, "%s/trace.h5", dir) >= (int)sizeof c->dir_trace)
-		return sw_fail(err, SW_ECANTCREAT, "%s: output name too long", dir);
-	strcpy(c->dir, dir);
-	c->dir_trace_exists = is_file(c->dir_trace, &st);
-	strcpy(c->trace, trace ? trace : c->dir_trace);
-	c->trace_exists = c->trace[0] && is_file(c->trace, &st);
-	if ((rc = scan(c, err)))
-		return rc;
 	if (!c->n && !c->dir_trace_exists && !c->trace_exists)
 		return SW_OK;
 	if (resume && stat(resume, &st) == 0) {
@@ -189,7 +302,7 @@ int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t
 		c->keep_ino = (uint64_t)st.st_ino;
 	}
 
-	if (resume && in_dir(resume, dir)) {
+	if (resume && in_dir(resume, c->dirfd)) {
 		/* the same run goes on: what came after the checkpoint is a
 		 * continuation it abandons; mixed with its own, sw-norms
 		 * DIR/ckpt-* would read two runs */
@@ -204,7 +317,7 @@ int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t
 			return sw_fail(err, SW_ECANTCREAT,
 				       "%s: holds checkpoints after step %lld, the one resumed from: %s, "
 				       "which would mix with the resumed run's; --force removes them",
-				       dir, (long long)resume_step, what);
+				       c->dir, (long long)resume_step, what);
 		}
 		if (!force)
 			for (size_t i = 0; i < c->n; i++)
@@ -222,10 +335,10 @@ int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t
 		if (resume)
 			return sw_fail(err, SW_ECANTCREAT,
 				       "%s: holds another run than the one %s continues: %s; "
-				       "--force replaces it, or choose another --out", dir, resume, what);
+				       "--force replaces it, or choose another --out", c->dir, resume, what);
 		return sw_fail(err, SW_ECANTCREAT,
 			       "%s: holds a run: %s; --resume CKPT continues it, --force replaces it",
-			       dir, what);
+			       c->dir, what);
 	}
 	/* --force: the earlier run goes as a whole; a trace at the path this
 	 * run writes is replaced when it is created */
@@ -236,9 +349,31 @@ int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t
 	return SW_OK;
 }
 
+int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t resume_step,
+		 int force, struct rundir_claim *c, struct sw_err *err)
+{
+	size_t made = 0;
+	int rc;
+
+	memset(c, 0, sizeof *c);
+	c->dirfd = -1;
+	if (strlen(dir) >= sizeof c->dir || (trace && strlen(trace) >= sizeof c->trace) ||
+	    snprintf(c->dir_trace, sizeof c->dir_trace, "%s/trace.h5", dir) >= (int)sizeof c->dir_trace)
+		return sw_fail(err, SW_ECANTCREAT, "%s: output name too long", dir);
+	strcpy(c->dir, dir);
+	strcpy(c->trace, trace ? trace : c->dir_trace);
+	/* the lock before anything is read: what is seen stays so */
+	if ((rc = make_dirs(dir, &made, err)) || (rc = lock_dir(c, err)) ||
+	    (c->trace[0] && (rc = check_trace(c->trace, 1, &c->trace_exists, err))) ||
+	    (rc = check_trace(c->dir_trace, 0, &c->dir_trace_exists, err)) ||
+	    (rc = scan(c, err)) || (rc = decide(c, resume, resume_step, force, err)))
+		unmake_dirs(dir, made);
+	return rc;
+}
+
 int rundir_clear(struct rundir_claim *c, char *note, size_t len, struct sw_err *err)
 {
-	char path[4096 + 256], what[1024];
+	char what[1024];
 	struct stat st;
 
 	describe(c, 1, what, sizeof what);
@@ -248,21 +383,27 @@ int rundir_clear(struct rundir_claim *c, char *note, size_t len, struct sw_err *
 	for (size_t i = 0; i < c->n; i++) {
 		if (!c->f[i].remove)
 			continue;
-		snprintf(path, sizeof path, "%s/%s", c->dir, c->f[i].name);
-		/* never the checkpoint the run resumed from, however named */
-		if (c->keep_ino_valid && lstat(path, &st) == 0 &&
+		/* never the checkpoint the run resumed from, however named;
+		 * under the directory's descriptor: a link is removed, never
+		 * followed */
+		if (c->keep_ino_valid && fstatat(c->dirfd, c->f[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    (uint64_t)st.st_dev == c->keep_dev && (uint64_t)st.st_ino == c->keep_ino)
 			continue;
-		if (unlink(path) < 0 && errno != ENOENT)
-			return sw_fail(err, SW_ECANTCREAT, "%s: cannot remove: %s", path, strerror(errno));
+		if (unlinkat(c->dirfd, c->f[i].name, 0) < 0 && errno != ENOENT)
+			return sw_fail(err, SW_ECANTCREAT, "%s/%s: cannot remove: %s", c->dir, c->f[i].name,
+				       strerror(errno));
 	}
-	if (c->remove_dir_trace && unlink(c->dir_trace) < 0 && errno != ENOENT)
+	if (c->remove_dir_trace && unlinkat(c->dirfd, "trace.h5", 0) < 0 && errno != ENOENT)
 		return sw_fail(err, SW_ECANTCREAT, "%s: cannot remove: %s", c->dir_trace, strerror(errno));
 	return SW_OK;
 }
 
 void rundir_claim_free(struct rundir_claim *c)
 {
+	if (c->held)
+		close(c->dirfd);        /* the lock goes with it */
+	c->held = c->locked = 0;
+	c->dirfd = -1;
 	free(c->f);
 	c->f = NULL;
 	c->n = 0;

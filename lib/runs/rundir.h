@@ -17,9 +17,26 @@
  *     checkpoints, their temporaries and its trace (the new trace replaces
  *     a trace at the path the run writes).
  * A refusal is SW_ECANTCREAT with one line naming the directory and what
- * it holds. rundir_claim only looks; rundir_clear removes, and is called
+ * it holds. rundir_claim creates the directory (mkdir -p) and takes its
+ * lock, and otherwise only looks; rundir_clear removes, and is called
  * once the new run is known to start (its data read, its model built, its
  * trace open), so a refused or failed start destroys nothing.
+ *
+ * The lock: flock(2) LOCK_EX on the directory itself (an open descriptor
+ * of it, no file written), taken before the directory is read and held
+ * until rundir_claim_free, i.e. for the whole run; the kernel drops it
+ * when the process dies, kill -9 included. A directory another process
+ * holds locked is refused before anything is looked at or removed.
+ * Readers (sw-trace --follow, the tools) never take it. Where the file
+ * system has no flock (some NFS setups) the run goes on without one.
+ *
+ * Links: nothing is written or removed through a symbolic link. The
+ * files are found and removed under the directory's descriptor
+ * (fstatat, unlinkat: a link is removed, never its target); a trace this
+ * run would write that is a symbolic link, a file of several names (hard
+ * links), anything but a regular file, or a regular file that is not a
+ * scalewatch trace (a text file, a checkpoint) is refused, force or not,
+ * as is a DIR/trace.h5 that is a regular file but no trace.
  */
 #ifndef SW_RUNDIR_H
 #define SW_RUNDIR_H
@@ -50,15 +67,22 @@ struct rundir_claim {
 	int replace_trace;              /* force: the trace exists and the new one replaces it */
 	int keep_ino_valid;             /* never remove the checkpoint resumed from */
 	uint64_t keep_dev, keep_ino;
+	int dirfd;                      /* the directory, open (and locked) while held */
+	int held;                       /* dirfd is open: rundir_claim_free closes it */
+	int locked;                     /* the lock is taken (0: no flock on this file system) */
 };
 
 /*
  * May a run write into dir? trace: the trace path as sw-train takes it
  * (NULL: DIR/trace.h5; "": none). resume: the checkpoint resumed from, at
- * resume_step, or NULL. SW_OK with c filled (what force removes marked),
+ * resume_step, or NULL. Creates dir (and missing parents), takes its lock
+ * and keeps it in c. SW_OK with c filled (what force removes marked),
  * or SW_ECANTCREAT, a message naming dir and what it holds (and
  * --resume/--force), when it holds a run it may not write into without
- * force. c is to be freed with rundir_claim_free in either case.
+ * force, when another process holds its lock, or when the trace's path
+ * holds a link or a file that is not a trace; directories it created are
+ * removed again then. c is to be freed with rundir_claim_free in either
+ * case (which drops the lock); a c zeroed and never claimed may be freed.
  */
 int rundir_claim(const char *dir, const char *trace, const char *resume, int64_t resume_step,
 		 int force, struct rundir_claim *c, struct sw_err *err);

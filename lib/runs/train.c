@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 static double now_s(void)
@@ -559,32 +558,6 @@ static int eval_loss(struct trainer *t, double *out, struct sw_err *err)
 	return SW_OK;
 }
 
-/* mkdir -p: the output directory and any missing parents */
-static int ensure_dir(const char *dir, struct sw_err *err)
-{
-	char path[4096];
-	struct stat st;
-	size_t n = strlen(dir);
-
-	if (n == 0 || n >= sizeof path)
-		return sw_fail(err, SW_ECANTCREAT, "%s: bad output directory name", dir);
-	memcpy(path, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (path[i] != '/' && path[i] != '\0')
-			continue;
-		path[i] = '\0';
-		if (mkdir(path, 0777) < 0 && errno != EEXIST)
-			return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s",
-				       dir, strerror(errno));
-		if (i < n)
-			path[i] = '/';
-	}
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return sw_fail(err, SW_ECANTCREAT, "%s: cannot create the output directory: %s", dir,
-			       strerror(errno ? errno : ENOTDIR));
-	return SW_OK;
-}
-
 /* "stopped; the last good checkpoint is ..." after a non-finite value */
 static int stopped(struct trainer *t, const char *what, double v, int64_t step, struct sw_err *err)
 {
@@ -699,12 +672,11 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 	if (tc->device != SW_DEVICE_CPU &&
 	    (rc = gpumodel_open(&t->gpu, tc->device, tc->precision, &t->m, &t->o, t->B, t->T, err)))
 		return rc;
-	if (t->rank == 0 &&
-	    (rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
-			       &t->claim, err)))
-		return rc;
-	/* only now: a run refused for its data leaves no directory behind */
-	if ((t->rank == 0 && (rc = ensure_dir(tc->out_dir, err))) ||
+	/* only now: a run refused for its data leaves no directory behind;
+	 * the directory's lock (rundir.h), taken here, is held to the end */
+	if ((t->rank == 0 &&
+	     (rc = rundir_claim(tc->out_dir, tc->trace_path, tc->resume, t->rs.step, tc->force,
+				&t->claim, err))) ||
 	    (!t->gpu && (rc = model_alloc_acts(&t->m, t->Bl, t->T, err))))
 		return rc;
 	bt = (size_t)t->B * t->T;

@@ -5,7 +5,9 @@
  * Checkpoints go to OUT/ckpt-NNNNNN.h5 (atomically) every ckpt_every
  * steps and at the end, into a directory that holds no other run (the
  * rule of rundir.h: refused, or with force the earlier run's files
- * removed once this run has started); the trace (trace.h) gets a row every trace_every
+ * removed once this run has started) and that no other process writes
+ * (its lock, rundir.h, held from before it is read to the end of the
+ * run); the trace (trace.h) gets a row every trace_every
  * steps with the loss, learning rate, gradient norm, tokens, seconds, the
  * validation loss when evaluated, and the per-layer and per-head series
  * the papers plot. A NaN or Inf loss stops the run before the update,
