@@ -55,7 +55,10 @@ static const char help[] =
 	"                     (the default; --log also makes each run log its progress)\n"
 	"  --quiet            say nothing of the kind\n"
 	"  --help, --version\n"
-	"Everything after -- goes to every sw-train. See sw-sweep(1).\n";
+	"Everything after -- goes to every sw-train, each option in full, checked\n"
+	"for every run as sw-train reads it. A sweep's command files run only as\n"
+	"sw-sweep writes them, nothing in it through a symbolic link (exit 65).\n"
+	"See sw-sweep(1).\n";
 
 enum {
 	O_OUT = OPT_TOOL_FIRST, O_LR, O_BATCH, O_WD, O_D_MODEL, O_TOKENS, O_RUNNER, O_LAUNCHER,

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,13 +121,29 @@ int sweep_set_axis(struct sweep *s, int axis, const char *list, struct sw_err *e
 	}
 }
 
-/*
- * A sweep's sw-train command, args[0..n) (after the program's name), as
- * sw-train reads it (trainopts, the one parser) into o, and the rules of a
- * sweep: its --out once (the run's directory), no --resume or --force
- * (sw-sweep adds them as the run's state says), no trace but the run's
- * own (RUN/trace.h5; --trace '' for none). SW_EUSAGE naming the fault.
- */
+/* Among o's options, those sw-sweep sets: --out (outs times: the run's
+ * directory once in a command, none among the common options),
+ * --resume and --force (it adds them as the run's state says), --trace
+ * but '' (a run's trace is its RUN/trace.h5). SW_EUSAGE naming one. */
+static int sweeps_own(const struct trainopts *o, int outs, struct sw_err *err)
+{
+	static const int ours[] = {TRAINOPT_OUT, TRAINOPT_RESUME, TRAINOPT_FORCE};
+
+	if (outs && o->given[TRAINOPT_OUT] != outs)
+		return sw_fail(err, SW_EUSAGE, "--out given %d times, not once", o->given[TRAINOPT_OUT]);
+	for (size_t i = outs ? 1 : 0; i < sizeof ours / sizeof ours[0]; i++)
+		if (o->given[ours[i]])
+			return sw_fail(err, SW_EUSAGE, "--%s is sw-sweep's to set, not a sw-train option here",
+				       trainopts_table[ours[i]].name);
+	if (o->tc.trace_path && o->tc.trace_path[0])
+		return sw_fail(err, SW_EUSAGE, "--trace %s: each run's trace is its RUN/trace.h5 (--trace '' for none)",
+			       o->tc.trace_path);
+	return SW_OK;
+}
+
+/* A sweep's sw-train command, args[0..n) (after the program's name), as
+ * sw-train reads it (trainopts, the one parser) into o, and what sw-sweep
+ * sets in it. SW_EUSAGE naming the fault. */
 static int check_command(char *const *args, int n, struct trainopts *o, struct sw_err *err)
 {
 	int rc;
@@ -136,22 +151,13 @@ static int check_command(char *const *args, int n, struct trainopts *o, struct s
 	trainopts_init(o);
 	if ((rc = trainopts_parse(o, args, n, err)) || (rc = trainopts_finish(o, err)))
 		return rc;
-	if (o->given[TRAINOPT_OUT] != 1)
-		return sw_fail(err, SW_EUSAGE, "--out given %d times, not once", o->given[TRAINOPT_OUT]);
-	if (o->given[TRAINOPT_RESUME] || o->given[TRAINOPT_FORCE])
-		return sw_fail(err, SW_EUSAGE, "--%s is sw-sweep's to set",
-			       o->given[TRAINOPT_RESUME] ? "resume" : "force");
-	if (o->tc.trace_path && o->tc.trace_path[0])
-		return sw_fail(err, SW_EUSAGE, "--trace %s: a run's trace is its RUN/trace.h5 (--trace '' for none)",
-			       o->tc.trace_path);
-	return SW_OK;
+	return sweeps_own(o, 1, err);
 }
 
 /* The options common to every run (s->args), parsed into o; SW_EUSAGE
  * for one sw-train would refuse, or one sw-sweep sets. */
 static int check_args(const struct sweep *s, struct trainopts *o, struct sw_err *err)
 {
-	static const int ours[] = {TRAINOPT_OUT, TRAINOPT_RESUME, TRAINOPT_FORCE};
 	int rc;
 
 	/* each run's command file holds --out DIR/NAME as one line */
@@ -161,15 +167,8 @@ static int check_args(const struct sweep *s, struct trainopts *o, struct sw_err 
 		if (strchr(s->args[i], '\n'))
 			return sw_fail(err, SW_EUSAGE, "a sw-train argument holds a newline");
 	trainopts_init(o);
-	if ((rc = trainopts_parse(o, s->args, s->nargs, err)))
+	if ((rc = trainopts_parse(o, s->args, s->nargs, err)) || (rc = sweeps_own(o, 0, err)))
 		return rc;
-	for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
-		if (o->given[ours[i]])
-			return sw_fail(err, SW_EUSAGE, "--%s is sw-sweep's to set, not a sw-train option here",
-				       trainopts_table[ours[i]].name);
-	if (o->tc.trace_path && o->tc.trace_path[0])
-		return sw_fail(err, SW_EUSAGE, "--trace %s: each run's trace is its RUN/trace.h5 (--trace '' for none)",
-			       o->tc.trace_path);
 	for (int a = 0; a < SWEEP_AXES; a++)
 		if (s->nvalues[a] && a != SWEEP_TOKENS && o->given[axis_option(a)])
 			return sw_fail(err, SW_EUSAGE, "--%s is swept: not also a sw-train option", options[a]);

@@ -69,7 +69,7 @@ test_expect_success 'A: --out edited to a path through the run back out: refused
 
 test_expect_success 'A: --trace ~/notes.txt added: refused, the notes kept' '
 	fresh && printf -- "--trace\nhome/notes.txt\n" >>sw/lr1e-3/command &&
-	refused "--trace home/notes.txt: a run'"'"'s trace is its RUN/trace.h5 (--trace '"''"' for none)"
+	refused "--trace home/notes.txt: each run'"'"'s trace is its RUN/trace.h5 (--trace '"''"' for none)"
 '
 
 test_expect_success 'A: --data a key with --save-grads: refused, no key in a checkpoint' '
@@ -79,9 +79,9 @@ test_expect_success 'A: --data a key with --save-grads: refused, no key in a che
 
 test_expect_success 'A: --force or --resume of its own: refused' '
 	fresh && printf -- "--force\n" >>sw/lr1e-3/command &&
-	refused "--force is sw-sweep'"'"'s to set" &&
+	refused "--force is sw-sweep'"'"'s to set, not a sw-train option here" &&
 	fresh && printf -- "--resume\nother/ckpt-000002.h5\n" >>sw/lr1e-3/command &&
-	refused "--resume is sw-sweep'"'"'s to set"
+	refused "--resume is sw-sweep'"'"'s to set, not a sw-train option here"
 '
 
 test_expect_success 'A: an option sw-train does not know, one abbreviated, an operand: refused' '
