@@ -115,6 +115,15 @@ test_expect_success 'A: a sweep file of an older sw-sweep (no data column): read
 	snap after && test_cmp before after
 '
 
+test_expect_success 'A: the sweep file and a command both edited to a key: the sweep made again refuses it (73)' '
+	fresh && edit sw/sweep.tsv "s|$FIX/corpus.txt\$|home/.ssh/id_ed25519|" &&
+	edit sw/lr1e-3/command "s|^$FIX/corpus.txt\$|home/.ssh/id_ed25519|" &&
+	test_expect_code 73 sw-sweep --out sw --lr 1e-3,2e-3 -- $TRAIN >out 2>err &&
+	echo "sw-sweep: sw: holds another sweep (its sweep.tsv differs)" >expect && test_cmp expect err &&
+	test ! -e sw/lr1e-3/ckpt-000002.h5 && test ! -e sw/lr2e-3/ckpt-000002.h5 &&
+	snap after && test_cmp before after
+'
+
 # ---- B: symbolic links in the sweep -----------------------------------------
 
 test_expect_success 'B: RUN.log a link to ~/.bashrc: refused, the .bashrc kept' '
