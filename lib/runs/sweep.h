@@ -88,7 +88,8 @@ const char *sweep_state_name(enum sweep_state st);
 
 /* The state of run `name` of the sweep in dir, which makes `steps` steps
  * (the number its command file gives), and the latest checkpoint
- * ("" for none) in last. */
+ * ("" for none) in last. SW_EDATA: the run's directory is a symbolic
+ * link, or not a directory. */
 int sweep_run_state(const char *dir, const char *name, int64_t steps, enum sweep_state *st,
 		    char *last, size_t len, struct sw_err *err);
 
