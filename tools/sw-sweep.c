@@ -55,7 +55,10 @@ static const char help[] =
 	"                     (the default; --log also makes each run log its progress)\n"
 	"  --quiet            say nothing of the kind\n"
 	"  --help, --version\n"
-	"Everything after -- goes to every sw-train. See sw-sweep(1).\n";
+	"Everything after -- goes to every sw-train, each option in full, checked\n"
+	"for every run as sw-train reads it. A sweep's command files run only as\n"
+	"sw-sweep writes them, nothing in it through a symbolic link (exit 65).\n"
+	"See sw-sweep(1).\n";
 
 enum {
 	O_OUT = OPT_TOOL_FIRST, O_LR, O_BATCH, O_WD, O_D_MODEL, O_TOKENS, O_RUNNER, O_LAUNCHER,
@@ -100,8 +103,9 @@ static int wait_child(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Run argv (execvp), stdout to /dev/null when quiet; its exit status
- * (128 + N for a signal), or -1 with errno. */
+/* Run argv (execvp), stdout and stderr to /dev/null when quiet (a probe:
+ * a command not installed says nothing); its exit status (128 + N for a
+ * signal), or -1 with errno. */
 static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in)
 {
 	int fds[2] = {-1, -1};
@@ -118,7 +122,7 @@ static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in
 			close(fds[0]);
 			close(fds[1]);
 		}
-		if (quiet && !freopen("/dev/null", "w", stdout))
+		if (quiet && (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)))
 			_exit(SW_ESOFTWARE);
 		exec_child(argv);
 	}
@@ -135,22 +139,21 @@ static int run_child(char *const *argv, int quiet, FILE *in_text, const char *in
 
 /*
  * Run argv with its standard output thrown away and its standard error
- * copied, as it comes, to the file log (appended: a resumed run's log goes
- * on) and, with echo, to ours. last gets its last line that is not empty
+ * copied, as it comes, to the file open on out (appended: a resumed run's
+ * log goes on; closed here) and, with echo, to ours. last gets its last line that is not empty
  * (len bytes): what to say when it fails. The exit status as run_child's.
  */
-static int run_logged(char *const *argv, const char *log, int echo, char *last, size_t len)
+static int run_logged(char *const *argv, int out, int echo, char *last, size_t len)
 {
-	int fds[2], out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fds[2];
 	char buf[4096], line[1024];
 	size_t used = 0;
 	ssize_t got, ignored;
 	pid_t pid;
 
 	last[0] = '\0';
-	if (out < 0 || pipe(fds) < 0) {
-		if (out >= 0)
-			close(out);
+	if (pipe(fds) < 0) {
+		close(out);
 		return -1;
 	}
 	fflush(stdout);
@@ -222,7 +225,7 @@ static int run_one(struct tool *tl, const char *dir, const char *index, char *la
 	enum sweep_state st;
 	struct sw_err err;
 	long long i = tool_parse_int(tl, "--run INDEX", index, 0, 100000);
-	int rc, n = 0;
+	int rc, n = 0, fd;
 
 	self_paths(self, sizeof self, train, sizeof train);
 	if ((rc = sweep_argv(dir, (int)i, name, sizeof name, &st, &argv, &err))) {
@@ -238,9 +241,14 @@ static int run_one(struct tool *tl, const char *dir, const char *index, char *la
 		full[n++] = argv[k];
 	full[n] = NULL;
 	/* the run's standard error in DIR/RUN.log beside its directory (not
-	 * in it: sw-train owns that) */
+	 * in it: sw-train owns that), never through a link */
 	snprintf(log, sizeof log, "%s/%s.log", dir, name);
-	rc = run_logged(full, log, tl->log == 1, last, sizeof last);  /* echoed with --log */
+	if ((rc = sweep_open_log(dir, name, &fd, &err))) {
+		sweep_argv_free(argv);
+		tool_error(tl, dir, &err);
+		return tool_finish(tl);
+	}
+	rc = run_logged(full, fd, tl->log == 1, last, sizeof last);  /* echoed with --log */
 	sweep_argv_free(argv);
 	if (rc > 0) {
 		/* a failure is said whatever --quiet: the run's last line and its log */
@@ -287,23 +295,23 @@ static int print_checkpoints(struct tool *tl, const char *dir, const char *name)
 static int each_run(struct tool *tl, const char *dir, int print_states, int print_ckpts, int *pending,
 		    int *npending)
 {
-	char (*names)[256] = NULL, last[4400];
-	int64_t *steps = NULL;
+	char last[4400];
+	struct sweep_file f;
 	struct sw_err err;
 	struct table tb;
 	static const char *const cols[] = {"run", "state", "checkpoint"};
-	int n, rc, notdone = 0;
+	int rc, notdone = 0;
 
-	if ((rc = sweep_load(dir, &n, &names, &steps, &err))) {
+	if ((rc = sweep_load(dir, &f, &err))) {
 		tool_error(tl, dir, &err);
 		return rc;
 	}
 	table_init(&tb, stdout, tl->fmt, cols, 3);
 	if (print_states)
 		table_header(&tb);
-	for (int i = 0; i < n && !rc; i++) {
+	for (int i = 0; i < f.nrows && !rc; i++) {
 		enum sweep_state st;
-		if ((rc = sweep_run_state(dir, names[i], steps[i], &st, last, sizeof last, &err))) {
+		if ((rc = sweep_run_state(dir, f.rows[i].name, f.rows[i].steps, &st, last, sizeof last, &err))) {
 			tool_error(tl, dir, &err);
 			break;
 		}
@@ -312,19 +320,18 @@ static int each_run(struct tool *tl, const char *dir, int print_states, int prin
 		notdone += st != SWEEP_DONE;
 		if (print_states) {
 			char rd[4400];
-			snprintf(rd, sizeof rd, "%s/%s", dir, names[i]);
+			snprintf(rd, sizeof rd, "%s/%s", dir, f.rows[i].name);
 			table_str(&tb, rd);
 			table_str(&tb, sweep_state_name(st));
 			table_str(&tb, last);
 			table_end_row(&tb);
 		}
-		if (print_ckpts && (rc = print_checkpoints(tl, dir, names[i])))
+		if (print_ckpts && (rc = print_checkpoints(tl, dir, f.rows[i].name)))
 			break;
 	}
 	if (npending)
 		*npending = notdone;
-	free(names);
-	free(steps);
+	sweep_file_free(&f);
 	return rc;
 }
 

@@ -1,8 +1,9 @@
 /*
  * sw-train - train a small Llama on the CPU (or a GPU, --device cuda) and
  * write the checkpoints and the trace the other tools read. Options to
- * struct train_config; the loop is lib/runs/train.c, the model lib/model/model.c,
- * the optimizers lib/model/optim.c, on a GPU lib/model/cuda/gpumodel.c; under mpirun,
+ * struct train_config through lib/runs/trainopts.c's table; the loop is
+ * lib/runs/train.c, the model lib/model/model.c, the optimizers
+ * lib/model/optim.c, on a GPU lib/model/cuda/gpumodel.c; under mpirun,
  * data parallel over the job's processes (lib/base/comm.c, lib/model/dp.c).
  */
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "../lib/base/comm.h"
 #include "../lib/model/modelio.h"
 #include "../lib/runs/train.h"
+#include "../lib/runs/trainopts.h"
 #include "common.h"
 
 static const char usage[] =
@@ -89,18 +91,6 @@ static const char help[] =
 	"Under mpirun -np N (when built with MPI: see --version), data parallel: each\n"
 	"rank runs 1/N of every batch; rank 0 writes the checkpoints and the trace.\n"
 	"See sw-train(1).\n";
-
-enum {
-	O_DATA = OPT_TOOL_FIRST, O_DATA_FORMAT, O_VOCAB, O_VAL_FRACTION, O_EVAL_EVERY,
-	O_EVAL_BATCHES, O_D_MODEL, O_N_LAYERS, O_N_HEADS, O_N_KV_HEADS, O_HEAD_DIM, O_D_FF,
-	O_SEQ_LEN, O_ROPE_THETA, O_NORM_EPS, O_TIE, O_QK_NORM, O_MULTIPLIERS, O_NO_SCALE_VECTORS, O_SCALE_DESIGN,
-	O_SCALE_REPARAM,
-	O_NORM_EVERYWHERE, O_STEPS, O_BATCH, O_GRAD_ACCUM, O_SEED, O_OPTIMIZER, O_LR, O_LR_MIN,
-	O_WARMUP, O_SCHEDULE, O_DECAY_FRAC, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WD, O_WD_MODE,
-	O_NORM_WD, O_WIDTH_BASE, O_WD_SCALING, O_MULT_LR, O_MULT_WD, O_BLOCKWISE_LR, O_GROUP_LR, O_GRAD_CLIP, O_OUT,
-	O_CKPT_EVERY, O_TRACE, O_TRACE_EVERY, O_SAVE_GRADS, O_RESUME, O_FISHER_EVERY,
-	O_FORCE, O_LOG, O_ZERO1, O_DEVICE, O_PRECISION, O_TIMING
-};
 
 static volatile sig_atomic_t interrupted;
 
@@ -216,267 +206,54 @@ static void print_timing(const struct train_result *r)
 	fprintf(stderr, ", other %.3f\n", other);
 }
 
-/* "emb=10,qk=8" into the block ratios */
-static void parse_block_ratios(struct tool *tl, const char *arg, double *ratio)
-{
-	char buf[256], *save = NULL;
-
-	if (strlen(arg) >= sizeof buf)
-		tool_usage_error(tl, "--blockwise-lr: too long");
-	strcpy(buf, arg);
-	for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(it, '=');
-		enum sw_block b;
-		if (!eq)
-			tool_usage_error(tl, "--blockwise-lr: '%s' is not BLOCK=RATIO", it);
-		*eq = '\0';
-		if (sw_block_parse(it, &b) < 0)
-			tool_usage_error(tl, "--blockwise-lr: unknown block '%s'", it);
-		ratio[b] = tool_parse_double(tl, "--blockwise-lr", eq + 1, 0, 1e6);
-	}
-}
-
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"help", no_argument, NULL, OPT_HELP}, {"version", no_argument, NULL, OPT_VERSION},
-		{"data", required_argument, NULL, O_DATA},
-		{"data-format", required_argument, NULL, O_DATA_FORMAT},
-		{"vocab", required_argument, NULL, O_VOCAB},
-		{"val-fraction", required_argument, NULL, O_VAL_FRACTION},
-		{"eval-every", required_argument, NULL, O_EVAL_EVERY},
-		{"eval-batches", required_argument, NULL, O_EVAL_BATCHES},
-		{"d-model", required_argument, NULL, O_D_MODEL},
-		{"n-layers", required_argument, NULL, O_N_LAYERS},
-		{"n-heads", required_argument, NULL, O_N_HEADS},
-		{"n-kv-heads", required_argument, NULL, O_N_KV_HEADS},
-		{"head-dim", required_argument, NULL, O_HEAD_DIM},
-		{"d-ff", required_argument, NULL, O_D_FF},
-		{"seq-len", required_argument, NULL, O_SEQ_LEN},
-		{"rope-theta", required_argument, NULL, O_ROPE_THETA},
-		{"norm-eps", required_argument, NULL, O_NORM_EPS},
-		{"tie", no_argument, NULL, O_TIE},
-		{"qk-norm", no_argument, NULL, O_QK_NORM},
-		{"multipliers", required_argument, NULL, O_MULTIPLIERS},
-		{"no-scale-vectors", no_argument, NULL, O_NO_SCALE_VECTORS},
-		{"scale-design", required_argument, NULL, O_SCALE_DESIGN},
-		{"scale-reparam", required_argument, NULL, O_SCALE_REPARAM},
-		{"norm-everywhere", no_argument, NULL, O_NORM_EVERYWHERE},
-		{"steps", required_argument, NULL, O_STEPS},
-		{"batch", required_argument, NULL, O_BATCH},
-		{"grad-accum", required_argument, NULL, O_GRAD_ACCUM},
-		{"seed", required_argument, NULL, O_SEED},
-		{"optimizer", required_argument, NULL, O_OPTIMIZER},
-		{"lr", required_argument, NULL, O_LR},
-		{"lr-min", required_argument, NULL, O_LR_MIN},
-		{"warmup", required_argument, NULL, O_WARMUP},
-		{"schedule", required_argument, NULL, O_SCHEDULE},
-		{"decay-frac", required_argument, NULL, O_DECAY_FRAC},
-		{"beta1", required_argument, NULL, O_BETA1},
-		{"beta2", required_argument, NULL, O_BETA2},
-		{"eps", required_argument, NULL, O_EPS},
-		{"momentum", required_argument, NULL, O_MOMENTUM},
-		{"wd", required_argument, NULL, O_WD},
-		{"wd-mode", required_argument, NULL, O_WD_MODE},
-		{"norm-wd", required_argument, NULL, O_NORM_WD},
-		{"width-base", required_argument, NULL, O_WIDTH_BASE},
-		{"wd-scaling", required_argument, NULL, O_WD_SCALING},
-		{"mult-lr", required_argument, NULL, O_MULT_LR},
-		{"mult-wd", required_argument, NULL, O_MULT_WD},
-		{"blockwise-lr", optional_argument, NULL, O_BLOCKWISE_LR},
-		{"group-lr", required_argument, NULL, O_GROUP_LR},
-		{"grad-clip", required_argument, NULL, O_GRAD_CLIP},
-		{"out", required_argument, NULL, O_OUT},
-		{"ckpt-every", required_argument, NULL, O_CKPT_EVERY},
-		{"trace", required_argument, NULL, O_TRACE},
-		{"trace-every", required_argument, NULL, O_TRACE_EVERY},
-		{"save-grads", no_argument, NULL, O_SAVE_GRADS},
-		{"resume", required_argument, NULL, O_RESUME},
-		TOOL_THREADS_OPTION,
-		{"fisher-every", required_argument, NULL, O_FISHER_EVERY},
-		{"force", no_argument, NULL, O_FORCE},
-		{"log", no_argument, NULL, O_LOG},
-		{"zero1", no_argument, NULL, O_ZERO1},
-		{"device", required_argument, NULL, O_DEVICE},
-		{"precision", required_argument, NULL, O_PRECISION},
-		{"timing", no_argument, NULL, O_TIMING},
-		{NULL, 0, NULL, 0}
+	/* sw-train's options: lib/runs/trainopts.c's table, the one owner of
+	 * their names, bounds and parse (sw-sweep checks a sweep's by it) */
+	struct option longopts[TRAINOPT_COUNT + 3] = {
+		{"help", no_argument, NULL, OPT_HELP}, {"version", no_argument, NULL, OPT_VERSION}
+	};
+	static const int has_arg[] = {
+		[TRAINOPT_NONE] = no_argument, [TRAINOPT_VALUE] = required_argument,
+		[TRAINOPT_OPTIONAL] = optional_argument
 	};
 	struct tool tl;
 	struct report rep;
+	struct trainopts o;
 	struct train_config tc;
-	struct sw_config *c = &tc.model;
 	struct sw_err err;
-	int opt, d_ff = 0, head_dim = 0, kv = 0;
+	int opt;
 
+	for (int i = 0; i < TRAINOPT_COUNT; i++)
+		longopts[2 + i] = (struct option){trainopts_table[i].name, has_arg[trainopts_table[i].arg], NULL,
+						  OPT_TOOL_FIRST + i};
 	tool_init(&tl, "sw-train", usage, help, argc, argv);
 	tl.mpi_use = "data parallel under mpirun";
-	train_config_defaults(&tc);
+	trainopts_init(&o);
 	memset(&rep, 0, sizeof rep);
 	rep.tl = &tl;
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt < OPT_TOOL_FIRST || opt >= OPT_TOOL_FIRST + TRAINOPT_COUNT) {
+			tool_common_option(&tl, opt, optarg);
+			continue;
+		}
+		if (trainopts_set(&o, opt - OPT_TOOL_FIRST, optarg, &err))
+			tool_usage_error(&tl, "%s", err.msg);
+		if (opt - OPT_TOOL_FIRST == TRAINOPT_THREADS)
+			tool_common_option(&tl, OPT_THREADS, optarg);   /* sets OpenMP's and OpenBLAS's */
+	}
+	if (optind < argc)
+		tool_usage_error(&tl, "unexpected argument '%s'", argv[optind]);
+	if (trainopts_finish(&o, &err))
+		tool_usage_error(&tl, "%s", err.msg);
+	tc = o.tc;
 	tc.interrupt = &interrupted;
 	tc.progress = progress;
 	tc.note = note;
 	tc.ctx = &rep;
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (opt) {
-		case O_DATA: tc.data_path = optarg; break;
-		case O_DATA_FORMAT:
-			if (data_format_parse(optarg, &tc.data_format) < 0)
-				tool_usage_error(&tl, "--data-format: auto, llmc, uint16 or bytes");
-			break;
-		case O_VOCAB: c->vocab_size = tool_parse_int(&tl, "--vocab", optarg, 2, 1 << 20); break;
-		case O_VAL_FRACTION: tc.val_fraction = tool_parse_double(&tl, "--val-fraction", optarg, 0, 0.9); break;
-		case O_EVAL_EVERY: tc.eval_every = tool_parse_int(&tl, "--eval-every", optarg, 0, 1LL << 40); break;
-		case O_EVAL_BATCHES: tc.eval_batches = (int)tool_parse_int(&tl, "--eval-batches", optarg, 1, 1 << 20); break;
-		case O_D_MODEL: c->d_model = tool_parse_int(&tl, "--d-model", optarg, 2, 1 << 16); break;
-		case O_N_LAYERS: c->n_layers = tool_parse_int(&tl, "--n-layers", optarg, 1, 1024); break;
-		case O_N_HEADS: c->n_heads = tool_parse_int(&tl, "--n-heads", optarg, 1, 1024); break;
-		case O_N_KV_HEADS: kv = (int)tool_parse_int(&tl, "--n-kv-heads", optarg, 1, 1024); break;
-		case O_HEAD_DIM: head_dim = (int)tool_parse_int(&tl, "--head-dim", optarg, 2, 4096); break;
-		case O_D_FF: d_ff = (int)tool_parse_int(&tl, "--d-ff", optarg, 1, 1 << 20); break;
-		case O_SEQ_LEN: c->seq_len = tool_parse_int(&tl, "--seq-len", optarg, 1, 1 << 16); break;
-		case O_ROPE_THETA: c->rope_theta = tool_parse_double(&tl, "--rope-theta", optarg, 1, 1e12); break;
-		case O_NORM_EPS: c->norm_eps = tool_parse_double(&tl, "--norm-eps", optarg, 0, 1); break;
-		case O_TIE: c->tie_embeddings = 1; break;
-		case O_QK_NORM: c->qk_norm = 1; break;
-		case O_MULTIPLIERS:
-			if (arch_multipliers_parse(optarg) < 0)
-				tool_usage_error(&tl, "--multipliers: " ARCH_MULTIPLIERS_LIST);
-			strcpy(c->multipliers, optarg);
-			break;
-		case O_NO_SCALE_VECTORS: c->scale_vectors = 0; break;
-		case O_SCALE_DESIGN: {
-			struct arch_scale_design d;
-			char why[64];
-			if (arch_scale_design_parse(optarg, &d, c->scale_design, sizeof c->scale_design, why))
-				tool_usage_error(&tl, "--scale-design: %s", why);
-			/* DNP on the attention's q and k is QK-norm */
-			if (d.dnp[ARCH_SV_ATTN])
-				c->qk_norm = 1;
-			break;
-		}
-		case O_SCALE_REPARAM: {
-			unsigned char mode[3];
-			char why[64];
-			if (!*optarg || arch_scale_reparam_parse(optarg, mode, c->scale_reparam,
-								 sizeof c->scale_reparam, why))
-				tool_usage_error(&tl, "--scale-reparam: %s", *optarg ? why : ARCH_SCALE_REPARAMS);
-			break;
-		}
-		case O_NORM_EVERYWHERE: c->norm_everywhere = 1; break;
-		case O_STEPS:
-			tc.optim.steps = tool_parse_int(&tl, "--steps", optarg, 0, 1LL << 40);
-			tc.steps_given = 1;
-			break;
-		case O_BATCH: tc.batch = (int)tool_parse_int(&tl, "--batch", optarg, 1, 1 << 16); break;
-		case O_GRAD_ACCUM: tc.grad_accum = (int)tool_parse_int(&tl, "--grad-accum", optarg, 1, 1 << 16); break;
-		case O_SEED: tc.seed = (uint64_t)tool_parse_int(&tl, "--seed", optarg, 0, 1LL << 62); break;
-		case O_OPTIMIZER:
-			if (optim_kind_parse(optarg, &tc.optim.kind) < 0)
-				tool_usage_error(&tl, "--optimizer: " OPTIM_KINDS);
-			break;
-		case O_LR: tc.optim.lr = tool_parse_double(&tl, "--lr", optarg, 0, 1e3); break;
-		case O_LR_MIN: tc.optim.lr_min = tool_parse_double(&tl, "--lr-min", optarg, 0, 1e3); break;
-		case O_WARMUP: tc.optim.warmup = tool_parse_int(&tl, "--warmup", optarg, 0, 1LL << 40); break;
-		case O_SCHEDULE:
-			if (optim_sched_parse(optarg, &tc.optim.sched) < 0)
-				tool_usage_error(&tl, "--schedule: constant, cosine or wsd");
-			break;
-		case O_DECAY_FRAC: tc.optim.decay_frac = tool_parse_double(&tl, "--decay-frac", optarg, 0, 1); break;
-		case O_BETA1: tc.optim.beta1 = tool_parse_double(&tl, "--beta1", optarg, 0, 0.999999); break;
-		case O_BETA2: tc.optim.beta2 = tool_parse_double(&tl, "--beta2", optarg, 0, 0.999999); break;
-		case O_EPS: tc.optim.eps = tool_parse_double(&tl, "--eps", optarg, 0, 1); break;
-		case O_MOMENTUM: tc.optim.momentum = tool_parse_double(&tl, "--momentum", optarg, 0, 0.999999); break;
-		case O_WD: tc.optim.wd = tool_parse_double(&tl, "--wd", optarg, 0, 1e3); break;
-		case O_WD_MODE:
-			/* of the modes a file may record, the two a run trains with */
-			if (sw_wd_mode_parse(optarg, &tc.optim.wd_mode) < 0 ||
-			    (tc.optim.wd_mode != SW_WD_COUPLED && tc.optim.wd_mode != SW_WD_INDEPENDENT))
-				tool_usage_error(&tl, "--wd-mode: coupled or independent");
-			break;
-		case O_NORM_WD:
-			if (optim_norm_wd_parse(optarg, &tc.optim.norm_wd) < 0)
-				tool_usage_error(&tl, "--norm-wd: none, all or iwd");
-			break;
-		case O_WIDTH_BASE: tc.optim.width_base = tool_parse_int(&tl, "--width-base", optarg, 1, 1 << 20); break;
-		case O_WD_SCALING:
-			if (optim_wd_scaling_parse(optarg, &tc.optim.wd_scaling) < 0)
-				tool_usage_error(&tl, "--wd-scaling: fixed, sqrt or linear");
-			break;
-		case O_MULT_LR: tc.optim.mult_lr_ratio = tool_parse_double(&tl, "--mult-lr", optarg, 0, 1e6); break;
-		case O_MULT_WD: tc.optim.mult_wd = tool_parse_double(&tl, "--mult-wd", optarg, 0, 1e3); break;
-		case O_BLOCKWISE_LR:
-			tc.optim.blockwise = 1;
-			if (optarg)
-				parse_block_ratios(&tl, optarg, tc.optim.block_ratio);
-			break;
-		case O_GROUP_LR: {
-			char buf[128], *a, *b;
-			if (strlen(optarg) >= sizeof buf)
-				tool_usage_error(&tl, "--group-lr: too long");
-			strcpy(buf, optarg);
-			a = strchr(buf, ':');
-			b = a ? strchr(a + 1, ':') : NULL;
-			if (!a || !b)
-				tool_usage_error(&tl, "--group-lr: INPUT:HIDDEN:OUTPUT, e.g. 1:0.125:1");
-			*a = *b = '\0';
-			tc.optim.group_ratio[SW_GROUP_INPUT] = tool_parse_double(&tl, "--group-lr", buf, 0, 1e6);
-			tc.optim.group_ratio[SW_GROUP_HIDDEN] = tool_parse_double(&tl, "--group-lr", a + 1, 0, 1e6);
-			tc.optim.group_ratio[SW_GROUP_OUTPUT] = tool_parse_double(&tl, "--group-lr", b + 1, 0, 1e6);
-			break;
-		}
-		case O_GRAD_CLIP: tc.optim.grad_clip = tool_parse_double(&tl, "--grad-clip", optarg, 0, 1e12); break;
-		case O_OUT: tc.out_dir = optarg; break;
-		case O_CKPT_EVERY: tc.ckpt_every = tool_parse_int(&tl, "--ckpt-every", optarg, 0, 1LL << 40); break;
-		case O_TRACE: tc.trace_path = optarg; break;
-		case O_TRACE_EVERY: tc.trace_every = tool_parse_int(&tl, "--trace-every", optarg, 0, 1LL << 40); break;
-		case O_SAVE_GRADS: tc.save_grads = 1; break;
-		case O_RESUME: tc.resume = optarg; break;
-		case O_FORCE: tc.force = 1; break;
-		case O_LOG: rep.log = 1; break;
-		case O_TIMING: tc.timing = 1; break;
-		case O_ZERO1: tc.zero1 = 1; break;
-		case O_FISHER_EVERY: tc.fisher_every = tool_parse_int(&tl, "--fisher-every", optarg, 0, 1LL << 40); break;
-		case O_DEVICE:
-			if (sw_device_parse(optarg, &tc.device) < 0)
-				tool_usage_error(&tl, "--device: cpu, cuda or emu");
-			break;
-		case O_PRECISION:
-			if (sw_precision_parse(optarg, &tc.precision) < 0)
-				tool_usage_error(&tl, "--precision: fp32 or bf16");
-			break;
-		default: tool_common_option(&tl, opt, optarg); break;
-		}
-	}
-	if (optind < argc)
-		tool_usage_error(&tl, "unexpected argument '%s'", argv[optind]);
-	if (!tc.data_path || !tc.out_dir)
-		tool_usage_error(&tl, "--data and --out are required");
-	if (tc.optim.wd_scaling != WD_SCALING_FIXED && !tc.optim.width_base)
-		tool_usage_error(&tl, "--wd-scaling scales from a base width: give --width-base");
-	if (c->scale_design[0] && !c->scale_vectors)
-		tool_usage_error(&tl, "--scale-design places scale vectors: not with --no-scale-vectors");
-	if (c->scale_reparam[0] && !c->scale_vectors)
-		tool_usage_error(&tl, "--scale-reparam reparameterizes scale vectors: not with --no-scale-vectors");
-	if (c->scale_design[0] && strcmp(c->multipliers, "none"))
-		tool_usage_error(&tl, "--scale-design and --multipliers: one or the other");
-	if (c->scale_design[0] && c->tie_embeddings && strstr(c->scale_design, "head="))
-		tool_usage_error(&tl, "--scale-design: the head's gains need an untied head (no --tie)");
+	rep.log = o.log;
 	rep.out = tc.out_dir;
 	rep.periodic = (tc.eval_every > 0 && tc.val_fraction > 0) || tc.ckpt_every > 0;
-	c->n_kv_heads = kv ? kv : c->n_heads;
-	c->head_dim = head_dim;
-	if (!head_dim && arch_default_head_dim(c, &err))
-		tool_usage_error(&tl, "--d-model %lld is not a multiple of --n-heads %lld (or give --head-dim)",
-				 (long long)c->d_model, (long long)c->n_heads);
-	c->d_ff = d_ff ? d_ff : arch_default_d_ff(c->d_model);
-	if (c->n_heads % c->n_kv_heads)
-		tool_usage_error(&tl, "--n-heads must be a multiple of --n-kv-heads");
-	if (c->head_dim % 2)
-		tool_usage_error(&tl, "the head dimension must be even (RoPE rotates pairs)");
-	if (tc.precision == SW_PRECISION_BF16 && tc.device == SW_DEVICE_CPU)
-		tool_usage_error(&tl, "--precision bf16 is for a GPU (--device cuda); the CPU computes in fp32");
 	signal(SIGINT, on_sigint);
 
 	struct train_result res;

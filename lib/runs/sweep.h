@@ -7,9 +7,20 @@
  * one run per point: DIR/NAME, NAME made of the point's values
  * ("lr0.002-b16-t65536"), with one sw-train command each, the other
  * sw-train options common to all. The sweep file DIR/sweep.tsv records
- * the grid (index, run, one column per swept axis, steps); DIR/NAME/command
- * holds the run's sw-train arguments, one a line. Both are written once
- * (atomically); a directory holding another sweep is refused.
+ * the grid (index, run, one column per swept axis, steps, data: the
+ * --data every run reads); DIR/NAME/command holds the run's sw-train
+ * arguments, one a line. Both are written once (atomically); a directory
+ * holding another sweep is refused. The swept values and the common
+ * options are checked by sw-train's own parser (trainopts.h) for every
+ * run when the sweep is made.
+ *
+ * A sweep directory may come from a stranger: nothing in it is followed
+ * through a symbolic link (a run directory, a command file, the sweep
+ * file, a run's log DIR/NAME.log: SW_EDATA), and a command file is run
+ * only as sw-sweep writes it: sw-train's options alone, spelled in full,
+ * its --out the run's directory, no --resume, --force or --trace (but
+ * --trace '') of its own, its --data the sweep file's, its swept values
+ * and length its row's (SW_EDATA otherwise).
  *
  * A run is done when its last checkpoint (ckpt-STEPS.h5) is there,
  * partial when an earlier one is (it resumes from the latest), new
@@ -42,6 +53,7 @@ struct sweep {
 	char values[SWEEP_AXES][SWEEP_MAX_VALUES][SWEEP_VALUE_MAX];
 	char **args;                    /* the other sw-train options (not owned) */
 	int nargs;
+	const char *data;               /* their --data (sweep_expand sets it) */
 	struct sweep_run *runs;
 	int nruns;
 };
@@ -51,19 +63,24 @@ struct sweep {
 const char *sweep_axis_option(int axis);
 const char *sweep_axis_column(int axis);
 
-/* Set an axis from a comma list of positive numbers ("1e-3,2e-3");
- * SW_EUSAGE naming the bad value. */
+/* Set an axis from a comma list of values ("1e-3,2e-3"), each parsed as
+ * sw-train parses the option (--tokens: whole numbers); SW_EUSAGE naming
+ * the bad value, or one given twice. */
 int sweep_set_axis(struct sweep *s, int axis, const char *list, struct sw_err *err);
 
-/* Expand the grid of s (dir, axes and args set) into its runs. SW_EUSAGE:
- * an option sw-sweep sets (--out, --resume, --force, --steps with
- * --tokens, a swept one) among args, an argument with a newline, tokens
- * that make no step, more than 100000 runs. */
+/* Expand the grid of s (dir, axes and args set) into its runs, each
+ * run's command checked as sw-train will read it. SW_EUSAGE: an option
+ * sw-train refuses (or spelled otherwise than in full), an option sw-sweep
+ * sets (--out, --resume, --force, --trace but '', --steps with --tokens,
+ * a swept one) among args, no --data, an argument with a newline, a
+ * --data with a tab, tokens that make no step, more than 100000 runs. */
 int sweep_expand(struct sweep *s, struct sw_err *err);
 void sweep_free(struct sweep *s);
 
 /* Write DIR/sweep.tsv and every run's command file; the same sweep
- * already there is kept (resumed); another is SW_ECANTCREAT. */
+ * already there is kept (resumed; a sweep file without the data column
+ * rewritten with it); another is SW_ECANTCREAT; a link where a run's
+ * directory or command file goes, SW_EDATA. */
 int sweep_write(const struct sweep *s, struct sw_err *err);
 
 enum sweep_state { SWEEP_NEW, SWEEP_PARTIAL, SWEEP_DONE };
@@ -71,26 +88,47 @@ const char *sweep_state_name(enum sweep_state st);
 
 /* The state of run `name` of the sweep in dir, which makes `steps` steps
  * (the number its command file gives), and the latest checkpoint
- * ("" for none) in last. */
+ * ("" for none) in last. SW_EDATA: the run's directory is a symbolic
+ * link, or not a directory. */
 int sweep_run_state(const char *dir, const char *name, int64_t steps, enum sweep_state *st,
 		    char *last, size_t len, struct sw_err *err);
+
+/* A sweep file as read: its rows, the axes it sweeps, its data. */
+struct sweep_row {
+	char name[256];
+	char value[SWEEP_AXES][SWEEP_VALUE_MAX];        /* "" where not swept */
+	int64_t steps;
+};
+struct sweep_file {
+	struct sweep_row *rows;
+	int nrows;
+	int swept[SWEEP_AXES];
+	char *data;                     /* NULL: a file without the data column */
+};
+
+/* Read the sweep file of dir into f (free with sweep_file_free).
+ * SW_ENOINPUT: none; SW_EDATA: a file not as sweep_write writes it (a
+ * file of an older sw-sweep, without the data column, is read). */
+int sweep_load(const char *dir, struct sweep_file *f, struct sw_err *err);
+void sweep_file_free(struct sweep_file *f);
 
 /*
  * Run `index` of the sweep in dir: its name, its state, and the sw-train
  * argument vector (argv[0] "sw-train", NULL-terminated; free with
  * sweep_argv_free) that starts it (with --force over leftovers), resumes
  * it from its latest checkpoint, or NULL when it is done. SW_ENOINPUT: no
- * sweep in dir; SW_EUSAGE: no such run; SW_EDATA: a sweep file not as
- * sweep_write writes it.
+ * sweep in dir; SW_EUSAGE: no such run; SW_EDATA: a sweep file or a
+ * command not as sweep_write writes it (see above), or a sweep file
+ * without the data column.
  */
 int sweep_argv(const char *dir, int index, char *name, size_t name_len, enum sweep_state *st,
 	       char ***argv, struct sw_err *err);
 void sweep_argv_free(char **argv);
 
-/* The number of runs of the sweep in dir, and their names and steps
- * (names[i] holds 256 bytes). */
-int sweep_load(const char *dir, int *nruns, char (**names)[256], int64_t **steps,
-	       struct sw_err *err);
+/* DIR/NAME.log, run name's log, opened for appending under dir, never
+ * through a symbolic link (SW_EDATA, as anything but a regular file in
+ * its place), into *fd. */
+int sweep_open_log(const char *dir, const char *name, int *fd, struct sw_err *err);
 
 /* word quoted for a POSIX shell ('...' with ' as '\'') into buf; NULL when
  * it does not fit. */

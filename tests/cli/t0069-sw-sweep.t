@@ -19,9 +19,11 @@ test_expect_success 'a 2x2 grid run with xargs -P: every run done, its sweep fil
 		printf "sw/%s\tdone\tsw/%s/ckpt-%06d.h5\n" $n $n $s >>expect || return 1
 	done &&
 	test_cmp expect out &&
-	printf "index\trun\tlr\tbatch\ttokens\tsteps\n" >expect &&
-	printf "0\tlr3e-3-b4-t8192\t3e-3\t4\t8192\t128\n1\tlr3e-3-b8-t8192\t3e-3\t8\t8192\t64\n" >>expect &&
-	printf "2\tlr1e-2-b4-t8192\t1e-2\t4\t8192\t128\n3\tlr1e-2-b8-t8192\t1e-2\t8\t8192\t64\n" >>expect &&
+	printf "index\trun\tlr\tbatch\ttokens\tsteps\tdata\n" >expect &&
+	printf "0\tlr3e-3-b4-t8192\t3e-3\t4\t8192\t128\t%s\n1\tlr3e-3-b8-t8192\t3e-3\t8\t8192\t64\t%s\n" \
+		$CORPUS $CORPUS >>expect &&
+	printf "2\tlr1e-2-b4-t8192\t1e-2\t4\t8192\t128\t%s\n3\tlr1e-2-b8-t8192\t1e-2\t8\t8192\t64\t%s\n" \
+		$CORPUS $CORPUS >>expect &&
 	test_cmp expect sw/sweep.tsv
 '
 
@@ -123,14 +125,15 @@ test_expect_success 'without --tokens: --steps after -- is the run length, and a
 	sw-sweep --out plain --lr 1e-3 -- $TRAIN --steps 5 --ckpt-every 2 >out3 &&
 	printf "run\tstate\tcheckpoint\nplain/lr1e-3\tdone\tplain/lr1e-3/ckpt-000005.h5\n" >expect &&
 	test_cmp expect out3 &&
-	printf "index\trun\tlr\tsteps\n0\tlr1e-3\t1e-3\t5\n" >expect && test_cmp expect plain/sweep.tsv &&
+	printf "index\trun\tlr\tsteps\tdata\n0\tlr1e-3\t1e-3\t5\t%s\n" $CORPUS >expect &&
+	test_cmp expect plain/sweep.tsv &&
 	sw-sweep --status plain >status && test_cmp out3 status &&
 	sw-sweep --status plain --json >status.json &&
 	printf "%s\n" "{\"run\": \"plain/lr1e-3\", \"state\": \"done\", \"checkpoint\": \"plain/lr1e-3/ckpt-000005.h5\"}" >expect &&
 	test_cmp expect status.json &&
 	sw-sweep --out plain --lr 1e-3 -- $TRAIN --steps 5 --ckpt-every 2 >again3 && test_cmp out3 again3 &&
 	test_expect_code 64 sw-sweep --out bad --lr 1e-3 -- $TRAIN --steps 0 2>err &&
-	grep "^sw-sweep: --seq-len, --grad-accum, --batch and --steps must be positive integers\$" err && test ! -e bad
+	grep "^sw-sweep: --steps 0: a run of a sweep makes at least one step\$" err && test ! -e bad
 '
 
 test_expect_success 'options checked before anything is made: newlines, a path --slurm cannot quote' '
