@@ -122,6 +122,9 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 		t->quiet = 1;
 		t->progress = t->log = 0;
 		return 1;
+	case OPT_FORCE:
+		t->force = 1;
+		return 1;
 	case OPT_THREADS: {
 		/* both pools: OpenMP runs the tools' own loops, OpenBLAS its
 		 * sgemm (its OpenMP build follows omp_set_num_threads only
@@ -219,6 +222,16 @@ struct ckpt *tool_next_ckpt(struct tool *t, const char **file)
 		tool_error(t, *file, &err);
 	}
 	return NULL;
+}
+
+int tool_check_output(struct tool *t, const char *out, const char *const *inputs, size_t n)
+{
+	struct sw_err err;
+	int rc = atomic_check_output(out, t->force, inputs, n, &err);
+
+	if (rc)
+		tool_error(t, out, &err);
+	return rc;
 }
 
 void tool_error(struct tool *t, const char *file, const struct sw_err *err)
