@@ -242,7 +242,12 @@ int atomic_check_output(const char *out, int force, const char *const *inputs, s
 				       : sw_fail(err, SW_ECANTCREAT, "cannot create: %s", strerror(errno));
 	if (S_ISDIR(st.st_mode))
 		return sw_fail(err, SW_ECANTCREAT, "is a directory");
-	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+	/* a link is neither followed nor replaced: the rename would put a
+	 * file in its place, and -o /dev/stdout, a link to a regular file
+	 * when stdout is one, is no file to replace */
+	if (S_ISLNK(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "is a symbolic link: not followed, not replaced, even with --force");
+	if (!S_ISREG(st.st_mode))
 		return sw_fail(err, SW_ECANTCREAT, "exists and is not a regular file");
 	if (!force)
 		return sw_fail(err, SW_ECANTCREAT, "exists (--force replaces it)");

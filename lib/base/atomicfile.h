@@ -71,10 +71,11 @@ void atomic_cleanup_on_signals(void);
  * standard input)? SW_OK, or SW_ECANTCREAT with err saying why (out's
  * name left to the caller): out is one of the inputs (the same file by
  * device and inode, so through a hard link, a symbolic link or another
- * spelling of the name too; refused even with force), out is a directory
- * or something else not a regular file (a device, a FIFO), or, unless
- * force, anything is there (a file, a symbolic link, even a dangling
- * one). An input that cannot be looked at is skipped: opening it says why.
+ * spelling of the name too), out is a symbolic link (dangling or not:
+ * never followed, never replaced), a directory or anything else not a
+ * regular file (a device, a FIFO) -- each refused even with force -- or,
+ * unless force, a file is there. An input that cannot be looked at is
+ * skipped: opening it says why.
  */
 int atomic_check_output(const char *out, int force, const char *const *inputs, size_t n,
 			struct sw_err *err);

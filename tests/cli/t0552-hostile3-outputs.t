@@ -189,11 +189,19 @@ test_expect_success 'a directory or a FIFO as the output: 73 with --force too, n
 	refused fifo "exists and is not a regular file" && test -p fifo && no_temp
 '
 
-test_expect_success 'a symbolic link as the output: --force replaces the link, never its target' '
-	echo "the user s notes" >notes.txt && sums before notes.txt && ln -s notes.txt link.bpe &&
-	sw-tokenize train --force --vocab 260 -o link.bpe corpus.txt >out &&
-	test ! -L link.bpe && grep -q "^scalewatch-bpe 1$" link.bpe &&
-	sums after notes.txt && test_cmp before after
+test_expect_success 'a symbolic link as the output (to a file, dangling): 73 with --force too, neither followed nor replaced' '
+	echo "the user s notes" >notes.txt && sums before notes.txt &&
+	ln -s notes.txt link.bpe && ln -s nowhere/x dangling.svg &&
+	tool=sw-tokenize &&
+	test_expect_code 73 sw-tokenize train --force --vocab 260 -o link.bpe corpus.txt >out 2>err &&
+	refused link.bpe "is a symbolic link: not followed, not replaced, even with --force" &&
+	test_expect_code 73 sw-tokenize decode -t tok.bpe -o link.bpe corpus.llmc >out 2>err &&
+	refused link.bpe "is a symbolic link: not followed, not replaced, even with --force" &&
+	tool=sw-sharpness &&
+	test_expect_code 73 sw-sharpness $SH --force --dump-labels dangling.svg c.h5 >out 2>err &&
+	refused dangling.svg "is a symbolic link: not followed, not replaced, even with --force" &&
+	test -L link.bpe && test -L dangling.svg && test ! -e nowhere &&
+	sums after notes.txt && test_cmp before after && no_temp
 '
 
 test_expect_success '--force is an option of the output: without one, 64' '

@@ -5,7 +5,8 @@
  * and the remembered files and directory of an export not yet in place
  * (each case in a child process that dies of the signal); temporary
  * names that fit NAME_MAX whenever the final name does; the output check
- * (an existing file, force, an input by name, hard or symbolic link).
+ * (an existing file, force, an input by name, hard or symbolic link, a
+ * symbolic link to another file, a directory).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -182,6 +183,10 @@ static void test_check_output(const char *dir)
 	   "its hard link and its symbolic link, with force: refused");
 	ok(mkdir(sub, 0777) == 0 && atomic_check_output(sub, 1, inputs, 2, &err) == SW_ECANTCREAT &&
 	   !strcmp(err.msg, "is a directory"), "a directory, with force: refused");
+	unlink(sym);
+	ok(symlink("other.txt", sym) == 0 && atomic_check_output(sym, 1, inputs, 2, &err) == SW_ECANTCREAT &&
+	   strstr(err.msg, "is a symbolic link"), "a symbolic link to another file, with force: refused (%s)",
+	   err.msg);
 	unlink(in);
 	unlink(hard);
 	unlink(sym);
