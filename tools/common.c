@@ -3,6 +3,7 @@
 #include "../lib/base/atomicfile.h"
 #include "../lib/runs/blocksharp.h"
 #include "../lib/formats/ckpt.h"
+#include "../lib/formats/ckptfiles.h"
 #include "../lib/base/comm.h"
 #include "../lib/analysis/matsched.h"
 
@@ -231,6 +232,22 @@ int tool_check_output(struct tool *t, const char *out, const char *const *inputs
 
 	if (rc)
 		tool_error(t, out, &err);
+	return rc;
+}
+
+int tool_check_output_ckpt(struct tool *t, const char *out, const char *ckpt, const char *data)
+{
+	struct ckpt_files in = {0};
+	struct sw_err err;
+	int rc = ckpt_files_add(&in, ckpt, 1, &err);
+
+	if (!rc && data)
+		rc = ckpt_files_add_one(&in, data, &err);
+	if (rc)
+		tool_error(t, NULL, &err);
+	else
+		rc = tool_check_output(t, out, (const char *const *)in.name, in.n);
+	ckpt_files_free(&in);
 	return rc;
 }
 

@@ -203,6 +203,11 @@ struct ckpt *tool_next_ckpt(struct tool *t, const char **file);
  */
 int tool_check_output(struct tool *t, const char *out, const char *const *inputs, size_t n);
 
+/* tool_check_output for a model tool's file (--dump-labels, --dump-batch):
+ * the inputs the checkpoint ckpt (with the files beside it, ckptfiles.h)
+ * and the data file (NULL: none). */
+int tool_check_output_ckpt(struct tool *t, const char *out, const char *ckpt, const char *data);
+
 /* Report err as "sw-TOOL: FILE: msg" and remember its status. */
 void tool_error(struct tool *t, const char *file, const struct sw_err *err);
 

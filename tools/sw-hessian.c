@@ -345,13 +345,12 @@ int main(int argc, char **argv)
 	table_header(&tb);
 	while ((file = tool_next_file(&tl)) && !tool_stdout_broken(&tl)) {
 		struct progress p = {&tl, file};
-		const char *inputs[] = {file, o.h.data.data};
 		struct hessian_result r;
 		struct sw_err err;
 		int rc;
 
 		/* not over the checkpoint or the data, nor a file there unless --force */
-		if (o.h.dump && tool_check_output(&tl, o.h.dump, inputs, o.h.data.data ? 2 : 1))
+		if (o.h.dump && tool_check_output_ckpt(&tl, o.h.dump, file, o.h.data.data))
 			break;
 
 		tool_progress(&tl, "%s: loading the model and a batch of %lld tokens", file,

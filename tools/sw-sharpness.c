@@ -350,10 +350,9 @@ int main(int argc, char **argv)
 		int rc;
 
 		struct pass_progress pp = {&tl, file, &o.est};
-		const char *inputs[] = {file, o.est.data};
 
 		/* not over the checkpoint or the data, nor a file there unless --force */
-		if (o.est.dump && tool_check_output(&tl, o.est.dump, inputs, o.est.data ? 2 : 1))
+		if (o.est.dump && tool_check_output_ckpt(&tl, o.est.dump, file, o.est.data))
 			break;
 
 		o.est.progress = (struct gnb_progress){pass_done, &pp};

@@ -2,8 +2,8 @@
 #include "convert.h"
 #include "../base/atomicfile.h"
 #include "../base/elemmath.h"
-#include "../base/grow.h"
 #include "ckpt.h"
+#include "ckptfiles.h"
 #include "h5write.h"
 #include "stwrite.h"
 
@@ -114,81 +114,29 @@ static int is_export_name(const char *name)
 	       !fnmatch("model-[0-9]*-of-[0-9]*.safetensors", name, 0);
 }
 
-/* A file a reader may read beside the checkpoint it opened: a config, an
- * index, a shard (safetensors, PyTorch, Meta's layout). */
-static int is_beside_input(const char *name)
-{
-	static const char *const pats[] = {"*.json", "*.safetensors", "*.bin", "*.pt", "*.pth"};
-
-	for (size_t i = 0; i < sizeof pats / sizeof pats[0]; i++)
-		if (!fnmatch(pats[i], name, FNM_PERIOD))
-			return 1;
-	return 0;
-}
-
-/* The inputs no output may be: in, the file opened (path) and the files a
- * reader may read beside it. Free with free_inputs. */
-struct inputs {
-	char **name;
-	size_t n, cap;
-};
-
-static int add_input(struct inputs *in, const char *dir, const char *name)
-{
-	if (SW_GROW(in->name, &in->cap, in->n + 1) < 0)
-		return -1;
-	if (asprintf(&in->name[in->n], "%s%s%s", dir ? dir : "", dir ? "/" : "", name) < 0)
-		return -1;
-	in->n++;
-	return 0;
-}
-
-static void free_inputs(struct inputs *in)
-{
-	for (size_t i = 0; i < in->n; i++)
-		free(in->name[i]);
-	free(in->name);
-}
-
-static int list_inputs(const char *in, const char *path, struct inputs *list, struct sw_err *err)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	struct dirent *de;
-	DIR *d;
-
-	memset(list, 0, sizeof *list);
-	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-	if (add_input(list, NULL, in) < 0 || add_input(list, NULL, path) < 0)
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	if ((d = opendir(dir))) {
-		while ((de = readdir(d)))
-			if (is_beside_input(de->d_name) && add_input(list, dir, de->d_name) < 0) {
-				closedir(d);
-				return sw_fail(err, SW_ESOFTWARE, "out of memory");
-			}
-		closedir(d);
-	}
-	return SW_OK;
-}
-
 /*
  * May out be written (atomic_check_output): never over an input, over an
  * existing out only with force. A directory out (want_dir) must be one,
  * and none of the files the export replaces or removes in it an input.
  * r->culprit: what the message is about.
  */
-static int check_out(const char *in, const char *path, const char *out,
+static int check_out(const struct ckpt *ck, const char *in, const char *path, const char *out,
 		     const struct convert_opts *o, int want_dir, int *exists,
 		     struct convert_result *r, struct sw_err *err)
 {
-	struct inputs list;
+	enum ckpt_format fmt = ckpt_meta(ck)->format;
+	int beside = fmt == CKPT_SAFETENSORS || fmt == CKPT_PYTORCH;
+	struct ckpt_files list = {0};
 	struct stat st;
 	struct dirent *de;
 	DIR *d;
 	int rc, i;
 
-	if ((rc = list_inputs(in, path, &list, err))) {
+	/* in: a directory, or a file in one; path: the file opened; what
+	 * beside them the safetensors and PyTorch readers read */
+	if ((rc = ckpt_files_add(&list, in, beside, err)) ||
+	    (rc = ckpt_files_add(&list, path, beside, err))) {
+		ckpt_files_free(&list);
 		blame(r, err, in);
 		return rc;
 	}
@@ -198,6 +146,8 @@ static int check_out(const char *in, const char *path, const char *out,
 	} else if ((i = atomic_input_index(out, (const char *const *)list.name, list.n)) >= 0) {
 		rc = sw_fail(err, SW_ECANTCREAT, "is also an input (%s): not replaced, even with --force",
 			     list.name[i]);
+	} else if (S_ISLNK(st.st_mode)) {
+		rc = sw_fail(err, SW_ECANTCREAT, "is a symbolic link: not followed, not replaced, even with --force");
 	} else if (!o->force) {
 		rc = sw_fail(err, SW_ECANTCREAT, "exists (--force replaces it)");
 	} else if (!S_ISDIR(st.st_mode)) {
@@ -218,7 +168,7 @@ static int check_out(const char *in, const char *path, const char *out,
 	}
 	if (rc && !r->culprit[0])
 		blame(r, NULL, out);
-	free_inputs(&list);
+	ckpt_files_free(&list);
 	return rc;
 }
 
@@ -721,7 +671,7 @@ static int to_safetensors(struct ckpt *ck, const char *given, const char *in, co
 		blame(r, err, in);
 		return rc;
 	}
-	if ((rc = check_out(given, in, out, o, 1, &exists, r, err)))
+	if ((rc = check_out(ck, given, in, out, o, 1, &exists, r, err)))
 		return rc;
 	rc = attrmap_set(&global, "format", "pt", err);     /* transformers wants it */
 	if (!rc)
@@ -932,7 +882,7 @@ static int to_hdf5(struct ckpt *ck, const char *given, const char *in, const cha
 			blame(r, err, in);
 			return rc;
 		}
-	if ((rc = check_out(given, in, out, o, 0, &exists, r, err)))
+	if ((rc = check_out(ck, given, in, out, o, 0, &exists, r, err)))
 		return rc;
 	if ((rc = h5w_create(out, "checkpoint", &w, err))) {
 		blame(r, err, out);

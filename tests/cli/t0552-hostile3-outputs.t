@@ -82,6 +82,17 @@ test_expect_success 'sw-hessian --dump-batch c.h5 c.h5, and the checkpoint named
 	sums after c.h5 corpus.txt && test_cmp before after && no_temp
 '
 
+test_expect_success 'a Hugging Face directory read by the model tools: its shard and config.json as the --dump file are 73' '
+	sums before hf/model.safetensors hf/config.json &&
+	tool=sw-hessian &&
+	test_expect_code 73 sw-hessian $SH --top 1 --force --dump-batch hf/model.safetensors hf >out 2>err &&
+	refused hf/model.safetensors "is also an input (hf/model.safetensors): not replaced, even with --force" &&
+	tool=sw-sharpness &&
+	test_expect_code 73 sw-sharpness $SH --force --dump-labels hf/config.json hf/model.safetensors >out 2>err &&
+	refused hf/config.json "is also an input (hf/config.json): not replaced, even with --force" &&
+	sums after hf/model.safetensors hf/config.json && test_cmp before after && no_temp
+'
+
 test_expect_success 'sw-tokenize train and encode -o corpus.txt corpus.txt: 73, with --force too, the corpus untouched' '
 	tool=sw-tokenize && sums before corpus.txt tok.bpe corpus.llmc &&
 	for force in "" --force; do
@@ -140,6 +151,15 @@ test_expect_success 'sw-convert --force: out the input, its file, its config.jso
 	test_expect_code 73 sw-convert --force --to safetensors hf/model.safetensors hf >out 2>err &&
 	refused hf/model.safetensors "is also an input (hf/model.safetensors): not replaced, even with --force" &&
 	sums after c.h5 hf/model.safetensors hf/config.json && test_cmp before after && no_temp
+'
+
+test_expect_success 'sw-convert --force: an HDF5 file exported into its own directory, over an earlier export there: exit 0' '
+	mkdir own && cp c.h5 own/c.h5 && sw-convert c.h5 own/earlier >/dev/null &&
+	cp own/earlier/* own/ && sums before own/c.h5 &&
+	sw-convert --force own/c.h5 own >out 2>err && test_line_count = 0 err &&
+	sw-convert --force own/c.h5 own >out 2>err && test_line_count = 0 err &&
+	cmp own/model.safetensors own/earlier/model.safetensors &&
+	sums after own/c.h5 && test_cmp before after && no_temp
 '
 
 # ---- C: an existing file is replaced only with --force ------------------
