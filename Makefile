@@ -132,11 +132,12 @@ MANPAGES  = $(wildcard man/*.1 man/*.5 man/*.7)
 
 # Debian packages, installed by need: make deps what building and running
 # (the demo included) need, make check the tests' references and tools too,
-# make fuzz clang
+# make fuzz clang (locales: the de_DE source localedef builds a decimal-comma
+# locale from in t0552)
 DEB_BUILD = gcc make pkg-config libhdf5-dev libopenblas-dev libopenblas-openmp-dev liblapacke-dev libcjson-dev \
             libminizip-dev libopenmpi-dev
 DEB_RUN   = gnuplot-nox fortunes openmpi-bin
-DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shellcheck parallel
+DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shellcheck parallel locales
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \

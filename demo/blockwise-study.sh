@@ -139,7 +139,7 @@ for seed in $SEEDS; do
 		printf '%s\t%s\t%d\t%d\n' $opt $seed $n $k >>"$out/principle.tsv"
 	done
 done
-sw-plot loss-curves "$out/curves.tsv" -o "$out/blockwise-curves.png"
+sw-plot --force loss-curves "$out/curves.tsv" -o "$out/blockwise-curves.png"
 
 say "terminal validation loss per horizon (nats/token)"
 awk -F'\t' 'NR == 1 { next } { k = $1 "\t" $3; s[k] += $4; ss[k] += $4 * $4; c[k]++; if (!(k in lo) || $4 < lo[k]) lo[k] = $4; if (!(k in hi) || $4 > hi[k]) hi[k] = $4 }

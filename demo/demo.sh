@@ -188,9 +188,9 @@ elif [ ! -s "$out/fortunes.txt" ]; then
 fi
 if [ ! -s "$out/fortunes.tok" ]; then
 	say "a BPE tokenizer on $(wc -c <"$out/fortunes.txt") bytes of fortunes; expected seconds (at $(elapsed))"
-	sw-tokenize train --vocab $VOCAB -o "$out/tokenizer.bpe" "$out/fortunes.txt" >"$out/tokenizer.tsv"
+	sw-tokenize train --force --vocab $VOCAB -o "$out/tokenizer.bpe" "$out/fortunes.txt" >"$out/tokenizer.tsv"
 	pretty <"$out/tokenizer.tsv"
-	sw-tokenize encode -t "$out/tokenizer.bpe" -o "$out/fortunes.tok" "$out/fortunes.txt" >"$out/encode.tsv"
+	sw-tokenize encode --force -t "$out/tokenizer.bpe" -o "$out/fortunes.tok" "$out/fortunes.txt" >"$out/encode.tsv"
 	pretty <"$out/encode.tsv"
 fi
 DATA="--data $out/fortunes.tok --vocab $VOCAB --seed ${SW_DEMO_SEED:-1}"
@@ -325,7 +325,7 @@ sw-transfer --summary "$SWEEP"/*/ckpt-*.h5 >"$out/transfer-summary.tsv" || true
 say "figures (at $(elapsed))"
 for kind in training residual norms sharpness sharpness-steps sharpness-hist spectrum \
 	spectrum-normalized esd qkdrift scale-vectors transfer transfer-fits; do
-	sw-plot "$kind" "$out/$kind.tsv" -o "$out/$kind.png"
+	sw-plot --force "$kind" "$out/$kind.tsv" -o "$out/$kind.png"
 	echo "$out/$kind.png"
 done
 

@@ -228,7 +228,7 @@ rm -f "$out/trace.tmp" "$out/loss.tmp" "$out/qk.tmp"
 # the figure: seed 1's validation curves
 printf 'step\tloss\trun\n' >"$out/curves.tsv"
 awk -F'\t' -v OFS='\t' 'NR > 1 && $3 == 1 { print $4, $5, $1 " " $2 }' "$out/curves-all.tsv" >>"$out/curves.tsv"
-sw-plot loss-curves "$out/curves.tsv" -o "$out/multipliers-curves.png"
+sw-plot --force loss-curves "$out/curves.tsv" -o "$out/multipliers-curves.png"
 
 say "terminal validation loss (nats/token), mean over seeds and range"
 cat "$out/terminal.tsv"

@@ -168,6 +168,6 @@ cat "$out/gains.tsv"
 printf 'step\tloss\trun\n' >"$out/curves.tsv"
 awk -F'\t' -v OFS='\t' -v s=$1 'NR > 1 && $2 == s && $1 !~ /iwd|all/ { print $3, $4, $1 }' \
 	"$out/curves-all.tsv" >>"$out/curves.tsv"
-sw-plot loss-curves "$out/curves.tsv" -o "$out/scale-vector-curves.png"
+sw-plot --force loss-curves "$out/curves.tsv" -o "$out/scale-vector-curves.png"
 rm -f "$out/trace.tmp" "$out/sv.tmp"
 echo "figure: $out/scale-vector-curves.png; in all $(( $(date +%s) - T0 )) s"

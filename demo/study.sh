@@ -57,7 +57,7 @@ study_corpus() {
 			{ echo "$(basename "$0"): $FORTUNES is missing: install Debian's fortunes (make deps)" >&2; exit 66; }
 		cat $(ls -d "$FORTUNES"/* | grep -v -E '\.(dat|u8)$') >"$1/corpus.txt"
 	fi
-	sw-tokenize train --vocab "$3" -o "$1/tokenizer.bpe" "$1/corpus.txt" >/dev/null
-	sw-tokenize encode -t "$1/tokenizer.bpe" -o "$1/corpus.tok.tmp" "$1/corpus.txt" >/dev/null
+	sw-tokenize train --force --vocab "$3" -o "$1/tokenizer.bpe" "$1/corpus.txt" >/dev/null
+	sw-tokenize encode --force -t "$1/tokenizer.bpe" -o "$1/corpus.tok.tmp" "$1/corpus.txt" >/dev/null
 	mv "$1/corpus.tok.tmp" "$1/corpus.tok"
 }

@@ -111,8 +111,8 @@ for opt in $OPTIMIZERS; do
 	xargs sw-transfer --refine --quiet <"$o/checkpoints.txt" >"$o/transfer.tsv"
 	xargs sw-transfer --summary --refine --quiet <"$o/checkpoints.txt" >"$o/summary.tsv"
 	xargs sw-transfer --table --quiet <"$o/checkpoints.txt" >"$o/table.tsv"
-	sw-plot transfer "$o/table.tsv" -o "$o/transfer.png"
-	sw-plot transfer-fits "$o/transfer.tsv" -o "$o/transfer-fits.png"
+	sw-plot --force transfer "$o/table.tsv" -o "$o/transfer.png"
+	sw-plot --force transfer-fits "$o/transfer.tsv" -o "$o/transfer-fits.png"
 
 	say "$opt: the loss-optimal (lr, batch) per horizon and the output norm there (sw-transfer --refine)"
 	cut -f1-8,12-13 "$o/transfer.tsv"

@@ -142,7 +142,7 @@ for rule in sqrt fixed; do
 		awk -F'\t' -v OFS='\t' -v d=$d 'NR > 1 && $1 ~ /-s1\// { $1 = "d_model " d; print }' \
 			"$out/spectrum.tmp" >>"$out/spectrum-$rule.tsv"
 	done
-	sw-plot spectrum "$out/spectrum-$rule.tsv" -o "$out/wd-spectra-$rule.png"
+	sw-plot --force spectrum "$out/spectrum-$rule.tsv" -o "$out/wd-spectra-$rule.png"
 done
 rm -f "$out/summary.tmp" "$out/spectrum.tmp" "$out/at-opt.txt"
 

@@ -3,6 +3,7 @@
 #include "../lib/base/atomicfile.h"
 #include "../lib/runs/blocksharp.h"
 #include "../lib/formats/ckpt.h"
+#include "../lib/formats/ckptfiles.h"
 #include "../lib/base/comm.h"
 #include "../lib/analysis/matsched.h"
 
@@ -122,6 +123,9 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 		t->quiet = 1;
 		t->progress = t->log = 0;
 		return 1;
+	case OPT_FORCE:
+		t->force = 1;
+		return 1;
 	case OPT_THREADS: {
 		/* both pools: OpenMP runs the tools' own loops, OpenBLAS its
 		 * sgemm (its OpenMP build follows omp_set_num_threads only
@@ -219,6 +223,32 @@ struct ckpt *tool_next_ckpt(struct tool *t, const char **file)
 		tool_error(t, *file, &err);
 	}
 	return NULL;
+}
+
+int tool_check_output(struct tool *t, const char *out, const char *const *inputs, size_t n)
+{
+	struct sw_err err;
+	int rc = atomic_check_output(out, t->force, inputs, n, &err);
+
+	if (rc)
+		tool_error(t, out, &err);
+	return rc;
+}
+
+int tool_check_output_ckpt(struct tool *t, const char *out, const char *ckpt, const char *data)
+{
+	struct ckpt_files in = {0};
+	struct sw_err err;
+	int rc = ckpt_files_add(&in, ckpt, 1, &err);
+
+	if (!rc && data)
+		rc = ckpt_files_add_one(&in, data, &err);
+	if (rc)
+		tool_error(t, NULL, &err);
+	else
+		rc = tool_check_output(t, out, (const char *const *)in.name, in.n);
+	ckpt_files_free(&in);
+	return rc;
 }
 
 void tool_error(struct tool *t, const char *file, const struct sw_err *err)

@@ -51,6 +51,11 @@ enum {
 	{"help", no_argument, NULL, OPT_HELP},                   \
 	{"version", no_argument, NULL, OPT_VERSION}
 
+/* --force, for every tool that writes a file: replace one that is there
+ * (never an input: tool_check_output). Below the tools' own options. */
+enum { OPT_FORCE = OPT_TOOL_FIRST - 1 };
+#define TOOL_FORCE_OPTION {"force", no_argument, NULL, OPT_FORCE}
+
 /* --threads N, for every tool that computes (tool_common_option sets
  * OpenMP's and OpenBLAS's thread counts alike). */
 #define TOOL_THREADS_OPTION {"threads", required_argument, NULL, OPT_THREADS}
@@ -122,6 +127,7 @@ struct tool {
 	int progress;           /* stderr is a terminal */
 	int log;                /* progress as lines: 1 --log, 2 the default off a terminal */
 	int quiet;              /* --quiet: no progress */
+	int force;              /* --force: an existing output may be replaced */
 	double started;         /* when the tool started (monotonic s) */
 	double last_log;        /* when the last --log line went out (monotonic s) */
 	int argc, argi;
@@ -188,6 +194,19 @@ int tool_name_line(struct tool *t, char *line, ssize_t n);
  * of the inputs or once stdout is broken. Close each with ckpt_close.
  */
 struct ckpt *tool_next_ckpt(struct tool *t, const char **file);
+
+/*
+ * May the tool write out, reading inputs (n names, "-" its stdin)? 0; or
+ * the refusal reported, "sw-TOOL: OUT: exists (--force replaces it)" or
+ * "... is also an input (IN) ...", and its status (73) returned and kept
+ * (atomic_check_output; --force as given). Called before any work.
+ */
+int tool_check_output(struct tool *t, const char *out, const char *const *inputs, size_t n);
+
+/* tool_check_output for a model tool's file (--dump-labels, --dump-batch):
+ * the inputs the checkpoint ckpt (with the files beside it, ckptfiles.h)
+ * and the data file (NULL: none). */
+int tool_check_output_ckpt(struct tool *t, const char *out, const char *ckpt, const char *data);
 
 /* Report err as "sw-TOOL: FILE: msg" and remember its status. */
 void tool_error(struct tool *t, const char *file, const struct sw_err *err);

@@ -25,7 +25,7 @@ static const char help[] =
 	"The scalewatch attributes travel in the safetensors metadata.\n"
 	"\n"
 	"  --dtype T         safetensors out: f32 (default, exact) or bf16 (nearest even)\n"
-	"  --force           replace an existing OUT\n"
+	"  --force           replace an existing OUT (never IN or a file of it)\n"
 	"  --json            report what was written as one JSON object on stdout:\n"
 	"                    in, out, to, tensors, shards, bytes (silent otherwise)\n"
 	"  -o, --output OUT  the output, as the second operand would name it\n"
@@ -37,13 +37,13 @@ static const char help[] =
 	"  --help, --version\n"
 	"See sw-convert(1).\n";
 
-enum { O_DTYPE = OPT_TOOL_FIRST, O_FORCE, O_SHARD_SIZE, O_TO };
+enum { O_DTYPE = OPT_TOOL_FIRST, O_SHARD_SIZE, O_TO };
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"dtype", required_argument, NULL, O_DTYPE},
-		{"force", no_argument, NULL, O_FORCE},
+		TOOL_FORCE_OPTION,
 		{"shard-size", required_argument, NULL, O_SHARD_SIZE},
 		{"to", required_argument, NULL, O_TO},
 		{"output", required_argument, NULL, 'o'},
@@ -71,9 +71,9 @@ int main(int argc, char **argv)
 			else
 				tool_usage_error(&tl, "--dtype: '%s' is not f32 or bf16", optarg);
 			break;
-		case O_FORCE: o.force = 1; break;
 		case 'o': out = optarg; break;
 		case OPT_JSON: tl.fmt = TABLE_JSON; break;
+		case OPT_FORCE: tool_common_option(&tl, opt, optarg); break;
 		case O_SHARD_SIZE:
 			if (convert_parse_size(optarg, &o.shard_size) < 0)
 				tool_usage_error(&tl, "--shard-size: '%s' is not a size like 10MB, 2GiB or 4096",
@@ -94,6 +94,7 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind != (out ? 1 : 2))
 		tool_usage_error(&tl, out ? "needs IN (and -o OUT, not a second OUT)" : "needs IN and OUT");
+	o.force = tl.force;
 	in = argv[optind];
 	if (!out)
 		out = argv[optind + 1];

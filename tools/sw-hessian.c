@@ -23,9 +23,9 @@ static const char usage[] =
 	"                  [--max-steps N] [--tol X] [--probes N] [--trace-estimator E]\n"
 	"                  [--gauss-newton] [--preconditioned]\n"
 	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
-	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--threads N]\n"
-	"                  [--log | --quiet] [--device D] [--block LIST] [--layer LIST]\n"
-	"                  [--name GLOB] [--role LIST] FILE ...";
+	"                  [--grid P [--smooth S]]] [--dump-batch FILE [--force]]\n"
+	"                  [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"
+	"                  [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
 static const char help[] =
 	"The loss Hessian of checkpoints on a batch of --data, per block type (and the\n"
 	"whole selection, 'all'): file step block nparams lambda_1..lambda_K steps bound\n"
@@ -54,6 +54,7 @@ static const char help[] =
 	"                     file step block ... lambda density tokens\n"
 	"  --smooth S         its width, relative to the block's node range (0.01)\n"
 	"  --dump-batch FILE  the batch's tokens and targets (HDF5)\n"
+	"  --force            replace an existing --dump-batch FILE (never an input)\n"
 	TOOL_THREADS_HELP
 	TOOL_LOG_HELP
 	TOOL_DEVICE_HELP
@@ -258,6 +259,7 @@ int main(int argc, char **argv)
 		{"grid", required_argument, NULL, O_GRID},
 		{"smooth", required_argument, NULL, O_SMOOTH},
 		{"dump-batch", required_argument, NULL, O_DUMP_BATCH},
+		TOOL_FORCE_OPTION,
 		{"device", required_argument, NULL, O_DEVICE},
 		TOOL_THREADS_OPTION,
 		TOOL_LOG_OPTION,
@@ -337,6 +339,8 @@ int main(int argc, char **argv)
 	tool_files_begin(&tl, optind);
 	if (o.h.dump && argc - optind != 1)
 		tool_usage_error(&tl, "--dump-batch takes one FILE");
+	if (tl.force && !o.h.dump)
+		tool_usage_error(&tl, "--force goes with --dump-batch");
 	table_init(&tb, stdout, tl.fmt, cols, columns(&o, cols, names));
 	table_header(&tb);
 	while ((file = tool_next_file(&tl)) && !tool_stdout_broken(&tl)) {
@@ -344,6 +348,10 @@ int main(int argc, char **argv)
 		struct hessian_result r;
 		struct sw_err err;
 		int rc;
+
+		/* not over the checkpoint or the data, nor a file there unless --force */
+		if (o.h.dump && tool_check_output_ckpt(&tl, o.h.dump, file, o.h.data.data))
+			break;
 
 		tool_progress(&tl, "%s: loading the model and a batch of %lld tokens", file,
 			      (long long)o.h.data.batch_tokens);

@@ -14,12 +14,13 @@
 #include "../lib/files/plot.h"
 #include "common.h"
 
-static const char usage[] = "sw-plot KIND IN.tsv -o OUT.png|OUT.pdf|OUT.svg\n       sw-plot --list";
+static const char usage[] = "sw-plot [--force] KIND IN.tsv -o OUT.png|OUT.pdf|OUT.svg\n       sw-plot --list";
 static const char help[] =
 	"Make a figure of kind KIND from a TSV a scalewatch tool printed, with gnuplot\n"
 	"(plots/KIND.gp); the extension of OUT picks PNG, PDF or SVG. IN.tsv '-' is\n"
 	"stdin.\n"
 	"\n"
+	"  --force            replace an existing OUT (never IN)\n"
 	"  -o, --output OUT   the figure\n"
 	"  --list             the kinds, the columns each needs, the command for its TSV\n"
 	"  --help, --version\n"
@@ -49,6 +50,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"help", no_argument, NULL, OPT_HELP}, {"version", no_argument, NULL, OPT_VERSION},
 		{"output", required_argument, NULL, 'o'}, {"list", no_argument, NULL, OPT_TOOL_FIRST},
+		TOOL_FORCE_OPTION,
 		{NULL, 0, NULL, 0}
 	};
 	struct tool tl;
@@ -87,6 +89,8 @@ int main(int argc, char **argv)
 		return tool_finish(&tl);
 	}
 	snprintf(script, sizeof script, "%s/%s.gp", dir, k->name);
+	if (tool_check_output(&tl, out, &in, 1))
+		return tool_finish(&tl);
 	if (plot_stage_table(in, k, &st, &err)) {
 		tool_error(&tl, strcmp(in, "-") ? in : "stdin", &err);
 		return tool_finish(&tl);

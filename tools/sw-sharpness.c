@@ -22,8 +22,9 @@ static const char usage[] =
 	"                    [--seed S] [--same-batch] [--seq-len T] [--micro-batch M]\n"
 	"                    [--low-memory] [--recompute]\n"
 	"                    [--per-layer | --per-tensor | --hist BINS | --ratios]\n"
-	"                    [--check principle [--strict]] [--dump-labels FILE]\n"
-	"                    [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"
+	"                    [--check principle [--strict]]\n"
+	"                    [--dump-labels FILE [--force]] [--threads N]\n"
+	"                    [--log | --quiet] [--device D] [--block LIST]\n"
 	"                    [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
 static const char help[] =
 	"Diagonal Gauss-Newton (GNB) sharpness of checkpoints, per block type:\n"
@@ -49,6 +50,7 @@ static const char help[] =
 	"  --check principle  exit 1 unless Norm is the sharpest and Emb the flattest\n"
 	"  --strict           with --check: also S(qk) < S(ffn) < S(vo)\n"
 	"  --dump-labels FILE the inputs and sampled labels of every draw (HDF5)\n"
+	"  --force            replace an existing --dump-labels FILE (never an input)\n"
 	TOOL_THREADS_HELP
 	TOOL_LOG_HELP
 	TOOL_DEVICE_HELP
@@ -262,6 +264,7 @@ int main(int argc, char **argv)
 		{"check", required_argument, NULL, O_CHECK},
 		{"strict", no_argument, NULL, O_STRICT},
 		{"dump-labels", required_argument, NULL, O_DUMP_LABELS},
+		TOOL_FORCE_OPTION,
 		TOOL_THREADS_OPTION,
 		TOOL_LOG_OPTION,
 		{"device", required_argument, NULL, O_DEVICE},
@@ -310,6 +313,8 @@ int main(int argc, char **argv)
 	tool_files_begin(&tl, optind);
 	if (o.est.dump && argc - optind != 1)
 		tool_usage_error(&tl, "--dump-labels takes one FILE");
+	if (tl.force && !o.est.dump)
+		tool_usage_error(&tl, "--force goes with --dump-labels");
 	{
 		struct sw_err err;
 		int rc = comm_init(&argc, &argv, &o.est.comm, &err);
@@ -345,6 +350,10 @@ int main(int argc, char **argv)
 		int rc;
 
 		struct pass_progress pp = {&tl, file, &o.est};
+
+		/* not over the checkpoint or the data, nor a file there unless --force */
+		if (o.est.dump && tool_check_output_ckpt(&tl, o.est.dump, file, o.est.data))
+			break;
 
 		o.est.progress = (struct gnb_progress){pass_done, &pp};
 		tool_progress(&tl, "%s: /fisher, or an estimate on %lld tokens x %d draws", file,

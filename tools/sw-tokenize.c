@@ -18,11 +18,12 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-tokenize train [--json] [--vocab N] [--pretokenize words|none]\n"
-	"                  -o TOKENIZER [--log | --quiet] [FILE ...]\n"
-	"       sw-tokenize encode [--json] -t TOKENIZER -o TOKENS [--log | --quiet]\n"
+	"sw-tokenize train [--force] [--json] [--vocab N]\n"
+	"                  [--pretokenize words|none] -o TOKENIZER [--log | --quiet]\n"
 	"                  [FILE ...]\n"
-	"       sw-tokenize decode -t TOKENIZER [-o FILE] [TOKENS ...]\n"
+	"       sw-tokenize encode [--force] [--json] -t TOKENIZER -o TOKENS\n"
+	"                  [--log | --quiet] [FILE ...]\n"
+	"       sw-tokenize decode -t TOKENIZER [--force] [-o FILE] [TOKENS ...]\n"
 	"       sw-tokenize info [--json] [--tokens] [TOKENIZER ...]";
 static const char help[] =
 	"A byte-level BPE tokenizer.\n"
@@ -34,6 +35,7 @@ static const char help[] =
 	"  info     file vocab merges pretokenizer longest per tokenizer; --tokens:\n"
 	"           file id left right length bytes per token (bytes escaped)\n"
 	"\n"
+	"  --force                replace an existing -o FILE (never an input)\n"
 	"  -o, --output FILE      written under a temporary name, then renamed\n"
 	"  -t, --tokenizer FILE   the tokenizer file train wrote\n"
 	"  --vocab N              vocabulary size, 257..65536 (2048)\n"
@@ -177,9 +179,14 @@ static int fail(struct tool *tl, const char *file, const struct sw_err *err)
 	return tool_finish(tl);
 }
 
-static double ratio(uint64_t a, uint64_t b)
+/* The bytes_per_token cell: empty (null in JSON) for no token, the
+ * unknown value, not 0. */
+static void bytes_per_token(struct table *tb, uint64_t bytes, uint64_t tokens)
 {
-	return b ? (double)a / (double)b : 0;
+	if (tokens)
+		table_num(tb, (double)bytes / (double)tokens);
+	else
+		table_empty(tb);
 }
 
 /* ---- train ---- */
@@ -240,7 +247,7 @@ static int cmd_train(struct tool *tl, const struct opts *o)
 	table_int(&tb, st.vocab - 256);
 	table_int(&tb, (int64_t)st.bytes);
 	table_int(&tb, (int64_t)st.tokens);
-	table_num(&tb, ratio(st.bytes, st.tokens));
+	bytes_per_token(&tb, st.bytes, st.tokens);
 	table_end_row(&tb);
 	return tool_finish(tl);
 abort_output:
@@ -325,7 +332,7 @@ out:
 			table_str(&tb, row[i].name);
 			table_int(&tb, (int64_t)row[i].bytes);
 			table_int(&tb, (int64_t)row[i].tokens);
-			table_num(&tb, ratio(row[i].bytes, row[i].tokens));
+			bytes_per_token(&tb, row[i].bytes, row[i].tokens);
 			table_end_row(&tb);
 		}
 		free(row[i].name);
@@ -528,6 +535,29 @@ static int cmd_info(struct tool *tl, const struct opts *o)
 
 /* ---- main ---- */
 
+/* -o is none of the inputs (the FILEs or stdin, the tokenizer) and, unless
+ * --force, no file there: refused before any work (tool_check_output). */
+static int check_output(struct tool *tl, const struct opts *o)
+{
+	size_t n = 0;
+	const char **in = malloc(((size_t)(tl->argc - tl->argi) + 1) * sizeof *in);
+	struct sw_err err;
+	int rc;
+
+	if (!in) {
+		sw_fail(&err, SW_ESOFTWARE, "out of memory");
+		tool_error(tl, NULL, &err);
+		return SW_ESOFTWARE;
+	}
+	if (o->tokenizer)
+		in[n++] = o->tokenizer;
+	for (int i = tl->argi; i < tl->argc; i++)
+		in[n++] = tl->argv[i];
+	rc = tool_check_output(tl, o->output, in, n);
+	free(in);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -540,6 +570,7 @@ int main(int argc, char **argv)
 		{"vocab", required_argument, NULL, O_VOCAB},
 		{"pretokenize", required_argument, NULL, O_PRETOK},
 		{"tokens", no_argument, NULL, O_TOKENS},
+		TOOL_FORCE_OPTION,
 		{NULL, 0, NULL, 0}
 	};
 	static const char *const names[] = {"train", "encode", "decode", "info"};
@@ -593,6 +624,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "info writes to standard output");
 	if (!o.output && (o.cmd == CMD_TRAIN || o.cmd == CMD_ENCODE))
 		tool_usage_error(&tl, "%s needs -o FILE", names[o.cmd]);
+	if (tl.force && !o.output)
+		tool_usage_error(&tl, "--force goes with -o FILE");
 	if (o.cmd == CMD_INFO) {
 		tool_files_begin(&tl, optind + 1);
 	} else if (optind + 1 >= argc) {
@@ -606,6 +639,8 @@ int main(int argc, char **argv)
 	} else {
 		tl.argi = optind + 1;
 	}
+	if (o.output && check_output(&tl, &o))
+		return tool_finish(&tl);
 	switch (o.cmd) {
 	case CMD_TRAIN: return cmd_train(&tl, &o);
 	case CMD_ENCODE: return cmd_encode(&tl, &o);

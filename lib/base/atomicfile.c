@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,6 +159,32 @@ void atomic_discard(const char *tmp)
 	live_remove(tmp);
 }
 
+/* FNV-1a, 32 bits: the whole of a name cut short, in its temporary name. */
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+int atomic_tmp_name(const char *final, const char *suffix, char *tmp, size_t len)
+{
+	const char *slash = strrchr(final, '/'), *base = slash ? slash + 1 : final;
+	size_t blen = strlen(base), extra = strlen(".tmp.") + strlen(suffix);
+	const size_t hash = strlen("~12345678");
+	int n;
+
+	if (blen + extra > NAME_MAX && blen <= NAME_MAX && extra + hash < NAME_MAX)
+		n = snprintf(tmp, len, "%.*s%.*s~%08lx.tmp.%s", (int)(base - final), final,
+			     (int)(NAME_MAX - extra - hash), base, (unsigned long)name_hash(base),
+			     suffix);
+	else
+		n = snprintf(tmp, len, "%s.tmp.%s", final, suffix);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 int atomic_create(const char *final, char *tmp, size_t len, int *fd,
 		  struct sw_err *err)
 {
@@ -165,9 +192,10 @@ int atomic_create(const char *final, char *tmp, size_t len, int *fd,
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	for (unsigned long attempt = 0; attempt < 100; attempt++) {
-		int n = snprintf(tmp, len, "%s.tmp.%ld.%lx", final, (long)getpid(),
-				 (unsigned long)ts.tv_nsec + attempt * 7919UL);
-		if (n < 0 || (size_t)n >= len)
+		char suffix[48];
+		snprintf(suffix, sizeof suffix, "%ld.%lx", (long)getpid(),
+			 (unsigned long)ts.tv_nsec + attempt * 7919UL);
+		if (atomic_tmp_name(final, suffix, tmp, len) < 0)
 			return sw_fail(err, SW_ECANTCREAT, "%s: path too long", final);
 		*fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		if (*fd >= 0) {
@@ -179,6 +207,51 @@ int atomic_create(const char *final, char *tmp, size_t len, int *fd,
 				       final, strerror(errno));
 	}
 	return sw_fail(err, SW_ECANTCREAT, "%s: cannot find a free temporary name", final);
+}
+
+/* stat(2) of an input name; "-" is the standard input. */
+static int stat_input(const char *name, struct stat *st)
+{
+	return strcmp(name, "-") ? stat(name, st) : fstat(STDIN_FILENO, st);
+}
+
+int atomic_input_index(const char *path, const char *const *inputs, size_t n)
+{
+	struct stat out, in;
+
+	if (stat(path, &out) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (inputs[i] && stat_input(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
+		    in.st_ino == out.st_ino)
+			return (int)i;
+	return -1;
+}
+
+int atomic_check_output(const char *out, int force, const char *const *inputs, size_t n,
+			struct sw_err *err)
+{
+	struct stat st;
+	int i = atomic_input_index(out, inputs, n);
+
+	if (i >= 0)
+		return sw_fail(err, SW_ECANTCREAT, "is also an input (%s): not replaced, even with --force",
+			       strcmp(inputs[i], "-") ? inputs[i] : "stdin");
+	if (lstat(out, &st) < 0)
+		return errno == ENOENT ? SW_OK
+				       : sw_fail(err, SW_ECANTCREAT, "cannot create: %s", strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "is a directory");
+	/* a link is neither followed nor replaced: the rename would put a
+	 * file in its place, and -o /dev/stdout, a link to a regular file
+	 * when stdout is one, is no file to replace */
+	if (S_ISLNK(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "is a symbolic link: not followed, not replaced, even with --force");
+	if (!S_ISREG(st.st_mode))
+		return sw_fail(err, SW_ECANTCREAT, "exists and is not a regular file");
+	if (!force)
+		return sw_fail(err, SW_ECANTCREAT, "exists (--force replaces it)");
+	return SW_OK;
 }
 
 static int fsync_path(const char *path, int flags)

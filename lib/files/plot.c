@@ -340,7 +340,12 @@ static void last_complaint(const char *log, char *buf, size_t len)
 	fclose(f);
 }
 
-/* The child: in the stage, stdin /dev/null, stdout the pipe, stderr the log. */
+/*
+ * The child: in the stage, stdin /dev/null, stdout the pipe, stderr the
+ * log, in the C locale. A decimal comma (de_DE.UTF-8) would make the
+ * scripts' awk print 1,5 and read 2.5 as 2, and sort -g order by it:
+ * another figure, or none. Only the child's environment is changed.
+ */
 static void exec_gnuplot(const struct plot_stage *st, int pipe_w, const char *expr,
 			 const char *script)
 {
@@ -348,7 +353,8 @@ static void exec_gnuplot(const struct plot_stage *st, int pipe_w, const char *ex
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 	if (log < 0 || null < 0 || chdir(st->dir) < 0 || dup2(null, STDIN_FILENO) < 0 ||
-	    dup2(pipe_w, STDOUT_FILENO) < 0 || dup2(log, STDERR_FILENO) < 0)
+	    dup2(pipe_w, STDOUT_FILENO) < 0 || dup2(log, STDERR_FILENO) < 0 ||
+	    setenv("LC_ALL", "C", 1) < 0 || setenv("LC_NUMERIC", "C", 1) < 0)
 		_exit(126);
 	execlp("gnuplot", "gnuplot", "-d", "-e", expr, script, (char *)NULL);
 	dprintf(STDERR_FILENO, "cannot run gnuplot: %s\n", strerror(errno));

@@ -3,6 +3,7 @@
 #include "../base/atomicfile.h"
 #include "../base/elemmath.h"
 #include "ckpt.h"
+#include "ckptfiles.h"
 #include "h5write.h"
 #include "stwrite.h"
 
@@ -105,22 +106,70 @@ static void blame_in_tmpdir(struct convert_result *r, struct sw_err *err,
 	memmove(err->msg, colon + 2, strlen(colon + 2) + 1);
 }
 
-/* Refuse to replace out without force (and a directory by a file). */
-static int check_out(const char *out, const struct convert_opts *o, int want_dir,
-		     int *exists, struct sw_err *err)
+/* A name an export writes into its directory, or removes there from the
+ * export before it (publish). */
+static int is_export_name(const char *name)
 {
-	struct stat st;
+	return !strcmp(name, "config.json") || !strcmp(name, SINGLE_NAME) || !strcmp(name, INDEX_NAME) ||
+	       !fnmatch("model-[0-9]*-of-[0-9]*.safetensors", name, 0);
+}
 
+/*
+ * May out be written (atomic_check_output): never over an input, over an
+ * existing out only with force. A directory out (want_dir) must be one,
+ * and none of the files the export replaces or removes in it an input.
+ * r->culprit: what the message is about.
+ */
+static int check_out(const struct ckpt *ck, const char *in, const char *path, const char *out,
+		     const struct convert_opts *o, int want_dir, int *exists,
+		     struct convert_result *r, struct sw_err *err)
+{
+	enum ckpt_format fmt = ckpt_meta(ck)->format;
+	int beside = fmt == CKPT_SAFETENSORS || fmt == CKPT_PYTORCH;
+	struct ckpt_files list = {0};
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int rc, i;
+
+	/* in: a directory, or a file in one; path: the file opened; what
+	 * beside them the safetensors and PyTorch readers read */
+	if ((rc = ckpt_files_add(&list, in, beside, err)) ||
+	    (rc = ckpt_files_add(&list, path, beside, err))) {
+		ckpt_files_free(&list);
+		blame(r, err, in);
+		return rc;
+	}
 	*exists = lstat(out, &st) == 0;
-	if (!*exists)
-		return SW_OK;
-	if (!o->force)
-		return sw_fail(err, SW_ECANTCREAT, "exists (--force replaces it)");
-	if (want_dir && !S_ISDIR(st.st_mode))
-		return sw_fail(err, SW_ECANTCREAT, "exists and is not a directory");
-	if (!want_dir && S_ISDIR(st.st_mode))
-		return sw_fail(err, SW_ECANTCREAT, "is a directory");
-	return SW_OK;
+	if (!want_dir || !*exists) {
+		rc = atomic_check_output(out, o->force, (const char *const *)list.name, list.n, err);
+	} else if ((i = atomic_input_index(out, (const char *const *)list.name, list.n)) >= 0) {
+		rc = sw_fail(err, SW_ECANTCREAT, "is also an input (%s): not replaced, even with --force",
+			     list.name[i]);
+	} else if (S_ISLNK(st.st_mode)) {
+		rc = sw_fail(err, SW_ECANTCREAT, "is a symbolic link: not followed, not replaced, even with --force");
+	} else if (!o->force) {
+		rc = sw_fail(err, SW_ECANTCREAT, "exists (--force replaces it)");
+	} else if (!S_ISDIR(st.st_mode)) {
+		rc = sw_fail(err, SW_ECANTCREAT, "exists and is not a directory");
+	} else if ((d = opendir(out))) {
+		while (!rc && (de = readdir(d))) {
+			char p[PATH_MAX];
+			if (snprintf(p, sizeof p, "%s/%s", out, de->d_name) < (int)sizeof p &&
+			    is_export_name(de->d_name) &&
+			    (i = atomic_input_index(p, (const char *const *)list.name, list.n)) >= 0) {
+				blame(r, NULL, p);
+				rc = sw_fail(err, SW_ECANTCREAT,
+					     "is also an input (%s): not replaced, even with --force",
+					     list.name[i]);
+			}
+		}
+		closedir(d);
+	}
+	if (rc && !r->culprit[0])
+		blame(r, NULL, out);
+	ckpt_files_free(&list);
+	return rc;
 }
 
 /* ---- HDF5 -> safetensors ------------------------------------------ */
@@ -531,8 +580,7 @@ static int publish(const char *tmpdir, const char *out, int exists,
 	rmdir(tmpdir);
 	if ((d = opendir(out))) {
 		while ((de = readdir(d)))
-			if ((!strcmp(de->d_name, SINGLE_NAME) || !strcmp(de->d_name, INDEX_NAME) ||
-			     !fnmatch("model-[0-9]*-of-[0-9]*.safetensors", de->d_name, 0)) &&
+			if (is_export_name(de->d_name) && strcmp(de->d_name, "config.json") &&
 			    !is_ours(f, de->d_name)) {
 				snprintf(to, sizeof to, "%s/%s", out, de->d_name);
 				unlink(to);
@@ -547,7 +595,7 @@ static int make_tmpdir(const char *out, char *tmpdir, size_t len, struct sw_err 
 {
 	mode_t mask;
 
-	if (snprintf(tmpdir, len, "%s.tmp.XXXXXX", out) >= (int)len)
+	if (atomic_tmp_name(out, "XXXXXX", tmpdir, len) < 0)
 		return sw_fail(err, SW_ECANTCREAT, "path too long");
 	if (!mkdtemp(tmpdir))
 		return sw_fail(err, SW_ECANTCREAT, "cannot create: %s", strerror(errno));
@@ -600,7 +648,7 @@ static size_t add_unit_gains(const struct ckpt *ck, const struct sw_config *c, s
 	return added;
 }
 
-static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
+static int to_safetensors(struct ckpt *ck, const char *given, const char *in, const char *out,
 			  const struct convert_opts *o, struct convert_result *r, struct sw_err *err)
 {
 	struct sw_config c = ckpt_meta(ck)->config;
@@ -623,10 +671,8 @@ static int to_safetensors(struct ckpt *ck, const char *in, const char *out,
 		blame(r, err, in);
 		return rc;
 	}
-	if ((rc = check_out(out, o, 1, &exists, err))) {
-		blame(r, err, out);
+	if ((rc = check_out(ck, given, in, out, o, 1, &exists, r, err)))
 		return rc;
-	}
 	rc = attrmap_set(&global, "format", "pt", err);     /* transformers wants it */
 	if (!rc)
 		rc = ckpt_attrs(ck, &all, err);
@@ -818,7 +864,7 @@ static int restore_attrs(struct h5w *w, const struct attr_map *m, struct sw_err 
 	return SW_OK;
 }
 
-static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
+static int to_hdf5(struct ckpt *ck, const char *given, const char *in, const char *out,
 		   const struct convert_opts *o, struct convert_result *r, struct sw_err *err)
 {
 	const struct ckpt_meta *cm = ckpt_meta(ck);
@@ -836,8 +882,9 @@ static int to_hdf5(struct ckpt *ck, const char *in, const char *out,
 			blame(r, err, in);
 			return rc;
 		}
-	if ((rc = check_out(out, o, 0, &exists, err)) ||
-	    (rc = h5w_create(out, "checkpoint", &w, err))) {
+	if ((rc = check_out(ck, given, in, out, o, 0, &exists, r, err)))
+		return rc;
+	if ((rc = h5w_create(out, "checkpoint", &w, err))) {
 		blame(r, err, out);
 		return rc;
 	}
@@ -902,9 +949,9 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		return rc;
 	}
 	if (convert_to_hdf5(o->to, ckpt_meta(ck)->format, out))
-		rc = to_hdf5(ck, ckpt_path(ck), out, o, r, err);
+		rc = to_hdf5(ck, in, ckpt_path(ck), out, o, r, err);
 	else
-		rc = to_safetensors(ck, ckpt_path(ck), out, o, r, err);
+		rc = to_safetensors(ck, in, ckpt_path(ck), out, o, r, err);
 	ckpt_close(ck);
 	return rc;
 }

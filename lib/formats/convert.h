@@ -31,7 +31,9 @@
  * One tensor in memory at a time. Outputs appear whole or not at all: the
  * HDF5 file through h5io's temporary name, the directory built under a
  * temporary name beside OUT and renamed into place; an existing OUT is
- * replaced only with force.
+ * replaced only with force, and never when it (or a file the export
+ * replaces in it) is IN or one of IN's files (atomic_check_output,
+ * ckptfiles.h), nor when it is a symbolic link.
  */
 #ifndef SW_CONVERT_H
 #define SW_CONVERT_H
@@ -51,7 +53,7 @@ struct convert_opts {
 	enum convert_to to;
 	enum sw_dtype dtype;    /* safetensors out: SW_DTYPE_F32 or SW_DTYPE_BF16 */
 	uint64_t shard_size;    /* safetensors out: most tensor bytes in one file */
-	int force;              /* replace an existing OUT */
+	int force;              /* replace an existing OUT (never an input) */
 };
 
 struct convert_result {

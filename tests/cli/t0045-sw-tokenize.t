@@ -16,8 +16,8 @@ test_no_file() {
 
 # big.llmc: the corpus in the tokens of a vocabulary of 380 (ids beyond 300)
 big_llmc() {
-	sw-tokenize train --vocab 380 -o big.bpe "$CORPUS" >/dev/null &&
-	sw-tokenize encode -t big.bpe -o big.llmc "$CORPUS" >/dev/null
+	sw-tokenize train --force --vocab 380 -o big.bpe "$CORPUS" >/dev/null &&
+	sw-tokenize encode --force -t big.bpe -o big.llmc "$CORPUS" >/dev/null
 }
 
 test_expect_success 'setup: tok.bpe (vocabulary 300) and corpus.llmc, the corpus in its tokens' '
@@ -88,7 +88,7 @@ test_expect_success 'every byte value, NUL and invalid UTF-8, with words and non
 	grep -q "^pretokenizer none$" none.bpe &&
 	sw-tokenize train --vocab 600 -o h5.bpe "$FIX/tiny.h5" >/dev/null &&
 	for t in tok.bpe h5.bpe none.bpe; do
-		sw-tokenize encode -t $t -o b.llmc bytes >/dev/null &&
+		sw-tokenize encode --force -t $t -o b.llmc bytes >/dev/null &&
 		sw-tokenize decode -t $t b.llmc >b.back && cmp b.back bytes || exit 1
 	done
 '
@@ -120,7 +120,7 @@ test_expect_success 'words keeps merges within words; none crosses them' '
 '
 
 test_expect_success 'info: the summary and the tokens' '
-	sw-tokenize train --vocab 400 --pretokenize none -o cross.bpe "$CORPUS" >/dev/null &&
+	sw-tokenize train --force --vocab 400 --pretokenize none -o cross.bpe "$CORPUS" >/dev/null &&
 	sw-tokenize info tok.bpe cross.bpe >info &&
 	printf "file\tvocab\tmerges\tpretokenizer\tlongest\n" >expect && head -n 1 info >header &&
 	test_cmp expect header &&
@@ -183,10 +183,10 @@ test_expect_success 'missing input: exit 66, and no output, not even a temporary
 
 test_expect_success 'a failed run leaves an existing output as it was' '
 	cp corpus.llmc keep.llmc &&
-	test_expect_code 66 sw-tokenize encode -t tok.bpe -o keep.llmc "$FIX/wide.h5" nonexistent 2>err &&
+	test_expect_code 66 sw-tokenize encode --force -t tok.bpe -o keep.llmc "$FIX/wide.h5" nonexistent 2>err &&
 	cmp keep.llmc corpus.llmc && test_no_file keep.llmc.tmp &&
 	cp tok.bpe keep.bpe &&
-	test_expect_code 66 sw-tokenize train -o keep.bpe nonexistent 2>err && cmp keep.bpe tok.bpe
+	test_expect_code 66 sw-tokenize train --force -o keep.bpe nonexistent 2>err && cmp keep.bpe tok.bpe
 '
 
 test_expect_success 'cannot create the output: exit 73' '

@@ -145,8 +145,12 @@ test_expect_success 'gnuplot missing: exit 70 with the package named' '
 
 # cmp against ref.png, here and below: exact, the same gnuplot on the
 # same table
-test_expect_success 'an existing figure is replaced whole, never left half-written' '
-	echo "the user s figure" >keep.png && sw-plot norms norms.tsv -o keep.png && cmp keep.png ref.png &&
+test_expect_success 'an existing figure is kept without --force, replaced whole with it' '
+	echo "the user s figure" >keep.png && cp keep.png user.png &&
+	test_expect_code 73 sw-plot norms norms.tsv -o keep.png 2>err &&
+	test_one_error sw-plot keep.png && grep -q "exists (--force replaces it)$" err &&
+	cmp keep.png user.png &&
+	sw-plot --force norms norms.tsv -o keep.png && cmp keep.png ref.png &&
 	ls >files && ! grep -q tmp files
 '
 

@@ -332,7 +332,7 @@ import struct
 open(\"big.llmc\", \"wb\").write(struct.pack(\"<256i\", 20240520, 1, 50, *[0] * 253)
                               + struct.pack(\"<50H\", *([5] * 49 + [4000])))" &&
 	echo mine >text &&
-	test_expect_code 65 sw-tokenize decode -t tok.bpe -o text big.llmc >out 2>err &&
+	test_expect_code 65 sw-tokenize decode --force -t tok.bpe -o text big.llmc >out 2>err &&
 	test_one_error sw-tokenize big.llmc && grep -q "id 4000 is not below the vocabulary size 300" err &&
 	echo mine | cmp -s - text
 '
@@ -392,9 +392,9 @@ test_expect_success "disk full ($FULL_HOW): sw-tokenize train and encode keep th
 	sw-tokenize encode -t tok300.bpe -o enc.tok "$FIX/corpus.txt" &&
 	echo "the user s tokenizer" >full/tok.bpe && echo "the user s tokens" >full/x.tok &&
 	cp full/tok.bpe keep.bpe && cp full/x.tok keep.tok && fill_disk &&
-	test_expect_code 74 limited sw-tokenize train --vocab 300 -o full/tok.bpe "$FIX/corpus.txt" >out 2>err &&
+	test_expect_code 74 limited sw-tokenize train --force --vocab 300 -o full/tok.bpe "$FIX/corpus.txt" >out 2>err &&
 	test_one_error sw-tokenize full/tok.bpe && test_cmp keep.bpe full/tok.bpe &&
-	test_expect_code 74 limited sw-tokenize encode -t tok300.bpe -o full/x.tok "$FIX/corpus.txt" >out 2>err &&
+	test_expect_code 74 limited sw-tokenize encode --force -t tok300.bpe -o full/x.tok "$FIX/corpus.txt" >out 2>err &&
 	test_one_error sw-tokenize full/x.tok && test_cmp keep.tok full/x.tok && no_temp_left
 '
 rm -f full/filler
@@ -402,7 +402,7 @@ rm -f full/filler
 test_expect_success "disk full ($FULL_HOW): sw-plot keeps the earlier figure" '
 	sw-norms "$FIX/tiny.h5" >norms.tsv &&
 	echo "the user s figure" >full/fig.png && cp full/fig.png keep.png && fill_disk &&
-	test_expect_code 74 limited sw-plot norms norms.tsv -o full/fig.png >out 2>err &&
+	test_expect_code 74 limited sw-plot --force norms norms.tsv -o full/fig.png >out 2>err &&
 	grep "^sw-plot:" err >err1 && mv err1 err &&
 	test_one_error sw-plot full/fig.png && test_cmp keep.png full/fig.png && no_temp_left
 '

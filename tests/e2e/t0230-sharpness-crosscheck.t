@@ -28,7 +28,7 @@ while IFS='|' read -r name flags; do
 		rm -rf run &&
 		sw-train --data \"\$FIX/corpus.txt\" --out run --steps 8 --batch 4 --seq-len 16 --trace '' $flags >/dev/null &&
 		sw-sharpness --recompute --data \"\$FIX/corpus.txt\" --batch-tokens 96 --seq-len 16 --draws 3 \
-			--dump-labels labels.h5 --per-tensor run/ckpt-000008.h5 >ours &&
+			--force --dump-labels labels.h5 --per-tensor run/ckpt-000008.h5 >ours &&
 		awk -F'\t' 'NR > 1 { print \$3 \"\t\" \$7 \"\t\" \$8 \"\t\" \$14 }' ours >ours.cut &&
 		\"\$PY\" \"\$REF\" run/ckpt-000008.h5 labels.h5 >ref &&
 		compare ref ours.cut

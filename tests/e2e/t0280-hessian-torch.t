@@ -74,7 +74,7 @@ test_expect_success 'setup: a text of 24 symbols, three tiny models, our numbers
 		fi
 		for mode in hessian gauss-newton preconditioned; do
 			case $mode in hessian) flag= ;; *) flag=--$mode ;; esac
-			sw-hessian $HS $flag --tol 1e-6 --max-steps 300 --probes 100 --dump-batch batch-$run.h5 \
+			sw-hessian $HS $flag --tol 1e-6 --max-steps 300 --probes 100 --force --dump-batch batch-$run.h5 \
 				$run/ckpt-000040.h5 >ours-$run-$mode &&
 			echo "dense $run/ckpt-000040.h5 batch-$run.h5 $mode ref-$run-$mode" >>jobs || exit 1
 		done

@@ -3,10 +3,14 @@
  * the final name and leaves nothing else; a failed write leaves the old
  * file as it was; a tool killed by a signal removes its temporary files,
  * and the remembered files and directory of an export not yet in place
- * (each case in a child process that dies of the signal).
+ * (each case in a child process that dies of the signal); temporary
+ * names that fit NAME_MAX whenever the final name does; the output check
+ * (an existing file, force, an input by name, hard or symbolic link, a
+ * symbolic link to another file, a directory).
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +119,81 @@ static int die_with_full_dir(const char *exportdir, int nfiles)
 	return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
 }
 
+/* The temporary names of long final names: within NAME_MAX, "*.tmp.*",
+ * distinct for two names that differ only past the part kept. */
+static void test_tmp_names(void)
+{
+	char a[NAME_MAX + 1], b[NAME_MAX + 1], ta[PATH_MAX], tb[PATH_MAX], fa[PATH_MAX], fb[PATH_MAX];
+	const char *base;
+
+	for (size_t n = 1; n <= NAME_MAX; n++) {
+		memset(a, 'a', n);
+		a[n] = '\0';
+		snprintf(fa, sizeof fa, "some/dir/%s", a);
+		if (atomic_tmp_name(fa, "123.4abc", ta, sizeof ta) < 0 ||
+		    strlen(base = strrchr(ta, '/') + 1) > NAME_MAX || !strstr(base, ".tmp.123.4abc") ||
+		    strncmp(ta, "some/dir/", 9) || strncmp(base, a, n < 200 ? n : 200)) {
+			ok(0, "a final name of %zu bytes: temporary %s", n, ta);
+			return;
+		}
+	}
+	ok(1, "final names of 1 to NAME_MAX bytes: a temporary name within NAME_MAX, "
+	      "in the same directory, starting as the name does, *.tmp.SUFFIX");
+	memset(a, 'x', NAME_MAX);
+	memcpy(b, a, NAME_MAX);
+	a[NAME_MAX] = b[NAME_MAX] = '\0';
+	b[NAME_MAX - 1] = 'y';
+	snprintf(fa, sizeof fa, "%s", a);
+	snprintf(fb, sizeof fb, "%s", b);
+	ok(atomic_tmp_name(fa, "1.2", ta, sizeof ta) == 0 && atomic_tmp_name(fb, "1.2", tb, sizeof tb) == 0 &&
+	   strcmp(ta, tb) && strchr(ta, '~'),
+	   "two long names alike but for their end: distinct temporary names (the hash)");
+	ok(atomic_tmp_name("short.h5", "XXXXXX", ta, sizeof ta) == 0 && !strcmp(ta, "short.h5.tmp.XXXXXX"),
+	   "a short name: FINAL.tmp.SUFFIX, as before");
+	ok(atomic_tmp_name("short.h5", "XXXXXX", ta, 8) < 0, "a buffer too small: -1");
+}
+
+/* atomic_check_output in dir: new, existing, force, the same file as an
+ * input by name, hard link and symbolic link, a directory. */
+static void test_check_output(const char *dir)
+{
+	char in[256], hard[256], sym[256], other[256], sub[256];
+	const char *inputs[2];
+	struct sw_err err;
+
+	snprintf(in, sizeof in, "%s/in.txt", dir);
+	snprintf(hard, sizeof hard, "%s/hard.txt", dir);
+	snprintf(sym, sizeof sym, "%s/sym.txt", dir);
+	snprintf(other, sizeof other, "%s/other.txt", dir);
+	snprintf(sub, sizeof sub, "%s/sub", dir);
+	close(open(in, O_WRONLY | O_CREAT, 0666));
+	inputs[0] = "/nonexistent/skipped";
+	inputs[1] = in;
+	ok(atomic_check_output(other, 0, inputs, 2, &err) == SW_OK, "a new output: SW_OK");
+	close(open(other, O_WRONLY | O_CREAT, 0666));
+	ok(atomic_check_output(other, 0, inputs, 2, &err) == SW_ECANTCREAT &&
+	   !strcmp(err.msg, "exists (--force replaces it)"), "an existing one: refused (%s)", err.msg);
+	ok(atomic_check_output(other, 1, inputs, 2, &err) == SW_OK, "an existing one with force: SW_OK");
+	ok(link(in, hard) == 0 && symlink("in.txt", sym) == 0, "a hard and a symbolic link to the input");
+	ok(atomic_check_output(in, 1, inputs, 2, &err) == SW_ECANTCREAT &&
+	   strstr(err.msg, "is also an input") && atomic_input_index(in, inputs, 2) == 1,
+	   "the input itself, with force: refused (%s)", err.msg);
+	ok(atomic_check_output(hard, 1, inputs, 2, &err) == SW_ECANTCREAT &&
+	   atomic_check_output(sym, 1, inputs, 2, &err) == SW_ECANTCREAT,
+	   "its hard link and its symbolic link, with force: refused");
+	ok(mkdir(sub, 0777) == 0 && atomic_check_output(sub, 1, inputs, 2, &err) == SW_ECANTCREAT &&
+	   !strcmp(err.msg, "is a directory"), "a directory, with force: refused");
+	unlink(sym);
+	ok(symlink("other.txt", sym) == 0 && atomic_check_output(sym, 1, inputs, 2, &err) == SW_ECANTCREAT &&
+	   strstr(err.msg, "is a symbolic link"), "a symbolic link to another file, with force: refused (%s)",
+	   err.msg);
+	unlink(in);
+	unlink(hard);
+	unlink(sym);
+	unlink(other);
+	rmdir(sub);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/t-atomicfile.XXXXXX", final[128], tmp[4096], exportdir[128];
@@ -126,6 +205,8 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
+	test_tmp_names();
+	test_check_output(dir);
 	snprintf(final, sizeof final, "%s/out.bin", dir);
 	snprintf(exportdir, sizeof exportdir, "%s/export.tmp.1", dir);
 
