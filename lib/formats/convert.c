@@ -752,10 +752,10 @@ static int check_meta_config(const struct ckpt *ck, const struct attr_map *m, st
 		{"n_layers", c->n_layers}, {"n_heads", c->n_heads},
 		{"n_kv_heads", c->n_kv_heads}, {"head_dim", c->head_dim}, {"d_ff", c->d_ff},
 	};
-	/* and the keys that change the function (a metadata key config.json
-	 * no longer has disagrees with its default) */
+	/* and the architecture and the keys that change the function (a
+	 * metadata key config.json no longer has disagrees with its default) */
 	const struct { const char *key; const char *s; double d; } fn[] = {
-		{"rope_scaling", c->rope_type, 0}, {"hidden_act", c->hidden_act, 0},
+		{"arch", c->arch, 0}, {"rope_scaling", c->rope_type, 0}, {"hidden_act", c->hidden_act, 0},
 		{"rope_factor", NULL, c->rope_factor},
 		{"rope_low_freq_factor", NULL, c->rope_low_freq_factor},
 		{"rope_high_freq_factor", NULL, c->rope_high_freq_factor},
