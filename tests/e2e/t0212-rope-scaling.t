@@ -15,6 +15,9 @@
 #     to 1e-3 (t0280's tolerances, there justified);
 #   - the round trip back to safetensors computes the same logits, bit
 #     for bit;
+#   - a GGUF's llama.rope.scaling.type linear: the logits of the same
+#     weights under config.json's rope_scaling (checked against the
+#     reference), bit for bit;
 #   - Meta's layout with params.json's use_scaled_rope: the logits equal
 #     Meta's apply_scaling's in float64 (tests/e2e/pt_reference.py), 1e-5.
 # Skipped without python3-torch (CI installs it).
@@ -112,6 +115,21 @@ test_expect_success 'llama3: sw-hessian'"'"'s top 3 eigenvalues of every block =
 
 test_expect_success 'the check can fail: the unscaled model'"'"'s eigenvalues are not the scaled ones' '
 	test_expect_code 1 eigs ours-plain-hessian ref >/dev/null
+'
+
+test_expect_success 'GGUF, llama.rope.scaling.type linear: the logits of linear/ (checked above), bit for bit' '
+	"$PY" "$SW_TOP/tests/e2e/gguf_write.py" run/ckpt-000020.h5 lin.gguf lin-ref --rope-scaling linear:4 &&
+	grep -q "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}" lin-ref/config.json &&
+	"$LOGITS" lin.gguf $TOKENS >ours-gguf.tsv && "$LOGITS" lin-ref $TOKENS >ours-gguf-ref.tsv &&
+	test_cmp ours-gguf-ref.tsv ours-gguf.tsv && test_cmp ours-linear.tsv ours-gguf.tsv
+'
+
+test_expect_success 'GGUF, llama.rope.scaling.type yarn: listed, refused by a model tool (65)' '
+	"$PY" "$SW_TOP/tests/e2e/gguf_write.py" run/ckpt-000020.h5 yarn.gguf yarn-ref --rope-scaling yarn:4 &&
+	sw-ls yarn.gguf >out &&
+	test_expect_code 65 sw-sharpness --data "$FIX/corpus.txt" --batch-tokens 64 --seq-len 32 \
+		yarn.gguf >out 2>err &&
+	test_line_count = 1 err && grep -q "rope_scaling type .yarn. is not supported" err
 '
 
 # Meta's layout: params.json's use_scaled_rope with rope_scaling_factor
