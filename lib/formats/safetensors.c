@@ -449,10 +449,18 @@ static int cfg_window(const cJSON *root, const char *arch, struct sw_config *c, 
 			return rc;
 		sliding = from < c->n_layers;
 		if (cJSON_IsArray(types)) {
+			/* the first layer layer_types slides (kept as max_window_layers:
+			 * a round trip keeps the window in force) */
 			const cJSON *t;
+			int64_t l = 0;
 			sliding = 0;
-			cJSON_ArrayForEach(t, types)
-				sliding |= cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention");
+			cJSON_ArrayForEach(t, types) {
+				if (!sliding && cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention")) {
+					sliding = 1;
+					from = l;
+				}
+				l++;
+			}
 		}
 		if (!sliding)
 			return SW_OK;
