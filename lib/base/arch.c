@@ -403,6 +403,42 @@ static int rope_type_is(const struct sw_config *c, const char *type)
 	return !strcmp(c->rope_type, type);
 }
 
+/* The parameters of the rope types computed, and the other keys' ranges:
+ * what a model is built from must be a function. Not the readers' check:
+ * the keys do not change the matrices a listing reads. */
+static int check_function_keys(const struct sw_config *c, struct sw_err *err)
+{
+	const int64_t big = (int64_t)1 << 31;
+
+	if (rope_type_is(c, "linear") || rope_type_is(c, "llama3")) {
+		if (!(isfinite(c->rope_factor) && c->rope_factor > 0))
+			return sw_fail(err, SW_EDATA, "config: rope_scaling %s: factor = %g is not a "
+				       "finite positive number", c->rope_type, c->rope_factor);
+	}
+	if (rope_type_is(c, "llama3")) {
+		if (!(isfinite(c->rope_low_freq_factor) && c->rope_low_freq_factor > 0 &&
+		      isfinite(c->rope_high_freq_factor) &&
+		      c->rope_high_freq_factor > c->rope_low_freq_factor))
+			return sw_fail(err, SW_EDATA, "config: rope_scaling llama3: low_freq_factor = %g "
+				       "and high_freq_factor = %g (0 < low < high expected)",
+				       c->rope_low_freq_factor, c->rope_high_freq_factor);
+		if (c->rope_original_max <= 0 || c->rope_original_max >= big)
+			return sw_fail(err, SW_EDATA, "config: rope_scaling llama3: "
+				       "original_max_position_embeddings = %lld is out of range",
+				       (long long)c->rope_original_max);
+	}
+	if (!(isfinite(c->rope_partial) && c->rope_partial >= 0 && c->rope_partial <= 1))
+		return sw_fail(err, SW_EDATA, "config: partial_rotary_factor = %g is not in (0, 1]",
+			       c->rope_partial);
+	if (c->sliding_window < 0 || c->sliding_window >= big)
+		return sw_fail(err, SW_EDATA, "config: sliding_window = %lld is out of range",
+			       (long long)c->sliding_window);
+	if (c->max_window_layers < 0 || c->max_window_layers >= big)
+		return sw_fail(err, SW_EDATA, "config: max_window_layers = %lld is out of range",
+			       (long long)c->max_window_layers);
+	return SW_OK;
+}
+
 int arch_model_check(const struct sw_config *c, struct sw_err *err)
 {
 	if (c->head_dim % 2)
@@ -421,7 +457,7 @@ int arch_model_check(const struct sw_config *c, struct sw_err *err)
 			       "every dimension of a head is)", c->rope_partial);
 	if (c->hidden_act[0] && strcmp(c->hidden_act, "silu") && strcmp(c->hidden_act, "swish"))
 		return sw_fail(err, SW_EDATA, "hidden_act '%s' is not supported (silu is)", c->hidden_act);
-	return SW_OK;
+	return check_function_keys(c, err);
 }
 
 int arch_window_check(const struct sw_config *c, int64_t T, struct sw_err *err)
@@ -470,42 +506,6 @@ int arch_rope_inv_freq(const struct sw_config *c, float *inv)
 	return 0;
 }
 
-/* The parameters of the rope types computed, and the other keys' ranges:
- * what the config holds must be a function (arch_model_check says which
- * functions the model computes). */
-static int check_function_keys(const struct sw_config *c, struct sw_err *err)
-{
-	const int64_t big = (int64_t)1 << 31;
-
-	if (rope_type_is(c, "linear") || rope_type_is(c, "llama3")) {
-		if (!(isfinite(c->rope_factor) && c->rope_factor > 0))
-			return sw_fail(err, SW_EDATA, "config: rope_scaling %s: factor = %g is not a "
-				       "finite positive number", c->rope_type, c->rope_factor);
-	}
-	if (rope_type_is(c, "llama3")) {
-		if (!(isfinite(c->rope_low_freq_factor) && c->rope_low_freq_factor > 0 &&
-		      isfinite(c->rope_high_freq_factor) &&
-		      c->rope_high_freq_factor > c->rope_low_freq_factor))
-			return sw_fail(err, SW_EDATA, "config: rope_scaling llama3: low_freq_factor = %g "
-				       "and high_freq_factor = %g (0 < low < high expected)",
-				       c->rope_low_freq_factor, c->rope_high_freq_factor);
-		if (c->rope_original_max <= 0 || c->rope_original_max >= big)
-			return sw_fail(err, SW_EDATA, "config: rope_scaling llama3: "
-				       "original_max_position_embeddings = %lld is out of range",
-				       (long long)c->rope_original_max);
-	}
-	if (!(isfinite(c->rope_partial) && c->rope_partial >= 0 && c->rope_partial <= 1))
-		return sw_fail(err, SW_EDATA, "config: partial_rotary_factor = %g is not in (0, 1]",
-			       c->rope_partial);
-	if (c->sliding_window < 0 || c->sliding_window >= big)
-		return sw_fail(err, SW_EDATA, "config: sliding_window = %lld is out of range",
-			       (long long)c->sliding_window);
-	if (c->max_window_layers < 0 || c->max_window_layers >= big)
-		return sw_fail(err, SW_EDATA, "config: max_window_layers = %lld is out of range",
-			       (long long)c->max_window_layers);
-	return SW_OK;
-}
-
 int arch_default_head_dim(struct sw_config *c, struct sw_err *err)
 {
 	if (c->n_heads <= 0)
@@ -525,7 +525,6 @@ int64_t arch_default_d_ff(int64_t d_model)
 int arch_config_check(const struct sw_config *c, struct sw_err *err)
 {
 	const int64_t big = (int64_t)1 << 31;
-	int rc;
 	const struct { const char *name; int64_t v; } dims[] = {
 		{"vocab_size", c->vocab_size}, {"d_model", c->d_model},
 		{"n_layers", c->n_layers}, {"n_heads", c->n_heads},
@@ -556,8 +555,6 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 	if (!(isfinite(c->rope_theta) && c->rope_theta > 1))
 		return sw_fail(err, SW_EDATA, "config: rope_theta = %g is not a finite number above 1",
 			       c->rope_theta);
-	if ((rc = check_function_keys(c, err)))
-		return rc;
 	if (arch_multipliers_parse(c->multipliers) < 0)
 		return sw_fail(err, SW_EDATA, "config: multipliers = '%s' (expected "
 			       ARCH_MULTIPLIERS_LIST ")", c->multipliers);

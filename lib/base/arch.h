@@ -159,8 +159,11 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err);
  * does not compute is refused by name, SW_EDATA: an odd head_dim (RoPE
  * rotates pairs), a rope_type other than default, linear and llama3,
  * partial_rotary_factor other than 1, hidden_act other than silu (or
- * swish, its other name). The readers accept these (a listing or a norm
- * needs no model); the model's builders call this.
+ * swish, its other name); and the parameters of those it computes out
+ * of range (a factor that is no finite positive number, llama3's bands
+ * not 0 < low_freq_factor < high_freq_factor, its original context not
+ * a size; a negative sliding_window). The readers accept these (a
+ * listing or a norm needs no model); the model's builders call this.
  */
 #define ARCH_ROPE_TYPES "default, linear and llama3"
 int arch_model_check(const struct sw_config *c, struct sw_err *err);

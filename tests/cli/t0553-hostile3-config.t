@@ -126,6 +126,8 @@ gelu|c["hidden_act"] = "gelu"|hidden_act 'gelu' is not supported (silu is)
 gelu_pytorch_tanh|c["hidden_act"] = "gelu_pytorch_tanh"|hidden_act 'gelu_pytorch_tanh' is not supported
 partial|c["partial_rotary_factor"] = 0.5|partial_rotary_factor 0.5 is not supported
 oddhead|c.update(num_attention_heads=32, num_key_value_heads=16, head_dim=1)|head_dim 1 is odd: RoPE rotates pairs
+bands|c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 16}|low_freq_factor = 4 and high_freq_factor = 1
+negative|c["rope_scaling"] = {"rope_type": "linear", "factor": -2.0}|rope_scaling linear: factor = -2 is not a finite positive number
 CASES
 
 test_expect_success 'hidden_act swish (SiLU by its other name): the numbers of silu' '
@@ -154,7 +156,6 @@ types-differ|rope_type 'llama3' and type 'linear' differ|c["rope_scaling"] = {"r
 no-type|rope_scaling has no rope_type|c["rope_scaling"] = {"factor": 4.0}
 linear-no-factor|rope_scaling linear has no factor|c["rope_scaling"] = {"rope_type": "linear"}
 llama3-no-bands|llama3 needs low_freq_factor and high_freq_factor|c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
-llama3-high-below-low|low_freq_factor = 4 and high_freq_factor = 1|c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 16}
 not-an-object|rope_scaling is not an object|c["rope_scaling"] = "llama3"
 both-keys|rope_scaling and rope_parameters both given|c["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}; c["rope_parameters"] = {"rope_type": "default"}
 hidden_act-a-number|hidden_act is not a name|c["hidden_act"] = 3

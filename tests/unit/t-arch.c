@@ -247,16 +247,17 @@ int main(void)
 		   "yarn: refused by name for a model: %s", err.msg);
 		strcpy(r.rope_type, "llama3");
 		r.rope_high_freq_factor = 1;
-		ok(arch_config_check(&r, &err) == SW_EDATA && strstr(err.msg, "high_freq_factor"),
-		   "llama3 with high_freq_factor <= low_freq_factor refused: %s", err.msg);
+		ok(arch_config_check(&r, &err) == SW_OK && arch_model_check(&r, &err) == SW_EDATA &&
+		   strstr(err.msg, "high_freq_factor"),
+		   "llama3 with high_freq_factor <= low_freq_factor: read, refused for a model: %s", err.msg);
 		r.rope_high_freq_factor = 4;
 		r.rope_factor = 0;
-		ok(arch_config_check(&r, &err) == SW_EDATA && strstr(err.msg, "factor = 0"),
-		   "llama3 with factor 0 refused: %s", err.msg);
+		ok(arch_model_check(&r, &err) == SW_EDATA && strstr(err.msg, "factor = 0"),
+		   "llama3 with factor 0 refused for a model: %s", err.msg);
 		r.rope_factor = 8;
 		r.rope_original_max = 0;
-		ok(arch_config_check(&r, &err) == SW_EDATA && strstr(err.msg, "original_max_position_embeddings"),
-		   "llama3 with no original context refused: %s", err.msg);
+		ok(arch_model_check(&r, &err) == SW_EDATA && strstr(err.msg, "original_max_position_embeddings"),
+		   "llama3 with no original context refused for a model: %s", err.msg);
 	}
 	{
 		/* what a model refuses: named, 65 (SW_EDATA), never 64 */
@@ -285,8 +286,8 @@ int main(void)
 		   strstr(err.msg, "sliding_window 64 is shorter than the sequences of 65 tokens"),
 		   "a window shorter than the sequences refused: %s", err.msg);
 		m.sliding_window = -1;
-		ok(arch_config_check(&m, &err) == SW_EDATA && strstr(err.msg, "sliding_window"),
-		   "a negative window refused: %s", err.msg);
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "sliding_window"),
+		   "a negative window refused for a model: %s", err.msg);
 	}
 	return tap_done();
 }
