@@ -398,6 +398,114 @@ int arch_scale_design_parse(const char *spec, struct arch_scale_design *d, char 
 	return 0;
 }
 
+static int rope_type_is(const struct sw_config *c, const char *type)
+{
+	return !strcmp(c->rope_type, type);
+}
+
+/* The parameters of the rope types computed, and the other keys' ranges:
+ * what a model is built from must be a function. Not the readers' check:
+ * the keys do not change the matrices a listing reads. */
+static int check_function_keys(const struct sw_config *c, struct sw_err *err)
+{
+	const int64_t big = (int64_t)1 << 31;
+
+	if (rope_type_is(c, "linear") || rope_type_is(c, "llama3")) {
+		if (!(isfinite(c->rope_factor) && c->rope_factor > 0))
+			return sw_fail(err, SW_EDATA, "config: rope_scaling %s: factor = %g is not a "
+				       "finite positive number", c->rope_type, c->rope_factor);
+	}
+	if (rope_type_is(c, "llama3")) {
+		if (!(isfinite(c->rope_low_freq_factor) && c->rope_low_freq_factor > 0 &&
+		      isfinite(c->rope_high_freq_factor) &&
+		      c->rope_high_freq_factor > c->rope_low_freq_factor))
+			return sw_fail(err, SW_EDATA, "config: rope_scaling llama3: low_freq_factor = %g "
+				       "and high_freq_factor = %g (0 < low < high expected)",
+				       c->rope_low_freq_factor, c->rope_high_freq_factor);
+		if (c->rope_original_max <= 0 || c->rope_original_max >= big)
+			return sw_fail(err, SW_EDATA, "config: rope_scaling llama3: "
+				       "original_max_position_embeddings = %lld is out of range",
+				       (long long)c->rope_original_max);
+	}
+	if (!(isfinite(c->rope_partial) && c->rope_partial >= 0 && c->rope_partial <= 1))
+		return sw_fail(err, SW_EDATA, "config: partial_rotary_factor = %g is not in (0, 1]",
+			       c->rope_partial);
+	if (c->sliding_window < 0 || c->sliding_window >= big)
+		return sw_fail(err, SW_EDATA, "config: sliding_window = %lld is out of range",
+			       (long long)c->sliding_window);
+	if (c->max_window_layers < 0 || c->max_window_layers >= big)
+		return sw_fail(err, SW_EDATA, "config: max_window_layers = %lld is out of range",
+			       (long long)c->max_window_layers);
+	return SW_OK;
+}
+
+int arch_model_check(const struct sw_config *c, struct sw_err *err)
+{
+	if (c->head_dim % 2)
+		return sw_fail(err, SW_EDATA, "head_dim %lld is odd: RoPE rotates pairs",
+			       (long long)c->head_dim);
+	/* Meta's params.json names the scaling but not its factor (metallama.h) */
+	if (rope_type_is(c, "use_scaled_rope"))
+		return sw_fail(err, SW_EDATA, "use_scaled_rope without rope_scaling_factor is not "
+			       "supported (the factor is not in the file: Llama 3.1's is 8, 3.2's 32)");
+	if (c->rope_type[0] && !rope_type_is(c, "default") && !rope_type_is(c, "linear") &&
+	    !rope_type_is(c, "llama3"))
+		return sw_fail(err, SW_EDATA, "rope_scaling type '%s' is not supported (" ARCH_ROPE_TYPES
+			       " are)", c->rope_type);
+	if (c->rope_partial != 0 && c->rope_partial != 1)
+		return sw_fail(err, SW_EDATA, "partial_rotary_factor %g is not supported (RoPE on "
+			       "every dimension of a head is)", c->rope_partial);
+	if (c->hidden_act[0] && strcmp(c->hidden_act, "silu") && strcmp(c->hidden_act, "swish"))
+		return sw_fail(err, SW_EDATA, "hidden_act '%s' is not supported (silu is)", c->hidden_act);
+	return check_function_keys(c, err);
+}
+
+int arch_window_check(const struct sw_config *c, int64_t T, struct sw_err *err)
+{
+	if (c->sliding_window && T > c->sliding_window)
+		return sw_fail(err, SW_EDATA, "sliding_window %lld is shorter than the sequences of %lld "
+			       "tokens (attention over a window is not computed; sequences of at most "
+			       "%lld tokens are the same without it)", (long long)c->sliding_window,
+			       (long long)T, (long long)c->sliding_window);
+	return SW_OK;
+}
+
+int arch_rope_inv_freq(const struct sw_config *c, float *inv)
+{
+	size_t half = (size_t)c->head_dim / 2;
+
+	if (c->rope_type[0] && !rope_type_is(c, "default") && !rope_type_is(c, "linear") &&
+	    !rope_type_is(c, "llama3"))
+		return -1;
+	/* the default: Hugging Face's float32 1/theta^(2i/hd), here in double
+	 * and rounded once (what every checkpoint so far was computed with) */
+	for (size_t i = 0; i < half; i++)
+		inv[i] = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim));
+	if (rope_type_is(c, "linear"))
+		for (size_t i = 0; i < half; i++)
+			inv[i] = inv[i] / (float)c->rope_factor;
+	if (rope_type_is(c, "llama3")) {
+		/* _compute_llama3_parameters: its Python numbers (the band edges,
+		 * high - low) in double, then each tensor step in float32, as
+		 * torch rounds them; 2 pi / t is t.reciprocal() * 2 pi there */
+		const float factor = (float)c->rope_factor, lo = (float)c->rope_low_freq_factor,
+			    n = (float)c->rope_original_max, two_pi = (float)(2 * M_PI),
+			    low_wavelen = (float)((double)c->rope_original_max / c->rope_low_freq_factor),
+			    high_wavelen = (float)((double)c->rope_original_max / c->rope_high_freq_factor),
+			    span = (float)(c->rope_high_freq_factor - c->rope_low_freq_factor);
+		for (size_t i = 0; i < half; i++) {
+			float w = (1.0f / inv[i]) * two_pi;
+			float f = w > low_wavelen ? inv[i] / factor : inv[i];
+			if (!(w < high_wavelen) && !(w > low_wavelen)) {
+				float s = ((1.0f / w) * n - lo) / span;
+				f = (1.0f - s) * f / factor + s * f;
+			}
+			inv[i] = f;
+		}
+	}
+	return 0;
+}
+
 int arch_default_head_dim(struct sw_config *c, struct sw_err *err)
 {
 	if (c->n_heads <= 0)

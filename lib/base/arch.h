@@ -37,6 +37,22 @@ struct sw_config {
 	int scale_vectors;      /* RMSNorms have learnable gains (default 1) */
 	char scale_design[48];  /* "" or arch_scale_design_parse's canonical form */
 	char scale_reparam[32]; /* "" or arch_scale_reparam_parse's canonical form */
+	/*
+	 * What else a Hugging Face config says of the function (0 or "" in
+	 * every field: Llama's default). RoPE's frequencies (rope_scaling,
+	 * arch_rope_inv_freq): rope_type "" or "default" (none), "linear"
+	 * (each frequency over rope_factor) or "llama3" (Llama 3.1's bands:
+	 * rope_factor, rope_low_freq_factor, rope_high_freq_factor,
+	 * rope_original_max); another type is kept by name, for
+	 * arch_model_check to refuse (a listing needs no model).
+	 */
+	char rope_type[32];
+	double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+	int64_t rope_original_max;      /* original_max_position_embeddings */
+	double rope_partial;            /* partial_rotary_factor; 0: absent (1) */
+	char hidden_act[32];            /* "" (silu) or the config's name */
+	int64_t sliding_window;         /* 0: none; else each token sees the last W */
+	int64_t max_window_layers;      /* Qwen2's: layers below it attend fully */
 };
 
 /* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,
@@ -136,6 +152,41 @@ const char *arch_sv_kind_name(enum arch_sv_kind k);
  * multipliers, with QK-norm under attn DNP and (for the head) with an
  * untied head. */
 int arch_config_check(const struct sw_config *c, struct sw_err *err);
+
+/*
+ * What a model needs beyond arch_config_check: what the model computes
+ * (lib/model, CPU and CUDA) is asked of the config, and a function it
+ * does not compute is refused by name, SW_EDATA: an odd head_dim (RoPE
+ * rotates pairs), a rope_type other than default, linear and llama3,
+ * partial_rotary_factor other than 1, hidden_act other than silu (or
+ * swish, its other name); and the parameters of those it computes out
+ * of range (a factor that is no finite positive number, llama3's bands
+ * not 0 < low_freq_factor < high_freq_factor, its original context not
+ * a size; a negative sliding_window). The readers accept these (a
+ * listing or a norm needs no model); the model's builders call this.
+ */
+#define ARCH_ROPE_TYPES "default, linear and llama3"
+int arch_model_check(const struct sw_config *c, struct sw_err *err);
+/*
+ * A sliding window (Mistral's sliding_window) is not computed: attention
+ * over sequences of T tokens, T <= the window, is the same without it,
+ * and longer ones are refused (SW_EDATA, naming both).
+ */
+int arch_window_check(const struct sw_config *c, int64_t T, struct sw_err *err);
+/*
+ * RoPE's inverse frequencies, head_dim/2 of them, in float32 as Hugging
+ * Face's modeling_rope_utils.py computes them, the one place the model,
+ * its R-operator and the CUDA kernels take them from: inv_i =
+ * 1/rope_theta^(2i/head_dim) (in double, rounded once); linear: inv_i /
+ * factor; llama3: with wavelength w_i = 2 pi / inv_i, the original
+ * context N = rope_original_max, low = N / low_freq_factor, high = N /
+ * high_freq_factor: inv_i where w_i < high, inv_i / factor where w_i >
+ * low, and between them (1 - s) inv_i / factor + s inv_i, s = (N / w_i -
+ * low_freq_factor) / (high_freq_factor - low_freq_factor), each step in
+ * float32 as torch computes it. 0, or -1 for a rope_type it does not
+ * compute (arch_model_check refuses those first).
+ */
+int arch_rope_inv_freq(const struct sw_config *c, float *inv);
 
 /*
  * The defaults of the sizes a format or a command line may leave out, the

@@ -108,10 +108,42 @@ static int keyed_cmp(const void *a, const void *b)
  * once (a million tensors: no role lookup per comparison) and permuted in
  * place, with no second copy of the tensors.
  */
+/*
+ * A file that holds layers holds every layer of its config: a config of
+ * more layers than the file is the two disagreeing (a reader of the
+ * config would build another model). A file of no layer at all (an
+ * embedding or a head alone) is what it says it is. In model order the
+ * tensors inside layers come by layer, so one walk finds the first layer
+ * missing.
+ */
+static int check_layers(const struct ckpt *ck, struct sw_err *err)
+{
+	int64_t next = 0;
+	int any = 0;
+
+	for (size_t i = 0; i < ck->n && next < ck->meta.config.n_layers; i++) {
+		struct arch_order_key k;
+		arch_model_order_key(&ck->info[i], &k);
+		if (k.section != 1)
+			continue;
+		any = 1;
+		if (k.layer > next)
+			break;
+		if (k.layer == next)
+			next++;
+	}
+	if (any && next < ck->meta.config.n_layers)
+		return sw_fail(err, SW_EDATA, "the config has %lld layers, but the file holds no "
+			       "tensor of layer %lld", (long long)ck->meta.config.n_layers,
+			       (long long)next);
+	return SW_OK;
+}
+
 static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, struct sw_err *err)
 {
 	struct keyed *order = malloc((n ? n : 1) * sizeof *order);
 	unsigned char *done = calloc(n ? n : 1, 1);
+	int rc;
 
 	ck->info = info;
 	ck->n = n;
@@ -159,6 +191,8 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 				       "%s and %s both claim role %s in layer %d",
 				       a->name, b->name, a->role, a->layer);
 	}
+	if (!ck->meta.one_shard && (rc = check_layers(ck, err)))
+		return rc;
 	ck->meta.head_tied = ckpt_find_role(ck, "lm_head", -1) < 0 &&
 			     ckpt_find_role(ck, "embed", -1) >= 0 && ck->meta.config.tie_embeddings;
 	return SW_OK;

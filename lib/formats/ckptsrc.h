@@ -33,6 +33,9 @@ struct ckpt_meta {
 	int64_t step, tokens;
 	double train_loss, val_loss;  /* NaN: unknown */
 	int head_tied;          /* no lm_head tensor: the head is the embedding */
+	/* a shard of a set opened alone (its index beside it lists it): its
+	 * layers are some of the config's, not all (ckpt.c checks all else) */
+	int one_shard;
 	/* in: the dict a FILE:KEY name selects inside the file ("" none), set
 	 * by ckpt.c before open, and only for a format that reads_key */
 	char key[SW_NAME_MAX];

@@ -291,11 +291,26 @@ static int reparam_part(const struct ckpt *ck, const struct sw_tensor_info *t)
 }
 
 /* What Hugging Face Llama cannot hold: the tensor, or the option, named. */
+/* RoPE's scaling is kept by both formats for the types the model
+ * computes (their parameters: arch.h); another type's parameters are in
+ * neither, and a file written without them would be another model. */
+static int check_rope_kept(const struct sw_config *c, struct sw_err *err)
+{
+	if (c->rope_type[0] && strcmp(c->rope_type, "linear") && strcmp(c->rope_type, "llama3"))
+		return sw_fail(err, SW_EDATA, "rope_scaling type '%s' cannot be converted (its "
+			       "parameters would be lost; linear and llama3 are kept)", c->rope_type);
+	return SW_OK;
+}
+
 static int check_representable(const struct ckpt *ck, struct sw_err *err)
 {
 	const struct sw_config *c = &ckpt_meta(ck)->config;
 	struct arch_scale_design d;
 	char why[64];
+	int rc;
+
+	if ((rc = check_rope_kept(c, err)))
+		return rc;
 
 	/* DNP is the one design no matrix absorbs: a norm between W and its
 	 * output gain */
@@ -783,7 +798,19 @@ static int check_meta_config(const struct ckpt *ck, const struct attr_map *m, st
 		{"n_layers", c->n_layers}, {"n_heads", c->n_heads},
 		{"n_kv_heads", c->n_kv_heads}, {"head_dim", c->head_dim}, {"d_ff", c->d_ff},
 	};
-	char key[64];
+	/* and the architecture and the keys that change the function (a
+	 * metadata key config.json no longer has disagrees with its default) */
+	const struct { const char *key; const char *s; double d; } fn[] = {
+		{"arch", c->arch, 0}, {"rope_scaling", c->rope_type, 0}, {"hidden_act", c->hidden_act, 0},
+		{"rope_factor", NULL, c->rope_factor},
+		{"rope_low_freq_factor", NULL, c->rope_low_freq_factor},
+		{"rope_high_freq_factor", NULL, c->rope_high_freq_factor},
+		{"rope_original_max_position_embeddings", NULL, (double)c->rope_original_max},
+		{"partial_rotary_factor", NULL, c->rope_partial},
+		{"sliding_window", NULL, (double)c->sliding_window},
+		{"max_window_layers", NULL, (double)c->max_window_layers},
+	};
+	char key[80];
 
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
 		const char *text;
@@ -795,6 +822,20 @@ static int check_meta_config(const struct ckpt *ck, const struct attr_map *m, st
 		if (v.type != ATTR_INT || v.i != sizes[i].v)
 			return sw_fail(err, SW_EDATA, "__metadata__: %s = %.32s disagrees with "
 				       "config.json (%lld)", key, text, (long long)sizes[i].v);
+	}
+	for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
+		const char *text;
+		struct attr_value v;
+		int same;
+		snprintf(key, sizeof key, ATTRMAP_PREFIX "config.%s", fn[i].key);
+		if (!(text = attrmap_get(m, key)))
+			continue;
+		attrmap_decode(text, &v);
+		same = fn[i].s ? v.type == ATTR_STR && !strcmp(v.s, fn[i].s) :
+		       v.type == ATTR_INT ? (double)v.i == fn[i].d : v.type == ATTR_REAL && v.d == fn[i].d;
+		if (!same)
+			return sw_fail(err, SW_EDATA, "__metadata__: %s = %.32s disagrees with "
+				       "config.json", key, text);
 	}
 	return SW_OK;
 }
@@ -873,7 +914,8 @@ static int to_hdf5(struct ckpt *ck, const char *given, const char *in, const cha
 	int rc, exists;
 
 	r->to_safetensors = 0;
-	if ((rc = ckpt_attrs(ck, &m, err)) || (rc = check_meta_config(ck, m, err))) {
+	if ((rc = check_rope_kept(&cm->config, err)) || (rc = ckpt_attrs(ck, &m, err)) ||
+	    (rc = check_meta_config(ck, m, err))) {
 		blame(r, err, in);
 		return rc;
 	}

@@ -96,6 +96,34 @@ static int vocab_size(const struct gguf_file *g, struct sw_config *c, struct sw_
 		       "tokenizer.ggml.tokens or token_embd.weight)");
 }
 
+/* RoPE's scaling as llama.cpp reads it: llama.rope.scaling.type (none,
+ * linear, yarn, ...) with llama.rope.scaling.factor, or the older
+ * llama.rope.scale_linear; a factor of 0 (or none) is no scaling there.
+ * A type other than linear is kept by name (a model refuses it,
+ * arch_model_check). */
+static int take_rope_scaling(const struct gguf_file *g, struct sw_config *c, struct sw_err *err)
+{
+	const char *type = "none";
+	double factor = 0, linear = 0;
+	int has_type, has_factor, has_linear, rc;
+
+	if ((rc = gguf_string(g, "llama.rope.scaling.type", &type, &has_type, err)) ||
+	    (rc = gguf_real(g, "llama.rope.scaling.factor", &factor, &has_factor, err)) ||
+	    (rc = gguf_real(g, "llama.rope.scale_linear", &linear, &has_linear, err)))
+		return rc;
+	if (!has_type && has_linear) {
+		type = "linear";
+		factor = linear;
+	}
+	if (!strcmp(type, "none") || (!strcmp(type, "linear") && factor == 0))
+		return SW_OK;
+	if (!type[0] || strlen(type) >= sizeof c->rope_type)
+		return sw_fail(err, SW_EDATA, "metadata llama.rope.scaling.type is not a name");
+	snprintf(c->rope_type, sizeof c->rope_type, "%s", type);
+	c->rope_factor = factor;
+	return SW_OK;
+}
+
 /* The model from the llama.* metadata (gguf.md's LLaMA section, read as
  * llama.cpp's llama-model.cpp reads it). */
 static int take_config(const struct gguf_file *g, struct sw_config *c, struct sw_err *err)
@@ -143,6 +171,8 @@ static int take_config(const struct gguf_file *g, struct sw_config *c, struct sw
 	if (c->head_dim % 2)
 		return sw_fail(err, SW_EDATA, "head_dim %lld is odd: RoPE rotates pairs",
 			       (long long)c->head_dim);
+	if ((rc = take_rope_scaling(g, c, err)))
+		return rc;
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
 	return arch_config_check(c, err);

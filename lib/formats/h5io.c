@@ -284,6 +284,60 @@ int h5io_put_f64(hid_t obj, const char *name, double val, struct sw_err *err)
 	return write_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &val, err);
 }
 
+/*
+ * The keys of a Hugging Face config that change the function
+ * (arch.h), each only where it is not Llama's default (files without
+ * them stay as they were): rope_scaling (the type), rope_factor,
+ * rope_low_freq_factor, rope_high_freq_factor,
+ * rope_original_max_position_embeddings, partial_rotary_factor,
+ * hidden_act, sliding_window, max_window_layers.
+ */
+static int write_function_keys(hid_t g, const struct sw_config *c, struct sw_err *err)
+{
+	int rc = SW_OK, llama3 = !strcmp(c->rope_type, "llama3");
+
+	if ((c->rope_type[0] && (rc = h5io_put_str(g, "rope_scaling", c->rope_type, err))) ||
+	    ((llama3 || !strcmp(c->rope_type, "linear")) &&
+	     (rc = h5io_put_f64(g, "rope_factor", c->rope_factor, err))) ||
+	    (llama3 && ((rc = h5io_put_f64(g, "rope_low_freq_factor", c->rope_low_freq_factor, err)) ||
+			(rc = h5io_put_f64(g, "rope_high_freq_factor", c->rope_high_freq_factor, err)) ||
+			(rc = h5io_put_i64(g, "rope_original_max_position_embeddings",
+					   c->rope_original_max, err)))) ||
+	    (c->rope_partial != 0 && (rc = h5io_put_f64(g, "partial_rotary_factor", c->rope_partial, err))) ||
+	    (c->hidden_act[0] && (rc = h5io_put_str(g, "hidden_act", c->hidden_act, err))) ||
+	    (c->sliding_window && ((rc = h5io_put_i64(g, "sliding_window", c->sliding_window, err)) ||
+				   (rc = h5io_put_i64(g, "max_window_layers", c->max_window_layers, err)))))
+		return rc;
+	return SW_OK;
+}
+
+static int read_function_keys(hid_t g, struct sw_config *c, struct sw_err *err)
+{
+	int rc, present;
+
+	if ((rc = h5io_get_str(g, "/config", "rope_scaling", c->rope_type, sizeof c->rope_type,
+			       &present, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "rope_factor", &c->rope_factor, &present, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "rope_low_freq_factor", &c->rope_low_freq_factor,
+			       &present, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "rope_high_freq_factor", &c->rope_high_freq_factor,
+			       &present, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "rope_original_max_position_embeddings",
+			       &c->rope_original_max, &present, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "partial_rotary_factor", &c->rope_partial, &present, err)) ||
+	    (rc = h5io_get_str(g, "/config", "hidden_act", c->hidden_act, sizeof c->hidden_act,
+			       &present, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "sliding_window", &c->sliding_window, &present, err)) ||
+	    (rc = h5io_get_i64(g, "/config", "max_window_layers", &c->max_window_layers, &present, err)))
+		return rc;
+	/* "default" is no scaling, "silu" the default activation, as in config.json */
+	if (!strcmp(c->rope_type, "default"))
+		c->rope_type[0] = '\0';
+	if (!strcmp(c->hidden_act, "silu"))
+		c->hidden_act[0] = '\0';
+	return SW_OK;
+}
+
 int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 {
 	hid_t g = h5io_group(file, "/config");
@@ -309,7 +363,8 @@ int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 	    (rc = h5io_put_i64(g, "scale_vectors", c->scale_vectors, err)) ||
 	    /* only where a design is chosen: files without one stay as they were */
 	    (c->scale_design[0] && (rc = h5io_put_str(g, "scale_design", c->scale_design, err))) ||
-	    (c->scale_reparam[0] && (rc = h5io_put_str(g, "scale_reparam", c->scale_reparam, err)))) {
+	    (c->scale_reparam[0] && (rc = h5io_put_str(g, "scale_reparam", c->scale_reparam, err))) ||
+	    (rc = write_function_keys(g, c, err))) {
 		/* rc says which failed */
 	}
 	H5Gclose(g);
@@ -361,6 +416,8 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 			       &present, err)) ||
 	    (rc = h5io_get_str(g, "/config", "scale_reparam", c->scale_reparam, sizeof c->scale_reparam,
 			       &present, err)))
+		goto out;
+	if ((rc = read_function_keys(g, c, err)))
 		goto out;
 	if (!arch_supported(c->arch)) {
 		rc = sw_fail(err, SW_EDATA, "/config: arch '%s' is not supported (%s)",

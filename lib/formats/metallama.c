@@ -121,6 +121,38 @@ static int params_num(const cJSON *root, const char *key, double *v, double dflt
 	return SW_OK;
 }
 
+/*
+ * use_scaled_rope: Llama 3.1's scaled RoPE, Hugging Face's llama3 type
+ * with Meta's apply_scaling constants (low_freq_factor 1,
+ * original_max_position_embeddings 8192) and the factor of params.json's
+ * rope_scaling_factor (high_freq_factor: rope_high_freq_factor, 4 when
+ * not given). Without a factor (Meta's 3.1 and 3.2 releases name none,
+ * and theirs differ: 8 and 32) the type is kept as "use_scaled_rope",
+ * which a model refuses (arch_model_check) and a listing ignores.
+ */
+static int scaled_rope(const cJSON *root, struct sw_config *c, struct sw_err *err)
+{
+	const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_scaled_rope"),
+		    *factor = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling_factor");
+	int rc;
+
+	if (use && !cJSON_IsNull(use) && !cJSON_IsBool(use))
+		return sw_fail(err, SW_EDATA, "params.json: use_scaled_rope is not true or false");
+	if (!cJSON_IsTrue(use))
+		return SW_OK;
+	if (!factor || cJSON_IsNull(factor)) {
+		snprintf(c->rope_type, sizeof c->rope_type, "use_scaled_rope");
+		return SW_OK;
+	}
+	snprintf(c->rope_type, sizeof c->rope_type, "llama3");
+	c->rope_low_freq_factor = 1;
+	c->rope_original_max = 8192;
+	if ((rc = params_num(root, "rope_scaling_factor", &c->rope_factor, 0, err)) ||
+	    (rc = params_num(root, "rope_high_freq_factor", &c->rope_high_freq_factor, 4, err)))
+		return rc;
+	return SW_OK;
+}
+
 int meta_parse_params(const char *json, size_t len, struct sw_config *c, int64_t *vocab,
 		      struct sw_err *err)
 {
@@ -147,6 +179,8 @@ int meta_parse_params(const char *json, size_t len, struct sw_config *c, int64_t
 		sw_err_prefix(err, "params.json (dim is d_model)");
 		goto out;
 	}
+	if ((rc = scaled_rope(root, c, err)))
+		goto out;
 	snprintf(c->arch, sizeof c->arch, "llama");
 	snprintf(c->multipliers, sizeof c->multipliers, "none");
 	c->scale_vectors = 1;

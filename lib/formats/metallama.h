@@ -49,9 +49,10 @@ int meta_role(const char *name, char *role, size_t len, int *layer);
  * (default n_heads), norm_eps (default 1e-5), rope_theta (default
  * 10000), max_seq_len (default 0: unknown); the vocabulary and d_ff are
  * left 0 for the tensors' shapes to give (*vocab: params' vocab_size, -1
- * when it says -1, as Llama 1 and 2 do). Unknown keys are ignored
- * (multiple_of, ffn_dim_multiplier, use_scaled_rope: see
- * scalewatch-format(5)).
+ * when it says -1, as Llama 1 and 2 do); use_scaled_rope as Hugging
+ * Face's llama3 RoPE scaling (metallama.c says with which factor). Other
+ * keys are ignored (multiple_of, ffn_dim_multiplier: the shapes say
+ * what they would; see scalewatch-format(5)).
  */
 int meta_parse_params(const char *json, size_t len, struct sw_config *c, int64_t *vocab,
 		      struct sw_err *err);

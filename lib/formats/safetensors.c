@@ -344,6 +344,138 @@ static int cfg_num(const cJSON *root, const char *key, double *v, double dflt,
 	return SW_OK;
 }
 
+/* A name (rope_type, hidden_act) into buf: absent or null leaves "" */
+static int cfg_name(const cJSON *obj, const char *key, const char *what, char *buf, size_t len,
+		    struct sw_err *err)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!j || cJSON_IsNull(j))
+		return SW_OK;
+	if (!cJSON_IsString(j) || !j->valuestring[0] || strlen(j->valuestring) >= len)
+		return sw_fail(err, SW_EDATA, "config.json: %s is not a name", what);
+	snprintf(buf, len, "%s", j->valuestring);
+	return SW_OK;
+}
+
+/*
+ * RoPE's scaling, as transformers reads it: the object rope_scaling (4.x)
+ * or rope_parameters (5.x), its type under rope_type or, in older
+ * configs, type (which transformers copies over rope_type: two that
+ * differ are refused); the parameters of linear and llama3 (the types
+ * the model computes); another type kept by name (arch_model_check
+ * refuses it for a model, a listing needs none). partial_rotary_factor
+ * at the top or in rope_parameters.
+ */
+static int cfg_rope(const cJSON *root, struct sw_config *c, struct sw_err *err)
+{
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"),
+		    *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters"), *o = NULL;
+	const char *key = "rope_scaling";
+	char type[sizeof c->rope_type] = "", old[sizeof c->rope_type] = "";
+	int rc;
+
+	if ((rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs)) || (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp)))
+		return sw_fail(err, SW_EDATA, "config.json: %s is not an object",
+			       rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs) ? "rope_scaling" : "rope_parameters");
+	if (cJSON_IsObject(rs) && cJSON_IsObject(rp))
+		return sw_fail(err, SW_EDATA, "config.json: rope_scaling and rope_parameters both given "
+			       "(which one holds is the reader's guess)");
+	if ((rc = cfg_num(root, "partial_rotary_factor", &c->rope_partial, 0, err)))
+		return rc;
+	if (cJSON_IsObject(rs)) {
+		o = rs;
+	} else if (cJSON_IsObject(rp)) {
+		o = rp;
+		key = "rope_parameters";
+		if (!cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor") &&
+		    (rc = cfg_num(rp, "partial_rotary_factor", &c->rope_partial, 0, err)))
+			return rc;
+	}
+	if (!o)
+		return SW_OK;
+	if ((rc = cfg_name(o, "rope_type", "rope_type", type, sizeof type, err)) ||
+	    (rc = cfg_name(o, "type", "rope_scaling's type", old, sizeof old, err)))
+		return rc;
+	if (type[0] && old[0] && strcmp(type, old))
+		return sw_fail(err, SW_EDATA, "config.json: %s: rope_type '%s' and type '%s' differ",
+			       key, type, old);
+	if (old[0])
+		snprintf(type, sizeof type, "%s", old);
+	if (!type[0])
+		return sw_fail(err, SW_EDATA, "config.json: %s has no rope_type", key);
+	if (!strcmp(type, "default"))
+		return SW_OK;
+	snprintf(c->rope_type, sizeof c->rope_type, "%s", type);
+	if (strcmp(type, "linear") && strcmp(type, "llama3"))
+		return SW_OK;
+	if (!cJSON_GetObjectItemCaseSensitive(o, "factor"))
+		return sw_fail(err, SW_EDATA, "config.json: %s %s has no factor", key, type);
+	if ((rc = cfg_num(o, "factor", &c->rope_factor, 0, err)) || !strcmp(type, "linear"))
+		return rc;
+	if (!cJSON_GetObjectItemCaseSensitive(o, "low_freq_factor") ||
+	    !cJSON_GetObjectItemCaseSensitive(o, "high_freq_factor"))
+		return sw_fail(err, SW_EDATA, "config.json: %s llama3 needs low_freq_factor and "
+			       "high_freq_factor", key);
+	if ((rc = cfg_num(o, "low_freq_factor", &c->rope_low_freq_factor, 0, err)) ||
+	    (rc = cfg_num(o, "high_freq_factor", &c->rope_high_freq_factor, 0, err)))
+		return rc;
+	return cfg_int(o, "original_max_position_embeddings", &c->rope_original_max, 0, 1, err);
+}
+
+/*
+ * The sliding window in force, as transformers' classes read it: Mistral's
+ * sliding_window (absent: MistralConfig's 4096; null: none); Qwen2's and
+ * Qwen3's only under use_sliding_window, on the layers from
+ * max_window_layers (default 28) on, or on those layer_types names
+ * sliding_attention; LlamaConfig reads none.
+ */
+static int cfg_window(const cJSON *root, const char *arch, struct sw_config *c, struct sw_err *err)
+{
+	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window"),
+		    *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window"),
+		    *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+	int64_t w = 0, from = 0;
+	int rc, qwen = !strncmp(arch, "qwen", 4), sliding = 0;
+
+	if (!strcmp(arch, "llama"))
+		return SW_OK;
+	if (qwen) {
+		if (use && !cJSON_IsNull(use) && !cJSON_IsBool(use))
+			return sw_fail(err, SW_EDATA, "config.json: use_sliding_window is not true or false");
+		if (!cJSON_IsTrue(use))
+			return SW_OK;
+		if ((rc = cfg_int(root, "max_window_layers", &from, 28, 0, err)))
+			return rc;
+		sliding = from < c->n_layers;
+		if (cJSON_IsArray(types)) {
+			/* the first layer layer_types slides (kept as max_window_layers:
+			 * a round trip keeps the window in force) */
+			const cJSON *t;
+			int64_t l = 0;
+			sliding = 0;
+			cJSON_ArrayForEach(t, types) {
+				if (!sliding && cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention")) {
+					sliding = 1;
+					from = l;
+				}
+				l++;
+			}
+		}
+		if (!sliding)
+			return SW_OK;
+	}
+	if (sw && cJSON_IsNull(sw))
+		return SW_OK;
+	if ((rc = cfg_int(root, "sliding_window", &w, 4096, 0, err)))
+		return rc;
+	if (w == 0)
+		return sw_fail(err, SW_EDATA, "config.json: sliding_window is 0");
+	c->sliding_window = w;
+	c->max_window_layers = from;
+	return SW_OK;
+}
+
 int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		    struct sw_err *err)
 {
@@ -408,6 +540,14 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 	if ((rc = cfg_num(cJSON_IsObject(rp) ? rp : root, "rope_theta", &c->rope_theta,
 			  10000.0, err)))
 		goto out;
+	/* what else changes the function: honoured or, for a model, refused
+	 * by name (arch_model_check) */
+	if ((rc = cfg_rope(root, c, err)) ||
+	    (rc = cfg_name(root, "hidden_act", "hidden_act", c->hidden_act, sizeof c->hidden_act, err)) ||
+	    (rc = cfg_window(root, found, c, err)))
+		goto out;
+	if (!strcmp(c->hidden_act, "silu"))
+		c->hidden_act[0] = '\0';       /* the default: files without it stay so */
 	tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
 	if (tie && !cJSON_IsBool(tie)) {
 		rc = sw_fail(err, SW_EDATA, "config.json: tie_word_embeddings is not true or false");

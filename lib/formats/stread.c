@@ -297,6 +297,27 @@ static int check_listed(const struct hfdir_index *ix, unsigned char *seen, const
 	return SW_OK;
 }
 
+/* Is file a shard the index beside it (in dir) lists? An index that does
+ * not read says no: the file is then checked as a whole checkpoint. */
+static int listed_shard(const char *dir, const char *file)
+{
+	char path[PATH_MAX + 40], tmp[PATH_MAX];
+	struct hfdir_index ix;
+	struct sw_err e;
+	const char *base;
+	int yes = 0;
+
+	if (snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir) >= (int)sizeof path ||
+	    access(path, F_OK) < 0 || hfdir_index_open(path, &ix, &e))
+		return 0;
+	snprintf(tmp, sizeof tmp, "%s", file);
+	base = basename(tmp);
+	for (size_t i = 0; i < ix.nshards && !yes; i++)
+		yes = !strcmp(ix.shard[i], base);
+	hfdir_index_free(&ix);
+	return yes;
+}
+
 int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 	       struct sw_tensor_info **info_out, size_t *n_out, struct sw_err *err)
 {
@@ -336,6 +357,7 @@ int stsrc_open(const char *file, struct stsrc **out, struct ckpt_meta *cm,
 		snprintf(s->shards[0].path, sizeof s->shards[0].path, "%s", file);
 		s->shards[0].fd = -1;
 		s->nshards = 1;
+		cm->one_shard = listed_shard(dir, file);
 	}
 	for (int k = 0; k < s->nshards; k++) {
 		struct st_header h = {0};

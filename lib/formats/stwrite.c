@@ -228,6 +228,41 @@ int st_write_index(const char *final_path, uint64_t total_size,
 	return write_json(final_path, root, err);
 }
 
+/*
+ * RoPE's scaling and the sliding window as transformers reads them
+ * (st_parse_config): rope_scaling {rope_type, factor, ...} for linear and
+ * llama3 (convert.c refuses a type whose parameters it does not hold);
+ * partial_rotary_factor where given; Mistral's sliding_window null when
+ * there is none (its class's default is 4096), Qwen's with
+ * use_sliding_window and max_window_layers. -1: out of memory.
+ */
+static int add_function_keys(cJSON *root, const struct sw_config *c)
+{
+	int qwen = !strncmp(c->arch, "qwen", 4), ok = 1;
+
+	if (c->rope_type[0]) {
+		cJSON *rs = cJSON_AddObjectToObject(root, "rope_scaling");
+		ok = rs && cJSON_AddStringToObject(rs, "rope_type", c->rope_type) &&
+		     cJSON_AddNumberToObject(rs, "factor", c->rope_factor);
+		if (ok && !strcmp(c->rope_type, "llama3"))
+			ok = cJSON_AddNumberToObject(rs, "low_freq_factor", c->rope_low_freq_factor) &&
+			     cJSON_AddNumberToObject(rs, "high_freq_factor", c->rope_high_freq_factor) &&
+			     cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
+						     (double)c->rope_original_max);
+	}
+	if (ok && c->rope_partial != 0)
+		ok = cJSON_AddNumberToObject(root, "partial_rotary_factor", c->rope_partial) != NULL;
+	if (ok && qwen) {
+		ok = cJSON_AddBoolToObject(root, "use_sliding_window", c->sliding_window > 0) &&
+		     cJSON_AddNumberToObject(root, "max_window_layers", (double)c->max_window_layers);
+	}
+	if (ok && c->sliding_window)
+		ok = cJSON_AddNumberToObject(root, "sliding_window", (double)c->sliding_window) != NULL;
+	else if (ok && (qwen || !strcmp(c->arch, "mistral")))
+		ok = cJSON_AddNullToObject(root, "sliding_window") != NULL;
+	return ok ? 0 : -1;
+}
+
 int st_write_config(const char *final_path, const struct sw_config *c,
 		    const char *torch_dtype, struct sw_err *err)
 {
@@ -260,7 +295,11 @@ int st_write_config(const char *final_path, const struct sw_config *c,
 	cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tie_embeddings);
 	cJSON_AddBoolToObject(root, "attention_bias", 0);
 	cJSON_AddBoolToObject(root, "mlp_bias", 0);
-	cJSON_AddStringToObject(root, "hidden_act", "silu");
+	cJSON_AddStringToObject(root, "hidden_act", c->hidden_act[0] ? c->hidden_act : "silu");
+	if (add_function_keys(root, c) < 0) {
+		cJSON_Delete(root);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
 	cJSON_AddStringToObject(root, "torch_dtype", torch_dtype);
 	return write_json(final_path, root, err);
 }

@@ -801,8 +801,9 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 	m->c = *c;
 	if ((rc = arch_config_check(c, err)))
 		return rc;
-	if (c->head_dim % 2)
-		return sw_fail(err, SW_EUSAGE, "head_dim %lld is odd: RoPE needs pairs", (long long)c->head_dim);
+	/* what the model computes: a function it does not is refused by name */
+	if ((rc = arch_model_check(c, err)))
+		return rc;
 	/* arch_multipliers_parse's order; the config was checked above */
 	m->mult = (enum mult_mode)arch_multipliers_parse(c->multipliers);
 	if (arch_scale_design_parse(c->scale_design, &m->design, NULL, 0, (char[64]){0}))
@@ -977,7 +978,8 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	       half = (size_t)c->head_dim / 2;
 	size_t total;
 	real *p;
-	int dnp_attn, dnp_ffn;
+	float *inv;
+	int dnp_attn, dnp_ffn, rc;
 
 	if (B == m->B && T == m->T && m->acts_block && m->acts_recompute == m->recompute)
 		return SW_OK;
@@ -985,6 +987,8 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	if (c->seq_len && T > c->seq_len)
 		return sw_fail(err, SW_EUSAGE, "sequence of %d tokens is longer than seq_len %lld",
 			       T, (long long)c->seq_len);
+	if ((rc = arch_window_check(c, T, err)))
+		return rc;
 	free(m->acts_block);
 	free(m->acts);
 	free(m->rope_cos);
@@ -996,7 +1000,9 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	m->rope_cos = malloc((size_t)T * half * sizeof(real));
 	m->rope_sin = malloc((size_t)T * half * sizeof(real));
 	m->scratch = malloc(m->scratch_size * sizeof(real));
-	if (!m->acts_block || !m->acts || !m->rope_cos || !m->rope_sin || !m->scratch) {
+	inv = malloc((half ? half : 1) * sizeof *inv);
+	if (!m->acts_block || !m->acts || !m->rope_cos || !m->rope_sin || !m->scratch || !inv) {
+		free(inv);
 		m->B = m->T = 0;
 		return sw_fail(err, SW_ESOFTWARE,
 			       "out of memory for the activations of %d x %d tokens (%.1f GB)",
@@ -1045,14 +1051,21 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	TAKE(m->x_final, N * C); TAKE(m->nf, N * C); TAKE(m->nf_rstd, N);
 	TAKE(m->logits, N * V); TAKE(m->losses, N);
 #undef TAKE
-	/* HF computes inv_freq = 1/theta^(2i/hd) and the angles in float32 */
+	/* the frequencies from the one table (arch_rope_inv_freq, the CUDA
+	 * model's too; model_build refused the types it does not compute);
+	 * HF computes the angles in float32 */
+	if (arch_rope_inv_freq(c, inv) < 0) {
+		free(inv);
+		m->B = m->T = 0;
+		return sw_fail(err, SW_EDATA, "rope_scaling type '%s' is not supported", c->rope_type);
+	}
 	for (int t = 0; t < T; t++)
 		for (size_t i = 0; i < half; i++) {
-			float inv = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim));
-			float ang = (float)t * inv;
+			float ang = (float)t * inv[i];
 			m->rope_cos[(size_t)t * half + i] = (real)cosf(ang);
 			m->rope_sin[(size_t)t * half + i] = (real)sinf(ang);
 		}
+	free(inv);
 	return SW_OK;
 }
 

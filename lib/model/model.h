@@ -6,7 +6,8 @@
  * per layer x += o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x)))),
  * x += down(silu(gate(n2(x))) * up(n2(x))); logits = head(nf(x)).
  * RMSNorm y = g * x / sqrt(mean(x^2) + eps); RoPE in the rotate-half
- * convention (dimension i pairs with i + hd/2, theta_i = rope_theta^(-2i/hd));
+ * convention (dimension i pairs with i + hd/2, theta_i = rope_theta^(-2i/hd),
+ * scaled as the config's rope_scaling says: arch_rope_inv_freq's one table);
  * attention scale 1/sqrt(hd), causal; GQA by sharing each KV head across
  * its group of H/KV query heads. Options: QK-norm (per-head RMSNorm of q
  * and k before RoPE), learnable multipliers (scalar, row or column, on

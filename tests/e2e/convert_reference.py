@@ -9,7 +9,9 @@ logits: parse DIR's safetensors (model.safetensors or the shards listed in
 model.safetensors.index.json: an 8-byte little-endian header length, the
 JSON header, the raw little-endian data) and config.json, run Hugging
 Face's LlamaForCausalLM forward in float64 PyTorch (RMSNorm, rotate-half
-RoPE with rope_theta, inv_freq and angles in float32 as HF computes them,
+RoPE with rope_theta and rope_scaling (default, linear, llama3:
+rope_reference.py), inv_freq and angles in float32 as HF
+computes them,
 GQA, causal attention scaled 1/sqrt(head_dim), SwiGLU, tied or untied
 head) on the tokens, and print "logits REL" with REL = ||ours - ref|| /
 ||ref|| against the logits scalewatch computed (LOGITS_TSV, one row per
@@ -25,6 +27,8 @@ import sys
 
 import numpy as np
 import torch
+
+from rope_reference import hf_inv_freq
 
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)
@@ -69,10 +73,21 @@ def rmsnorm(x, g, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
 
 
-def rope(x, theta):
+def config_inv_freq(cfg, hd):
+    """inv_freq as transformers reads config.json: rope_scaling (4.x) or
+    rope_parameters (5.x), its type under rope_type or the older type
+    (which wins); hf_inv_freq computes it as modeling_rope_utils.py does"""
+    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    kind = rs.get("type", rs.get("rope_type", "default"))
+    theta = rs.get("rope_theta", cfg.get("rope_theta"))
+    return hf_inv_freq(theta, hd, kind, rs.get("factor", 1.0), rs.get("low_freq_factor", 1.0),
+                       rs.get("high_freq_factor", 4.0),
+                       rs.get("original_max_position_embeddings", 8192))
+
+
+def rope(x, inv):
     # x (T, nh, hd), rotate-half: dimension i pairs with i + hd/2
     T, hd = x.shape[0], x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
     ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
     cos = torch.cat([ang.cos(), ang.cos()], -1).double()[:, None, :]
     sin = torch.cat([ang.sin(), ang.sin()], -1).double()[:, None, :]
@@ -84,7 +99,8 @@ def forward(cfg, p, tokens):
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["model_type"] == "llama"
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim", cfg["hidden_size"] // H)
-    eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+    eps, inv = cfg["rms_norm_eps"], config_inv_freq(cfg, hd)
+    assert cfg.get("hidden_act", "silu") == "silu", "only SiLU"
     W = lambda n: torch.from_numpy(p[n][1].astype(np.float64))
     T = len(tokens)
     x = W("model.embed_tokens.weight")[torch.tensor(tokens)]
@@ -95,7 +111,7 @@ def forward(cfg, p, tokens):
         q = (h @ W(pre + "self_attn.q_proj.weight").T).view(T, H, hd)
         k = (h @ W(pre + "self_attn.k_proj.weight").T).view(T, KV, hd)
         v = (h @ W(pre + "self_attn.v_proj.weight").T).view(T, KV, hd)
-        q, k = rope(q, theta), rope(k, theta)
+        q, k = rope(q, inv), rope(k, inv)
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
         att = torch.einsum("thd,shd->hts", q, k) / hd ** 0.5 + mask

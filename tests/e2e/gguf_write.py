@@ -10,6 +10,7 @@ names and rotate-half q/k rows. The tools never need Python.
 usage: gguf_write.py SRC OUT.gguf REF_DIR [--type f32|f16|bf16|q8_0]
                      [--alignment N] [--vocab-from tokens|key|embedding]
                      [--version N] [--no-context] [--extra] [--q4k]
+                     [--rope-scaling TYPE:FACTOR]
 
 SRC is a scalewatch HDF5 checkpoint (h5py) or a Hugging Face F32/BF16
 safetensors directory. Every metadata value type is written (test.*
@@ -19,7 +20,9 @@ general.architecture, llama.* sizes, and q and k rows permuted to
 interleaved RoPE pairs with convert_hf_to_gguf.py's permute. Norm gains
 stay F32 (as llama.cpp keeps them), 2-D weights take --type (Q8_0: F16
 for rows that are no whole number of blocks of 32, as llama.cpp does).
---extra adds Llama 3's rope_freqs.weight (ones), a tensor no Hugging
+--rope-scaling writes llama.rope.scaling.type and .factor (REF_DIR's
+config.json rope_scaling with that type and factor); --extra adds Llama
+3's rope_freqs.weight (ones), a tensor no Hugging
 Face Llama has (not in REF_DIR); --q4k writes the embedding as Q4_K (type
 12, blocks of 256 in 144 bytes, here of zeros), a type the reader refuses.
 """
@@ -146,7 +149,8 @@ def gguf_name(hf):
 
 def main():
     args = sys.argv[1:]
-    opt = {"--type": "f32", "--alignment": None, "--vocab-from": "tokens", "--version": "3"}
+    opt = {"--type": "f32", "--alignment": None, "--vocab-from": "tokens", "--version": "3",
+           "--rope-scaling": None}
     flags = set()
     pos = []
     i = 0
@@ -178,6 +182,10 @@ def main():
         meta.append(kv("llama.context_length", U32, cfg.get("max_position_embeddings", 64)))
     if opt["--alignment"]:
         meta.append(kv("general.alignment", U32, align))
+    if opt["--rope-scaling"]:
+        rope_type, rope_factor = opt["--rope-scaling"].split(":")
+        meta.append(kv("llama.rope.scaling.type", STRING, rope_type))
+        meta.append(kv("llama.rope.scaling.factor", F32, float(rope_factor)))
     if opt["--type"] == "q8_0":
         meta.append(kv("general.quantization_version", U32, 2))
     if opt["--vocab-from"] == "tokens":
@@ -252,6 +260,8 @@ def main():
             "rms_norm_eps": float(np.float32(cfg.get("rms_norm_eps", 1e-5))),
             "rope_theta": float(np.float32(cfg.get("rope_theta", 10000.0))),
             "tie_word_embeddings": "lm_head.weight" not in refs}
+    if opt["--rope-scaling"]:
+        conf["rope_scaling"] = {"rope_type": rope_type, "factor": float(np.float32(rope_factor))}
     json.dump(conf, open(os.path.join(ref, "config.json"), "w"))
 
 

@@ -15,12 +15,14 @@ usage: pt_reference.py write SRC_DIR OUT
            Meta's Llama forward in float64 on the consolidated.NN.pth of
            META_DIR (their slices joined as Meta's code splits them):
            interleaved RoPE on pairs (2i, 2i+1), as Meta's
-           apply_rotary_emb computes it; prints "logits REL" against the
+           apply_rotary_emb computes it (use_scaled_rope: Llama 3.1's
+           apply_scaling); prints "logits REL" against the
            logits scalewatch computed
 """
 import collections
 import glob
 import json
+import math
 import os
 import struct
 import sys
@@ -201,6 +203,23 @@ def export(pt, d):
     write_safetensors(t, json.load(open(os.path.join(os.path.dirname(path), "config.json"))), d)
 
 
+def meta_scaled(freqs, factor, high, low=1, n=8192):
+    """Meta's apply_scaling (Llama 3.1's reference model.py), one frequency
+    at a time: wavelengths below n/high kept, above n/low over factor,
+    between them interpolated"""
+    out = []
+    for f in freqs.tolist():
+        w = 2 * math.pi / f
+        if w < n / high:
+            out.append(f)
+        elif w > n / low:
+            out.append(f / factor)
+        else:
+            s = (n / w - low) / (high - low)
+            out.append((1 - s) * f / factor + s * f)
+    return torch.tensor(out, dtype=torch.float64)
+
+
 def meta_forward(p, prm, tokens):
     torch.set_default_dtype(torch.float64)
     D, H, KV = prm["dim"], prm["n_heads"], prm.get("n_kv_heads", prm["n_heads"])
@@ -210,6 +229,8 @@ def meta_forward(p, prm, tokens):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
 
     freqs = 1.0 / (prm["rope_theta"] ** (torch.arange(0, hd, 2)[: hd // 2].double() / hd))
+    if prm.get("use_scaled_rope"):
+        freqs = meta_scaled(freqs, prm["rope_scaling_factor"], prm.get("rope_high_freq_factor", 4))
     cis = torch.polar(torch.ones(T, hd // 2), torch.outer(torch.arange(T).double(), freqs))
 
     def rope(x):    # (T, heads, hd): pairs (2i, 2i+1) as complex numbers

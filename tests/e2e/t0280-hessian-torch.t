@@ -29,25 +29,9 @@ fi
 
 HS="--data c24 --batch-tokens 32 --seq-len 16"
 
-# eigs OURS REF: lambda_1..3 of each block agree (ours: block in $3,
-# lambda in $5-$7; ref: block lambdas in $3-$5)
+# eigs OURS REF: lambda_1..3 of each block agree (tests/lib/eigs.awk)
 eigs() {
-	awk -F'[\t ]' 'NR == FNR { if (FNR > 1) { for (k = 1; k <= 3; k++) l[$3, k] = $(k + 4); n++ } next }
-		$1 == "all" { top = $3 < 0 ? -$3 : $3 }
-		{ r[$1] = $0 }
-		END {
-			for (b in r) {
-				split(r[b], f, " ")
-				for (k = 1; k <= 3; k++) {
-					d = l[b, k] - f[k + 2]; if (d < 0) d = -d
-					m = f[k + 2] < 0 ? -f[k + 2] : f[k + 2]
-					if (!((b, k) in l) || d > 1e-3 * m + 1e-7 * top) { print b, k, l[b, k], f[k + 2]; bad = 1 }
-				}
-				seen++
-			}
-			if (seen != n || n < 6) { print "blocks: ours " n ", reference " seen; bad = 1 }
-			exit bad
-		}' "$1" "$2"
+	awk -F'[\t ]' -f "$SW_TOP/tests/lib/eigs.awk" "$1" "$2"
 }
 
 # traces OURS REF: |trace - exact| <= 3 se (ours: trace $10, se $11)

@@ -30,6 +30,8 @@ import h5py
 import numpy as np
 import torch
 
+from rope_reference import hf_inv_freq
+
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)
 
@@ -46,10 +48,19 @@ def rmsnorm(x, g, eps):
     return y * g if g is not None else y
 
 
-def rope(x, theta, T):
+def cfg_inv_freq(cfg, hd):
+    """hf_inv_freq of a checkpoint's /config (rope_scaling and its
+    parameters, scalewatch-format(5))"""
+    kind = cfg.get("rope_scaling", "")
+    return hf_inv_freq(float(cfg["rope_theta"]), hd, kind, float(cfg.get("rope_factor", 1)),
+                       float(cfg.get("rope_low_freq_factor", 1)),
+                       float(cfg.get("rope_high_freq_factor", 4)),
+                       int(cfg.get("rope_original_max_position_embeddings", 8192)))
+
+
+def rope(x, inv, T):
     # x (B, T, nh, hd); Hugging Face computes inv_freq and angles in float32
     hd = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
     ang = torch.arange(T, dtype=torch.float32)[:, None] * inv.float()[None, :]
     cos = torch.cat([ang.cos(), ang.cos()], -1).double()[None, :, None, :]
     sin = torch.cat([ang.sin(), ang.sin()], -1).double()[None, :, None, :]
@@ -118,7 +129,9 @@ def effective(p, name, mode):
 
 def forward(p, cfg, tok, tgt):
     C, H, KV, hd = (int(cfg[k]) for k in ("d_model", "n_heads", "n_kv_heads", "head_dim"))
-    L, eps, theta = int(cfg["n_layers"]), float(cfg["norm_eps"]), float(cfg["rope_theta"])
+    L, eps = int(cfg["n_layers"]), float(cfg["norm_eps"])
+    assert cfg.get("hidden_act", "silu") == "silu", "only SiLU"
+    inv = cfg_inv_freq(cfg, hd)
     mult, qkn = cfg["multipliers"], int(cfg["qk_norm"])
     nev = int(cfg.get("norm_everywhere", 0))
     B, T = tok.shape
@@ -139,7 +152,7 @@ def forward(p, cfg, tok, tgt):
         # reader's output normalized, per head, with its own gain
         if pre + "self_attn.v_norm.weight" in p:
             v = rmsnorm(v, p[pre + "self_attn.v_norm.weight"], eps)
-        q, k = rope(q, theta, T), rope(k, theta, T)
+        q, k = rope(q, inv, T), rope(k, inv, T)
         k = k.repeat_interleave(H // KV, dim=2)
         v = v.repeat_interleave(H // KV, dim=2)
         att = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)) / math.sqrt(hd) + mask

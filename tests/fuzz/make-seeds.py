@@ -110,6 +110,26 @@ put("st-config", "tie-string.json", js(dict(llama, tie_word_embeddings="yes")))
 put("st-config", "rope-theta-twice.json", js(llama)[:-1] + ',"rope_theta":1000000.0}')
 put("st-config", "trailing-garbage.json", js(llama) + "\n}garbage")
 put("st-config", "trailing-blanks.json", js(llama) + "\n\r\t ")
+# the keys that change the function ([hostile3] E): computed, kept by name, refused
+llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192}
+put("st-config", "rope-llama3.json", js(dict(llama, rope_scaling=llama3)))
+put("st-config", "rope-linear-type.json", js(dict(llama, rope_scaling={"type": "linear", "factor": 2})))
+put("st-config", "rope-parameters-llama3.json",
+    js(dict({k: v for k, v in llama.items() if k != "rope_theta"},
+            rope_parameters=dict(llama3, rope_theta=500000.0))))
+put("st-config", "rope-yarn.json", js(dict(llama, rope_scaling={"rope_type": "yarn", "factor": 4.0})))
+put("st-config", "rope-types-differ.json",
+    js(dict(llama, rope_scaling={"rope_type": "llama3", "type": "linear", "factor": 2})))
+put("st-config", "rope-bands-inverted.json",
+    js(dict(llama, rope_scaling=dict(llama3, low_freq_factor=4.0, high_freq_factor=1.0))))
+put("st-config", "hidden-act-gelu.json", js(dict(llama, hidden_act="gelu", partial_rotary_factor=0.5)))
+put("st-config", "mistral-window.json",
+    js(dict(llama, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=4096)))
+put("st-config", "qwen2-window.json",
+    js(dict(llama, architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=True,
+            sliding_window=32, max_window_layers=1,
+            layer_types=["full_attention", "sliding_attention"])))
 
 # ---- tokens: 2 control bytes (format and T; vocabulary), then the file ----
 def llmc(ids, count=None, magic=20240520, version=1):

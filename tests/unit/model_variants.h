@@ -5,7 +5,7 @@
  * QK-norm, scalar/row/column/row-and-column multipliers, norm-everywhere, no scale
  * vectors, MQA with a head_dim that is not d_model/n_heads, the scale
  * designs (arch.h: hg, ap, dp, hg+dp over the three kinds, dnp and
- * hg+dnp over attn and ffn). Include
+ * hg+dnp over attn and ffn), RoPE scaled (llama3). Include
  * after lib/model/model.c.
  */
 #ifndef SW_MODEL_VARIANTS_H
@@ -55,6 +55,11 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
 	c = base; strcpy(c.scale_design, "attn=hg+dnp,ffn=hg+dnp,head=hg"); c.qk_norm = 1;
 	c.n_kv_heads = 1;
 	check("scale design: hg+dnp, MQA, head hg", c);
+	/* RoPE's frequencies scaled (arch_rope_inv_freq): the forward, the
+	 * backward and the R-operator's passes read one table */
+	c = base; strcpy(c.rope_type, "llama3"); c.rope_factor = 8; c.rope_low_freq_factor = 1;
+	c.rope_high_freq_factor = 4; c.rope_original_max = 16;
+	check("RoPE scaled (llama3)", c);
 }
 
 /* The gains reparameterized (arch.h: scale_reparam), over every kind of

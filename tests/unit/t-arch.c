@@ -1,4 +1,6 @@
-/* Unit tests of lib/base/arch.c: Hugging Face names, roles, shapes, model order. */
+/* Unit tests of lib/base/arch.c: Hugging Face names, roles, shapes, model order;
+ * RoPE's frequency table and what a model refuses of a config. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,49 @@ static int name_is(const char *hf, const char *role, enum sw_block b, int layer,
 	memset(&t, 0, sizeof t);
 	return arch_info_from_hf_name(&cfg, hf, &t) == 0 && !strcmp(t.role, role) &&
 	       t.block == b && t.layer == layer && t.norm_type == nt && !strcmp(t.name, hf);
+}
+
+/*
+ * RoPE's inverse frequencies against transformers' formulas
+ * (modeling_rope_utils.py, _compute_linear_scaling_rope_parameters and
+ * _compute_llama3_parameters) written here again in double: within 1e-6
+ * relative (arch_rope_inv_freq computes in float32, as torch does: a few
+ * roundings of 6e-8 each; a wrong band or factor is off by 2x to 32x).
+ * The bands seen: *kept, *divided, *smoothed count each branch taken.
+ */
+static double rope_worst(const struct sw_config *c, int *kept, int *divided, int *smoothed)
+{
+	float inv[64];
+	double worst = 0;
+	int half = (int)c->head_dim / 2;
+
+	*kept = *divided = *smoothed = 0;
+	if (arch_rope_inv_freq(c, inv) < 0)
+		return INFINITY;
+	for (int i = 0; i < half; i++) {
+		double base = 1.0 / pow(c->rope_theta, 2.0 * i / (double)c->head_dim), want = base;
+		if (!strcmp(c->rope_type, "linear")) {
+			want = base / c->rope_factor;
+			++*divided;
+		} else if (!strcmp(c->rope_type, "llama3")) {
+			double w = 2 * M_PI / base, n = (double)c->rope_original_max,
+			       lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
+			if (w < n / hi) {
+				++*kept;
+			} else if (w > n / lo) {
+				want = base / c->rope_factor;
+				++*divided;
+			} else {
+				double s = (n / w - lo) / (hi - lo);
+				want = (1 - s) * base / c->rope_factor + s * base;
+				++*smoothed;
+			}
+		} else {
+			++*kept;
+		}
+		worst = fmax(worst, fabs(inv[i] - want) / want);
+	}
+	return worst;
 }
 
 static struct sw_tensor_info shaped(const char *role, int layer, int rank, int64_t a, int64_t b)
@@ -157,6 +202,92 @@ int main(void)
 		strcpy(bad.scale_reparam, "attn=zz");
 		ok(arch_config_check(&bad, &err) == SW_EDATA && strstr(err.msg, "scale_reparam"),
 		   "a checkpoint's unknown scale_reparam refused by name");
+	}
+	{
+		/* Llama 3.1's own rope_scaling (head_dim 128, theta 500000) */
+		struct sw_config r = cfg;
+		int kept, divided, smoothed;
+		double worst;
+		float inv[64];
+		r.head_dim = 128;
+		r.rope_theta = 5e5;
+		worst = rope_worst(&r, &kept, &divided, &smoothed);
+		/* rounded once: within half an ulp, 2^-24 relative */
+		ok(worst <= 0x1p-24 && kept == 64, "no scaling: 1/theta^(2i/hd) rounded once (%.3g)", worst);
+		strcpy(r.rope_type, "default");
+		ok(rope_worst(&r, &kept, &divided, &smoothed) <= 0x1p-24, "rope_type default: the same table");
+		strcpy(r.rope_type, "linear");
+		r.rope_factor = 4;
+		worst = rope_worst(&r, &kept, &divided, &smoothed);
+		ok(worst <= 1e-6 && divided == 64, "linear factor 4: inv / 4 (%.3g)", worst);
+		/* Llama 3.1's; Llama 3.2's factor over a short original context */
+		static const struct { const char *what; int64_t hd; double theta, factor; int64_t n; } l3[] = {
+			{"Llama 3.1's", 128, 5e5, 8, 8192}, {"factor 32, a short context", 64, 1e4, 32, 64},
+		};
+		strcpy(r.rope_type, "llama3");
+		r.rope_low_freq_factor = 1;
+		r.rope_high_freq_factor = 4;
+		for (size_t i = 0; i < sizeof l3 / sizeof l3[0]; i++) {
+			r.head_dim = l3[i].hd;
+			r.rope_theta = l3[i].theta;
+			r.rope_factor = l3[i].factor;
+			r.rope_original_max = l3[i].n;
+			worst = rope_worst(&r, &kept, &divided, &smoothed);
+			ok(worst <= 1e-6 && kept > 0 && divided > 0 && smoothed > 0,
+			   "llama3, %s: %d kept, %d divided, %d smoothed, within %.3g", l3[i].what, kept,
+			   divided, smoothed, worst);
+		}
+		ok(arch_config_check(&r, &err) == SW_OK && arch_model_check(&r, &err) == SW_OK,
+		   "llama3 is a config the model computes");
+		strcpy(r.rope_type, "yarn");
+		ok(arch_rope_inv_freq(&r, inv) < 0, "yarn: no table");
+		ok(arch_config_check(&r, &err) == SW_OK, "yarn: a config a listing reads");
+		ok(arch_model_check(&r, &err) == SW_EDATA &&
+		   !strcmp(err.msg, "rope_scaling type 'yarn' is not supported (default, linear and llama3 are)"),
+		   "yarn: refused by name for a model: %s", err.msg);
+		strcpy(r.rope_type, "llama3");
+		r.rope_high_freq_factor = 1;
+		ok(arch_config_check(&r, &err) == SW_OK && arch_model_check(&r, &err) == SW_EDATA &&
+		   strstr(err.msg, "high_freq_factor"),
+		   "llama3 with high_freq_factor <= low_freq_factor: read, refused for a model: %s", err.msg);
+		r.rope_high_freq_factor = 4;
+		r.rope_factor = 0;
+		ok(arch_model_check(&r, &err) == SW_EDATA && strstr(err.msg, "factor = 0"),
+		   "llama3 with factor 0 refused for a model: %s", err.msg);
+		r.rope_factor = 8;
+		r.rope_original_max = 0;
+		ok(arch_model_check(&r, &err) == SW_EDATA && strstr(err.msg, "original_max_position_embeddings"),
+		   "llama3 with no original context refused for a model: %s", err.msg);
+	}
+	{
+		/* what a model refuses: named, 65 (SW_EDATA), never 64 */
+		struct sw_config m = cfg;
+		m.head_dim = 7;
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "head_dim 7 is odd"),
+		   "odd head_dim: bad data: %s", err.msg);
+		m = cfg;
+		strcpy(m.hidden_act, "gelu");
+		ok(arch_config_check(&m, &err) == SW_OK && arch_model_check(&m, &err) == SW_EDATA &&
+		   !strcmp(err.msg, "hidden_act 'gelu' is not supported (silu is)"),
+		   "hidden_act gelu: read, refused for a model: %s", err.msg);
+		strcpy(m.hidden_act, "swish");
+		ok(arch_model_check(&m, &err) == SW_OK, "hidden_act swish: SiLU's other name");
+		m = cfg;
+		m.rope_partial = 0.5;
+		ok(arch_config_check(&m, &err) == SW_OK && arch_model_check(&m, &err) == SW_EDATA &&
+		   strstr(err.msg, "partial_rotary_factor 0.5"), "partial RoPE refused for a model: %s", err.msg);
+		m.rope_partial = 1;
+		ok(arch_model_check(&m, &err) == SW_OK, "partial_rotary_factor 1: all of RoPE");
+		m = cfg;
+		m.sliding_window = 64;
+		ok(arch_window_check(&m, 64, &err) == SW_OK && arch_window_check(&cfg, 100000, &err) == SW_OK,
+		   "a window no shorter than the sequences, or none: the same attention");
+		ok(arch_window_check(&m, 65, &err) == SW_EDATA &&
+		   strstr(err.msg, "sliding_window 64 is shorter than the sequences of 65 tokens"),
+		   "a window shorter than the sequences refused: %s", err.msg);
+		m.sliding_window = -1;
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "sliding_window"),
+		   "a negative window refused for a model: %s", err.msg);
 	}
 	return tap_done();
 }

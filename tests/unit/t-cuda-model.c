@@ -388,6 +388,16 @@ int main(void)
 	strcpy(c.scale_design, "attn=hg+dnp,ffn=dnp");
 	c.qk_norm = 1;
 	check_variant("scale design: attn hg+dnp, ffn dnp", c);
+	/* the device's RoPE tables from the CPU's one frequency table
+	 * (arch_rope_inv_freq): llama3 over an original context of 16 moves
+	 * every frequency of a head of 8 but the first */
+	c = base_config();
+	strcpy(c.rope_type, "llama3");
+	c.rope_factor = 8;
+	c.rope_low_freq_factor = 1;
+	c.rope_high_freq_factor = 4;
+	c.rope_original_max = 16;
+	check_variant("RoPE scaled (llama3)", c);
 
 	c = base_config();
 	c.qk_norm = 1;

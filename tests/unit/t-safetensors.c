@@ -92,6 +92,61 @@ int main(void)
 	ok(st_parse_config(nolayers, strlen(nolayers), &c, &err) == SW_EDATA &&
 	   strstr(err.msg, "num_hidden_layers"), "missing field named: %s", err.msg);
 
+	/* the keys that change the function: computed, kept by name, refused */
+	{
+		static const struct { const char *extra, *what; int rc; const char *type; double factor;
+				      int64_t window, from; const char *act; } keys[] = {
+			{",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+			 "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}",
+			 "llama3", SW_OK, "llama3", 8, 0, 0, ""},
+			{",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2}", "linear under type", SW_OK,
+			 "linear", 2, 0, 0, ""},
+			{",\"rope_scaling\":{\"rope_type\":\"default\"},\"hidden_act\":\"silu\"",
+			 "default, silu: Llama's defaults", SW_OK, "", 0, 0, 0, ""},
+			{",\"rope_scaling\":null,\"hidden_act\":\"gelu\"", "gelu kept by name", SW_OK, "", 0, 0, 0,
+			 "gelu"},
+			{",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}", "yarn kept by name", SW_OK,
+			 "yarn", 0, 0, 0, ""},
+			{",\"rope_scaling\":{\"rope_type\":\"llama3\",\"type\":\"linear\",\"factor\":2}",
+			 "two types", SW_EDATA, NULL, 0, 0, 0, NULL},
+			{",\"rope_scaling\":{\"rope_type\":\"linear\"}", "linear, no factor", SW_EDATA, NULL, 0,
+			 0, 0, NULL},
+			{",\"sliding_window\":16", "Llama: no window read", SW_OK, "", 0, 0, 0, ""},
+		};
+		static const struct { const char *json; int64_t window, from; } windows[] = {
+			{"\"MistralForCausalLM\"]", 4096, 0},
+			{"\"MistralForCausalLM\"],\"sliding_window\":null", 0, 0},
+			{"\"MistralForCausalLM\"],\"sliding_window\":16", 16, 0},
+			{"\"Qwen2ForCausalLM\"],\"sliding_window\":16", 0, 0},
+			{"\"Qwen2ForCausalLM\"],\"sliding_window\":16,\"use_sliding_window\":true", 16, 28},
+			{"\"Qwen2ForCausalLM\"],\"sliding_window\":16,\"use_sliding_window\":true,"
+			 "\"max_window_layers\":30", 16, 30},
+			{"\"Qwen2ForCausalLM\"],\"sliding_window\":16,\"use_sliding_window\":true,"
+			 "\"layer_types\":[\"full_attention\",\"full_attention\",\"sliding_attention\"]", 16, 2},
+		};
+		char buf[1024];
+		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+			int rc;
+			snprintf(buf, sizeof buf, "%.*s%s}", (int)strlen(llama) - 1, llama, keys[i].extra);
+			rc = st_parse_config(buf, strlen(buf), &c, &err);
+			ok(rc == keys[i].rc && (rc || (!strcmp(c.rope_type, keys[i].type) &&
+						      c.rope_factor == keys[i].factor &&
+						      c.sliding_window == keys[i].window &&
+						      !strcmp(c.hidden_act, keys[i].act))),
+			   "config.json, %s: %s", keys[i].what, rc ? err.msg : "read");
+		}
+		for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
+			snprintf(buf, sizeof buf, "{\"architectures\":[%s,\"vocab_size\":10,\"hidden_size\":8,"
+				 "\"intermediate_size\":16,\"num_hidden_layers\":32,\"num_attention_heads\":2}",
+				 windows[i].json);
+			int rc = st_parse_config(buf, strlen(buf), &c, &err);
+			ok(rc == SW_OK && c.sliding_window == windows[i].window &&
+			   c.max_window_layers == windows[i].from,
+			   "the window of %s: %lld from layer %lld", windows[i].json,
+			   (long long)c.sliding_window, (long long)c.max_window_layers);
+		}
+	}
+
 	/* index */
 	struct st_index ix;
 	const char *index = "{\"metadata\":{\"total_size\":8},\"weight_map\":{\"a\":\"m-1.safetensors\","

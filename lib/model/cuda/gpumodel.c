@@ -623,28 +623,36 @@ static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
 	return at;
 }
 
-/* HF computes inv_freq = 1/theta^(2i/hd) and the angles in float32, as
- * model_alloc_acts does for the CPU. */
+/* The frequencies from the one table (arch_rope_inv_freq), the angles
+ * in float32 as HF computes them, as model_alloc_acts does for the CPU. */
 static void upload_rope(struct gpu_model *gm, int T)
 {
 	const struct sw_config *c = &gm->m->c;
 	size_t half = (size_t)c->head_dim / 2;
-	float *cs = malloc(2 * (size_t)T * half * sizeof *cs);
+	float *cs = malloc(2 * (size_t)T * half * sizeof *cs), *inv = malloc((half ? half : 1) * sizeof *inv);
 	struct sw_err e;
 
-	if (!cs) {
+	if (!cs || !inv) {
+		free(cs);
+		free(inv);
 		note(gm, sw_fail(&e, SW_ESOFTWARE, "out of memory"), &e);
+		return;
+	}
+	if (arch_rope_inv_freq(c, inv) < 0) {
+		free(cs);
+		free(inv);
+		note(gm, sw_fail(&e, SW_EDATA, "rope_scaling type '%s' is not supported", c->rope_type), &e);
 		return;
 	}
 	for (int t = 0; t < T; t++)
 		for (size_t i = 0; i < half; i++) {
-			float inv = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim));
-			cs[(size_t)t * half + i] = cosf((float)t * inv);
-			cs[((size_t)T + t) * half + i] = sinf((float)t * inv);
+			cs[(size_t)t * half + i] = cosf((float)t * inv[i]);
+			cs[((size_t)T + t) * half + i] = sinf((float)t * inv[i]);
 		}
 	upload(gm, gm->rope_cos, cs, (size_t)T * half * sizeof *cs);
 	upload(gm, gm->rope_sin, cs + (size_t)T * half, (size_t)T * half * sizeof *cs);
 	free(cs);
+	free(inv);
 }
 
 /* Room for B x T (T <= seq_len), as model_alloc_acts. */
@@ -659,6 +667,10 @@ static void alloc_acts(struct gpu_model *gm, int B, int T)
 	if (c->seq_len && T > c->seq_len) {
 		note(gm, sw_fail(&e, SW_EUSAGE, "sequence of %d tokens is longer than seq_len %lld", T,
 				 (long long)c->seq_len), &e);
+		return;
+	}
+	if (arch_window_check(c, T, &e)) {
+		note(gm, e.code, &e);
 		return;
 	}
 	dfree(gm, gm->acts_block);
