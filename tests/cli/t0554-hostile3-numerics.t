@@ -47,6 +47,7 @@ if sys.argv[1] == "make":
         edit(f, O, lambda w: w * 1e-30)
         edit(f, E, lambda w: w * 2.0 ** 70)                   # every entry ~1e20
         edit(f, H, lambda w: spike(w, (11, 13), 1e20))        # the head, and folded
+        edit(f, G, lambda w: spike(w, 17, 1e20))              # with a gain of 1e20
     sys.exit(0)
 
 f = h5py.File(sys.argv[2], "r")
