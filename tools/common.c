@@ -150,6 +150,16 @@ int tool_thread_bound(int want, double *left)
 	return n > 1 ? n : 1;
 }
 
+/* v's decimal digits, ending at end (a '\0' is put there): the first */
+static char *decimal(long v, char *end)
+{
+	*end = '\0';
+	do
+		*--end = (char)('0' + v % 10);
+	while ((v /= 10) > 0);
+	return end;
+}
+
 /*
  * Before any library's constructor (ELF .preinit_array: the executable's
  * own, run first): OpenMP reads OMP_NUM_THREADS and OpenBLAS maps its
@@ -160,16 +170,6 @@ int tool_thread_bound(int want, double *left)
  * started again with it added - before anything has run, nothing lost.
  * The C library is not set up yet: envp, not getenv, and no stdio.
  */
-/* d's decimal digits, ending at end (a '\0' is put there): the first */
-static char *decimal(long v, char *end)
-{
-	*end = '\0';
-	do
-		*--end = (char)('0' + v % 10);
-	while ((v /= 10) > 0);
-	return end;
-}
-
 static void bound_threads_at_load(int argc, char **argv, char **envp)
 {
 	static const char key[] = "OMP_NUM_THREADS=";
@@ -187,10 +187,13 @@ static void bound_threads_at_load(int argc, char **argv, char **envp)
 				  b[] = " MiB, and OpenBLAS needs 272 MiB to run (two buffers of 128)\n";
 		const char *prog = argv && argv[0] ? argv[0] : "sw", *slash = strrchr(prog, '/');
 		prog = slash ? slash + 1 : prog;
+		ssize_t ignored;
 		d = decimal(room > 0 ? (long)(room / (1 << 20)) : 0, digits + sizeof digits - 1);
-		if (write(STDERR_FILENO, prog, strlen(prog)) < 0 || write(STDERR_FILENO, a, sizeof a - 1) < 0 ||
-		    write(STDERR_FILENO, d, strlen(d)) < 0 || write(STDERR_FILENO, b, sizeof b - 1) < 0)
-			_exit(SW_ESOFTWARE);
+		ignored = write(STDERR_FILENO, prog, strlen(prog));
+		ignored = write(STDERR_FILENO, a, sizeof a - 1);
+		ignored = write(STDERR_FILENO, d, strlen(d));
+		ignored = write(STDERR_FILENO, b, sizeof b - 1);
+		(void)ignored;
 		_exit(SW_ESOFTWARE);
 	}
 	for (; envp && envp[count]; count++)
