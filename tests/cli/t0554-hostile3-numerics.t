@@ -111,57 +111,67 @@ fi
 if [ -n "${SW_SANITIZED:-}" ]; then
 	test_skip 'P: thread counts under ulimit -v' 'sanitized build (shadow memory is address space)'
 else
-	# limited LIMIT CMD...: CMD under ulimit -v LIMIT (KiB) and timeout 60,
-	# its status into status
+	# limited -v|-d LIMIT CMD...: CMD under ulimit -v (RLIMIT_AS) or -d
+	# (RLIMIT_DATA) LIMIT (KiB) and timeout 60, its status into status
 	limited() {
-		lim=$1
-		shift
-		(ulimit -v "$lim" && exec timeout 60 "$@") >out 2>err
+		flag=$1 lim=$2
+		shift 2
+		(ulimit "$flag" "$lim" && exec timeout 60 "$@") >out 2>err
 		echo $? >status
 	}
 	SMALL="--batch 4 --seq-len 32 --d-model 32 --n-layers 2 --n-heads 4 --n-kv-heads 2"
 
 	test_expect_success 'P: ulimit -v 4000000, sw-norms --threads 64: bounded, the rows, a note (never a hang)' '
 		timeout 60 sw-norms --threads 1 "$FIX/tiny.h5" >free &&
-		limited 4000000 sw-norms --threads 64 "$FIX/tiny.h5" &&
+		limited -v 4000000 sw-norms --threads 64 "$FIX/tiny.h5" &&
 		echo 0 >want && test_cmp want status &&
 		cut -f4,6 free >expect && cut -f4,6 out >actual && test_cmp expect actual &&
 		test_line_count = 1 err &&
 		grep -q "^sw-norms: --threads 64: [0-9]* threads: the address-space limit" err
 	'
 
+	test_expect_success 'P: ulimit -d 4000000 (RLIMIT_DATA), sw-norms --threads 64: the same' '
+		limited -d 4000000 sw-norms --threads 64 "$FIX/tiny.h5" &&
+		echo 0 >want && test_cmp want status &&
+		cut -f4,6 out >actual && test_cmp expect actual &&
+		test_line_count = 1 err &&
+		grep -q "^sw-norms: --threads 64: [0-9]* threads: the address-space limit" err &&
+		limited -d 250000 sw-norms "$FIX/tiny.h5" &&
+		echo 70 >want && test_cmp want status && test_line_count = 1 err
+	'
+
 	test_expect_success 'P: ulimit -v 4000000, OMP_NUM_THREADS=64: sw-norms, sw-spectrum bounded' '
-		OMP_NUM_THREADS=64 limited 4000000 sw-norms "$FIX/tiny.h5" &&
+		OMP_NUM_THREADS=64 limited -v 4000000 sw-norms "$FIX/tiny.h5" &&
 		echo 0 >want && test_cmp want status && test_line_count = 0 err &&
 		cut -f4,6 out >actual && test_cmp expect actual &&
-		OMP_NUM_THREADS=64 limited 4000000 sw-spectrum --top 1 "$FIX/tiny.h5" &&
+		OMP_NUM_THREADS=64 limited -v 4000000 sw-spectrum --top 1 "$FIX/tiny.h5" &&
 		test_cmp want status && test_line_count = 0 err && test_line_count -gt 1 out &&
-		limited 4000000 sw-spectrum --threads 64 --top 1 "$FIX/tiny.h5" &&
+		limited -v 4000000 sw-spectrum --threads 64 --top 1 "$FIX/tiny.h5" &&
 		test_cmp want status && test_line_count -gt 1 out
 	'
 
 	test_expect_success 'P: ulimit -v 4000000, sw-train --threads 64 and OMP_NUM_THREADS=64: trains' '
-		limited 4000000 sw-train --data "$FIX/corpus.txt" --out run64 $SMALL --threads 64 \
+		limited -v 4000000 sw-train --data "$FIX/corpus.txt" --out run64 $SMALL --threads 64 \
 			--steps 2 --ckpt-every 2 &&
 		echo 0 >want && test_cmp want status && test -f run64/ckpt-000002.h5 &&
-		OMP_NUM_THREADS=64 limited 4000000 sw-train --data "$FIX/corpus.txt" --out runenv \
+		OMP_NUM_THREADS=64 limited -v 4000000 sw-train --data "$FIX/corpus.txt" --out runenv \
 			$SMALL --steps 2 --ckpt-every 2 &&
 		test_cmp want status && test -f runenv/ckpt-000002.h5
 	'
 
 	test_expect_success 'P: a limit as tight as 450000 KiB: one thread, the rows' '
-		limited 450000 sw-norms --threads 16 "$FIX/tiny.h5" &&
+		limited -v 450000 sw-norms --threads 16 "$FIX/tiny.h5" &&
 		echo 0 >want && test_cmp want status &&
 		cut -f4,6 out >actual && test_cmp expect actual &&
 		grep -q "^sw-norms: --threads 16: 1 thread: " err
 	'
 
 	test_expect_success 'P: a limit too small for one thread (250000 KiB): one line, 70' '
-		limited 250000 sw-norms "$FIX/tiny.h5" &&
+		limited -v 250000 sw-norms "$FIX/tiny.h5" &&
 		echo 70 >want && test_cmp want status && test_line_count = 0 out &&
 		test_line_count = 1 err &&
 		grep -q "^sw-norms: the address-space limit (ulimit -v or -d) leaves [0-9]* MiB, and OpenBLAS needs 272 MiB" err &&
-		limited 250000 sw-spectrum --threads 64 "$FIX/tiny.h5" &&
+		limited -v 250000 sw-spectrum --threads 64 "$FIX/tiny.h5" &&
 		test_cmp want status && test_line_count = 1 err
 	'
 fi
