@@ -59,14 +59,16 @@ void tool_std_fds(void)
  * (one as OpenBLAS loads, one at the first call), 2, 4, 8 and 16 threads
  * 4, 7, 13 and 26 - at most two a thread. So a thread past the first is
  * counted as two buffers and its stack, and those threads get at most
- * half of what the limits leave (the rest is the data's); below what one
- * thread needs, the tool stops with one line (70). And no more threads
- * than 4 a core: more make no tool faster, and each costs its buffers.
+ * half of what the limits leave (the rest is the data's); below what
+ * the load, or a computing tool's first call, needs, the tool stops with
+ * one line (70). And no more threads than 4 a core: more make no tool
+ * faster, and each costs its buffers.
  */
 #define THREAD_BUFFER_BYTES (128.0 * 1024 * 1024)
 #define THREAD_BLAS_BYTES (2 * THREAD_BUFFER_BYTES)
-/* one thread's buffers and 16 MiB of the tool's own: the least a tool runs in */
-#define THREAD_MIN_BYTES (THREAD_BLAS_BYTES + 16.0 * 1024 * 1024)
+/* a buffer and 4 MiB of the tool's own: what OpenBLAS's load, and then
+ * a tool's first call, each need at least */
+#define THREAD_MIN_BYTES (THREAD_BUFFER_BYTES + 4.0 * 1024 * 1024)
 #define THREADS_PER_CORE 4
 
 /* an rlimit's soft value in bytes; INFINITY when unlimited */
@@ -179,12 +181,12 @@ static void bound_threads_at_load(int argc, char **argv, char **envp)
 	int count = 0, n;
 
 	(void)argc;
-	/* one thread takes two buffers (measured: one as OpenBLAS loads,
-	 * one at the first call), and OpenBLAS would wait for ever where it
-	 * cannot map them: say so, and stop */
+	/* OpenBLAS maps a buffer as it loads, and would wait for ever where
+	 * it cannot: say so, and stop (BLIS maps none) */
+#ifndef SW_BLAS_BLIS
 	if (room < THREAD_MIN_BYTES) {
 		static const char a[] = ": the address-space limit (ulimit -v or -d) leaves ",
-				  b[] = " MiB, and OpenBLAS needs 272 MiB to run (two buffers of 128)\n";
+				  b[] = " MiB, and OpenBLAS needs 132 MiB to load\n";
 		const char *prog = argv && argv[0] ? argv[0] : "sw", *slash = strrchr(prog, '/');
 		prog = slash ? slash + 1 : prog;
 		ssize_t ignored;
@@ -196,6 +198,7 @@ static void bound_threads_at_load(int argc, char **argv, char **envp)
 		(void)ignored;
 		_exit(SW_ESOFTWARE);
 	}
+#endif
 	for (; envp && envp[count]; count++)
 		if (!strncmp(envp[count], key, sizeof key - 1))
 			val = envp[count] + sizeof key - 1;
@@ -240,6 +243,34 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/*
+ * A tool that computes (the ones whose help offers --threads: their
+ * sgemm, syrk and LAPACK calls) maps a second buffer at its first call
+ * (measured above), and OpenBLAS would wait for ever there where it
+ * cannot. Under a limit, that buffer is taken now, by a 1 x 1 syrk
+ * (released after the call, it is kept for the calls after): the data
+ * the tool allocates later fails as memory does (70), not by a hang; and
+ * a limit that leaves less is one line and 70 now.
+ */
+static void blas_buffer_now(const struct tool *t)
+{
+	double room = mappable_bytes(), one = 1, c = 0;
+
+#ifdef SW_BLAS_BLIS
+	(void)t, (void)room, (void)one, (void)c;
+	return;                 /* BLIS maps no such buffers */
+#endif
+	if (!strstr(t->help, "--threads N") || !isfinite(room))
+		return;
+	if (room < THREAD_MIN_BYTES) {
+		fprintf(stderr, "%s: the address-space limit (ulimit -v or -d) leaves %.0f MiB, "
+			"and OpenBLAS needs %.0f MiB for its calls\n", t->prog,
+			room > 0 ? floor(room / (1 << 20)) : 0, THREAD_MIN_BYTES / (1 << 20));
+		exit(SW_ESOFTWARE);
+	}
+	cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, 1, 1, 1.0, &one, 1, 0.0, &c, 1);
+}
+
 void tool_init(struct tool *t, const char *prog, const char *usage,
 	       const char *help, int argc, char **argv)
 {
@@ -271,6 +302,7 @@ void tool_init(struct tool *t, const char *prog, const char *usage,
 	 * one whose close already failed (a full disk); we close every file
 	 * ourselves, so the handler has nothing to do */
 	H5dont_atexit();
+	blas_buffer_now(t);
 }
 
 void tool_usage_error(struct tool *t, const char *fmt, ...)

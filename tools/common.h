@@ -68,7 +68,9 @@ enum {
  * a count past the limits hangs). At least 1. *left (may be NULL): the
  * bytes the limits leave, INFINITY when none is set. The same bound is
  * put on OMP_NUM_THREADS (or the cores, when it is unset) before the
- * libraries load.
+ * libraries load; a limit that leaves less than OpenBLAS's load, or a
+ * computing tool's first call, needs (a buffer of 128 MiB) is one line
+ * and exit 70 (tool_init).
  */
 int tool_thread_bound(int want, double *left);
 
