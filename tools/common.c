@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +48,193 @@ void tool_std_fds(void)
 	}
 }
 
+/* ---- the thread count ------------------------------------------------
+ *
+ * OpenBLAS 0.3.21 (Debian's OpenMP build, which the tools link) maps a
+ * buffer of 128 MiB for each thread of its team, at load for
+ * min(OMP_NUM_THREADS, cores) threads and at a call for OpenMP's thread
+ * count then, and one for each thread that calls it from a parallel
+ * region; when the mapping is refused (ulimit -v or -d) it retries for
+ * ever: `ulimit -v 4000000; sw-norms --threads 64` spun without end.
+ * Measured on tiny.h5 (strace, sw-norms): one thread maps two buffers
+ * (one as OpenBLAS loads, one at the first call), 2, 4, 8 and 16 threads
+ * 4, 7, 13 and 26 - at most two a thread. So a thread past the first is
+ * counted as two buffers and its stack, and those threads get at most
+ * half of what the limits leave (the rest is the data's); below what
+ * the load, or a computing tool's first call, needs, the tool stops with
+ * one line (70). And no more threads than 4 a core: more make no tool
+ * faster, and each costs its buffers.
+ */
+#define THREAD_BUFFER_BYTES (128.0 * 1024 * 1024)
+#define THREAD_BLAS_BYTES (2 * THREAD_BUFFER_BYTES)
+/* a buffer and 4 MiB of the tool's own: what OpenBLAS's load, and then
+ * a tool's first call, each need at least */
+#define THREAD_MIN_BYTES (THREAD_BUFFER_BYTES + 4.0 * 1024 * 1024)
+#define THREADS_PER_CORE 4
+
+/* an rlimit's soft value in bytes; INFINITY when unlimited */
+static double limit_bytes(int resource)
+{
+	struct rlimit rl;
+
+	if (getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return INFINITY;
+	return (double)rl.rlim_cur;
+}
+
+/* The n-th (from 0) decimal field of s; -1 if there is none. */
+static double field(const char *s, int n)
+{
+	double v = -1;
+
+	for (int i = 0; i <= n; i++) {
+		while (*s == ' ')
+			s++;
+		if (*s < '0' || *s > '9')
+			return -1;
+		for (v = 0; *s >= '0' && *s <= '9'; s++)
+			v = 10 * v + (*s - '0');
+	}
+	return v;
+}
+
+/* Bytes this process may still map under RLIMIT_AS and RLIMIT_DATA
+ * (INFINITY when neither is set): the limits less its size and its data
+ * now (/proc/self/statm). System calls and arithmetic only: this runs
+ * before the C library's own constructors too (no stdio, no locale). */
+static double mappable_bytes(void)
+{
+	double as = limit_bytes(RLIMIT_AS), data = limit_bytes(RLIMIT_DATA), page, size, dat;
+	char buf[256];
+	ssize_t got;
+	int fd;
+
+	if (isinf(as) && isinf(data))
+		return INFINITY;
+	page = (double)sysconf(_SC_PAGESIZE);
+	fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[got > 0 ? got : 0] = '\0';
+	/* size resident shared text lib data dt, in pages */
+	size = field(buf, 0);
+	dat = field(buf, 5);
+	if (size < 0 || dat < 0)
+		size = dat = 0;
+	return fmin(as - size * page, data - dat * page);
+}
+
+/* want, at most THREADS_PER_CORE a core online */
+static int cores_bound(int want)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (cores < 1)
+		cores = 1;
+	return want > THREADS_PER_CORE * cores ? (int)(THREADS_PER_CORE * cores) : want;
+}
+
+int tool_thread_bound(int want, double *left)
+{
+	double room = mappable_bytes(), stack = limit_bytes(RLIMIT_STACK);
+	int n = cores_bound(want);
+
+	if (left)
+		*left = room;
+	if (isfinite(room)) {
+		/* glibc's threads take RLIMIT_STACK's size (32 MiB assumed
+		 * when unlimited) */
+		double each = THREAD_BLAS_BYTES + (isfinite(stack) ? stack : 32.0 * (1 << 20));
+		double more = floor(0.5 * room / each);
+		if (more < n - 1)
+			n = 1 + (more > 0 ? (int)more : 0);
+	}
+	return n > 1 ? n : 1;
+}
+
+/* v's decimal digits, ending at end (a '\0' is put there): the first */
+static char *decimal(long v, char *end)
+{
+	*end = '\0';
+	do
+		*--end = (char)('0' + v % 10);
+	while ((v /= 10) > 0);
+	return end;
+}
+
+/*
+ * Before any library's constructor (ELF .preinit_array: the executable's
+ * own, run first): OpenMP reads OMP_NUM_THREADS and OpenBLAS maps its
+ * team's buffers when they load, before main, so a count the limits
+ * cannot hold is made OMP_NUM_THREADS here, in the environment the
+ * process started with: its digits rewritten in place (fewer threads,
+ * no more digits), or, unset (OpenMP takes every core), the process
+ * started again with it added - before anything has run, nothing lost.
+ * The C library is not set up yet: envp, not getenv, and no stdio.
+ */
+static void bound_threads_at_load(int argc, char **argv, char **envp)
+{
+	static const char key[] = "OMP_NUM_THREADS=";
+	char *val = NULL, digits[24], *d;
+	double room = mappable_bytes();
+	long want = -1;
+	int count = 0, n;
+
+	(void)argc;
+	/* OpenBLAS maps a buffer as it loads, and would wait for ever where
+	 * it cannot: say so, and stop (BLIS maps none) */
+#ifndef SW_BLAS_BLIS
+	if (room < THREAD_MIN_BYTES) {
+		static const char a[] = ": the address-space limit (ulimit -v or -d) leaves ",
+				  b[] = " MiB, and OpenBLAS needs 132 MiB to load\n";
+		const char *prog = argv && argv[0] ? argv[0] : "sw", *slash = strrchr(prog, '/');
+		prog = slash ? slash + 1 : prog;
+		ssize_t ignored;
+		d = decimal(room > 0 ? (long)(room / (1 << 20)) : 0, digits + sizeof digits - 1);
+		ignored = write(STDERR_FILENO, prog, strlen(prog));
+		ignored = write(STDERR_FILENO, a, sizeof a - 1);
+		ignored = write(STDERR_FILENO, d, strlen(d));
+		ignored = write(STDERR_FILENO, b, sizeof b - 1);
+		(void)ignored;
+		_exit(SW_ESOFTWARE);
+	}
+#endif
+	for (; envp && envp[count]; count++)
+		if (!strncmp(envp[count], key, sizeof key - 1))
+			val = envp[count] + sizeof key - 1;
+	if (val) {
+		want = 0;
+		/* a list ("8,2": nested levels) or anything but digits is
+		 * left to OpenMP */
+		for (const char *c = val; *c; c++) {
+			if (*c < '0' || *c > '9' || want > 1 << 20)
+				return;
+			want = 10 * want + (*c - '0');
+		}
+	} else {
+		want = sysconf(_SC_NPROCESSORS_ONLN);
+	}
+	if (want < 2 || (n = tool_thread_bound((int)want, NULL)) >= want)
+		return;
+	d = decimal(n, digits + sizeof digits - 1);
+	if (val) {
+		memcpy(val, d, strlen(d) + 1);
+	} else {
+		char var[sizeof key + sizeof digits], *env[count + 2];
+		memcpy(var, key, sizeof key - 1);
+		memcpy(var + sizeof key - 1, d, strlen(d) + 1);
+		memcpy(env, envp, (size_t)count * sizeof *env);
+		env[count] = var;
+		env[count + 1] = NULL;
+		execve("/proc/self/exe", argv, env);
+		/* could not: go on with every core */
+	}
+}
+
+__attribute__((section(".preinit_array"), used))
+static void (*const preinit_threads)(int, char **, char **) = bound_threads_at_load;
+
 /* Seconds on the monotonic clock. */
 static double now_s(void)
 {
@@ -54,6 +242,34 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/*
+ * A tool that computes (the ones whose help offers --threads: their
+ * sgemm, syrk and LAPACK calls) maps a second buffer at its first call
+ * (measured above), and OpenBLAS would wait for ever there where it
+ * cannot. Under a limit, that buffer is taken now, by a 1 x 1 syrk
+ * (released after the call, it is kept for the calls after): the data
+ * the tool allocates later fails as memory does (70), not by a hang; and
+ * a limit that leaves less is one line and 70 now.
+ */
+static void blas_buffer_now(const struct tool *t)
+{
+	double room = mappable_bytes(), one = 1, c = 0;
+
+#ifdef SW_BLAS_BLIS
+	(void)t, (void)room, (void)one, (void)c;
+	return;                 /* BLIS maps no such buffers */
+#endif
+	if (!strstr(t->help, "--threads N") || !isfinite(room))
+		return;
+	if (room < THREAD_MIN_BYTES) {
+		fprintf(stderr, "%s: the address-space limit (ulimit -v or -d) leaves %.0f MiB, "
+			"and OpenBLAS needs %.0f MiB for its calls\n", t->prog,
+			room > 0 ? floor(room / (1 << 20)) : 0, THREAD_MIN_BYTES / (1 << 20));
+		exit(SW_ESOFTWARE);
+	}
+	cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, 1, 1, 1.0, &one, 1, 0.0, &c, 1);
 }
 
 void tool_init(struct tool *t, const char *prog, const char *usage,
@@ -87,6 +303,7 @@ void tool_init(struct tool *t, const char *prog, const char *usage,
 	 * one whose close already failed (a full disk); we close every file
 	 * ourselves, so the handler has nothing to do */
 	H5dont_atexit();
+	blas_buffer_now(t);
 }
 
 void tool_usage_error(struct tool *t, const char *fmt, ...)
@@ -130,7 +347,15 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 		/* both pools: OpenMP runs the tools' own loops, OpenBLAS its
 		 * sgemm (its OpenMP build follows omp_set_num_threads only
 		 * for calls made after it, so both are told) */
-		int n = (int)tool_parse_int(t, "--threads", arg, 1, 1024);
+		int want = (int)tool_parse_int(t, "--threads", arg, 1, 1024);
+		double left;
+		int n = tool_thread_bound(want, &left);
+		/* fewer when the limits cannot map them (tool_thread_bound):
+		 * said, since the bits depend on the count */
+		if (n < cores_bound(want) && !t->quiet)
+			fprintf(stderr, "%s: --threads %d: %d thread%s: the address-space limit "
+				"(ulimit -v or -d) leaves %.0f MiB, and OpenBLAS maps 256 MiB a thread\n",
+				t->prog, want, n, n > 1 ? "s" : "", left / (1 << 20));
 		omp_set_num_threads(n);
 #ifndef SW_BLAS_BLIS            /* BLIS's OpenMP build follows OpenMP's */
 		openblas_set_num_threads(n);

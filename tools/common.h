@@ -57,11 +57,27 @@ enum { OPT_FORCE = OPT_TOOL_FIRST - 1 };
 #define TOOL_FORCE_OPTION {"force", no_argument, NULL, OPT_FORCE}
 
 /* --threads N, for every tool that computes (tool_common_option sets
- * OpenMP's and OpenBLAS's thread counts alike). */
+ * OpenMP's and OpenBLAS's thread counts alike, bounded by
+ * tool_thread_bound). */
 #define TOOL_THREADS_OPTION {"threads", required_argument, NULL, OPT_THREADS}
 #define TOOL_THREADS_HELP                                                                  \
 	"  --threads N    threads, for OpenMP and OpenBLAS alike (default: every core,\n"    \
-	"                 or OMP_NUM_THREADS when it is set)\n"
+	"                 or OMP_NUM_THREADS when it is set); at most 4 a core, and\n"      \
+	"                 fewer where ulimit -v or -d cannot map them\n"
+
+/*
+ * The threads a tool may run of want: at most 4 a core online, and no
+ * more than the address-space limits (RLIMIT_AS, RLIMIT_DATA) can map at
+ * 256 MiB of OpenBLAS buffers and a stack a thread past the first, in
+ * half of what they leave (OpenBLAS retries a refused mapping for ever:
+ * a count past the limits hangs). At least 1. *left (may be NULL): the
+ * bytes the limits leave, INFINITY when none is set. The same bound is
+ * put on OMP_NUM_THREADS (or the cores, when it is unset) before the
+ * libraries load; a limit that leaves less than OpenBLAS's load, or a
+ * computing tool's first call, needs (a buffer of 128 MiB) is one line
+ * and exit 70 (tool_init).
+ */
+int tool_thread_bound(int want, double *left);
 
 /* The batch a model is run on, for the tools that run one (sw-sharpness,
  * sw-hessian): the same spelling, meaning and default in both, parsed

@@ -157,15 +157,18 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 		      (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
 
 /*
- * NAME(W, ld, nr, n, P, Z): Z_q += (w_i . P_q) w_i for the nr rows of W
- * (elements of type T, ld apart, n columns) and the B vectors P_q = P + q
- * n, Z_q = Z + q n of type ST (in the order LOAD reads a run of RUN
+ * NAME(W, ld, nr, n, P, ys, Z): Z_q += ys (w_i . P_q) w_i for the nr rows
+ * of W (elements of type T, ld apart, n columns) and the B vectors P_q = P
+ * + q n, Z_q = Z + q n of type ST (in the order LOAD reads a run of RUN
  * columns, above), in vectors VT of RUN/2 lanes, G rows at a time; ONE(w)
- * is one element as double, LANES(a) a vector's lanes added in double. A
- * last group of fewer than G rows repeats its first row with weight 0.
+ * is one element as double, LANES(a) a vector's lanes added in double; ys
+ * (a power of two: exact) scales w_i . P_q in double before it is rounded
+ * to ST (float32's range: gram_apply_single). A last group of fewer than
+ * G rows repeats its first row with weight 0.
  */
 #define ROWS_KERNEL_OF(NAME, T, B, G, VT, ST, RUN, LOAD, ONE, LANES)                        \
-HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P, ST *Z)   \
+HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P, double ys, \
+		     ST *Z)                                                                  \
 {                                                                                            \
 	int64_t whole = n - n % (RUN);                                                       \
 	for (int64_t i = 0; i < nr; i += (G)) {                                              \
@@ -195,7 +198,7 @@ HOT static void NAME(const T *W, int64_t ld, int64_t nr, int64_t n, const ST *P,
 				double d = LANES(acc[r][q]);                                 \
 				for (int64_t j = whole; j < n; j++)                          \
 					d += ONE(w[r] + j) * p[j];                           \
-				y[r][q] = i + r < nr ? (ST)d : (ST)0;                        \
+				y[r][q] = i + r < nr ? (ST)(d * ys) : (ST)0;                 \
 			}                                                                    \
 		for (int64_t j = 0; j < whole; j += (RUN)) {                                 \
 			for (int r = 0; r < (G); r++)                                        \
@@ -266,27 +269,27 @@ typedef uint32_t v16u __attribute__((vector_size(64)));
 
 ALL_ROWS_KERNELS(ROWS_KERNEL_SINGLE)
 
-/* NAME(W, bf16, ld, nr, n, P, b, Z): the chunks of up to four of the b
+/* NAME(W, bf16, ld, nr, n, P, b, ys, Z): the chunks of up to four of the b
  * vectors, by the kernels PREFIX_f32_B or PREFIX_bf16_B (W read from cache
  * for every chunk after the first) */
 #define ROWS_BLOCK(NAME, ST, PREFIX)                                                         \
 static void NAME(const void *W, int bf16, int64_t ld, int64_t nr, int64_t n, const ST *P,  \
-		 int b, ST *Z)                                                               \
+		 int b, double ys, ST *Z)                                                    \
 {                                                                                            \
 	static void (*const f32[4])(const float *, int64_t, int64_t, int64_t, const ST *,   \
-				    ST *) = {PREFIX##_f32_1, PREFIX##_f32_2, PREFIX##_f32_3,   \
-					     PREFIX##_f32_4};                                  \
+				    double, ST *) = {PREFIX##_f32_1, PREFIX##_f32_2,           \
+						     PREFIX##_f32_3, PREFIX##_f32_4};          \
 	static void (*const bf[4])(const uint16_t *, int64_t, int64_t, int64_t, const ST *, \
-				   ST *) = {PREFIX##_bf16_1, PREFIX##_bf16_2, PREFIX##_bf16_3, \
-					    PREFIX##_bf16_4};                                  \
+				   double, ST *) = {PREFIX##_bf16_1, PREFIX##_bf16_2,          \
+						    PREFIX##_bf16_3, PREFIX##_bf16_4};         \
 	for (int q0 = 0; q0 < b; q0 += 4) {                                                  \
 		int c = b - q0 < 4 ? b - q0 : 4;                                             \
 		const ST *p = P + (size_t)q0 * (size_t)n;                                    \
 		ST *z = Z + (size_t)q0 * (size_t)n;                                          \
 		if (bf16)                                                                    \
-			bf[c - 1]((const uint16_t *)W, ld, nr, n, p, z);                     \
+			bf[c - 1]((const uint16_t *)W, ld, nr, n, p, ys, z);                 \
 		else                                                                         \
-			f32[c - 1]((const float *)W, ld, nr, n, p, z);                       \
+			f32[c - 1]((const float *)W, ld, nr, n, p, ys, z);                   \
 	}                                                                                    \
 }
 
@@ -328,12 +331,13 @@ static size_t thread_ws(const struct gram_op *g)
 	return (size_t)g->acc_len + ((size_t)g->acc_len + 1) / 2 + (tile + 1) / 2; /* floats in doubles */
 }
 
-int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth)
+int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth, double wmag)
 {
 	memset(g, 0, sizeof *g);
 	g->v = v;
 	g->b = b;
 	g->n = v->cols;
+	g->wexp = wmag > 0 && isfinite(wmag) ? ilogb(wmag) : 0;
 	/* inside another parallel region (matrices side by side) a nested
 	 * region gets one thread */
 	g->nth = nth > 0 ? nth : omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -410,10 +414,41 @@ static void bf16_order(const double *src, double *dst, int b, int64_t n, int run
 }
 
 /*
+ * The search's vectors in float32, each scaled by a power of two 2^e[q]
+ * (exact), and the products w_i . p by 2^-wexp (ys): float32 holds 2^-126
+ * to 2^128 only, and W^T W p takes p's scale times |W|^2 (one entry of
+ * 1e20: 1e40; of 1e-30: 1e-60 underflows). With |W| ~ 2^wexp and p's
+ * largest entry made 2^-(wexp/2), the kernel's values stay near 2^(+-wexp/2)
+ * - within 2^+-80 for any float32 W - whatever the scale of W, and its
+ * result comes back in double times 2^-(e[q] - wexp). For W of ordinary
+ * size the bits are those of no scaling (float32 rounds the same at any
+ * power of two).
+ */
+static void to_single(struct gram_op *g, const double *P, int *e)
+{
+	int64_t n = g->n;
+
+	for (int q = 0; q < g->b; q++) {
+		const double *p = P + (size_t)q * (size_t)n;
+		float *pf = g->pf + (size_t)q * (size_t)n;
+		double big = 0, f;
+
+		for (int64_t i = 0; i < n; i++)
+			big = fmax(big, fabs(p[i]));
+		e[q] = big > 0 && isfinite(big) ? -ilogb(big) - g->wexp / 2 : 0;
+		f = ldexp(1.0, e[q]);
+		for (int64_t i = 0; i < n; i++)
+			pf[i] = (float)(p[i] * f);
+	}
+}
+
+/*
  * W diag(s) is applied through the vectors, not the rows:
  * diag(s) W^T W diag(s) P, P scaled first and the sum after. single: the
- * products in float32 (rows_block_single), each tile's sums added in
- * double.
+ * products in float32 (rows_block_single; scaled, to_single), each
+ * tile's sums added in double; where float32 overflowed anyway (W diag(s)
+ * with s and W of very different sizes) the pass is taken again in
+ * double, so no Inf or NaN leaves it.
  */
 static void apply(struct gram_op *g, const double *P, double *Z, int single)
 {
@@ -422,7 +457,8 @@ static void apply(struct gram_op *g, const double *P, double *Z, int single)
 	int b = g->b, run = single ? 32 : 16;
 	size_t stride = thread_ws(g);
 	const double *Pin = P;
-	int team = 1;
+	int team = 1, e[GRAM_BMAX];
+	double ys = single ? ldexp(1.0, -g->wexp) : 1.0;
 
 	if (v->col_scale) {
 		memcpy(g->pt, P, (size_t)(n * b) * sizeof *g->pt);
@@ -439,8 +475,7 @@ static void apply(struct gram_op *g, const double *P, double *Z, int single)
 		Pin = g->pt;
 	}
 	if (single)
-		for (int64_t i = 0; i < n * b; i++)
-			g->pf[i] = (float)Pin[i];
+		to_single(g, Pin, e);
 #pragma omp parallel num_threads(g->nth)
 	{
 		int tid = omp_get_thread_num();
@@ -458,11 +493,11 @@ static void apply(struct gram_op *g, const double *P, double *Z, int single)
 			int64_t nr = hi - r0 < TILE ? hi - r0 : TILE;
 			const void *w = tile_rows(v, r0, nr, tile, &ld);
 			if (!single) {
-				rows_block(w, g->bf16, ld, nr, n, Pin, b, acc);
+				rows_block(w, g->bf16, ld, nr, n, Pin, b, 1.0, acc);
 				continue;
 			}
 			memset(zf, 0, (size_t)g->acc_len * sizeof *zf);
-			rows_block_single(w, g->bf16, ld, nr, n, g->pf, b, zf);
+			rows_block_single(w, g->bf16, ld, nr, n, g->pf, b, ys, zf);
 			for (int64_t j = 0; j < g->acc_len; j++)
 				acc[j] += zf[j];
 		}
@@ -472,6 +507,21 @@ static void apply(struct gram_op *g, const double *P, double *Z, int single)
 		bf16_order(g->zt, Z, b, n, run, 0);
 	} else {
 		sum_threads(g, team, Z);
+	}
+	if (single) {
+		int finite = 1;
+		for (int q = 0; q < b; q++) {
+			double *z = Z + (size_t)q * (size_t)n, f = ldexp(1.0, g->wexp - e[q]);
+			for (int64_t j = 0; j < n; j++) {
+				z[j] *= f;
+				finite &= isfinite(z[j]);
+			}
+		}
+		if (!finite) {
+			g->redone++;
+			apply(g, P, Z, 0);
+			return;
+		}
 	}
 	if (v->col_scale)
 		gram_scale_columns(Z, b, n, v->col_scale);

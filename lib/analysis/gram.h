@@ -67,11 +67,19 @@ struct gram_op {
 	double *pt;             /* the block scaled by the columns, reordered */
 	double *zt;             /* bf16: the sum in the kernel's order */
 	float *pf;              /* the block in float32 (gram_apply_single) */
+	int wexp;               /* |W| ~ 2^wexp: gram_apply_single's scaling */
+	int redone;             /* gram_apply_single's passes taken again in double */
 };
 
-/* Workspace for blocks of b vectors (1 <= b <= GRAM_BMAX) on nth threads
- * (<= 0: OpenMP's maximum); -1 if out of memory. */
-int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth);
+/*
+ * Workspace for blocks of b vectors (1 <= b <= GRAM_BMAX) on nth threads
+ * (<= 0: OpenMP's maximum); -1 if out of memory. wmag is the size of W's
+ * entries (its data, without col_scale), within a few powers of two: any
+ * bound on max |W_ij| near it, ||W||_F for one (<= 0: unknown, taken as
+ * 1). gram_apply_single scales by it, so that float32 neither overflows
+ * nor underflows on a W of any size float32 holds.
+ */
+int gram_init(struct gram_op *g, const struct spec_view *v, int b, int nth, double wmag);
 void gram_free(struct gram_op *g);
 
 /* dst_q[j] *= s[j] for the b vectors of length len (vector q at dst + q
@@ -84,8 +92,11 @@ void gram_apply(struct gram_op *g, const double *P, double *Z);
 /* The same in float32 arithmetic: about three times faster, each entry
  * of Z within about 1e-6 of the largest in relative terms (sums of one
  * row, and of one tile of 64 rows, in float32; the tiles added in
- * double). For the search of spectrum_top, whose stopping test applies
- * gram_apply. */
+ * double), the vectors and products scaled by powers of two from wmag
+ * (exact) so that float32's range holds them; a pass that overflows
+ * float32 all the same (a col_scale far from 1 against W's size) is
+ * taken again by gram_apply: Z is always finite for a finite W. For the
+ * search of spectrum_top, whose stopping test applies gram_apply. */
 void gram_apply_single(struct gram_op *g, const double *P, double *Z);
 
 #endif

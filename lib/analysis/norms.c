@@ -378,14 +378,19 @@ int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
 		if (t->kind == SW_KIND_MATRIX && select_match_info(sel, t))
 			add_row(rows, &n, NORMS_ROW_TENSOR, i, t, t->role);
+		/* the folded head is the head's second row: a head of one row
+		 * is a vector (kind by shape), and has neither */
 		if ((long)i == head && !ckpt_meta(ck)->head_tied && gain >= 0 &&
-		    folded_selected(sel, t))
+		    t->kind == SW_KIND_MATRIX && folded_selected(sel, t))
 			add_row(rows, &n, NORMS_ROW_FOLDED_HEAD, i, t, "lm_head_folded");
 	}
 	for (size_t r = 0; r < n; r++)
 		rows[r].folded_follows = 0;
-	if (head >= 0 && ckpt_meta(ck)->head_tied) {
-		/* the tied head is listed under its own name, after the layers */
+	if (head >= 0 && ckpt_meta(ck)->head_tied &&
+	    ckpt_info(ck, (size_t)head)->kind == SW_KIND_MATRIX) {
+		/* the tied head is listed under its own name, after the
+		 * layers; an embedding of one row is a vector: neither row,
+		 * as it has none of its own */
 		h = *ckpt_info(ck, (size_t)head);
 		arch_info_for_role(&ckpt_meta(ck)->config, "lm_head", -1, &h);
 		if (select_match_info(sel, &h))

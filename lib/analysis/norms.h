@@ -115,7 +115,8 @@ struct norms_row {
 
 /* The rows for the tensors sel selects, in print order (*rows malloc'ed;
  * *n may be 0). lm_head_folded is selected by --role lm_head_folded or
- * lm_head. */
+ * lm_head; a head of one row (1 x d_model: a vector by its shape) has
+ * neither its lm_head row nor its lm_head_folded row, tied or not. */
 int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_row **rows,
 	       size_t *n, struct sw_err *err);
 

@@ -604,6 +604,20 @@ static int frob_for_run(const struct spec_view *v, double known, double *frob_sq
 	return SW_OK;
 }
 
+/* The size of the view's data for gram_init's float32 scaling: ||W||_F
+ * from ||W diag(s)||_F (frob_sq), exact when s is uniform (where W is
+ * not, only the power of two matters) */
+static double data_magnitude(const struct spec_view *v, double frob_sq)
+{
+	double smax = 0;
+
+	if (!v->col_scale)
+		return sqrt(frob_sq);
+	for (int64_t j = 0; j < v->cols; j++)
+		smax = fmax(smax, fabs((double)v->col_scale[j]));
+	return smax > 0 ? sqrt(frob_sq) / smax : 0;
+}
+
 /* small problems, or most of the spectrum: the dense method is as fast
  * and exact */
 static int top_is_dense(int64_t n, int64_t k)
@@ -651,7 +665,7 @@ static int top_lanczos(const struct spec_view *v, int64_t k, double rel_tol, con
 		*frob_sq = fsq;
 	if ((rc = run_init(&r, v->cols, n, k, rel_tol, start, fsq, err)))
 		return rc;
-	if (gram_init(&g, v, r.b, 0)) {
+	if (gram_init(&g, v, r.b, 0, data_magnitude(v, fsq))) {
 		run_free(&r);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
 	}
@@ -739,17 +753,18 @@ int spectrum_sigma_max_pair(const struct spec_view *v, double rel_tol, double fr
 	 * (as gram_apply does for a view's col_scale) */
 	P2 = malloc((size_t)cols * (size_t)(r[0].b + r[1].b) * sizeof *P2);
 	Z2 = malloc((size_t)cols * (size_t)(r[0].b + r[1].b) * sizeof *Z2);
-	if (!P2 || !Z2 || gram_init(&both, &plain, r[0].b + r[1].b, 0)) {
+	/* one W under the three operators: its size is the plain view's */
+	if (!P2 || !Z2 || gram_init(&both, &plain, r[0].b + r[1].b, 0, sqrt(frob_sq))) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
 		goto out;
 	}
 	ready = 1;
-	if (gram_init(&alone[0], &plain, r[0].b, 0)) {
+	if (gram_init(&alone[0], &plain, r[0].b, 0, sqrt(frob_sq))) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
 		goto out;
 	}
 	ready = 2;
-	if (gram_init(&alone[1], v, r[1].b, 0)) {
+	if (gram_init(&alone[1], v, r[1].b, 0, sqrt(frob_sq))) {
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for Lanczos");
 		goto out;
 	}

@@ -59,7 +59,7 @@ static void check_apply(const struct spec_view *v, int b, int nth, struct sw_rng
 	for (int64_t i = 0; i < n * b; i++)
 		P[i] = rng_normal(r);
 	reference(v, P, b, R);
-	if (gram_init(&g, v, b, nth)) {
+	if (gram_init(&g, v, b, nth, 0)) {
 		ok(0, "%s: gram_init", what);
 		goto out;
 	}
@@ -134,6 +134,60 @@ int main(void)
 		bf.rows = 23;
 		bf.col_scale = scale;
 		check_apply(&bf, 7, 2, &r, "bf16, no column tail, scaled");
+	}
+
+	/* W far from 1 in size (issue 53, H): the float32 pass scaled by
+	 * powers of two from wmag (||W||_F here) within float32's rounding
+	 * of the double pass, none taken again in double; told nothing of
+	 * W's size, a W of 2^67 overflows float32 and the pass is the
+	 * double one, bit for bit */
+	for (int k = 0; k < 4; k++) {
+		static const int e[4] = {67, -100, 120, -83};
+		int64_t n = rows * cols, b = 3;
+		float *S = malloc((size_t)n * sizeof *S), *bs = malloc(45 * sizeof *bs);
+		double *P = malloc((size_t)(cols * b) * sizeof *P), *Z = malloc((size_t)(cols * b) * sizeof *Z);
+		double *R = malloc((size_t)(cols * b) * sizeof *R), fsq = 0, worst = 0, big = 0;
+		struct spec_view v = {S, SW_DTYPE_F32, rows, cols, cols, k == 3 ? bs : NULL};
+		struct gram_op g;
+
+		for (int64_t i = 0; i < n; i++) {
+			S[i] = ldexpf(W[i], e[k]);
+			fsq += (double)S[i] * S[i];
+		}
+		for (int j = 0; j < 45; j++)
+			bs[j] = ldexpf(scale[j], 40);   /* a gain of 2^40 on W of 2^-83 */
+		for (int64_t i = 0; i < cols * b; i++)
+			P[i] = rng_normal(&r);
+		if (gram_init(&g, &v, (int)b, 2, sqrt(fsq))) {
+			ok(0, "gram_init");
+			break;
+		}
+		gram_apply(&g, P, R);
+		gram_apply_single(&g, P, Z);
+		for (int64_t i = 0; i < cols * b; i++) {
+			big = fmax(big, fabs(R[i]));
+			worst = fmax(worst, fabs(Z[i] - R[i]));
+		}
+		ok(worst <= 1e-5 * big && big > 0 && isfinite(big) && g.redone == 0,
+		   "float32 W of 2^%d%s: the float32 pass scaled, max error %.2g of %.3g, %d redone",
+		   e[k], k == 3 ? ", columns scaled by 2^40" : "", worst, big, g.redone);
+		gram_free(&g);
+		if (k == 0) {
+			int same = 1;
+			gram_init(&g, &v, (int)b, 2, 0);
+			gram_apply_single(&g, P, Z);
+			for (int64_t i = 0; i < cols * b; i++)
+				same &= Z[i] == R[i];
+			ok(same && g.redone == 1,
+			   "float32 W of 2^67, its size not told: the pass taken again in double (%d), its bits",
+			   g.redone);
+			gram_free(&g);
+		}
+		free(S);
+		free(bs);
+		free(P);
+		free(Z);
+		free(R);
 	}
 
 	/* spectrum_top on bf16 in place = the dense spectrum of the same

@@ -338,6 +338,103 @@ static void test_top(void)
 	}
 }
 
+/*
+ * Matrices far from 1 in size (issue 53, H): float32 holds 2^-126 to
+ * 2^128, and the search's float32 products of W^T W p take |W|^2 (one
+ * entry of 1e20: 1e40 overflowed into NaN in the Lanczos matrix; entries
+ * of 1e-30: 1e-60 underflowed to zero). W times 2^k is exact in float32
+ * (no value leaves the normal range; checked), so its sigma is exactly
+ * 2^k times W's; the scaling by powers of two is exact too, and the run
+ * is the same run: the same steps in float32 and in double, the values
+ * within 1e-12 relative of 2^k times the unscaled ones (LAPACK's
+ * tridiagonal solver may round a scaled problem differently: 1e-12 is
+ * four orders above double's rounding, far below the 1e-5 claimed).
+ */
+static void check_scaled(const float *f, int64_t rows, int64_t cols, int e, const float *gain,
+			 const char *what)
+{
+	int64_t n = rows * cols;
+	float *g = calloc((size_t)n, sizeof *g);
+	double top[3], ref[3], f2 = ldexp(1.0, e);
+	struct spectrum_top_info info, rinfo;
+	struct sigma_info a, b, ra, rb;
+	struct spec_view v = spectrum_view(g, rows, cols), u = spectrum_view(f, rows, cols);
+	struct sw_err err = {0, ""};
+	int exact = 1, rc;
+
+	for (int64_t i = 0; i < n; i++) {
+		g[i] = (float)(f[i] * f2);
+		exact &= (double)g[i] / f2 == f[i] && (g[i] == 0 || fabsf(g[i]) >= 0x1p-126f);
+	}
+	rc = spectrum_top(&v, 3, SPECTRUM_TOP_REL_TOL, top, NULL, &info, &err) ||
+	     spectrum_top(&u, 3, SPECTRUM_TOP_REL_TOL, ref, NULL, &rinfo, &err);
+	ok(!rc && exact && max_rel(top, (double[]){ref[0] * f2, ref[1] * f2, ref[2] * f2}, 3, 0) <= 1e-12 &&
+	   info.steps == rinfo.steps && info.single_steps == rinfo.single_steps && info.single_steps > 0,
+	   "%s, 2^%d: top 3 = 2^%d x the unscaled (%.3g), %d steps, %d in float32 (unscaled %d, %d)",
+	   what, e, e, rc ? NAN : max_rel(top, (double[]){ref[0] * f2, ref[1] * f2, ref[2] * f2}, 3, 0),
+	   info.steps, info.single_steps, rinfo.steps, rinfo.single_steps);
+	/* sw-norms' pair, the output head and the head with a gain folded in */
+	v.col_scale = u.col_scale = gain;
+	rc = spectrum_sigma_max_pair(&v, 1e-6, -1, -1, &a, &b, &err) ||
+	     spectrum_sigma_max_pair(&u, 1e-6, -1, -1, &ra, &rb, &err);
+	ok(!rc && close_rel(a.sigma, ra.sigma * f2, 1e-12) && close_rel(b.sigma, rb.sigma * f2, 1e-12) &&
+	   a.iterations == ra.iterations && b.iterations == rb.iterations,
+	   "%s, 2^%d: sigma_max of W and of W diag(g) (the pair) = 2^%d x the unscaled (%.9g, %.9g)",
+	   what, e, e, a.sigma / f2, b.sigma / f2);
+	free(g);
+}
+
+static void test_far_scales(void)
+{
+	int64_t m = 256, c = 256, n = m * c;
+	double s[256], full[256], top[1];
+	float *f, *g = calloc((size_t)n, sizeof *g), gain[256];
+	struct spectrum_top_info info;
+	struct sigma_info sig;
+	struct spec_view v = spectrum_view(g, m, c);
+	struct sw_err err = {0, ""};
+	int rc;
+
+	for (int i = 0; i < 256; i++) {
+		s[i] = 2.0 * pow(0.98, i);
+		gain[i] = (float)(0.5 + rng_uniform(&rng));
+	}
+	f = known(m, c, s);
+	/* 2^67 ~ 1.5e20 (entries to ~1e19, the top one past 1e19); 2^-83 ~
+	 * 1e-25 (sigma^2 ~ 1e-50: zero in float32); 2^-100 ~ 8e-31, entries
+	 * near 1e-31 */
+	check_scaled(f, m, c, 67, gain, "256 x 256");
+	check_scaled(f, m, c, -83, gain, "256 x 256");
+	check_scaled(f, m, c, -100, gain, "256 x 256");
+	check_scaled(f, m, c, 120, gain, "256 x 256");
+
+	/* one entry of 1e20 among values of about 0.1, and the same among
+	 * values of about 1e-21 (1e20 beside 1e-20): sigma_max against the
+	 * dense spectrum in double of the same floats */
+	for (int mix = 0; mix < 2; mix++) {
+		for (int64_t i = 0; i < n; i++)
+			g[i] = mix ? (float)(f[i] * 1e-20) : f[i];
+		g[3 * c + 5] = 1e20f;
+		rc = spectrum_full(&v, full, NULL, &err) ||
+		     spectrum_top(&v, 1, SPECTRUM_TOP_REL_TOL, top, NULL, &info, &err) ||
+		     spectrum_sigma_max(&v, 1e-6, NULL, -1, NULL, &sig, &err);
+		ok(!rc && !strcmp(info.method, "lanczos") && close_rel(top[0], full[0], 1e-5) &&
+		   close_rel(sig.sigma, full[0], 1e-6) && info.single_steps > 0,
+		   "one entry of 1e20 among %s: sigma_max %.9g = the dense %.9g (top 1 and sigma_max)",
+		   mix ? "1e-21s" : "0.1s", rc ? NAN : top[0], full[0]);
+	}
+	/* NaN and Inf are still refused */
+	memcpy(g, f, (size_t)n * sizeof *g);
+	g[7] = INFINITY;
+	ok(spectrum_top(&v, 1, SPECTRUM_TOP_REL_TOL, top, NULL, &info, &err) == SW_EDATA &&
+	   strstr(err.msg, "1 of 65536 values are NaN or Inf"), "an Inf: refused (%s)", err.msg);
+	g[7] = NAN;
+	ok(spectrum_sigma_max(&v, 1e-6, NULL, -1, NULL, &sig, &err) == SW_EDATA,
+	   "a NaN: refused (%s)", err.msg);
+	free(f);
+	free(g);
+}
+
 static void test_summary_hist(void)
 {
 	double s[] = {3, 2, 1}, frob_sq = 14;
@@ -481,6 +578,7 @@ int main(void)
 	test_heads();
 	test_two_phases();
 	test_top();
+	test_far_scales();
 	test_summary_hist();
 	test_scale();
 	test_fit();
