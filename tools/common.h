@@ -17,19 +17,6 @@
 
 #ifndef SW_VERSION
 #define SW_VERSION "unknown"
-/*
- * The per-file loop under mpirun: every rank takes the same files, rank 0
- * reads the names (arguments or stdin) and hands each on; NULL at the end
- * or once rank 0's stdout broke. buf holds the name (len bytes).
- */
-struct comm;
-const char *tool_next_file_shared(struct tool *t, struct comm *c, char *buf, size_t len);
-
-/* A file's failure under mpirun is said once, by the rank that saw it
- * (reporter); the others only keep the status. Nothing when rc is 0. */
-void tool_shared_failure(struct tool *t, const char *file, int rc, int reporter, int rank,
-			 const struct sw_err *err);
-
 #endif
 
 /* A numeric default from lib/ in a --help string: "(" TOOL_STR(X) ")". */

@@ -92,7 +92,10 @@ static int check_series(const struct trace_series *series, int nseries, struct s
 		return sw_fail(err, SW_ESOFTWARE, "trace: %d series", nseries);
 	for (int i = 0; i < nseries; i++) {
 		const struct trace_series *s = &series[i];
-		if (bad_name(s->name, "/.,\t\n") || !strcmp(s->name, "step"))
+		/* "step" and "file" name the columns the reader prints
+		 * beside the series (traceread.c refuses them as series) */
+		if (bad_name(s->name, "/.,\t\n") || !strcmp(s->name, "step") ||
+		    !strcmp(s->name, "file"))
 			return sw_fail(err, SW_ESOFTWARE, "trace: '%s' cannot be a series name",
 				       s->name ? s->name : "(null)");
 		for (int j = 0; j < i; j++)
