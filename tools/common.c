@@ -1,6 +1,7 @@
 /* common.c - the shared plumbing of every tool (see common.h). */
 #include "common.h"
 #include "../lib/base/atomicfile.h"
+#include "../lib/base/family.h"
 #include "../lib/runs/blocksharp.h"
 #include "../lib/formats/ckpt.h"
 #include "../lib/formats/ckptfiles.h"
@@ -437,14 +438,26 @@ int tool_name_line(struct tool *t, char *line, ssize_t n)
 	return n > 0;
 }
 
+void tool_note_family(const struct tool *t, const char *file, const struct ckpt *ck)
+{
+	const struct sw_config *c = &ckpt_meta(ck)->config;
+
+	if (!family_find(c->arch) && !t->quiet)
+		fprintf(stderr, "%s: %s: architecture '%s' is not known: its tensors are listed "
+			"with block and role other (known: %s, %s)\n", t->prog, file,
+			c->arch[0] ? c->arch : "(none)", ARCH_SUPPORTED_LIST, FAMILY_LISTED);
+}
+
 struct ckpt *tool_next_ckpt(struct tool *t, const char **file)
 {
 	struct ckpt *ck;
 	struct sw_err err;
 
 	while (!tool_stdout_broken(t) && (*file = tool_next_file(t))) {
-		if (!ckpt_open(*file, &ck, &err))
+		if (!ckpt_open(*file, &ck, &err)) {
+			tool_note_family(t, *file, ck);
 			return ck;
+		}
 		tool_error(t, *file, &err);
 	}
 	return NULL;
@@ -487,7 +500,7 @@ void tool_error(struct tool *t, const char *file, const struct sw_err *err)
 	 * message's are (status.h) */
 	if (file) {
 		sw_fail(&name, SW_OK, "%s", file);
-		snprintf(line, sizeof line, "%s: %s: %s", t->prog, name.msg, err->msg);
+		snprintf(line, sizeof line, "%s: %.900s: %s", t->prog, name.msg, err->msg);
 	} else {
 		snprintf(line, sizeof line, "%s: %s", t->prog, err->msg);
 	}

@@ -197,6 +197,10 @@ int tool_name_line(struct tool *t, char *line, ssize_t n);
  * of the inputs or once stdout is broken. Close each with ckpt_close.
  */
 struct ckpt *tool_next_ckpt(struct tool *t, const char **file);
+/* An architecture no family table knows (family.h): one line on stderr
+ * per file (not under --quiet), since its blocks and roles are not
+ * assigned. tool_next_ckpt says it for every file it opens. */
+void tool_note_family(const struct tool *t, const char *file, const struct ckpt *ck);
 
 /*
  * May the tool write out, reading inputs (n names, "-" its stdin)? 0; or

@@ -111,6 +111,29 @@ static const struct role_row {
 	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier_col"},
 	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100}, "model.norm.weight"},
 	REPARAM("final_norm", "model.norm", GO, NI, 0, 100),
+	/* Roles of other families (lib/base/family.c names their tensors;
+	 * Hugging Face Llama has none of them): LayerNorm's biases; fused
+	 * projections as stored (q, k and v in one matrix; gate and up);
+	 * the output norms after attention and the MLP (Gemma2, OLMo2);
+	 * a mixture of experts' router, its experts' projections and the
+	 * shared expert with its gate (Qwen2-MoE) */
+	{{"pos_embed", SW_BLOCK_EMB, V, GI, NN, 0, 2}, NULL},
+	{{"attn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 50}, NULL},
+	{{"qkv", SW_BLOCK_OTHER, M, GH, NN, 1, 51}, NULL},
+	{{"qkv_bias", SW_BLOCK_OTHER, V, GH, NN, 1, 52}, NULL},
+	{{"attn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 66}, NULL},
+	{{"ffn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 70}, NULL},
+	{{"gate_up", SW_BLOCK_FFN, M, GH, NN, 1, 71}, NULL},
+	{{"router", SW_BLOCK_FFN, M, GH, NN, 1, 81}, NULL},
+	{{"expert_gate", SW_BLOCK_FFN, M, GH, NN, 1, 82}, NULL},
+	{{"expert_up", SW_BLOCK_FFN, M, GH, NN, 1, 83}, NULL},
+	{{"expert_down", SW_BLOCK_FFN, M, GH, NN, 1, 84}, NULL},
+	{{"shared_router", SW_BLOCK_FFN, M, GH, NN, 1, 85}, NULL},
+	{{"shared_gate", SW_BLOCK_FFN, M, GH, NN, 1, 86}, NULL},
+	{{"shared_up", SW_BLOCK_FFN, M, GH, NN, 1, 87}, NULL},
+	{{"shared_down", SW_BLOCK_FFN, M, GH, NN, 1, 88}, NULL},
+	{{"ffn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 89}, NULL},
+	{{"final_norm_bias", SW_BLOCK_NORM, V, GO, NN, 0, 100}, NULL},
 	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110}, "lm_head.weight"},
 	{{"lm_head_gain_in", SW_BLOCK_NORM, V, GO, NI, 0, 111}, "lm_head.gain_in"},
 	REPARAM("lm_head_gain_in", "lm_head.gain_in", GO, NI, 0, 111),
@@ -594,7 +617,7 @@ int arch_hf_name(const char *role, int layer, char *buf, size_t len)
 	const struct role_row *row = row_of(role);
 	int n;
 
-	if (!row)
+	if (!row || !row->hf)
 		return -1;
 	if (row->r.in_layer)
 		n = snprintf(buf, len, "model.layers.%d.%s", layer, row->hf);
@@ -654,6 +677,7 @@ int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
 	t->group = row->r.group;
 	t->norm_type = row->r.norm_type;
 	t->layer = row->r.in_layer ? layer : -1;
+	t->expert = 0;
 	t->n_heads = t->head_dim = 0;
 	if (!strcmp(role, "q") || !strcmp(role, "o") || !strcmp(role, "q_bias")) {
 		t->n_heads = (int)c->n_heads;
@@ -663,7 +687,8 @@ int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
 		t->n_heads = (int)c->n_kv_heads;
 		t->head_dim = (int)c->head_dim;
 	}
-	return arch_hf_name(role, t->layer, t->name, sizeof t->name);
+	/* another family's role: the caller names the tensor */
+	return row->hf ? arch_hf_name(role, t->layer, t->name, sizeof t->name) : 0;
 }
 
 /* Strict decimal layer number: digits only, no sign, no overflow. */
@@ -692,6 +717,7 @@ int arch_info_other(const char *name, int layer, struct sw_tensor_info *t)
 	t->group = SW_GROUP_UNKNOWN;
 	t->norm_type = SW_NORM_NONE;
 	t->layer = layer;
+	t->expert = 0;
 	t->n_heads = t->head_dim = 0;
 	return 0;
 }
@@ -710,7 +736,7 @@ int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 			if (layer >= c->n_layers)
 				return -1;
 			for (size_t i = 0; i < NROLES; i++)
-				if (roles[i].r.in_layer &&
+				if (roles[i].r.in_layer && roles[i].hf &&
 				    strcmp(rest + 1, roles[i].hf) == 0) {
 					arch_info_for_role(c, roles[i].r.name, layer, t);
 					snprintf(t->name, sizeof t->name, "%s", name);
@@ -721,7 +747,7 @@ int arch_info_from_hf_name(const struct sw_config *c, const char *name,
 		}
 	}
 	for (size_t i = 0; i < NROLES; i++)
-		if (!roles[i].r.in_layer && strcmp(name, roles[i].hf) == 0) {
+		if (!roles[i].r.in_layer && roles[i].hf && strcmp(name, roles[i].hf) == 0) {
 			arch_info_for_role(c, roles[i].r.name, -1, t);
 			return 0;
 		}
@@ -866,6 +892,7 @@ void arch_model_order_key(const struct sw_tensor_info *t, struct arch_order_key 
 		k->order = r->order;
 	}
 	k->layer = k->section == 1 ? t->layer : 0;
+	k->expert = t->expert;
 }
 
 int arch_model_order_key_cmp(const struct arch_order_key *a, const struct arch_order_key *b)
@@ -876,6 +903,8 @@ int arch_model_order_key_cmp(const struct arch_order_key *a, const struct arch_o
 		return a->layer < b->layer ? -1 : 1;
 	if (a->order != b->order)
 		return a->order < b->order ? -1 : 1;
+	if (a->expert != b->expert)
+		return a->expert < b->expert ? -1 : 1;
 	return 0;
 }
 

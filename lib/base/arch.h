@@ -265,7 +265,7 @@ int arch_model_order_cmp(const void *a, const void *b);
 /* The same order as a key computed once per tensor (a role lookup), so a
  * sort of many tensors compares integers, then names. */
 struct arch_order_key {
-	int section, layer, order;
+	int section, layer, order, expert;   /* experts by index, not by name */
 };
 void arch_model_order_key(const struct sw_tensor_info *t, struct arch_order_key *k);
 int arch_model_order_key_cmp(const struct arch_order_key *a, const struct arch_order_key *b);

@@ -97,7 +97,7 @@ static void role_list(const struct sw_select *s, char *buf, size_t len)
 static int add_role(struct sw_select *s, const char *item, struct sw_err *err)
 {
 	if (!role_known(s, item)) {
-		char valid[640];
+		char valid[960];
 		role_list(s, valid, sizeof valid);
 		return sw_fail(err, SW_EUSAGE, "unknown role '%.40s' (%s)", item, valid);
 	}

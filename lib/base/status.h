@@ -26,7 +26,7 @@ enum sw_status {
 
 struct sw_err {
 	int code;            /* one of enum sw_status */
-	char msg[768];
+	char msg[1024];
 };
 
 /* Set err (if not NULL) to code and a printf-style message; returns code. */

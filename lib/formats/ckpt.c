@@ -185,7 +185,7 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 	/* after sorting, two tensors with one known role and layer are adjacent */
 	for (size_t i = 1; i < n; i++) {
 		const struct sw_tensor_info *a = &info[i - 1], *b = &info[i];
-		if (arch_role_find(a->role) && a->layer == b->layer &&
+		if (arch_role_find(a->role) && a->layer == b->layer && a->expert == b->expert &&
 		    strcmp(a->role, b->role) == 0)
 			return sw_fail(err, SW_EDATA,
 				       "%s and %s both claim role %s in layer %d",

@@ -990,7 +990,13 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		blame(r, err, in);
 		return rc;
 	}
-	if (convert_to_hdf5(o->to, ckpt_meta(ck)->format, out))
+	/* both formats it writes name tensors as the Llama family does */
+	if (!arch_supported(ckpt_meta(ck)->config.arch)) {
+		const char *a = ckpt_meta(ck)->config.arch;
+		rc = sw_fail(err, SW_EDATA, "architecture '%s' is read for its matrices only: "
+			     "sw-convert writes %s", a[0] ? a : "(none)", ARCH_SUPPORTED_LIST);
+		blame(r, err, in);
+	} else if (convert_to_hdf5(o->to, ckpt_meta(ck)->format, out))
 		rc = to_hdf5(ck, in, ckpt_path(ck), out, o, r, err);
 	else
 		rc = to_safetensors(ck, in, ckpt_path(ck), out, o, r, err);

@@ -5,6 +5,7 @@
 #include "ptread.h"
 #include "attrmap.h"
 #include "../base/dtype.h"
+#include "../base/family.h"
 #include "../base/grow.h"
 #include "hfdir.h"
 #include "metallama.h"
@@ -348,11 +349,11 @@ static int add_hf(struct ptsrc *s, const struct sw_config *c, struct named_list 
 	for (size_t i = 0; i < l->n; i++) {
 		struct sw_tensor_info *t = &(*info)[s->n];
 		memset(t, 0, sizeof *t);
-		if (arch_info_from_hf_name(c, l->v[i].name, t) < 0)
+		if (family_tensor_info(c, l->v[i].name, t) < 0)
 			return sw_fail(err, SW_EDATA, "%s: layer number outside 0..%lld", l->v[i].name,
 				       (long long)c->n_layers - 1);
 		info_shape(t, &l->v[i].p);
-		if ((rc = arch_check_shape(c, t, err)))
+		if ((rc = family_check_shape(c, t, err)))
 			return rc;
 		s->pieces[s->npieces] = l->v[i].p;
 		s->t[s->n] = (struct pt_tensor){s->npieces, 1, -1, 0};

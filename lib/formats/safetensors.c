@@ -4,12 +4,14 @@
  */
 #include "safetensors.h"
 #include "../base/grow.h"
+#include "../base/family.h"
 #include "../base/jsonstrict.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,18 +478,56 @@ static int cfg_window(const cJSON *root, const char *arch, struct sw_config *c, 
 	return SW_OK;
 }
 
+/*
+ * The config of a family read for its matrices, or of an architecture no
+ * table knows: what a listing uses, where config.json says it under one
+ * of the names transformers' classes give it (GPT-2's n_layer, n_embd),
+ * else 0 (unknown); nothing is computed from it, so nothing else is
+ * asked of it (the model's builders refuse the family by name).
+ */
+static int listing_config(const cJSON *root, const struct arch_family *f, const char *named,
+			  struct sw_config *c, struct sw_err *err)
+{
+	static const struct { const char *keys[3]; size_t off; } sizes[] = {
+		{{"vocab_size"}, offsetof(struct sw_config, vocab_size)},
+		{{"hidden_size", "n_embd", "d_model"}, offsetof(struct sw_config, d_model)},
+		{{"num_hidden_layers", "n_layer", "num_layers"}, offsetof(struct sw_config, n_layers)},
+		{{"num_attention_heads", "n_head"}, offsetof(struct sw_config, n_heads)},
+		{{"num_key_value_heads"}, offsetof(struct sw_config, n_kv_heads)},
+		{{"head_dim"}, offsetof(struct sw_config, head_dim)},
+		{{"intermediate_size", "n_inner"}, offsetof(struct sw_config, d_ff)},
+	};
+	const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+	int rc;
+
+	/* an unknown architecture is kept by its name (cut to fit: no
+	 * family's name is as long), which names no family */
+	snprintf(c->arch, sizeof c->arch, "%s", f ? f->type : named ? named : "");
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		int64_t *v = (int64_t *)((char *)c + sizes[i].off);
+		for (size_t k = 0; k < 3 && sizes[i].keys[k] && !*v; k++)
+			if ((rc = cfg_int(root, sizes[i].keys[k], v, 0, 0, err)))
+				return rc;
+	}
+	if (!c->n_kv_heads)
+		c->n_kv_heads = c->n_heads;
+	if (!c->head_dim && c->n_heads && c->d_model % c->n_heads == 0)
+		c->head_dim = c->d_model / c->n_heads;
+	if (tie && !cJSON_IsBool(tie))
+		return sw_fail(err, SW_EDATA, "config.json: tie_word_embeddings is not true or false");
+	c->tie_embeddings = tie ? cJSON_IsTrue(tie) : f && f->tie_default;
+	c->scale_vectors = 1;
+	strcpy(c->multipliers, "none");
+	return SW_OK;
+}
+
 int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		    struct sw_err *err)
 {
-	static const struct { const char *hf, *type, *arch; } archs[] = {
-		{"LlamaForCausalLM", "llama", "llama"},
-		{"MistralForCausalLM", "mistral", "mistral"},
-		{"Qwen2ForCausalLM", "qwen2", "qwen2"},
-		{"Qwen3ForCausalLM", "qwen3", "qwen3"},
-	};
 	cJSON *root;
 	const cJSON *a, *mt, *tie, *rp, *hd;
-	const char *found = NULL, *named = NULL;
+	const struct arch_family *fam = NULL;
+	const char *found, *named = NULL;
 	int rc;
 
 	memset(c, 0, sizeof *c);
@@ -503,15 +543,12 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		named = a->child->valuestring;
 	else if (cJSON_IsString(mt))
 		named = mt->valuestring;
-	for (size_t i = 0; named && i < sizeof archs / sizeof archs[0]; i++)
-		if (!strcmp(named, archs[i].hf) || !strcmp(named, archs[i].type))
-			found = archs[i].arch;
-	if (!found) {
-		rc = sw_fail(err, SW_EDATA,
-			     "config.json: architecture '%.64s' is not supported (Llama family: %s)",
-			     named ? named : "(none)", ARCH_SUPPORTED_LIST);
+	fam = family_find(named);
+	if (!fam || !fam->model) {
+		rc = listing_config(root, fam, named, c, err);
 		goto out;
 	}
+	found = fam->type;
 	snprintf(c->arch, sizeof c->arch, "%s", found);
 	if ((rc = cfg_int(root, "vocab_size", &c->vocab_size, 0, 1, err)) ||
 	    (rc = cfg_int(root, "hidden_size", &c->d_model, 0, 1, err)) ||

@@ -4,6 +4,7 @@
  */
 #include "stread.h"
 #include "../base/dtype.h"
+#include "../base/family.h"
 #include "../base/grow.h"
 #include "hfdir.h"
 #include "safetensors.h"
@@ -183,7 +184,7 @@ static int add_tensor(struct stsrc *s, const struct sw_config *c, struct sw_tens
 	int rc;
 
 	memset(t, 0, sizeof *t);
-	if (arch_info_from_hf_name(c, e->name, t) < 0)
+	if (family_tensor_info(c, e->name, t) < 0)
 		return sw_fail(err, SW_EDATA, "%s: layer number outside 0..%lld",
 			       e->name, (long long)c->n_layers - 1);
 	t->dtype = e->dtype;
@@ -197,7 +198,7 @@ static int add_tensor(struct stsrc *s, const struct sw_config *c, struct sw_tens
 	s->loc[k].shard = shard;
 	s->loc[k].offset = data_start + e->begin;
 	s->loc[k].nbytes = e->end - e->begin;
-	rc = arch_check_shape(c, t, err);
+	rc = family_check_shape(c, t, err);
 	return rc;
 }
 

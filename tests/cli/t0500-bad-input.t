@@ -47,7 +47,6 @@ cat >cases <<'CASES'
 65 lying-length.safetensors span 12 bytes, shape and dtype need 16
 65 bad-json.safetensors not valid JSON
 65 wrong-shape.safetensors shape 5 disagrees with the config (4)
-65 gpt2 architecture 'GPT2LMHeadModel' is not supported
 66 noconfig no config.json beside it
 66 nonexistent.h5 No such file or directory
 CASES

@@ -1,10 +1,12 @@
 /* Unit tests of lib/base/arch.c: Hugging Face names, roles, shapes, model order;
  * RoPE's frequency table and what a model refuses of a config. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../lib/base/arch.h"
+#include "../../lib/base/family.h"
 #include "tap.h"
 
 static const struct sw_config cfg = {
@@ -167,6 +169,45 @@ int main(void)
 	bad.norm_eps = NAN;
 	ok(arch_config_check(&bad, &err) == SW_EDATA, "norm_eps = NaN refused");
 	ok(arch_supported("qwen2") && !arch_supported("gpt2"), "Llama family only");
+
+	/* the families: the model's are arch_supported's, every role a
+	 * family names is one of arch.c's table, every pattern holds {L}
+	 * or lies outside the layers, and a name matches one pattern */
+	for (size_t i = 0; family_at(i); i++) {
+		const struct arch_family *f = family_at(i);
+		int roles_known = 1, one_match = 1;
+		struct sw_config fc = cfg;
+		snprintf(fc.arch, sizeof fc.arch, "%s", f->type);
+		fc.n_layers = 0;
+		for (size_t k = 0; k < f->n_names; k++) {
+			const struct arch_role *r = arch_role_find(f->names[k].role);
+			char name[SW_NAME_MAX], *at;
+			snprintf(name, sizeof name, "%s", f->names[k].pattern);
+			while ((at = strstr(name, "{L}")) || (at = strstr(name, "{E}")))
+				memmove(at + 1, at + 3, strlen(at + 3) + 1), at[0] = '7';
+			roles_known &= r && (r->in_layer == !!strstr(f->names[k].pattern, "{L}"));
+			one_match &= family_tensor_info(&fc, name, &t) == 0 &&
+				     !strcmp(t.role, f->names[k].role) &&
+				     t.layer == (r && r->in_layer ? 7 : -1) &&
+				     t.expert == (strstr(f->names[k].pattern, "{E}") ? 7 : 0);
+		}
+		ok(arch_supported(f->type) == f->model && family_find(f->hf_class) == f &&
+		   (f->model ? !f->names : f->n_names > 0), "family %s: model %d", f->type, f->model);
+		ok(roles_known && one_match, "family %s: its roles are the table's, its names match", f->type);
+	}
+	{
+		struct sw_config fc = cfg;
+		snprintf(fc.arch, sizeof fc.arch, "mixtral");
+		fc.n_layers = 2;
+		ok(family_tensor_info(&fc, "model.layers.2.block_sparse_moe.gate.weight", &t) < 0,
+		   "a family's layer past the config's refused");
+		ok(family_tensor_info(&fc, "model.layers.1.block_sparse_moe.experts.x.w1.weight", &t) == 0 &&
+		   !strcmp(t.role, "other") && t.layer == 1, "a name the family does not have: other, its layer kept");
+		snprintf(fc.arch, sizeof fc.arch, "GPT2LMHeadModel");
+		ok(family_tensor_info(&fc, "transformer.h.0.attn.c_attn.weight", &t) == 0 &&
+		   !strcmp(t.role, "other") && t.block == SW_BLOCK_OTHER && t.layer == -1,
+		   "an unknown architecture: every tensor other");
+	}
 
 	/* the reparameterizations: per kind, their canonical form, their refusals */
 	{

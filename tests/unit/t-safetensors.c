@@ -84,9 +84,22 @@ int main(void)
 			    "\"tie_word_embeddings\":true}";
 	ok(st_parse_config(qwen3, strlen(qwen3), &c, &err) == SW_OK && c.head_dim == 128 && c.qk_norm &&
 	   c.tie_embeddings && c.norm_eps == 1e-6, "Qwen3 config: explicit head_dim, QK-norm, tied");
-	const char *gpt2 = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":768}";
-	ok(st_parse_config(gpt2, strlen(gpt2), &c, &err) == SW_EDATA && strstr(err.msg, "GPT2LMHeadModel"),
-	   "non-Llama refused: %s", err.msg);
+	/* an architecture no table knows is read for a listing: kept by
+	 * name, its sizes under the names its class gives them */
+	const char *gpt2 = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":768,\"n_layer\":12}";
+	ok(st_parse_config(gpt2, strlen(gpt2), &c, &err) == SW_OK && !strcmp(c.arch, "GPT2LMHeadModel") &&
+	   c.d_model == 768 && c.n_layers == 12 && !c.vocab_size, "unknown architecture read by name");
+	const char *gpt2bad = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_layer\":-1}";
+	ok(st_parse_config(gpt2bad, strlen(gpt2bad), &c, &err) == SW_EDATA && strstr(err.msg, "n_layer"),
+	   "its sizes are still sizes: %s", err.msg);
+	const char *mixtral = "{\"architectures\":[\"MixtralForCausalLM\"],\"hidden_size\":64,"
+			      "\"num_hidden_layers\":3,\"num_attention_heads\":4}";
+	ok(st_parse_config(mixtral, strlen(mixtral), &c, &err) == SW_OK && !strcmp(c.arch, "mixtral") &&
+	   c.n_layers == 3 && c.n_kv_heads == 4 && c.head_dim == 16 && !c.tie_embeddings,
+	   "a family read for its matrices: its type, its sizes");
+	const char *gemma = "{\"model_type\":\"gemma\",\"num_hidden_layers\":2}";
+	ok(st_parse_config(gemma, strlen(gemma), &c, &err) == SW_OK && !strcmp(c.arch, "gemma") &&
+	   c.tie_embeddings, "Gemma ties its head unless config.json says otherwise");
 	const char *nolayers = "{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,"
 			       "\"intermediate_size\":16,\"num_attention_heads\":2}";
 	ok(st_parse_config(nolayers, strlen(nolayers), &c, &err) == SW_EDATA &&

@@ -1,0 +1,202 @@
+/* family.c - the families' tensor names (family.h). */
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/*
+ * The names, as each family's transformers class writes them
+ * (save_pretrained). A norm's weight is named as a gain only where it is
+ * the gain the model applies: Gemma's norms multiply by 1 + weight, so
+ * Gemma's and Gemma2's norm weights stay block other until the readers
+ * report 1 + weight.
+ */
+#define L "model.layers.{L}."
+#define EMBED_HEAD \
+	{"model.embed_tokens.weight", "embed"}, {"model.norm.weight", "final_norm"}, \
+	{"lm_head.weight", "lm_head"}
+#define ATTN \
+	{L "self_attn.q_proj.weight", "q"}, {L "self_attn.k_proj.weight", "k"}, \
+	{L "self_attn.v_proj.weight", "v"}, {L "self_attn.o_proj.weight", "o"}
+#define MLP \
+	{L "mlp.gate_proj.weight", "gate"}, {L "mlp.up_proj.weight", "up"}, \
+	{L "mlp.down_proj.weight", "down"}
+#define PRE_NORMS \
+	{L "input_layernorm.weight", "attn_norm"}, \
+	{L "post_attention_layernorm.weight", "ffn_norm"}
+#define QK_NORMS \
+	{L "self_attn.q_norm.weight", "q_norm"}, {L "self_attn.k_norm.weight", "k_norm"}
+
+static const struct family_name gemma[] = {
+	{"model.embed_tokens.weight", "embed"}, {"lm_head.weight", "lm_head"}, ATTN, MLP,
+};
+static const struct family_name phi3[] = {
+	EMBED_HEAD, PRE_NORMS,
+	{L "self_attn.qkv_proj.weight", "qkv"}, {L "self_attn.o_proj.weight", "o"},
+	{L "mlp.gate_up_proj.weight", "gate_up"}, {L "mlp.down_proj.weight", "down"},
+};
+/* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
+ * k_norm span all heads */
+static const struct family_name olmo2[] = {
+	EMBED_HEAD, ATTN, MLP, QK_NORMS,
+	{L "post_attention_layernorm.weight", "attn_post_norm"},
+	{L "post_feedforward_layernorm.weight", "ffn_post_norm"},
+};
+#define NX "gpt_neox.layers.{L}."
+static const struct family_name gpt_neox[] = {
+	{"gpt_neox.embed_in.weight", "embed"}, {"embed_out.weight", "lm_head"},
+	{"gpt_neox.final_layer_norm.weight", "final_norm"},
+	{"gpt_neox.final_layer_norm.bias", "final_norm_bias"},
+	{NX "input_layernorm.weight", "attn_norm"}, {NX "input_layernorm.bias", "attn_norm_bias"},
+	{NX "post_attention_layernorm.weight", "ffn_norm"},
+	{NX "post_attention_layernorm.bias", "ffn_norm_bias"},
+	{NX "attention.query_key_value.weight", "qkv"},
+	{NX "attention.query_key_value.bias", "qkv_bias"},
+	{NX "attention.dense.weight", "o"}, {NX "attention.dense.bias", "o_bias"},
+	{NX "mlp.dense_h_to_4h.weight", "up"}, {NX "mlp.dense_h_to_4h.bias", "up_bias"},
+	{NX "mlp.dense_4h_to_h.weight", "down"}, {NX "mlp.dense_4h_to_h.bias", "down_bias"},
+};
+#undef NX
+static const struct family_name mixtral[] = {
+	EMBED_HEAD, PRE_NORMS, ATTN,
+	{L "block_sparse_moe.gate.weight", "router"},
+	{L "block_sparse_moe.experts.{E}.w1.weight", "expert_gate"},
+	{L "block_sparse_moe.experts.{E}.w3.weight", "expert_up"},
+	{L "block_sparse_moe.experts.{E}.w2.weight", "expert_down"},
+};
+#define MOE_EXPERTS \
+	{L "mlp.gate.weight", "router"}, \
+	{L "mlp.experts.{E}.gate_proj.weight", "expert_gate"}, \
+	{L "mlp.experts.{E}.up_proj.weight", "expert_up"}, \
+	{L "mlp.experts.{E}.down_proj.weight", "expert_down"}
+/* Qwen2-MoE: a shared expert beside the routed ones, scaled by a gate of
+ * its own; layers in mlp_only_layers keep a dense MLP */
+static const struct family_name qwen2_moe[] = {
+	EMBED_HEAD, PRE_NORMS, ATTN, MLP, MOE_EXPERTS,
+	{L "self_attn.q_proj.bias", "q_bias"}, {L "self_attn.k_proj.bias", "k_bias"},
+	{L "self_attn.v_proj.bias", "v_bias"},
+	{L "mlp.shared_expert_gate.weight", "shared_router"},
+	{L "mlp.shared_expert.gate_proj.weight", "shared_gate"},
+	{L "mlp.shared_expert.up_proj.weight", "shared_up"},
+	{L "mlp.shared_expert.down_proj.weight", "shared_down"},
+};
+static const struct family_name olmoe[] = {
+	EMBED_HEAD, PRE_NORMS, ATTN, QK_NORMS, MOE_EXPERTS,
+};
+#undef L
+
+#define NAMES(a) a, sizeof a / sizeof a[0]
+static const struct arch_family families[] = {
+	{"llama", "LlamaForCausalLM", 1, 0, NULL, 0},
+	{"mistral", "MistralForCausalLM", 1, 0, NULL, 0},
+	{"qwen2", "Qwen2ForCausalLM", 1, 0, NULL, 0},
+	{"qwen3", "Qwen3ForCausalLM", 1, 0, NULL, 0},
+	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
+	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma)},
+	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},
+	{"olmo2", "Olmo2ForCausalLM", 0, 0, NAMES(olmo2)},
+	{"gpt_neox", "GPTNeoXForCausalLM", 0, 0, NAMES(gpt_neox)},
+	{"mixtral", "MixtralForCausalLM", 0, 0, NAMES(mixtral)},
+	{"qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, NAMES(qwen2_moe)},
+	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
+};
+#undef NAMES
+#define NFAMILIES (sizeof families / sizeof families[0])
+
+const struct arch_family *family_find(const char *named)
+{
+	for (size_t i = 0; named && i < NFAMILIES; i++)
+		if (!strcmp(named, families[i].type) || !strcmp(named, families[i].hf_class))
+			return &families[i];
+	return NULL;
+}
+
+const struct arch_family *family_at(size_t i)
+{
+	return i < NFAMILIES ? &families[i] : NULL;
+}
+
+/* Strict decimal number, as arch.c reads a layer: digits only, at most
+ * 1000000; -1 if none. */
+static long read_number(const char **s)
+{
+	long v = 0;
+
+	if (**s < '0' || **s > '9')
+		return -1;
+	while (**s >= '0' && **s <= '9') {
+		v = v * 10 + (**s - '0');
+		if (v > 1000000)
+			return -1;
+		(*s)++;
+	}
+	return v;
+}
+
+/* name as pattern has it: 1 with *layer and *expert (-1 where pattern
+ * has none), else 0 */
+static int name_matches(const char *pattern, const char *name, long *layer, long *expert)
+{
+	*layer = *expert = -1;
+	while (*pattern) {
+		if (!strncmp(pattern, "{L}", 3) || !strncmp(pattern, "{E}", 3)) {
+			long v = read_number(&name);
+			if (v < 0)
+				return 0;
+			*(pattern[1] == 'L' ? layer : expert) = v;
+			pattern += 3;
+		} else if (*pattern++ != *name++) {
+			return 0;
+		}
+	}
+	return *name == '\0';
+}
+
+/* The layer an unknown name of family f holds: the number after the
+ * prefix of its first pattern with {L} ("model.layers."); -1 if none. */
+static long layer_of_other(const struct arch_family *f, const char *name)
+{
+	for (size_t i = 0; i < f->n_names; i++) {
+		const char *at = strstr(f->names[i].pattern, "{L}");
+		size_t n = at ? (size_t)(at - f->names[i].pattern) : 0;
+		if (at && !strncmp(name, f->names[i].pattern, n)) {
+			const char *s = name + n;
+			long v = read_number(&s);
+			return v >= 0 && *s == '.' ? v : -1;
+		}
+	}
+	return -1;
+}
+
+int family_tensor_info(const struct sw_config *c, const char *name, struct sw_tensor_info *t)
+{
+	const struct arch_family *f = family_find(c->arch);
+	long layer, expert;
+
+	if (f && !f->names)
+		return arch_info_from_hf_name(c, name, t);
+	if (!f)
+		return arch_info_other(name, -1, t);
+	for (size_t i = 0; i < f->n_names; i++) {
+		if (!name_matches(f->names[i].pattern, name, &layer, &expert))
+			continue;
+		if (c->n_layers > 0 && layer >= c->n_layers)
+			return -1;
+		arch_info_for_role(c, f->names[i].role, (int)layer, t);
+		snprintf(t->name, sizeof t->name, "%s", name);
+		t->expert = expert < 0 ? 0 : (int)expert;
+		return 0;
+	}
+	layer = layer_of_other(f, name);
+	if (c->n_layers > 0 && layer >= c->n_layers)
+		return -1;
+	return arch_info_other(name, (int)layer, t);
+}
+
+int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
+		       struct sw_err *err)
+{
+	const struct arch_family *f = family_find(c->arch);
+
+	return f && f->model ? arch_check_shape(c, t, err) : SW_OK;
+}
