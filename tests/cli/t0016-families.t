@@ -86,20 +86,11 @@ test_expect_success 'a known family names every tensor (Gemma: its (1 + w) norms
 test_expect_success 'experts in index order, each role of a layer in turn' '
 	sw-ls "$A/mixtral/model.safetensors" >ls &&
 	awk -F"\t" "\$5 == 0 && \$4 ~ /^expert_/ { print \$4, \$2 }" ls >experts &&
-	cat >want <<-\EOF &&
-	expert_gate model.layers.0.block_sparse_moe.experts.0.w1.weight
-	expert_gate model.layers.0.block_sparse_moe.experts.1.w1.weight
-	expert_gate model.layers.0.block_sparse_moe.experts.2.w1.weight
-	expert_gate model.layers.0.block_sparse_moe.experts.3.w1.weight
-	expert_up model.layers.0.block_sparse_moe.experts.0.w3.weight
-	expert_up model.layers.0.block_sparse_moe.experts.1.w3.weight
-	expert_up model.layers.0.block_sparse_moe.experts.2.w3.weight
-	expert_up model.layers.0.block_sparse_moe.experts.3.w3.weight
-	expert_down model.layers.0.block_sparse_moe.experts.0.w2.weight
-	expert_down model.layers.0.block_sparse_moe.experts.1.w2.weight
-	expert_down model.layers.0.block_sparse_moe.experts.2.w2.weight
-	expert_down model.layers.0.block_sparse_moe.experts.3.w2.weight
-	EOF
+	for rw in expert_gate:w1 expert_up:w3 expert_down:w2; do
+		for e in 0 1 2 3; do
+			echo "${rw%:*} model.layers.0.block_sparse_moe.experts.$e.${rw#*:}.weight"
+		done
+	done >want &&
 	test_cmp want experts
 '
 
