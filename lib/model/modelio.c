@@ -216,15 +216,12 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 	return SW_OK;
 }
 
-int modelio_load(const char *path, struct model *m, struct sw_err *err)
+int modelio_read(struct ckpt *ck, struct model *m, struct sw_err *err)
 {
-	struct ckpt *ck;
 	int rc;
 
-	if ((rc = ckpt_open(path, &ck, err)))
-		return rc;
 	if ((rc = modelio_build(ck, m, err)))
-		goto out;
+		return rc;
 	for (int i = 0; i < m->ntensors && !rc; i++)
 		rc = modelio_load_tensor(ck, m, i, m->params + m->tensors[i].offset, err);
 	if (rc)
@@ -245,6 +242,17 @@ int modelio_load(const char *path, struct model *m, struct sw_err *err)
 out:
 	if (rc && m->tensors)
 		model_free(m);
+	return rc;
+}
+
+int modelio_load(const char *path, struct model *m, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc;
+
+	if ((rc = ckpt_open(path, &ck, err)))
+		return rc;
+	rc = modelio_read(ck, m, err);
 	ckpt_close(ck);
 	return rc;
 }
@@ -333,16 +341,13 @@ static int read_optim_config(struct ckpt *ck, struct optim_config *oc, struct ru
 	return SW_OK;
 }
 
-int modelio_load_state(const char *path, const struct model *m, struct optim *o,
+int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
 		       struct run_state *rs, struct sw_err *err)
 {
 	struct optim_config oc;
-	struct ckpt *ck;
 	int64_t v;
 	int rc, present;
 
-	if ((rc = ckpt_open(path, &ck, err)))
-		return rc;
 	memset(rs, 0, sizeof *rs);
 	if (ckpt_meta(ck)->format != CKPT_HDF5) {
 		rc = sw_fail(err, SW_EDATA, "%s has no /optim_state: it cannot be resumed",
@@ -384,6 +389,18 @@ int modelio_load_state(const char *path, const struct model *m, struct optim *o,
 out:
 	if (rc && o->m)
 		optim_free(o);
+	return rc;
+}
+
+int modelio_load_state(const char *path, const struct model *m, struct optim *o,
+		       struct run_state *rs, struct sw_err *err)
+{
+	struct ckpt *ck;
+	int rc;
+
+	if ((rc = ckpt_open(path, &ck, err)))
+		return rc;
+	rc = modelio_read_state(ck, m, o, rs, err);
 	ckpt_close(ck);
 	return rc;
 }

@@ -52,7 +52,12 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 		 struct sw_err *err);
 
 /* Build m from the checkpoint's config and copy its tensors in; every
- * tensor the model has must be there with its shape. */
+ * tensor the model has must be there with its shape (m freed on
+ * failure). modelio_read takes the checkpoint open: a run opens each
+ * checkpoint once and passes it down (a sharded set, a pickle parsed
+ * once); modelio_load opens path for it, for a caller that reads
+ * nothing else of the file. */
+int modelio_read(struct ckpt *ck, struct model *m, struct sw_err *err);
 int modelio_load(const char *path, struct model *m, struct sw_err *err);
 
 /* modelio_load in parts: build m for the open checkpoint, every tensor
@@ -64,7 +69,10 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 			struct sw_err *err);
 
 /* The optimizer configuration, moments and run state of an HDF5
- * checkpoint with /optim_state; o must not be initialized yet. */
+ * checkpoint with /optim_state; o must not be initialized yet (freed on
+ * failure). The checkpoint open, or at path. */
+int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
+		       struct run_state *rs, struct sw_err *err);
 int modelio_load_state(const char *path, const struct model *m, struct optim *o,
 		       struct run_state *rs, struct sw_err *err);
 

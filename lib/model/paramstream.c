@@ -55,7 +55,7 @@ static void layer_weights(void *ctx, int l)
 	}
 }
 
-int param_stream_open(const char *path, struct model *m, struct param_stream **out,
+int param_stream_open(struct ckpt *ck, struct model *m, struct param_stream **out,
 		      struct sw_err *err)
 {
 	struct param_stream *ps = calloc(1, sizeof *ps);
@@ -65,10 +65,7 @@ int param_stream_open(const char *path, struct model *m, struct param_stream **o
 	if (!ps)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	ps->loaded = -1;
-	if ((rc = ckpt_open(path, &ps->ck, err))) {
-		free(ps);
-		return rc;
-	}
+	ps->ck = ck;
 	if ((rc = modelio_build(ps->ck, m, err)))
 		goto fail_built;
 	ps->m = m;
@@ -164,7 +161,6 @@ void param_stream_close(struct param_stream *ps)
 		for (int l = 0; l < ps->L; l++)
 			model_point_layer(ps->m, l, ps->m->params, 0);
 	free(ps->slot);
-	ckpt_close(ps->ck);
 	free(ps->first);
 	free(ps->end);
 	free(ps);

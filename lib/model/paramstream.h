@@ -14,11 +14,14 @@
 #define SW_PARAMSTREAM_H
 
 #include "model.h"
+#include "../formats/ckpt.h"
 
 struct param_stream;
 
 /*
- * Build m from the checkpoint at path as modelio_load does, every tensor
+ * Build m from the open checkpoint ck as modelio_read does (the stream
+ * reads ck again for each layer: ck stays open until the stream is
+ * closed, and its caller closes it), every tensor
  * read once and checked (its size, no NaN or Inf), but keep in m->params
  * only the tensors outside the layers (the layers' places there are never
  * written); m's layer_weights loads a layer into the stream's buffer when
@@ -26,7 +29,7 @@ struct param_stream;
  * model with multipliers, gains or a reparameterization (the effective
  * weights are computed from every layer at once).
  */
-int param_stream_open(const char *path, struct model *m, struct param_stream **out,
+int param_stream_open(struct ckpt *ck, struct model *m, struct param_stream **out,
 		      struct sw_err *err);
 
 /* Bytes of m->params in memory at once: the tensors outside the layers

@@ -141,7 +141,7 @@ static int estimate(struct dp *dp, struct gpu_model *gpu, const struct param_str
 	return gpumodel_gnb(gpu, tok, B, T, mb, draws, r, h, labels, keep, err);
 }
 
-int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copies,
+int blocksharp_setup(struct ckpt *ck, const struct blocksharp_opts *o, int copies,
 		     struct blocksharp_setup *s, struct sw_err *err)
 {
 	int rc;
@@ -153,9 +153,9 @@ int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copi
 	if (o->low_memory && o->device != SW_DEVICE_CPU)
 		return sw_fail(err, SW_EUSAGE, "--low-memory: on the CPU only");
 	if (o->low_memory) {
-		if ((rc = param_stream_open(path, &s->m, &s->ps, err)))
+		if ((rc = param_stream_open(ck, &s->m, &s->ps, err)))
 			return rc;
-	} else if ((rc = modelio_load(path, &s->m, err))) {
+	} else if ((rc = modelio_read(ck, &s->m, err))) {
 		return rc;
 	}
 	if ((rc = data_open(o->data, o->fmt, 0, &s->d, err))) {
@@ -203,7 +203,7 @@ void blocksharp_setup_free(struct blocksharp_setup *s)
 
 /* Compute the estimate with the model on tokens from the data file (with
  * several ranks, each its rows of every batch). */
-static int compute(const char *path, const struct blocksharp_opts *o,
+static int compute(struct ckpt *ck, const struct blocksharp_opts *o,
 		   struct blocksharp_estimate *e, struct sw_err *err)
 {
 	struct blocksharp_setup su;
@@ -218,7 +218,7 @@ static int compute(const char *path, const struct blocksharp_opts *o,
 	double need;
 
 	/* every rank read the same files: the same way on */
-	if ((rc = agree(o, e, blocksharp_setup(path, o, 1, &su, err))))
+	if ((rc = agree(o, e, blocksharp_setup(ck, o, 1, &su, err))))
 		return rc;
 	T = su.T;
 	B = su.B;
@@ -342,11 +342,12 @@ int blocksharp_estimate(const char *path, const struct blocksharp_opts *o,
 	/* --data given is data to use: a checkpoint's /fisher only without it */
 	if (!o->recompute && !o->dump && !o->data)
 		rc = from_fisher(ck, e, &have, err);
+	/* every rank read the same file: the same way on; the model from
+	 * the same open checkpoint */
+	if (!(rc = agree(o, e, rc)) && !have)
+		rc = compute(ck, o, e, err);
 	ckpt_close(ck);
-	/* every rank read the same file: the same way on */
-	if ((rc = agree(o, e, rc)) || have)
-		return rc;
-	return compute(path, o, e, err);
+	return rc;
 }
 
 /* The runs of h of the tensors matching (block, layer, tensor, sel):

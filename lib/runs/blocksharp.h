@@ -70,7 +70,9 @@ void blocksharp_opts_defaults(struct blocksharp_opts *o);
 
 /*
  * What a computation with the model on data needs, shared with sw-hessian
- * (hessian.c): the model of the checkpoint at path, the data file opened
+ * (hessian.c): the model of the open checkpoint ck (its caller opened it
+ * once for everything it reads of the file, and closes it after
+ * blocksharp_setup_free), the data file opened
  * and checked, the sequence length T (o->seq_len, else the model's, at
  * most 512), the batch of B = o->batch_tokens / T sequences, and the
  * micro-batch mb: o->micro, else the largest that divides B and whose
@@ -86,7 +88,7 @@ struct blocksharp_setup {
 	double mem_free;
 	struct param_stream *ps;        /* o->low_memory's, else NULL */
 };
-int blocksharp_setup(const char *path, const struct blocksharp_opts *o, int copies,
+int blocksharp_setup(struct ckpt *ck, const struct blocksharp_opts *o, int copies,
 		     struct blocksharp_setup *s, struct sw_err *err);
 void blocksharp_setup_free(struct blocksharp_setup *s);
 

@@ -236,14 +236,9 @@ static int plan_blocks(const struct model *m, const struct sw_select *sel, enum 
 }
 
 /* The per-tensor lr from the checkpoint (NaN where it has none), step. */
-static int checkpoint_lrs(const char *path, const struct model *m, double *lr,
-			  struct hessian_result *r, struct sw_err *err)
+static int checkpoint_lrs(struct ckpt *ck, const struct model *m, double *lr,
+			  struct hessian_result *r)
 {
-	struct ckpt *ck;
-	int rc;
-
-	if ((rc = ckpt_open(path, &ck, err)))
-		return rc;
 	r->has_step = ckpt_meta(ck)->has_step;
 	r->step = ckpt_meta(ck)->step;
 	r->tokens = ckpt_meta(ck)->tokens;
@@ -251,12 +246,11 @@ static int checkpoint_lrs(const char *path, const struct model *m, double *lr,
 		long k = ckpt_find_role(ck, m->tensors[i].info.role, m->tensors[i].info.layer);
 		lr[i] = k < 0 ? NAN : ckpt_info(ck, (size_t)k)->lr;
 	}
-	ckpt_close(ck);
 	return SW_OK;
 }
 
 /* P^-1/2 with P = sqrt(v / (1 - beta2^t)) + eps, from /optim_state. */
-static int preconditioner(const char *path, const struct model *m, float *dscale, double *beta1,
+static int preconditioner(struct ckpt *ck, const struct model *m, float *dscale, double *beta1,
 			  struct sw_err *err)
 {
 	struct optim o;
@@ -264,9 +258,9 @@ static int preconditioner(const char *path, const struct model *m, float *dscale
 	double bc2;
 	int rc;
 
-	/* modelio_load_state frees what it made when it fails */
+	/* modelio_read_state frees what it made when it fails */
 	memset(&o, 0, sizeof o);
-	if ((rc = modelio_load_state(path, m, &o, &rs, err))) {
+	if ((rc = modelio_read_state(ck, m, &o, &rs, err))) {
 		sw_err_prefix(err, "--preconditioned needs Adam's second moments");
 		return rc;
 	}
@@ -449,6 +443,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		struct sw_err *err)
 {
 	struct blocksharp_setup su;
+	struct ckpt *ck;
 	struct model rm;
 	struct sw_rng rng;
 	unsigned char *want = NULL;
@@ -469,8 +464,14 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		return sw_fail(err, SW_EUSAGE, "hessian: bad options");
 	if (o->hutchpp && (o->probes < 3 || o->density))
 		return sw_fail(err, SW_EUSAGE, "Hutch++ takes 3 products at least, and no density");
-	if ((rc = blocksharp_setup(path, &o->data, 2, &su, err)))
+	/* one open: the model, the lr in force and Adam's moments from one
+	 * reading of the file */
+	if ((rc = ckpt_open(path, &ck, err)))
 		return rc;
+	if ((rc = blocksharp_setup(ck, &o->data, 2, &su, err))) {
+		ckpt_close(ck);
+		return rc;
+	}
 	nt = su.m.ntensors;
 	r->T = su.T;
 	r->B = su.B;
@@ -483,7 +484,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
-	if ((rc = checkpoint_lrs(path, &su.m, lr, r, err)) ||
+	if ((rc = checkpoint_lrs(ck, &su.m, lr, r)) ||
 	    (rc = plan_blocks(&su.m, sel, o->by, r, &want, err)))
 		goto out;
 	if (!r->selected)
@@ -511,7 +512,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 			goto out;
 		}
-		if ((rc = preconditioner(path, &su.m, dscale, &r->beta1, err)))
+		if ((rc = preconditioner(ck, &su.m, dscale, &r->beta1, err)))
 			goto out;
 	}
 	rng_seed(&rng, o->data.seed);
@@ -591,6 +592,7 @@ out:
 	if (rm.params)
 		model_free(&rm);
 	blocksharp_setup_free(&su);
+	ckpt_close(ck);
 	if (rc)
 		hessian_free(r);
 	return rc;

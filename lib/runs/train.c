@@ -578,8 +578,15 @@ static int start_model(struct trainer *t, struct sw_err *err)
 	int rc;
 
 	if (tc->resume) {
-		if ((rc = modelio_load(tc->resume, &t->m, err)) ||
-		    (rc = modelio_load_state(tc->resume, &t->m, &t->o, &t->rs, err))) {
+		struct ckpt *ck;
+		/* one open: the model and the optimizer's state from one
+		 * reading of the file */
+		if (!(rc = ckpt_open(tc->resume, &ck, err))) {
+			if (!(rc = modelio_read(ck, &t->m, err)))
+				rc = modelio_read_state(ck, &t->m, &t->o, &t->rs, err);
+			ckpt_close(ck);
+		}
+		if (rc) {
 			sw_err_prefix(err, "%s", tc->resume);
 			return rc;
 		}

@@ -49,7 +49,8 @@ int main(int argc, char **argv)
 	o.seq_len = atoi(argv[4]);
 	o.seed = (uint64_t)atoll(argv[5]);
 	o.micro = 0;
-	if ((rc = blocksharp_setup(argv[1], &o, 2, &su, &err))) {
+	struct ckpt *ck;
+	if ((rc = ckpt_open(argv[1], &ck, &err)) || (rc = blocksharp_setup(ck, &o, 2, &su, &err))) {
 		fprintf(stderr, "mkhvp: %s\n", err.msg);
 		return rc;
 	}
@@ -92,5 +93,6 @@ out:
 	free(gv);
 	model_free(&rm);
 	blocksharp_setup_free(&su);
+	ckpt_close(ck);
 	return rc;
 }

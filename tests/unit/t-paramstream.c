@@ -199,6 +199,7 @@ static void test_stream(const char *dir)
 	char path[256];
 	struct model ref, m;
 	struct param_stream *ps = NULL;
+	struct ckpt *ck = NULL;
 	struct sw_err err;
 	int tok[B * T], tgt[B * T], rc;
 
@@ -207,8 +208,10 @@ static void test_stream(const char *dir)
 		ok(0, "stream: a checkpoint: %s", err.msg);
 		return;
 	}
-	rc = param_stream_open(path, &m, &ps, &err);
+	if ((rc = ckpt_open(path, &ck, &err)) == SW_OK)
+		rc = param_stream_open(ck, &m, &ps, &err);
 	if (!ok(rc == SW_OK, "param_stream_open: %s", rc ? err.msg : "ok")) {
+		ckpt_close(ck);
 		model_free(&ref);
 		return;
 	}
@@ -273,6 +276,8 @@ static void test_stream(const char *dir)
 		ok(0, "truncate %s", path);
 	}
 	param_stream_close(ps);
+	ckpt_close(ck);
+	ck = NULL;
 	ok(m.layer_weights == NULL && m.p.layer[1].wq == m.params + m.tensors[model_find(&m, "q", 1)].offset,
 	   "closed: the model is unhooked, its views in its own params again");
 	model_free(&m);
@@ -283,13 +288,15 @@ static void test_stream(const char *dir)
 	struct sw_config c = big;
 	strcpy(c.multipliers, "row");
 	if (!save(path, &c, &err)) {
-		rc = param_stream_open(path, &m, &ps, &err);
+		if ((rc = ckpt_open(path, &ck, &err)) == SW_OK)
+			rc = param_stream_open(ck, &m, &ps, &err);
 		ok(rc == SW_EUSAGE && strstr(err.msg, "multipliers"), "multipliers refused: %s",
 		   rc ? err.msg : "opened");
 		if (rc == SW_OK) {
 			param_stream_close(ps);
 			model_free(&m);
 		}
+		ckpt_close(ck);
 	} else {
 		ok(0, "save with multipliers: %s", err.msg);
 	}
