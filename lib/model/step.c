@@ -303,7 +303,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 		const struct layer_acts *a = &st->acts[l];
 		struct layer_acts *ra = &rt->acts[l];
 		const struct layer_ptrs *w = &p->layer[l];
-		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_;
+		struct layer_ptrs rw_ = {0}, rg_ = {0}, eg_ = {0}, *rw = &rw_;
 
 		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
 		weights(st, l);
@@ -476,7 +476,7 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 	for (int l = L - 1; l >= first; l--) {
 		const struct layer_acts *a = &st->acts[l], *ra = &rt->acts[l];
 		const struct layer_ptrs *w = &p->layer[l];
-		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
+		struct layer_ptrs rw_ = {0}, rg_ = {0}, eg_ = {0}, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
 		size_t at = (size_t)l * width;  /* the layer's place in the tape */
 
 		taped = tape && tape->kept[l];

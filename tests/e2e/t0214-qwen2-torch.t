@@ -15,7 +15,13 @@ QWEN=$FIX/arch/qwen2
 
 if ! have_python_modules "torch, h5py, numpy"; then
 	test_skip 'Qwen2 against PyTorch' 'python3-torch not installed'
-	test_done
+	test_expect_success 'the GPU path (emulated) refuses the biases by name' '
+	test_expect_code 64 sw-sharpness --data tok.bin --data-format bytes --batch-tokens 32 \
+		--seq-len 16 --device emu "$QWEN" >out 2>err &&
+	grep "no q, k, v biases" err
+'
+
+test_done
 fi
 
 # compare NAME NPARAMS MEAN ZEROS lines by name: counts exactly, means to
@@ -64,6 +70,12 @@ test_expect_success 'sw-hessian runs on Qwen2' '
 	sw-hessian --data tok.bin --data-format bytes --batch-tokens 32 --seq-len 16 \
 		"$QWEN" >hess &&
 	test "$(wc -l <hess)" -ge 6
+'
+
+test_expect_success 'the GPU path (emulated) refuses the biases by name' '
+	test_expect_code 64 sw-sharpness --data tok.bin --data-format bytes --batch-tokens 32 \
+		--seq-len 16 --device emu "$QWEN" >out 2>err &&
+	grep "no q, k, v biases" err
 '
 
 test_done
