@@ -675,6 +675,16 @@ static int add_linear(struct model *m, const char *role, int layer, int64_t dout
 	return SW_OK;
 }
 
+/* A linear's bias of n values (zero at model_init). */
+static int add_bias(struct model *m, const char *role, int layer, int64_t n, struct sw_err *err)
+{
+	int rc = add_tensor(m, role, layer, 1, n, 0, err);
+
+	if (!rc && m->tensors)
+		m->tensors[m->ntensors - 1].bias = 1;
+	return rc;
+}
+
 static int enumerate(struct model *m, struct sw_err *err)
 {
 	const struct sw_config *c = &m->c;
@@ -685,6 +695,7 @@ static int enumerate(struct model *m, struct sw_err *err)
 	int attn_gain = gains && m->design.shared[ARCH_SV_ATTN],
 	    ffn_gain = gains && m->design.shared[ARCH_SV_FFN],
 	    final_gain = gains && m->design.shared[ARCH_SV_HEAD];
+	int qkv_bias = !strcmp(c->arch, "qwen2");
 
 	rc = add_tensor(m, "embed", -1, 2, c->vocab_size, C, err);
 	for (int l = 0; l < c->n_layers && !rc; l++) {
@@ -692,6 +703,11 @@ static int enumerate(struct model *m, struct sw_err *err)
 			break;
 		if ((rc = add_linear(m, "q", l, Q, C, err)) || (rc = add_linear(m, "k", l, K, C, err)) ||
 		    (rc = add_linear(m, "v", l, K, C, err)))
+			break;
+		/* Qwen2's q, k, v biases, after the three (kept adjacent) */
+		if (qkv_bias && ((rc = add_bias(m, "q_bias", l, Q, err)) ||
+				 (rc = add_bias(m, "k_bias", l, K, err)) ||
+				 (rc = add_bias(m, "v_bias", l, K, err))))
 			break;
 		if (c->qk_norm && gains &&
 		    ((rc = add_gain(m, "q_norm", l, c->head_dim, &i, err)) ||
@@ -760,6 +776,9 @@ static void set_layer_ptrs(const struct model *m, struct layer_ptrs *lp, int l, 
 	lp->wk = eff(m, block, from, eblock, "k", l);
 	lp->wv = eff(m, block, from, eblock, "v", l);
 	lp->wo = eff(m, block, from, eblock, "o", l);
+	lp->q_bias = at(m, block, from, "q_bias", l);
+	lp->k_bias = at(m, block, from, "k_bias", l);
+	lp->v_bias = at(m, block, from, "v_bias", l);
 	lp->q_norm = at(m, block, from, "q_norm", l);
 	lp->k_norm = at(m, block, from, "k_norm", l);
 	lp->v_norm = at(m, block, from, "v_norm", l);
@@ -914,7 +933,7 @@ void model_init(struct model *m, uint64_t seed)
 				p[k] = (real)(s * rng_normal(&r));
 		} else {
 			for (size_t k = 0; k < t->numel; k++)
-				p[k] = 1;
+				p[k] = t->bias ? 0 : 1;
 		}
 	}
 	/* er's gamma = 1 is alpha = 0, beta = 0 (or's is alpha = 1, beta = 1) */
@@ -1197,6 +1216,21 @@ static void cpu_embed(void *ctx, real *out, const int *tokens, const real *embed
 	model_encoder_forward(out, tokens, embed, N, C);
 }
 
+/* y (rows, n) += b per row; backward: b += y's column sums, rows in order */
+static void cpu_bias(void *ctx, real *y, real *b, int64_t rows, int n, int backward)
+{
+	(void)ctx;
+	for (int64_t r = 0; r < rows; r++) {
+		real *row = y + r * n;
+		for (int i = 0; i < n; i++) {
+			if (backward)
+				b[i] += row[i];
+			else
+				row[i] += b[i];
+		}
+	}
+}
+
 static void cpu_rmsnorm(void *ctx, real *out, real *rstd, const real *inp, const real *gain,
 			int64_t rows, int n, double eps)
 {
@@ -1402,6 +1436,7 @@ static const struct model_ops cpu_ops = {
 	.rmsnorm = cpu_rmsnorm,
 	.matmul = cpu_matmul,
 	.copy = cpu_copy,
+	.bias = cpu_bias,
 	.rope = cpu_rope,
 	.attention = cpu_attention,
 	.residual = cpu_residual,

@@ -55,6 +55,7 @@ struct model_tensor {
 	size_t numel;
 	int linear;                     /* index into the model's linears, or -1 */
 	int derived;                    /* a reparameterized gain: computed, not trained */
+	int bias;                       /* a linear's bias (Qwen2's q, k, v): starts at zero */
 };
 
 /* A gain under a reparameterization (c.scale_reparam, arch.h): the gain
@@ -103,6 +104,7 @@ static inline struct mult_view model_mult_view(enum mult_mode mode, const real *
 struct layer_ptrs {
 	real *attn_norm;                /* (C) or NULL without scale vectors */
 	real *wq, *wk, *wv, *wo;        /* (Q, C) (K, C) (K, C) (C, Q) */
+	real *q_bias, *k_bias, *v_bias; /* (Q) (K) (K) with Qwen2's biases, else NULL */
 	real *q_norm, *k_norm;          /* (hd) with QK-norm */
 	real *v_norm;                   /* (hd) with attn DNP (scale design) */
 	real *o_in_norm;                /* (Q) with norm-everywhere */

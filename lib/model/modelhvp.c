@@ -113,6 +113,7 @@ static void rop_layer_views(const struct model *m, const unsigned char *want,
 	VIEW(v_norm, "v_norm"); VIEW(gate_norm, "gate_norm"); VIEW(up_norm, "up_norm");
 	VIEW(ffn_norm, "ffn_norm"); VIEW(wgate, "gate"); VIEW(wup, "up"); VIEW(wdown, "down");
 	VIEW(down_in_norm, "down_in_norm");
+	VIEW(q_bias, "q_bias"); VIEW(k_bias, "k_bias"); VIEW(v_bias, "v_bias");
 #undef VIEW
 }
 

@@ -20,6 +20,21 @@ static void weights(const struct model_step *st, int l)
 		st->ops->layer_weights(st->ctx, l);
 }
 
+/* Qwen2's q, k, v biases (w's NULL: none) over the products' outputs
+ * (N, Q), (N, K), (N, K): added (the forward, and the tangents with w the
+ * tangent biases), or backward their gradients w += the outputs'
+ * gradients' column sums */
+static void qkv_bias(const struct model_ops *ops, void *ctx, const struct layer_ptrs *w,
+		     real *q, real *k, real *v, int N, int Q, int K, int backward)
+{
+	if (w->q_bias)
+		ops->bias(ctx, q, w->q_bias, N, Q, backward);
+	if (w->k_bias)
+		ops->bias(ctx, k, w->k_bias, N, K, backward);
+	if (w->v_bias)
+		ops->bias(ctx, v, w->v_bias, N, K, backward);
+}
+
 /*
  * Layer l's forward from acts[l].x_in; its output, x_in plus both
  * sublayers', into x_out. x_out NULL: the backward recomputing the
@@ -52,6 +67,7 @@ static void layer_forward(const struct model_step *st, int l, int B, int T, real
 		ops->matmul(ctx, a->k_lin, a->n1, w->wk, N, C, K);
 		ops->matmul(ctx, st->dnp_attn ? a->v_lin : a->v, a->n1, w->wv, N, C, K);
 		lap(ops, ctx, MODEL_PHASE_GEMM);
+		qkv_bias(ops, ctx, w, a->q_lin, a->k_lin, st->dnp_attn ? a->v_lin : a->v, N, Q, K, 0);
 	}
 	if (c->qk_norm) {
 		ops->rmsnorm(ctx, a->q, a->q_rstd, a->q_lin, w->q_norm, (int64_t)N * H, hd, eps);
@@ -240,6 +256,7 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 					      (int64_t)N * KV, hd);
 			ops->copy(ctx, dv, dk2, nK);
 		}
+		qkv_bias(ops, ctx, gl, dq, dk, dv, N, Q, K, 1);
 		ops->zero(ctx, dn, nC);
 		ops->qkv_backward(ctx, dn, gl->wq, gl->wk, gl->wv, dq, dk, dv, a->n1, w->wq, w->wk,
 				  w->wv, N, C, Q, K);
@@ -286,7 +303,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 		const struct layer_acts *a = &st->acts[l];
 		struct layer_acts *ra = &rt->acts[l];
 		const struct layer_ptrs *w = &p->layer[l];
-		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_;
+		struct layer_ptrs rw_ = {0}, rg_ = {0}, eg_ = {0}, *rw = &rw_;
 
 		rop->layer_views(rctx, l, &rw_, &rg_, &eg_);
 		weights(st, l);
@@ -295,6 +312,7 @@ void model_rop_step_forward(const struct model_step *st, const struct model_rop_
 		rop->matmul(rctx, ra->q_lin, a->n1, ra->n1, w->wq, rw->wq, N, C, Q);
 		rop->matmul(rctx, ra->k_lin, a->n1, ra->n1, w->wk, rw->wk, N, C, K);
 		rop->matmul(rctx, st->dnp_attn ? ra->v_lin : ra->v, a->n1, ra->n1, w->wv, rw->wv, N, C, K);
+		qkv_bias(ops, ctx, rw, ra->q_lin, ra->k_lin, st->dnp_attn ? ra->v_lin : ra->v, N, Q, K, 0);
 		if (c->qk_norm) {
 			rop->rmsnorm(rctx, ra->q, ra->q_rstd, a->q_lin, ra->q_lin, w->q_norm, rw->q_norm,
 				     a->q_rstd, (int64_t)N * H, hd);
@@ -458,7 +476,7 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 	for (int l = L - 1; l >= first; l--) {
 		const struct layer_acts *a = &st->acts[l], *ra = &rt->acts[l];
 		const struct layer_ptrs *w = &p->layer[l];
-		struct layer_ptrs rw_, rg_, eg_, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
+		struct layer_ptrs rw_ = {0}, rg_ = {0}, eg_ = {0}, *rw = &rw_, *rgl = &rg_, *gm = &eg_;
 		size_t at = (size_t)l * width;  /* the layer's place in the tape */
 
 		taped = tape && tape->kept[l];
@@ -558,6 +576,8 @@ void model_rop_step_backward(const struct model_step *st, const struct model_rop
 			if (hv)
 				ops->copy(ctx, s->dv, s->dk2, nK);
 		}
+		/* R{db} = R{dy}'s column sums (the primal's are not wanted) */
+		qkv_bias(ops, ctx, rgl, rs->dq, rs->dk, rs->dv, N, Q, K, 1);
 		rop_linear_pair(st, rt, hv, taped, 1, s->dn, rs->dn, gm->wq, rgl->wq, s->dq, rs->dq, a->n1,
 				ra->n1, w->wq, rw->wq, N, C, Q);
 		rop_linear_pair(st, rt, hv, taped, 0, s->dn, rs->dn, gm->wk, rgl->wk, s->dk, rs->dk, a->n1,

@@ -45,6 +45,9 @@ struct model_ops {
 	/* out (N, dout) = inp (N, din) W^T */
 	void (*matmul)(void *ctx, real *out, const real *inp, const real *w, int N, int din, int dout);
 	void (*copy)(void *ctx, real *dst, const real *src, size_t n);
+	/* a linear's bias b (n) over rows of y (rows, n): y += b; backward:
+	 * b, the bias's gradient, += y's column sums (y the output's gradient) */
+	void (*bias)(void *ctx, real *y, real *b, int64_t rows, int n, int backward);
 	/* RoPE in place on (B, T, nh, hd); backward turns the other way */
 	void (*rope)(void *ctx, real *x, int B, int T, int nh, int hd, int backward);
 	/* causal GQA attention: out (N, Q), att (B, H, T, T) the probabilities */

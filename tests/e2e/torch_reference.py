@@ -144,6 +144,11 @@ def forward(p, cfg, tok, tgt):
         q = h @ effective(p, pre + "self_attn.q_proj", mult).T
         k = h @ effective(p, pre + "self_attn.k_proj", mult).T
         v = h @ effective(p, pre + "self_attn.v_proj", mult).T
+        # Qwen2's q, k, v biases, after the products (before QK-norm, RoPE)
+        if pre + "self_attn.q_proj.bias" in p:
+            q = q + p[pre + "self_attn.q_proj.bias"]
+            k = k + p[pre + "self_attn.k_proj.bias"]
+            v = v + p[pre + "self_attn.v_proj.bias"]
         q, k, v = q.view(B, T, H, hd), k.view(B, T, KV, hd), v.view(B, T, KV, hd)
         if qkn:
             q = rmsnorm(q, g(pre + "self_attn.q_norm.weight"), eps)

@@ -5,7 +5,7 @@
  * QK-norm, scalar/row/column/row-and-column multipliers, norm-everywhere, no scale
  * vectors, MQA with a head_dim that is not d_model/n_heads, the scale
  * designs (arch.h: hg, ap, dp, hg+dp over the three kinds, dnp and
- * hg+dnp over attn and ffn), RoPE scaled (llama3). Include
+ * hg+dnp over attn and ffn), RoPE scaled (llama3), Qwen2's q, k, v biases. Include
  * after lib/model/model.c.
  */
 #ifndef SW_MODEL_VARIANTS_H
@@ -60,6 +60,11 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
 	c = base; strcpy(c.rope_type, "llama3"); c.rope_factor = 8; c.rope_low_freq_factor = 1;
 	c.rope_high_freq_factor = 4; c.rope_original_max = 16;
 	check("RoPE scaled (llama3)", c);
+	/* Qwen2: q, k, v biases (model_init's zeros; the checks' draws move them) */
+	c = base; strcpy(c.arch, "qwen2"); c.qk_norm = 1; strcpy(c.multipliers, "row");
+	check("Qwen2 q, k, v biases, QK-norm, row multipliers", c);
+	c = base; strcpy(c.arch, "qwen2");
+	check("Qwen2 q, k, v biases", c);
 }
 
 /* The gains reparameterized (arch.h: scale_reparam), over every kind of

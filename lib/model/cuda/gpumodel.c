@@ -1054,6 +1054,13 @@ static int open_on(struct gpu_model **gmp, struct gpu *g, enum sw_device dev,
 	int L = (int)m->c.n_layers, rc;
 
 	*gmp = NULL;
+	/* the device's table has no bias operation yet (step.h's bias) */
+	for (int i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].bias) {
+			free(gm);
+			return sw_fail(err, SW_EUSAGE, "the GPU has no q, k, v biases (%s): run %s on "
+				       "the CPU", m->tensors[i].info.name, m->c.arch);
+		}
 	if (!gm)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	gm->g = g;
