@@ -37,6 +37,30 @@ static const struct family_name phi3[] = {
 };
 /* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
  * k_norm span all heads */
+/* GPT-2 (GPT2LMHeadModel): Conv1D stores its linear weights [in, out],
+ * read transposed (layouts[] below); c_attn is q, k, v fused by rows */
+#define G2 "transformer.h.{L}."
+static const struct family_name gpt2[] = {
+	{"transformer.wte.weight", "embed"}, {"transformer.wpe.weight", "pos_embed"},
+	{"transformer.ln_f.weight", "final_norm"}, {"transformer.ln_f.bias", "final_norm_bias"},
+	{"lm_head.weight", "lm_head"},
+	{G2 "ln_1.weight", "attn_norm"}, {G2 "ln_1.bias", "attn_norm_bias"},
+	{G2 "attn.c_attn.weight", "qkv"}, {G2 "attn.c_attn.bias", "qkv_bias"},
+	{G2 "attn.c_proj.weight", "o"},
+	{G2 "ln_2.weight", "ffn_norm"}, {G2 "ln_2.bias", "ffn_norm_bias"},
+	{G2 "mlp.c_fc.weight", "up"}, {G2 "mlp.c_proj.weight", "down"},
+};
+/* How a family stores a tensor where it is not PyTorch's [out, in]. */
+static const struct {
+	const char *type, *pattern;
+	enum family_layout layout;
+} layouts[] = {
+	{"gpt2", G2 "attn.c_attn.weight", FAMILY_TRANSPOSED},
+	{"gpt2", G2 "attn.c_proj.weight", FAMILY_TRANSPOSED},
+	{"gpt2", G2 "mlp.c_fc.weight", FAMILY_TRANSPOSED},
+	{"gpt2", G2 "mlp.c_proj.weight", FAMILY_TRANSPOSED},
+};
+#undef G2
 static const struct family_name olmo2[] = {
 	EMBED_HEAD, ATTN, MLP, QK_NORMS,
 	{L "post_attention_layernorm.weight", "attn_post_norm"},
@@ -99,6 +123,7 @@ static const struct arch_family families[] = {
 	{"mixtral", "MixtralForCausalLM", 0, 0, NAMES(mixtral)},
 	{"qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, NAMES(qwen2_moe)},
 	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
+	{"gpt2", "GPT2LMHeadModel", 0, 1, NAMES(gpt2)},
 };
 #undef NAMES
 #define NFAMILIES (sizeof families / sizeof families[0])
@@ -191,6 +216,18 @@ int family_tensor_info(const struct sw_config *c, const char *name, struct sw_te
 	if (c->n_layers > 0 && layer >= c->n_layers)
 		return -1;
 	return arch_info_other(name, (int)layer, t);
+}
+
+enum family_layout family_tensor_layout(const struct sw_config *c, const char *name)
+{
+	const struct arch_family *f = family_find(c->arch);
+	long layer, expert;
+
+	for (size_t i = 0; f && i < sizeof layouts / sizeof layouts[0]; i++)
+		if (!strcmp(f->type, layouts[i].type) &&
+		    name_matches(layouts[i].pattern, name, &layer, &expert))
+			return layouts[i].layout;
+	return FAMILY_AS_STORED;
 }
 
 int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,

@@ -37,7 +37,7 @@ struct arch_family {
 };
 
 /* The families read for their matrices, and those the model computes. */
-#define FAMILY_LISTED "gemma, gemma2, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, olmoe"
+#define FAMILY_LISTED "gemma, gemma2, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, olmoe, gpt2"
 
 /* The family config.json names (its architectures[0] or model_type), or
  * NULL for an architecture no table knows. */
@@ -54,6 +54,12 @@ const struct arch_family *family_at(size_t i);
  * layers). 0, or -1 for a layer number past c->n_layers (when known).
  */
 int family_tensor_info(const struct sw_config *c, const char *name, struct sw_tensor_info *t);
+
+/* How a tensor is stored: as the model sees it (PyTorch's [out, in]), or
+ * transposed ([in, out], GPT-2's Conv1D), which the tensor source
+ * (ckpt.c) turns to [out, in] for every tool. */
+enum family_layout { FAMILY_AS_STORED, FAMILY_TRANSPOSED };
+enum family_layout family_tensor_layout(const struct sw_config *c, const char *name);
 
 /* arch_check_shape for a family the model computes; a family read for
  * its matrices has its shapes as stored (nothing is computed from the

@@ -3,6 +3,7 @@
  * attributes over the readers of the formats table below (see ckpt.h).
  */
 #include "ckpt.h"
+#include "../base/family.h"
 #include "ggufread.h"
 #include "h5read.h"
 #include "hfdir.h"
@@ -44,6 +45,7 @@ struct ckpt {
 	size_t n;
 	struct sw_tensor_info *info;    /* (n) in model order */
 	size_t *src;                    /* (n) each tensor's index in its reader */
+	unsigned char *transposed;      /* (n) 1: stored [in, out], seen [out, in] */
 	const struct ckpt_format_ops *fmt;      /* the reader, and what it opened */
 	void *reader;
 	struct ckpt_scratch scratch;
@@ -182,6 +184,19 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 		}
 	}
 	free(done);
+	/* a tensor its family stores transposed is seen as [out, in]; load
+	 * turns the values */
+	if (!(ck->transposed = calloc(n ? n : 1, 1)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		if (info[i].rank != 2 ||
+		    family_tensor_layout(&ck->meta.config, info[i].name) != FAMILY_TRANSPOSED)
+			continue;
+		int64_t r = info[i].shape[0];
+		info[i].shape[0] = info[i].shape[1];
+		info[i].shape[1] = r;
+		ck->transposed[i] = 1;
+	}
 	/* after sorting, two tensors with one known role and layer are adjacent */
 	for (size_t i = 1; i < n; i++) {
 		const struct sw_tensor_info *a = &info[i - 1], *b = &info[i];
@@ -406,6 +421,7 @@ void ckpt_close(struct ckpt *ck)
 	ckptsrc_scratch_free(&ck->scratch);
 	free(ck->info);
 	free(ck->src);
+	free(ck->transposed);
 	free(ck);
 }
 
@@ -423,6 +439,37 @@ long ckpt_find_role(const struct ckpt *ck, const char *role, int layer)
 	return -1;
 }
 
+/* Tensor i, stored [in, out]: read as stored (float32), then copied to
+ * [out, in]; the peak is the stored tensor and its copy. */
+static int load_transposed(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err)
+{
+	struct sw_tensor_info stored = ck->info[i];
+	int64_t out = stored.shape[0], in = stored.shape[1];
+	float *t;
+	int rc;
+
+	stored.shape[0] = in;
+	stored.shape[1] = out;
+	v->raw_ok = 0;
+	rc = ck->fmt->load(ck->reader, ck->src[i], &stored, &ck->scratch, v, err);
+	if (rc) {
+		ckptsrc_release(v);
+		return rc;
+	}
+	if (!(t = malloc((size_t)(out * in) * sizeof *t))) {
+		ckptsrc_release(v);
+		return sw_fail(err, SW_ESOFTWARE, "%s: out of memory", stored.name);
+	}
+	for (int64_t a = 0; a < in; a++)
+		for (int64_t b = 0; b < out; b++)
+			t[b * in + a] = v->data[a * out + b];
+	ckptsrc_release(v);
+	v->numel = out * in;
+	v->data = v->raw = v->owned = t;
+	v->raw_dtype = SW_DTYPE_F32;
+	return SW_OK;
+}
+
 static int load(struct ckpt *ck, size_t i, int raw_ok, struct ckpt_view *v, struct sw_err *err)
 {
 	int rc;
@@ -435,6 +482,8 @@ static int load(struct ckpt *ck, size_t i, int raw_ok, struct ckpt_view *v, stru
 		return sw_fail(err, SW_EDATA, "%s: dtype %s cannot be read as float32",
 			       ck->info[i].name, ck->info[i].dtype_name);
 	v->numel = ck->info[i].numel;
+	if (ck->transposed[i])
+		return load_transposed(ck, i, v, err);
 	rc = ck->fmt->load(ck->reader, ck->src[i], &ck->info[i], &ck->scratch, v, err);
 	if (rc) {
 		ckptsrc_release(v);

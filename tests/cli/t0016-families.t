@@ -5,14 +5,14 @@
 # roles, layers and blocks its names say (the table below, written from
 # transformers' modeling files, not from our output), experts in index
 # order; every 2-D tensor's Frobenius and spectral norms equal numpy's;
-# an architecture no table knows (GPT-2 and BLOOM, for now) is listed
+# an architecture no table knows (BLOOM, for now) is listed
 # whole, block and role other, with one line on stderr; and the model
 # tools and sw-convert refuse every one of them by name (65).
 . "$(dirname "$0")/../lib/tap.sh"
 
 A=$SW_TOP/fixtures/arch
-KNOWN="gemma gemma2 phi3 olmo2 gpt_neox mixtral qwen2_moe olmoe"
-UNKNOWN="gpt2:GPT2LMHeadModel bloom:BloomForCausalLM"
+KNOWN="gemma gemma2 phi3 olmo2 gpt_neox mixtral qwen2_moe olmoe gpt2"
+UNKNOWN="bloom:BloomForCausalLM"
 
 # family name role layer block: what each family's names mean
 cat >roles.expect <<'EOF'
@@ -45,6 +45,9 @@ qwen2_moe model.layers.0.mlp.experts.1.up_proj.weight expert_up 0 ffn
 olmoe model.layers.1.mlp.gate.weight router 1 ffn
 olmoe model.layers.0.self_attn.k_norm.weight k_norm 0 norm
 olmoe model.norm.weight final_norm -1 norm
+gpt2 transformer.wpe.weight pos_embed -1 emb
+gpt2 transformer.h.1.attn.c_attn.weight qkv 1 other
+gpt2 transformer.h.0.mlp.c_proj.weight down 0 ffn
 EOF
 
 # the tensors of a safetensors file, from its header (name, rank)
@@ -133,15 +136,15 @@ for k, e in json.loads(raw[8:8 + n]).items():
     b, end = e["data_offsets"]
     rows[k] = np.frombuffer(raw[8 + n + b:8 + n + end], dtype="<f4").reshape(e["shape"]).astype(np.float64)
 if tied and "lm_head.weight" not in rows:
-    rows["lm_head.weight"] = rows["model.embed_tokens.weight"]
+    rows["lm_head.weight"] = rows.get("model.embed_tokens.weight", rows.get("transformer.wte.weight"))
 for k in sorted(rows):
     w = rows[k]
     print("%s\t%.9g\t%.9g" % (k, np.linalg.svd(w, compute_uv=False)[0], np.linalg.norm(w)))
 EOF
 
 if have_python_modules numpy; then
-	for u in $KNOWN gpt2 bloom; do
-		tied=0 && case $u in gemma|gemma2) tied=1 ;; esac
+	for u in $KNOWN bloom; do
+		tied=0 && case $u in gemma|gemma2|gpt2) tied=1 ;; esac
 		# 1e-5 relative: numpy works in float64 on the same float32
 		# values; sw-norms sums in double and stops Lanczos at 1e-6
 		test_expect_success "$u: sw-norms' spectral and Frobenius norms = numpy's to 1e-5" "

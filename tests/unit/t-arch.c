@@ -203,10 +203,15 @@ int main(void)
 		   "a family's layer past the config's refused");
 		ok(family_tensor_info(&fc, "model.layers.1.block_sparse_moe.experts.x.w1.weight", &t) == 0 &&
 		   !strcmp(t.role, "other") && t.layer == 1, "a name the family does not have: other, its layer kept");
-		snprintf(fc.arch, sizeof fc.arch, "GPT2LMHeadModel");
-		ok(family_tensor_info(&fc, "transformer.h.0.attn.c_attn.weight", &t) == 0 &&
+		snprintf(fc.arch, sizeof fc.arch, "BloomForCausalLM");
+		ok(family_tensor_info(&fc, "transformer.h.0.self_attention.query_key_value.weight", &t) == 0 &&
 		   !strcmp(t.role, "other") && t.block == SW_BLOCK_OTHER && t.layer == -1,
 		   "an unknown architecture: every tensor other");
+		snprintf(fc.arch, sizeof fc.arch, "GPT2LMHeadModel");
+		ok(family_tensor_layout(&fc, "transformer.h.1.mlp.c_fc.weight") == FAMILY_TRANSPOSED &&
+		   family_tensor_layout(&fc, "transformer.wte.weight") == FAMILY_AS_STORED &&
+		   family_tensor_layout(&cfg, "model.layers.0.mlp.up_proj.weight") == FAMILY_AS_STORED,
+		   "GPT-2's Conv1D weights are stored transposed, nothing else");
 	}
 
 	/* the reparameterizations: per kind, their canonical form, their refusals */

@@ -84,11 +84,11 @@ int main(void)
 			    "\"tie_word_embeddings\":true}";
 	ok(st_parse_config(qwen3, strlen(qwen3), &c, &err) == SW_OK && c.head_dim == 128 && c.qk_norm &&
 	   c.tie_embeddings && c.norm_eps == 1e-6, "Qwen3 config: explicit head_dim, QK-norm, tied");
-	/* an architecture no table knows is read for a listing: kept by
-	 * name, its sizes under the names its class gives them */
+	/* a family read for a listing (GPT-2): its type, its sizes under
+	 * the names its class gives them */
 	const char *gpt2 = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":768,\"n_layer\":12}";
-	ok(st_parse_config(gpt2, strlen(gpt2), &c, &err) == SW_OK && !strcmp(c.arch, "GPT2LMHeadModel") &&
-	   c.d_model == 768 && c.n_layers == 12 && !c.vocab_size, "unknown architecture read by name");
+	ok(st_parse_config(gpt2, strlen(gpt2), &c, &err) == SW_OK && !strcmp(c.arch, "gpt2") &&
+	   c.d_model == 768 && c.n_layers == 12 && !c.vocab_size, "GPT-2 config read by its names");
 	const char *gpt2bad = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_layer\":-1}";
 	ok(st_parse_config(gpt2bad, strlen(gpt2bad), &c, &err) == SW_EDATA && strstr(err.msg, "n_layer"),
 	   "its sizes are still sizes: %s", err.msg);
