@@ -46,9 +46,10 @@ static const struct family_name gpt2[] = {
 	{"lm_head.weight", "lm_head"},
 	{G2 "ln_1.weight", "attn_norm"}, {G2 "ln_1.bias", "attn_norm_bias"},
 	{G2 "attn.c_attn.weight", "qkv"}, {G2 "attn.c_attn.bias", "qkv_bias"},
-	{G2 "attn.c_proj.weight", "o"},
+	{G2 "attn.c_proj.weight", "o"}, {G2 "attn.c_proj.bias", "o_bias"},
 	{G2 "ln_2.weight", "ffn_norm"}, {G2 "ln_2.bias", "ffn_norm_bias"},
-	{G2 "mlp.c_fc.weight", "up"}, {G2 "mlp.c_proj.weight", "down"},
+	{G2 "mlp.c_fc.weight", "up"}, {G2 "mlp.c_fc.bias", "up_bias"},
+	{G2 "mlp.c_proj.weight", "down"}, {G2 "mlp.c_proj.bias", "down_bias"},
 };
 /* How a family stores a tensor where it is not PyTorch's [out, in]. */
 static const struct {

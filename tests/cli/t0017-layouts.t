@@ -19,6 +19,9 @@ transformer.h.0.ln_1.bias attn_norm_bias 0 norm 16
 transformer.h.0.attn.c_attn.weight qkv 0 other 48x16
 transformer.h.0.attn.c_attn.bias qkv_bias 0 other 48
 transformer.h.1.attn.c_proj.weight o 1 vo 16x16
+transformer.h.1.attn.c_proj.bias o_bias 1 vo 16
+transformer.h.0.mlp.c_fc.bias up_bias 0 ffn 64
+transformer.h.1.mlp.c_proj.bias down_bias 1 ffn 16
 transformer.h.1.ln_2.weight ffn_norm 1 norm 16
 transformer.h.1.ln_2.bias ffn_norm_bias 1 norm 16
 transformer.h.0.mlp.c_fc.weight up 0 ffn 64x16
