@@ -213,6 +213,7 @@ struct arch_role {
 	int in_layer;           /* 1: lives in model.layers.N */
 	int order;              /* position in model order (see below) */
 	enum arch_heads heads;  /* how its attention heads lie */
+	int sv_kind;            /* the scale-vector kind of a reader of a Pre-Norm, or -1 */
 };
 
 /* The role of a tensor the architecture does not know (block other). */

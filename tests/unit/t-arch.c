@@ -129,6 +129,11 @@ int main(void)
 			with_heads += r->heads != ARCH_HEADS_NONE;
 		ok(with_heads == 4, "four roles of the table have heads (%d)", with_heads);
 	}
+	ok(arch_sv_kind_of("q") == ARCH_SV_ATTN && arch_sv_kind_of("v") == ARCH_SV_ATTN &&
+	   arch_sv_kind_of("up") == ARCH_SV_FFN && arch_sv_kind_of("lm_head") == ARCH_SV_HEAD,
+	   "the Pre-Norms' readers have their scale-vector kinds");
+	ok(arch_sv_kind_of("o") == -1 && arch_sv_kind_of("down") == -1 && arch_sv_kind_of("q_gain_in") == -1 &&
+	   arch_sv_kind_of("nonesuch") == -1, "o, down, a gain and an unknown role read no Pre-Norm");
 
 	/* shapes against the config */
 	t = shaped("q", 0, 2, 64, 64);
