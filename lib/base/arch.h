@@ -214,6 +214,7 @@ struct arch_role {
 	int order;              /* position in model order (see below) */
 	enum arch_heads heads;  /* how its attention heads lie */
 	int sv_kind;            /* the scale-vector kind of a reader of a Pre-Norm, or -1 */
+	const char *tied;       /* the role it may share its weights with (tie_word_embeddings), or NULL */
 };
 
 /* The role of a tensor the architecture does not know (block other). */

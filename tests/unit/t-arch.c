@@ -128,6 +128,11 @@ int main(void)
 		for (size_t i = 0; (r = arch_role_at(i)); i++)
 			with_heads += r->heads != ARCH_HEADS_NONE;
 		ok(with_heads == 4, "four roles of the table have heads (%d)", with_heads);
+		int tied = 0;
+		for (size_t i = 0; (r = arch_role_at(i)); i++)
+			tied += r->tied != NULL;
+		ok(tied == 1 && !strcmp(arch_role_find("lm_head")->tied, "embed"),
+		   "the head alone may be tied, to the embedding (%d)", tied);
 	}
 	ok(arch_sv_kind_of("q") == ARCH_SV_ATTN && arch_sv_kind_of("v") == ARCH_SV_ATTN &&
 	   arch_sv_kind_of("up") == ARCH_SV_FFN && arch_sv_kind_of("lm_head") == ARCH_SV_HEAD,
