@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "scalevec.h"
+#include "../base/arch.h"
 
 void scalevec_stats(const float *g, int64_t n, struct scalevec_stats *s)
 {
@@ -160,7 +161,8 @@ const char *const *scalevec_readers(const char *role)
 
 const char *scalevec_reader_tied(const char *role)
 {
-	return strcmp(role, "lm_head") ? NULL : "embed";
+	const struct arch_role *r = arch_role_find(role);
+	return r ? r->tied : NULL;
 }
 
 /* sq += the squared column (or row) norms of matrix k of the file, if its

@@ -1,6 +1,7 @@
 /* spectra.c - the spectra of a checkpoint's matrices (see spectra.h). */
 #include "spectra.h"
 #include "../formats/ckpt.h"
+#include "../base/arch.h"
 #include "../base/grow.h"
 #include "matsched.h"
 #include "../base/select.h"
@@ -17,9 +18,10 @@ static int head_layout(const struct sw_tensor_info *t, int *by_cols, struct sw_e
 {
 	int64_t span;
 
-	*by_cols = !strcmp(t->role, "o");
-	if (!(*by_cols || !strcmp(t->role, "q") || !strcmp(t->role, "k") || !strcmp(t->role, "v")) ||
-	    t->n_heads <= 0 || t->head_dim <= 0)
+	enum arch_heads heads = arch_role_heads(t->role);
+
+	*by_cols = heads == ARCH_HEADS_COLS;
+	if (heads == ARCH_HEADS_NONE || t->n_heads <= 0 || t->head_dim <= 0)
 		return 0;
 	span = *by_cols ? t->shape[1] : t->shape[0];
 	if ((int64_t)t->n_heads * t->head_dim != span) {

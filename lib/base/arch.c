@@ -15,6 +15,14 @@
 #define NN SW_NORM_NONE
 #define NI SW_NORM_INPUT
 #define NO SW_NORM_OUTPUT
+#define HN ARCH_HEADS_NONE
+#define HR ARCH_HEADS_ROWS_ROPE
+#define HV ARCH_HEADS_ROWS
+#define HC ARCH_HEADS_COLS
+#define SN -1
+#define SA ARCH_SV_ATTN
+#define SF ARCH_SV_FFN
+#define SH ARCH_SV_HEAD
 
 /*
  * The roles, in model order. order < 50: before the layers, 50..99: inside
@@ -38,78 +46,78 @@ static const struct role_row {
  * of the gain's kind, beside it in model order; the gain X is what they
  * give (arch.h). */
 #define REPARAM(role, hf, group, nt, in_layer, order) \
-	{{role "_dir", SW_BLOCK_NORM, V, group, nt, in_layer, order}, hf ".direction"}, \
-	{{role "_mag", SW_BLOCK_NORM, V, group, nt, in_layer, order}, hf ".magnitude"}
-	{{"embed", SW_BLOCK_EMB, V, GI, NN, 0, 0}, "model.embed_tokens.weight"},
-	{{"embed_mult", SW_BLOCK_MULT, V, GI, NN, 0, 1}, "model.embed_tokens.multiplier"},
-	{{"embed_mult_col", SW_BLOCK_MULT, V, GI, NN, 0, 1}, "model.embed_tokens.multiplier_col"},
-	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50}, "input_layernorm.weight"},
+	{{role "_dir", SW_BLOCK_NORM, V, group, nt, in_layer, order, HN, SN, NULL}, hf ".direction"}, \
+	{{role "_mag", SW_BLOCK_NORM, V, group, nt, in_layer, order, HN, SN, NULL}, hf ".magnitude"}
+	{{"embed", SW_BLOCK_EMB, V, GI, NN, 0, 0, HN, SN, NULL}, "model.embed_tokens.weight"},
+	{{"embed_mult", SW_BLOCK_MULT, V, GI, NN, 0, 1, HN, SN, NULL}, "model.embed_tokens.multiplier"},
+	{{"embed_mult_col", SW_BLOCK_MULT, V, GI, NN, 0, 1, HN, SN, NULL}, "model.embed_tokens.multiplier_col"},
+	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50, HN, SN, NULL}, "input_layernorm.weight"},
 	REPARAM("attn_norm", "input_layernorm", GH, NI, 1, 50),
-	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51}, "self_attn.q_proj.weight"},
-	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52}, "self_attn.q_proj.bias"},
-	{{"q_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 53}, "self_attn.q_proj.gain_in"},
+	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51, HR, SA, NULL}, "self_attn.q_proj.weight"},
+	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52, HN, SN, NULL}, "self_attn.q_proj.bias"},
+	{{"q_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 53, HN, SN, NULL}, "self_attn.q_proj.gain_in"},
 	REPARAM("q_gain_in", "self_attn.q_proj.gain_in", GH, NI, 1, 53),
-	{{"q_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 53}, "self_attn.q_proj.gain_out"},
+	{{"q_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 53, HN, SN, NULL}, "self_attn.q_proj.gain_out"},
 	REPARAM("q_gain_out", "self_attn.q_proj.gain_out", GH, NI, 1, 53),
-	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier"},
-	{{"q_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 53}, "self_attn.q_proj.multiplier_col"},
-	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54}, "self_attn.k_proj.weight"},
-	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55}, "self_attn.k_proj.bias"},
-	{{"k_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 56}, "self_attn.k_proj.gain_in"},
+	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53, HN, SN, NULL}, "self_attn.q_proj.multiplier"},
+	{{"q_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 53, HN, SN, NULL}, "self_attn.q_proj.multiplier_col"},
+	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54, HR, SA, NULL}, "self_attn.k_proj.weight"},
+	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55, HN, SN, NULL}, "self_attn.k_proj.bias"},
+	{{"k_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 56, HN, SN, NULL}, "self_attn.k_proj.gain_in"},
 	REPARAM("k_gain_in", "self_attn.k_proj.gain_in", GH, NI, 1, 56),
-	{{"k_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 56}, "self_attn.k_proj.gain_out"},
+	{{"k_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 56, HN, SN, NULL}, "self_attn.k_proj.gain_out"},
 	REPARAM("k_gain_out", "self_attn.k_proj.gain_out", GH, NI, 1, 56),
-	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier"},
-	{{"k_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 56}, "self_attn.k_proj.multiplier_col"},
-	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57}, "self_attn.v_proj.weight"},
-	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58}, "self_attn.v_proj.bias"},
-	{{"v_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 59}, "self_attn.v_proj.gain_in"},
+	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56, HN, SN, NULL}, "self_attn.k_proj.multiplier"},
+	{{"k_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 56, HN, SN, NULL}, "self_attn.k_proj.multiplier_col"},
+	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57, HV, SA, NULL}, "self_attn.v_proj.weight"},
+	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58, HN, SN, NULL}, "self_attn.v_proj.bias"},
+	{{"v_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 59, HN, SN, NULL}, "self_attn.v_proj.gain_in"},
 	REPARAM("v_gain_in", "self_attn.v_proj.gain_in", GH, NI, 1, 59),
-	{{"v_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 59}, "self_attn.v_proj.gain_out"},
+	{{"v_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 59, HN, SN, NULL}, "self_attn.v_proj.gain_out"},
 	REPARAM("v_gain_out", "self_attn.v_proj.gain_out", GH, NI, 1, 59),
-	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier"},
-	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59}, "self_attn.v_proj.multiplier_col"},
-	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60}, "self_attn.q_norm.weight"},
+	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59, HN, SN, NULL}, "self_attn.v_proj.multiplier"},
+	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59, HN, SN, NULL}, "self_attn.v_proj.multiplier_col"},
+	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60, HN, SN, NULL}, "self_attn.q_norm.weight"},
 	REPARAM("q_norm", "self_attn.q_norm", GH, NO, 1, 60),
-	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.k_norm.weight"},
+	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61, HN, SN, NULL}, "self_attn.k_norm.weight"},
 	REPARAM("k_norm", "self_attn.k_norm", GH, NO, 1, 61),
-	{{"v_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61}, "self_attn.v_norm.weight"},
+	{{"v_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61, HN, SN, NULL}, "self_attn.v_norm.weight"},
 	REPARAM("v_norm", "self_attn.v_norm", GH, NO, 1, 61),
-	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62}, "self_attn.o_in_norm.weight"},
+	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62, HN, SN, NULL}, "self_attn.o_in_norm.weight"},
 	REPARAM("o_in_norm", "self_attn.o_in_norm", GH, NI, 1, 62),
-	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63}, "self_attn.o_proj.weight"},
-	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64}, "self_attn.o_proj.bias"},
-	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 65}, "self_attn.o_proj.multiplier"},
-	{{"o_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 65}, "self_attn.o_proj.multiplier_col"},
-	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70}, "post_attention_layernorm.weight"},
+	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63, HC, SN, NULL}, "self_attn.o_proj.weight"},
+	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64, HN, SN, NULL}, "self_attn.o_proj.bias"},
+	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 65, HN, SN, NULL}, "self_attn.o_proj.multiplier"},
+	{{"o_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 65, HN, SN, NULL}, "self_attn.o_proj.multiplier_col"},
+	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70, HN, SN, NULL}, "post_attention_layernorm.weight"},
 	REPARAM("ffn_norm", "post_attention_layernorm", GH, NI, 1, 70),
-	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71}, "mlp.gate_proj.weight"},
-	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72}, "mlp.gate_proj.bias"},
-	{{"gate_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 73}, "mlp.gate_proj.gain_in"},
+	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71, HN, SF, NULL}, "mlp.gate_proj.weight"},
+	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72, HN, SN, NULL}, "mlp.gate_proj.bias"},
+	{{"gate_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 73, HN, SN, NULL}, "mlp.gate_proj.gain_in"},
 	REPARAM("gate_gain_in", "mlp.gate_proj.gain_in", GH, NI, 1, 73),
-	{{"gate_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 73}, "mlp.gate_proj.gain_out"},
+	{{"gate_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 73, HN, SN, NULL}, "mlp.gate_proj.gain_out"},
 	REPARAM("gate_gain_out", "mlp.gate_proj.gain_out", GH, NI, 1, 73),
-	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier"},
-	{{"gate_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 73}, "mlp.gate_proj.multiplier_col"},
-	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74}, "mlp.up_proj.weight"},
-	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75}, "mlp.up_proj.bias"},
-	{{"up_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 76}, "mlp.up_proj.gain_in"},
+	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73, HN, SN, NULL}, "mlp.gate_proj.multiplier"},
+	{{"gate_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 73, HN, SN, NULL}, "mlp.gate_proj.multiplier_col"},
+	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74, HN, SF, NULL}, "mlp.up_proj.weight"},
+	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75, HN, SN, NULL}, "mlp.up_proj.bias"},
+	{{"up_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 76, HN, SN, NULL}, "mlp.up_proj.gain_in"},
 	REPARAM("up_gain_in", "mlp.up_proj.gain_in", GH, NI, 1, 76),
-	{{"up_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 76}, "mlp.up_proj.gain_out"},
+	{{"up_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 76, HN, SN, NULL}, "mlp.up_proj.gain_out"},
 	REPARAM("up_gain_out", "mlp.up_proj.gain_out", GH, NI, 1, 76),
-	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier"},
-	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76}, "mlp.up_proj.multiplier_col"},
-	{{"gate_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76}, "mlp.gate_norm.weight"},
+	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76, HN, SN, NULL}, "mlp.up_proj.multiplier"},
+	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76, HN, SN, NULL}, "mlp.up_proj.multiplier_col"},
+	{{"gate_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76, HN, SN, NULL}, "mlp.gate_norm.weight"},
 	REPARAM("gate_norm", "mlp.gate_norm", GH, NO, 1, 76),
-	{{"up_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76}, "mlp.up_norm.weight"},
+	{{"up_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76, HN, SN, NULL}, "mlp.up_norm.weight"},
 	REPARAM("up_norm", "mlp.up_norm", GH, NO, 1, 76),
-	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77}, "mlp.down_in_norm.weight"},
+	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77, HN, SN, NULL}, "mlp.down_in_norm.weight"},
 	REPARAM("down_in_norm", "mlp.down_in_norm", GH, NI, 1, 77),
-	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78}, "mlp.down_proj.weight"},
-	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79}, "mlp.down_proj.bias"},
-	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier"},
-	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80}, "mlp.down_proj.multiplier_col"},
-	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100}, "model.norm.weight"},
+	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78, HN, SN, NULL}, "mlp.down_proj.weight"},
+	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79, HN, SN, NULL}, "mlp.down_proj.bias"},
+	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 80, HN, SN, NULL}, "mlp.down_proj.multiplier"},
+	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80, HN, SN, NULL}, "mlp.down_proj.multiplier_col"},
+	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100, HN, SN, NULL}, "model.norm.weight"},
 	REPARAM("final_norm", "model.norm", GO, NI, 0, 100),
 	/* Roles of other families (lib/base/family.c names their tensors;
 	 * Hugging Face Llama has none of them): LayerNorm's biases; fused
@@ -117,30 +125,30 @@ static const struct role_row {
 	 * the output norms after attention and the MLP (Gemma2, OLMo2);
 	 * a mixture of experts' router, its experts' projections and the
 	 * shared expert with its gate (Qwen2-MoE) */
-	{{"pos_embed", SW_BLOCK_EMB, V, GI, NN, 0, 2}, NULL},
-	{{"attn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 50}, NULL},
-	{{"qkv", SW_BLOCK_OTHER, M, GH, NN, 1, 51}, NULL},
-	{{"qkv_bias", SW_BLOCK_OTHER, V, GH, NN, 1, 52}, NULL},
-	{{"attn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 66}, NULL},
-	{{"ffn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 70}, NULL},
-	{{"gate_up", SW_BLOCK_FFN, M, GH, NN, 1, 71}, NULL},
-	{{"router", SW_BLOCK_FFN, M, GH, NN, 1, 81}, NULL},
-	{{"expert_gate", SW_BLOCK_FFN, M, GH, NN, 1, 82}, NULL},
-	{{"expert_up", SW_BLOCK_FFN, M, GH, NN, 1, 83}, NULL},
-	{{"expert_down", SW_BLOCK_FFN, M, GH, NN, 1, 84}, NULL},
-	{{"shared_router", SW_BLOCK_FFN, M, GH, NN, 1, 85}, NULL},
-	{{"shared_gate", SW_BLOCK_FFN, M, GH, NN, 1, 86}, NULL},
-	{{"shared_up", SW_BLOCK_FFN, M, GH, NN, 1, 87}, NULL},
-	{{"shared_down", SW_BLOCK_FFN, M, GH, NN, 1, 88}, NULL},
-	{{"ffn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 89}, NULL},
-	{{"final_norm_bias", SW_BLOCK_NORM, V, GO, NN, 0, 100}, NULL},
-	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110}, "lm_head.weight"},
-	{{"lm_head_gain_in", SW_BLOCK_NORM, V, GO, NI, 0, 111}, "lm_head.gain_in"},
+	{{"pos_embed", SW_BLOCK_EMB, V, GI, NN, 0, 2, HN, SN, NULL}, NULL},
+	{{"attn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 50, HN, SN, NULL}, NULL},
+	{{"qkv", SW_BLOCK_OTHER, M, GH, NN, 1, 51, HN, SN, NULL}, NULL},
+	{{"qkv_bias", SW_BLOCK_OTHER, V, GH, NN, 1, 52, HN, SN, NULL}, NULL},
+	{{"attn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 66, HN, SN, NULL}, NULL},
+	{{"ffn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 70, HN, SN, NULL}, NULL},
+	{{"gate_up", SW_BLOCK_FFN, M, GH, NN, 1, 71, HN, SN, NULL}, NULL},
+	{{"router", SW_BLOCK_FFN, M, GH, NN, 1, 81, HN, SN, NULL}, NULL},
+	{{"expert_gate", SW_BLOCK_FFN, M, GH, NN, 1, 82, HN, SN, NULL}, NULL},
+	{{"expert_up", SW_BLOCK_FFN, M, GH, NN, 1, 83, HN, SN, NULL}, NULL},
+	{{"expert_down", SW_BLOCK_FFN, M, GH, NN, 1, 84, HN, SN, NULL}, NULL},
+	{{"shared_router", SW_BLOCK_FFN, M, GH, NN, 1, 85, HN, SN, NULL}, NULL},
+	{{"shared_gate", SW_BLOCK_FFN, M, GH, NN, 1, 86, HN, SN, NULL}, NULL},
+	{{"shared_up", SW_BLOCK_FFN, M, GH, NN, 1, 87, HN, SN, NULL}, NULL},
+	{{"shared_down", SW_BLOCK_FFN, M, GH, NN, 1, 88, HN, SN, NULL}, NULL},
+	{{"ffn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 89, HN, SN, NULL}, NULL},
+	{{"final_norm_bias", SW_BLOCK_NORM, V, GO, NN, 0, 100, HN, SN, NULL}, NULL},
+	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110, HN, SH, "embed"}, "lm_head.weight"},
+	{{"lm_head_gain_in", SW_BLOCK_NORM, V, GO, NI, 0, 111, HN, SN, NULL}, "lm_head.gain_in"},
 	REPARAM("lm_head_gain_in", "lm_head.gain_in", GO, NI, 0, 111),
-	{{"lm_head_gain_out", SW_BLOCK_NORM, V, GO, NI, 0, 111}, "lm_head.gain_out"},
+	{{"lm_head_gain_out", SW_BLOCK_NORM, V, GO, NI, 0, 111, HN, SN, NULL}, "lm_head.gain_out"},
 	REPARAM("lm_head_gain_out", "lm_head.gain_out", GO, NI, 0, 111),
-	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier"},
-	{{"lm_head_mult_col", SW_BLOCK_MULT, V, GO, NN, 0, 111}, "lm_head.multiplier_col"},
+	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111, HN, SN, NULL}, "lm_head.multiplier"},
+	{{"lm_head_mult_col", SW_BLOCK_MULT, V, GO, NN, 0, 111, HN, SN, NULL}, "lm_head.multiplier_col"},
 #undef REPARAM
 };
 #define NROLES (sizeof roles / sizeof roles[0])
@@ -157,6 +165,12 @@ const struct arch_role *arch_role_find(const char *s)
 {
 	const struct role_row *row = row_of(s);
 	return row ? &row->r : NULL;
+}
+
+enum arch_heads arch_role_heads(const char *role)
+{
+	const struct role_row *row = row_of(role);
+	return row ? row->r.heads : ARCH_HEADS_NONE;
 }
 
 const struct arch_role *arch_role_at(size_t i)
@@ -326,13 +340,8 @@ const char *arch_sv_kind_name(enum arch_sv_kind k)
 
 int arch_sv_kind_of(const char *role)
 {
-	if (!strcmp(role, "q") || !strcmp(role, "k") || !strcmp(role, "v"))
-		return ARCH_SV_ATTN;
-	if (!strcmp(role, "gate") || !strcmp(role, "up"))
-		return ARCH_SV_FFN;
-	if (!strcmp(role, "lm_head"))
-		return ARCH_SV_HEAD;
-	return -1;
+	const struct role_row *row = row_of(role);
+	return row ? row->r.sv_kind : -1;
 }
 
 static int sv_design_find(const char *s, size_t n)

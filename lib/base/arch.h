@@ -198,6 +198,11 @@ int arch_rope_inv_freq(const struct sw_config *c, float *inv);
 int arch_default_head_dim(struct sw_config *c, struct sw_err *err);
 int64_t arch_default_d_ff(int64_t d_model);
 
+/* How an attention projection's heads lie: none; one head_dim block of
+ * rows each, RoPE-rotated (q, k: the rows the GGUF and llama2.c layouts
+ * permute) or not (v); one block of columns each (o). */
+enum arch_heads { ARCH_HEADS_NONE, ARCH_HEADS_ROWS_ROPE, ARCH_HEADS_ROWS, ARCH_HEADS_COLS };
+
 /* What a role means. */
 struct arch_role {
 	const char *name;
@@ -207,6 +212,9 @@ struct arch_role {
 	enum sw_norm_type norm_type;
 	int in_layer;           /* 1: lives in model.layers.N */
 	int order;              /* position in model order (see below) */
+	enum arch_heads heads;  /* how its attention heads lie */
+	int sv_kind;            /* the scale-vector kind of a reader of a Pre-Norm, or -1 */
+	const char *tied;       /* the role it may share its weights with (tie_word_embeddings), or NULL */
 };
 
 /* The role of a tensor the architecture does not know (block other). */
@@ -214,6 +222,8 @@ struct arch_role {
 
 /* The role named s, or NULL if the architecture has no such role. */
 const struct arch_role *arch_role_find(const char *s);
+/* role's heads column (ARCH_HEADS_NONE for an unknown role). */
+enum arch_heads arch_role_heads(const char *role);
 /* The projection a bias or multiplier role belongs to ("q" for q_bias,
  * q_mult and q_mult_col) into base: 0, or -1 for another role or a base
  * that does not fit len. */

@@ -249,7 +249,7 @@ static int take_tensor(const struct sw_config *c, const struct gguf_tensor *gt,
 	at->offset = gt->offset;
 	at->nbytes = gt->nbytes;
 	at->dtype = gt->dtype;
-	at->permute = !strcmp(t->role, "q") || !strcmp(t->role, "k");
+	at->permute = arch_role_heads(t->role) == ARCH_HEADS_ROWS_ROPE;
 	return SW_OK;
 }
 

@@ -3,6 +3,7 @@
  * (see h5read.h).
  */
 #include "h5read.h"
+#include "../base/arch.h"
 #include "../base/dtype.h"
 #include "../base/grow.h"
 #include "h5io.h"
@@ -209,8 +210,7 @@ static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c
 			return sw_fail(err, SW_EDATA, "%s: unknown norm_type '%s'", obj, s);
 	}
 	t->n_heads = t->head_dim = 0;
-	if (!strcmp(t->role, "q") || !strcmp(t->role, "k") ||
-	    !strcmp(t->role, "v") || !strcmp(t->role, "o")) {
+	if (arch_role_heads(t->role) != ARCH_HEADS_NONE) {
 		int64_t nh, hd;
 		if ((rc = h5io_get_i64(d, obj, "n_heads", &nh, NULL, err)) ||
 		    (rc = h5io_get_i64(d, obj, "head_dim", &hd, NULL, err)))

@@ -276,7 +276,7 @@ static int list_tensors(struct ropeperm_src *s, const struct l2c_header *h,
 			s->t[k].offset = at;
 			s->t[k].nbytes = 4 * floats;
 			s->t[k].dtype = SW_DTYPE_F32;
-			s->t[k++].permute = !strcmp(g->role, "q") || !strcmp(g->role, "k");
+			s->t[k++].permute = arch_role_heads(g->role) == ARCH_HEADS_ROWS_ROPE;
 		}
 	}
 	if (!rc && (k != s->n || at != h->bytes))

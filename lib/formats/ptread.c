@@ -586,7 +586,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 		struct sw_tensor_info *t = &(*info)[s->n];
 		const char *mname = l[0].v[i].name;
 		int known = meta_role(mname, role, sizeof role, &layer), dim = dims[i];
-		int qk = known > 0 && (!strcmp(role, "q") || !strcmp(role, "k"));
+		int qk = known > 0 && arch_role_heads(role) == ARCH_HEADS_ROWS_ROPE;
 
 		if (known == 0)
 			continue;

@@ -113,6 +113,33 @@ int main(void)
 	t = shaped("q", 0, 2, 64, 64);
 	ok(t.n_heads == 8 && t.head_dim == 8, "q carries n_heads");
 
+	/* the heads column: RoPE rows q and k (and no other role), v by
+	 * rows, o by columns; biases, fused qkv and unknown roles none */
+	ok(arch_role_heads("q") == ARCH_HEADS_ROWS_ROPE && arch_role_heads("k") == ARCH_HEADS_ROWS_ROPE,
+	   "q and k: heads by RoPE-rotated rows");
+	ok(arch_role_heads("v") == ARCH_HEADS_ROWS, "v: heads by rows, not rotated");
+	ok(arch_role_heads("o") == ARCH_HEADS_COLS, "o: heads by columns");
+	ok(arch_role_heads("q_bias") == ARCH_HEADS_NONE && arch_role_heads("qkv") == ARCH_HEADS_NONE &&
+	   arch_role_heads("lm_head") == ARCH_HEADS_NONE && arch_role_heads("nonesuch") == ARCH_HEADS_NONE,
+	   "q_bias, qkv, lm_head and an unknown role: no heads");
+	{
+		int with_heads = 0;
+		const struct arch_role *r;
+		for (size_t i = 0; (r = arch_role_at(i)); i++)
+			with_heads += r->heads != ARCH_HEADS_NONE;
+		ok(with_heads == 4, "four roles of the table have heads (%d)", with_heads);
+		int tied = 0;
+		for (size_t i = 0; (r = arch_role_at(i)); i++)
+			tied += r->tied != NULL;
+		ok(tied == 1 && !strcmp(arch_role_find("lm_head")->tied, "embed"),
+		   "the head alone may be tied, to the embedding (%d)", tied);
+	}
+	ok(arch_sv_kind_of("q") == ARCH_SV_ATTN && arch_sv_kind_of("v") == ARCH_SV_ATTN &&
+	   arch_sv_kind_of("up") == ARCH_SV_FFN && arch_sv_kind_of("lm_head") == ARCH_SV_HEAD,
+	   "the Pre-Norms' readers have their scale-vector kinds");
+	ok(arch_sv_kind_of("o") == -1 && arch_sv_kind_of("down") == -1 && arch_sv_kind_of("q_gain_in") == -1 &&
+	   arch_sv_kind_of("nonesuch") == -1, "o, down, a gain and an unknown role read no Pre-Norm");
+
 	/* shapes against the config */
 	t = shaped("q", 0, 2, 64, 64);
 	ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "q 64x64 fits");
