@@ -35,8 +35,6 @@ static const struct family_name phi3[] = {
 	{L "self_attn.qkv_proj.weight", "qkv"}, {L "self_attn.o_proj.weight", "o"},
 	{L "mlp.gate_up_proj.weight", "gate_up"}, {L "mlp.down_proj.weight", "down"},
 };
-/* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
- * k_norm span all heads */
 /* GPT-2 (GPT2LMHeadModel): Conv1D stores its linear weights [in, out],
  * read transposed (layouts[] below); c_attn is q, k, v fused by rows */
 #define G2 "transformer.h.{L}."
@@ -62,6 +60,8 @@ static const struct {
 	{"gpt2", G2 "mlp.c_proj.weight", FAMILY_TRANSPOSED},
 };
 #undef G2
+/* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
+ * k_norm span all heads */
 static const struct family_name olmo2[] = {
 	EMBED_HEAD, ATTN, MLP, QK_NORMS,
 	{L "post_attention_layernorm.weight", "attn_post_norm"},

@@ -463,6 +463,14 @@ static int load_transposed(struct ckpt *ck, size_t i, struct ckpt_view *v, struc
 	for (int64_t a = 0; a < in; a++)
 		for (int64_t b = 0; b < out; b++)
 			t[b * in + a] = v->data[a * out + b];
+	/* the stored view's mapping is given back here: whether the file
+	 * shrank while it was read is asked of it before (ckptsrc_check) */
+	if ((rc = ckptsrc_check(v, err))) {
+		free(t);
+		ckptsrc_release(v);
+		sw_err_prefix(err, "%s", stored.name);
+		return rc;
+	}
 	ckptsrc_release(v);
 	v->numel = out * in;
 	v->data = v->raw = v->owned = t;

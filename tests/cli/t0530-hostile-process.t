@@ -346,6 +346,32 @@ for tool in "sw-spectrum --summary" sw-norms; do
 	"
 done
 
+# GPT-2's Conv1D weight is read stored [in, out] and handed up transposed
+# (a copy): the cut while the stored tensor is mapped is seen all the same
+test_expect_success 'sw-norms: a transposed GPT-2 weight cut while mapped: exit 74, no row' '
+	mkdir gpt2big && cd gpt2big &&
+	cat >mk.py <<-\PY &&
+	import array, json, struct
+	I, O = 16384, 1024
+	json.dump({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 64,
+	           "n_embd": I, "n_layer": 1, "n_head": 4}, open("config.json", "w"))
+	name = "transformer.h.0.mlp.c_fc.weight"
+	n = I * O * 4
+	h = json.dumps({name: {"dtype": "F32", "shape": [I, O], "data_offsets": [0, n]}}).encode()
+	h += b" " * (-len(h) % 8)
+	row = array.array("f", [((13 * j) % 101 - 50) / 50.0 for j in range(O)]).tobytes()
+	with open("g.safetensors.orig", "wb") as f:
+	    f.write(struct.pack("<Q", len(h)) + h)
+	    for i in range(I):
+	        f.write(row)
+	PY
+	"$PY" mk.py &&
+	shrink_run g.safetensors 4096 - sw-norms g.safetensors &&
+	test $st = 74 && test_one_error sw-norms g.safetensors &&
+	grep -q "transformer.h.0.mlp.c_fc.weight: the file shrank while it was read" err &&
+	test_line_count -le 1 out
+'
+
 test_expect_success 'sw-convert --dtype bf16: the HDF5 input cut while mapped: exit 74, nothing left' '
 	shrink_run big.h5 4096 - sw-convert --dtype bf16 big.h5 export &&
 	test $st = 74 && test_one_error sw-convert big.h5 &&
