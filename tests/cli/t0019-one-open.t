@@ -12,6 +12,15 @@ if ! command -v strace >/dev/null 2>&1 || ! strace -f -o /dev/null true 2>/dev/n
 	test_done
 fi
 
+# LeakSanitizer cannot run under ptrace (it stops the process to scan
+# it): under make check-asan the traced runs keep ASan and UBSan but not
+# the leak check (each of these tools has its leaks checked in its own
+# scripts, untraced)
+if [ -n "${SW_SANITIZED:-}" ]; then
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	export ASAN_OPTIONS
+fi
+
 # counts LOG: each file of the checkpoint the run opened successfully
 # (its path below the test's directory or the fixtures) and how often,
 # into counts. The measure of one open is sw-ls's, which opens each
