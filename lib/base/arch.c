@@ -120,18 +120,16 @@ static const struct role_row {
 	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100, HN, SN, NULL}, "model.norm.weight"},
 	REPARAM("final_norm", "model.norm", GO, NI, 0, 100),
 	/* Roles of other families (lib/base/family.c names their tensors;
-	 * Hugging Face Llama has none of them): LayerNorm's biases; fused
-	 * projections as stored (q, k and v in one matrix; gate and up);
-	 * the output norms after attention and the MLP (Gemma2, OLMo2);
+	 * Hugging Face Llama has none of them): LayerNorm's biases (a fused
+	 * projection, q, k and v in one matrix or gate and up, is read as
+	 * its parts with the roles above: family.c's splits[]); the output
+	 * norms after attention and the MLP (Gemma2, OLMo2);
 	 * a mixture of experts' router, its experts' projections and the
 	 * shared expert with its gate (Qwen2-MoE) */
 	{{"pos_embed", SW_BLOCK_EMB, V, GI, NN, 0, 2, HN, SN, NULL}, NULL},
 	{{"attn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 50, HN, SN, NULL}, NULL},
-	{{"qkv", SW_BLOCK_OTHER, M, GH, NN, 1, 51, HN, SN, NULL}, NULL},
-	{{"qkv_bias", SW_BLOCK_OTHER, V, GH, NN, 1, 52, HN, SN, NULL}, NULL},
 	{{"attn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 66, HN, SN, NULL}, NULL},
 	{{"ffn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 70, HN, SN, NULL}, NULL},
-	{{"gate_up", SW_BLOCK_FFN, M, GH, NN, 1, 71, HN, SN, NULL}, NULL},
 	{{"router", SW_BLOCK_FFN, M, GH, NN, 1, 81, HN, SN, NULL}, NULL},
 	{{"expert_gate", SW_BLOCK_FFN, M, GH, NN, 1, 82, HN, SN, NULL}, NULL},
 	{{"expert_up", SW_BLOCK_FFN, M, GH, NN, 1, 83, HN, SN, NULL}, NULL},

@@ -1,6 +1,7 @@
 /* family.c - the families' tensor names (family.h). */
 #include "family.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,18 +33,17 @@ static const struct family_name gemma[] = {
 };
 static const struct family_name phi3[] = {
 	EMBED_HEAD, PRE_NORMS,
-	{L "self_attn.qkv_proj.weight", "qkv"}, {L "self_attn.o_proj.weight", "o"},
-	{L "mlp.gate_up_proj.weight", "gate_up"}, {L "mlp.down_proj.weight", "down"},
+	{L "self_attn.o_proj.weight", "o"}, {L "mlp.down_proj.weight", "down"},
 };
 /* GPT-2 (GPT2LMHeadModel): Conv1D stores its linear weights [in, out],
- * read transposed (layouts[] below); c_attn is q, k, v fused by rows */
+ * read transposed (layouts[] below); c_attn is q, k, v fused by rows
+ * (splits[] below) */
 #define G2 "transformer.h.{L}."
 static const struct family_name gpt2[] = {
 	{"transformer.wte.weight", "embed"}, {"transformer.wpe.weight", "pos_embed"},
 	{"transformer.ln_f.weight", "final_norm"}, {"transformer.ln_f.bias", "final_norm_bias"},
 	{"lm_head.weight", "lm_head"},
 	{G2 "ln_1.weight", "attn_norm"}, {G2 "ln_1.bias", "attn_norm_bias"},
-	{G2 "attn.c_attn.weight", "qkv"}, {G2 "attn.c_attn.bias", "qkv_bias"},
 	{G2 "attn.c_proj.weight", "o"}, {G2 "attn.c_proj.bias", "o_bias"},
 	{G2 "ln_2.weight", "ffn_norm"}, {G2 "ln_2.bias", "ffn_norm_bias"},
 	{G2 "mlp.c_fc.weight", "up"}, {G2 "mlp.c_fc.bias", "up_bias"},
@@ -59,6 +59,52 @@ static const struct {
 	{"gpt2", G2 "mlp.c_fc.weight", FAMILY_TRANSPOSED},
 	{"gpt2", G2 "mlp.c_proj.weight", FAMILY_TRANSPOSED},
 };
+/*
+ * How a family stores a tensor that holds several roles, or every expert
+ * of a layer, and how its rows are grouped (family.h's parts), from
+ * transformers' modeling files (4.47.1):
+ *   RUNS      each part a run of rows after the one before: GPT-2's
+ *             c_attn (modeling_gpt2.py: split(split_size = n_embd) of its
+ *             output, after the Conv1D transpose), Phi-3's qkv_proj
+ *             (modeling_phi3.py: q the first n_heads hd rows, k the next
+ *             n_kv_heads hd, v the rest) and gate_up_proj (chunk(2):
+ *             gate, then up)
+ *   PER_HEAD  the rows of each head in turn, each part's head_dim rows
+ *             of it: GPT-NeoX's query_key_value (modeling_gpt_neox.py's
+ *             GPTNeoXAttention views its output as [n_heads, 3 head_size]
+ *             and takes q = [..., :head_size], k the next head_size, v the
+ *             last: head h's q is rows h 3 hd .. h 3 hd + hd)
+ *   EXPERTS   a stack [E, out, in], a part per expert: the ffn_*_exps of
+ *             llama.cpp's GGUF for Mixtral (general.architecture llama
+ *             with llama.expert_count, read as mixtral: ggufread.c;
+ *             gguf-py's constants.py, MODEL_TENSOR.FFN_*_EXP)
+ * A part's size in the config's symbols: SZ_D d_model, SZ_Q n_heads
+ * head_dim, SZ_KV n_kv_heads head_dim, SZ_F d_ff, SZ_HD head_dim.
+ */
+enum split_rows { SPLIT_RUNS, SPLIT_PER_HEAD, SPLIT_EXPERTS };
+enum split_size { SZ_D, SZ_Q, SZ_KV, SZ_F, SZ_HD };
+#define SPLIT_PARTS_MAX 3
+#define QKV(q, k, v, size_q, size_kv) \
+	{{"q", q, size_q}, {"k", k, size_kv}, {"v", v, size_kv}}
+#define NX "gpt_neox.layers.{L}.attention.query_key_value."
+#define EXPS(what, role) {"mixtral", "blk.{L}.ffn_" what "_exps.weight", SPLIT_EXPERTS, 3, {{NULL, role, SZ_D}}}
+static const struct split {
+	const char *type, *pattern;
+	enum split_rows rows;
+	int rank;                       /* the stored tensor's */
+	struct { const char *suffix, *role; enum split_size size; } part[SPLIT_PARTS_MAX];
+} splits[] = {
+	{"gpt2", G2 "attn.c_attn.weight", SPLIT_RUNS, 2, QKV("q", "k", "v", SZ_D, SZ_D)},
+	{"gpt2", G2 "attn.c_attn.bias", SPLIT_RUNS, 1, QKV("q_bias", "k_bias", "v_bias", SZ_D, SZ_D)},
+	{"phi3", L "self_attn.qkv_proj.weight", SPLIT_RUNS, 2, QKV("q", "k", "v", SZ_Q, SZ_KV)},
+	{"phi3", L "mlp.gate_up_proj.weight", SPLIT_RUNS, 2, {{"gate", "gate", SZ_F}, {"up", "up", SZ_F}}},
+	{"gpt_neox", NX "weight", SPLIT_PER_HEAD, 2, QKV("q", "k", "v", SZ_HD, SZ_HD)},
+	{"gpt_neox", NX "bias", SPLIT_PER_HEAD, 1, QKV("q_bias", "k_bias", "v_bias", SZ_HD, SZ_HD)},
+	EXPS("gate", "expert_gate"), EXPS("up", "expert_up"), EXPS("down", "expert_down"),
+};
+#undef EXPS
+#undef NX
+#undef QKV
 #undef G2
 /* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
  * k_norm span all heads */
@@ -75,8 +121,6 @@ static const struct family_name gpt_neox[] = {
 	{NX "input_layernorm.weight", "attn_norm"}, {NX "input_layernorm.bias", "attn_norm_bias"},
 	{NX "post_attention_layernorm.weight", "ffn_norm"},
 	{NX "post_attention_layernorm.bias", "ffn_norm_bias"},
-	{NX "attention.query_key_value.weight", "qkv"},
-	{NX "attention.query_key_value.bias", "qkv_bias"},
 	{NX "attention.dense.weight", "o"}, {NX "attention.dense.bias", "o_bias"},
 	{NX "mlp.dense_h_to_4h.weight", "up"}, {NX "mlp.dense_h_to_4h.bias", "up_bias"},
 	{NX "mlp.dense_4h_to_h.weight", "down"}, {NX "mlp.dense_4h_to_h.bias", "down_bias"},
@@ -229,6 +273,123 @@ enum family_layout family_tensor_layout(const struct sw_config *c, const char *n
 		    name_matches(layouts[i].pattern, name, &layer, &expert))
 			return layouts[i].layout;
 	return FAMILY_AS_STORED;
+}
+
+/* The split of name in c's family, its layer in *layer; NULL if none. */
+static const struct split *split_of(const struct sw_config *c, const char *name, long *layer)
+{
+	const struct arch_family *f = family_find(c->arch);
+	long expert;
+
+	for (size_t i = 0; f && i < sizeof splits / sizeof splits[0]; i++)
+		if (!strcmp(f->type, splits[i].type) &&
+		    name_matches(splits[i].pattern, name, layer, &expert))
+			return &splits[i];
+	return NULL;
+}
+
+static int64_t split_size(const struct sw_config *c, enum split_size s)
+{
+	switch (s) {
+	case SZ_D: return c->d_model;
+	case SZ_Q: return c->n_heads * c->head_dim;
+	case SZ_KV: return c->n_kv_heads * c->head_dim;
+	case SZ_F: return c->d_ff;
+	case SZ_HD: return c->head_dim;
+	}
+	return 0;
+}
+
+static size_t split_count(const struct split *s)
+{
+	size_t n = 0;
+
+	while (n < SPLIT_PARTS_MAX && s->part[n].role)
+		n++;
+	return n;
+}
+
+int family_tensor_parts(const struct sw_config *c, const struct sw_tensor_info *t, size_t *n,
+			struct sw_err *err)
+{
+	long layer = -1;
+	const struct split *s = split_of(c, t->name, &layer);
+	char roles[64] = "", sizes[96] = "";
+	int64_t want = 0, heads = s && s->rows == SPLIT_PER_HEAD ? c->n_heads : 1;
+	size_t np, rl = 0, sl = 0;
+	int known = heads > 0;
+
+	*n = 0;
+	if (!s)
+		return SW_OK;
+	if (t->rank != s->rank)
+		return sw_fail(err, SW_EDATA, "%s: rank %d, not the %d its family stores it in",
+			       t->name, t->rank, s->rank);
+	if (s->rows == SPLIT_EXPERTS) {
+		if (t->shape[0] < 1 || t->shape[0] > INT_MAX || t->shape[1] < 1)
+			return sw_fail(err, SW_EDATA, "%s: a stack of %lld experts of %lld rows",
+				       t->name, (long long)t->shape[0], (long long)t->shape[1]);
+		*n = (size_t)t->shape[0];
+		return SW_OK;
+	}
+	np = split_count(s);
+	for (size_t p = 0; p < np; p++) {
+		int64_t z = split_size(c, s->part[p].size);
+		known &= z > 0;
+		want += z;
+		rl += (size_t)snprintf(roles + rl, sizeof roles - rl, "%s%s", p ? ", " : "",
+				       s->part[p].role);
+		sl += (size_t)snprintf(sizes + sl, sizeof sizes - sl, "%s%lld", p ? " + " : "",
+				       (long long)z);
+	}
+	/* a config that does not give the sizes cannot split it: refused
+	 * as a mismatch, never guessed */
+	if (!known || t->shape[0] != want * heads) {
+		if (s->rows == SPLIT_PER_HEAD)
+			return sw_fail(err, SW_EDATA, "%s: %lld rows, not the %lld of %s per head "
+				       "the config gives (%lld heads x (%s))", t->name,
+				       (long long)t->shape[0], (long long)(want * heads), roles,
+				       (long long)heads, sizes);
+		return sw_fail(err, SW_EDATA, "%s: %lld rows, not the %lld of %s the config gives "
+			       "(%s)", t->name, (long long)t->shape[0], (long long)want, roles, sizes);
+	}
+	*n = np;
+	return SW_OK;
+}
+
+void family_tensor_part(const struct sw_config *c, const struct sw_tensor_info *t, size_t p,
+			struct family_part *out)
+{
+	long layer = -1;
+	const struct split *s = split_of(c, t->name, &layer);
+	int64_t before = 0, all = 0;
+
+	memset(out, 0, sizeof *out);
+	out->layer = (int)layer;
+	out->expert = -1;
+	out->groups = 1;
+	if (!s)
+		return;
+	if (s->rows == SPLIT_EXPERTS) {
+		out->role = s->part[0].role;
+		out->expert = (int)p;
+		out->len = t->shape[1];
+		out->first = (int64_t)p * t->shape[1];
+		return;
+	}
+	for (size_t q = 0; q < split_count(s); q++) {
+		int64_t z = split_size(c, s->part[q].size);
+		before += q < p ? z : 0;
+		all += z;
+	}
+	out->suffix = s->part[p].suffix;
+	out->role = s->part[p].role;
+	out->first = before;
+	out->len = split_size(c, s->part[p].size);
+	if (s->rows == SPLIT_PER_HEAD) {
+		out->stride = all;
+		out->groups = c->n_heads;
+	}
 }
 
 int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,

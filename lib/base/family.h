@@ -15,6 +15,7 @@
 #define SW_FAMILY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "arch.h"
 #include "status.h"
@@ -60,6 +61,35 @@ int family_tensor_info(const struct sw_config *c, const char *name, struct sw_te
  * (ckpt.c) turns to [out, in] for every tool. */
 enum family_layout { FAMILY_AS_STORED, FAMILY_TRANSPOSED };
 enum family_layout family_tensor_layout(const struct sw_config *c, const char *name);
+
+/*
+ * A stored tensor that holds several roles (fused: GPT-2's c_attn, Phi-3's
+ * qkv_proj and gate_up_proj, GPT-NeoX's query_key_value) or every expert
+ * of a layer (stacked [E, out, in]: GGUF's ffn_*_exps) is seen by the
+ * tools as its parts, one tensor each: part p takes, of the stored rows
+ * (after the transpose, where stored so; a stack's E x out rows), groups
+ * runs of len rows, run g from row first + g x stride, in that order.
+ * Its name is the stored name, ':' and suffix (q, k, v, gate, up; a
+ * stacked expert's number), its role, layer and expert as given.
+ */
+struct family_part {
+	const char *suffix;             /* NULL: the expert's number */
+	const char *role;
+	int layer, expert;              /* expert: a stacked expert's index, else -1 */
+	int64_t first, len, stride, groups;
+};
+
+/*
+ * How many parts t (a stored tensor, its shape as seen: [out, in] where
+ * transposed) splits into under c's family: 0 for a tensor that is one
+ * as stored; SW_EDATA, naming t, where its rows do not give the parts
+ * the config sizes (never split wrong). family_tensor_part: part p of
+ * them (p below that count).
+ */
+int family_tensor_parts(const struct sw_config *c, const struct sw_tensor_info *t, size_t *n,
+			struct sw_err *err);
+void family_tensor_part(const struct sw_config *c, const struct sw_tensor_info *t, size_t p,
+			struct family_part *out);
 
 /* arch_check_shape for a family the model computes; a family read for
  * its matrices has its shapes as stored (nothing is computed from the

@@ -39,13 +39,30 @@ static const struct ckpt_format_ops *const formats[] = {
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])
 
+/*
+ * How a tensor the tools see is stored: the reader's tensor src, as it
+ * is (reshaped 0), or read whole as float32 and of it the rows a part
+ * takes (family.h's family_part: groups runs of len rows, run g from row
+ * first + g stride), rows of [out, in] where the stored tensor is
+ * [in, out] (transposed). A tensor transposed whole is one run of all
+ * its rows. rank, shape and the first name_len bytes of the name are the
+ * stored tensor's, what its reader loads.
+ */
+struct ckpt_store {
+	size_t src;
+	unsigned char reshaped, transposed;
+	unsigned char rank;             /* 1..3 where reshaped */
+	unsigned short name_len;
+	int64_t shape[3];
+	int64_t first, len, stride, groups;
+};
+
 struct ckpt {
 	char path[PATH_MAX];            /* the file opened (a directory resolved) */
 	struct ckpt_meta meta;
 	size_t n;
 	struct sw_tensor_info *info;    /* (n) in model order */
-	size_t *src;                    /* (n) each tensor's index in its reader */
-	unsigned char *transposed;      /* (n) 1: stored [in, out], seen [out, in] */
+	struct ckpt_store *store;       /* (n) how each is stored */
 	const struct ckpt_format_ops *fmt;      /* the reader, and what it opened */
 	void *reader;
 	struct ckpt_scratch scratch;
@@ -141,18 +158,131 @@ static int check_layers(const struct ckpt *ck, struct sw_err *err)
 	return SW_OK;
 }
 
+/*
+ * The tensors the tools see, from the reader's n (file order): each as
+ * stored, or, where its family stores it otherwise, turned to [out, in]
+ * (family_tensor_layout) and split into its parts (family_tensor_parts),
+ * each part a tensor of its own in place of the whole. *vis: info itself
+ * when nothing splits (no second copy), else a new array of *nvis (info
+ * freed).
+ */
+static int expand_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n,
+			  struct sw_tensor_info **vis, size_t *nvis, struct sw_err *err)
+{
+	const struct sw_config *c = &ck->meta.config;
+	size_t *parts = malloc((n ? n : 1) * sizeof *parts), total = 0, at = 0;
+	unsigned char *turned = calloc(n ? n : 1, 1);
+	struct sw_tensor_info *out = info;
+	int rc = SW_OK, split = 0;
+
+	if (!parts || !turned) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (info[j].rank == 2 && family_tensor_layout(c, info[j].name) == FAMILY_TRANSPOSED) {
+			int64_t r = info[j].shape[0];
+			info[j].shape[0] = info[j].shape[1];
+			info[j].shape[1] = r;
+			turned[j] = 1;
+		}
+		if ((rc = family_tensor_parts(c, &info[j], &parts[j], err)))
+			goto out;
+		/* room for ":" and an expert's number */
+		if (parts[j] && strlen(info[j].name) + 12 >= SW_NAME_MAX) {
+			rc = sw_fail(err, SW_EDATA, "%s: name too long to name its parts", info[j].name);
+			goto out;
+		}
+		total += parts[j] ? parts[j] : 1;
+		split |= parts[j] > 0;
+	}
+	/* a part is made from its whole: never in place (a stack of one
+	 * expert is one part) */
+	if ((split && !(out = malloc(total * sizeof *out))) ||
+	    !(ck->store = calloc(total ? total : 1, sizeof *ck->store))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (size_t j = 0; j < n; j++) {
+		const struct sw_tensor_info *t = &info[j];
+
+		for (size_t p = 0; p < (parts[j] ? parts[j] : 1); p++, at++) {
+			struct ckpt_store *st = &ck->store[at];
+			struct sw_tensor_info *v = &out[at];
+			struct family_part fp;
+
+			st->src = j;
+			if (out != info)
+				*v = *t;
+			if (!parts[j] && !turned[j])
+				continue;
+			st->reshaped = 1;
+			st->transposed = turned[j];
+			st->rank = (unsigned char)t->rank;
+			st->name_len = (unsigned short)strlen(t->name);
+			for (int k = 0; k < t->rank && k < 3; k++)
+				st->shape[k] = t->shape[k];
+			if (turned[j]) {        /* stored [in, out], as its reader has it */
+				st->shape[0] = t->shape[1];
+				st->shape[1] = t->shape[0];
+			}
+			if (!parts[j]) {        /* turned whole: one run of all its rows */
+				st->len = t->shape[0];
+				st->groups = 1;
+				continue;
+			}
+			family_tensor_part(c, t, p, &fp);
+			st->first = fp.first;
+			st->len = fp.len;
+			st->stride = fp.stride;
+			st->groups = fp.groups;
+			arch_info_for_role(c, fp.role, fp.layer, v);
+			if (fp.suffix)
+				snprintf(v->name, sizeof v->name, "%s:%s", t->name, fp.suffix);
+			else
+				snprintf(v->name, sizeof v->name, "%s:%d", t->name, fp.expert);
+			if (fp.expert >= 0)
+				v->expert = fp.expert;
+			/* a vector's part is a vector; a matrix's or a stack's, a matrix */
+			memset(v->shape, 0, sizeof v->shape);
+			v->rank = t->rank == 1 ? 1 : 2;
+			v->shape[0] = fp.len * fp.groups;
+			if (t->rank > 1)
+				v->shape[1] = t->shape[t->rank - 1];
+			v->numel = v->shape[0] * (t->rank > 1 ? v->shape[1] : 1);
+			v->kind = sw_kind_of_shape(v->rank, v->shape);
+		}
+	}
+	if (out != info)
+		free(info);
+	*vis = out;
+	*nvis = total;
+out:
+	if (rc && out != info)
+		free(out);
+	free(parts);
+	free(turned);
+	return rc;
+}
+
 static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, struct sw_err *err)
 {
-	struct keyed *order = malloc((n ? n : 1) * sizeof *order);
-	unsigned char *done = calloc(n ? n : 1, 1);
+	struct keyed *order;
+	unsigned char *done;
+	size_t *from;
 	int rc;
 
+	if ((rc = expand_tensors(ck, info, n, &info, &n, err)))
+		return rc;      /* the reader's info is freed by ckpt_open */
 	ck->info = info;
 	ck->n = n;
-	ck->src = malloc((n ? n : 1) * sizeof *ck->src);
-	if (!order || !done || !ck->src) {
+	order = malloc((n ? n : 1) * sizeof *order);
+	done = calloc(n ? n : 1, 1);
+	from = malloc((n ? n : 1) * sizeof *from);
+	if (!order || !done || !from) {
 		free(order);
 		free(done);
+		free(from);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -162,41 +292,34 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 	if (n > 1)
 		qsort(order, n, sizeof *order, keyed_cmp);
 	for (size_t i = 0; i < n; i++)
-		ck->src[i] = (size_t)(order[i].t - info);
+		from[i] = (size_t)(order[i].t - info);
 	free(order);
-	/* position i takes the tensor at src[i]: follow each cycle once */
+	/* position i takes the tensor at from[i] (its info and how it is
+	 * stored): follow each cycle once */
 	for (size_t i = 0; i < n; i++) {
 		struct sw_tensor_info tmp;
+		struct ckpt_store stmp;
 		size_t j = i;
 
 		if (done[i])
 			continue;
 		tmp = info[i];
+		stmp = ck->store[i];
 		for (;;) {
-			size_t k = ck->src[j];
+			size_t k = from[j];
 			done[j] = 1;
 			if (k == i) {
 				info[j] = tmp;
+				ck->store[j] = stmp;
 				break;
 			}
 			info[j] = info[k];
+			ck->store[j] = ck->store[k];
 			j = k;
 		}
 	}
 	free(done);
-	/* a tensor its family stores transposed is seen as [out, in]; load
-	 * turns the values */
-	if (!(ck->transposed = calloc(n ? n : 1, 1)))
-		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		if (info[i].rank != 2 ||
-		    family_tensor_layout(&ck->meta.config, info[i].name) != FAMILY_TRANSPOSED)
-			continue;
-		int64_t r = info[i].shape[0];
-		info[i].shape[0] = info[i].shape[1];
-		info[i].shape[1] = r;
-		ck->transposed[i] = 1;
-	}
+	free(from);
 	/* after sorting, two tensors with one known role and layer are adjacent */
 	for (size_t i = 1; i < n; i++) {
 		const struct sw_tensor_info *a = &info[i - 1], *b = &info[i];
@@ -420,8 +543,7 @@ void ckpt_close(struct ckpt *ck)
 	attrmap_free(&ck->attrs);
 	ckptsrc_scratch_free(&ck->scratch);
 	free(ck->info);
-	free(ck->src);
-	free(ck->transposed);
+	free(ck->store);
 	free(ck);
 }
 
@@ -439,30 +561,70 @@ long ckpt_find_role(const struct ckpt *ck, const char *role, int layer)
 	return -1;
 }
 
-/* Tensor i, stored [in, out]: read as stored (float32), then copied to
- * [out, in]; the peak is the stored tensor and its copy. */
-static int load_transposed(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err)
+/* B x B tiles: a tile of the source's columns and of its rows fit in
+ * the cache together (32 x 32 floats: 4 KiB), so the transpose reads
+ * and writes each cache line once rather than once per element */
+#define TILE 32
+
+/* dst[k, a] = src[a, r0 + k] for k < len, a < cols: rows r0..r0+len of
+ * the transpose of src [cols, rows], tile by tile. */
+static void transpose_rows(const float *src, int64_t rows, int64_t cols, int64_t r0, int64_t len,
+			   float *dst)
 {
+	for (int64_t a0 = 0; a0 < cols; a0 += TILE)
+		for (int64_t k0 = 0; k0 < len; k0 += TILE) {
+			int64_t a1 = a0 + TILE < cols ? a0 + TILE : cols;
+			int64_t k1 = k0 + TILE < len ? k0 + TILE : len;
+			for (int64_t a = a0; a < a1; a++) {
+				const float *s = src + a * rows + r0;
+				for (int64_t k = k0; k < k1; k++)
+					dst[k * cols + a] = s[k];
+			}
+		}
+}
+
+/*
+ * Tensor i, stored otherwise (ck->store[i]): the stored tensor read
+ * whole as float32, then its rows the tensor takes copied out (turned
+ * from [in, out] where stored so); the peak is the stored tensor and the
+ * copy.
+ */
+static int load_rows(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err)
+{
+	const struct ckpt_store *st = &ck->store[i];
 	struct sw_tensor_info stored = ck->info[i];
-	int64_t out = stored.shape[0], in = stored.shape[1];
+	int64_t rows, cols, k = 0;
+	size_t bytes;
 	float *t;
 	int rc;
 
-	stored.shape[0] = in;
-	stored.shape[1] = out;
+	stored.name[st->name_len] = '\0';
+	stored.rank = st->rank;
+	memset(stored.shape, 0, sizeof stored.shape);
+	memcpy(stored.shape, st->shape, sizeof st->shape);
+	if (sw_shape_numel(stored.rank, stored.shape, &stored.numel) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "%s: stored shape out of range", stored.name);
+	/* the stored tensor as rows of cols values, as the tools see it */
+	cols = st->transposed ? stored.shape[0] : stored.rank > 1 ? stored.shape[stored.rank - 1] : 1;
+	rows = cols ? stored.numel / cols : 0;
 	v->raw_ok = 0;
-	rc = ck->fmt->load(ck->reader, ck->src[i], &stored, &ck->scratch, v, err);
+	rc = ck->fmt->load(ck->reader, st->src, &stored, &ck->scratch, v, err);
 	if (rc) {
 		ckptsrc_release(v);
 		return rc;
 	}
-	if (!(t = malloc((size_t)(out * in) * sizeof *t))) {
+	bytes = (size_t)(st->len * st->groups * cols) * sizeof *t;
+	if (!(t = malloc(bytes ? bytes : 1))) {
 		ckptsrc_release(v);
 		return sw_fail(err, SW_ESOFTWARE, "%s: out of memory", stored.name);
 	}
-	for (int64_t a = 0; a < in; a++)
-		for (int64_t b = 0; b < out; b++)
-			t[b * in + a] = v->data[a * out + b];
+	for (int64_t g = 0; g < st->groups; g++, k += st->len) {
+		int64_t r0 = st->first + g * st->stride;
+		if (st->transposed)
+			transpose_rows(v->data, rows, cols, r0, st->len, t + k * cols);
+		else
+			memcpy(t + k * cols, v->data + r0 * cols, (size_t)(st->len * cols) * sizeof *t);
+	}
 	/* the stored view's mapping is given back here: whether the file
 	 * shrank while it was read is asked of it before (ckptsrc_check) */
 	if ((rc = ckptsrc_check(v, err))) {
@@ -472,7 +634,7 @@ static int load_transposed(struct ckpt *ck, size_t i, struct ckpt_view *v, struc
 		return rc;
 	}
 	ckptsrc_release(v);
-	v->numel = out * in;
+	v->numel = ck->info[i].numel;
 	v->data = v->raw = v->owned = t;
 	v->raw_dtype = SW_DTYPE_F32;
 	return SW_OK;
@@ -490,9 +652,9 @@ static int load(struct ckpt *ck, size_t i, int raw_ok, struct ckpt_view *v, stru
 		return sw_fail(err, SW_EDATA, "%s: dtype %s cannot be read as float32",
 			       ck->info[i].name, ck->info[i].dtype_name);
 	v->numel = ck->info[i].numel;
-	if (ck->transposed[i])
-		return load_transposed(ck, i, v, err);
-	rc = ck->fmt->load(ck->reader, ck->src[i], &ck->info[i], &ck->scratch, v, err);
+	if (ck->store[i].reshaped)
+		return load_rows(ck, i, v, err);
+	rc = ck->fmt->load(ck->reader, ck->store[i].src, &ck->info[i], &ck->scratch, v, err);
 	if (rc) {
 		ckptsrc_release(v);
 		return rc;

@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 /* llama.cpp's names (llama-arch.cpp's LLM_TENSOR_NAMES for llama) and the
- * roles they hold */
+ * roles they hold; a mixture of experts (Mixtral under llama) has a
+ * router and its experts stacked [E, out, in] in ffn_*_exps, which the
+ * tensor source reads as a tensor per expert (family.c's splits[]) */
 static const struct { const char *gguf, *role; } global_names[] = {
 	{"token_embd.weight", "embed"}, {"output_norm.weight", "final_norm"},
 	{"output.weight", "lm_head"},
@@ -25,6 +27,7 @@ static const struct { const char *gguf, *role; } layer_names[] = {
 	{"attn_norm.weight", "attn_norm"}, {"attn_q.weight", "q"}, {"attn_k.weight", "k"},
 	{"attn_v.weight", "v"}, {"attn_output.weight", "o"}, {"ffn_norm.weight", "ffn_norm"},
 	{"ffn_gate.weight", "gate"}, {"ffn_up.weight", "up"}, {"ffn_down.weight", "down"},
+	{"ffn_gate_inp.weight", "router"},
 };
 
 int ggufsrc_sniff(int fd, uint64_t size)
@@ -129,8 +132,8 @@ static int take_rope_scaling(const struct gguf_file *g, struct sw_config *c, str
 static int take_config(const struct gguf_file *g, struct sw_config *c, struct sw_err *err)
 {
 	const char *arch;
-	int64_t key_len = 0, value_len = 0, rot = 0;
-	int has_kv, has_key, has_value, has_rot, has_theta, rc;
+	int64_t key_len = 0, value_len = 0, rot = 0, experts = 0;
+	int has_kv, has_key, has_value, has_rot, has_theta, has_experts, rc;
 
 	memset(c, 0, sizeof *c);
 	if ((rc = gguf_string(g, "general.architecture", &arch, NULL, err)))
@@ -173,6 +176,13 @@ static int take_config(const struct gguf_file *g, struct sw_config *c, struct sw
 			       (long long)c->head_dim);
 	if ((rc = take_rope_scaling(g, c, err)))
 		return rc;
+	/* llama.cpp writes Mixtral as llama with experts: read as the
+	 * mixtral family, its matrices listed and the model refusing it by
+	 * name (family.c) */
+	if ((rc = cfg_size(g, "llama.expert_count", &experts, &has_experts, err)))
+		return rc;
+	if (has_experts && experts > 0)
+		strcpy(c->arch, "mixtral");
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
 	return arch_config_check(c, err);
@@ -212,6 +222,11 @@ static int name_tensor(const struct sw_config *c, const struct gguf_tensor *gt,
 					return sw_fail(err, SW_EDATA, "%s: layer %ld is outside 0..%lld",
 						       gt->name, layer, (long long)c->n_layers - 1);
 				arch_info_for_role(c, layer_names[i].role, (int)layer, t);
+				/* a role Llama has no Hugging Face name for keeps its own */
+				if (!t->name[0]) {
+					snprintf(t->name, sizeof t->name, "%s", gt->name);
+					return st_name_check(t->name, err);
+				}
 				return SW_OK;
 			}
 	return set_other(c, gt->name, t, err);

@@ -16,8 +16,11 @@ transformer.wte.weight embed -1 emb 64x16
 transformer.wpe.weight pos_embed -1 emb 64x16
 transformer.h.0.ln_1.weight attn_norm 0 norm 16
 transformer.h.0.ln_1.bias attn_norm_bias 0 norm 16
-transformer.h.0.attn.c_attn.weight qkv 0 other 48x16
-transformer.h.0.attn.c_attn.bias qkv_bias 0 other 48
+transformer.h.0.attn.c_attn.weight:q q 0 qk 16x16
+transformer.h.0.attn.c_attn.weight:k k 0 qk 16x16
+transformer.h.0.attn.c_attn.weight:v v 0 vo 16x16
+transformer.h.0.attn.c_attn.bias:q q_bias 0 qk 16
+transformer.h.1.attn.c_attn.bias:v v_bias 1 vo 16
 transformer.h.1.attn.c_proj.weight o 1 vo 16x16
 transformer.h.1.attn.c_proj.bias o_bias 1 vo 16
 transformer.h.0.mlp.c_fc.bias up_bias 0 ffn 64
@@ -46,7 +49,8 @@ test_expect_success 'gpt2: --role up selects the c_fc of each layer' '
 '
 
 # numpy's RMS->inf = sqrt(d_in) max_i ||W_i,:||_2, Frobenius and the
-# largest singular value of W = stored.T, in float64 from the float32
+# largest singular value of W = stored.T (c_attn's as its thirds q, k,
+# v: split(n_embd) in modeling_gpt2.py), in float64 from the float32
 # values; 1e-5 relative: sw-norms sums in double over the same float32
 # values and stops Lanczos at 1e-6
 cat >ref.py <<'EOF'
@@ -59,18 +63,23 @@ for k, e in sorted(json.loads(raw[8:8 + n]).items()):
         continue
     b, end = e["data_offsets"]
     w = np.frombuffer(raw[8 + n + b:8 + n + end], dtype="<f4").reshape(e["shape"]).astype(np.float64).T
-    r2i = np.sqrt(w.shape[1]) * np.linalg.norm(w, axis=1).max()
-    print("%s\t%d\t%d\t%.9g\t%.9g\t%.9g" % (k, w.shape[0], w.shape[1], r2i,
-          np.linalg.svd(w, compute_uv=False)[0], np.linalg.norm(w)))
+    parts = {k: w}
+    if k.endswith("c_attn.weight"):
+        d = w.shape[1]
+        parts = {k + ":" + r: w[i * d:(i + 1) * d] for i, r in enumerate("qkv")}
+    for name, p in parts.items():
+        r2i = np.sqrt(p.shape[1]) * np.linalg.norm(p, axis=1).max()
+        print("%s\t%d\t%d\t%.9g\t%.9g\t%.9g" % (name, p.shape[0], p.shape[1], r2i,
+              np.linalg.svd(p, compute_uv=False)[0], np.linalg.norm(p)))
 EOF
 
 if have_python_modules numpy; then
 	test_expect_success 'gpt2: RMS->inf, spectral, Frobenius of each Conv1D weight = numpy on its transpose, to 1e-5' '
-		"$PY" ref.py "$G/model.safetensors" >expect &&
+		"$PY" ref.py "$G/model.safetensors" >ref && sort ref >expect &&
 		sw-norms "$G/model.safetensors" >norms &&
-		awk -F"\t" "NR > 1 && \$4 ~ /c_(attn|proj|fc)\\.weight\$/ { print \$4 \"\t\" \$8 \"\t\" \$9 \"\t\" \$10 \"\t\" \$13 \"\t\" \$14 }" norms |
+		awk -F"\t" "NR > 1 && \$4 ~ /c_(attn|proj|fc)\\.weight(:[qkv])?\$/ { print \$4 \"\t\" \$8 \"\t\" \$9 \"\t\" \$10 \"\t\" \$13 \"\t\" \$14 }" norms |
 			sort >actual &&
-		test_line_count = 8 actual &&
+		test_line_count = 12 actual &&
 		numbers_close 1e-5 expect actual
 	'
 else

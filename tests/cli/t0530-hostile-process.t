@@ -372,6 +372,36 @@ test_expect_success 'sw-norms: a transposed GPT-2 weight cut while mapped: exit 
 	test_line_count -le 1 out
 '
 
+# a part of a fused tensor (Phi-3's qkv_proj: q, k, v by rows) is read
+# from the whole stored tensor, mapped, and copied out: the cut while it
+# is mapped is seen all the same
+test_expect_success 'sw-norms: a fused Phi-3 qkv_proj cut while mapped: exit 74, no row' '
+	mkdir phi3big && cd phi3big &&
+	cat >mk.py <<-\PY &&
+	import array, json, struct
+	D, H = 2048, 16
+	json.dump({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 64,
+	           "hidden_size": D, "num_hidden_layers": 1, "num_attention_heads": H,
+	           "num_key_value_heads": H, "intermediate_size": 64}, open("config.json", "w"))
+	name = "model.layers.0.self_attn.qkv_proj.weight"
+	n = 3 * D * D * 4
+	h = json.dumps({name: {"dtype": "F32", "shape": [3 * D, D], "data_offsets": [0, n]}}).encode()
+	h += b" " * (-len(h) % 8)
+	row = array.array("f", [((13 * j) % 101 - 50) / 50.0 for j in range(D)]).tobytes()
+	with open("p.safetensors.orig", "wb") as f:
+	    f.write(struct.pack("<Q", len(h)) + h)
+	    for i in range(3 * D):
+	        f.write(row)
+	PY
+	"$PY" mk.py &&
+	cp p.safetensors.orig p.safetensors && sw-ls p.safetensors >ls &&
+	grep -q "qkv_proj.weight:v	vo	v	0	matrix	F32	2048x2048" ls &&
+	shrink_run p.safetensors 4096 - sw-norms p.safetensors &&
+	test $st = 74 && test_one_error sw-norms p.safetensors &&
+	grep -q "model.layers.0.self_attn.qkv_proj.weight: the file shrank while it was read" err &&
+	test_line_count -le 1 out
+'
+
 test_expect_success 'sw-convert --dtype bf16: the HDF5 input cut while mapped: exit 74, nothing left' '
 	shrink_run big.h5 4096 - sw-convert --dtype bf16 big.h5 export &&
 	test $st = 74 && test_one_error sw-convert big.h5 &&
