@@ -112,7 +112,8 @@ test_expect_success 'setup: Phi-3 with GQA, GPT-NeoX with 4 heads and a gain' '
 
 # The parts as numpy takes them from the stored bytes, split as
 # transformers splits the fused products (not as our table says):
-# ref.py DIR norms | qkdrift
+# ref.py DIR norms | qkdrift; ref.py DIR torch OUT: the stored tensors
+# as torch.save writes a state dict
 cat >ref.py <<'EOF'
 import json, struct, sys
 import numpy as np
@@ -126,6 +127,10 @@ for k, e in json.loads(raw[8:8 + n]).items():
         continue
     b, end = e["data_offsets"]
     w[k] = np.frombuffer(raw[8 + n + b:8 + n + end], dtype="<f4").reshape(e["shape"]).astype(np.float64)
+if what == "torch":
+    import torch
+    torch.save({k: torch.from_numpy(x.astype(np.float32)) for k, x in w.items()}, sys.argv[3])
+    sys.exit(0)
 D = cfg.get("hidden_size", cfg.get("n_embd"))
 H = cfg.get("num_attention_heads", cfg.get("n_head"))
 KV = cfg.get("num_key_value_heads", H)
@@ -189,6 +194,22 @@ if have_python_modules numpy; then
 	done
 else
 	test_skip 'numpy references' 'python3-numpy not installed'
+fi
+
+if have_python_modules "numpy, torch"; then
+	# the reader hands up the stored tensor (its shape and strides as
+	# stored); the parts are cut above it, the same for every format
+	test_expect_success 'gpt2 and gpt_neox as torch.save writes them: the same parts and norms as their safetensors' '
+		for f in gpt2 gpt_neox; do
+			mkdir pt-$f && cp "$A/$f/config.json" pt-$f/ &&
+			"$PY" ref.py "$A/$f" torch pt-$f/pytorch_model.bin &&
+			sw-norms pt-$f >pt.norms && sw-norms "$A/$f" >st.norms &&
+			cut -f4- pt.norms >a && cut -f4- st.norms >b && test_cmp b a &&
+			grep -q "query_key_value.weight:v	\|c_attn.weight:v	" a || exit 1
+		done
+	'
+else
+	test_skip 'torch.save' 'python3-torch not installed'
 fi
 
 # rows the config does not give: refused naming the tensor, one line, 65,
