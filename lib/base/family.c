@@ -87,7 +87,9 @@ enum split_size { SZ_D, SZ_Q, SZ_KV, SZ_F, SZ_HD };
 #define QKV(q, k, v, size_q, size_kv) \
 	{{"q", q, size_q}, {"k", k, size_kv}, {"v", v, size_kv}}
 #define NX "gpt_neox.layers.{L}.attention.query_key_value."
-#define EXPS(what, role) {"mixtral", "blk.{L}.ffn_" what "_exps.weight", SPLIT_EXPERTS, 3, {{NULL, role, SZ_D}}}
+/* a stack's parts are sized by its own dims, not the config's */
+#define EXPS(what, role) \
+	{"mixtral", "blk.{L}.ffn_" what "_exps.weight", SPLIT_EXPERTS, 3, {{NULL, role, SZ_D}}}
 static const struct split {
 	const char *type, *pattern;
 	enum split_rows rows;
@@ -325,6 +327,9 @@ int family_tensor_parts(const struct sw_config *c, const struct sw_tensor_info *
 	if (t->rank != s->rank)
 		return sw_fail(err, SW_EDATA, "%s: rank %d, not the %d its family stores it in",
 			       t->name, t->rank, s->rank);
+	if (c->n_layers > 0 && layer >= c->n_layers)
+		return sw_fail(err, SW_EDATA, "%s: layer %ld is outside 0..%lld", t->name, layer,
+			       (long long)c->n_layers - 1);
 	if (s->rows == SPLIT_EXPERTS) {
 		if (t->shape[0] < 1 || t->shape[0] > INT_MAX || t->shape[1] < 1)
 			return sw_fail(err, SW_EDATA, "%s: a stack of %lld experts of %lld rows",

@@ -327,6 +327,13 @@ else
 	test_skip 'numpy references (GGUF)' 'python3-numpy not installed'
 fi
 
+test_expect_success 'GGUF: a stack of experts in a layer past the config is refused in one line (65)' '
+	"$PY" -c "import sys; b = open(sys.argv[1], \"rb\").read()
+open(\"past.gguf\", \"wb\").write(b.replace(b\"blk.1.ffn_up_exps\", b\"blk.7.ffn_up_exps\"))" "$G" &&
+	test_expect_code 65 sw-norms past.gguf >out 2>err && test_one_error sw-norms past.gguf &&
+	grep -q ": blk.7.ffn_up_exps.weight: layer 7 is outside 0..1\$" err
+'
+
 test_expect_success 'GGUF with llama.expert_count is Mixtral: the model tools and sw-convert refuse it by name (65)' '
 	test_expect_code 65 sw-sharpness --data "$FIX/corpus.txt" "$G" >out 2>err &&
 	grep -q "architecture .mixtral. is read for its matrices only" err &&
