@@ -309,8 +309,12 @@ test_expect_success 'GGUF stacked experts: a row per expert, role expert_*, its 
 		done
 	done >want &&
 	test_cmp want got &&
-	grep -q "	blk.1.ffn_gate_inp.weight	ffn	router	1	matrix	F32	4x16	" ls &&
-	grep -q "	blk.0.ffn_up_exps.weight:2	ffn	expert_up	0	matrix	F16	8x16	128\$" ls
+	grep -q "	blk.1.ffn_gate_inp.weight	ffn	router	1	matrix	F32	4x16	64" ls &&
+	grep -q "	blk.0.ffn_up_exps.weight:2	ffn	expert_up	0	matrix	F16	8x16	128" ls &&
+	# where sw-ls has an expert column: each part'"'"'s is its number
+	awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) if (\$i == \"expert\") x = i; next }
+		x && \$4 ~ /^expert_/ { n = split(\$2, p, \":\"); if (\$x != p[n]) bad = 1 }
+		END { exit bad }" ls
 '
 
 if have_python_modules numpy; then
