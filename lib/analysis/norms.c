@@ -358,8 +358,8 @@ static void add_row(struct norms_row *rows, size_t *n, enum norms_row_kind kind,
 /* The folded head's row goes with --role lm_head_folded and with lm_head. */
 static int folded_selected(const struct sw_select *sel, const struct sw_tensor_info *h)
 {
-	return select_match(sel, h->name, h->block, "lm_head_folded", -1) ||
-	       select_match(sel, h->name, h->block, "lm_head", -1);
+	return select_match(sel, h->name, h->block, "lm_head_folded", -1, h->expert) ||
+	       select_match(sel, h->name, h->block, "lm_head", -1, h->expert);
 }
 
 int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_row **out,

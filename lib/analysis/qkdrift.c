@@ -330,7 +330,7 @@ static int layer_selected(const struct sw_config *c, const struct sw_select *sel
 		return 1;
 	memset(&q, 0, sizeof q);
 	arch_info_for_role(c, "q", l, &q);
-	return select_match(sel, q.name, q.block, q.role, l);
+	return select_match(sel, q.name, q.block, q.role, l, q.expert);
 }
 
 int qkdrift_heads(struct ckpt *ck, const struct sw_select *sel,

@@ -686,7 +686,7 @@ int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
 	t->group = row->r.group;
 	t->norm_type = row->r.norm_type;
 	t->layer = row->r.in_layer ? layer : -1;
-	t->expert = 0;
+	t->expert = -1;
 	t->n_heads = t->head_dim = 0;
 	if (!strcmp(role, "q") || !strcmp(role, "o") || !strcmp(role, "q_bias")) {
 		t->n_heads = (int)c->n_heads;
@@ -726,7 +726,7 @@ int arch_info_other(const char *name, int layer, struct sw_tensor_info *t)
 	t->group = SW_GROUP_UNKNOWN;
 	t->norm_type = SW_NORM_NONE;
 	t->layer = layer;
-	t->expert = 0;
+	t->expert = -1;
 	t->n_heads = t->head_dim = 0;
 	return 0;
 }

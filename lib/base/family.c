@@ -210,7 +210,7 @@ int family_tensor_info(const struct sw_config *c, const char *name, struct sw_te
 			return -1;
 		arch_info_for_role(c, f->names[i].role, (int)layer, t);
 		snprintf(t->name, sizeof t->name, "%s", name);
-		t->expert = expert < 0 ? 0 : (int)expert;
+		t->expert = (int)expert;
 		return 0;
 	}
 	layer = layer_of_other(f, name);

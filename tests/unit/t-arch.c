@@ -216,7 +216,7 @@ int main(void)
 			one_match &= family_tensor_info(&fc, name, &t) == 0 &&
 				     !strcmp(t.role, f->names[k].role) &&
 				     t.layer == (r && r->in_layer ? 7 : -1) &&
-				     t.expert == (strstr(f->names[k].pattern, "{E}") ? 7 : 0);
+				     t.expert == (strstr(f->names[k].pattern, "{E}") ? 7 : -1);
 		}
 		ok(arch_supported(f->type) == f->model && family_find(f->hf_class) == f &&
 		   (f->model ? !f->names : f->n_names > 0), "family %s: model %d", f->type, f->model);
