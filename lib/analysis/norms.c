@@ -461,7 +461,9 @@ int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cac
 		  struct op_norms *out, struct sw_err *err)
 {
 	const struct sw_tensor_info *t = ckpt_info(ck, row->tensor);
-	int is_embed = !strcmp(t->role, "embed"), rc;
+	const struct arch_role *r = arch_role_find(t->role);
+	/* the embedding, a lookup table: kept for a head tied to it */
+	int is_embed = r && r->shape.kind == ARCH_SHAPE_LOOKUP, rc;
 	struct mat_summary s;
 
 	switch (row->kind) {

@@ -57,26 +57,18 @@ const char *scalevec_branch(const char *role)
 
 const char *scalevec_placement(const struct sw_tensor_info *t)
 {
-	struct sw_tensor_info gain;
+	static const char *const names[] = {
+		[ARCH_PLACE_PRE] = "pre", [ARCH_PLACE_QK] = "qk", [ARCH_PLACE_DNP] = "dnp",
+		[ARCH_PLACE_IN] = "in", [ARCH_PLACE_BEFORE] = "before",
+		[ARCH_PLACE_AFTER] = "after",
+	};
+	const struct arch_role *r = arch_role_find(t->role);
 
-	/* a reparameterized gain's direction and magnitude sit where it does */
-	if (arch_reparam_base(t->role, gain.role, sizeof gain.role)) {
-		gain.block = t->block;
-		return scalevec_placement(&gain);
-	}
 	if (t->block == SW_BLOCK_MULT)
 		return "mult";
-	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm"))
-		return "qk";
-	if (!strcmp(t->role, "v_norm") || !strcmp(t->role, "gate_norm") || !strcmp(t->role, "up_norm"))
-		return "dnp";
-	if (!strcmp(t->role, "o_in_norm") || !strcmp(t->role, "down_in_norm"))
-		return "in";
-	if (strstr(t->role, "_gain_in"))
-		return "before";
-	if (strstr(t->role, "_gain_out"))
-		return "after";
-	return "pre";
+	/* the table's place column (a reparameterized gain's direction and
+	 * magnitude sit where it does); a role it does not know: pre */
+	return names[r ? r->place : ARCH_PLACE_PRE];
 }
 
 const char *scalevec_param(const struct sw_tensor_info *t, int computed)
@@ -105,15 +97,19 @@ int scalevec_coupling_readers(const char *role, const char *readers[4], char *ba
 			      int *by_rows)
 {
 	const char *const *pre = scalevec_readers(role);
+	const struct arch_role *r = arch_role_find(role);
+	enum arch_place place = r ? r->place : ARCH_PLACE_PRE;
 	int n = 0;
 
 	*by_rows = 0;
 	if (pre)
 		for (; *pre && n < 3; pre++)
 			readers[n++] = *pre;
-	else if (strstr(role, "_gain_") && arch_base_role(role, base, len) == 0) {
+	else if ((place == ARCH_PLACE_BEFORE || place == ARCH_PLACE_AFTER) &&
+		 arch_base_role(role, base, len) == 0) {
+		/* a reader's own gain: of its input columns or its output rows */
 		readers[n++] = base;
-		*by_rows = strstr(role, "_gain_out") != NULL;
+		*by_rows = place == ARCH_PLACE_AFTER;
 	}
 	readers[n] = NULL;
 	return n;

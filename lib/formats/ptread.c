@@ -560,20 +560,14 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 				     "combine is unknown", l[0].v[i].name, S);
 			break;
 		}
-		if (known > 0 && S > 1) {
-			dim = meta_split_dim(role);
-			/* Llama 3 splits the embedding's rows (VocabParallelEmbedding) */
-			if (!strcmp(role, "embed") && l[0].v[i].p.rank == 2 &&
-			    l[0].v[i].p.shape[1] == c->d_model)
-				dim = 0;
-		}
+		if (known > 0 && S > 1)
+			dim = meta_split_dim(role, l[0].v[i].p.rank, l[0].v[i].p.shape, c->d_model);
 		if ((rc = combine(l, S, i, dim, &whole[i], err)))
 			break;
 		dims[i] = dim;
-		if (known > 0 && !strcmp(role, "embed"))
-			c->vocab_size = whole[i].shape[0];
-		if (known > 0 && !strcmp(role, "gate") && !c->d_ff)
-			c->d_ff = whole[i].shape[0];
+		/* the vocabulary from the embedding's rows, d_ff from gate's */
+		if (known > 0)
+			arch_size_from_rows(c, role, whole[i].shape[0]);
 	}
 	if (!rc && vocab_said > 0 && vocab_said != c->vocab_size)
 		rc = sw_fail(err, SW_EDATA, "params.json: vocab_size %lld disagrees with "
