@@ -56,6 +56,8 @@ static void places(void)
 	ok(!strcmp(scalevec_placement(&t), "in"), "o_in_norm: in");
 	strcpy(t.role, "ffn_norm");
 	ok(!strcmp(scalevec_placement(&t), "pre"), "ffn_norm: pre");
+	strcpy(t.role, "attn_post_norm");
+	ok(!strcmp(scalevec_placement(&t), "post"), "attn_post_norm: post");
 	t.block = SW_BLOCK_MULT;
 	ok(!strcmp(scalevec_placement(&t), "mult"), "a multiplier: mult");
 	ok(scalevec_readers("attn_norm") && !strcmp(scalevec_readers("attn_norm")[2], "v") &&
