@@ -64,6 +64,12 @@ test_expect_success 'nanoGPT: the head tied to wte is listed as a tied head, the
 	echo "tied 0" >want && test_cmp want head
 '
 
+test_expect_success 'nanoGPT: a config.json beside it is not read (model_args is the architecture)' '
+	mkdir beside && cp "$N" beside/ && cp "$FIX/tiny-hf/config.json" beside/ &&
+	sw-ls beside/ckpt.pt >beside.ls 2>err && test_line_count = 0 err &&
+	cut -f2- beside.ls >a && cut -f2- ls >b && test_cmp b a
+'
+
 if have_python_modules "numpy, torch"; then
 	# the file as nanoGPT's sample.py reads it: torch.load, _orig_mod.
 	# stripped; its keys, iter_num and the tokens per iteration
