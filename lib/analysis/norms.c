@@ -5,6 +5,7 @@
 #include "linalg.h"
 #include "matsched.h"
 #include "../base/select.h"
+#include "scalevec.h"
 #include "spectrum.h"
 
 #include <math.h>
@@ -283,7 +284,7 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 			return sw_fail(err, SW_EDATA, "final norm gain has %lld entries, the head %lld columns",
 				       (long long)ckpt_info(ck, (size_t)g)->numel, (long long)t->shape[1]);
 		MATSCHED_CRITICAL
-		rc = ckpt_load(ck, (size_t)g, &gv, err);
+		rc = scalevec_load(ck, (size_t)g, &gv, err);
 		if (rc)
 			return rc;
 	}

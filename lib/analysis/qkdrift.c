@@ -1,6 +1,7 @@
 /* qkdrift.c - the Q/K symmetry per head and its drift (see qkdrift.h). */
 #include "qkdrift.h"
 #include "fit.h"
+#include "scalevec.h"
 #include "../files/trace.h"
 
 #include <limits.h>
@@ -270,7 +271,7 @@ static int part_load(struct ckpt *ck, const char *role, int layer, struct part *
 	memset(p, 0, sizeof *p);
 	if (i < 0)
 		return SW_OK;
-	if ((rc = ckpt_load(ck, (size_t)i, &p->v, err)))
+	if ((rc = scalevec_load(ck, (size_t)i, &p->v, err)))
 		return rc;
 	p->t = ckpt_info(ck, (size_t)i);
 	return SW_OK;

@@ -268,11 +268,12 @@ enum arch_split { ARCH_SPLIT_NONE, ARCH_SPLIT_ROWS, ARCH_SPLIT_COLS, ARCH_SPLIT_
  * a Pre-Norm's (pre, also any role that is no gain), QK-norm's (qk), a DNP
  * norm of a reader's output (dnp), norm_everywhere's before o_proj and
  * down_proj (in), a reader's input gain (before: X_gain_in) or output
- * gain (after: X_gain_out). A reparameterized gain's direction and
- * magnitude sit where it does. */
+ * gain (after: X_gain_out), or a norm of a sublayer's output before the
+ * residual add (post: OLMo2's and Gemma2's post-norms). A reparameterized
+ * gain's direction and magnitude sit where it does. */
 enum arch_place {
 	ARCH_PLACE_PRE, ARCH_PLACE_QK, ARCH_PLACE_DNP, ARCH_PLACE_IN, ARCH_PLACE_BEFORE,
-	ARCH_PLACE_AFTER
+	ARCH_PLACE_AFTER, ARCH_PLACE_POST
 };
 
 /* What a role means. */

@@ -6,10 +6,8 @@
 
 /*
  * The names, as each family's transformers class writes them
- * (save_pretrained). A norm's weight is named as a gain only where it is
- * the gain the model applies: Gemma's norms multiply by 1 + weight, so
- * Gemma's and Gemma2's norm weights stay block other until the readers
- * report 1 + weight.
+ * (save_pretrained). Gemma's norms multiply by 1 + weight: their gains
+ * are the weights plus the offset of gain_offsets[] below.
  */
 #define L "model.layers.{L}."
 #define EMBED_HEAD \
@@ -28,7 +26,15 @@
 	{L "self_attn.q_norm.weight", "q_norm"}, {L "self_attn.k_norm.weight", "k_norm"}
 
 static const struct family_name gemma[] = {
-	{"model.embed_tokens.weight", "embed"}, {"lm_head.weight", "lm_head"}, ATTN, MLP,
+	EMBED_HEAD, PRE_NORMS, ATTN, MLP,
+};
+/* Gemma2 normalizes each sublayer's input and its output */
+static const struct family_name gemma2[] = {
+	EMBED_HEAD, ATTN, MLP,
+	{L "input_layernorm.weight", "attn_norm"},
+	{L "post_attention_layernorm.weight", "attn_post_norm"},
+	{L "pre_feedforward_layernorm.weight", "ffn_norm"},
+	{L "post_feedforward_layernorm.weight", "ffn_post_norm"},
 };
 static const struct family_name phi3[] = {
 	EMBED_HEAD, PRE_NORMS,
@@ -49,17 +55,33 @@ static const struct family_name gpt2[] = {
 	{G2 "mlp.c_fc.weight", "up"}, {G2 "mlp.c_fc.bias", "up_bias"},
 	{G2 "mlp.c_proj.weight", "down"}, {G2 "mlp.c_proj.bias", "down_bias"},
 };
-/* How a family stores a tensor where it is not PyTorch's [out, in]. */
+/* How a family's files from a source store a tensor where it is not
+ * PyTorch's [out, in]: transformers' GPT2LMHeadModel in Conv1D, nanoGPT's
+ * GPT (the same names) in nn.Linear, as the model sees it. */
 static const struct {
-	const char *type, *pattern;
+	const char *type;
+	enum family_source source;
+	const char *pattern;
 	enum family_layout layout;
 } layouts[] = {
-	{"gpt2", G2 "attn.c_attn.weight", FAMILY_TRANSPOSED},
-	{"gpt2", G2 "attn.c_proj.weight", FAMILY_TRANSPOSED},
-	{"gpt2", G2 "mlp.c_fc.weight", FAMILY_TRANSPOSED},
-	{"gpt2", G2 "mlp.c_proj.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "attn.c_attn.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "attn.c_proj.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "mlp.c_fc.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "mlp.c_proj.weight", FAMILY_TRANSPOSED},
 };
 #undef G2
+/* The families whose norms multiply by 1 + weight (Gemma's RMSNorm:
+ * x / rms(x) * (1 + w)), as transformers' classes store them: every norm
+ * gain is the weight plus 1 (llama.cpp's GGUF converter stores 1 + w
+ * itself: not from that source). */
+static const struct {
+	const char *type;
+	enum family_source source;
+	double offset;
+} gain_offsets[] = {
+	{"gemma", FAMILY_FROM_HF, 1.0},
+	{"gemma2", FAMILY_FROM_HF, 1.0},
+};
 /* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
  * k_norm span all heads */
 static const struct family_name olmo2[] = {
@@ -117,7 +139,7 @@ static const struct arch_family families[] = {
 	{"qwen2", "Qwen2ForCausalLM", 1, 0, NULL, 0},
 	{"qwen3", "Qwen3ForCausalLM", 1, 0, NULL, 0},
 	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
-	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma)},
+	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma2)},
 	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},
 	{"olmo2", "Olmo2ForCausalLM", 0, 0, NAMES(olmo2)},
 	{"gpt_neox", "GPTNeoXForCausalLM", 0, 0, NAMES(gpt_neox)},
@@ -219,16 +241,29 @@ int family_tensor_info(const struct sw_config *c, const char *name, struct sw_te
 	return arch_info_other(name, (int)layer, t);
 }
 
-enum family_layout family_tensor_layout(const struct sw_config *c, const char *name)
+enum family_layout family_tensor_layout(const struct sw_config *c, enum family_source src,
+					const char *name)
 {
 	const struct arch_family *f = family_find(c->arch);
 	long layer, expert;
 
 	for (size_t i = 0; f && i < sizeof layouts / sizeof layouts[0]; i++)
-		if (!strcmp(f->type, layouts[i].type) &&
+		if (!strcmp(f->type, layouts[i].type) && src == layouts[i].source &&
 		    name_matches(layouts[i].pattern, name, &layer, &expert))
 			return layouts[i].layout;
 	return FAMILY_AS_STORED;
+}
+
+double family_gain_offset(const struct sw_config *c, enum family_source src,
+			  const struct sw_tensor_info *t)
+{
+	const struct arch_family *f = family_find(c->arch);
+
+	for (size_t i = 0; f && t->block == SW_BLOCK_NORM && i < sizeof gain_offsets /
+	     sizeof gain_offsets[0]; i++)
+		if (!strcmp(f->type, gain_offsets[i].type) && src == gain_offsets[i].source)
+			return gain_offsets[i].offset;
+	return 0;
 }
 
 int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,

@@ -55,11 +55,26 @@ const struct arch_family *family_at(size_t i);
  */
 int family_tensor_info(const struct sw_config *c, const char *name, struct sw_tensor_info *t);
 
+/* Who wrote a file's tensors under the family's names: transformers'
+ * classes (save_pretrained, and the Llama files of every other reader),
+ * nanoGPT's GPT (train.py's ckpt.pt, GPT-2's names in nn.Linear), or
+ * llama.cpp's GGUF converter. How a tensor is stored depends on it. */
+enum family_source { FAMILY_FROM_HF, FAMILY_FROM_NANOGPT, FAMILY_FROM_GGUF };
+
 /* How a tensor is stored: as the model sees it (PyTorch's [out, in]), or
- * transposed ([in, out], GPT-2's Conv1D), which the tensor source
- * (ckpt.c) turns to [out, in] for every tool. */
+ * transposed ([in, out], GPT2LMHeadModel's Conv1D; nanoGPT's nn.Linear
+ * is as stored), which the tensor source (ckpt.c) turns to [out, in] for
+ * every tool. */
 enum family_layout { FAMILY_AS_STORED, FAMILY_TRANSPOSED };
-enum family_layout family_tensor_layout(const struct sw_config *c, const char *name);
+enum family_layout family_tensor_layout(const struct sw_config *c, enum family_source src,
+					const char *name);
+
+/* What the model adds to a norm's stored weight to get the gain it
+ * applies: 1 for Gemma's and Gemma2's norms as transformers stores them
+ * (x / rms(x) * (1 + w)), 0 for every other tensor (t's block says
+ * whether it is a norm's). The tools report the gain, w + offset. */
+double family_gain_offset(const struct sw_config *c, enum family_source src,
+			  const struct sw_tensor_info *t);
 
 /* arch_check_shape for a family the model computes; a family read for
  * its matrices has its shapes as stored (nothing is computed from the

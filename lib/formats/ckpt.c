@@ -190,7 +190,8 @@ static int take_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n, 
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		if (info[i].rank != 2 ||
-		    family_tensor_layout(&ck->meta.config, info[i].name) != FAMILY_TRANSPOSED)
+		    family_tensor_layout(&ck->meta.config, ck->meta.source, info[i].name) !=
+		    FAMILY_TRANSPOSED)
 			continue;
 		int64_t r = info[i].shape[0];
 		info[i].shape[0] = info[i].shape[1];

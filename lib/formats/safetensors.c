@@ -511,6 +511,20 @@ static int listing_config(const cJSON *root, const struct arch_family *f, const 
 	}
 	if (!c->n_kv_heads)
 		c->n_kv_heads = c->n_heads;
+	/* GPT2Config's own keys, with its defaults: n_inner null or absent
+	 * is 4 n_embd, n_positions the context (1024), layer_norm_epsilon
+	 * (1e-5), activation_function (gelu_new) */
+	if (f && !strcmp(f->type, "gpt2")) {
+		if (!c->d_ff)
+			c->d_ff = 4 * c->d_model;
+		if ((rc = cfg_int(root, "n_positions", &c->seq_len, 1024, 0, err)) ||
+		    (rc = cfg_num(root, "layer_norm_epsilon", &c->norm_eps, 1e-5, err)) ||
+		    (rc = cfg_name(root, "activation_function", "activation_function", c->hidden_act,
+				   sizeof c->hidden_act, err)))
+			return rc;
+		if (!c->hidden_act[0])
+			snprintf(c->hidden_act, sizeof c->hidden_act, "gelu_new");
+	}
 	if (!c->head_dim && c->n_heads && c->d_model % c->n_heads == 0)
 		c->head_dim = c->d_model / c->n_heads;
 	if (tie && !cJSON_IsBool(tie))

@@ -343,10 +343,23 @@ int main(void)
 		   !strcmp(t.role, "other") && t.block == SW_BLOCK_OTHER && t.layer == -1,
 		   "an unknown architecture: every tensor other");
 		snprintf(fc.arch, sizeof fc.arch, "GPT2LMHeadModel");
-		ok(family_tensor_layout(&fc, "transformer.h.1.mlp.c_fc.weight") == FAMILY_TRANSPOSED &&
-		   family_tensor_layout(&fc, "transformer.wte.weight") == FAMILY_AS_STORED &&
-		   family_tensor_layout(&cfg, "model.layers.0.mlp.up_proj.weight") == FAMILY_AS_STORED,
+		ok(family_tensor_layout(&fc, FAMILY_FROM_HF, "transformer.h.1.mlp.c_fc.weight") == FAMILY_TRANSPOSED &&
+		   family_tensor_layout(&fc, FAMILY_FROM_HF, "transformer.wte.weight") == FAMILY_AS_STORED &&
+		   family_tensor_layout(&cfg, FAMILY_FROM_HF, "model.layers.0.mlp.up_proj.weight") == FAMILY_AS_STORED,
 		   "GPT-2's Conv1D weights are stored transposed, nothing else");
+		ok(family_tensor_layout(&fc, FAMILY_FROM_NANOGPT, "transformer.h.1.mlp.c_fc.weight") ==
+		   FAMILY_AS_STORED, "nanoGPT's nn.Linear weights, under GPT-2's names, are as stored");
+		snprintf(fc.arch, sizeof fc.arch, "gemma2");
+		ok(family_tensor_info(&fc, "model.layers.1.post_feedforward_layernorm.weight", &t) == 0 &&
+		   !strcmp(t.role, "ffn_post_norm") && t.norm_type == SW_NORM_OUTPUT &&
+		   family_gain_offset(&fc, FAMILY_FROM_HF, &t) == 1 &&
+		   family_gain_offset(&fc, FAMILY_FROM_GGUF, &t) == 0,
+		   "Gemma2's norms: their roles, a gain of 1 + weight from transformers, not from GGUF");
+		ok(family_tensor_info(&fc, "model.layers.0.self_attn.q_proj.weight", &t) == 0 &&
+		   family_gain_offset(&fc, FAMILY_FROM_HF, &t) == 0 &&
+		   arch_info_from_hf_name(&cfg, "model.norm.weight", &t) == 0 &&
+		   family_gain_offset(&cfg, FAMILY_FROM_HF, &t) == 0,
+		   "no offset for a matrix, nor for Llama's norms");
 	}
 
 	/* the reparameterizations: per kind, their canonical form, their refusals */

@@ -66,6 +66,8 @@ static void places(void)
 	ok(!strcmp(scalevec_placement(&t), "qk"), "a gain's magnitude: where the gain sits (qk)");
 	strcpy(t.role, "nonesuch");
 	ok(!strcmp(scalevec_placement(&t), "pre"), "a role the table does not know: pre");
+	strcpy(t.role, "attn_post_norm");
+	ok(!strcmp(scalevec_placement(&t), "post"), "attn_post_norm: post");
 	t.block = SW_BLOCK_MULT;
 	ok(!strcmp(scalevec_placement(&t), "mult"), "a multiplier: mult");
 	ok(scalevec_readers("attn_norm") && !strcmp(scalevec_readers("attn_norm")[2], "v") &&
