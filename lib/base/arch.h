@@ -224,6 +224,10 @@ struct arch_role {
 const struct arch_role *arch_role_find(const char *s);
 /* role's heads column (ARCH_HEADS_NONE for an unknown role). */
 enum arch_heads arch_role_heads(const char *role);
+/* 1 if role is a projection whose output is added into the residual
+ * stream (o, down, an expert's or the shared expert's down: those the
+ * reference inits scale by 1/sqrt(2L)), else 0. */
+int arch_role_writes_residual(const char *role);
 /* The projection a bias or multiplier role belongs to ("q" for q_bias,
  * q_mult and q_mult_col) into base: 0, or -1 for another role or a base
  * that does not fit len. */
