@@ -259,6 +259,18 @@ static void set_layer_ptrs(const struct model *m, struct layer_ptrs *lp, int l, 
 			view(m, block, from, eblock, layer_views[i].role, l);
 }
 
+void model_layer_views_keep(const struct model *m, int l, const struct layer_ptrs *from,
+			    struct layer_ptrs *to,
+			    int (*keep)(const struct model *m, int tensor, const void *ctx),
+			    const void *ctx)
+{
+	for (size_t i = 0; i < sizeof layer_views / sizeof layer_views[0]; i++) {
+		size_t f = layer_views[i].field;
+		real *p = *(real *const *)((const char *)from + f);
+		*(real **)((char *)to + f) = keep(m, model_find(m, layer_views[i].role, l), ctx) ? p : NULL;
+	}
+}
+
 /* Views for the forward/backward code: effective weights for the linear
  * layers, the gains as stored. */
 static void set_ptrs(struct model *m, struct model_ptrs *p, real *block, real *eblock)

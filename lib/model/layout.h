@@ -30,6 +30,14 @@ int model_layout(struct model *m, struct sw_err *err);
 /* Index of the tensor with role and layer (-1 outside layers), or -1. */
 int model_find(const struct model *m, const char *role, int layer);
 
+/* Layer l's views of `from` in `to`, each NULL where keep(m, its
+ * tensor's index (-1: the model has none), ctx) is 0 (the R-operator's
+ * views where its direction reaches). */
+void model_layer_views_keep(const struct model *m, int l, const struct layer_ptrs *from,
+			    struct layer_ptrs *to,
+			    int (*keep)(const struct model *m, int tensor, const void *ctx),
+			    const void *ctx);
+
 /* Point layer l's views (m->p.layer[l]) at at_, where the tensor at
  * offset `from` of m->params is at at_[0] (paramstream.c's one layer in
  * memory); at_ NULL: every view NULL. m->params itself, where layer l's

@@ -104,19 +104,17 @@ void model_rop_gains_backward(const struct model *m, const real *v, real *hv, co
 	}
 }
 
+static int rop_keep(const struct model *m, int tensor, const void *want)
+{
+	return model_rop_wanted(m, want, tensor);
+}
+
 /* Layer l's pointers of all (rm's weights or gradients), NULL where v
  * does not reach. */
 static void rop_layer_views(const struct model *m, const unsigned char *want,
 			    const struct layer_ptrs *all, int l, struct layer_ptrs *out)
 {
-#define VIEW(field, role) out->field = model_rop_wanted(m, want, model_find(m, role, l)) ? all->field : NULL
-	VIEW(attn_norm, "attn_norm"); VIEW(wq, "q"); VIEW(wk, "k"); VIEW(wv, "v"); VIEW(wo, "o");
-	VIEW(q_norm, "q_norm"); VIEW(k_norm, "k_norm"); VIEW(o_in_norm, "o_in_norm");
-	VIEW(v_norm, "v_norm"); VIEW(gate_norm, "gate_norm"); VIEW(up_norm, "up_norm");
-	VIEW(ffn_norm, "ffn_norm"); VIEW(wgate, "gate"); VIEW(wup, "up"); VIEW(wdown, "down");
-	VIEW(down_in_norm, "down_in_norm");
-	VIEW(q_bias, "q_bias"); VIEW(k_bias, "k_bias"); VIEW(v_bias, "v_bias");
-#undef VIEW
+	model_layer_views_keep(m, l, all, out, rop_keep, want);
 }
 
 /* R{y} of rmsnorm_forward: with xhat = x r, r = (mean(x^2) + eps)^(-1/2),
