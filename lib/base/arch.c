@@ -266,6 +266,18 @@ enum arch_heads arch_role_heads(const char *role)
 	return row ? row->r.heads : ARCH_HEADS_NONE;
 }
 
+/* The projections whose output is added into the residual stream, a
+ * sublayer's last (a table of its own beside roles[]) */
+static const char *const residual_roles[] = {"o", "down", "expert_down", "shared_down"};
+
+int arch_role_writes_residual(const char *role)
+{
+	for (size_t i = 0; i < sizeof residual_roles / sizeof residual_roles[0]; i++)
+		if (!strcmp(role, residual_roles[i]))
+			return 1;
+	return 0;
+}
+
 const struct arch_role *arch_role_at(size_t i)
 {
 	return i < NROLES ? &roles[i].r : NULL;

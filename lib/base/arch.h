@@ -312,6 +312,10 @@ int arch_role_shape(const struct sw_config *c, const char *role, int64_t shape[2
  * the role that gives it (the gives column: embed's are vocab_size,
  * gate's d_ff); nothing for another role or a size c has. */
 void arch_size_from_rows(struct sw_config *c, const char *role, int64_t rows);
+/* 1 if role is a projection whose output is added into the residual
+ * stream (o, down, an expert's or the shared expert's down: those the
+ * reference inits scale by 1/sqrt(2L)), else 0. */
+int arch_role_writes_residual(const char *role);
 /* The projection a bias or multiplier role belongs to ("q" for q_bias,
  * q_mult and q_mult_col) into base: 0, or -1 for another role or a base
  * that does not fit len. */

@@ -134,10 +134,10 @@ static const struct family_name olmoe[] = {
 
 #define NAMES(a) a, sizeof a / sizeof a[0]
 static const struct arch_family families[] = {
-	{"llama", "LlamaForCausalLM", 1, 0, NULL, 0},
-	{"mistral", "MistralForCausalLM", 1, 0, NULL, 0},
-	{"qwen2", "Qwen2ForCausalLM", 1, 0, NULL, 0},
-	{"qwen3", "Qwen3ForCausalLM", 1, 0, NULL, 0},
+	{"llama", "LlamaForCausalLM", FAMILY_MODEL, 0, NULL, 0},
+	{"mistral", "MistralForCausalLM", FAMILY_MODEL, 0, NULL, 0},
+	{"qwen2", "Qwen2ForCausalLM", FAMILY_MODEL | FAMILY_QKV_BIAS, 0, NULL, 0},
+	{"qwen3", "Qwen3ForCausalLM", FAMILY_MODEL, 0, NULL, 0},
 	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
 	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma2)},
 	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},

@@ -27,10 +27,19 @@ struct family_name {
 	const char *role;
 };
 
+/* What the model computes of a family (struct arch_family's model): the
+ * Llama step, and where the family's math differs, the operations it
+ * adds (lib/model/step.c). */
+enum {
+	FAMILY_MODEL = 1,               /* the Llama step */
+	FAMILY_QKV_BIAS = 2,            /* biases on the q, k, v products (Qwen2: the bias op) */
+};
+
 struct arch_family {
 	const char *type;               /* config.json's model_type: gemma2 */
 	const char *hf_class;           /* its architectures[0]: Gemma2ForCausalLM */
-	int model;                      /* 1: the model computes it (arch_supported) */
+	int model;                      /* 0: read for its matrices; else what the model
+					   computes (arch_supported): FAMILY_MODEL's */
 	int tie_default;                /* tie_word_embeddings config.json may leave out */
 	const struct family_name *names;        /* NULL: arch.c's Llama names */
 	size_t n_names;

@@ -119,6 +119,21 @@ int main(void)
 	   "q and k: heads by RoPE-rotated rows");
 	ok(arch_role_heads("v") == ARCH_HEADS_ROWS, "v: heads by rows, not rotated");
 	ok(arch_role_heads("o") == ARCH_HEADS_COLS, "o: heads by columns");
+	/* the projections into the residual stream: o and the downs, no
+	 * other role of the table */
+	{
+		int writes = 0;
+		const struct arch_role *r;
+		for (size_t i = 0; (r = arch_role_at(i)); i++)
+			writes += arch_role_writes_residual(r->name);
+		ok(writes == 4 && arch_role_writes_residual("o") && arch_role_writes_residual("down") &&
+		   arch_role_writes_residual("expert_down") && arch_role_writes_residual("shared_down") &&
+		   !arch_role_writes_residual("v") && !arch_role_writes_residual("nonesuch"),
+		   "o, down, expert_down, shared_down write into the residual stream (%d roles)", writes);
+	}
+	ok(family_find("qwen2")->model == (FAMILY_MODEL | FAMILY_QKV_BIAS) &&
+	   family_find("llama")->model == FAMILY_MODEL && family_find("qwen3")->model == FAMILY_MODEL,
+	   "qwen2 alone of the model's families has q, k, v biases");
 	ok(arch_role_heads("q_bias") == ARCH_HEADS_NONE && arch_role_heads("qkv") == ARCH_HEADS_NONE &&
 	   arch_role_heads("lm_head") == ARCH_HEADS_NONE && arch_role_heads("nonesuch") == ARCH_HEADS_NONE,
 	   "q_bias, qkv, lm_head and an unknown role: no heads");
@@ -326,7 +341,7 @@ int main(void)
 				     t.layer == (r && r->in_layer ? 7 : -1) &&
 				     t.expert == (strstr(f->names[k].pattern, "{E}") ? 7 : -1);
 		}
-		ok(arch_supported(f->type) == f->model && family_find(f->hf_class) == f &&
+		ok(arch_supported(f->type) == !!f->model && family_find(f->hf_class) == f &&
 		   (f->model ? !f->names : f->n_names > 0), "family %s: model %d", f->type, f->model);
 		ok(roles_known && one_match, "family %s: its roles are the table's, its names match", f->type);
 	}
