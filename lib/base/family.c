@@ -108,6 +108,12 @@ static const struct family_name qwen2_moe[] = {
 static const struct family_name olmoe[] = {
 	EMBED_HEAD, PRE_NORMS, ATTN, QK_NORMS, MOE_EXPERTS,
 };
+/* Qwen3-MoE: QK-norm per head, routed experts and no shared one; the
+ * layers mlp_only_layers names, and those decoder_sparse_step skips,
+ * keep a dense MLP */
+static const struct family_name qwen3_moe[] = {
+	EMBED_HEAD, PRE_NORMS, ATTN, QK_NORMS, MLP, MOE_EXPERTS,
+};
 #undef L
 
 #define NAMES(a) a, sizeof a / sizeof a[0]
@@ -118,12 +124,15 @@ static const struct arch_family families[] = {
 	{"qwen3", "Qwen3ForCausalLM", 1, 0, NULL, 0},
 	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
 	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma)},
+	/* Gemma3's text model: its q_norm and k_norm are (1 + w) norms too */
+	{"gemma3_text", "Gemma3ForCausalLM", 0, 1, NAMES(gemma)},
 	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},
 	{"olmo2", "Olmo2ForCausalLM", 0, 0, NAMES(olmo2)},
 	{"gpt_neox", "GPTNeoXForCausalLM", 0, 0, NAMES(gpt_neox)},
 	{"mixtral", "MixtralForCausalLM", 0, 0, NAMES(mixtral)},
 	{"qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, NAMES(qwen2_moe)},
 	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
+	{"qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, NAMES(qwen3_moe)},
 	{"gpt2", "GPT2LMHeadModel", 0, 1, NAMES(gpt2)},
 };
 #undef NAMES

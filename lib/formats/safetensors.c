@@ -516,6 +516,11 @@ static int listing_config(const cJSON *root, const struct arch_family *f, const 
 	if (tie && !cJSON_IsBool(tie))
 		return sw_fail(err, SW_EDATA, "config.json: tie_word_embeddings is not true or false");
 	c->tie_embeddings = tie ? cJSON_IsTrue(tie) : f && f->tie_default;
+	/* QK-norm where the family's table names its gains (OLMo2, OLMoE,
+	 * Qwen3-MoE): sw-qkdrift reads the gains, not the matrices the norm
+	 * undoes */
+	for (size_t i = 0; f && i < f->n_names; i++)
+		c->qk_norm |= !strcmp(f->names[i].role, "q_norm");
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
 	return SW_OK;
