@@ -206,13 +206,14 @@ done
 # fixture's own config.json (transformers 5's keys) with one key changed;
 # tokens below its vocabulary of 64
 edited() {
-	rm -rf q3 && mkdir q3 && cp "$A/qwen3/model.safetensors" q3/ &&
+	from=${2:-$A/qwen3} &&
+	rm -rf q3 && mkdir q3 && cp "$from/model.safetensors" q3/ &&
 	"$PY" -c "
 import json, sys
 c = json.load(open(sys.argv[1]))
 c.update(json.loads(sys.argv[2]))
 json.dump(c, open(\"q3/config.json\", \"w\"))
-" "$A/qwen3/config.json" "$1"
+" "$from/config.json" "$1"
 }
 
 test_expect_success 'a token file' '
@@ -232,6 +233,32 @@ test_expect_success 'qwen3: a RoPE scaling the model does not compute is refused
 	test_expect_code 65 sw-hessian --data tok.bin --data-format bytes --seq-len 16 \
 		--batch-tokens 32 q3 >out 2>err &&
 	grep -q "rope_scaling type .yarn. is not supported" err
+'
+
+# Qwen3Attention's q, k, v, o biases under attention_bias: none in the
+# model, and a file without them would otherwise run as if they were 0
+test_expect_success 'qwen3: attention_bias true is refused by name (the listing reads it)' '
+	edited "{\"attention_bias\": true}" &&
+	test_expect_code 65 sw-sharpness --data tok.bin --data-format bytes --seq-len 16 \
+		--batch-tokens 32 q3 >out 2>err &&
+	test_one_error sw-sharpness q3 &&
+	grep -q "attention_bias is not supported" err &&
+	sw-ls q3 >ls 2>err && test_line_count = 0 err
+'
+
+test_expect_success 'llama: mlp_bias true is refused by name too (LlamaConfig reads it)' '
+	edited "{\"mlp_bias\": true}" "$FIX/tiny-hf" &&
+	test_expect_code 65 sw-hessian --data tok.bin --data-format bytes --seq-len 16 \
+		--batch-tokens 32 q3 >out 2>err &&
+	test_one_error sw-hessian q3 &&
+	grep -q "mlp_bias is not supported" err
+'
+
+test_expect_success 'qwen3: attention_bias null is the default, false, as the fixture has it' '
+	edited "{\"attention_bias\": null}" &&
+	sw-hessian --data tok.bin --data-format bytes --seq-len 16 --batch-tokens 32 q3 >a &&
+	sw-hessian --data tok.bin --data-format bytes --seq-len 16 --batch-tokens 32 "$A/qwen3" >b &&
+	cut -f2- a >a.cut && cut -f2- b >b.cut && test_cmp b.cut a.cut
 '
 
 test_done
