@@ -24,7 +24,8 @@
 #   make bench-venv    the pinned current peers (PyTorch, transformers,
 #                      WeightWatcher, PyHessian) in build/venv, for make bench
 #   make arch-fixtures fixtures/arch/ rewritten by transformers' save_pretrained
-#                      (PyPI, in build/arch-venv; the files are committed)
+#                      (PyPI, in build/arch-venv; the newer families in
+#                      build/venv, make bench-venv's; the files are committed)
 #   make nanogpt-fixture  fixtures/nanogpt/ckpt.pt rewritten as nanoGPT's
 #                      train.py saves it (Debian's python3-torch; committed)
 #   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
@@ -436,7 +437,9 @@ bench-venv:
 
 # fixtures/arch/: tiny checkpoints of other families written by
 # transformers' save_pretrained (pinned, in build/arch-venv over Debian's
-# python3-torch; PyPI); committed, so make check needs none of it
+# python3-torch, and the families newer than its transformers in
+# build/venv, bench/venv.sh's pins; PyPI); committed, so make check needs
+# none of it
 arch-fixtures:
 	sh fixtures/make-arch.sh
 

@@ -594,6 +594,10 @@ int arch_model_check(const struct sw_config *c, struct sw_err *err)
 			       "every dimension of a head is)", c->rope_partial);
 	if (c->hidden_act[0] && strcmp(c->hidden_act, "silu") && strcmp(c->hidden_act, "swish"))
 		return sw_fail(err, SW_EDATA, "hidden_act '%s' is not supported (silu is)", c->hidden_act);
+	if (c->attention_bias || c->mlp_bias)
+		return sw_fail(err, SW_EDATA, "%s is not supported (biases on %s are not computed)",
+			       c->attention_bias ? "attention_bias" : "mlp_bias",
+			       c->attention_bias ? "q, k, v and o" : "gate, up and down");
 	return check_function_keys(c, err);
 }
 

@@ -53,6 +53,8 @@ struct sw_config {
 	char hidden_act[32];            /* "" (silu) or the config's name */
 	int64_t sliding_window;         /* 0: none; else each token sees the last W */
 	int64_t max_window_layers;      /* Qwen2's: layers below it attend fully */
+	int attention_bias;             /* Llama's, Qwen3's: q, k, v, o biases */
+	int mlp_bias;                   /* Llama's: gate, up, down biases */
 };
 
 /* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,
@@ -159,7 +161,8 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err);
  * does not compute is refused by name, SW_EDATA: an odd head_dim (RoPE
  * rotates pairs), a rope_type other than default, linear and llama3,
  * partial_rotary_factor other than 1, hidden_act other than silu (or
- * swish, its other name); and the parameters of those it computes out
+ * swish, its other name), attention_bias or mlp_bias (Qwen2's q, k, v
+ * biases are its own, not these); and the parameters of those it computes out
  * of range (a factor that is no finite positive number, llama3's bands
  * not 0 < low_freq_factor < high_freq_factor, its original context not
  * a size; a negative sliding_window). The readers accept these (a

@@ -28,14 +28,20 @@
 static const struct family_name gemma[] = {
 	EMBED_HEAD, PRE_NORMS, ATTN, MLP,
 };
-/* Gemma2 normalizes each sublayer's input and its output */
+/* Gemma2 normalizes each sublayer's input and its output; Gemma3 adds
+ * QK-norm, per head */
+#define GEMMA2_NORMS \
+	{L "input_layernorm.weight", "attn_norm"}, \
+	{L "post_attention_layernorm.weight", "attn_post_norm"}, \
+	{L "pre_feedforward_layernorm.weight", "ffn_norm"}, \
+	{L "post_feedforward_layernorm.weight", "ffn_post_norm"}
 static const struct family_name gemma2[] = {
-	EMBED_HEAD, ATTN, MLP,
-	{L "input_layernorm.weight", "attn_norm"},
-	{L "post_attention_layernorm.weight", "attn_post_norm"},
-	{L "pre_feedforward_layernorm.weight", "ffn_norm"},
-	{L "post_feedforward_layernorm.weight", "ffn_post_norm"},
+	EMBED_HEAD, ATTN, MLP, GEMMA2_NORMS,
 };
+static const struct family_name gemma3[] = {
+	EMBED_HEAD, ATTN, MLP, GEMMA2_NORMS, QK_NORMS,
+};
+#undef GEMMA2_NORMS
 static const struct family_name phi3[] = {
 	EMBED_HEAD, PRE_NORMS,
 	{L "self_attn.qkv_proj.weight", "qkv"}, {L "self_attn.o_proj.weight", "o"},
@@ -81,6 +87,7 @@ static const struct {
 } gain_offsets[] = {
 	{"gemma", FAMILY_FROM_HF, 1.0},
 	{"gemma2", FAMILY_FROM_HF, 1.0},
+	{"gemma3_text", FAMILY_FROM_HF, 1.0},
 };
 /* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
  * k_norm span all heads */
@@ -130,6 +137,12 @@ static const struct family_name qwen2_moe[] = {
 static const struct family_name olmoe[] = {
 	EMBED_HEAD, PRE_NORMS, ATTN, QK_NORMS, MOE_EXPERTS,
 };
+/* Qwen3-MoE: QK-norm per head, routed experts and no shared one; the
+ * layers mlp_only_layers names, and those decoder_sparse_step skips,
+ * keep a dense MLP */
+static const struct family_name qwen3_moe[] = {
+	EMBED_HEAD, PRE_NORMS, ATTN, QK_NORMS, MLP, MOE_EXPERTS,
+};
 #undef L
 
 #define NAMES(a) a, sizeof a / sizeof a[0]
@@ -140,12 +153,15 @@ static const struct arch_family families[] = {
 	{"qwen3", "Qwen3ForCausalLM", FAMILY_MODEL, 0, NULL, 0},
 	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
 	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma2)},
+	/* Gemma3's text model: its q_norm and k_norm are (1 + w) norms too */
+	{"gemma3_text", "Gemma3ForCausalLM", 0, 1, NAMES(gemma3)},
 	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},
 	{"olmo2", "Olmo2ForCausalLM", 0, 0, NAMES(olmo2)},
 	{"gpt_neox", "GPTNeoXForCausalLM", 0, 0, NAMES(gpt_neox)},
 	{"mixtral", "MixtralForCausalLM", 0, 0, NAMES(mixtral)},
 	{"qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, NAMES(qwen2_moe)},
 	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
+	{"qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, NAMES(qwen3_moe)},
 	{"gpt2", "GPT2LMHeadModel", 0, 1, NAMES(gpt2)},
 };
 #undef NAMES

@@ -46,7 +46,8 @@ struct arch_family {
 };
 
 /* The families read for their matrices, and those the model computes. */
-#define FAMILY_LISTED "gemma, gemma2, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, olmoe, gpt2"
+#define FAMILY_LISTED "gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, " \
+	"qwen3_moe, olmoe, gpt2"
 
 /* The family config.json names (its architectures[0] or model_type), or
  * NULL for an architecture no table knows. */
