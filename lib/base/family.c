@@ -150,7 +150,7 @@ static const struct arch_family families[] = {
 	{"llama", "LlamaForCausalLM", FAMILY_MODEL, 0, NULL, 0},
 	{"mistral", "MistralForCausalLM", FAMILY_MODEL, 0, NULL, 0},
 	{"qwen2", "Qwen2ForCausalLM", FAMILY_MODEL | FAMILY_QKV_BIAS, 0, NULL, 0},
-	{"qwen3", "Qwen3ForCausalLM", FAMILY_MODEL, 0, NULL, 0},
+	{"qwen3", "Qwen3ForCausalLM", FAMILY_MODEL | FAMILY_QK_NORM, 0, NULL, 0},
 	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
 	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma2)},
 	/* Gemma3's text model: its q_norm and k_norm are (1 + w) norms too */
@@ -173,6 +173,13 @@ const struct arch_family *family_find(const char *named)
 		if (!strcmp(named, families[i].type) || !strcmp(named, families[i].hf_class))
 			return &families[i];
 	return NULL;
+}
+
+int family_model_flags(const char *named)
+{
+	const struct arch_family *f = family_find(named);
+
+	return f ? f->model : 0;
 }
 
 const struct arch_family *family_at(size_t i)

@@ -33,7 +33,11 @@ struct family_name {
 enum {
 	FAMILY_MODEL = 1,               /* the Llama step */
 	FAMILY_QKV_BIAS = 2,            /* biases on the q, k, v products (Qwen2: the bias op) */
+	FAMILY_QK_NORM = 4,             /* an RMSNorm of each head's q and k (Qwen3) */
 };
+/* family's flags for the architecture named (0 for one the model does
+ * not compute) */
+int family_model_flags(const char *named);
 
 struct arch_family {
 	const char *type;               /* config.json's model_type: gemma2 */

@@ -2,6 +2,7 @@
 #include "convert.h"
 #include "../base/atomicfile.h"
 #include "../base/elemmath.h"
+#include "../base/family.h"
 #include "ckpt.h"
 #include "ckptfiles.h"
 #include "h5write.h"
@@ -37,17 +38,18 @@ int convert_hf_has_role(const char *arch, const char *role)
 	const struct arch_role *r = arch_role_find(role);
 
 	/* Hugging Face's Llama family: what every model has (the head even
-	 * when tied: it is written then), Qwen2's q, k, v biases, Qwen3's
-	 * per-head QK-norm; none of our own roles */
+	 * when tied: it is written then), q, k, v biases and per-head
+	 * QK-norm where the family's flags (family.c) say so (Qwen2's,
+	 * Qwen3's); none of our own roles */
 	switch (r ? r->when : ARCH_WHEN_OTHER) {
 	case ARCH_WHEN_ALWAYS:
 	case ARCH_WHEN_GAIN:
 	case ARCH_WHEN_UNTIED:
 		return 1;
 	case ARCH_WHEN_QKV_BIAS:
-		return !strcmp(arch, "qwen2");
+		return (family_model_flags(arch) & FAMILY_QKV_BIAS) != 0;
 	case ARCH_WHEN_QK_NORM:
-		return !strcmp(arch, "qwen3");
+		return (family_model_flags(arch) & FAMILY_QK_NORM) != 0;
 	default:
 		return 0;
 	}
@@ -343,7 +345,7 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 	if (!c->scale_vectors)
 		return sw_fail(err, SW_EDATA, "/config: scale_vectors = 0; Hugging Face %s has no "
 			       "RMSNorm without gains", c->arch);
-	if (c->qk_norm && strcmp(c->arch, "qwen3"))
+	if (c->qk_norm && !(family_model_flags(c->arch) & FAMILY_QK_NORM))
 		return sw_fail(err, SW_EDATA, "/config: qk_norm; Hugging Face %s has no QK-norm",
 			       c->arch);
 	return SW_OK;

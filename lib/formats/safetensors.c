@@ -629,7 +629,7 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		goto out;
 	if (!strcmp(found, "llama") && (rc = cfg_bool(root, "mlp_bias", &c->mlp_bias, err)))
 		goto out;
-	c->qk_norm = !strcmp(found, "qwen3");
+	c->qk_norm = (family_model_flags(found) & FAMILY_QK_NORM) != 0;
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
 	rc = arch_config_check(c, err);

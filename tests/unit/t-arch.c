@@ -132,8 +132,12 @@ int main(void)
 		   "o, down, expert_down, shared_down write into the residual stream (%d roles)", writes);
 	}
 	ok(family_find("qwen2")->model == (FAMILY_MODEL | FAMILY_QKV_BIAS) &&
-	   family_find("llama")->model == FAMILY_MODEL && family_find("qwen3")->model == FAMILY_MODEL,
-	   "qwen2 alone of the model's families has q, k, v biases");
+	   family_find("llama")->model == FAMILY_MODEL && family_find("mistral")->model == FAMILY_MODEL &&
+	   family_find("qwen3")->model == (FAMILY_MODEL | FAMILY_QK_NORM),
+	   "qwen2 alone of the model's families has q, k, v biases, qwen3 alone QK-norm");
+	ok(family_model_flags("Qwen3ForCausalLM") == (FAMILY_MODEL | FAMILY_QK_NORM) &&
+	   family_model_flags("gemma2") == 0 && family_model_flags("nonesuch") == 0,
+	   "a family's flags by class or type; 0 for one read for its matrices or unknown");
 	ok(arch_role_heads("q_bias") == ARCH_HEADS_NONE && arch_role_heads("qkv") == ARCH_HEADS_NONE &&
 	   arch_role_heads("lm_head") == ARCH_HEADS_NONE && arch_role_heads("nonesuch") == ARCH_HEADS_NONE,
 	   "q_bias, qkv, lm_head and an unknown role: no heads");
