@@ -24,7 +24,10 @@
 #   make bench-venv    the pinned current peers (PyTorch, transformers,
 #                      WeightWatcher, PyHessian) in build/venv, for make bench
 #   make arch-fixtures fixtures/arch/ rewritten by transformers' save_pretrained
-#                      (PyPI, in build/arch-venv; the files are committed)
+#                      (PyPI, in build/arch-venv; the newer families in
+#                      build/venv, make bench-venv's; the files are committed)
+#   make nanogpt-fixture  fixtures/nanogpt/ckpt.pt rewritten as nanoGPT's
+#                      train.py saves it (Debian's python3-torch; committed)
 #   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
 #                      and an 8B extrapolation (about 15 minutes, 6.4 GB of disk)
 #   make bench-scale-sharpness  sw-sharpness on that 1B whole, as loaded and
@@ -143,7 +146,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-scale-sharpness bench-venv arch-fixtures transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
+	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-scale-sharpness bench-venv arch-fixtures nanogpt-fixture transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -156,7 +159,8 @@ all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 # compare, select and take square roots; gcc turns them into vector code
 # only when it may assume no floating-point traps and no errno from sqrt,
 # which changes no value.
-$(BUILD)/lib/model/model.o $(BUILD)/lib/model/modelhvp.o $(BUILD)/lib/model/optim.o $(BUILD)/tests/unit/t-elemexp.o: \
+$(BUILD)/lib/model/cpukern.o $(BUILD)/lib/model/model.o $(BUILD)/lib/model/modelhvp.o \
+$(BUILD)/lib/model/optim.o $(BUILD)/tests/unit/t-elemexp.o: \
 	SW_CFLAGS += -fno-trapping-math -fno-math-errno
 
 $(BUILD)/%.o: %.c
@@ -433,9 +437,16 @@ bench-venv:
 
 # fixtures/arch/: tiny checkpoints of other families written by
 # transformers' save_pretrained (pinned, in build/arch-venv over Debian's
-# python3-torch; PyPI); committed, so make check needs none of it
+# python3-torch, and the families newer than its transformers in
+# build/venv, bench/venv.sh's pins; PyPI); committed, so make check needs
+# none of it
 arch-fixtures:
 	sh fixtures/make-arch.sh
+
+# fixtures/nanogpt/ckpt.pt: a tiny GPT saved as nanoGPT's train.py saves
+# it, by Debian's python3-torch; committed
+nanogpt-fixture:
+	/usr/bin/python3 fixtures/make-nanogpt.py
 
 # not in make bench: it takes about 15 minutes and 6.4 GB of bench/out
 bench-scale: all

@@ -328,6 +328,7 @@ int tool_common_option(struct tool *t, int opt, const char *arg)
 	case OPT_BLOCK: rc = select_add_blocks(&t->sel, arg, &err); break;
 	case OPT_ROLE: rc = select_add_roles(&t->sel, arg, &err); break;
 	case OPT_LAYER: rc = select_add_layers(&t->sel, arg, &err); break;
+	case OPT_EXPERT: rc = select_add_experts(&t->sel, arg, &err); break;
 	case OPT_NAME: rc = select_add_name(&t->sel, arg, &err); break;
 	case OPT_JSON:
 		t->fmt = TABLE_JSON;

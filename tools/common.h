@@ -26,13 +26,14 @@
 enum {
 	OPT_BLOCK = 1000, OPT_ROLE, OPT_LAYER, OPT_NAME, OPT_JSON, OPT_HELP,
 	OPT_VERSION, OPT_THREADS, OPT_LOG, OPT_QUIET, OPT_DATA, OPT_DATA_FORMAT, OPT_BATCH_TOKENS,
-	OPT_SEQ_LEN, OPT_MICRO_BATCH, OPT_SEED, OPT_LOW_MEMORY, OPT_TOOL_FIRST = 1100
+	OPT_SEQ_LEN, OPT_MICRO_BATCH, OPT_SEED, OPT_LOW_MEMORY, OPT_EXPERT, OPT_TOOL_FIRST = 1100
 };
 
 #define TOOL_COMMON_OPTIONS                                      \
 	{"block", required_argument, NULL, OPT_BLOCK},           \
 	{"role", required_argument, NULL, OPT_ROLE},             \
 	{"layer", required_argument, NULL, OPT_LAYER},           \
+	{"expert", required_argument, NULL, OPT_EXPERT},         \
 	{"name", required_argument, NULL, OPT_NAME},             \
 	{"json", no_argument, NULL, OPT_JSON},                   \
 	{"help", no_argument, NULL, OPT_HELP},                   \
@@ -112,6 +113,8 @@ int tool_thread_bound(int want, double *left);
 	"  --block LIST   only these block types (emb,qk,vo,ffn,norm,out,mult,other)\n"     \
 	"  --role LIST    only these roles (embed,q,k,v,o,gate,up,down,lm_head,...)\n"      \
 	"  --layer LIST   only these layers (0,3-5; -1: outside the layers)\n"              \
+	"  --expert LIST  only these experts of a mixture of experts (0,1-3; -1: the\n"     \
+	"                 tensors of no expert)\n"                                          \
 	"  --name GLOB    only tensors whose name matches the shell pattern\n"              \
 	"  --json         JSON Lines instead of TSV\n"                                      \
 	"  --help, --version\n"                                                             \

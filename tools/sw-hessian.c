@@ -25,7 +25,8 @@ static const char usage[] =
 	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
 	"                  [--grid P [--smooth S]]] [--dump-batch FILE [--force]]\n"
 	"                  [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"
-	"                  [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
+	"                  [--expert LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
+	"                  FILE ...";
 static const char help[] =
 	"The loss Hessian of checkpoints on a batch of --data, per block type (and the\n"
 	"whole selection, 'all'): file step block nparams lambda_1..lambda_K steps bound\n"

@@ -10,19 +10,20 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-ls [--json] [--summary] [--block LIST] [--layer LIST] [--name GLOB]\n"
-	"             [--role LIST] [FILE ...]";
+	"sw-ls [--json] [--summary] [--block LIST] [--expert LIST] [--layer LIST]\n"
+	"             [--name GLOB] [--role LIST] [FILE ...]";
 static const char help[] =
 	"List the tensors of scalewatch HDF5, Hugging Face safetensors, PyTorch, GGUF\n"
 	"and llama2.c checkpoints (FILE:KEY: the dict KEY inside a PyTorch file) in\n"
-	"model order: file name block role layer kind dtype shape numel.\n"
+	"model order: file name block role layer kind dtype shape numel expert\n"
+	"(expert: a mixture of experts' expert, -1 for every other tensor).\n"
 	"\n"
 	"  --summary      parameter counts per block type instead\n"
 	TOOL_SELECT_HELP
 	"See sw-ls(1).\n";
 
 static const char *const list_cols[] = {
-	"file", "name", "block", "role", "layer", "kind", "dtype", "shape", "numel"
+	"file", "name", "block", "role", "layer", "kind", "dtype", "shape", "numel", "expert"
 };
 static const char *const summary_cols[] = {
 	"file", "block", "tensors", "params", "fraction"
@@ -40,6 +41,7 @@ static void list_row(struct table *tb, const char *file, const struct sw_tensor_
 	table_str(tb, dtype);
 	table_shape(tb, t->rank, t->shape);
 	table_int(tb, numel);
+	table_int(tb, t->expert);
 	table_end_row(tb);
 }
 
@@ -130,9 +132,9 @@ int main(int argc, char **argv)
 	}
 	tool_files_begin(&tl, optind);
 	if (summary)
-		table_init(&tb, stdout, tl.fmt, summary_cols, 5);
+		table_init(&tb, stdout, tl.fmt, summary_cols, TOOL_NCOLS(summary_cols));
 	else
-		table_init(&tb, stdout, tl.fmt, list_cols, 9);
+		table_init(&tb, stdout, tl.fmt, list_cols, TOOL_NCOLS(list_cols));
 	table_header(&tb);
 	while ((ck = tool_next_ckpt(&tl, &file))) {
 		tool_selected(&tl, file, summary ? summary_file(&tl, &tb, file, ck)

@@ -16,20 +16,21 @@
 #include "common.h"
 
 static const char usage[] =
-	"sw-norms [--json] [--scale-vectors] [--block LIST] [--layer LIST]\n"
-	"                [--name GLOB] [--role LIST] [--threads N] [--log | --quiet]\n"
-	"                [FILE ...]";
+	"sw-norms [--json] [--scale-vectors] [--block LIST] [--expert LIST]\n"
+	"                [--layer LIST] [--name GLOB] [--role LIST] [--threads N]\n"
+	"                [--log | --quiet] [FILE ...]";
 static const char help[] =
 	"Operator norms of every weight matrix, one row per matrix per file:\n"
 	"file step tokens name block role layer rows cols rms_to_inf rms_to_rms\n"
-	"one_to_rms spectral frobenius rms max_abs. rows and cols are the operator's\n"
+	"one_to_rms spectral frobenius rms max_abs expert (expert: a mixture of\n"
+	"experts' expert, else -1). rows and cols are the operator's\n"
 	"d_out and d_in (the embedding acts as its transpose). The output head gets\n"
 	"a second row, role lm_head_folded, for W_out.diag(final norm gain); a tied\n"
 	"head is listed as lm_head.weight computed from the embedding.\n"
 	"\n"
 	"  --scale-vectors  the norm gains and multipliers instead, one row each:\n"
 	"                 file step tokens name block role layer type branch\n"
-	"                 placement n mean sd min max anisotropy cv coupling\n"
+	"                 placement n mean sd min max anisotropy cv coupling expert\n"
 	"                 (max|g|/min|g|, sd/|mean|, and the correlation of |g_i|\n"
 	"                 with the column norms of the matrices reading the gain)\n"
 	TOOL_THREADS_HELP
@@ -39,12 +40,12 @@ static const char help[] =
 
 static const char *const cols[] = {
 	"file", "step", "tokens", "name", "block", "role", "layer", "rows", "cols",
-	"rms_to_inf", "rms_to_rms", "one_to_rms", "spectral", "frobenius", "rms", "max_abs"
+	"rms_to_inf", "rms_to_rms", "one_to_rms", "spectral", "frobenius", "rms", "max_abs", "expert"
 };
 
 static const char *const scale_cols[] = {
 	"file", "step", "tokens", "name", "block", "role", "layer", "type", "branch", "placement",
-	"n", "mean", "sd", "min", "max", "anisotropy", "cv", "coupling"
+	"n", "mean", "sd", "min", "max", "anisotropy", "cv", "coupling", "expert"
 };
 
 /* The cells every row starts with: the file, its step and tokens, the tensor. */
@@ -90,6 +91,7 @@ static void scale_vectors_file(struct tool *tl, struct table *tb, const char *fi
 		table_num(tb, s->anisotropy);
 		table_num(tb, s->cv);
 		table_num(tb, s->coupling);
+		table_int(tb, t->expert);
 		table_end_row(tb);
 	}
 	free(rows);
@@ -109,6 +111,7 @@ static void print_row(struct table *tb, const char *file, const struct ckpt_meta
 	table_num(tb, n->frobenius);
 	table_num(tb, n->rms);
 	table_num(tb, n->max_abs);
+	table_int(tb, t->expert);
 	table_end_row(tb);
 }
 

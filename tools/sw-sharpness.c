@@ -25,7 +25,8 @@ static const char usage[] =
 	"                    [--check principle [--strict]]\n"
 	"                    [--dump-labels FILE [--force]] [--threads N]\n"
 	"                    [--log | --quiet] [--device D] [--block LIST]\n"
-	"                    [--layer LIST] [--name GLOB] [--role LIST] FILE ...";
+	"                    [--expert LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
+	"                    FILE ...";
 static const char help[] =
 	"Diagonal Gauss-Newton (GNB) sharpness of checkpoints, per block type:\n"
 	"file step block nparams mean log10_mean mean_log10 q10_log10 median_log10\n"

@@ -23,14 +23,15 @@
 
 static const char usage[] =
 	"sw-spectrum [--json] [--normalize] [--per-head] [--block LIST]\n"
-	"                   [--layer LIST] [--name GLOB] [--role LIST] [--top K]\n"
-	"                   [--threads N] [--log | --quiet]\n"
+	"                   [--expert LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
+	"                   [--top K] [--threads N] [--log | --quiet]\n"
 	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]]\n"
 	"                   [FILE ...]";
 static const char help[] =
 	"Singular values of every weight matrix, one row per value per matrix per file:\n"
-	"file step name block role layer index sigma tokens (index 1 is the largest;\n"
-	"tokens, the training tokens behind the checkpoint, ends every row).\n"
+	"file step name block role layer index sigma tokens expert (index 1 is the\n"
+	"largest; tokens, the training tokens behind the checkpoint, and expert, a\n"
+	"mixture of experts' expert or -1, end every row).\n"
 	"\n"
 	"  --summary      one row per matrix: sigma_max sigma_min stable_rank\n"
 	"                 effective_rank condition frobenius count\n"
@@ -90,6 +91,15 @@ static void row_start(struct run *r, const struct sw_tensor_info *t, int64_t hea
 		table_int(r->tb, head);
 }
 
+/* The cells every row ends with: tokens, then the expert (the newest
+ * column: last, so that the columns before it keep their numbers). */
+static void row_end(struct run *r, const struct sw_tensor_info *t)
+{
+	tool_tokens_cell(r->tb, r->m->has_step, r->m->tokens);
+	table_int(r->tb, t->expert);
+	table_end_row(r->tb);
+}
+
 /* Print the spectrum s (n values, descending) of tensor t (head, or -1)
  * as the mode asks. */
 static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_t head,
@@ -100,7 +110,7 @@ static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_
 			row_start(r, t, head);
 			table_int(r->tb, i + 1);
 			table_num(r->tb, s[i]);
-			tool_row_end(r->tb, r->m->has_step, r->m->tokens);
+			row_end(r, t);
 		}
 	} else if (r->o->mode == MODE_SUMMARY) {
 		struct spectrum_summary sm;
@@ -114,7 +124,7 @@ static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_
 		table_num(r->tb, sm.condition);
 		table_num(r->tb, sm.frobenius);
 		table_int(r->tb, sm.count);
-		tool_row_end(r->tb, r->m->has_step, r->m->tokens);
+		row_end(r, t);
 	} else if (r->o->mode == MODE_HIST) {
 		struct spectrum_bin *bins = calloc((size_t)r->o->bins, sizeof *bins);
 		struct sw_err err;
@@ -132,7 +142,7 @@ static void print_spectrum(struct run *r, const struct sw_tensor_info *t, int64_
 			table_num(r->tb, bins[b].hi);
 			table_int(r->tb, bins[b].count);
 			table_num(r->tb, bins[b].density);
-			tool_row_end(r->tb, r->m->has_step, r->m->tokens);
+			row_end(r, t);
 		}
 		free(bins);
 	}
@@ -170,7 +180,7 @@ static int print_esd_hist(struct run *r, const struct sw_tensor_info *t, int64_t
 		else
 			table_empty(r->tb);
 		table_num(r->tb, bulkf * esdfit_mp_density(sqrt(lo * hi), f->mp.sigma2, y));
-		tool_row_end(r->tb, r->m->has_step, r->m->tokens);
+		row_end(r, t);
 	}
 	free(bins);
 	return SW_OK;
@@ -211,7 +221,7 @@ static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t hea
 		table_num(r->tb, f.mp.sigma2);
 		table_num(r->tb, f.mp.edge);
 		table_int(r->tb, f.mp.spikes);
-		tool_row_end(r->tb, r->m->has_step, r->m->tokens);
+		row_end(r, t);
 	}
 	if (rc)
 		tool_error(r->tl, r->file, &err);
@@ -367,6 +377,7 @@ static int columns(const struct opts *o, const char **cols)
 	for (int i = 0; i < nown; i++)
 		cols[n++] = own[i];
 	cols[n++] = "tokens";
+	cols[n++] = "expert";
 	return n;
 }
 

@@ -5,6 +5,7 @@
 #include "linalg.h"
 #include "matsched.h"
 #include "../base/select.h"
+#include "scalevec.h"
 #include "spectrum.h"
 
 #include <math.h>
@@ -283,7 +284,7 @@ static int summarize_tensor(struct ckpt *ck, size_t i, int folded, enum norms_wh
 			return sw_fail(err, SW_EDATA, "final norm gain has %lld entries, the head %lld columns",
 				       (long long)ckpt_info(ck, (size_t)g)->numel, (long long)t->shape[1]);
 		MATSCHED_CRITICAL
-		rc = ckpt_load(ck, (size_t)g, &gv, err);
+		rc = scalevec_load(ck, (size_t)g, &gv, err);
 		if (rc)
 			return rc;
 	}
@@ -358,8 +359,8 @@ static void add_row(struct norms_row *rows, size_t *n, enum norms_row_kind kind,
 /* The folded head's row goes with --role lm_head_folded and with lm_head. */
 static int folded_selected(const struct sw_select *sel, const struct sw_tensor_info *h)
 {
-	return select_match(sel, h->name, h->block, "lm_head_folded", -1) ||
-	       select_match(sel, h->name, h->block, "lm_head", -1);
+	return select_match(sel, h->name, h->block, "lm_head_folded", -1, h->expert) ||
+	       select_match(sel, h->name, h->block, "lm_head", -1, h->expert);
 }
 
 int norms_plan(const struct ckpt *ck, const struct sw_select *sel, struct norms_row **out,
@@ -461,7 +462,9 @@ int norms_compute(struct ckpt *ck, const struct norms_row *row, struct norms_cac
 		  struct op_norms *out, struct sw_err *err)
 {
 	const struct sw_tensor_info *t = ckpt_info(ck, row->tensor);
-	int is_embed = !strcmp(t->role, "embed"), rc;
+	const struct arch_role *r = arch_role_find(t->role);
+	/* the embedding, a lookup table: kept for a head tied to it */
+	int is_embed = r && r->shape.kind == ARCH_SHAPE_LOOKUP, rc;
 	struct mat_summary s;
 
 	switch (row->kind) {

@@ -1,6 +1,7 @@
 /* qkdrift.c - the Q/K symmetry per head and its drift (see qkdrift.h). */
 #include "qkdrift.h"
 #include "fit.h"
+#include "scalevec.h"
 #include "../files/trace.h"
 
 #include <limits.h>
@@ -270,7 +271,7 @@ static int part_load(struct ckpt *ck, const char *role, int layer, struct part *
 	memset(p, 0, sizeof *p);
 	if (i < 0)
 		return SW_OK;
-	if ((rc = ckpt_load(ck, (size_t)i, &p->v, err)))
+	if ((rc = scalevec_load(ck, (size_t)i, &p->v, err)))
 		return rc;
 	p->t = ckpt_info(ck, (size_t)i);
 	return SW_OK;
@@ -330,7 +331,7 @@ static int layer_selected(const struct sw_config *c, const struct sw_select *sel
 		return 1;
 	memset(&q, 0, sizeof q);
 	arch_info_for_role(c, "q", l, &q);
-	return select_match(sel, q.name, q.block, q.role, l);
+	return select_match(sel, q.name, q.block, q.role, l, q.expert);
 }
 
 int qkdrift_heads(struct ckpt *ck, const struct sw_select *sel,

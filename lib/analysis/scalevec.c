@@ -5,6 +5,7 @@
 
 #include "scalevec.h"
 #include "../base/arch.h"
+#include "../base/family.h"
 
 void scalevec_stats(const float *g, int64_t n, struct scalevec_stats *s)
 {
@@ -57,26 +58,18 @@ const char *scalevec_branch(const char *role)
 
 const char *scalevec_placement(const struct sw_tensor_info *t)
 {
-	struct sw_tensor_info gain;
+	static const char *const names[] = {
+		[ARCH_PLACE_PRE] = "pre", [ARCH_PLACE_QK] = "qk", [ARCH_PLACE_DNP] = "dnp",
+		[ARCH_PLACE_IN] = "in", [ARCH_PLACE_BEFORE] = "before",
+		[ARCH_PLACE_AFTER] = "after", [ARCH_PLACE_POST] = "post",
+	};
+	const struct arch_role *r = arch_role_find(t->role);
 
-	/* a reparameterized gain's direction and magnitude sit where it does */
-	if (arch_reparam_base(t->role, gain.role, sizeof gain.role)) {
-		gain.block = t->block;
-		return scalevec_placement(&gain);
-	}
 	if (t->block == SW_BLOCK_MULT)
 		return "mult";
-	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm"))
-		return "qk";
-	if (!strcmp(t->role, "v_norm") || !strcmp(t->role, "gate_norm") || !strcmp(t->role, "up_norm"))
-		return "dnp";
-	if (!strcmp(t->role, "o_in_norm") || !strcmp(t->role, "down_in_norm"))
-		return "in";
-	if (strstr(t->role, "_gain_in"))
-		return "before";
-	if (strstr(t->role, "_gain_out"))
-		return "after";
-	return "pre";
+	/* the table's place column (a reparameterized gain's direction and
+	 * magnitude sit where it does); a role it does not know: pre */
+	return names[r ? r->place : ARCH_PLACE_PRE];
 }
 
 const char *scalevec_param(const struct sw_tensor_info *t, int computed)
@@ -105,15 +98,19 @@ int scalevec_coupling_readers(const char *role, const char *readers[4], char *ba
 			      int *by_rows)
 {
 	const char *const *pre = scalevec_readers(role);
+	const struct arch_role *r = arch_role_find(role);
+	enum arch_place place = r ? r->place : ARCH_PLACE_PRE;
 	int n = 0;
 
 	*by_rows = 0;
 	if (pre)
 		for (; *pre && n < 3; pre++)
 			readers[n++] = *pre;
-	else if (strstr(role, "_gain_") && arch_base_role(role, base, len) == 0) {
+	else if ((place == ARCH_PLACE_BEFORE || place == ARCH_PLACE_AFTER) &&
+		 arch_base_role(role, base, len) == 0) {
+		/* a reader's own gain: of its input columns or its output rows */
 		readers[n++] = base;
-		*by_rows = strstr(role, "_gain_out") != NULL;
+		*by_rows = place == ARCH_PLACE_AFTER;
 	}
 	readers[n] = NULL;
 	return n;
@@ -163,6 +160,40 @@ const char *scalevec_reader_tied(const char *role)
 {
 	const struct arch_role *r = arch_role_find(role);
 	return r ? r->tied : NULL;
+}
+
+int scalevec_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err)
+{
+	const struct ckpt_meta *m = ckpt_meta(ck);
+	double offset = family_gain_offset(&m->config, m->source, ckpt_info(ck, i));
+	int64_t n;
+	float *g;
+	int rc;
+
+	if ((rc = ckpt_load(ck, i, v, err)) || offset == 0)
+		return rc;
+	n = v->numel;
+	if (!(g = malloc((size_t)(n ? n : 1) * sizeof *g))) {
+		ckpt_release(ck, v);
+		return sw_fail(err, SW_ESOFTWARE, "%s: out of memory", ckpt_info(ck, i)->name);
+	}
+	/* float32's sum, as the model's (1.0 + weight.float()): the double
+	 * sum of two floats rounded once is the same */
+	for (int64_t k = 0; k < n; k++)
+		g[k] = (float)((double)v->data[k] + offset);
+	/* the stored view's mapping goes back here: whether the file shrank
+	 * meanwhile is asked of it first */
+	if ((rc = ckptsrc_check(v, err))) {
+		free(g);
+		ckpt_release(ck, v);
+		sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+		return rc;
+	}
+	ckpt_release(ck, v);
+	v->numel = n;
+	v->data = v->raw = v->owned = g;
+	v->raw_dtype = SW_DTYPE_F32;
+	return SW_OK;
 }
 
 /* sq += the squared column (or row) norms of matrix k of the file, if its
@@ -230,7 +261,7 @@ int scalevec_file(struct ckpt *ck, const struct sw_select *sel, struct scalevec_
 
 		if (!scalevec_is_scale_vector(t) || !select_match_info(sel, t))
 			continue;
-		if (ckpt_load(ck, i, &v, err))
+		if (scalevec_load(ck, i, &v, err))
 			goto fail;
 		scalevec_stats(v.data, t->numel, &r[k].stats);
 		if (coupling_of(ck, t, v.data, &r[k].stats.coupling, err)) {

@@ -41,7 +41,9 @@ double scalevec_coupling(const float *g, const double *colnorm, int64_t n);
  * branch (attn_norm, ffn_norm, final_norm); qk, a QK-norm gain on the
  * queries or keys per head; dnp, a scale design's norm of a projection's
  * output (v_norm per head, gate_norm, up_norm); in, the gain of a norm inside the branch
- * before its last projection (o_in_norm, down_in_norm); mult, a learnable
+ * before its last projection (o_in_norm, down_in_norm); post, the gain
+ * of a norm of a branch's output (attn_post_norm, ffn_post_norm: OLMo2,
+ * Gemma2); mult, a learnable
  * multiplier of a matrix's rows, columns or the whole matrix; before and
  * after, a scale design's gain of one reader (arch.h) on its input side
  * (X_gain_in) or its output side (X_gain_out). A reparameterized gain's
@@ -84,6 +86,15 @@ void scalevec_add_row_squares(const float *w, int64_t rows, int64_t n, double *s
 /* The coupling of g with the norms sqrt(colsq) (columns or rows), NaN if
  * no reader was added (found 0); colsq is overwritten. */
 double scalevec_coupling_of_squares(const float *g, double *colsq, int64_t n, int found);
+
+/*
+ * Tensor i of the file as ckpt_load gives it, except a norm gain its
+ * family stores as the weight w with the model applying w + offset
+ * (Gemma's 1 + w: family_gain_offset): then the gain, w + offset in
+ * float32 as the model computes it, in a buffer of the view's own. Every
+ * statistic of a gain, and every gain folded into a matrix, is of that.
+ */
+int scalevec_load(struct ckpt *ck, size_t i, struct ckpt_view *v, struct sw_err *err);
 
 /* One row per selected scale vector of the file, in model order. */
 struct scalevec_row {

@@ -23,6 +23,32 @@
 #define SA ARCH_SV_ATTN
 #define SF ARCH_SV_FFN
 #define SH ARCH_SV_HEAD
+/* shapes over the config's sizes (ARCH_DIM_*: V, D, F, HD, HHD = H*hd, KVHD = KV*hd) */
+#define LINEAR(a, b) {ARCH_SHAPE_LINEAR, ARCH_DIM_##a, ARCH_DIM_##b}
+#define LOOKUP(a, b) {ARCH_SHAPE_LOOKUP, ARCH_DIM_##a, ARCH_DIM_##b}
+#define VEC(a) {ARCH_SHAPE_VECTOR, ARCH_DIM_##a, ARCH_DIM_NONE}
+#define EITHER(a, b) {ARCH_SHAPE_EITHER, ARCH_DIM_##a, ARCH_DIM_##b}
+#define MUL(a, b) {ARCH_SHAPE_MULT, ARCH_DIM_##a, ARCH_DIM_##b}
+#define MULCOL(a, b) {ARCH_SHAPE_MULT_COL, ARCH_DIM_##a, ARCH_DIM_##b}
+#define ONE {ARCH_SHAPE_ONE, ARCH_DIM_NONE, ARCH_DIM_NONE}
+#define WO ARCH_WHEN_OTHER
+#define WA ARCH_WHEN_ALWAYS
+#define WG ARCH_WHEN_GAIN
+#define WU ARCH_WHEN_UNTIED
+#define WB ARCH_WHEN_QKV_BIAS
+#define WQ ARCH_WHEN_QK_NORM
+#define WE ARCH_WHEN_NORM_EVERYWHERE
+#define WD ARCH_WHEN_DESIGN
+#define WM ARCH_WHEN_MULT
+#define XR ARCH_SPLIT_ROWS
+#define XC ARCH_SPLIT_COLS
+#define XE ARCH_SPLIT_EMBED
+#define PP ARCH_PLACE_PRE
+#define PQ ARCH_PLACE_QK
+#define PD ARCH_PLACE_DNP
+#define PI ARCH_PLACE_IN
+#define PB ARCH_PLACE_BEFORE
+#define PA ARCH_PLACE_AFTER
 
 /*
  * The roles, in model order. order < 50: before the layers, 50..99: inside
@@ -35,7 +61,10 @@
  * scale_design) are ours: Hugging Face Llama has none of them. The gains
  * are Input-Norm type: each can be absorbed into its matrix, so, like a
  * Pre-Norm's gain, it shapes the optimization and not what the model can
- * express (scale-vectors paper, sections 2.2 and 3.4).
+ * express (scale-vectors paper, sections 2.2 and 3.4). The columns after
+ * tied are named (.shape, .when, ...; arch.h): a row leaves out those
+ * that are none (no shape checked, no heads, never in a Llama-family
+ * model, not split, placement pre, gives no size).
  */
 static const struct role_row {
 	struct arch_role r;
@@ -45,80 +74,139 @@ static const struct role_row {
  * X_dir (alpha, the gain's shape) and magnitude X_mag (beta, one value),
  * of the gain's kind, beside it in model order; the gain X is what they
  * give (arch.h). */
-#define REPARAM(role, hf, group, nt, in_layer, order) \
-	{{role "_dir", SW_BLOCK_NORM, V, group, nt, in_layer, order, HN, SN, NULL}, hf ".direction"}, \
-	{{role "_mag", SW_BLOCK_NORM, V, group, nt, in_layer, order, HN, SN, NULL}, hf ".magnitude"}
-	{{"embed", SW_BLOCK_EMB, V, GI, NN, 0, 0, HN, SN, NULL}, "model.embed_tokens.weight"},
-	{{"embed_mult", SW_BLOCK_MULT, V, GI, NN, 0, 1, HN, SN, NULL}, "model.embed_tokens.multiplier"},
-	{{"embed_mult_col", SW_BLOCK_MULT, V, GI, NN, 0, 1, HN, SN, NULL}, "model.embed_tokens.multiplier_col"},
-	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50, HN, SN, NULL}, "input_layernorm.weight"},
-	REPARAM("attn_norm", "input_layernorm", GH, NI, 1, 50),
-	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51, HR, SA, NULL}, "self_attn.q_proj.weight"},
-	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52, HN, SN, NULL}, "self_attn.q_proj.bias"},
-	{{"q_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 53, HN, SN, NULL}, "self_attn.q_proj.gain_in"},
-	REPARAM("q_gain_in", "self_attn.q_proj.gain_in", GH, NI, 1, 53),
-	{{"q_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 53, HN, SN, NULL}, "self_attn.q_proj.gain_out"},
-	REPARAM("q_gain_out", "self_attn.q_proj.gain_out", GH, NI, 1, 53),
-	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53, HN, SN, NULL}, "self_attn.q_proj.multiplier"},
-	{{"q_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 53, HN, SN, NULL}, "self_attn.q_proj.multiplier_col"},
-	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54, HR, SA, NULL}, "self_attn.k_proj.weight"},
-	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55, HN, SN, NULL}, "self_attn.k_proj.bias"},
-	{{"k_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 56, HN, SN, NULL}, "self_attn.k_proj.gain_in"},
-	REPARAM("k_gain_in", "self_attn.k_proj.gain_in", GH, NI, 1, 56),
-	{{"k_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 56, HN, SN, NULL}, "self_attn.k_proj.gain_out"},
-	REPARAM("k_gain_out", "self_attn.k_proj.gain_out", GH, NI, 1, 56),
-	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56, HN, SN, NULL}, "self_attn.k_proj.multiplier"},
-	{{"k_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 56, HN, SN, NULL}, "self_attn.k_proj.multiplier_col"},
-	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57, HV, SA, NULL}, "self_attn.v_proj.weight"},
-	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58, HN, SN, NULL}, "self_attn.v_proj.bias"},
-	{{"v_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 59, HN, SN, NULL}, "self_attn.v_proj.gain_in"},
-	REPARAM("v_gain_in", "self_attn.v_proj.gain_in", GH, NI, 1, 59),
-	{{"v_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 59, HN, SN, NULL}, "self_attn.v_proj.gain_out"},
-	REPARAM("v_gain_out", "self_attn.v_proj.gain_out", GH, NI, 1, 59),
-	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59, HN, SN, NULL}, "self_attn.v_proj.multiplier"},
-	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59, HN, SN, NULL}, "self_attn.v_proj.multiplier_col"},
-	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60, HN, SN, NULL}, "self_attn.q_norm.weight"},
-	REPARAM("q_norm", "self_attn.q_norm", GH, NO, 1, 60),
-	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61, HN, SN, NULL}, "self_attn.k_norm.weight"},
-	REPARAM("k_norm", "self_attn.k_norm", GH, NO, 1, 61),
-	{{"v_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61, HN, SN, NULL}, "self_attn.v_norm.weight"},
-	REPARAM("v_norm", "self_attn.v_norm", GH, NO, 1, 61),
-	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62, HN, SN, NULL}, "self_attn.o_in_norm.weight"},
-	REPARAM("o_in_norm", "self_attn.o_in_norm", GH, NI, 1, 62),
-	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63, HC, SN, NULL}, "self_attn.o_proj.weight"},
-	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64, HN, SN, NULL}, "self_attn.o_proj.bias"},
-	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 65, HN, SN, NULL}, "self_attn.o_proj.multiplier"},
-	{{"o_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 65, HN, SN, NULL}, "self_attn.o_proj.multiplier_col"},
-	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70, HN, SN, NULL}, "post_attention_layernorm.weight"},
-	REPARAM("ffn_norm", "post_attention_layernorm", GH, NI, 1, 70),
-	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71, HN, SF, NULL}, "mlp.gate_proj.weight"},
-	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72, HN, SN, NULL}, "mlp.gate_proj.bias"},
-	{{"gate_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 73, HN, SN, NULL}, "mlp.gate_proj.gain_in"},
-	REPARAM("gate_gain_in", "mlp.gate_proj.gain_in", GH, NI, 1, 73),
-	{{"gate_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 73, HN, SN, NULL}, "mlp.gate_proj.gain_out"},
-	REPARAM("gate_gain_out", "mlp.gate_proj.gain_out", GH, NI, 1, 73),
-	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73, HN, SN, NULL}, "mlp.gate_proj.multiplier"},
-	{{"gate_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 73, HN, SN, NULL}, "mlp.gate_proj.multiplier_col"},
-	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74, HN, SF, NULL}, "mlp.up_proj.weight"},
-	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75, HN, SN, NULL}, "mlp.up_proj.bias"},
-	{{"up_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 76, HN, SN, NULL}, "mlp.up_proj.gain_in"},
-	REPARAM("up_gain_in", "mlp.up_proj.gain_in", GH, NI, 1, 76),
-	{{"up_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 76, HN, SN, NULL}, "mlp.up_proj.gain_out"},
-	REPARAM("up_gain_out", "mlp.up_proj.gain_out", GH, NI, 1, 76),
-	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76, HN, SN, NULL}, "mlp.up_proj.multiplier"},
-	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76, HN, SN, NULL}, "mlp.up_proj.multiplier_col"},
-	{{"gate_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76, HN, SN, NULL}, "mlp.gate_norm.weight"},
-	REPARAM("gate_norm", "mlp.gate_norm", GH, NO, 1, 76),
-	{{"up_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76, HN, SN, NULL}, "mlp.up_norm.weight"},
-	REPARAM("up_norm", "mlp.up_norm", GH, NO, 1, 76),
-	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77, HN, SN, NULL}, "mlp.down_in_norm.weight"},
-	REPARAM("down_in_norm", "mlp.down_in_norm", GH, NI, 1, 77),
-	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78, HN, SN, NULL}, "mlp.down_proj.weight"},
-	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79, HN, SN, NULL}, "mlp.down_proj.bias"},
-	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 80, HN, SN, NULL}, "mlp.down_proj.multiplier"},
-	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80, HN, SN, NULL}, "mlp.down_proj.multiplier_col"},
-	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100, HN, SN, NULL}, "model.norm.weight"},
-	REPARAM("final_norm", "model.norm", GO, NI, 0, 100),
+#define REPARAM(role, hf, group, nt, in_layer, order, shape_, place_) \
+	{{role "_dir", SW_BLOCK_NORM, V, group, nt, in_layer, order, HN, SN, NULL, \
+	  .shape = shape_, .when = ARCH_WHEN_REPARAM, .place = place_}, hf ".direction"}, \
+	{{role "_mag", SW_BLOCK_NORM, V, group, nt, in_layer, order, HN, SN, NULL, \
+	  .shape = ONE, .when = ARCH_WHEN_REPARAM, .place = place_}, hf ".magnitude"}
+	{{"embed", SW_BLOCK_EMB, V, GI, NN, 0, 0, HN, SN, NULL,
+	  .shape = LOOKUP(V, D), .when = WA, .split = XE, .gives = ARCH_DIM_V},
+	 "model.embed_tokens.weight"},
+	{{"embed_mult", SW_BLOCK_MULT, V, GI, NN, 0, 1, HN, SN, NULL,
+	  .shape = MUL(D, V), .when = WM}, "model.embed_tokens.multiplier"},
+	{{"embed_mult_col", SW_BLOCK_MULT, V, GI, NN, 0, 1, HN, SN, NULL,
+	  .shape = MULCOL(D, V), .when = WM}, "model.embed_tokens.multiplier_col"},
+	{{"attn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 50, HN, SN, NULL,
+	  .shape = VEC(D), .when = WG}, "input_layernorm.weight"},
+	REPARAM("attn_norm", "input_layernorm", GH, NI, 1, 50, VEC(D), PP),
+	{{"q", SW_BLOCK_QK, M, GH, NN, 1, 51, HR, SA, NULL,
+	  .shape = LINEAR(HHD, D), .n_heads = ARCH_DIM_H, .when = WA, .split = XR},
+	 "self_attn.q_proj.weight"},
+	{{"q_bias", SW_BLOCK_QK, V, GH, NN, 1, 52, HN, SN, NULL,
+	  .shape = VEC(HHD), .n_heads = ARCH_DIM_H, .when = WB}, "self_attn.q_proj.bias"},
+	{{"q_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 53, HN, SN, NULL,
+	  .shape = VEC(D), .when = WD, .place = PB}, "self_attn.q_proj.gain_in"},
+	REPARAM("q_gain_in", "self_attn.q_proj.gain_in", GH, NI, 1, 53, VEC(D), PB),
+	{{"q_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 53, HN, SN, NULL,
+	  .shape = VEC(HHD), .when = WD, .place = PA}, "self_attn.q_proj.gain_out"},
+	REPARAM("q_gain_out", "self_attn.q_proj.gain_out", GH, NI, 1, 53, VEC(HHD), PA),
+	{{"q_mult", SW_BLOCK_MULT, V, GH, NN, 1, 53, HN, SN, NULL,
+	  .shape = MUL(HHD, D), .when = WM}, "self_attn.q_proj.multiplier"},
+	{{"q_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 53, HN, SN, NULL,
+	  .shape = MULCOL(HHD, D), .when = WM}, "self_attn.q_proj.multiplier_col"},
+	{{"k", SW_BLOCK_QK, M, GH, NN, 1, 54, HR, SA, NULL,
+	  .shape = LINEAR(KVHD, D), .n_heads = ARCH_DIM_KV, .when = WA, .split = XR},
+	 "self_attn.k_proj.weight"},
+	{{"k_bias", SW_BLOCK_QK, V, GH, NN, 1, 55, HN, SN, NULL,
+	  .shape = VEC(KVHD), .n_heads = ARCH_DIM_KV, .when = WB}, "self_attn.k_proj.bias"},
+	{{"k_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 56, HN, SN, NULL,
+	  .shape = VEC(D), .when = WD, .place = PB}, "self_attn.k_proj.gain_in"},
+	REPARAM("k_gain_in", "self_attn.k_proj.gain_in", GH, NI, 1, 56, VEC(D), PB),
+	{{"k_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 56, HN, SN, NULL,
+	  .shape = VEC(KVHD), .when = WD, .place = PA}, "self_attn.k_proj.gain_out"},
+	REPARAM("k_gain_out", "self_attn.k_proj.gain_out", GH, NI, 1, 56, VEC(KVHD), PA),
+	{{"k_mult", SW_BLOCK_MULT, V, GH, NN, 1, 56, HN, SN, NULL,
+	  .shape = MUL(KVHD, D), .when = WM}, "self_attn.k_proj.multiplier"},
+	{{"k_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 56, HN, SN, NULL,
+	  .shape = MULCOL(KVHD, D), .when = WM}, "self_attn.k_proj.multiplier_col"},
+	{{"v", SW_BLOCK_VO, M, GH, NN, 1, 57, HV, SA, NULL,
+	  .shape = LINEAR(KVHD, D), .n_heads = ARCH_DIM_KV, .when = WA, .split = XR},
+	 "self_attn.v_proj.weight"},
+	{{"v_bias", SW_BLOCK_VO, V, GH, NN, 1, 58, HN, SN, NULL,
+	  .shape = VEC(KVHD), .n_heads = ARCH_DIM_KV, .when = WB}, "self_attn.v_proj.bias"},
+	{{"v_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 59, HN, SN, NULL,
+	  .shape = VEC(D), .when = WD, .place = PB}, "self_attn.v_proj.gain_in"},
+	REPARAM("v_gain_in", "self_attn.v_proj.gain_in", GH, NI, 1, 59, VEC(D), PB),
+	{{"v_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 59, HN, SN, NULL,
+	  .shape = VEC(KVHD), .when = WD, .place = PA}, "self_attn.v_proj.gain_out"},
+	REPARAM("v_gain_out", "self_attn.v_proj.gain_out", GH, NI, 1, 59, VEC(KVHD), PA),
+	{{"v_mult", SW_BLOCK_MULT, V, GH, NN, 1, 59, HN, SN, NULL,
+	  .shape = MUL(KVHD, D), .when = WM}, "self_attn.v_proj.multiplier"},
+	{{"v_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 59, HN, SN, NULL,
+	  .shape = MULCOL(KVHD, D), .when = WM}, "self_attn.v_proj.multiplier_col"},
+	{{"q_norm", SW_BLOCK_NORM, V, GH, NO, 1, 60, HN, SN, NULL,
+	  .shape = EITHER(HD, HHD), .when = WQ, .place = PQ}, "self_attn.q_norm.weight"},
+	REPARAM("q_norm", "self_attn.q_norm", GH, NO, 1, 60, EITHER(HD, HHD), PQ),
+	{{"k_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61, HN, SN, NULL,
+	  .shape = EITHER(HD, KVHD), .when = WQ, .place = PQ}, "self_attn.k_norm.weight"},
+	REPARAM("k_norm", "self_attn.k_norm", GH, NO, 1, 61, EITHER(HD, KVHD), PQ),
+	{{"v_norm", SW_BLOCK_NORM, V, GH, NO, 1, 61, HN, SN, NULL,
+	  .shape = VEC(HD), .when = WD, .place = PD}, "self_attn.v_norm.weight"},
+	REPARAM("v_norm", "self_attn.v_norm", GH, NO, 1, 61, VEC(HD), PD),
+	{{"o_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 62, HN, SN, NULL,
+	  .shape = VEC(HHD), .when = WE, .place = PI}, "self_attn.o_in_norm.weight"},
+	REPARAM("o_in_norm", "self_attn.o_in_norm", GH, NI, 1, 62, VEC(HHD), PI),
+	{{"o", SW_BLOCK_VO, M, GH, NN, 1, 63, HC, SN, NULL,
+	  .shape = LINEAR(D, HHD), .n_heads = ARCH_DIM_H, .when = WA, .split = XC},
+	 "self_attn.o_proj.weight"},
+	{{"o_bias", SW_BLOCK_VO, V, GH, NN, 1, 64, HN, SN, NULL,
+	  .shape = VEC(D), .when = WO}, "self_attn.o_proj.bias"},
+	{{"o_mult", SW_BLOCK_MULT, V, GH, NN, 1, 65, HN, SN, NULL,
+	  .shape = MUL(D, HHD), .when = WM}, "self_attn.o_proj.multiplier"},
+	{{"o_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 65, HN, SN, NULL,
+	  .shape = MULCOL(D, HHD), .when = WM}, "self_attn.o_proj.multiplier_col"},
+	{{"ffn_norm", SW_BLOCK_NORM, V, GH, NI, 1, 70, HN, SN, NULL,
+	  .shape = VEC(D), .when = WG}, "post_attention_layernorm.weight"},
+	REPARAM("ffn_norm", "post_attention_layernorm", GH, NI, 1, 70, VEC(D), PP),
+	{{"gate", SW_BLOCK_FFN, M, GH, NN, 1, 71, HN, SF, NULL,
+	  .shape = LINEAR(F, D), .when = WA, .split = XR, .gives = ARCH_DIM_F},
+	 "mlp.gate_proj.weight"},
+	{{"gate_bias", SW_BLOCK_FFN, V, GH, NN, 1, 72, HN, SN, NULL,
+	  .shape = VEC(F), .when = WO}, "mlp.gate_proj.bias"},
+	{{"gate_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 73, HN, SN, NULL,
+	  .shape = VEC(D), .when = WD, .place = PB}, "mlp.gate_proj.gain_in"},
+	REPARAM("gate_gain_in", "mlp.gate_proj.gain_in", GH, NI, 1, 73, VEC(D), PB),
+	{{"gate_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 73, HN, SN, NULL,
+	  .shape = VEC(F), .when = WD, .place = PA}, "mlp.gate_proj.gain_out"},
+	REPARAM("gate_gain_out", "mlp.gate_proj.gain_out", GH, NI, 1, 73, VEC(F), PA),
+	{{"gate_mult", SW_BLOCK_MULT, V, GH, NN, 1, 73, HN, SN, NULL,
+	  .shape = MUL(F, D), .when = WM}, "mlp.gate_proj.multiplier"},
+	{{"gate_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 73, HN, SN, NULL,
+	  .shape = MULCOL(F, D), .when = WM}, "mlp.gate_proj.multiplier_col"},
+	{{"up", SW_BLOCK_FFN, M, GH, NN, 1, 74, HN, SF, NULL,
+	  .shape = LINEAR(F, D), .when = WA, .split = XR}, "mlp.up_proj.weight"},
+	{{"up_bias", SW_BLOCK_FFN, V, GH, NN, 1, 75, HN, SN, NULL,
+	  .shape = VEC(F), .when = WO}, "mlp.up_proj.bias"},
+	{{"up_gain_in", SW_BLOCK_NORM, V, GH, NI, 1, 76, HN, SN, NULL,
+	  .shape = VEC(D), .when = WD, .place = PB}, "mlp.up_proj.gain_in"},
+	REPARAM("up_gain_in", "mlp.up_proj.gain_in", GH, NI, 1, 76, VEC(D), PB),
+	{{"up_gain_out", SW_BLOCK_NORM, V, GH, NI, 1, 76, HN, SN, NULL,
+	  .shape = VEC(F), .when = WD, .place = PA}, "mlp.up_proj.gain_out"},
+	REPARAM("up_gain_out", "mlp.up_proj.gain_out", GH, NI, 1, 76, VEC(F), PA),
+	{{"up_mult", SW_BLOCK_MULT, V, GH, NN, 1, 76, HN, SN, NULL,
+	  .shape = MUL(F, D), .when = WM}, "mlp.up_proj.multiplier"},
+	{{"up_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 76, HN, SN, NULL,
+	  .shape = MULCOL(F, D), .when = WM}, "mlp.up_proj.multiplier_col"},
+	{{"gate_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76, HN, SN, NULL,
+	  .shape = VEC(F), .when = WD, .place = PD}, "mlp.gate_norm.weight"},
+	REPARAM("gate_norm", "mlp.gate_norm", GH, NO, 1, 76, VEC(F), PD),
+	{{"up_norm", SW_BLOCK_NORM, V, GH, NO, 1, 76, HN, SN, NULL,
+	  .shape = VEC(F), .when = WD, .place = PD}, "mlp.up_norm.weight"},
+	REPARAM("up_norm", "mlp.up_norm", GH, NO, 1, 76, VEC(F), PD),
+	{{"down_in_norm", SW_BLOCK_NORM, V, GH, NI, 1, 77, HN, SN, NULL,
+	  .shape = VEC(F), .when = WE, .place = PI}, "mlp.down_in_norm.weight"},
+	REPARAM("down_in_norm", "mlp.down_in_norm", GH, NI, 1, 77, VEC(F), PI),
+	{{"down", SW_BLOCK_FFN, M, GH, NN, 1, 78, HN, SN, NULL,
+	  .shape = LINEAR(D, F), .when = WA, .split = XC}, "mlp.down_proj.weight"},
+	{{"down_bias", SW_BLOCK_FFN, V, GH, NN, 1, 79, HN, SN, NULL,
+	  .shape = VEC(D), .when = WO}, "mlp.down_proj.bias"},
+	{{"down_mult", SW_BLOCK_MULT, V, GH, NN, 1, 80, HN, SN, NULL,
+	  .shape = MUL(D, F), .when = WM}, "mlp.down_proj.multiplier"},
+	{{"down_mult_col", SW_BLOCK_MULT, V, GH, NN, 1, 80, HN, SN, NULL,
+	  .shape = MULCOL(D, F), .when = WM}, "mlp.down_proj.multiplier_col"},
+	{{"final_norm", SW_BLOCK_NORM, V, GO, NI, 0, 100, HN, SN, NULL,
+	  .shape = VEC(D), .when = WG}, "model.norm.weight"},
+	REPARAM("final_norm", "model.norm", GO, NI, 0, 100, VEC(D), PP),
 	/* Roles of other families (lib/base/family.c names their tensors;
 	 * Hugging Face Llama has none of them): LayerNorm's biases (a fused
 	 * projection, q, k and v in one matrix or gate and up, is read as
@@ -126,27 +214,32 @@ static const struct role_row {
 	 * norms after attention and the MLP (Gemma2, OLMo2);
 	 * a mixture of experts' router, its experts' projections and the
 	 * shared expert with its gate (Qwen2-MoE) */
-	{{"pos_embed", SW_BLOCK_EMB, V, GI, NN, 0, 2, HN, SN, NULL}, NULL},
-	{{"attn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 50, HN, SN, NULL}, NULL},
-	{{"attn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 66, HN, SN, NULL}, NULL},
-	{{"ffn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 70, HN, SN, NULL}, NULL},
-	{{"router", SW_BLOCK_FFN, M, GH, NN, 1, 81, HN, SN, NULL}, NULL},
-	{{"expert_gate", SW_BLOCK_FFN, M, GH, NN, 1, 82, HN, SN, NULL}, NULL},
-	{{"expert_up", SW_BLOCK_FFN, M, GH, NN, 1, 83, HN, SN, NULL}, NULL},
-	{{"expert_down", SW_BLOCK_FFN, M, GH, NN, 1, 84, HN, SN, NULL}, NULL},
-	{{"shared_router", SW_BLOCK_FFN, M, GH, NN, 1, 85, HN, SN, NULL}, NULL},
-	{{"shared_gate", SW_BLOCK_FFN, M, GH, NN, 1, 86, HN, SN, NULL}, NULL},
-	{{"shared_up", SW_BLOCK_FFN, M, GH, NN, 1, 87, HN, SN, NULL}, NULL},
-	{{"shared_down", SW_BLOCK_FFN, M, GH, NN, 1, 88, HN, SN, NULL}, NULL},
-	{{"ffn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 89, HN, SN, NULL}, NULL},
-	{{"final_norm_bias", SW_BLOCK_NORM, V, GO, NN, 0, 100, HN, SN, NULL}, NULL},
-	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110, HN, SH, "embed"}, "lm_head.weight"},
-	{{"lm_head_gain_in", SW_BLOCK_NORM, V, GO, NI, 0, 111, HN, SN, NULL}, "lm_head.gain_in"},
-	REPARAM("lm_head_gain_in", "lm_head.gain_in", GO, NI, 0, 111),
-	{{"lm_head_gain_out", SW_BLOCK_NORM, V, GO, NI, 0, 111, HN, SN, NULL}, "lm_head.gain_out"},
-	REPARAM("lm_head_gain_out", "lm_head.gain_out", GO, NI, 0, 111),
-	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111, HN, SN, NULL}, "lm_head.multiplier"},
-	{{"lm_head_mult_col", SW_BLOCK_MULT, V, GO, NN, 0, 111, HN, SN, NULL}, "lm_head.multiplier_col"},
+	{{"pos_embed", SW_BLOCK_EMB, V, GI, NN, 0, 2, HN, SN, NULL, .when = WO}, NULL},
+	{{"attn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 50, HN, SN, NULL, .when = WO}, NULL},
+	{{"attn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 66, HN, SN, NULL, .when = WO, .place = ARCH_PLACE_POST}, NULL},
+	{{"ffn_norm_bias", SW_BLOCK_NORM, V, GH, NN, 1, 70, HN, SN, NULL, .when = WO}, NULL},
+	{{"router", SW_BLOCK_FFN, M, GH, NN, 1, 81, HN, SN, NULL, .when = WO}, NULL},
+	{{"expert_gate", SW_BLOCK_FFN, M, GH, NN, 1, 82, HN, SN, NULL, .when = WO}, NULL},
+	{{"expert_up", SW_BLOCK_FFN, M, GH, NN, 1, 83, HN, SN, NULL, .when = WO}, NULL},
+	{{"expert_down", SW_BLOCK_FFN, M, GH, NN, 1, 84, HN, SN, NULL, .when = WO}, NULL},
+	{{"shared_router", SW_BLOCK_FFN, M, GH, NN, 1, 85, HN, SN, NULL, .when = WO}, NULL},
+	{{"shared_gate", SW_BLOCK_FFN, M, GH, NN, 1, 86, HN, SN, NULL, .when = WO}, NULL},
+	{{"shared_up", SW_BLOCK_FFN, M, GH, NN, 1, 87, HN, SN, NULL, .when = WO}, NULL},
+	{{"shared_down", SW_BLOCK_FFN, M, GH, NN, 1, 88, HN, SN, NULL, .when = WO}, NULL},
+	{{"ffn_post_norm", SW_BLOCK_NORM, V, GH, NO, 1, 89, HN, SN, NULL, .when = WO, .place = ARCH_PLACE_POST}, NULL},
+	{{"final_norm_bias", SW_BLOCK_NORM, V, GO, NN, 0, 100, HN, SN, NULL, .when = WO}, NULL},
+	{{"lm_head", SW_BLOCK_OUT, V, GO, NN, 0, 110, HN, SH, "embed",
+	  .shape = LINEAR(V, D), .when = WU, .split = XR}, "lm_head.weight"},
+	{{"lm_head_gain_in", SW_BLOCK_NORM, V, GO, NI, 0, 111, HN, SN, NULL,
+	  .shape = VEC(D), .when = WD, .place = PB}, "lm_head.gain_in"},
+	REPARAM("lm_head_gain_in", "lm_head.gain_in", GO, NI, 0, 111, VEC(D), PB),
+	{{"lm_head_gain_out", SW_BLOCK_NORM, V, GO, NI, 0, 111, HN, SN, NULL,
+	  .shape = VEC(V), .when = WD, .place = PA}, "lm_head.gain_out"},
+	REPARAM("lm_head_gain_out", "lm_head.gain_out", GO, NI, 0, 111, VEC(V), PA),
+	{{"lm_head_mult", SW_BLOCK_MULT, V, GO, NN, 0, 111, HN, SN, NULL,
+	  .shape = MUL(V, D), .when = WM}, "lm_head.multiplier"},
+	{{"lm_head_mult_col", SW_BLOCK_MULT, V, GO, NN, 0, 111, HN, SN, NULL,
+	  .shape = MULCOL(V, D), .when = WM}, "lm_head.multiplier_col"},
 #undef REPARAM
 };
 #define NROLES (sizeof roles / sizeof roles[0])
@@ -169,6 +262,18 @@ enum arch_heads arch_role_heads(const char *role)
 {
 	const struct role_row *row = row_of(role);
 	return row ? row->r.heads : ARCH_HEADS_NONE;
+}
+
+/* The projections whose output is added into the residual stream, a
+ * sublayer's last (a table of its own beside roles[]) */
+static const char *const residual_roles[] = {"o", "down", "expert_down", "shared_down"};
+
+int arch_role_writes_residual(const char *role)
+{
+	for (size_t i = 0; i < sizeof residual_roles / sizeof residual_roles[0]; i++)
+		if (!strcmp(role, residual_roles[i]))
+			return 1;
+	return 0;
 }
 
 const struct arch_role *arch_role_at(size_t i)
@@ -487,6 +592,10 @@ int arch_model_check(const struct sw_config *c, struct sw_err *err)
 			       "every dimension of a head is)", c->rope_partial);
 	if (c->hidden_act[0] && strcmp(c->hidden_act, "silu") && strcmp(c->hidden_act, "swish"))
 		return sw_fail(err, SW_EDATA, "hidden_act '%s' is not supported (silu is)", c->hidden_act);
+	if (c->attention_bias || c->mlp_bias)
+		return sw_fail(err, SW_EDATA, "%s is not supported (biases on %s are not computed)",
+			       c->attention_bias ? "attention_bias" : "mlp_bias",
+			       c->attention_bias ? "q, k, v and o" : "gate, up and down");
 	return check_function_keys(c, err);
 }
 
@@ -653,22 +762,53 @@ int arch_base_role(const char *role, char *base, size_t len)
 	return 0;
 }
 
-/* d_out, d_in of a linear role as an operator (embed: one-hot V -> D). */
-static int linear_dims(const struct sw_config *c, const char *r,
-		       int64_t *dout, int64_t *din)
+int64_t arch_dim_value(const struct sw_config *c, enum arch_dim d)
 {
-	int64_t D = c->d_model, qd = c->n_heads * c->head_dim,
-		kvd = c->n_kv_heads * c->head_dim;
-
-	if (!strcmp(r, "embed")) { *dout = D; *din = c->vocab_size; }
-	else if (!strcmp(r, "lm_head")) { *dout = c->vocab_size; *din = D; }
-	else if (!strcmp(r, "q")) { *dout = qd; *din = D; }
-	else if (!strcmp(r, "k") || !strcmp(r, "v")) { *dout = kvd; *din = D; }
-	else if (!strcmp(r, "o")) { *dout = D; *din = qd; }
-	else if (!strcmp(r, "gate") || !strcmp(r, "up")) { *dout = c->d_ff; *din = D; }
-	else if (!strcmp(r, "down")) { *dout = D; *din = c->d_ff; }
-	else return -1;
+	switch (d) {
+	case ARCH_DIM_NONE: return 0;
+	case ARCH_DIM_V: return c->vocab_size;
+	case ARCH_DIM_D: return c->d_model;
+	case ARCH_DIM_F: return c->d_ff;
+	case ARCH_DIM_HD: return c->head_dim;
+	case ARCH_DIM_H: return c->n_heads;
+	case ARCH_DIM_KV: return c->n_kv_heads;
+	case ARCH_DIM_HHD: return c->n_heads * c->head_dim;
+	case ARCH_DIM_KVHD: return c->n_kv_heads * c->head_dim;
+	}
 	return 0;
+}
+
+int arch_role_shape(const struct sw_config *c, const char *role, int64_t shape[2])
+{
+	const struct role_row *row = row_of(role);
+
+	if (!row)
+		return -1;
+	shape[0] = arch_dim_value(c, row->r.shape.a);
+	shape[1] = arch_dim_value(c, row->r.shape.b);
+	switch (row->r.shape.kind) {
+	case ARCH_SHAPE_LINEAR:
+	case ARCH_SHAPE_LOOKUP:
+		return 2;
+	case ARCH_SHAPE_VECTOR:
+		return 1;
+	default:
+		return -1;
+	}
+}
+
+void arch_size_from_rows(struct sw_config *c, const char *role, int64_t rows)
+{
+	const struct role_row *row = row_of(role);
+	int64_t *size = NULL;
+
+	switch (row ? row->r.gives : ARCH_DIM_NONE) {
+	case ARCH_DIM_V: size = &c->vocab_size; break;
+	case ARCH_DIM_F: size = &c->d_ff; break;
+	default: break;
+	}
+	if (size && !*size)
+		*size = rows;
 }
 
 int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
@@ -684,16 +824,9 @@ int arch_info_for_role(const struct sw_config *c, const char *role, int layer,
 	t->group = row->r.group;
 	t->norm_type = row->r.norm_type;
 	t->layer = row->r.in_layer ? layer : -1;
-	t->expert = 0;
-	t->n_heads = t->head_dim = 0;
-	if (!strcmp(role, "q") || !strcmp(role, "o") || !strcmp(role, "q_bias")) {
-		t->n_heads = (int)c->n_heads;
-		t->head_dim = (int)c->head_dim;
-	} else if (!strcmp(role, "k") || !strcmp(role, "v") ||
-		   !strcmp(role, "k_bias") || !strcmp(role, "v_bias")) {
-		t->n_heads = (int)c->n_kv_heads;
-		t->head_dim = (int)c->head_dim;
-	}
+	t->expert = -1;
+	t->n_heads = (int)arch_dim_value(c, row->r.n_heads);
+	t->head_dim = t->n_heads ? (int)c->head_dim : 0;
 	/* another family's role: the caller names the tensor */
 	return row->hf ? arch_hf_name(role, t->layer, t->name, sizeof t->name) : 0;
 }
@@ -724,7 +857,7 @@ int arch_info_other(const char *name, int layer, struct sw_tensor_info *t)
 	t->group = SW_GROUP_UNKNOWN;
 	t->norm_type = SW_NORM_NONE;
 	t->layer = layer;
-	t->expert = 0;
+	t->expert = -1;
 	t->n_heads = t->head_dim = 0;
 	return 0;
 }
@@ -771,37 +904,29 @@ static int shape_is(const struct sw_tensor_info *t, int rank, int64_t a, int64_t
 int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 		     struct sw_err *err)
 {
-	char got[96], base[SW_ROLE_MAX];
-	int64_t dout, din, D = c->d_model, hd = c->head_dim;
-	int ok;
+	const struct role_row *row = row_of(t->role);
+	char got[96];
+	int64_t a, b, dout, din, hd = c->head_dim;
 
-	if (!arch_role_find(t->role))
+	if (!row)
 		return SW_OK;
-	switch (arch_reparam_base(t->role, base, sizeof base)) {
-	case 1: {       /* a direction: its gain's shape */
-		struct sw_tensor_info g = *t;
-		snprintf(g.role, sizeof g.role, "%s", base);
-		return arch_check_shape(c, &g, err);
-	}
-	case 2:         /* a magnitude: one value */
-		if (t->rank == 0 || shape_is(t, 1, 1, 0))
-			return SW_OK;
-		sw_shape_format(t->rank, t->shape, got, sizeof got);
-		return sw_fail(err, SW_EDATA, "%s: shape %s is not one value", t->name, got);
-	}
+	a = arch_dim_value(c, row->r.shape.a);
+	b = arch_dim_value(c, row->r.shape.b);
 	sw_shape_format(t->rank, t->shape, got, sizeof got);
-	if (linear_dims(c, t->role, &dout, &din) == 0) {
-		/* embed is stored [V, D] like lm_head, not as its operator */
-		ok = !strcmp(t->role, "embed") ? shape_is(t, 2, c->vocab_size, D)
-					       : shape_is(t, 2, dout, din);
-		if (!ok)
+	switch (row->r.shape.kind) {
+	case ARCH_SHAPE_NONE:
+		return SW_OK;
+	case ARCH_SHAPE_LINEAR:
+	case ARCH_SHAPE_LOOKUP:
+		if (!shape_is(t, 2, a, b))
 			return sw_fail(err, SW_EDATA,
 				       "%s: shape %s disagrees with the config (%lldx%lld)",
-				       t->name, got,
-				       (long long)(!strcmp(t->role, "embed") ? c->vocab_size : dout),
-				       (long long)(!strcmp(t->role, "embed") ? D : din));
+				       t->name, got, (long long)a, (long long)b);
+		/* the embedding, a lookup of rows, is the operator from one-hot a to b */
+		dout = row->r.shape.kind == ARCH_SHAPE_LOOKUP ? b : a;
+		din = row->r.shape.kind == ARCH_SHAPE_LOOKUP ? a : b;
 		if (t->n_heads && (int64_t)t->n_heads * t->head_dim !=
-		    (!strcmp(t->role, "o") ? din : dout))
+		    (row->r.heads == ARCH_HEADS_COLS ? din : dout))
 			return sw_fail(err, SW_EDATA,
 				       "%s: n_heads %d x head_dim %d disagrees with its shape %s",
 				       t->name, t->n_heads, t->head_dim, got);
@@ -810,79 +935,36 @@ int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 				       "%s: head_dim %d disagrees with the config (%lld)",
 				       t->name, t->head_dim, (long long)hd);
 		return SW_OK;
-	}
-	if (!strcmp(t->role, "attn_norm") || !strcmp(t->role, "ffn_norm") ||
-	    !strcmp(t->role, "final_norm")) {
-		if (!shape_is(t, 1, D, 0))
+	case ARCH_SHAPE_VECTOR:
+		if (!shape_is(t, 1, a, 0))
 			return sw_fail(err, SW_EDATA,
 				       "%s: shape %s disagrees with the config (%lld)",
-				       t->name, got, (long long)D);
+				       t->name, got, (long long)a);
 		return SW_OK;
-	}
-	if (!strcmp(t->role, "o_in_norm") || !strcmp(t->role, "down_in_norm")) {
-		int64_t n = t->role[0] == 'o' ? c->n_heads * hd : c->d_ff;
-		if (!shape_is(t, 1, n, 0))
-			return sw_fail(err, SW_EDATA,
-				       "%s: shape %s disagrees with the config (%lld)",
-				       t->name, got, (long long)n);
-		return SW_OK;
-	}
-	if (!strcmp(t->role, "v_norm")) {       /* DNP: per head, as QK-norm */
-		if (!shape_is(t, 1, hd, 0))
-			return sw_fail(err, SW_EDATA,
-				       "%s: shape %s disagrees with the config (%lld)",
-				       t->name, got, (long long)hd);
-		return SW_OK;
-	}
-	if (!strcmp(t->role, "gate_norm") || !strcmp(t->role, "up_norm")) {
-		if (!shape_is(t, 1, c->d_ff, 0))
-			return sw_fail(err, SW_EDATA,
-				       "%s: shape %s disagrees with the config (%lld)",
-				       t->name, got, (long long)c->d_ff);
-		return SW_OK;
-	}
-	if (!strcmp(t->role, "q_norm") || !strcmp(t->role, "k_norm")) {
-		int64_t heads = t->role[0] == 'q' ? c->n_heads : c->n_kv_heads;
-		/* per head (Qwen3, ours) or over all heads (OLMo2) */
-		if (!shape_is(t, 1, hd, 0) && !shape_is(t, 1, heads * hd, 0))
+	case ARCH_SHAPE_EITHER:
+		if (!shape_is(t, 1, a, 0) && !shape_is(t, 1, b, 0))
 			return sw_fail(err, SW_EDATA,
 				       "%s: shape %s disagrees with the config (%lld or %lld)",
-				       t->name, got, (long long)hd, (long long)(heads * hd));
+				       t->name, got, (long long)a, (long long)b);
 		return SW_OK;
-	}
-	if (arch_base_role(t->role, base, sizeof base) == 0 &&
-	    linear_dims(c, base, &dout, &din) == 0) {
-		if (strstr(t->role, "_bias")) {
-			if (!shape_is(t, 1, dout, 0))
-				return sw_fail(err, SW_EDATA,
-					       "%s: shape %s disagrees with the config (%lld)",
-					       t->name, got, (long long)dout);
-			return SW_OK;
-		}
-		/* a scale-vector design's gains: of the input (d_in) or the output (d_out) */
-		if (strstr(t->role, "_gain_in") || strstr(t->role, "_gain_out")) {
-			int64_t n = strstr(t->role, "_gain_in") ? din : dout;
-			if (!shape_is(t, 1, n, 0))
-				return sw_fail(err, SW_EDATA,
-					       "%s: shape %s disagrees with the config (%lld)",
-					       t->name, got, (long long)n);
-			return SW_OK;
-		}
-		/* rowcol's column multiplier: d_in */
-		if (strstr(t->role, "_mult_col")) {
-			if (!shape_is(t, 1, din, 0))
-				return sw_fail(err, SW_EDATA,
-					       "%s: shape %s is not the column multiplier of a %lldx%lld matrix",
-					       t->name, got, (long long)dout, (long long)din);
-			return SW_OK;
-		}
-		/* a multiplier: scalar, per row (d_out) or per column (d_in) */
-		if (t->rank == 0 || shape_is(t, 1, 1, 0) || shape_is(t, 1, dout, 0) ||
-		    shape_is(t, 1, din, 0))
+	case ARCH_SHAPE_MULT_COL:
+		if (!shape_is(t, 1, b, 0))
+			return sw_fail(err, SW_EDATA, "%s: shape %s is not the column multiplier "
+				       "of a %lldx%lld matrix", t->name, got, (long long)a,
+				       (long long)b);
+		return SW_OK;
+	case ARCH_SHAPE_MULT:
+		/* scalar, per row (d_out) or per column (d_in) */
+		if (t->rank == 0 || shape_is(t, 1, 1, 0) || shape_is(t, 1, a, 0) ||
+		    shape_is(t, 1, b, 0))
 			return SW_OK;
 		return sw_fail(err, SW_EDATA,
 			       "%s: shape %s fits no multiplier of a %lldx%lld matrix",
-			       t->name, got, (long long)dout, (long long)din);
+			       t->name, got, (long long)a, (long long)b);
+	case ARCH_SHAPE_ONE:
+		if (t->rank == 0 || shape_is(t, 1, 1, 0))
+			return SW_OK;
+		return sw_fail(err, SW_EDATA, "%s: shape %s is not one value", t->name, got);
 	}
 	return SW_OK;
 }

@@ -53,6 +53,8 @@ struct sw_config {
 	char hidden_act[32];            /* "" (silu) or the config's name */
 	int64_t sliding_window;         /* 0: none; else each token sees the last W */
 	int64_t max_window_layers;      /* Qwen2's: layers below it attend fully */
+	int attention_bias;             /* Llama's, Qwen3's: q, k, v, o biases */
+	int mlp_bias;                   /* Llama's: gate, up, down biases */
 };
 
 /* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,
@@ -159,7 +161,8 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err);
  * does not compute is refused by name, SW_EDATA: an odd head_dim (RoPE
  * rotates pairs), a rope_type other than default, linear and llama3,
  * partial_rotary_factor other than 1, hidden_act other than silu (or
- * swish, its other name); and the parameters of those it computes out
+ * swish, its other name), attention_bias or mlp_bias (Qwen2's q, k, v
+ * biases are its own, not these); and the parameters of those it computes out
  * of range (a factor that is no finite positive number, llama3's bands
  * not 0 < low_freq_factor < high_freq_factor, its original context not
  * a size; a negative sliding_window). The readers accept these (a
@@ -203,6 +206,79 @@ int64_t arch_default_d_ff(int64_t d_model);
  * permute) or not (v); one block of columns each (o). */
 enum arch_heads { ARCH_HEADS_NONE, ARCH_HEADS_ROWS_ROPE, ARCH_HEADS_ROWS, ARCH_HEADS_COLS };
 
+/*
+ * A role's shape in the config's sizes: V vocab_size, D d_model, F d_ff,
+ * hd head_dim, H n_heads, KV n_kv_heads, and the products H*hd (all of
+ * q's heads) and KV*hd (all of k's or v's). arch_dim_value gives a
+ * symbol's value under a config (0 for NONE).
+ */
+enum arch_dim {
+	ARCH_DIM_NONE, ARCH_DIM_V, ARCH_DIM_D, ARCH_DIM_F, ARCH_DIM_HD, ARCH_DIM_H, ARCH_DIM_KV,
+	ARCH_DIM_HHD, ARCH_DIM_KVHD
+};
+int64_t arch_dim_value(const struct sw_config *c, enum arch_dim d);
+
+/* The kinds of shape arch_check_shape knows, over the symbols a and b:
+ *   NONE     not checked (another family's roles: their sizes are not
+ *            the config's)
+ *   LINEAR   [a, b]: a matrix W, an operator from b to a (PyTorch's
+ *            [out, in])
+ *   LOOKUP   [a, b]: a table of a rows looked up by token (the embedding),
+ *            as an operator the transpose, from one-hot a to b
+ *   VECTOR   [a]
+ *   EITHER   [a] or [b] (QK-norm: per head, or over all heads as OLMo2)
+ *   MULT     a learnable multiplier of an a x b operator: one value, [a]
+ *            (per row) or [b] (per column)
+ *   MULT_COL [b]: rowcol's column multiplier of an a x b operator
+ *   ONE      one value (a reparameterized gain's magnitude)
+ */
+enum arch_shape_kind {
+	ARCH_SHAPE_NONE, ARCH_SHAPE_LINEAR, ARCH_SHAPE_LOOKUP, ARCH_SHAPE_VECTOR,
+	ARCH_SHAPE_EITHER, ARCH_SHAPE_MULT, ARCH_SHAPE_MULT_COL, ARCH_SHAPE_ONE
+};
+struct arch_shape {
+	enum arch_shape_kind kind;
+	enum arch_dim a, b;
+};
+
+/* When a Llama-family model has the role (what brings it):
+ *   OTHER   never: another family's role (lib/base/family.c names it)
+ *   ALWAYS  every model
+ *   GAIN    with scale vectors (sw_config.scale_vectors), where the scale
+ *           design keeps the Pre-Norm's shared gain
+ *   UNTIED  with an untied head (tie_embeddings 0)
+ *   QKV_BIAS Qwen2's attention biases (arch qwen2)
+ *   QK_NORM qk_norm (Qwen3's), with scale vectors
+ *   NORM_EVERYWHERE norm_everywhere, with scale vectors
+ *   DESIGN  the scale design (scale_design: its gains, DNP's norms)
+ *   MULT    learnable multipliers (multipliers; _mult_col: rowcol)
+ *   REPARAM a reparameterized gain (scale_reparam) */
+enum arch_when {
+	ARCH_WHEN_OTHER, ARCH_WHEN_ALWAYS, ARCH_WHEN_GAIN, ARCH_WHEN_UNTIED, ARCH_WHEN_QKV_BIAS,
+	ARCH_WHEN_QK_NORM, ARCH_WHEN_NORM_EVERYWHERE, ARCH_WHEN_DESIGN, ARCH_WHEN_MULT,
+	ARCH_WHEN_REPARAM
+};
+
+/* How tensor parallelism splits a matrix into slices (fairscale's
+ * layers, as Meta's consolidated.NN.pth store them): not at all (each
+ * slice holds it whole: the norms); by rows, its outputs
+ * (ColumnParallelLinear); by columns, its inputs (RowParallelLinear); or,
+ * for the embedding, by columns (Llama 2's ParallelEmbedding) or by rows
+ * (Llama 3's VocabParallelEmbedding), which a slice's shape tells. */
+enum arch_split { ARCH_SPLIT_NONE, ARCH_SPLIT_ROWS, ARCH_SPLIT_COLS, ARCH_SPLIT_EMBED };
+
+/* Where a gain sits (the placement column of sw-norms' scale vectors):
+ * a Pre-Norm's (pre, also any role that is no gain), QK-norm's (qk), a DNP
+ * norm of a reader's output (dnp), norm_everywhere's before o_proj and
+ * down_proj (in), a reader's input gain (before: X_gain_in) or output
+ * gain (after: X_gain_out), or a norm of a sublayer's output before the
+ * residual add (post: OLMo2's and Gemma2's post-norms). A reparameterized
+ * gain's direction and magnitude sit where it does. */
+enum arch_place {
+	ARCH_PLACE_PRE, ARCH_PLACE_QK, ARCH_PLACE_DNP, ARCH_PLACE_IN, ARCH_PLACE_BEFORE,
+	ARCH_PLACE_AFTER, ARCH_PLACE_POST
+};
+
 /* What a role means. */
 struct arch_role {
 	const char *name;
@@ -215,6 +291,13 @@ struct arch_role {
 	enum arch_heads heads;  /* how its attention heads lie */
 	int sv_kind;            /* the scale-vector kind of a reader of a Pre-Norm, or -1 */
 	const char *tied;       /* the role it may share its weights with (tie_word_embeddings), or NULL */
+	/* (below: given by name in the table's rows; 0 where a row names none) */
+	struct arch_shape shape;        /* its shape in the config's sizes */
+	enum arch_dim n_heads;  /* H or KV: the heads its info's n_heads, head_dim count */
+	enum arch_when when;    /* when a model has it */
+	enum arch_split split;  /* how tensor parallelism slices it */
+	enum arch_place place;  /* where a gain sits */
+	enum arch_dim gives;    /* the size its rows give a format that leaves it out (V, F) */
 };
 
 /* The role of a tensor the architecture does not know (block other). */
@@ -224,6 +307,18 @@ struct arch_role {
 const struct arch_role *arch_role_find(const char *s);
 /* role's heads column (ARCH_HEADS_NONE for an unknown role). */
 enum arch_heads arch_role_heads(const char *role);
+/* The shape role's tensor has under c (its shape column), into shape:
+ * its rank (2 or 1), or -1 where the table gives no one shape (another
+ * family's role, QK-norm's two, a multiplier's three, a magnitude). */
+int arch_role_shape(const struct sw_config *c, const char *role, int64_t shape[2]);
+/* A size a format may leave out (0 in c), taken from the stored rows of
+ * the role that gives it (the gives column: embed's are vocab_size,
+ * gate's d_ff); nothing for another role or a size c has. */
+void arch_size_from_rows(struct sw_config *c, const char *role, int64_t rows);
+/* 1 if role is a projection whose output is added into the residual
+ * stream (o, down, an expert's or the shared expert's down: those the
+ * reference inits scale by 1/sqrt(2L)), else 0. */
+int arch_role_writes_residual(const char *role);
 /* The projection a bias or multiplier role belongs to ("q" for q_bias,
  * q_mult and q_mult_col) into base: 0, or -1 for another role or a base
  * that does not fit len. */
@@ -258,9 +353,10 @@ int arch_info_other(const char *name, int layer, struct sw_tensor_info *t);
 int arch_hf_name(const char *role, int layer, char *buf, size_t len);
 
 /*
- * Check a tensor's shape (and n_heads/head_dim) against the config; roles
- * not in the table are not checked. SW_EDATA with a message naming the
- * shapes on disagreement.
+ * Check a tensor's shape (and n_heads/head_dim) against the config, as
+ * its role's shape column says; roles not in the table, and those with no
+ * shape (another family's), are not checked. SW_EDATA with a message
+ * naming the shapes on disagreement.
  */
 int arch_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 		     struct sw_err *err);

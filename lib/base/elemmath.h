@@ -1,6 +1,6 @@
 /*
  * elemmath.h - the per-element math of the model and the optimizers, in
- * one place for both back ends. lib/model/model.c and lib/model/optim.c (the CPU
+ * one place for both back ends. lib/model/cpukern.c and lib/model/optim.c (the CPU
  * reference) call these functions, and so do the CUDA kernels of
  * lib/model/cuda/kernels.h, for which nvcc compiles them __host__ __device__: the
  * CPU tests exercise the GPU's arithmetic (docs/cuda.md).

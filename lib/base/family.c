@@ -7,10 +7,8 @@
 
 /*
  * The names, as each family's transformers class writes them
- * (save_pretrained). A norm's weight is named as a gain only where it is
- * the gain the model applies: Gemma's norms multiply by 1 + weight, so
- * Gemma's and Gemma2's norm weights stay block other until the readers
- * report 1 + weight.
+ * (save_pretrained). Gemma's norms multiply by 1 + weight: their gains
+ * are the weights plus the offset of gain_offsets[] below.
  */
 #define L "model.layers.{L}."
 #define EMBED_HEAD \
@@ -29,8 +27,22 @@
 	{L "self_attn.q_norm.weight", "q_norm"}, {L "self_attn.k_norm.weight", "k_norm"}
 
 static const struct family_name gemma[] = {
-	{"model.embed_tokens.weight", "embed"}, {"lm_head.weight", "lm_head"}, ATTN, MLP,
+	EMBED_HEAD, PRE_NORMS, ATTN, MLP,
 };
+/* Gemma2 normalizes each sublayer's input and its output; Gemma3 adds
+ * QK-norm, per head */
+#define GEMMA2_NORMS \
+	{L "input_layernorm.weight", "attn_norm"}, \
+	{L "post_attention_layernorm.weight", "attn_post_norm"}, \
+	{L "pre_feedforward_layernorm.weight", "ffn_norm"}, \
+	{L "post_feedforward_layernorm.weight", "ffn_post_norm"}
+static const struct family_name gemma2[] = {
+	EMBED_HEAD, ATTN, MLP, GEMMA2_NORMS,
+};
+static const struct family_name gemma3[] = {
+	EMBED_HEAD, ATTN, MLP, GEMMA2_NORMS, QK_NORMS,
+};
+#undef GEMMA2_NORMS
 static const struct family_name phi3[] = {
 	EMBED_HEAD, PRE_NORMS,
 	{L "self_attn.o_proj.weight", "o"}, {L "mlp.down_proj.weight", "down"},
@@ -49,15 +61,19 @@ static const struct family_name gpt2[] = {
 	{G2 "mlp.c_fc.weight", "up"}, {G2 "mlp.c_fc.bias", "up_bias"},
 	{G2 "mlp.c_proj.weight", "down"}, {G2 "mlp.c_proj.bias", "down_bias"},
 };
-/* How a family stores a tensor where it is not PyTorch's [out, in]. */
+/* How a family's files from a source store a tensor where it is not
+ * PyTorch's [out, in]: transformers' GPT2LMHeadModel in Conv1D, nanoGPT's
+ * GPT (the same names) in nn.Linear, as the model sees it. */
 static const struct {
-	const char *type, *pattern;
+	const char *type;
+	enum family_source source;
+	const char *pattern;
 	enum family_layout layout;
 } layouts[] = {
-	{"gpt2", G2 "attn.c_attn.weight", FAMILY_TRANSPOSED},
-	{"gpt2", G2 "attn.c_proj.weight", FAMILY_TRANSPOSED},
-	{"gpt2", G2 "mlp.c_fc.weight", FAMILY_TRANSPOSED},
-	{"gpt2", G2 "mlp.c_proj.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "attn.c_attn.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "attn.c_proj.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "mlp.c_fc.weight", FAMILY_TRANSPOSED},
+	{"gpt2", FAMILY_FROM_HF, G2 "mlp.c_proj.weight", FAMILY_TRANSPOSED},
 };
 /*
  * How a family stores a tensor that holds several roles, or every expert
@@ -108,6 +124,19 @@ static const struct split {
 #undef NX
 #undef QKV
 #undef G2
+/* The families whose norms multiply by 1 + weight (Gemma's RMSNorm:
+ * x / rms(x) * (1 + w)), as transformers' classes store them: every norm
+ * gain is the weight plus 1 (llama.cpp's GGUF converter stores 1 + w
+ * itself: not from that source). */
+static const struct {
+	const char *type;
+	enum family_source source;
+	double offset;
+} gain_offsets[] = {
+	{"gemma", FAMILY_FROM_HF, 1.0},
+	{"gemma2", FAMILY_FROM_HF, 1.0},
+	{"gemma3_text", FAMILY_FROM_HF, 1.0},
+};
 /* OLMo2 normalizes each sublayer's output, not its input; its q_norm and
  * k_norm span all heads */
 static const struct family_name olmo2[] = {
@@ -154,22 +183,31 @@ static const struct family_name qwen2_moe[] = {
 static const struct family_name olmoe[] = {
 	EMBED_HEAD, PRE_NORMS, ATTN, QK_NORMS, MOE_EXPERTS,
 };
+/* Qwen3-MoE: QK-norm per head, routed experts and no shared one; the
+ * layers mlp_only_layers names, and those decoder_sparse_step skips,
+ * keep a dense MLP */
+static const struct family_name qwen3_moe[] = {
+	EMBED_HEAD, PRE_NORMS, ATTN, QK_NORMS, MLP, MOE_EXPERTS,
+};
 #undef L
 
 #define NAMES(a) a, sizeof a / sizeof a[0]
 static const struct arch_family families[] = {
-	{"llama", "LlamaForCausalLM", 1, 0, NULL, 0},
-	{"mistral", "MistralForCausalLM", 1, 0, NULL, 0},
-	{"qwen2", "Qwen2ForCausalLM", 1, 0, NULL, 0},
-	{"qwen3", "Qwen3ForCausalLM", 1, 0, NULL, 0},
+	{"llama", "LlamaForCausalLM", FAMILY_MODEL, 0, NULL, 0},
+	{"mistral", "MistralForCausalLM", FAMILY_MODEL, 0, NULL, 0},
+	{"qwen2", "Qwen2ForCausalLM", FAMILY_MODEL | FAMILY_QKV_BIAS, 0, NULL, 0},
+	{"qwen3", "Qwen3ForCausalLM", FAMILY_MODEL | FAMILY_QK_NORM, 0, NULL, 0},
 	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
-	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma)},
+	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma2)},
+	/* Gemma3's text model: its q_norm and k_norm are (1 + w) norms too */
+	{"gemma3_text", "Gemma3ForCausalLM", 0, 1, NAMES(gemma3)},
 	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},
 	{"olmo2", "Olmo2ForCausalLM", 0, 0, NAMES(olmo2)},
 	{"gpt_neox", "GPTNeoXForCausalLM", 0, 0, NAMES(gpt_neox)},
 	{"mixtral", "MixtralForCausalLM", 0, 0, NAMES(mixtral)},
 	{"qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, NAMES(qwen2_moe)},
 	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
+	{"qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, NAMES(qwen3_moe)},
 	{"gpt2", "GPT2LMHeadModel", 0, 1, NAMES(gpt2)},
 };
 #undef NAMES
@@ -181,6 +219,13 @@ const struct arch_family *family_find(const char *named)
 		if (!strcmp(named, families[i].type) || !strcmp(named, families[i].hf_class))
 			return &families[i];
 	return NULL;
+}
+
+int family_model_flags(const char *named)
+{
+	const struct arch_family *f = family_find(named);
+
+	return f ? f->model : 0;
 }
 
 const struct arch_family *family_at(size_t i)
@@ -256,7 +301,7 @@ int family_tensor_info(const struct sw_config *c, const char *name, struct sw_te
 			return -1;
 		arch_info_for_role(c, f->names[i].role, (int)layer, t);
 		snprintf(t->name, sizeof t->name, "%s", name);
-		t->expert = expert < 0 ? 0 : (int)expert;
+		t->expert = (int)expert;
 		return 0;
 	}
 	layer = layer_of_other(f, name);
@@ -265,13 +310,14 @@ int family_tensor_info(const struct sw_config *c, const char *name, struct sw_te
 	return arch_info_other(name, (int)layer, t);
 }
 
-enum family_layout family_tensor_layout(const struct sw_config *c, const char *name)
+enum family_layout family_tensor_layout(const struct sw_config *c, enum family_source src,
+					const char *name)
 {
 	const struct arch_family *f = family_find(c->arch);
 	long layer, expert;
 
 	for (size_t i = 0; f && i < sizeof layouts / sizeof layouts[0]; i++)
-		if (!strcmp(f->type, layouts[i].type) &&
+		if (!strcmp(f->type, layouts[i].type) && src == layouts[i].source &&
 		    name_matches(layouts[i].pattern, name, &layer, &expert))
 			return layouts[i].layout;
 	return FAMILY_AS_STORED;
@@ -395,6 +441,18 @@ void family_tensor_part(const struct sw_config *c, const struct sw_tensor_info *
 		out->stride = all;
 		out->groups = c->n_heads;
 	}
+}
+
+double family_gain_offset(const struct sw_config *c, enum family_source src,
+			  const struct sw_tensor_info *t)
+{
+	const struct arch_family *f = family_find(c->arch);
+
+	for (size_t i = 0; f && t->block == SW_BLOCK_NORM && i < sizeof gain_offsets /
+	     sizeof gain_offsets[0]; i++)
+		if (!strcmp(f->type, gain_offsets[i].type) && src == gain_offsets[i].source)
+			return gain_offsets[i].offset;
+	return 0;
 }
 
 int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,

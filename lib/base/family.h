@@ -28,17 +28,31 @@ struct family_name {
 	const char *role;
 };
 
+/* What the model computes of a family (struct arch_family's model): the
+ * Llama step, and where the family's math differs, the operations it
+ * adds (lib/model/step.c). */
+enum {
+	FAMILY_MODEL = 1,               /* the Llama step */
+	FAMILY_QKV_BIAS = 2,            /* biases on the q, k, v products (Qwen2: the bias op) */
+	FAMILY_QK_NORM = 4,             /* an RMSNorm of each head's q and k (Qwen3) */
+};
+/* family's flags for the architecture named (0 for one the model does
+ * not compute) */
+int family_model_flags(const char *named);
+
 struct arch_family {
 	const char *type;               /* config.json's model_type: gemma2 */
 	const char *hf_class;           /* its architectures[0]: Gemma2ForCausalLM */
-	int model;                      /* 1: the model computes it (arch_supported) */
+	int model;                      /* 0: read for its matrices; else what the model
+					   computes (arch_supported): FAMILY_MODEL's */
 	int tie_default;                /* tie_word_embeddings config.json may leave out */
 	const struct family_name *names;        /* NULL: arch.c's Llama names */
 	size_t n_names;
 };
 
 /* The families read for their matrices, and those the model computes. */
-#define FAMILY_LISTED "gemma, gemma2, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, olmoe, gpt2"
+#define FAMILY_LISTED "gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, " \
+	"qwen3_moe, olmoe, gpt2"
 
 /* The family config.json names (its architectures[0] or model_type), or
  * NULL for an architecture no table knows. */
@@ -56,11 +70,26 @@ const struct arch_family *family_at(size_t i);
  */
 int family_tensor_info(const struct sw_config *c, const char *name, struct sw_tensor_info *t);
 
+/* Who wrote a file's tensors under the family's names: transformers'
+ * classes (save_pretrained, and the Llama files of every other reader),
+ * nanoGPT's GPT (train.py's ckpt.pt, GPT-2's names in nn.Linear), or
+ * llama.cpp's GGUF converter. How a tensor is stored depends on it. */
+enum family_source { FAMILY_FROM_HF, FAMILY_FROM_NANOGPT, FAMILY_FROM_GGUF };
+
 /* How a tensor is stored: as the model sees it (PyTorch's [out, in]), or
- * transposed ([in, out], GPT-2's Conv1D), which the tensor source
- * (ckpt.c) turns to [out, in] for every tool. */
+ * transposed ([in, out], GPT2LMHeadModel's Conv1D; nanoGPT's nn.Linear
+ * is as stored), which the tensor source (ckpt.c) turns to [out, in] for
+ * every tool. */
 enum family_layout { FAMILY_AS_STORED, FAMILY_TRANSPOSED };
-enum family_layout family_tensor_layout(const struct sw_config *c, const char *name);
+enum family_layout family_tensor_layout(const struct sw_config *c, enum family_source src,
+					const char *name);
+
+/* What the model adds to a norm's stored weight to get the gain it
+ * applies: 1 for Gemma's and Gemma2's norms as transformers stores them
+ * (x / rms(x) * (1 + w)), 0 for every other tensor (t's block says
+ * whether it is a norm's). The tools report the gain, w + offset. */
+double family_gain_offset(const struct sw_config *c, enum family_source src,
+			  const struct sw_tensor_info *t);
 
 /*
  * A stored tensor that holds several roles (fused: GPT-2's c_attn, Phi-3's

@@ -130,25 +130,47 @@ static int parse_layer_num(const char *p, const char *end, int *v)
 	return 0;
 }
 
-static int add_layer(struct sw_select *s, const char *item, struct sw_err *err)
+/* A number or range of --layer or --expert (what) into r. */
+static int add_range(struct select_ranges *r, const char *item, const char *what,
+		     struct sw_err *err)
 {
 	const char *end = item + strlen(item), *dash = strchr(item + 1, '-');
 	int lo, hi;
 
-	if (s->nranges == SELECT_MAX)
-		return sw_fail(err, SW_EUSAGE, "too many layer ranges");
+	if (r->n == SELECT_MAX)
+		return sw_fail(err, SW_EUSAGE, "too many %s ranges", what);
 	if (dash && item[0] != '-') {
 		if (parse_layer_num(item, dash, &lo) < 0 || parse_layer_num(dash + 1, end, &hi) < 0 ||
 		    lo < 0 || hi < lo)
-			return sw_fail(err, SW_EUSAGE, "bad layer range '%s'", item);
+			return sw_fail(err, SW_EUSAGE, "bad %s range '%s'", what, item);
 	} else {
 		if (parse_layer_num(item, end, &lo) < 0)
-			return sw_fail(err, SW_EUSAGE, "bad layer '%s' (a number, a range A-B, or -1)", item);
+			return sw_fail(err, SW_EUSAGE, "bad %s '%s' (a number, a range A-B, or -1)",
+				       what, item);
 		hi = lo;
 	}
-	s->layer_lo[s->nranges] = lo;
-	s->layer_hi[s->nranges++] = hi;
+	r->lo[r->n] = lo;
+	r->hi[r->n++] = hi;
 	return SW_OK;
+}
+
+static int add_layer(struct sw_select *s, const char *item, struct sw_err *err)
+{
+	return add_range(&s->layers, item, "layer", err);
+}
+
+static int add_expert(struct sw_select *s, const char *item, struct sw_err *err)
+{
+	return add_range(&s->experts, item, "expert", err);
+}
+
+/* v in one of r's ranges, or r empty */
+static int in_ranges(const struct select_ranges *r, int v)
+{
+	for (int i = 0; i < r->n; i++)
+		if (v >= r->lo[i] && v <= r->hi[i])
+			return 1;
+	return r->n == 0;
 }
 
 /* One option's values, described when all were good. */
@@ -178,6 +200,11 @@ int select_add_layers(struct sw_select *s, const char *arg, struct sw_err *err)
 	return add_option(s, "--layer", arg, "layer", add_layer, err);
 }
 
+int select_add_experts(struct sw_select *s, const char *arg, struct sw_err *err)
+{
+	return add_option(s, "--expert", arg, "expert", add_expert, err);
+}
+
 int select_add_name(struct sw_select *s, const char *glob, struct sw_err *err)
 {
 	if (s->nglobs == SELECT_MAX || strlen(glob) >= SW_NAME_MAX || !glob[0])
@@ -189,7 +216,7 @@ int select_add_name(struct sw_select *s, const char *glob, struct sw_err *err)
 
 int select_given(const struct sw_select *s)
 {
-	return s->blocks || s->nroles || s->nranges || s->nglobs;
+	return s->blocks || s->nroles || s->layers.n || s->experts.n || s->nglobs;
 }
 
 const char *select_describe(const struct sw_select *s)
@@ -198,7 +225,7 @@ const char *select_describe(const struct sw_select *s)
 }
 
 int select_match(const struct sw_select *s, const char *name,
-		 enum sw_block block, const char *role, int layer)
+		 enum sw_block block, const char *role, int layer, int expert)
 {
 	int ok;
 
@@ -211,13 +238,8 @@ int select_match(const struct sw_select *s, const char *name,
 		if (!ok)
 			return 0;
 	}
-	if (s->nranges) {
-		ok = 0;
-		for (int i = 0; i < s->nranges && !ok; i++)
-			ok = layer >= s->layer_lo[i] && layer <= s->layer_hi[i];
-		if (!ok)
-			return 0;
-	}
+	if (!in_ranges(&s->layers, layer) || !in_ranges(&s->experts, expert))
+		return 0;
 	if (s->nglobs) {
 		ok = 0;
 		for (int i = 0; i < s->nglobs && !ok; i++)
@@ -230,5 +252,5 @@ int select_match(const struct sw_select *s, const char *name,
 
 int select_match_info(const struct sw_select *s, const struct sw_tensor_info *t)
 {
-	return select_match(s, t->name, t->block, t->role, t->layer);
+	return select_match(s, t->name, t->block, t->role, t->layer, t->expert);
 }

@@ -50,7 +50,7 @@ struct sw_tensor_info {
 	enum sw_group group;
 	enum sw_wd_mode wd_mode;
 	int layer;                    /* -1 outside the layer stack */
-	int expert;                   /* a MoE expert's tensor: its index; else 0 */
+	int expert;                   /* a MoE expert's tensor: its index; else -1 */
 	int n_heads, head_dim;        /* attention projections, else 0 */
 	double lr, wd;                /* in force at this step; NaN: unknown */
 	enum sw_dtype dtype;

@@ -180,7 +180,8 @@ static int expand_tensors(struct ckpt *ck, struct sw_tensor_info *info, size_t n
 		goto out;
 	}
 	for (size_t j = 0; j < n; j++) {
-		if (info[j].rank == 2 && family_tensor_layout(c, info[j].name) == FAMILY_TRANSPOSED) {
+		if (info[j].rank == 2 && family_tensor_layout(c, ck->meta.source, info[j].name) ==
+		    FAMILY_TRANSPOSED) {
 			int64_t r = info[j].shape[0];
 			info[j].shape[0] = info[j].shape[1];
 			info[j].shape[1] = r;

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "../base/arch.h"
+#include "../base/family.h"
 #include "../base/mapguard.h"
 #include "../base/status.h"
 #include "../base/tensor.h"
@@ -29,6 +30,7 @@ enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS, CKPT_PYTORCH, CKPT_GGUF, CKPT_LL
 struct ckpt_meta {
 	enum ckpt_format format;
 	struct sw_config config;
+	enum family_source source;      /* who wrote the tensors (FAMILY_FROM_HF: 0) */
 	int has_step;           /* step and tokens known (HDF5 always) */
 	int64_t step, tokens;
 	double train_loss, val_loss;  /* NaN: unknown */

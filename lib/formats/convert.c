@@ -2,6 +2,7 @@
 #include "convert.h"
 #include "../base/atomicfile.h"
 #include "../base/elemmath.h"
+#include "../base/family.h"
 #include "ckpt.h"
 #include "ckptfiles.h"
 #include "h5write.h"
@@ -34,20 +35,24 @@ void convert_opts_init(struct convert_opts *o)
 
 int convert_hf_has_role(const char *arch, const char *role)
 {
-	static const char *const llama[] = {
-		"embed", "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up",
-		"down", "final_norm", "lm_head",
-	};
+	const struct arch_role *r = arch_role_find(role);
 
-	for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++)
-		if (!strcmp(role, llama[i]))
-			return 1;
-	/* Qwen2 has q, k, v biases; Qwen3 per-head QK-norm */
-	if (!strcmp(arch, "qwen2"))
-		return !strcmp(role, "q_bias") || !strcmp(role, "k_bias") || !strcmp(role, "v_bias");
-	if (!strcmp(arch, "qwen3"))
-		return !strcmp(role, "q_norm") || !strcmp(role, "k_norm");
-	return 0;
+	/* Hugging Face's Llama family: what every model has (the head even
+	 * when tied: it is written then), q, k, v biases and per-head
+	 * QK-norm where the family's flags (family.c) say so (Qwen2's,
+	 * Qwen3's); none of our own roles */
+	switch (r ? r->when : ARCH_WHEN_OTHER) {
+	case ARCH_WHEN_ALWAYS:
+	case ARCH_WHEN_GAIN:
+	case ARCH_WHEN_UNTIED:
+		return 1;
+	case ARCH_WHEN_QKV_BIAS:
+		return (family_model_flags(arch) & FAMILY_QKV_BIAS) != 0;
+	case ARCH_WHEN_QK_NORM:
+		return (family_model_flags(arch) & FAMILY_QK_NORM) != 0;
+	default:
+		return 0;
+	}
 }
 
 int convert_parse_size(const char *s, uint64_t *bytes)
@@ -213,9 +218,11 @@ static void multipliers_of(const struct ckpt *ck, const struct sw_tensor_info *t
  * X_gain_out) of a linear role X present in ck. */
 static int foldable_multiplier(const struct ckpt *ck, const struct sw_tensor_info *t)
 {
+	const struct arch_role *r = arch_role_find(t->role);
+	int gain = r && (r->place == ARCH_PLACE_BEFORE || r->place == ARCH_PLACE_AFTER);
 	char base[SW_ROLE_MAX];
 
-	if ((t->block != SW_BLOCK_MULT && !strstr(t->role, "_gain_")) ||
+	if ((t->block != SW_BLOCK_MULT && !gain) ||
 	    arch_base_role(t->role, base, sizeof base) < 0)
 		return 0;
 	for (size_t k = 0; k < sizeof fold_roles / sizeof fold_roles[0]; k++)
@@ -338,7 +345,7 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 	if (!c->scale_vectors)
 		return sw_fail(err, SW_EDATA, "/config: scale_vectors = 0; Hugging Face %s has no "
 			       "RMSNorm without gains", c->arch);
-	if (c->qk_norm && strcmp(c->arch, "qwen3"))
+	if (c->qk_norm && !(family_model_flags(c->arch) & FAMILY_QK_NORM))
 		return sw_fail(err, SW_EDATA, "/config: qk_norm; Hugging Face %s has no QK-norm",
 			       c->arch);
 	return SW_OK;

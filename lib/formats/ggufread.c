@@ -311,6 +311,7 @@ static int gguf_open(const char *path, int fd, uint64_t size, void **src, struct
 	}
 	attrmap_init(&seen);
 	m->format = CKPT_GGUF;
+	m->source = FAMILY_FROM_GGUF;  /* its converter stored what it changed (Gemma: 1 + w) */
 	rc = take_config(&g, &m->config, err);
 	if (!rc && !(info = calloc(g.nt ? g.nt : 1, sizeof *info)))
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");

@@ -11,79 +11,78 @@
 #include <string.h>
 #include <unistd.h>
 
-/* One kind of weight in the file: every layer's (per_layer) or one. */
+/* One kind of weight in the file: every layer's (per_layer) or one; role
+ * NULL: the two RoPE tables (seq_len x head_dim/2 each, not weights). */
 struct seg {
 	const char *role;
 	int per_layer;
 };
 
-/* The orders of legacy_export and version1_export (export.py); NULL ends,
- * "rope" is the two RoPE tables, "lm_head" only when untied. */
+/* The orders of legacy_export and version1_export (export.py); the RoPE
+ * tables only when the file has them, lm_head (which may be tied) only
+ * when untied. */
 static const struct seg order_v0[] = {
 	{"embed", 0}, {"attn_norm", 1}, {"q", 1}, {"k", 1}, {"v", 1}, {"o", 1}, {"ffn_norm", 1},
-	{"gate", 1}, {"down", 1}, {"up", 1}, {"final_norm", 0}, {"rope", 0}, {"lm_head", 0},
-	{NULL, 0},
+	{"gate", 1}, {"down", 1}, {"up", 1}, {"final_norm", 0}, {NULL, 0}, {"lm_head", 0},
 };
 static const struct seg order_v1[] = {
 	{"attn_norm", 1}, {"ffn_norm", 1}, {"final_norm", 0}, {"embed", 0}, {"q", 1}, {"k", 1},
-	{"v", 1}, {"o", 1}, {"gate", 1}, {"down", 1}, {"up", 1}, {"lm_head", 0}, {NULL, 0},
+	{"v", 1}, {"o", 1}, {"gate", 1}, {"down", 1}, {"up", 1}, {"lm_head", 0},
 };
+
+static const struct seg *order_of(const struct l2c_header *h, size_t *n)
+{
+	*n = h->version ? sizeof order_v1 / sizeof order_v1[0]
+			: sizeof order_v0 / sizeof order_v0[0];
+	return h->version ? order_v1 : order_v0;
+}
 
 static int32_t le32(const unsigned char *p)
 {
 	return (int32_t)(uint32_t)sw_le_uint(p, 4);
 }
 
-/* A role's shape as llama2.c stores it ([out, in], PyTorch's), in floats;
- * rank 0 for the RoPE tables (seq_len x head_dim/2, twice). */
-static uint64_t seg_floats(const struct l2c_header *h, const char *role, int64_t shape[2], int *rank)
+/* A segment's shape as llama2.c stores it (the role's, PyTorch's [out,
+ * in]), in floats; rank 0 for the RoPE tables. The header's sizes,
+ * checked by plausible(), fit the config's: head_dim is dim / n_heads. */
+static uint64_t seg_floats(const struct l2c_header *h, const struct seg *s, int64_t shape[2],
+			   int *rank)
 {
-	int64_t D = h->dim, hd = h->dim / h->n_heads, kvd = h->n_kv_heads * hd, F = h->hidden_dim;
+	struct sw_config c = {.vocab_size = h->vocab_size, .d_model = h->dim,
+			      .n_heads = h->n_heads, .n_kv_heads = h->n_kv_heads,
+			      .head_dim = h->dim / h->n_heads, .d_ff = h->hidden_dim};
 
-	*rank = 2;
-	if (!strcmp(role, "embed") || !strcmp(role, "lm_head"))
-		shape[0] = h->vocab_size, shape[1] = D;
-	else if (!strcmp(role, "q") || !strcmp(role, "o"))
-		shape[0] = D, shape[1] = D;
-	else if (!strcmp(role, "k") || !strcmp(role, "v"))
-		shape[0] = kvd, shape[1] = D;
-	else if (!strcmp(role, "gate") || !strcmp(role, "up"))
-		shape[0] = F, shape[1] = D;
-	else if (!strcmp(role, "down"))
-		shape[0] = D, shape[1] = F;
-	else if (!strcmp(role, "rope")) {
+	if (!s->role) {
 		*rank = 0;
-		return (uint64_t)h->seq_len * (uint64_t)hd;
-	} else {
-		*rank = 1;
-		shape[0] = D;
-		return (uint64_t)D;
+		return (uint64_t)h->seq_len * (uint64_t)c.head_dim;
 	}
-	return (uint64_t)shape[0] * (uint64_t)shape[1];
+	*rank = arch_role_shape(&c, s->role, shape);
+	return *rank == 2 ? (uint64_t)shape[0] * (uint64_t)shape[1] : (uint64_t)shape[0];
 }
 
 /* Does segment s lie in the file described by h? */
 static int seg_present(const struct l2c_header *h, const struct seg *s)
 {
-	if (!strcmp(s->role, "rope"))
+	const struct arch_role *r = s->role ? arch_role_find(s->role) : NULL;
+
+	if (!s->role)
 		return h->freq_cis;
-	if (!strcmp(s->role, "lm_head"))
-		return !h->shared;
-	return 1;
+	return r && r->tied ? !h->shared : 1;
 }
 
 /* The bytes the file needs: header, weights, tables. The sizes are
  * bounded (plausible()), so nothing overflows. */
 static uint64_t file_bytes(const struct l2c_header *h)
 {
-	const struct seg *order = h->version ? order_v1 : order_v0;
+	size_t n;
+	const struct seg *order = order_of(h, &n);
 	uint64_t floats = 0;
 	int64_t shape[2];
 	int rank;
 
-	for (const struct seg *s = order; s->role; s++)
+	for (const struct seg *s = order; s < order + n; s++)
 		if (seg_present(h, s))
-			floats += seg_floats(h, s->role, shape, &rank) *
+			floats += seg_floats(h, s, shape, &rank) *
 				  (uint64_t)(s->per_layer ? h->n_layers : 1);
 	return h->header_bytes + 4 * floats;
 }
@@ -243,18 +242,18 @@ static int take_config(const struct l2c_header *h, struct sw_config *c, struct s
 static int list_tensors(struct ropeperm_src *s, const struct l2c_header *h,
 			const struct sw_config *c, struct sw_tensor_info **out, struct sw_err *err)
 {
-	const struct seg *order = h->version ? order_v1 : order_v0;
-	size_t k = 0;
+	size_t k = 0, nseg;
+	const struct seg *order = order_of(h, &nseg);
 	struct sw_tensor_info *info = calloc(s->n, sizeof *info);
 	uint64_t at = h->header_bytes;
 	int rc = SW_OK;
 
 	if (!info)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
-	for (const struct seg *g = order; g->role && !rc; g++) {
+	for (const struct seg *g = order; g < order + nseg && !rc; g++) {
 		int64_t shape[2];
 		int rank;
-		uint64_t floats = seg_floats(h, g->role, shape, &rank);
+		uint64_t floats = seg_floats(h, g, shape, &rank);
 
 		if (!seg_present(h, g))
 			continue;

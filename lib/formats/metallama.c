@@ -70,16 +70,21 @@ int meta_is_meta_name(const char *name)
 	return meta_role(name, role, sizeof role, &layer) == 1 || !strcmp(name, "rope.freqs");
 }
 
-int meta_split_dim(const char *role)
+int meta_split_dim(const char *role, int rank, const int64_t *shape, int64_t d_model)
 {
-	static const char *const rows[] = {"q", "k", "v", "gate", "up", "lm_head"};
+	const struct arch_role *r = arch_role_find(role);
 
-	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-		if (!strcmp(role, rows[i]))
-			return 0;
-	if (!strcmp(role, "o") || !strcmp(role, "down") || !strcmp(role, "embed"))
+	switch (r ? r->split : ARCH_SPLIT_NONE) {
+	case ARCH_SPLIT_ROWS:
+		return 0;
+	case ARCH_SPLIT_COLS:
 		return 1;
-	return -1;
+	case ARCH_SPLIT_EMBED:
+		/* Llama 3 splits the embedding's rows (VocabParallelEmbedding) */
+		return rank == 2 && shape[1] == d_model ? 0 : 1;
+	default:
+		return -1;
+	}
 }
 
 /* A size of params.json: a nonnegative integer below 2^31 (-1 or positive

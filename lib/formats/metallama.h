@@ -57,9 +57,10 @@ int meta_role(const char *name, char *role, size_t len, int *layer);
 int meta_parse_params(const char *json, size_t len, struct sw_config *c, int64_t *vocab,
 		      struct sw_err *err);
 
-/* The dimension model-parallel shards of role are concatenated along:
- * 0, 1, or -1 (replicated: the norms). embed: 1 here; the reader takes 0
- * when every slice has d_model columns (Llama 3). */
-int meta_split_dim(const char *role);
+/* The dimension model-parallel shards of role are concatenated along
+ * (arch.h's split column): 0, 1, or -1 (replicated: the norms). The
+ * embedding's: 1 (Llama 2), or 0 where a slice of it (rank, shape) has
+ * all d_model columns (Llama 3). */
+int meta_split_dim(const char *role, int rank, const int64_t *shape, int64_t d_model);
 
 #endif

@@ -9,6 +9,7 @@
 #include "../base/grow.h"
 #include "hfdir.h"
 #include "metallama.h"
+#include "nanogpt.h"
 #include "pickle.h"
 #include "ptzip.h"
 #include "ropeperm.h"
@@ -146,6 +147,10 @@ static int add_named(struct named_list *l, const char *name, const struct pk_ten
 	struct named *x;
 	int rc;
 
+	/* a model under torch.compile names its tensors inside the
+	 * compiled wrapper: the names are the model's */
+	if (!strncmp(name, NANOGPT_COMPILED_PREFIX, strlen(NANOGPT_COMPILED_PREFIX)))
+		name += strlen(NANOGPT_COMPILED_PREFIX);
 	if ((rc = st_name_check(name, err)))
 		return rc;
 	if (SW_GROW(l->v, &l->cap, l->n + 1) < 0)
@@ -236,9 +241,10 @@ static int locate(const struct ptzip *z, struct named *v, int file, struct sw_er
 	return SW_OK;
 }
 
-/* The tensors of file k's pickle, sorted by name; a name twice refused. */
+/* The tensors of file k's pickle, sorted by name; a name twice refused.
+ * With ng, what the pickle says of a nanoGPT checkpoint too. */
 static int read_file(struct ptsrc *s, int k, const char *key, struct named_list *out,
-		     struct sw_err *err)
+		     struct nanogpt *ng, struct sw_err *err)
 {
 	struct pt_file *f = &s->files[k];
 	struct pk_result pk = {0};
@@ -266,7 +272,8 @@ static int read_file(struct ptsrc *s, int k, const char *key, struct named_list 
 			     z.top, (unsigned long long)e->csize, (unsigned long long)e->size,
 			     PKL_MAX_RATIO);
 	if (!rc && !(rc = ptzip_read(&z, e, PKL_MAX, &pkl, &len, err)) &&
-	    !(rc = pk_load(pkl, len, z.n, &pk, err)) && !(rc = choose_dict(pk.root, key, &d, err)))
+	    !(rc = pk_load(pkl, len, z.n, &pk, err)) && !(rc = choose_dict(pk.root, key, &d, err)) &&
+	    !(rc = ng ? nanogpt_read(pk.root, ng, err) : SW_OK))
 		rc = walk(out, d, "", 0, err);
 	for (size_t i = 0; i < out->n && !rc; i++)
 		rc = locate(&z, &out->v[i], k, err);
@@ -386,7 +393,7 @@ static int open_index(struct ptsrc *s, const char *index, const char *dir, const
 		    (rc = add_file(s, path, -1, 0, err))) {
 			break;
 		}
-		if ((rc = read_file(s, s->nfiles - 1, key, &l, err))) {
+		if ((rc = read_file(s, s->nfiles - 1, key, &l, NULL, err))) {
 			if (!strstr(err->msg, path))
 				sw_err_prefix(err, "%s", path);
 			break;
@@ -535,7 +542,7 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 	if (!(l = calloc((size_t)S, sizeof *l)))
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int k = 0; k < S && !rc; k++)
-		if ((rc = read_file(s, first + k, key, &l[k], err)) && !strstr(err->msg, s->files[first + k].path))
+		if ((rc = read_file(s, first + k, key, &l[k], NULL, err)) && !strstr(err->msg, s->files[first + k].path))
 			sw_err_prefix(err, "%s", s->files[first + k].path);
 	n = rc ? 0 : l[0].n;
 	/* every slice holds the same names */
@@ -560,20 +567,14 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 				     "combine is unknown", l[0].v[i].name, S);
 			break;
 		}
-		if (known > 0 && S > 1) {
-			dim = meta_split_dim(role);
-			/* Llama 3 splits the embedding's rows (VocabParallelEmbedding) */
-			if (!strcmp(role, "embed") && l[0].v[i].p.rank == 2 &&
-			    l[0].v[i].p.shape[1] == c->d_model)
-				dim = 0;
-		}
+		if (known > 0 && S > 1)
+			dim = meta_split_dim(role, l[0].v[i].p.rank, l[0].v[i].p.shape, c->d_model);
 		if ((rc = combine(l, S, i, dim, &whole[i], err)))
 			break;
 		dims[i] = dim;
-		if (known > 0 && !strcmp(role, "embed"))
-			c->vocab_size = whole[i].shape[0];
-		if (known > 0 && !strcmp(role, "gate") && !c->d_ff)
-			c->d_ff = whole[i].shape[0];
+		/* the vocabulary from the embedding's rows, d_ff from gate's */
+		if (known > 0)
+			arch_size_from_rows(c, role, whole[i].shape[0]);
 	}
 	if (!rc && vocab_said > 0 && vocab_said != c->vocab_size)
 		rc = sw_fail(err, SW_EDATA, "params.json: vocab_size %lld disagrees with "
@@ -626,6 +627,47 @@ static int open_meta(struct ptsrc *s, const char *file, const char *dir, const s
 	return rc;
 }
 
+/* ---- nanoGPT's tied head ----------------------------------------------- */
+
+static int same_view(const struct pt_piece *a, const struct pt_piece *b)
+{
+	return a->file == b->file && a->data == b->data && a->offset == b->offset &&
+	       a->rank == b->rank && a->dtype == b->dtype &&
+	       !memcmp(a->shape, b->shape, sizeof a->shape) &&
+	       !memcmp(a->stride, b->stride, sizeof a->stride);
+}
+
+/*
+ * nanoGPT ties lm_head to wte (one Parameter): its state dict holds both
+ * names, views of one storage. A tensor of a role that may be tied
+ * (arch.c's tied column: lm_head to embed) and is the very view of its
+ * partner is that tie: dropped, the head the embedding, as when a file
+ * leaves it out; one of its own storage unties the head.
+ */
+static void untie_or_drop(struct named_list *l, struct sw_config *c)
+{
+	struct sw_tensor_info a, b;
+
+	for (size_t i = 0; i < l->n; i++) {
+		const struct arch_role *r;
+		if (family_tensor_info(c, l->v[i].name, &a) < 0 || !(r = arch_role_find(a.role)) ||
+		    !r->tied)
+			continue;
+		for (size_t j = 0; j < l->n; j++) {
+			if (j == i || family_tensor_info(c, l->v[j].name, &b) < 0 ||
+			    strcmp(b.role, r->tied) || b.layer != a.layer)
+				continue;
+			if (same_view(&l->v[i].p, &l->v[j].p)) {
+				memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof *l->v);
+				l->n--;
+				return;
+			}
+		}
+		c->tie_embeddings = 0;
+		return;
+	}
+}
+
 /* ---- the reader ------------------------------------------------------- */
 
 static void pt_close(void *src)
@@ -654,6 +696,7 @@ static int pt_open(const char *path, int fd, uint64_t size, void **src, struct c
 {
 	struct sw_tensor_info *info = NULL;
 	struct named_list l = {0};
+	struct nanogpt ng = {0};
 	char dir[PATH_MAX];
 	struct ptsrc *s;
 	int rc, meta = 0;
@@ -673,7 +716,7 @@ static int pt_open(const char *path, int fd, uint64_t size, void **src, struct c
 			rc = open_index(s, path, dir, m->key, &m->config, &info, err);
 		goto out;
 	}
-	if ((rc = add_file(s, path, fd, size, err)) || (rc = read_file(s, 0, m->key, &l, err)))
+	if ((rc = add_file(s, path, fd, size, err)) || (rc = read_file(s, 0, m->key, &l, &ng, err)))
 		goto out;
 	for (size_t i = 0; i < l.n && !meta; i++)
 		meta = meta_is_meta_name(l.v[i].name);
@@ -685,6 +728,15 @@ static int pt_open(const char *path, int fd, uint64_t size, void **src, struct c
 		close(s->files[0].fd);
 		s->nfiles = 0;
 		rc = open_meta(s, path, dir, &mine, m->key, &m->config, &info, err);
+	} else if (ng.found) {
+		/* nanoGPT's: model_args is the architecture (no config.json) */
+		m->config = ng.config;
+		m->source = FAMILY_FROM_NANOGPT;
+		m->has_step = ng.has_step;
+		m->step = ng.step;
+		m->tokens = ng.tokens;
+		untie_or_drop(&l, &m->config);
+		rc = add_hf(s, &m->config, &l, &info, err);
 	} else if (!(rc = hfdir_config(dir, &m->config, err))) {
 		rc = add_hf(s, &m->config, &l, &info, err);
 	}

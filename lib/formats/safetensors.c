@@ -478,6 +478,17 @@ static int cfg_window(const cJSON *root, const char *arch, struct sw_config *c, 
 	return SW_OK;
 }
 
+/* A flag as transformers' class reads it: absent or null leaves *v 0 */
+static int cfg_bool(const cJSON *root, const char *key, int *v, struct sw_err *err)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (j && !cJSON_IsNull(j) && !cJSON_IsBool(j))
+		return sw_fail(err, SW_EDATA, "config.json: %s is not true or false", key);
+	*v = cJSON_IsTrue(j);
+	return SW_OK;
+}
+
 /*
  * The config of a family read for its matrices, or of an architecture no
  * table knows: what a listing uses, where config.json says it under one
@@ -511,11 +522,30 @@ static int listing_config(const cJSON *root, const struct arch_family *f, const 
 	}
 	if (!c->n_kv_heads)
 		c->n_kv_heads = c->n_heads;
+	/* GPT2Config's own keys, with its defaults: n_inner null or absent
+	 * is 4 n_embd, n_positions the context (1024), layer_norm_epsilon
+	 * (1e-5), activation_function (gelu_new) */
+	if (f && !strcmp(f->type, "gpt2")) {
+		if (!c->d_ff)
+			c->d_ff = 4 * c->d_model;
+		if ((rc = cfg_int(root, "n_positions", &c->seq_len, 1024, 0, err)) ||
+		    (rc = cfg_num(root, "layer_norm_epsilon", &c->norm_eps, 1e-5, err)) ||
+		    (rc = cfg_name(root, "activation_function", "activation_function", c->hidden_act,
+				   sizeof c->hidden_act, err)))
+			return rc;
+		if (!c->hidden_act[0])
+			snprintf(c->hidden_act, sizeof c->hidden_act, "gelu_new");
+	}
 	if (!c->head_dim && c->n_heads && c->d_model % c->n_heads == 0)
 		c->head_dim = c->d_model / c->n_heads;
 	if (tie && !cJSON_IsBool(tie))
 		return sw_fail(err, SW_EDATA, "config.json: tie_word_embeddings is not true or false");
 	c->tie_embeddings = tie ? cJSON_IsTrue(tie) : f && f->tie_default;
+	/* QK-norm where the family's table names its gains (OLMo2, OLMoE,
+	 * Qwen3-MoE): sw-qkdrift reads the gains, not the matrices the norm
+	 * undoes */
+	for (size_t i = 0; f && i < f->n_names; i++)
+		c->qk_norm |= !strcmp(f->names[i].role, "q_norm");
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
 	return SW_OK;
@@ -591,7 +621,15 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		goto out;
 	}
 	c->tie_embeddings = cJSON_IsTrue(tie);
-	c->qk_norm = !strcmp(found, "qwen3");
+	/* biases the model does not compute, for arch_model_check to refuse:
+	 * LlamaConfig reads attention_bias and mlp_bias, Qwen3Config
+	 * attention_bias; Mistral's and Qwen2's classes read neither */
+	if ((!strcmp(found, "llama") || !strcmp(found, "qwen3")) &&
+	    (rc = cfg_bool(root, "attention_bias", &c->attention_bias, err)))
+		goto out;
+	if (!strcmp(found, "llama") && (rc = cfg_bool(root, "mlp_bias", &c->mlp_bias, err)))
+		goto out;
+	c->qk_norm = (family_model_flags(found) & FAMILY_QK_NORM) != 0;
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
 	rc = arch_config_check(c, err);

@@ -22,11 +22,11 @@ static int bucket_of(const struct model *m, const struct model_tensor *t)
 {
 	if (t->info.layer >= 0)
 		return t->info.layer + 1;
-	return strcmp(t->info.role, "embed") ? (int)m->c.n_layers + 1 : 0;
+	return t->info.block == SW_BLOCK_EMB ? 0 : (int)m->c.n_layers + 1;
 }
 
 /* Each bucket's range of the flat block; its tensors must lie together
- * (model.c lays the block out in model order). */
+ * (layout.c lays the block out in model order). */
 static int plan_buckets(struct dp *d, struct sw_err *err)
 {
 	const struct model *m = d->m;

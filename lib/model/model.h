@@ -25,8 +25,11 @@
  * model_zero_grad clears them.
  *
  * `real` is float; compiled with -DSW_REAL_DOUBLE (the gradient check test
- * does) the same code runs in double. Hessian-vector products of the
- * model (the R-operator): modelhvp.h.
+ * does) the same code runs in double (cpukern.h). The model is three
+ * floors: the CPU's kernels (cpukern.h), the parameter layout (layout.h:
+ * where each tensor is), and model.c above step.c, the CPU as the step's
+ * back end. Hessian-vector products of the model (the R-operator):
+ * modelhvp.h.
  */
 #ifndef SW_MODEL_H
 #define SW_MODEL_H
@@ -37,12 +40,7 @@
 #include "../base/arch.h"
 #include "../base/status.h"
 #include "../base/tensor.h"
-
-#ifdef SW_REAL_DOUBLE
-typedef double real;
-#else
-typedef float real;
-#endif
+#include "cpukern.h"
 
 /* arch_multipliers_parse's; ROWCOL: diag(r) W diag(c), two tensors */
 enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL, MULT_ROWCOL };
@@ -78,16 +76,7 @@ struct model_linear {
 	int64_t dout, din;
 };
 
-/*
- * Every multiplier mode as W_eff[i][j] = row[i * row_step] W[i][j] col[j],
- * a side NULL where it is 1: scalar (row the scalar, row_step 0), row, col,
- * rowcol. The gradients go to the same places: drow[i * row_step] and
- * dcol[j]. One view for the CPU's forward, backward and R-operator.
- */
-struct mult_view {
-	const real *row, *col;
-	int64_t row_step;
-};
+/* Every multiplier mode as one view (cpukern.h's struct mult_view). */
 static inline struct mult_view model_mult_view(enum mult_mode mode, const real *mult,
 					       const real *col)
 {
@@ -179,7 +168,7 @@ struct model {
 					   gradients, not handed on (the Hessian needs it) */
 	/* tensors */
 	int ntensors, tensors_cap;
-	struct model_tensor *tensors;   /* NULL while model_build counts them */
+	struct model_tensor *tensors;   /* NULL while model_layout counts them */
 	int nlinears, linears_cap;
 	struct model_linear *linears;
 	size_t nparams;
@@ -255,17 +244,8 @@ void model_init(struct model *m, uint64_t seed);
  * recompute as struct model's. */
 double model_acts_bytes(const struct sw_config *c, int B, int T, int recompute);
 
-/* Point layer l's views (m->p.layer[l]) at at_, where the tensor at
- * offset `from` of m->params is at at_[0] (paramstream.c's one layer in
- * memory); at_ NULL: every view NULL. m->params itself, where layer l's
- * values also have their place, is neither read nor written. */
-void model_point_layer(struct model *m, int l, real *at_, size_t from);
-
 /* Make room for activations of B sequences of T tokens (T <= seq_len). */
 int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err);
-
-/* Index of the tensor with role and layer (-1 outside layers), or -1. */
-int model_find(const struct model *m, const char *role, int layer);
 
 /*
  * Forward pass on tokens (B, T). With targets (B, T) computes the loss
@@ -298,27 +278,5 @@ void model_zero_grad(struct model *m);
  */
 void model_backward(struct model *m, const int *tokens, const int *targets,
 		    double loss_scale);
-
-/*
- * Attention's causal products in blocks (model.c, and the CUDA path
- * alike, so that both add in the same order): the T x T scores split into
- * nb row blocks (and as many column blocks), so that the products skip
- * the blocks above the diagonal, all zero: (nb + 1) / (2 nb) of the
- * square's work. Blocks of at least 8 rows, at most 4 of them (the
- * products stay large). Each element adds the products of the whole
- * square less zero terms at the end (row blocks) or the start (column
- * blocks); OpenBLAS still rounds some otherwise than over the square.
- */
-static inline int model_causal_nblocks(int T)
-{
-	return T >= 32 ? 4 : T >= 16 ? T / 8 : 1;
-}
-
-/* rows [*r0, *r1) of block i */
-static inline void model_causal_block(int T, int nb, int i, int *r0, int *r1)
-{
-	*r0 = (int)((long)T * i / nb);
-	*r1 = (int)((long)T * (i + 1) / nb);
-}
 
 #endif

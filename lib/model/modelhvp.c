@@ -1,15 +1,17 @@
 /*
  * modelhvp.c - the R-operator of the model on the CPU (see modelhvp.h):
  * the tangent of each layer's forward and backward, named rop_ after the
- * layer of model.c it differentiates, as the CPU's table of step.h's
+ * kernel of cpukern.c it differentiates, as the CPU's table of step.h's
  * tangent operations; model_rop_forward and model_rop_backward run
- * step.c's R-operator sequence over it. The layers it runs unchanged (on
- * tangents, or as the primal backward beside them) are model.c's CPU
- * table, through modelint.h.
+ * step.c's R-operator sequence over it. The kernels it runs unchanged
+ * (on tangents) are cpukern.h's; the primal backward beside them is
+ * model.c's CPU step, through modelint.h.
  */
 #include "modelhvp.h"
 #include "../base/isa.h"
 #include "../base/elemmath.h"
+#include "cpukern.h"
+#include "layout.h"
 #include "model.h"
 #include "modelint.h"
 #include "../base/par.h"
@@ -52,7 +54,7 @@ int model_rop_first(const struct model *m, const unsigned char *want)
 		const struct sw_tensor_info *t = &m->tensors[i].info;
 		if (!model_rop_wanted(m, want, i))
 			continue;
-		if (!strcmp(t->role, "embed"))
+		if (t->block == SW_BLOCK_EMB)
 			return -1;
 		if (t->layer >= 0 && t->layer < first)
 			first = t->layer;
@@ -102,19 +104,17 @@ void model_rop_gains_backward(const struct model *m, const real *v, real *hv, co
 	}
 }
 
+static int rop_keep(const struct model *m, int tensor, const void *want)
+{
+	return model_rop_wanted(m, want, tensor);
+}
+
 /* Layer l's pointers of all (rm's weights or gradients), NULL where v
  * does not reach. */
 static void rop_layer_views(const struct model *m, const unsigned char *want,
 			    const struct layer_ptrs *all, int l, struct layer_ptrs *out)
 {
-#define VIEW(field, role) out->field = model_rop_wanted(m, want, model_find(m, role, l)) ? all->field : NULL
-	VIEW(attn_norm, "attn_norm"); VIEW(wq, "q"); VIEW(wk, "k"); VIEW(wv, "v"); VIEW(wo, "o");
-	VIEW(q_norm, "q_norm"); VIEW(k_norm, "k_norm"); VIEW(o_in_norm, "o_in_norm");
-	VIEW(v_norm, "v_norm"); VIEW(gate_norm, "gate_norm"); VIEW(up_norm, "up_norm");
-	VIEW(ffn_norm, "ffn_norm"); VIEW(wgate, "gate"); VIEW(wup, "up"); VIEW(wdown, "down");
-	VIEW(down_in_norm, "down_in_norm");
-	VIEW(q_bias, "q_bias"); VIEW(k_bias, "k_bias"); VIEW(v_bias, "v_bias");
-#undef VIEW
+	model_layer_views_keep(m, l, all, out, rop_keep, want);
 }
 
 /* R{y} of rmsnorm_forward: with xhat = x r, r = (mean(x^2) + eps)^(-1/2),
@@ -251,7 +251,7 @@ static void rop_matmul_backward(real *rdinp, real *rdw, const real *dout, const 
  * R{} of attention_forward, per (b, h): R{S} = scale (R{Q} K^T + Q R{K}^T),
  * R{P} = P (R{S} - rowsum(P R{S})) (zero above the diagonal, as P),
  * R{O} = R{P} V + P R{V}. ratt (B, H, T, T) keeps R{P} for the backward.
- * The products in model.c's causal blocks (model.h): what lies above the
+ * The products in the CPU's causal blocks (cpukern.h): what lies above the
  * diagonal is zero and not computed.
  */
 static void rop_attention_forward(real *rout, real *ratt, const real *att, const real *q,
@@ -405,7 +405,7 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 }
 
 /* R{h} of swiglu_forward, and R{} of swiglu_backward (elemmath.h); in
- * vectors, as model.c's SwiGLU (element by element: the same bits) */
+ * vectors, as cpukern.c's SwiGLU (element by element: the same bits) */
 ISA_VECTOR_CLONES
 static void rop_swiglu_forward(real *rh, const real *gate, const real *up, const real *rgate,
 			       const real *rup, size_t n)

@@ -1,7 +1,7 @@
 /*
  * modelhvp.h - Hessian- and Gauss-Newton-vector products of the model of
  * model.h by the R-operator: a tangent forward pass and a second-order
- * backward pass (step.c's sequence) over model.c's layers, on the CPU,
+ * backward pass (step.c's sequence) over the CPU's kernels (cpukern.h),
  * for sw-hessian (hessian.h) and the tests that check them against
  * finite differences and PyTorch; cuda/gpumodel.h runs the same sequence
  * on the device.

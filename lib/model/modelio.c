@@ -1,5 +1,6 @@
 /* modelio.c - models and training state in checkpoints (see modelio.h). */
 #include "modelio.h"
+#include "layout.h"
 #include "../formats/ckpt.h"
 #include "../formats/h5write.h"
 #include "../analysis/scalevec.h"

@@ -352,7 +352,7 @@ enum optim_lmo optim_scion_lmo(const struct sw_tensor_info *t, double *scale)
 		*scale = sqrt((double)t->shape[0] / (double)t->shape[1]);
 		return OPTIM_LMO_ORTHO;
 	}
-	if (!strcmp(t->role, "embed"))
+	if (t->block == SW_BLOCK_EMB)
 		return OPTIM_LMO_ROWS;
 	if (t->kind == SW_KIND_MATRIX)
 		*scale = 1.0 / (double)t->shape[1];

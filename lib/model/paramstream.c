@@ -1,6 +1,7 @@
 /* paramstream.c - layers read from the checkpoint as the passes reach them
  * (see paramstream.h). */
 #include "paramstream.h"
+#include "layout.h"
 #include "modelio.h"
 
 #include <stdlib.h>

@@ -236,8 +236,8 @@ static int plan_blocks(const struct model *m, const struct sw_select *sel, enum 
 }
 
 /* The per-tensor lr from the checkpoint (NaN where it has none), step. */
-static int checkpoint_lrs(struct ckpt *ck, const struct model *m, double *lr,
-			  struct hessian_result *r)
+static void checkpoint_lrs(struct ckpt *ck, const struct model *m, double *lr,
+			   struct hessian_result *r)
 {
 	r->has_step = ckpt_meta(ck)->has_step;
 	r->step = ckpt_meta(ck)->step;
@@ -246,7 +246,6 @@ static int checkpoint_lrs(struct ckpt *ck, const struct model *m, double *lr,
 		long k = ckpt_find_role(ck, m->tensors[i].info.role, m->tensors[i].info.layer);
 		lr[i] = k < 0 ? NAN : ckpt_info(ck, (size_t)k)->lr;
 	}
-	return SW_OK;
 }
 
 /* P^-1/2 with P = sqrt(v / (1 - beta2^t)) + eps, from /optim_state. */
@@ -484,8 +483,8 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
-	if ((rc = checkpoint_lrs(ck, &su.m, lr, r)) ||
-	    (rc = plan_blocks(&su.m, sel, o->by, r, &want, err)))
+	checkpoint_lrs(ck, &su.m, lr, r);
+	if ((rc = plan_blocks(&su.m, sel, o->by, r, &want, err)))
 		goto out;
 	if (!r->selected)
 		goto out;

@@ -4,6 +4,7 @@
 #include "../base/elemmath.h"
 #include "../analysis/norms.h"
 #include "../analysis/linalg.h"
+#include "../model/layout.h"
 #include "../model/model.h"
 #include "../model/modelio.h"
 #include "../analysis/qkdrift.h"

@@ -5,7 +5,7 @@
 test_expect_success 'header names the columns' '
 	sw-ls "$FIX/tiny.h5" >actual &&
 	head -n 1 actual >header &&
-	printf "file\tname\tblock\trole\tlayer\tkind\tdtype\tshape\tnumel\n" >expect &&
+	printf "file\tname\tblock\trole\tlayer\tkind\tdtype\tshape\tnumel\texpert\n" >expect &&
 	test_cmp expect header
 '
 
@@ -82,7 +82,7 @@ test_expect_success 'file names from stdin, with no FILE and with -' '
 
 test_expect_success '--json: one object per tensor with the same fields' '
 	sw-ls --json --role embed "$FIX/tiny.h5" >actual &&
-	echo "{\"file\": \"$FIX/tiny.h5\", \"name\": \"model.embed_tokens.weight\", \"block\": \"emb\", \"role\": \"embed\", \"layer\": -1, \"kind\": \"matrix\", \"dtype\": \"F32\", \"shape\": [48, 16], \"numel\": 768}" >expect &&
+	echo "{\"file\": \"$FIX/tiny.h5\", \"name\": \"model.embed_tokens.weight\", \"block\": \"emb\", \"role\": \"embed\", \"layer\": -1, \"kind\": \"matrix\", \"dtype\": \"F32\", \"shape\": [48, 16], \"numel\": 768, \"expert\": -1}" >expect &&
 	test_cmp expect actual
 '
 

@@ -36,7 +36,7 @@ spectra_close() {
 test_expect_success 'header: the columns, exactly' '
 	sw-spectrum "$FIX/tiny.h5" >tiny.out &&
 	head -n 1 tiny.out >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tindex\tsigma\ttokens\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tindex\tsigma\ttokens\texpert\n" >expect &&
 	test_cmp expect header
 '
 
@@ -88,7 +88,7 @@ test_expect_success 'BF16 copy: the same spectra to BF16 precision (2^-8 sigma_m
 test_expect_success '--summary: the columns and the construction (geometric 0.8^k)' '
 	sw-spectrum --summary "$FIX/tiny.h5" >sum &&
 	head -n 1 sum >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tsigma_max\tsigma_min\tstable_rank\teffective_rank\tcondition\tfrobenius\tcount\ttokens\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tsigma_max\tsigma_min\tstable_rank\teffective_rank\tcondition\tfrobenius\tcount\ttokens\texpert\n" >expect &&
 	test_cmp expect header &&
 	awk -F"\t" "NR > 1 && \$2 != \"lm_head_folded\" {
 		n = \$3 < \$4 ? \$3 : \$4; S = \$8; f = \$9; sum = 0; h = 0
@@ -106,7 +106,7 @@ test_expect_success '--summary: the columns and the construction (geometric 0.8^
 test_expect_success '--per-head: q, k (GQA: 2 KV heads), v by rows, o by columns' '
 	sw-spectrum --per-head "$FIX/tiny.h5" >heads &&
 	head -n 1 heads >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\thead\tindex\tsigma\ttokens\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\thead\tindex\tsigma\ttokens\texpert\n" >expect &&
 	test_cmp expect header &&
 	sed 1d heads | awk -F"\t" "{ n[\$5 \" \" \$7]++ } END { for (k in n) print k, n[k] }" | sort >counts &&
 	printf "k 0 48\nk 1 48\no 0 48\no 1 48\no 2 48\no 3 48\nq 0 48\nq 1 48\nq 2 48\nq 3 48\nv 0 48\nv 1 48\n" >expect &&
@@ -200,7 +200,7 @@ test_expect_success '--normalize on an sw-convert export: the lr, wd and wd_mode
 test_expect_success '--hist 4: log-spaced bins from sigma_min to sigma_max, 4 values each' '
 	sw-spectrum --hist 4 --role lm_head "$FIX/tiny.h5" >hist &&
 	head -n 1 hist >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tbin\tbin_lo\tbin_hi\tcount\tdensity\ttokens\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tbin\tbin_lo\tbin_hi\tcount\tdensity\ttokens\texpert\n" >expect &&
 	test_cmp expect header &&
 	awk "BEGIN { lo = 2.5 * 0.8 ^ 15; r = (2.5 / lo) ^ 0.25
 		for (b = 0; b < 4; b++) printf \"%d\t%.17g\t%.17g\t4\t%.17g\n\", b + 1, lo * r ^ b, lo * r ^ (b + 1), 4 / (16 * (lo * r ^ (b + 1) - lo * r ^ b)) }" >expect &&
@@ -289,7 +289,7 @@ test_expect_success 'NaN in q with --per-head: exit 65 once for the tensor, the 
 test_expect_success '--json: JSON Lines, null for an unknown step' '
 	sw-spectrum --json --role lm_head --top 1 "$FIX/tiny-hf" >out &&
 	test_line_count = 1 out &&
-	grep -q "^{\"file\": \".*tiny-hf\", \"step\": null, \"name\": \"lm_head.weight\", \"block\": \"out\", \"role\": \"lm_head\", \"layer\": -1, \"index\": 1, \"sigma\": [-+.0-9e]*, \"tokens\": null}$" out &&
+	grep -q "^{\"file\": \".*tiny-hf\", \"step\": null, \"name\": \"lm_head.weight\", \"block\": \"out\", \"role\": \"lm_head\", \"layer\": -1, \"index\": 1, \"sigma\": [-+.0-9e]*, \"tokens\": null, \"expert\": -1}$" out &&
 	# sigma: the construction value 2.5 from a float32-stored matrix (a
 	# few ulps, 1e-6 relative), not the digits one machine printed
 	sed "s/.*\"sigma\": \([^,]*\),.*/\1/" out >sigma &&

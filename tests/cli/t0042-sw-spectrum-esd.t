@@ -10,7 +10,7 @@
 test_expect_success 'the columns, a row per matrix' '
 	sw-spectrum --esd-fit "$FIX/tiny.h5" >out &&
 	head -n 1 out >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tcount\tlambda_max\talpha\talpha_se\txmin\tks_d\ttail\talpha_weighted\tlog_spectral_norm\tlog_norm\tmp_sigma2\tmp_edge\tspikes\ttokens\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tcount\tlambda_max\talpha\talpha_se\txmin\tks_d\ttail\talpha_weighted\tlog_spectral_norm\tlog_norm\tmp_sigma2\tmp_edge\tspikes\ttokens\texpert\n" >expect &&
 	test_cmp expect header &&
 	sw-spectrum --summary "$FIX/tiny.h5" >summary &&
 	test_line_count = $(wc -l <summary) out

@@ -112,7 +112,7 @@ PY
 test_expect_success 'the folded head of weights near 3e38: finite norms, right (was "0 of 32 values are NaN or Inf")' '
 	"$PY" mkst.py huge f 3e38 2,2,0.5,1 &&
 	sw-norms --role lm_head huge >out 2>err &&
-	test_line_count = 0 err && cut -f6,10- out >got &&
+	test_line_count = 0 err && cut -f6,10-16 out >got &&
 	"$PY" -c "
 import math, struct
 c = struct.unpack(\"<f\", struct.pack(\"<f\", 3e38))[0]

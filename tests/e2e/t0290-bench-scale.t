@@ -41,7 +41,7 @@ test_expect_success 'sw-ls counts the parameters the shapes give, tied head' '
 	sed -n "\$p" sum | cut -f2- >actual &&
 	test_cmp expect actual &&
 	sw-ls --role lm_head ck >ls &&
-	printf "ck\tlm_head.weight\tout\tlm_head\t-1\tmatrix\ttied\t96x64\t0\n" >expect &&
+	printf "ck\tlm_head.weight\tout\tlm_head\t-1\tmatrix\ttied\t96x64\t0\t-1\n" >expect &&
 	sed 1d ls >actual &&
 	test_cmp expect actual
 '

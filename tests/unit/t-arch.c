@@ -120,6 +120,25 @@ int main(void)
 	   "q and k: heads by RoPE-rotated rows");
 	ok(arch_role_heads("v") == ARCH_HEADS_ROWS, "v: heads by rows, not rotated");
 	ok(arch_role_heads("o") == ARCH_HEADS_COLS, "o: heads by columns");
+	/* the projections into the residual stream: o and the downs, no
+	 * other role of the table */
+	{
+		int writes = 0;
+		const struct arch_role *r;
+		for (size_t i = 0; (r = arch_role_at(i)); i++)
+			writes += arch_role_writes_residual(r->name);
+		ok(writes == 4 && arch_role_writes_residual("o") && arch_role_writes_residual("down") &&
+		   arch_role_writes_residual("expert_down") && arch_role_writes_residual("shared_down") &&
+		   !arch_role_writes_residual("v") && !arch_role_writes_residual("nonesuch"),
+		   "o, down, expert_down, shared_down write into the residual stream (%d roles)", writes);
+	}
+	ok(family_find("qwen2")->model == (FAMILY_MODEL | FAMILY_QKV_BIAS) &&
+	   family_find("llama")->model == FAMILY_MODEL && family_find("mistral")->model == FAMILY_MODEL &&
+	   family_find("qwen3")->model == (FAMILY_MODEL | FAMILY_QK_NORM),
+	   "qwen2 alone of the model's families has q, k, v biases, qwen3 alone QK-norm");
+	ok(family_model_flags("Qwen3ForCausalLM") == (FAMILY_MODEL | FAMILY_QK_NORM) &&
+	   family_model_flags("gemma2") == 0 && family_model_flags("nonesuch") == 0,
+	   "a family's flags by class or type; 0 for one read for its matrices or unknown");
 	ok(arch_role_heads("q_bias") == ARCH_HEADS_NONE && !arch_role_find("qkv") &&
 	   arch_role_heads("lm_head") == ARCH_HEADS_NONE && arch_role_heads("nonesuch") == ARCH_HEADS_NONE,
 	   "q_bias, lm_head and an unknown role: no heads; qkv no role");
@@ -158,6 +177,114 @@ int main(void)
 	ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "row multiplier of o");
 	t = shaped("o_mult", 0, 1, 65, 0);
 	ok(arch_check_shape(&cfg, &t, &err) == SW_EDATA, "multiplier of 65 refused");
+
+	/* the shape column: each role's shape in the config's sizes (cfg: V
+	 * 100, D 64, H 8, KV 2, hd 8, F 176), the messages word for word */
+	{
+		static const struct {
+			const char *role;
+			int rank;
+			int64_t a, b;
+		} want[] = {
+			{"embed", 2, 100, 64}, {"q", 2, 64, 64}, {"k", 2, 16, 64}, {"v", 2, 16, 64},
+			{"o", 2, 64, 64}, {"gate", 2, 176, 64}, {"up", 2, 176, 64}, {"down", 2, 64, 176},
+			{"lm_head", 2, 100, 64}, {"attn_norm", 1, 64, 0}, {"final_norm", 1, 64, 0},
+			{"k_bias", 1, 16, 0}, {"v_norm", 1, 8, 0}, {"o_in_norm", 1, 64, 0},
+			{"down_in_norm", 1, 176, 0}, {"up_gain_out", 1, 176, 0}, {"down_mult_col", -1, 0, 0},
+			{"lm_head_gain_out_dir", 1, 100, 0}, {"q_norm", -1, 0, 0}, {"q_mult", -1, 0, 0},
+			{"k_mag", -1, 0, 0}, {"qkv", -1, 0, 0}, {"nonesuch", -1, 0, 0},
+		};
+		static const struct {
+			const char *role;
+			int rank;
+			int64_t a, b;
+			const char *msg;
+		} refused[] = {
+			{"k", 2, 64, 64, "shape 64x64 disagrees with the config (16x64)"},
+			{"embed", 2, 64, 100, "shape 64x100 disagrees with the config (100x64)"},
+			{"o_in_norm", 1, 63, 0, "shape 63 disagrees with the config (64)"},
+			{"k_norm", 1, 9, 0, "shape 9 disagrees with the config (8 or 16)"},
+			{"q_norm_dir", 1, 9, 0, "shape 9 disagrees with the config (8 or 64)"},
+			{"q_norm_mag", 1, 8, 0, "shape 8 is not one value"},
+			{"gate_mult_col", 1, 176, 0, "shape 176 is not the column multiplier of a 176x64 matrix"},
+			{"embed_mult", 1, 3, 0, "shape 3 fits no multiplier of a 64x100 matrix"},
+		};
+		int64_t shape[2];
+		for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+			int rank = arch_role_shape(&cfg, want[i].role, shape);
+			ok(rank == want[i].rank && (rank < 1 || shape[0] == want[i].a) &&
+			   (rank < 2 || shape[1] == want[i].b), "%s: rank %d %lldx%lld", want[i].role,
+			   rank, (long long)shape[0], (long long)shape[1]);
+		}
+		for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+			char msg[SW_NAME_MAX + 128];
+			t = shaped(refused[i].role, 0, refused[i].rank, refused[i].a, refused[i].b);
+			snprintf(msg, sizeof msg, "%s: %s", t.name, refused[i].msg);
+			ok(arch_check_shape(&cfg, &t, &err) == SW_EDATA && !strcmp(err.msg, msg),
+			   "%s refused: %s", refused[i].role, err.msg);
+		}
+		t = shaped("o", 0, 2, 64, 64);
+		t.n_heads = 4;
+		ok(arch_check_shape(&cfg, &t, &err) == SW_EDATA &&
+		   strstr(err.msg, "n_heads 4 x head_dim 8 disagrees with its shape 64x64"),
+		   "o's heads are its columns: 4 x 8 refused (%s)", err.msg);
+		t = shaped("qkv", 0, 2, 5, 7);
+		ok(arch_check_shape(&cfg, &t, &err) == SW_OK, "another family's role: its shape not checked");
+		t = shaped("q_bias", 0, 1, 64, 0);
+		ok(t.n_heads == 8 && t.head_dim == 8, "q_bias carries n_heads");
+		t = shaped("v_bias", 0, 1, 16, 0);
+		ok(t.n_heads == 2 && t.head_dim == 8, "v_bias carries n_kv_heads");
+		t = shaped("o_in_norm", 0, 1, 64, 0);
+		ok(t.n_heads == 0 && t.head_dim == 0, "o_in_norm, over all heads, carries none");
+	}
+	/* when a model has a role, how tensor parallelism splits it, which
+	 * size its rows give */
+	{
+		const struct arch_role *r;
+		int llama = 0, lookup = 0, rows = 0, cols = 0;
+		for (size_t i = 0; (r = arch_role_at(i)); i++) {
+			llama += r->when == ARCH_WHEN_ALWAYS || r->when == ARCH_WHEN_GAIN ||
+				 r->when == ARCH_WHEN_UNTIED;
+			lookup += r->shape.kind == ARCH_SHAPE_LOOKUP;
+			rows += r->split == ARCH_SPLIT_ROWS;
+			cols += r->split == ARCH_SPLIT_COLS;
+		}
+		ok(llama == 12, "twelve roles in every Llama (the head when untied): %d", llama);
+		ok(lookup == 1 && arch_role_find("embed")->shape.kind == ARCH_SHAPE_LOOKUP,
+		   "the embedding alone is a lookup table");
+		ok(arch_role_find("lm_head")->when == ARCH_WHEN_UNTIED &&
+		   arch_role_find("final_norm")->when == ARCH_WHEN_GAIN &&
+		   arch_role_find("k_bias")->when == ARCH_WHEN_QKV_BIAS &&
+		   arch_role_find("k_norm")->when == ARCH_WHEN_QK_NORM &&
+		   arch_role_find("down_in_norm")->when == ARCH_WHEN_NORM_EVERYWHERE &&
+		   arch_role_find("gate_norm")->when == ARCH_WHEN_DESIGN &&
+		   arch_role_find("q_mult_col")->when == ARCH_WHEN_MULT &&
+		   arch_role_find("q_gain_in_mag")->when == ARCH_WHEN_REPARAM &&
+		   arch_role_find("up_bias")->when == ARCH_WHEN_OTHER &&
+		   arch_role_find("router")->when == ARCH_WHEN_OTHER, "what brings each role");
+		ok(rows == 6 && cols == 2 && arch_role_find("o")->split == ARCH_SPLIT_COLS &&
+		   arch_role_find("down")->split == ARCH_SPLIT_COLS &&
+		   arch_role_find("embed")->split == ARCH_SPLIT_EMBED &&
+		   arch_role_find("attn_norm")->split == ARCH_SPLIT_NONE,
+		   "q, k, v, gate, up, lm_head split by rows; o, down by columns (%d, %d)", rows, cols);
+		ok(arch_role_find("q_norm")->place == ARCH_PLACE_QK &&
+		   arch_role_find("v_norm_dir")->place == ARCH_PLACE_DNP &&
+		   arch_role_find("o_in_norm")->place == ARCH_PLACE_IN &&
+		   arch_role_find("lm_head_gain_in")->place == ARCH_PLACE_BEFORE &&
+		   arch_role_find("k_gain_out_mag")->place == ARCH_PLACE_AFTER &&
+		   arch_role_find("attn_norm")->place == ARCH_PLACE_PRE, "where each gain sits");
+		bad = cfg;
+		bad.vocab_size = bad.d_ff = 0;
+		arch_size_from_rows(&bad, "up", 7);
+		arch_size_from_rows(&bad, "lm_head", 9);
+		ok(bad.vocab_size == 0 && bad.d_ff == 0, "up's and lm_head's rows give no size");
+		arch_size_from_rows(&bad, "embed", 50);
+		arch_size_from_rows(&bad, "gate", 96);
+		arch_size_from_rows(&bad, "gate", 97);
+		ok(bad.vocab_size == 50 && bad.d_ff == 96, "the embedding's rows give V, gate's F, once");
+		ok(arch_dim_value(&cfg, ARCH_DIM_KVHD) == 16 && arch_dim_value(&cfg, ARCH_DIM_HHD) == 64 &&
+		   arch_dim_value(&cfg, ARCH_DIM_NONE) == 0, "KV*hd 16, H*hd 64");
+	}
 
 	/* model order: numeric layers (10 after 9, not after 1), q before o */
 	memset(list, 0, sizeof list);
@@ -217,9 +344,9 @@ int main(void)
 			one_match &= family_tensor_info(&fc, name, &t) == 0 &&
 				     !strcmp(t.role, f->names[k].role) &&
 				     t.layer == (r && r->in_layer ? 7 : -1) &&
-				     t.expert == (strstr(f->names[k].pattern, "{E}") ? 7 : 0);
+				     t.expert == (strstr(f->names[k].pattern, "{E}") ? 7 : -1);
 		}
-		ok(arch_supported(f->type) == f->model && family_find(f->hf_class) == f &&
+		ok(arch_supported(f->type) == !!f->model && family_find(f->hf_class) == f &&
 		   (f->model ? !f->names : f->n_names > 0), "family %s: model %d", f->type, f->model);
 		ok(roles_known && one_match, "family %s: its roles are the table's, its names match", f->type);
 	}
@@ -236,10 +363,23 @@ int main(void)
 		   !strcmp(t.role, "other") && t.block == SW_BLOCK_OTHER && t.layer == -1,
 		   "an unknown architecture: every tensor other");
 		snprintf(fc.arch, sizeof fc.arch, "GPT2LMHeadModel");
-		ok(family_tensor_layout(&fc, "transformer.h.1.mlp.c_fc.weight") == FAMILY_TRANSPOSED &&
-		   family_tensor_layout(&fc, "transformer.wte.weight") == FAMILY_AS_STORED &&
-		   family_tensor_layout(&cfg, "model.layers.0.mlp.up_proj.weight") == FAMILY_AS_STORED,
+		ok(family_tensor_layout(&fc, FAMILY_FROM_HF, "transformer.h.1.mlp.c_fc.weight") == FAMILY_TRANSPOSED &&
+		   family_tensor_layout(&fc, FAMILY_FROM_HF, "transformer.wte.weight") == FAMILY_AS_STORED &&
+		   family_tensor_layout(&cfg, FAMILY_FROM_HF, "model.layers.0.mlp.up_proj.weight") == FAMILY_AS_STORED,
 		   "GPT-2's Conv1D weights are stored transposed, nothing else");
+		ok(family_tensor_layout(&fc, FAMILY_FROM_NANOGPT, "transformer.h.1.mlp.c_fc.weight") ==
+		   FAMILY_AS_STORED, "nanoGPT's nn.Linear weights, under GPT-2's names, are as stored");
+		snprintf(fc.arch, sizeof fc.arch, "gemma2");
+		ok(family_tensor_info(&fc, "model.layers.1.post_feedforward_layernorm.weight", &t) == 0 &&
+		   !strcmp(t.role, "ffn_post_norm") && t.norm_type == SW_NORM_OUTPUT &&
+		   family_gain_offset(&fc, FAMILY_FROM_HF, &t) == 1 &&
+		   family_gain_offset(&fc, FAMILY_FROM_GGUF, &t) == 0,
+		   "Gemma2's norms: their roles, a gain of 1 + weight from transformers, not from GGUF");
+		ok(family_tensor_info(&fc, "model.layers.0.self_attn.q_proj.weight", &t) == 0 &&
+		   family_gain_offset(&fc, FAMILY_FROM_HF, &t) == 0 &&
+		   arch_info_from_hf_name(&cfg, "model.norm.weight", &t) == 0 &&
+		   family_gain_offset(&cfg, FAMILY_FROM_HF, &t) == 0,
+		   "no offset for a matrix, nor for Llama's norms");
 	}
 
 	/* the reparameterizations: per kind, their canonical form, their refusals */

@@ -1,8 +1,8 @@
 /*
  * The CUDA kernels of lib/model/cuda/kernels.h, run by the host emulation
  * (lib/model/cuda/gpu_emu.c: every block, phase and thread of the grid the GPU
- * would run) against the CPU reference's layer functions, which this file
- * compiles in from lib/model/model.c (as t-gradcheck does), and sharpness.c's.
+ * would run) against the CPU reference's kernels, which this file
+ * compiles in from lib/model/cpukern.c (as t-gradcheck does), and sharpness.c's.
  * Where a kernel's arithmetic is the CPU's in the CPU's order (elementwise
  * kernels, the scatter-add run serially, the multipliers' serial sums,
  * the label sampler) the results must be bit for bit equal; where the
@@ -13,11 +13,14 @@
  * accident. Sizes are odd on purpose: rows longer than a block, partial
  * warps, partial chunks.
  */
-#include "../../lib/model/model.c"
+#include "../../lib/model/cpukern.c"
+#include "../../lib/model/model.h"
 
 #include "../../lib/model/cuda/gpu.h"
 #include "../../lib/model/sharpness.h"
 #include "tap.h"
+
+#include <stdlib.h>
 
 static struct gpu *G;
 
@@ -113,7 +116,7 @@ static void test_rmsnorm(struct sw_rng *r, int rows, int C, int with_gain)
 	fill(dg0, C, r, 0.1);
 	memcpy(dx, dx0, n * sizeof(float));
 	memcpy(dg, dg0, C * sizeof(float));
-	rmsnorm_forward(y, rs, x, with_gain ? g : NULL, rows, C, 1e-5);
+	model_rmsnorm_forward(y, rs, x, with_gain ? g : NULL, rows, C, 1e-5);
 	model_rmsnorm_backward(dx, with_gain ? dg : NULL, dy, x, with_gain ? g : NULL, rs, rows, C);
 	G->ops->upload(G, d_x, x, n * sizeof(float), &err);
 	G->ops->upload(G, d_dy, dy, n * sizeof(float), &err);
@@ -193,7 +196,7 @@ static void test_attention_softmax(struct sw_rng *r)
 	fill(q, nq, r, 1);
 	fill(k, nk, r, 1);
 	fill(v, nk, r, 1);
-	attention_forward(out, att, q, k, v, B, T, H, KV, hd);
+	model_attention_forward(out, att, q, k, v, B, T, H, KV, hd);
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, (float)(1 / sqrt(hd)),
@@ -249,7 +252,7 @@ static void test_crossentropy(struct sw_rng *r)
 	for (int n = 0; n < N; n++)
 		tgt[n] = (n * 131) % V;
 	memcpy(p, logits, sizeof(float) * N * V);
-	softmax_crossentropy_forward(loss, p, tgt, N, V);
+	model_softmax_crossentropy_forward(loss, p, tgt, N, V);
 	G->ops->upload(G, d_p, logits, sizeof(float) * N * V, &err);
 	G->ops->upload(G, d_t, tgt, sizeof tgt, &err);
 	rc = gk_launch_softmax_forward(G, &(struct gk_softmax){
@@ -306,7 +309,7 @@ static void test_pointwise(struct sw_rng *r)
 	G->ops->upload(G, d_dh, dh, sizeof dh, &err);
 	G->ops->upload(G, d_dg, dg0, sizeof dg0, &err);
 	G->ops->upload(G, d_du, du0, sizeof du0, &err);
-	swiglu_forward(out, a, b, n);
+	model_swiglu_forward(out, a, b, n);
 	rc = gk_launch_swiglu_forward(G, &(struct gk_pointwise){
 		.grid = gk_elems(n), .out = d_out, .a = d_a, .b = d_b, .n = n}, &err);
 	ok(launched(rc, &err, "swiglu_forward") && same(d_out, out, n), "swiglu_forward: bit for bit model.c's");
@@ -354,8 +357,8 @@ static void test_multipliers(struct sw_rng *r, enum mult_mode mode)
 	v = model_mult_view(mode, mult, col);
 	drow = mode == MULT_COL ? NULL : dmult;
 	dc = mode == MULT_COL ? dmult : mode == MULT_ROWCOL ? dcol : NULL;
-	mult_apply(weff, w, v, dout, din);
-	mult_backward(dw, drow, dc, dweff, w, v, dout, din);
+	model_mult_apply(weff, w, v, dout, din);
+	model_mult_backward(dw, drow, dc, dweff, w, v, dout, din);
 	struct gk_mult a = {.grid = gk_elems((int64_t)n), .weff = d_weff, .dw = d_dw, .dmult = d_dm,
 			    .dcol = mode == MULT_ROWCOL ? d_dc : NULL, .rowsum = rowsum, .w = d_w,
 			    .mult = d_m, .col = mode == MULT_ROWCOL ? d_c : NULL, .dweff = d_dweff,

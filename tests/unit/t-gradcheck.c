@@ -1,13 +1,16 @@
 /*
  * Gradient check of the model's backward pass (lib/model/model.c) against
  * central finite differences, in double precision: this file compiles
- * lib/model/model.c itself with real = double. Criterion, stated per the issue:
+ * the CPU model (lib/model/cpukern.c, layout.c, model.c) itself with
+ * real = double. Criterion, stated per the issue:
  * |analytic - numeric| <= 1e-4 * max(|analytic|, |numeric|) + 1e-9 for
  * sampled entries of every parameter tensor, in every model variant:
  * GQA, untied and tied heads, QK-norm, scalar/row/column multipliers,
  * norm-everywhere, no scale vectors.
  */
 #define SW_REAL_DOUBLE
+#include "../../lib/model/cpukern.c"
+#include "../../lib/model/layout.c"
 #include "../../lib/model/model.c"
 #include "../../lib/model/step.c"
 

@@ -27,6 +27,7 @@
 #include "../../lib/files/data.h"
 #include "../../lib/runs/hessian.h"
 #include "../../lib/analysis/lanczos.h"
+#include "../../lib/model/layout.h"
 #include "../../lib/model/model.h"
 #include "../../lib/model/modelio.h"
 #include "../../lib/model/optim.h"

@@ -1,7 +1,8 @@
 /*
  * The R-operator of lib/model/modelhvp.c (model_rop_forward, model_rop_backward)
  * against central finite differences of the gradient, in double precision:
- * this file compiles lib/model/model.c itself with real = double, as
+ * this file compiles the CPU model (lib/model/cpukern.c, layout.c,
+ * model.c) itself with real = double, as
  * t-gradcheck.c does. In every model variant:
  *   - H v for a random v over every parameter, per tensor:
  *     ||H v - D|| <= 1e-6 ||D|| + 1e-9 with D central differences of the
@@ -18,6 +19,8 @@
  *     as without.
  */
 #define SW_REAL_DOUBLE
+#include "../../lib/model/cpukern.c"
+#include "../../lib/model/layout.c"
 #include "../../lib/model/model.c"
 #include "../../lib/model/step.c"
 #include "../../lib/model/modelhvp.c"

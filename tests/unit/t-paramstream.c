@@ -17,6 +17,7 @@
  *   - a file that shrinks while the passes run is a failure the stream
  *     reports, not a silent result; a model with multipliers is refused.
  */
+#include "../../lib/model/layout.h"
 #include "../../lib/model/model.h"
 #include "../../lib/model/modelio.h"
 #include "../../lib/model/optim.h"

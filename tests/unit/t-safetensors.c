@@ -88,7 +88,24 @@ int main(void)
 	 * the names its class gives them */
 	const char *gpt2 = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":768,\"n_layer\":12}";
 	ok(st_parse_config(gpt2, strlen(gpt2), &c, &err) == SW_OK && !strcmp(c.arch, "gpt2") &&
-	   c.d_model == 768 && c.n_layers == 12 && !c.vocab_size, "GPT-2 config read by its names");
+	   c.d_model == 768 && c.n_layers == 12 && !c.vocab_size && c.d_ff == 4 * 768 &&
+	   c.seq_len == 1024 && c.norm_eps == 1e-5 && !strcmp(c.hidden_act, "gelu_new"),
+	   "GPT-2 config read by its names, GPT2Config's defaults where it is silent");
+	const char *gpt2all = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":64,\"n_layer\":2,"
+			      "\"n_head\":4,\"n_inner\":null,\"n_positions\":128,"
+			      "\"layer_norm_epsilon\":1e-6,\"activation_function\":\"relu\",\"vocab_size\":50}";
+	ok(st_parse_config(gpt2all, strlen(gpt2all), &c, &err) == SW_OK && c.d_model == 64 &&
+	   c.n_heads == 4 && c.head_dim == 16 && c.d_ff == 256 && c.seq_len == 128 &&
+	   c.norm_eps == 1e-6 && !strcmp(c.hidden_act, "relu") && c.vocab_size == 50,
+	   "GPT-2's keys: n_inner null is 4 n_embd, n_positions, layer_norm_epsilon, activation_function");
+	const char *gpt2inner = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":64,\"n_inner\":100,"
+				"\"activation_function\":7}";
+	ok(st_parse_config(gpt2inner, strlen(gpt2inner), &c, &err) == SW_EDATA &&
+	   strstr(err.msg, "activation_function"), "an activation_function that is no name refused: %s",
+	   err.msg);
+	gpt2inner = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":64,\"n_inner\":100}";
+	ok(st_parse_config(gpt2inner, strlen(gpt2inner), &c, &err) == SW_OK && c.d_ff == 100,
+	   "GPT-2's n_inner given is d_ff");
 	const char *gpt2bad = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_layer\":-1}";
 	ok(st_parse_config(gpt2bad, strlen(gpt2bad), &c, &err) == SW_EDATA && strstr(err.msg, "n_layer"),
 	   "its sizes are still sizes: %s", err.msg);

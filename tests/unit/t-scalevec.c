@@ -56,6 +56,18 @@ static void places(void)
 	ok(!strcmp(scalevec_placement(&t), "in"), "o_in_norm: in");
 	strcpy(t.role, "ffn_norm");
 	ok(!strcmp(scalevec_placement(&t), "pre"), "ffn_norm: pre");
+	strcpy(t.role, "up_norm");
+	ok(!strcmp(scalevec_placement(&t), "dnp"), "up_norm: dnp");
+	strcpy(t.role, "q_gain_in");
+	ok(!strcmp(scalevec_placement(&t), "before"), "q_gain_in: before");
+	strcpy(t.role, "lm_head_gain_out_dir");
+	ok(!strcmp(scalevec_placement(&t), "after"), "a gain's direction: where the gain sits (after)");
+	strcpy(t.role, "k_norm_mag");
+	ok(!strcmp(scalevec_placement(&t), "qk"), "a gain's magnitude: where the gain sits (qk)");
+	strcpy(t.role, "nonesuch");
+	ok(!strcmp(scalevec_placement(&t), "pre"), "a role the table does not know: pre");
+	strcpy(t.role, "attn_post_norm");
+	ok(!strcmp(scalevec_placement(&t), "post"), "attn_post_norm: post");
 	t.block = SW_BLOCK_MULT;
 	ok(!strcmp(scalevec_placement(&t), "mult"), "a multiplier: mult");
 	ok(scalevec_readers("attn_norm") && !strcmp(scalevec_readers("attn_norm")[2], "v") &&

@@ -1,7 +1,8 @@
 /*
  * The GNB estimator (lib/model/sharpness.c) against its exact expectation on a
- * tiny vocabulary, in double precision (this file compiles lib/model/model.c and
- * lib/model/sharpness.c with real = double).
+ * tiny vocabulary, in double precision (this file compiles the CPU model,
+ * lib/model/cpukern.c, layout.c, model.c, and lib/model/sharpness.c with
+ * real = double).
  *
  * For vocab V = 3 and N = 2 x 3 = 6 tokens, every one of the 3^6 = 729
  * label sequences y is enumerated: E[h] = sum_y P(y) N (grad L(y))^2 with
@@ -10,6 +11,8 @@
  * of the sample (sample variance / K), for every parameter.
  */
 #define SW_REAL_DOUBLE
+#include "../../lib/model/cpukern.c"
+#include "../../lib/model/layout.c"
 #include "../../lib/model/model.c"
 #include "../../lib/model/step.c"
 #include "../../lib/model/sharpness.c"

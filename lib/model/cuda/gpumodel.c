@@ -1,6 +1,6 @@
 /*
  * gpumodel.c - the model on the device (see gpumodel.h). The layer
- * functions mirror lib/model/model.c's, name for name and in the same order of
+ * functions mirror lib/model/cpukern.c's, name for name and in the same order of
  * operations, with device pointers: outputs, then saved values, then
  * inputs, then weights, then sizes; backward adds into its gradients.
  * The matrix products go to cuBLAS through gpu.h's column-major gemm; mm
@@ -302,7 +302,7 @@ static void rope(struct gpu_model *gm, int backward, real *x, int B, int T, int 
 }
 
 /*
- * Causal attention with GQA, as model.c's: per head h (batched over the B
+ * Causal attention with GQA, as cpukern.c's: per head h (batched over the B
  * sequences), S = scale Q_h K_g^T on the blocks of T x T on and below the
  * diagonal (model_causal_block), the causal softmax (every row of every
  * head in one kernel), O_h = P V_g; g = h / (H/KV).
@@ -336,7 +336,7 @@ static void attention_forward(struct gpu_model *gm, real *out, real *att, const 
 }
 
 /*
- * Backward, per head h in order (batched over b), as model.c per (b, g):
+ * Backward, per head h in order (batched over b), as cpukern.c per (b, g):
  * dP = dO_h V_g^T; dV_g += P^T dO_h; dS = P (dP - rowsum(P dP)) scale;
  * dQ_h += dS K_g; dK_g += dS^T Q_h. dP lives in the (B, T, T) scratch;
  * what its blocks above the diagonal hold is never read.
@@ -354,7 +354,7 @@ static void attention_backward(struct gpu_model *gm, real *dq, real *dk, real *d
 		const real *doh = dout + (size_t)h * hd, *qh = q + (size_t)h * hd, *ph = att + h * TT;
 		const real *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
 
-		/* in model.c's blocks: dP's on and below the diagonal, dV's rows
+		/* in cpukern.c's blocks: dP's on and below the diagonal, dV's rows
 		 * from P's rows below them */
 		for (int i = 0; i < nb; i++) {
 			model_causal_block(T, nb, i, &r0, &r1);
@@ -479,7 +479,7 @@ static void update_effective(struct gpu_model *gm)
 	}
 }
 
-/* From dL/dW_eff to dL/dW and dL/dmult, as model.c's mult_backward. */
+/* From dL/dW_eff to dL/dW and dL/dmult, as cpukern.c's model_mult_backward. */
 static void mult_backward(struct gpu_model *gm, int i)
 {
 	struct gk_mult a = mult_args(gm, i);

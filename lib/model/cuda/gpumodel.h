@@ -3,7 +3,7 @@
  * emulation): the CUDA trainer's forward and backward passes, optimizer
  * step, gradient norm, GNB estimate and trace statistics, computed on the
  * device by the kernels of kernels.h and cuBLAS, in the order and with
- * the per-element math (elemmath.h) of the CPU reference in lib/model/model.c,
+ * the per-element math (elemmath.h) of the CPU reference in lib/model/cpukern.c,
  * lib/model/optim.c and lib/model/sharpness.c.
  *
  * Parameters, gradients, effective weights (multipliers applied) and the

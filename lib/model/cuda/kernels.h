@@ -7,7 +7,7 @@
  * then every phase, then every thread of the block, which is what the
  * barriers guarantee a GPU does. So the unit tests (t-cuda-kernels,
  * t-cuda-model) run the kernels' indexing and arithmetic on the CPU,
- * against lib/model/model.c and lib/model/optim.c. The per-element math is
+ * against lib/model/cpukern.c, model.c and optim.c. The per-element math is
  * lib/base/elemmath.h's, which the CPU reference calls too.
  *
  * Two shapes. An element kernel (gk_elems) runs one thread per element i
