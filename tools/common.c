@@ -446,7 +446,7 @@ void tool_note_family(const struct tool *t, const char *file, const struct ckpt 
 	if (!family_find(c->arch) && !t->quiet)
 		fprintf(stderr, "%s: %s: architecture '%s' is not known: its tensors are listed "
 			"with block and role other (known: %s, %s)\n", t->prog, file,
-			c->arch[0] ? c->arch : "(none)", ARCH_SUPPORTED_LIST, FAMILY_LISTED);
+			c->arch[0] ? c->arch : "(none)", FAMILY_COMPUTED_LIST, FAMILY_LISTED);
 }
 
 struct ckpt *tool_next_ckpt(struct tool *t, const char **file)

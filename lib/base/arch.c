@@ -281,12 +281,6 @@ const struct arch_role *arch_role_at(size_t i)
 	return i < NROLES ? &roles[i].r : NULL;
 }
 
-int arch_supported(const char *arch)
-{
-	return !strcmp(arch, "llama") || !strcmp(arch, "mistral") ||
-	       !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3");
-}
-
 int arch_multipliers_parse(const char *s)
 {
 	static const char *const names[] = {"none", "scalar", "row", "col", "rowcol"};

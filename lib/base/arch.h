@@ -57,11 +57,6 @@ struct sw_config {
 	int mlp_bias;                   /* Llama's: gate, up, down biases */
 };
 
-/* The Llama family: llama, mistral, qwen2, qwen3 (same tensors and math,
- * qwen2 adds q/k/v biases, qwen3 QK-norm). */
-#define ARCH_SUPPORTED_LIST "llama, mistral, qwen2, qwen3"
-int arch_supported(const char *arch);
-
 /* The learnable multipliers' kinds (sw_config.multipliers), the one
  * list: 0 none, 1 scalar, 2 row, 3 col, 4 rowcol (a row and a column
  * multiplier, the roles X_mult and X_mult_col); -1 for another name. */

@@ -228,6 +228,11 @@ int family_model_flags(const char *named)
 	return f ? f->model : 0;
 }
 
+int family_computed(const char *named)
+{
+	return (family_model_flags(named) & FAMILY_MODEL) != 0;
+}
+
 const struct arch_family *family_at(size_t i)
 {
 	return i < NFAMILIES ? &families[i] : NULL;

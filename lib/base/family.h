@@ -39,12 +39,18 @@ enum {
 /* family's flags for the architecture named (0 for one the model does
  * not compute) */
 int family_model_flags(const char *named);
+/* Whether the model computes the architecture named: the Llama family
+ * (same tensors and math; qwen2 adds q/k/v biases, qwen3 QK-norm), the
+ * rows of families[] with a model flag; the list for messages (t-arch
+ * holds it to the table). */
+#define FAMILY_COMPUTED_LIST "llama, mistral, qwen2, qwen3"
+int family_computed(const char *named);
 
 struct arch_family {
 	const char *type;               /* config.json's model_type: gemma2 */
 	const char *hf_class;           /* its architectures[0]: Gemma2ForCausalLM */
 	int model;                      /* 0: read for its matrices; else what the model
-					   computes (arch_supported): FAMILY_MODEL's */
+					   computes (family_computed): FAMILY_MODEL's */
 	int tie_default;                /* tie_word_embeddings config.json may leave out */
 	const struct family_name *names;        /* NULL: arch.c's Llama names */
 	size_t n_names;

@@ -998,10 +998,10 @@ int convert_run(const char *in, const char *out, const struct convert_opts *o,
 		return rc;
 	}
 	/* both formats it writes name tensors as the Llama family does */
-	if (!arch_supported(ckpt_meta(ck)->config.arch)) {
+	if (!family_computed(ckpt_meta(ck)->config.arch)) {
 		const char *a = ckpt_meta(ck)->config.arch;
 		rc = sw_fail(err, SW_EDATA, "architecture '%s' is read for its matrices only: "
-			     "sw-convert writes %s", a[0] ? a : "(none)", ARCH_SUPPORTED_LIST);
+			     "sw-convert writes %s", a[0] ? a : "(none)", FAMILY_COMPUTED_LIST);
 		blame(r, err, in);
 	} else if (convert_to_hdf5(o->to, ckpt_meta(ck)->format, out))
 		rc = to_hdf5(ck, in, ckpt_path(ck), out, o, r, err);

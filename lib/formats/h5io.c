@@ -4,6 +4,7 @@
  * HDF5's error stack in one line, and the rules for files from strangers.
  */
 #include "h5io.h"
+#include "../base/family.h"
 
 #include <errno.h>
 #include <math.h>
@@ -419,9 +420,9 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 		goto out;
 	if ((rc = read_function_keys(g, c, err)))
 		goto out;
-	if (!arch_supported(c->arch)) {
+	if (!family_computed(c->arch)) {
 		rc = sw_fail(err, SW_EDATA, "/config: arch '%s' is not supported (%s)",
-			     c->arch, ARCH_SUPPORTED_LIST);
+			     c->arch, FAMILY_COMPUTED_LIST);
 		goto out;
 	}
 	if (!head_dim_present && (rc = arch_default_head_dim(c, err))) {

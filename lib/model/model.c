@@ -7,6 +7,7 @@
  */
 #include "model.h"
 #include "../base/elemmath.h"
+#include "../base/family.h"
 #include "cpukern.h"
 #include "layout.h"
 #include "modelint.h"
@@ -26,10 +27,10 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 	m->c = *c;
 	/* a family read for its matrices, or none known: said by name
 	 * before its config, which holds only what a listing needs */
-	if (!arch_supported(c->arch))
+	if (!family_computed(c->arch))
 		return sw_fail(err, SW_EDATA, "architecture '%s' is read for its matrices only "
 			       "(sw-ls, sw-norms, sw-spectrum); the model computes %s",
-			       c->arch[0] ? c->arch : "(none)", ARCH_SUPPORTED_LIST);
+			       c->arch[0] ? c->arch : "(none)", FAMILY_COMPUTED_LIST);
 	if ((rc = arch_config_check(c, err)))
 		return rc;
 	/* what the model computes: a function it does not is refused by name */

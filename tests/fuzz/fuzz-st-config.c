@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../lib/base/family.h"
 #include "../../lib/formats/safetensors.h"
 #include "fuzz.h"
 
@@ -34,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	fuzz_json_clean(data, size);
 	FUZZ_ASSERT(memchr(c.arch, '\0', sizeof c.arch));
-	if (!arch_supported(c.arch)) {
+	if (!family_computed(c.arch)) {
 		const int64_t sizes[] = {c.vocab_size, c.d_model, c.n_layers, c.n_heads,
 					 c.n_kv_heads, c.head_dim, c.d_ff};
 		for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
