@@ -39,6 +39,7 @@ static const char help[] =
 	"  --d-model N (128)  --n-layers N (2)  --n-heads N (4)  --n-kv-heads N (n-heads)\n"
 	"  --head-dim N (d-model/n-heads)  --d-ff N (4*d-model*2/3, rounded to 8)\n"
 	"  --seq-len N (64)  --rope-theta X (10000)  --norm-eps X (1e-5)\n"
+	"  --arch A               llama (default), qwen2 (q, k, v biases)\n"
 	"  --tie                  tie the head to the embedding\n"
 	"  --qk-norm              RMSNorm of q and k per head\n"
 	"  --multipliers M        none, scalar, row, col, rowcol: learnable multipliers\n"

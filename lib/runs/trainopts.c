@@ -33,6 +33,7 @@ const struct trainopt trainopts_table[TRAINOPT_COUNT] = {
 	[TRAINOPT_SEQ_LEN] = NUM("seq-len", TRAINOPT_INT64, tc.model.seq_len, 1, P2(16)),
 	[TRAINOPT_ROPE_THETA] = NUM("rope-theta", TRAINOPT_DOUBLE, tc.model.rope_theta, 1, 1e12),
 	[TRAINOPT_NORM_EPS] = NUM("norm-eps", TRAINOPT_DOUBLE, tc.model.norm_eps, 0, 1),
+	[TRAINOPT_ARCH] = WORDS("arch", TRAINOPT_VALUE),
 	[TRAINOPT_TIE] = SWITCH("tie", TRAINOPT_ON, tc.model.tie_embeddings),
 	[TRAINOPT_QK_NORM] = SWITCH("qk-norm", TRAINOPT_ON, tc.model.qk_norm),
 	[TRAINOPT_MULTIPLIERS] = WORDS("multipliers", TRAINOPT_VALUE),
@@ -163,6 +164,11 @@ static int group_ratios(const char *arg, double *ratio, struct sw_err *err)
 	return trainopts_double("--group-lr", b + 1, 0, 1e6, &ratio[SW_GROUP_OUTPUT], err);
 }
 
+/* The families --arch builds: the Llama step, and Qwen2's with its q, k,
+ * v biases (family.c's FAMILY_QKV_BIAS; model_init's zeros) */
+static const char *const train_archs[] = {"llama", "qwen2"};
+#define TRAIN_ARCHS "llama or qwen2"
+
 /* The options that are a word or a list of their own. */
 static int set_words(struct trainopts *o, int id, const char *arg, struct sw_err *err)
 {
@@ -175,6 +181,13 @@ static int set_words(struct trainopts *o, int id, const char *arg, struct sw_err
 		if (data_format_parse(arg, &tc->data_format) < 0)
 			return sw_fail(err, SW_EUSAGE, "--data-format: auto, llmc, uint16 or bytes");
 		return SW_OK;
+	case TRAINOPT_ARCH:
+		for (size_t i = 0; i < sizeof train_archs / sizeof *train_archs; i++)
+			if (!strcmp(arg, train_archs[i])) {
+				snprintf(c->arch, sizeof c->arch, "%s", arg);
+				return SW_OK;
+			}
+		return sw_fail(err, SW_EUSAGE, "--arch: " TRAIN_ARCHS);
 	case TRAINOPT_MULTIPLIERS:
 		if (arch_multipliers_parse(arg) < 0)
 			return sw_fail(err, SW_EUSAGE, "--multipliers: " ARCH_MULTIPLIERS_LIST);

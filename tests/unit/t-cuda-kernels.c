@@ -149,6 +149,43 @@ static void test_rmsnorm(struct sw_rng *r, int rows, int C, int with_gain)
 	free(x), free(dy), free(g), free(y), free(rs), free(dx), free(dg), free(dx0), free(dg0);
 }
 
+/* a linear's bias over rows x n: y += b bit for bit model_bias's (one
+ * addition each); its gradient, dy's column sums in chunks of GK_CHUNK
+ * rows (rows past one chunk, the last partial) added into what is
+ * there, to float32 rounding */
+static void test_bias(struct sw_rng *r, int rows, int n)
+{
+	size_t m = (size_t)rows * n;
+	int64_t chunks = (rows + GK_CHUNK - 1) / GK_CHUNK;
+	float *y = malloc(m * sizeof(float)), *b = malloc(n * sizeof(float)), *db = malloc(n * sizeof(float));
+	float *d_y = dev(m), *d_b = dev(n), *d_db = dev(n), *d_part = dev((size_t)chunks * n);
+	struct sw_err err;
+	int rc;
+
+	fill(y, m, r, 1);
+	fill(b, n, r, 1);
+	fill(db, n, r, 0.1);
+	G->ops->upload(G, d_y, y, m * sizeof(float), &err);
+	G->ops->upload(G, d_b, b, n * sizeof(float), &err);
+	G->ops->upload(G, d_db, db, n * sizeof(float), &err);
+	model_bias(y, b, rows, n, 0);
+	rc = gk_launch_bias_forward(G, &(struct gk_bias){
+		.grid = gk_elems((int64_t)m), .y = d_y, .b = d_b, .count = (int64_t)m, .n = n}, &err);
+	ok(launched(rc, &err, "bias_forward") && same(d_y, y, m),
+	   "bias_forward %d x %d: y + b bit for bit model.c's", rows, n);
+	model_bias(y, db, rows, n, 1);
+	struct gk_colsum a = {
+		.grid = gk_elems(chunks * n), .partial = d_part, .out = d_db, .a = d_y,
+		.rows = rows, .chunks = chunks, .C = n};
+	rc = gk_launch_colsum_partial(G, &a, &err);
+	a.grid = gk_elems(n);
+	rc = rc ? rc : gk_launch_colsum_finish(G, &a, &err);
+	ok(launched(rc, &err, "bias colsum") && rel(d_db, db, n) < 1e-5,
+	   "bias gradient %d x %d: dy's column sums in chunks of %d rows, as model.c (%.2g)",
+	   rows, n, GK_CHUNK, rel(d_db, db, n));
+	free(y), free(b), free(db);
+}
+
 static void test_rope(struct sw_rng *r)
 {
 	enum { B = 3, T = 7, nh = 5, hd = 12 };
@@ -462,6 +499,8 @@ int main(void)
 	test_rmsnorm(&r, 37, 300, 1);
 	test_rmsnorm(&r, 600, 8, 1);    /* QK-norm: many rows of a head */
 	test_rmsnorm(&r, 5, 45, 0);
+	test_bias(&r, 600, 24);         /* three chunks, the last partial */
+	test_bias(&r, 5, 45);
 	test_rope(&r);
 	test_attention_softmax(&r);
 	test_crossentropy(&r);

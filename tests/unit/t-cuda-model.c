@@ -398,6 +398,15 @@ int main(void)
 	c.rope_high_freq_factor = 4;
 	c.rope_original_max = 16;
 	check_variant("RoPE scaled (llama3)", c);
+	/* Qwen2's q, k, v biases (build_pair's random values): the device's
+	 * bias kernel forward, its column sums backward and under the
+	 * R-operator */
+	c = base_config();
+	strcpy(c.arch, "qwen2");
+	check_variant("Qwen2 q, k, v biases", c);
+	c.qk_norm = 1;
+	strcpy(c.multipliers, "row");
+	check_variant("Qwen2 q, k, v biases, QK-norm, row multipliers", c);
 
 	c = base_config();
 	c.qk_norm = 1;
@@ -418,6 +427,9 @@ int main(void)
 	c = base_config();
 	strcpy(c.scale_reparam, "er");
 	check_optimizer("Muon, gains reparameterized (ER)", OPT_MUON, c);
+	c = base_config();
+	strcpy(c.arch, "qwen2");
+	check_optimizer("AdamW, blockwise, Qwen2 q, k, v biases", OPT_ADAMW, c);
 	c = base_config();
 	c.d_ff = 16;            /* a tall and a wide hidden matrix */
 	check_optimizer("Scion", OPT_SCION, c);

@@ -213,6 +213,9 @@ static void map_layer(const struct gpu_model *gm, struct layer_ptrs *d, const st
 	d->v_norm = dev_of(gm, s->v_norm);
 	d->gate_norm = dev_of(gm, s->gate_norm);
 	d->up_norm = dev_of(gm, s->up_norm);
+	d->q_bias = dev_of(gm, s->q_bias);
+	d->k_bias = dev_of(gm, s->k_bias);
+	d->v_bias = dev_of(gm, s->v_bias);
 }
 
 /* The device's view of the embedding's, final norm's and head's. */
@@ -275,6 +278,24 @@ static void rmsnorm_backward(struct gpu_model *gm, real *dinp, real *dgain, cons
 	LAUNCH(gm, rmsnorm_backward, (struct gk_rmsnorm){
 		.grid = gk_rows(N, C), .out = dinp, .rstd = (real *)rstd, .inp = inp, .dout = dout,
 		.gain = gain, .rows = N, .C = C});
+}
+
+/* y (N, n) += b per row; backward: b += y's column sums (chunks of rows,
+ * the chunks in order: a rerun gives the same bits) */
+static void bias(struct gpu_model *gm, real *y, real *b, int64_t N, int n, int backward)
+{
+	if (backward) {
+		int64_t chunks = (N + GK_CHUNK - 1) / GK_CHUNK;
+		struct gk_colsum a = {
+			.grid = gk_elems(chunks * n), .partial = gm->colsum, .out = b, .a = y,
+			.rows = N, .chunks = chunks, .C = n};
+		LAUNCH(gm, colsum_partial, a);
+		a.grid = gk_elems(n);
+		LAUNCH(gm, colsum_finish, a);
+		return;
+	}
+	LAUNCH(gm, bias_forward, (struct gk_bias){
+		.grid = gk_elems(N * n), .y = y, .b = b, .count = N * n, .n = n});
 }
 
 /* out (N, dout) = inp (N, din) W^T */
@@ -709,6 +730,11 @@ static void op_embed(void *ctx, real *out, const int *tokens, const real *embed,
 	encoder_forward(ctx, out, tokens, embed, N, C);
 }
 
+static void op_bias(void *ctx, real *y, real *b, int64_t rows, int n, int backward)
+{
+	bias(ctx, y, b, rows, n, backward);
+}
+
 static void op_rmsnorm(void *ctx, real *out, real *rstd, const real *inp, const real *gain,
 		       int64_t rows, int n, double eps)
 {
@@ -838,6 +864,7 @@ static const struct model_ops gpu_ops = {
 	.rmsnorm = op_rmsnorm,
 	.matmul = op_matmul,
 	.copy = op_copy,
+	.bias = op_bias,
 	.rope = op_rope,
 	.attention = op_attention,
 	.residual = op_residual,
@@ -1054,13 +1081,6 @@ static int open_on(struct gpu_model **gmp, struct gpu *g, enum sw_device dev,
 	int L = (int)m->c.n_layers, rc;
 
 	*gmp = NULL;
-	/* the device's table has no bias operation yet (step.h's bias) */
-	for (int i = 0; i < m->ntensors; i++)
-		if (m->tensors[i].bias) {
-			free(gm);
-			return sw_fail(err, SW_EUSAGE, "the GPU has no q, k, v biases (%s): run %s on "
-				       "the CPU", m->tensors[i].info.name, m->c.arch);
-		}
 	if (!gm)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	gm->g = g;

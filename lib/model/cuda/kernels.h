@@ -196,7 +196,9 @@ GK_BODY(rmsnorm_backward, struct gk_rmsnorm)
  * Column sums over rows, in two kernels: colsum_partial sums chunks of
  * GK_CHUNK rows (float, as the CPU accumulates dgain), colsum_finish adds
  * the chunks in order into out. The term: an RMSNorm gain's gradient
- * dy x r (rstd given), or a product a b (a column multiplier's gradient).
+ * dy x r (rstd given), a product a b (a column multiplier's gradient), or
+ * a alone (b NULL: a bias's gradient, dy's column sums). The order is
+ * fixed, so a rerun gives the same bits.
  */
 struct gk_colsum {
 	struct gk_grid grid;            /* partial: gk_elems(chunks * C); finish: gk_elems(C) */
@@ -217,7 +219,7 @@ GK_BODY(colsum_partial, struct gk_colsum)
 
 	for (int64_t n = k * GK_CHUNK; n < end && n < a->rows; n++)
 		s += a->rstd ? elem_rmsnorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->rstd[n])
-			     : a->a[n * a->C + c] * a->b[n * a->C + c];
+		     : a->b ? a->a[n * a->C + c] * a->b[n * a->C + c] : a->a[n * a->C + c];
 	a->partial[i] = s;
 }
 
@@ -245,6 +247,24 @@ GK_BODY(colsum_finish, struct gk_colsum)
 	for (int64_t k = 0; k < a->chunks; k++)
 		s += a->partial[k * a->C + c];
 	a->out[c] += s;
+}
+
+/* ---- a linear's bias (Qwen2's q, k, v) -------------------------------------- */
+
+/* y (rows, n) += b in every row; the bias's gradient, dy's column sums,
+ * is colsum_partial's (b NULL) */
+struct gk_bias {
+	struct gk_grid grid;            /* gk_elems(count) */
+	float *y;                       /* (rows, n) */
+	const float *b;                 /* (n) */
+	int64_t count;                  /* rows * n */
+	int n;
+};
+
+GK_BODY(bias_forward, struct gk_bias)
+{
+	GK_ELEM_INDEX(i, a->count);
+	a->y[i] += a->b[i % a->n];
 }
 
 /* ---- RoPE ----------------------------------------------------------------- */
@@ -926,6 +946,7 @@ GK_BODY(sv_backward, struct gk_sv)
 	X(rmsnorm_backward, struct gk_rmsnorm, 3) \
 	X(colsum_partial, struct gk_colsum, 1) \
 	X(colsum_finish, struct gk_colsum, 1) \
+	X(bias_forward, struct gk_bias, 1) \
 	X(rope, struct gk_rope, 1) \
 	X(softmax_forward, struct gk_softmax, 5) \
 	X(softmax_backward, struct gk_softmax_back, 3) \
