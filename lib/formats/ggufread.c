@@ -146,7 +146,7 @@ static int take_config(const struct gguf_file *g, const struct family_gguf **gf,
 	const char *arch, *a;
 	int64_t key_len = 0, value_len = 0, rot = 0, experts = 0;
 	int has_kv, has_key, has_value, has_rot, has_theta, has_experts, has_ctx, has_eps, rc;
-	int model, flags;
+	int has_window, model, flags;
 
 	memset(c, 0, sizeof *c);
 	if ((rc = gguf_string(g, "general.architecture", &arch, NULL, err)))
@@ -194,6 +194,12 @@ static int take_config(const struct gguf_file *g, const struct family_gguf **gf,
 		return sw_fail(err, SW_EDATA, "head_dim %lld is odd: RoPE rotates pairs",
 			       (long long)c->head_dim);
 	if (model && (rc = take_rope_scaling(g, a, c, err)))
+		return rc;
+	/* a window beside Llama's (llama.cpp's converter writes none for
+	 * Llama): every layer slides, for arch_window_check to honour or
+	 * refuse (Qwen2's max_window_layers 0) */
+	if (model && strcmp(a, "llama") &&
+	    (rc = cfg_size(g, a, "attention.sliding_window", &c->sliding_window, &has_window, err)))
 		return rc;
 	/* llama.cpp writes Mixtral as llama with experts: read as the
 	 * mixtral family, its matrices listed and the model refusing it by

@@ -172,11 +172,21 @@ test_expect_success 'sw-norms --scale-vectors: every gain and bias as on the saf
 	done
 '
 
-test_expect_success 'sw-spectrum (and --esd-fit) rows equal the safetensors fixture'"'"'s' '
-	for f in phi3 gpt2 qwen2moe; do
-		sw-spectrum "$G/$f.gguf" >g 2>err && test_line_count = 0 err &&
-		sw-spectrum "$(st_of $f)" >s && test "$(wc -l <g)" = "$(wc -l <s)" &&
-		sw-spectrum --esd-fit "$G/$f.gguf" >g 2>err && test_line_count = 0 err || exit 1
+# sw-spectrum's rows keyed "ROLE LAYER EXPERT" and what follows the
+# layer (index and sigma; --esd-fit's fit), for a join of two files
+spec_rows() {
+	awk -F"\t" "NR > 1 { k = \$5 \":\" \$6 \":\" \$NF; \$1 = \$2 = \$3 = \$4 = \$5 = \$6 = \"\"; print k \$0 }" OFS="\t" "$1" |
+		sort
+}
+
+# 1e-6 as sw-norms' (the same float32 values, the same singular values)
+test_expect_success 'sw-spectrum and --esd-fit: every row as on the safetensors fixture (fused and stacked included)' '
+	for f in phi3 gpt2 qwen2moe gemma2; do
+		for o in "" --esd-fit; do
+			sw-spectrum $o "$G/$f.gguf" >g 2>err && test_line_count = 0 err &&
+			sw-spectrum $o "$(st_of $f)" >s && spec_rows g >gr && spec_rows s >sr &&
+			test "$(wc -l <gr)" -gt 10 && numbers_close 1e-6 sr gr || { echo "in $f $o"; exit 1; }
+		done
 	done
 '
 
@@ -295,6 +305,16 @@ test_expect_success 'the model tools refuse the families the model does not comp
 	test_expect_code 1 test -e x.h5
 '
 
+test_expect_success 'Qwen2 and Qwen3 GGUF: sw-convert writes the weights of the safetensors fixture (HDF5 and safetensors)' '
+	for f in qwen2 qwen3; do
+		sw-convert "$G/$f.gguf" g.h5 >/dev/null && sw-convert "$A/$f" s.h5 >/dev/null &&
+		sw-norms g.h5 >g && sw-norms s.h5 >s && cut -f4- g >gc && cut -f4- s >sc && test_cmp sc gc &&
+		rm -rf g-hf && sw-convert "$G/$f.gguf" g-hf >/dev/null &&
+		sw-norms g-hf >g && sw-norms "$A/$f" >s && cut -f4- g >gc && cut -f4- s >sc && test_cmp sc gc &&
+		rm -f g.h5 s.h5 || exit 1
+	done
+'
+
 # the same run on the same weights: the GGUF's q and k as stored (Qwen2's
 # converter does not permute them; reading them permuted back would
 # change every RoPE product), its biases and QK-norm gains
@@ -307,6 +327,50 @@ test_expect_success 'Qwen2 and Qwen3 GGUF in the model: sw-sharpness per tensor 
 			--per-tensor "$A/$f" >s &&
 		cut -f2- g >gc && cut -f2- s >sc && test_line_count -gt 20 gc && test_cmp sc gc || exit 1
 	done
+'
+
+# addkey.py IN OUT KEY N: IN with one more metadata pair, KEY the uint32 N
+# (gguf.md v3: the pairs after the header's counts, then the tensor
+# infos, then the data at the next multiple of 32)
+cat >addkey.py <<'EOF'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+pos = 24
+def skip(t):
+    global pos
+    if t == 8:
+        pos += 8 + struct.unpack_from("<Q", b, pos)[0]
+    elif t == 9:
+        et, n = struct.unpack_from("<IQ", b, pos)
+        pos += 12
+        for _ in range(n):
+            skip(et)
+    else:
+        pos += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+nt, nkv = struct.unpack_from("<QQ", b, 8)
+for _ in range(nkv):
+    skip(8)
+    t = struct.unpack_from("<I", b, pos)[0]
+    pos += 4
+    skip(t)
+kv_end = pos
+for _ in range(nt):
+    skip(8)
+    pos += 4 + 8 * struct.unpack_from("<I", b, pos)[0] + 4 + 8
+data = (pos + 31) // 32 * 32
+key = sys.argv[3].encode()
+new = struct.pack("<Q", len(key)) + key + struct.pack("<II", 4, int(sys.argv[4]))
+head = b[:16] + struct.pack("<Q", nkv + 1) + b[24:kv_end] + new + b[kv_end:pos]
+open(sys.argv[2], "wb").write(head + bytes(-len(head) % 32) + b[data:])
+EOF
+
+test_expect_success 'a Qwen2 GGUF'"'"'s qwen2.attention.sliding_window is honoured as config.json'"'"'s: refused over longer sequences (65)' '
+	"$PY" addkey.py "$G/qwen2.gguf" win.gguf qwen2.attention.sliding_window 8 &&
+	sw-norms win.gguf >w && sw-norms "$G/qwen2.gguf" >n && cut -f2- w >a && cut -f2- n >b && test_cmp b a &&
+	test_expect_code 65 sw-sharpness --data tok.bin --data-format bytes --batch-tokens 96 --seq-len 16 \
+		--draws 2 win.gguf >out 2>err && test_one_error sw-sharpness win.gguf &&
+	grep -q "sliding_window 8 is shorter than the sequences of 16 tokens" err &&
+	sw-sharpness --data tok.bin --data-format bytes --batch-tokens 96 --seq-len 8 --draws 2 win.gguf >out
 '
 
 test_done
