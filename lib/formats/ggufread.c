@@ -134,12 +134,48 @@ static int take_rope_scaling(const struct gguf_file *g, const char *arch, struct
 	return SW_OK;
 }
 
+/*
+ * The config of an architecture no table knows, for its listing: its
+ * name, and the sizes its ARCH.* keys give where they are there (else 0,
+ * unknown); nothing is computed from them, so nothing else is asked (the
+ * model's builders refuse it by name, as config.json's).
+ */
+static int unknown_config(const struct gguf_file *g, const char *arch, struct sw_config *c,
+			  struct sw_err *err)
+{
+	int64_t *sizes[] = {&c->d_model, &c->n_layers, &c->n_heads, &c->n_kv_heads, &c->d_ff,
+			    &c->head_dim, &c->vocab_size};
+	static const char *const keys[] = {"embedding_length", "block_count",
+		"attention.head_count", "attention.head_count_kv", "feed_forward_length",
+		"attention.key_length", "vocab_size"};
+	int present, rc;
+
+	/* a name the messages can carry: letters, digits, _ . - */
+	if (!arch[0] || strlen(arch) >= sizeof c->arch ||
+	    strspn(arch, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+	    strlen(arch))
+		return sw_fail(err, SW_EDATA, "general.architecture '%.40s' is not supported ("
+			       FAMILY_GGUF_LIST " are read)", arch);
+	snprintf(c->arch, sizeof c->arch, "%s", arch);
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if ((rc = cfg_size(g, arch, keys[i], sizes[i], &present, err)))
+			return rc;
+	if (!c->n_kv_heads)
+		c->n_kv_heads = c->n_heads;
+	if (!c->head_dim && c->n_heads && c->d_model % c->n_heads == 0)
+		c->head_dim = c->d_model / c->n_heads;
+	c->scale_vectors = 1;
+	strcpy(c->multipliers, "none");
+	return SW_OK;
+}
+
 /* The model from the ARCH.* metadata (gguf.md; read as llama.cpp's
  * llama-model.cpp reads it), *gf the architecture's table. A family the
  * model computes needs the context and the norm's epsilon, and RoPE on
  * the whole of an even head; one read for its matrices (nothing is
  * computed from them) takes the context and epsilon where given, under
- * either name (GPT-2's layer_norm_epsilon). */
+ * either name (GPT-2's layer_norm_epsilon). An architecture no table
+ * knows (*gf NULL) is listed whole, every tensor of role other. */
 static int take_config(const struct gguf_file *g, const struct family_gguf **gf,
 		       struct sw_config *c, struct sw_err *err)
 {
@@ -152,8 +188,7 @@ static int take_config(const struct gguf_file *g, const struct family_gguf **gf,
 	if ((rc = gguf_string(g, "general.architecture", &arch, NULL, err)))
 		return rc;
 	if (!(*gf = family_gguf_find(arch)))
-		return sw_fail(err, SW_EDATA, "general.architecture '%.40s' is not supported ("
-			       FAMILY_GGUF_LIST " are read)", arch);
+		return unknown_config(g, arch, c, err);
 	a = (*gf)->arch;
 	flags = family_model_flags((*gf)->type);
 	model = flags != 0;
@@ -244,7 +279,7 @@ static int name_tensor(const struct sw_config *c, const struct family_gguf *gf,
 	long layer, expert;
 
 	/* blk.N. as layer_of reads it (no leading zero), or no role */
-	if (!(role = family_gguf_role(gf, gt->name, &layer, &expert)) ||
+	if (!gf || !(role = family_gguf_role(gf, gt->name, &layer, &expert)) ||
 	    (layer >= 0 && layer_of(gt->name, &rest) != layer))
 		return set_other(c, gt->name, t, err);
 	if (layer >= c->n_layers)
@@ -278,7 +313,7 @@ static int take_tensor(const struct sw_config *c, const struct family_gguf *gf,
 	snprintf(t->dtype_name, sizeof t->dtype_name, "%s", gguf_type_name(gt->type));
 	t->lr = t->wd = NAN;
 	t->wd_mode = SW_WD_UNKNOWN;
-	if ((rc = arch_check_shape(c, t, err))) {
+	if ((rc = family_check_shape(c, t, err))) {
 		sw_err_prefix(err, "%s", gt->name);
 		return rc;
 	}
@@ -292,7 +327,7 @@ static int take_tensor(const struct sw_config *c, const struct family_gguf *gf,
 	at->nbytes = gt->nbytes;
 	at->dtype = gt->dtype;
 	/* q and k as LlamaModel permuted them; no other family's are */
-	at->permute = gf->rope_permuted && arch_role_heads(t->role) == ARCH_HEADS_ROWS_ROPE;
+	at->permute = gf && gf->rope_permuted && arch_role_heads(t->role) == ARCH_HEADS_ROWS_ROPE;
 	return SW_OK;
 }
 
@@ -349,7 +384,7 @@ static int gguf_open(const char *path, int fd, uint64_t size, void **src, struct
 		tied &= strcmp(info[i].role, "lm_head") != 0;
 	}
 	s->head_dim = m->config.head_dim;
-	m->config.tie_embeddings = tied;
+	m->config.tie_embeddings = tied && gf;     /* an unknown architecture's head is its own */
 	snprintf(source, sizeof source, "GGUF v%u", (unsigned)g.version);
 	if (!rc)
 		rc = ropeperm_record(s, source, err);

@@ -373,4 +373,20 @@ test_expect_success 'a Qwen2 GGUF'"'"'s qwen2.attention.sliding_window is honour
 	sw-sharpness --data tok.bin --data-format bytes --batch-tokens 96 --seq-len 8 --draws 2 win.gguf >out
 '
 
+test_expect_success 'an architecture no table knows: every tensor listed, block and role other, one line on stderr' '
+	"$PY" -c "import sys; b = open(sys.argv[1], \"rb\").read()
+open(\"x.gguf\", \"wb\").write(b.replace(b\"qwen2\", b\"xwen2\"))" "$G/qwen2.gguf" &&
+	sw-ls x.gguf >ls 2>err && test_line_count = 1 err &&
+	grep -q "^sw-ls: x.gguf: architecture .xwen2. is not known: its tensors are listed with block and role other" err &&
+	awk -F"\t" "NR > 1 && (\$3 != \"other\" || \$4 != \"other\") { bad = 1 } END { exit bad || NR != 28 }" ls &&
+	sw-norms x.gguf >norms 2>err && test_line_count = 1 err &&
+	sed 1d norms | cut -f14 | sort >got && sw-norms "$G/qwen2.gguf" >n &&
+	# the stored matrices: not the head folded with the final norm
+	awk -F"\t" "NR > 1 && \$6 != \"lm_head_folded\" { print \$14 }" n | sort >want &&
+	test_line_count = 16 got && test_cmp want got &&
+	test_expect_code 65 sw-sharpness --data "$FIX/corpus.txt" x.gguf >out 2>err &&
+	grep -q "architecture .xwen2. is read for its matrices only" err &&
+	test_expect_code 65 sw-convert x.gguf y.h5 >out 2>err && test_one_error sw-convert x.gguf
+'
+
 test_done
