@@ -132,7 +132,12 @@ static const struct split {
 	{"phi3", "blk.{L}.ffn_up.weight", SPLIT_RUNS, 2, {{"gate", "gate", SZ_F}, {"up", "up", SZ_F}}},
 	{"gpt2", "blk.{L}.attn_qkv.weight", SPLIT_RUNS, 2, QKV("q", "k", "v", SZ_D, SZ_D)},
 	{"gpt2", "blk.{L}.attn_qkv.bias", SPLIT_RUNS, 1, QKV("q_bias", "k_bias", "v_bias", SZ_D, SZ_D)},
-	EXPERTS("qwen2_moe"), EXPERTS("qwen3_moe"),
+	EXPERTS("qwen2_moe"), EXPERTS("qwen3_moe"), EXPERTS("olmoe"),
+	/* GPT-NeoX's query_key_value reordered by GPTNeoXModel from per head
+	 * to q, k, v of all heads in turn: split as GPT-2's */
+	{"gpt_neox", "blk.{L}.attn_qkv.weight", SPLIT_RUNS, 2, QKV("q", "k", "v", SZ_D, SZ_D)},
+	{"gpt_neox", "blk.{L}.attn_qkv.bias", SPLIT_RUNS, 1,
+	 QKV("q_bias", "k_bias", "v_bias", SZ_D, SZ_D)},
 };
 #undef EXPERTS
 #undef EXPS
@@ -214,7 +219,8 @@ static const struct family_name qwen3_moe[] = {
  * and k for GGML's RoPE (read back: rope_permuted), no other family
  * here is permuted; GemmaModel, Gemma2Model and Gemma3Model store every
  * norm as 1 + w, the gain (no gain_offsets[] row for FAMILY_FROM_GGUF);
- * GPT2Model stores c_attn, c_proj and c_fc turned to [out, in].
+ * GPT2Model stores c_attn, c_proj and c_fc turned to [out, in];
+ * GPTNeoXModel query_key_value as q, k, v of all heads in turn.
  */
 #define B "blk.{L}."
 #define GG_EMBED_HEAD \
@@ -263,14 +269,29 @@ static const struct family_name gg_gemma3[] = {
 static const struct family_name gg_phi3[] = {
 	GG_EMBED_HEAD, GG_NORMS, {B "attn_output.weight", "o"}, {B "ffn_down.weight", "down"},
 };
-/* attn_qkv is split (splits[]) */
+/* GPT-2's and GPT-NeoX's layers: norms and linears with biases;
+ * attn_qkv and its bias are split (splits[]) */
+#define GG_GPT_LAYER \
+	{"output_norm.bias", "final_norm_bias"}, \
+	GG_NORMS, {B "attn_norm.bias", "attn_norm_bias"}, {B "ffn_norm.bias", "ffn_norm_bias"}, \
+	{B "attn_output.weight", "o"}, {B "attn_output.bias", "o_bias"}, \
+	{B "ffn_up.weight", "up"}, {B "ffn_up.bias", "up_bias"}, \
+	{B "ffn_down.weight", "down"}, {B "ffn_down.bias", "down_bias"}
 static const struct family_name gg_gpt2[] = {
-	GG_EMBED_HEAD, {"position_embd.weight", "pos_embed"},
-	{"output_norm.bias", "final_norm_bias"},
-	GG_NORMS, {B "attn_norm.bias", "attn_norm_bias"}, {B "ffn_norm.bias", "ffn_norm_bias"},
-	{B "attn_output.weight", "o"}, {B "attn_output.bias", "o_bias"},
-	{B "ffn_up.weight", "up"}, {B "ffn_up.bias", "up_bias"},
-	{B "ffn_down.weight", "down"}, {B "ffn_down.bias", "down_bias"},
+	GG_EMBED_HEAD, {"position_embd.weight", "pos_embed"}, GG_GPT_LAYER,
+};
+static const struct family_name gg_gpt_neox[] = {
+	GG_EMBED_HEAD, GG_GPT_LAYER,
+};
+#undef GG_GPT_LAYER
+/* OLMo2 normalizes each sublayer's output (post_attention_norm,
+ * post_ffw_norm), its QK-norm over all heads; OLMoE its input, with
+ * QK-norm and the experts stacked */
+static const struct family_name gg_olmo2[] = {
+	GG_EMBED_HEAD, GG_ATTN, GG_QK_NORMS, GG_MLP, GG_POST_NORMS,
+};
+static const struct family_name gg_olmoe[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_QK_NORMS, GG_ROUTER,
 };
 /* the routed experts stacked (splits[]); Qwen2-MoE's shared expert and
  * its gate, *_shexp; a dense MLP (a layer of mlp_only_layers, or one
@@ -322,6 +343,9 @@ static const struct family_gguf gguf_families[] = {
 	{"gemma3", "gemma3_text", 0, NAMES(gg_gemma3)},
 	{"phi3", "phi3", 0, NAMES(gg_phi3)},
 	{"gpt2", "gpt2", 0, NAMES(gg_gpt2)},
+	{"gptneox", "gpt_neox", 0, NAMES(gg_gpt_neox)},
+	{"olmo2", "olmo2", 0, NAMES(gg_olmo2)},
+	{"olmoe", "olmoe", 0, NAMES(gg_olmoe)},
 	{"qwen2moe", "qwen2_moe", 0, NAMES(gg_qwen2_moe)},
 	{"qwen3moe", "qwen3_moe", 0, NAMES(gg_qwen3_moe)},
 };

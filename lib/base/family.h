@@ -90,8 +90,8 @@ struct family_gguf {
 /* The GGUF architecture named, or NULL for one no table knows; the list
  * of those known, for a message. */
 const struct family_gguf *family_gguf_find(const char *arch);
-#define FAMILY_GGUF_LIST "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gpt2, qwen2moe, " \
-	"qwen3moe"
+#define FAMILY_GGUF_LIST "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gpt2, gptneox, " \
+	"olmo2, olmoe, qwen2moe, qwen3moe"
 /* The role of GGUF tensor name in g's table, with its *layer and
  * *expert (-1 where the name has none); NULL if no row names it. */
 const char *family_gguf_role(const struct family_gguf *g, const char *name, long *layer,

@@ -150,8 +150,10 @@ static int unknown_config(const struct gguf_file *g, const char *arch, struct sw
 		"attention.key_length", "vocab_size"};
 	int present, rc;
 
-	/* a name the messages can carry: letters, digits, _ . - */
-	if (!arch[0] || strlen(arch) >= sizeof c->arch ||
+	/* a name the messages can carry (letters, digits, _ . -), and not
+	 * one of a family whose GGUF names no table has (its tensors would
+	 * be taken for that family's) */
+	if (!arch[0] || strlen(arch) >= sizeof c->arch || family_find(arch) ||
 	    strspn(arch, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
 	    strlen(arch))
 		return sw_fail(err, SW_EDATA, "general.architecture '%.40s' is not supported ("

@@ -1,12 +1,14 @@
 #!/bin/sh
 # GGUF files of the families the safetensors side knows (Qwen2, Qwen3,
-# Gemma, Gemma2, Gemma3, Phi-3, GPT-2, Qwen2-MoE, Qwen3-MoE, and Mixtral
-# in llama.cpp's older layout, one tensor per expert) get the roles,
+# Gemma, Gemma2, Gemma3, Phi-3, GPT-2, GPT-NeoX, OLMo2, OLMoE, Qwen2-MoE,
+# Qwen3-MoE, and Mixtral in llama.cpp's older layout, one tensor per
+# expert) get the roles,
 # layers and experts their GGUF names say, and the per-matrix tools run
 # on them. fixtures/arch-gguf/FAMILY.gguf hold the weights of
 # fixtures/arch/FAMILY as llama.cpp's converter stores them
 # (fixtures/make-gguf-families.py, by gguf-py): Gemma's norms as 1 + w,
-# GPT-2's Conv1D weights turned to [out, in], Phi-3's attn_qkv and ffn_up
+# GPT-2's Conv1D weights turned to [out, in], GPT-NeoX's attn_qkv as q,
+# k, v of all heads in turn, Phi-3's attn_qkv and ffn_up
 # (gate, up) fused, experts stacked in ffn_*_exps, Llama's q and k
 # permuted. The rows expected below are written from gguf-py's table
 # (constants.py: MODEL_TENSORS, TENSOR_NAMES), not from our output; the
@@ -16,7 +18,7 @@
 
 A=$SW_TOP/fixtures/arch
 G=$SW_TOP/fixtures/arch-gguf
-FAMILIES="qwen2 qwen3 gemma gemma2 gemma3 phi3 gpt2 qwen2moe qwen3moe mixtral-experts"
+FAMILIES="qwen2 qwen3 gemma gemma2 gemma3 phi3 gpt2 gptneox olmo2 olmoe qwen2moe qwen3moe mixtral-experts"
 
 # the safetensors fixture of a GGUF fixture
 st_of() {
@@ -24,6 +26,7 @@ st_of() {
 	qwen2moe) echo "$A/qwen2_moe" ;;
 	qwen3moe) echo "$A/qwen3_moe" ;;
 	mixtral-experts) echo "$A/mixtral" ;;
+	gptneox) echo "$A/gpt_neox" ;;
 	*) echo "$A/$1" ;;
 	esac
 }
@@ -40,19 +43,22 @@ want() {
 	gemma*) ;;
 	*) echo "output.weight lm_head -1 -1" ;;
 	esac
-	[ "$f" = gpt2 ] && echo "position_embd.weight pos_embed -1 -1" && echo "output_norm.bias final_norm_bias -1 -1"
+	[ "$f" = gpt2 ] && echo "position_embd.weight pos_embed -1 -1"
+	case $f in gpt2|gptneox) echo "output_norm.bias final_norm_bias -1 -1" ;; esac
 	for l in 0 1; do
 		b=blk.$l
-		echo "$b.attn_norm.weight attn_norm $l -1"
-		echo "$b.ffn_norm.weight ffn_norm $l -1"
+		if [ "$f" != olmo2 ]; then
+			echo "$b.attn_norm.weight attn_norm $l -1"
+			echo "$b.ffn_norm.weight ffn_norm $l -1"
+		fi
 		case $f in
-		phi3|gpt2)
+		phi3|gpt2|gptneox)
 			for r in q k v; do echo "$b.attn_qkv.weight:$r $r $l -1"; done ;;
 		*)
 			for r in q k v; do echo "$b.attn_$r.weight $r $l -1"; done ;;
 		esac
 		case $f in
-		gpt2)
+		gpt2|gptneox)
 			for r in q k v; do echo "$b.attn_qkv.bias:$r ${r}_bias $l -1"; done
 			for t in attn_norm:attn_norm ffn_norm:ffn_norm attn_output:o ffn_up:up ffn_down:down; do
 				echo "$b.${t%:*}.bias ${t#*:}_bias $l -1"
@@ -67,19 +73,19 @@ want() {
 			for r in q k v; do echo "$b.attn_$r.bias ${r}_bias $l -1"; done ;;
 		esac
 		case $f in
-		qwen3|qwen3moe|gemma3)
+		qwen3|qwen3moe|gemma3|olmo2|olmoe)
 			echo "$b.attn_q_norm.weight q_norm $l -1" && echo "$b.attn_k_norm.weight k_norm $l -1" ;;
 		esac
 		case $f in
-		gemma2|gemma3)
+		gemma2|gemma3|olmo2)
 			echo "$b.post_attention_norm.weight attn_post_norm $l -1"
 			echo "$b.post_ffw_norm.weight ffn_post_norm $l -1" ;;
 		esac
 		dense=1
 		case $f in
-		qwen2moe|mixtral-experts) dense=0 ;;
+		qwen2moe|olmoe|mixtral-experts) dense=0 ;;
 		qwen3moe) [ $l = 1 ] && dense=0 ;;
-		gpt2|phi3) dense=2 ;;
+		gpt2|gptneox|phi3) dense=2 ;;
 		esac
 		if [ $dense = 1 ]; then
 			for r in gate up down; do echo "$b.ffn_$r.weight $r $l -1"; done
@@ -294,7 +300,7 @@ else
 fi
 
 test_expect_success 'the model tools refuse the families the model does not compute, by name (65)' '
-	for f in gemma gemma2 phi3 gpt2 qwen2moe qwen3moe; do
+	for f in gemma gemma2 gemma3 phi3 gpt2 gptneox olmo2 olmoe qwen2moe qwen3moe; do
 		test_expect_code 65 sw-sharpness --data "$FIX/corpus.txt" "$G/$f.gguf" >out 2>err &&
 		test_one_error sw-sharpness "$G/$f.gguf" &&
 		grep -q "architecture .[a-z0-9_]*. is read for its matrices only" err || exit 1
