@@ -104,8 +104,11 @@ enum split_size { SZ_D, SZ_Q, SZ_KV, SZ_F, SZ_HD };
 	{{"q", q, size_q}, {"k", k, size_kv}, {"v", v, size_kv}}
 #define NX "gpt_neox.layers.{L}.attention.query_key_value."
 /* a stack's parts are sized by its own dims, not the config's */
-#define EXPS(what, role) \
-	{"mixtral", "blk.{L}.ffn_" what "_exps.weight", SPLIT_EXPERTS, 3, {{NULL, role, SZ_D}}}
+#define EXPS(type, what, role) \
+	{type, "blk.{L}.ffn_" what "_exps.weight", SPLIT_EXPERTS, 3, {{NULL, role, SZ_D}}}
+#define EXPERTS(type) \
+	EXPS(type, "gate", "expert_gate"), EXPS(type, "up", "expert_up"), \
+	EXPS(type, "down", "expert_down")
 static const struct split {
 	const char *type, *pattern;
 	enum split_rows rows;
@@ -118,8 +121,25 @@ static const struct split {
 	{"phi3", L "mlp.gate_up_proj.weight", SPLIT_RUNS, 2, {{"gate", "gate", SZ_F}, {"up", "up", SZ_F}}},
 	{"gpt_neox", NX "weight", SPLIT_PER_HEAD, 2, QKV("q", "k", "v", SZ_HD, SZ_HD)},
 	{"gpt_neox", NX "bias", SPLIT_PER_HEAD, 1, QKV("q_bias", "k_bias", "v_bias", SZ_HD, SZ_HD)},
-	EXPS("gate", "expert_gate"), EXPS("up", "expert_up"), EXPS("down", "expert_down"),
+	EXPERTS("mixtral"),
+	/* llama.cpp's GGUF (convert_hf_to_gguf.py): Phi-3's qkv_proj and
+	 * gate_up_proj kept whole as attn_qkv and ffn_up (its phi3 graph
+	 * takes gate as the first half of ffn_up's output, as the Hugging
+	 * Face class does); GPT-2's c_attn as attn_qkv, turned to [out, in]
+	 * by the converter (no layouts[] row); the experts of Qwen2-MoE and
+	 * Qwen3-MoE stacked as Mixtral's */
+	{"phi3", "blk.{L}.attn_qkv.weight", SPLIT_RUNS, 2, QKV("q", "k", "v", SZ_Q, SZ_KV)},
+	{"phi3", "blk.{L}.ffn_up.weight", SPLIT_RUNS, 2, {{"gate", "gate", SZ_F}, {"up", "up", SZ_F}}},
+	{"gpt2", "blk.{L}.attn_qkv.weight", SPLIT_RUNS, 2, QKV("q", "k", "v", SZ_D, SZ_D)},
+	{"gpt2", "blk.{L}.attn_qkv.bias", SPLIT_RUNS, 1, QKV("q_bias", "k_bias", "v_bias", SZ_D, SZ_D)},
+	EXPERTS("qwen2_moe"), EXPERTS("qwen3_moe"), EXPERTS("olmoe"),
+	/* GPT-NeoX's query_key_value reordered by GPTNeoXModel from per head
+	 * to q, k, v of all heads in turn: split as GPT-2's */
+	{"gpt_neox", "blk.{L}.attn_qkv.weight", SPLIT_RUNS, 2, QKV("q", "k", "v", SZ_D, SZ_D)},
+	{"gpt_neox", "blk.{L}.attn_qkv.bias", SPLIT_RUNS, 1,
+	 QKV("q_bias", "k_bias", "v_bias", SZ_D, SZ_D)},
 };
+#undef EXPERTS
 #undef EXPS
 #undef NX
 #undef QKV
@@ -191,6 +211,110 @@ static const struct family_name qwen3_moe[] = {
 };
 #undef L
 
+/*
+ * llama.cpp's GGUF names (gguf-py 0.19.0, constants.py: TENSOR_NAMES of
+ * each architecture's MODEL_TENSORS), a ".weight" or ".bias" after each,
+ * and the roles they hold. What the converter (convert_hf_to_gguf.py)
+ * changed on the way is undone where it matters: LlamaModel permutes q
+ * and k for GGML's RoPE (read back: rope_permuted), no other family
+ * here is permuted; GemmaModel, Gemma2Model and Gemma3Model store every
+ * norm as 1 + w, the gain (no gain_offsets[] row for FAMILY_FROM_GGUF);
+ * GPT2Model stores c_attn, c_proj and c_fc turned to [out, in];
+ * GPTNeoXModel query_key_value as q, k, v of all heads in turn.
+ */
+#define B "blk.{L}."
+#define GG_EMBED_HEAD \
+	{"token_embd.weight", "embed"}, {"output_norm.weight", "final_norm"}, \
+	{"output.weight", "lm_head"}
+#define GG_NORMS {B "attn_norm.weight", "attn_norm"}, {B "ffn_norm.weight", "ffn_norm"}
+#define GG_ATTN \
+	{B "attn_q.weight", "q"}, {B "attn_k.weight", "k"}, {B "attn_v.weight", "v"}, \
+	{B "attn_output.weight", "o"}
+#define GG_QKV_BIAS \
+	{B "attn_q.bias", "q_bias"}, {B "attn_k.bias", "k_bias"}, {B "attn_v.bias", "v_bias"}
+#define GG_QK_NORMS {B "attn_q_norm.weight", "q_norm"}, {B "attn_k_norm.weight", "k_norm"}
+#define GG_MLP \
+	{B "ffn_gate.weight", "gate"}, {B "ffn_up.weight", "up"}, {B "ffn_down.weight", "down"}
+#define GG_ROUTER {B "ffn_gate_inp.weight", "router"}
+#define GG_POST_NORMS \
+	{B "post_attention_norm.weight", "attn_post_norm"}, \
+	{B "post_ffw_norm.weight", "ffn_post_norm"}
+/* Llama, and Mixtral under it (llama.expert_count): the router, the
+ * experts stacked (splits[]) or, as llama.cpp wrote them before the
+ * stack, one tensor each, blk.N.ffn_gate.E.weight */
+static const struct family_name gg_llama[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_MLP, GG_ROUTER,
+	{B "ffn_gate.{E}.weight", "expert_gate"}, {B "ffn_up.{E}.weight", "expert_up"},
+	{B "ffn_down.{E}.weight", "expert_down"},
+};
+static const struct family_name gg_qwen2[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_QKV_BIAS, GG_MLP,
+};
+static const struct family_name gg_qwen3[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_QK_NORMS, GG_MLP,
+};
+static const struct family_name gg_gemma[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_MLP,
+};
+/* Gemma2's attn_norm, post_attention_norm, ffn_norm, post_ffw_norm are
+ * its input_layernorm, post_attention_layernorm, pre_ and
+ * post_feedforward_layernorm */
+static const struct family_name gg_gemma2[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_MLP, GG_POST_NORMS,
+};
+static const struct family_name gg_gemma3[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_MLP, GG_POST_NORMS, GG_QK_NORMS,
+};
+/* attn_qkv and ffn_up (gate and up) are split (splits[]) */
+static const struct family_name gg_phi3[] = {
+	GG_EMBED_HEAD, GG_NORMS, {B "attn_output.weight", "o"}, {B "ffn_down.weight", "down"},
+};
+/* GPT-2's and GPT-NeoX's layers: norms and linears with biases;
+ * attn_qkv and its bias are split (splits[]) */
+#define GG_GPT_LAYER \
+	{"output_norm.bias", "final_norm_bias"}, \
+	GG_NORMS, {B "attn_norm.bias", "attn_norm_bias"}, {B "ffn_norm.bias", "ffn_norm_bias"}, \
+	{B "attn_output.weight", "o"}, {B "attn_output.bias", "o_bias"}, \
+	{B "ffn_up.weight", "up"}, {B "ffn_up.bias", "up_bias"}, \
+	{B "ffn_down.weight", "down"}, {B "ffn_down.bias", "down_bias"}
+static const struct family_name gg_gpt2[] = {
+	GG_EMBED_HEAD, {"position_embd.weight", "pos_embed"}, GG_GPT_LAYER,
+};
+static const struct family_name gg_gpt_neox[] = {
+	GG_EMBED_HEAD, GG_GPT_LAYER,
+};
+#undef GG_GPT_LAYER
+/* OLMo2 normalizes each sublayer's output (post_attention_norm,
+ * post_ffw_norm), its QK-norm over all heads; OLMoE its input, with
+ * QK-norm and the experts stacked */
+static const struct family_name gg_olmo2[] = {
+	GG_EMBED_HEAD, GG_ATTN, GG_QK_NORMS, GG_MLP, GG_POST_NORMS,
+};
+static const struct family_name gg_olmoe[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_QK_NORMS, GG_ROUTER,
+};
+/* the routed experts stacked (splits[]); Qwen2-MoE's shared expert and
+ * its gate, *_shexp; a dense MLP (a layer of mlp_only_layers, or one
+ * decoder_sparse_step skips) under a dense model's names */
+static const struct family_name gg_qwen2_moe[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_QKV_BIAS, GG_MLP, GG_ROUTER,
+	{B "ffn_gate_inp_shexp.weight", "shared_router"},
+	{B "ffn_gate_shexp.weight", "shared_gate"}, {B "ffn_up_shexp.weight", "shared_up"},
+	{B "ffn_down_shexp.weight", "shared_down"},
+};
+static const struct family_name gg_qwen3_moe[] = {
+	GG_EMBED_HEAD, GG_NORMS, GG_ATTN, GG_QK_NORMS, GG_MLP, GG_ROUTER,
+};
+#undef GG_POST_NORMS
+#undef GG_ROUTER
+#undef GG_MLP
+#undef GG_QK_NORMS
+#undef GG_QKV_BIAS
+#undef GG_ATTN
+#undef GG_NORMS
+#undef GG_EMBED_HEAD
+#undef B
+
 #define NAMES(a) a, sizeof a / sizeof a[0]
 static const struct arch_family families[] = {
 	{"llama", "LlamaForCausalLM", FAMILY_MODEL, 0, NULL, 0},
@@ -209,6 +333,21 @@ static const struct arch_family families[] = {
 	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
 	{"qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, NAMES(qwen3_moe)},
 	{"gpt2", "GPT2LMHeadModel", 0, 1, NAMES(gpt2)},
+};
+static const struct family_gguf gguf_families[] = {
+	{"llama", "llama", 1, NAMES(gg_llama)},
+	{"qwen2", "qwen2", 0, NAMES(gg_qwen2)},
+	{"qwen3", "qwen3", 0, NAMES(gg_qwen3)},
+	{"gemma", "gemma", 0, NAMES(gg_gemma)},
+	{"gemma2", "gemma2", 0, NAMES(gg_gemma2)},
+	{"gemma3", "gemma3_text", 0, NAMES(gg_gemma3)},
+	{"phi3", "phi3", 0, NAMES(gg_phi3)},
+	{"gpt2", "gpt2", 0, NAMES(gg_gpt2)},
+	{"gptneox", "gpt_neox", 0, NAMES(gg_gpt_neox)},
+	{"olmo2", "olmo2", 0, NAMES(gg_olmo2)},
+	{"olmoe", "olmoe", 0, NAMES(gg_olmoe)},
+	{"qwen2moe", "qwen2_moe", 0, NAMES(gg_qwen2_moe)},
+	{"qwen3moe", "qwen3_moe", 0, NAMES(gg_qwen3_moe)},
 };
 #undef NAMES
 #define NFAMILIES (sizeof families / sizeof families[0])
@@ -272,6 +411,24 @@ static int name_matches(const char *pattern, const char *name, long *layer, long
 		}
 	}
 	return *name == '\0';
+}
+
+const struct family_gguf *family_gguf_find(const char *arch)
+{
+	for (size_t i = 0; arch && i < sizeof gguf_families / sizeof gguf_families[0]; i++)
+		if (!strcmp(arch, gguf_families[i].arch))
+			return &gguf_families[i];
+	return NULL;
+}
+
+const char *family_gguf_role(const struct family_gguf *g, const char *name, long *layer,
+			     long *expert)
+{
+	for (size_t i = 0; i < g->n_names; i++)
+		if (name_matches(g->names[i].pattern, name, layer, expert))
+			return g->names[i].role;
+	*layer = *expert = -1;
+	return NULL;
 }
 
 /* The layer an unknown name of family f holds: the number after the

@@ -76,6 +76,33 @@ const struct arch_family *family_at(size_t i);
  */
 int family_tensor_info(const struct sw_config *c, const char *name, struct sw_tensor_info *t);
 
+/*
+ * llama.cpp's GGUF files: per general.architecture, the family it holds
+ * and a table of its tensor names (gguf-py's constants.py, TENSOR_NAMES
+ * of each MODEL_TENSORS list: "blk.{L}.attn_q.weight"), each with its
+ * role, read as a family's Hugging Face names are. A tensor two roles
+ * share (Phi-3's attn_qkv, GPT-2's attn_qkv and its bias, Phi-3's ffn_up
+ * holding gate and up) or a stack of experts (ffn_*_exps) is in no row:
+ * family.c's splits[] cut it into parts by its GGUF name.
+ */
+struct family_gguf {
+	const char *arch;               /* general.architecture: qwen2moe */
+	const char *type;               /* the family: qwen2_moe */
+	int rope_permuted;              /* q and k stored permuted for GGML's RoPE (llama:
+					   convert_hf_to_gguf.py's LlamaModel), read back */
+	const struct family_name *names;
+	size_t n_names;
+};
+/* The GGUF architecture named, or NULL for one no table knows; the list
+ * of those known, for a message. */
+const struct family_gguf *family_gguf_find(const char *arch);
+#define FAMILY_GGUF_LIST "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gpt2, gptneox, " \
+	"olmo2, olmoe, qwen2moe, qwen3moe"
+/* The role of GGUF tensor name in g's table, with its *layer and
+ * *expert (-1 where the name has none); NULL if no row names it. */
+const char *family_gguf_role(const struct family_gguf *g, const char *name, long *layer,
+			     long *expert);
+
 /* Who wrote a file's tensors under the family's names: transformers'
  * classes (save_pretrained, and the Llama files of every other reader),
  * nanoGPT's GPT (train.py's ckpt.pt, GPT-2's names in nn.Linear), or

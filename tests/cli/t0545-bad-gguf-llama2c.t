@@ -85,9 +85,10 @@ test_expect_success 'GGUF: an alignment that is no power of two, or 0' '
 	gguf 0 3 llama 5 0 >align0.gguf && refused align0.gguf "general.alignment 0 is not a power of two"
 '
 
-test_expect_success 'GGUF: a truncated header, another architecture' '
+test_expect_success 'GGUF: a truncated header, an architecture that is no name, or a family'"'"'s with no GGUF table' '
 	printf "GGUF\003\000\000" >short.gguf && refused short.gguf "truncated file" &&
-	gguf 0 3 gpt2 >gpt2.gguf && refused gpt2.gguf "general.architecture .gpt2. is not supported"
+	gguf 0 3 "no/such" >nosuch.gguf && refused nosuch.gguf "general.architecture .no/such. is not supported (llama, qwen2, .* are read)" &&
+	gguf 0 3 mistral >mistral.gguf && refused mistral.gguf "general.architecture .mistral. is not supported"
 '
 
 test_expect_success 'GGUF: an absurd RoPE base (0, 1) refused by name, a sane one read' '
