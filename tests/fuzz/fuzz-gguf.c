@@ -146,6 +146,22 @@ static void check_parse(size_t size, const struct gguf_file *f)
 	FUZZ_ASSERT(size <= f->data_start + next);
 }
 
+/* Tensor i of ck, stored as g, loaded into v: 1, or 0 where it is
+ * refused, which only an F64 value float32 cannot hold may be. */
+static int load_or_f64(struct ckpt *ck, size_t i, const struct gguf_tensor *g, struct ckpt_view *v)
+{
+	struct sw_err err = {0};
+	int rc = ckpt_load(ck, i, v, &err);
+
+	if (rc) {
+		FUZZ_REFUSED(rc, err);
+		FUZZ_ASSERT(g->type == GGML_F64);
+		return 0;
+	}
+	FUZZ_ASSERT(v->numel == ckpt_info(ck, i)->numel);
+	return 1;
+}
+
 /* The file's tensor a listed tensor is, or is a part of (NAME:SUFFIX). */
 static const struct gguf_tensor *stored_of(const struct gguf_file *f, const char *name, int *whole)
 {
@@ -175,7 +191,6 @@ static void check_listing(const uint8_t *data, const struct gguf_file *f, struct
 	const int64_t sizes[] = {c->vocab_size, c->d_model, c->n_layers, c->n_heads,
 				 c->n_kv_heads, c->head_dim, c->d_ff};
 	int64_t file_numel = 0, listed_numel = 0;
-	struct sw_err err = {0};
 
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
 		FUZZ_ASSERT(sizes[i] >= 0 && sizes[i] < big);
@@ -186,17 +201,11 @@ static void check_listing(const uint8_t *data, const struct gguf_file *f, struct
 		struct ckpt_view v;
 		int whole = 0;
 		const struct gguf_tensor *g = stored_of(f, t->name, &whole);
-		int rc;
 
 		FUZZ_ASSERT(g && (whole ? t->numel == g->numel : t->numel <= g->numel));
 		listed_numel += t->numel;
-		rc = ckpt_load(ck, i, &v, &err);
-		if (rc) {
-			FUZZ_REFUSED(rc, err);
-			FUZZ_ASSERT(g->type == GGML_F64);
+		if (!load_or_f64(ck, i, g, &v))
 			continue;
-		}
-		FUZZ_ASSERT(v.numel == t->numel);
 		for (int64_t e = 0; whole && e < v.numel; e++) {
 			float want = decode(data + g->offset, g, e);
 			FUZZ_ASSERT(memcmp(&want, &v.data[e], 4) == 0 || (isnan(want) && isnan(v.data[e])));
@@ -240,13 +249,8 @@ static void check_reader(const uint8_t *data, const struct gguf_file *f)
 		FUZZ_ASSERT(g && g->numel == t->numel && g->n_dims == t->rank);
 		for (int k = 0; k < t->rank; k++)
 			FUZZ_ASSERT(t->shape[k] == g->ne[t->rank - 1 - k]);
-		rc = ckpt_load(ck, i, &v, &err);
-		if (rc) {
-			FUZZ_REFUSED(rc, err);
-			FUZZ_ASSERT(g->type == GGML_F64);
+		if (!load_or_f64(ck, i, g, &v))
 			continue;
-		}
-		FUZZ_ASSERT(v.numel == t->numel);
 		cols = g->n_dims ? g->ne[0] : 1;
 		for (int64_t e = 0; e < v.numel; e++) {
 			int64_t r = cols ? e / cols : 0, c = cols ? e % cols : 0, src = r;
