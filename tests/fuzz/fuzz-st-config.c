@@ -3,7 +3,8 @@
  * is the file. Beyond "no crash": an accepted config of another family,
  * or of an architecture no table knows, is for a listing (family.h): its
  * arch a string, not the model's, its sizes in 0 .. 2^31 - 1 (0:
- * unknown); one of the Llama family
+ * unknown), QK-norm exactly where its family's table names q_norm gains
+ * (sw-qkdrift reads them); one of the Llama family
  * describes a model the tools can size without overflow: every
  * size in 1 .. 2^31 - 1 (seq_len may be 0), n_heads a multiple of
  * n_kv_heads, n_heads x head_dim below 2^31, finite nonnegative norm_eps
@@ -38,9 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!family_computed(c.arch)) {
 		const int64_t sizes[] = {c.vocab_size, c.d_model, c.n_layers, c.n_heads,
 					 c.n_kv_heads, c.head_dim, c.d_ff};
+		const struct arch_family *f = family_find(c.arch);
+		int names_qk_norm = 0;
 		for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
 			FUZZ_ASSERT(sizes[i] >= 0 && sizes[i] < big);
-		FUZZ_ASSERT(!strcmp(c.multipliers, "none") && !c.qk_norm);
+		for (size_t i = 0; f && i < f->n_names; i++)
+			names_qk_norm |= !strcmp(f->names[i].role, "q_norm");
+		FUZZ_ASSERT(!strcmp(c.multipliers, "none") && c.qk_norm == names_qk_norm);
 		return 0;
 	}
 	FUZZ_ASSERT(c.vocab_size > 0 && c.vocab_size < big);
