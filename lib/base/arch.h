@@ -55,6 +55,11 @@ struct sw_config {
 	int64_t max_window_layers;      /* Qwen2's: layers below it attend fully */
 	int attention_bias;             /* Llama's, Qwen3's: q, k, v, o biases */
 	int mlp_bias;                   /* Llama's: gate, up, down biases */
+	/* Gemma2's: attn_logit_softcapping, final_logit_softcapping (0:
+	 * none), query_pre_attn_scalar (0: head_dim, the scores' scale its
+	 * -1/2 power) */
+	double attn_softcap, final_softcap;
+	double query_pre_attn_scalar;
 };
 
 /* The learnable multipliers' kinds (sw_config.multipliers), the one

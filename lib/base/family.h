@@ -35,6 +35,12 @@ enum {
 	FAMILY_MODEL = 1,               /* the Llama step */
 	FAMILY_QKV_BIAS = 2,            /* biases on the q, k, v products (Qwen2: the bias op) */
 	FAMILY_QK_NORM = 4,             /* an RMSNorm of each head's q and k (Qwen3) */
+	FAMILY_LAYERNORM = 8,           /* LayerNorm with a bias for the block and final norms */
+	FAMILY_POS_EMBED = 16,          /* learned position embeddings, no RoPE */
+	FAMILY_PLAIN_MLP = 32,          /* down(act(up(x))): no gate (GPT-2) */
+	FAMILY_LINEAR_BIAS = 64,        /* biases on every linear but the head (GPT-2) */
+	FAMILY_EMBED_SCALE = 128,       /* the embedding times sqrt(d_model) (Gemma) */
+	FAMILY_POST_NORMS = 256,        /* a norm on each sublayer's output (Gemma2) */
 };
 /* family's flags for the architecture named (0 for one the model does
  * not compute) */

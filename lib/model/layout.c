@@ -12,6 +12,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the activation a config's hidden_act names: "" is silu (Llama's
+ * default); GPT-2's gelu_new and Gemma's gelu_pytorch_tanh are the tanh
+ * approximation, gelu the exact erf form (nanoGPT's nn.GELU());
+ * arch_model_check has refused the rest */
+static enum model_act act_of(const char *name)
+{
+	if (!strcmp(name, "gelu_new") || !strcmp(name, "gelu_pytorch_tanh"))
+		return MODEL_ACT_GELU_TANH;
+	if (!strcmp(name, "gelu"))
+		return MODEL_ACT_GELU;
+	return MODEL_ACT_SILU;
+}
+
+struct model_arch model_arch_of(const struct sw_config *c)
+{
+	int f = family_model_flags(c->arch);
+	double qscale = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (double)c->head_dim;
+	struct model_arch a = {
+		.layernorm = !!(f & FAMILY_LAYERNORM),
+		.pos_embed = !!(f & FAMILY_POS_EMBED),
+		.gated = !(f & FAMILY_PLAIN_MLP),
+		.act = act_of(c->hidden_act),
+		.qkv_bias = !!(f & (FAMILY_QKV_BIAS | FAMILY_LINEAR_BIAS)),
+		.linear_bias = !!(f & FAMILY_LINEAR_BIAS),
+		/* Gemma's normalizer, a tensor of the hidden states' dtype */
+		.embed_scale = f & FAMILY_EMBED_SCALE ? (double)(float)sqrt((double)c->d_model) : 0,
+		.post_norms = !!(f & FAMILY_POST_NORMS),
+		.attn_scale = 1.0 / sqrt(qscale),
+		.attn_softcap = c->attn_softcap,
+		.final_softcap = c->final_softcap,
+	};
+	return a;
+}
+
 /* The next tensor; while model_layout counts (no tensors yet), only counted. */
 static int add_tensor(struct model *m, const char *role, int layer, int rank,
 		      int64_t d0, int64_t d1, struct sw_err *err)
@@ -162,19 +196,23 @@ static int enumerate(struct model *m, struct sw_err *err)
 	int attn_gain = gains && m->design.shared[ARCH_SV_ATTN],
 	    ffn_gain = gains && m->design.shared[ARCH_SV_FFN],
 	    final_gain = gains && m->design.shared[ARCH_SV_HEAD];
-	const struct arch_family *f = family_find(c->arch);
-	/* the family's q, k, v biases (Qwen2) */
-	int qkv_bias = f && (f->model & FAMILY_QKV_BIAS);
+	const struct model_arch *a = &m->arch;
+	/* LayerNorm's bias beside its gain (none without scale vectors) */
+	int norm_bias = a->layernorm && gains;
 
 	rc = add_tensor(m, "embed", -1, 2, c->vocab_size, C, err);
+	if (!rc && a->pos_embed)
+		rc = add_tensor(m, "pos_embed", -1, 2, c->seq_len, C, err);
 	for (int l = 0; l < c->n_layers && !rc; l++) {
 		if (attn_gain && (rc = add_gain(m, "attn_norm", l, C, &i, err)))
+			break;
+		if (attn_gain && norm_bias && (rc = add_bias(m, "attn_norm_bias", l, C, err)))
 			break;
 		if ((rc = add_linear(m, "q", l, Q, C, err)) || (rc = add_linear(m, "k", l, K, C, err)) ||
 		    (rc = add_linear(m, "v", l, K, C, err)))
 			break;
-		/* Qwen2's q, k, v biases, after the three (kept adjacent) */
-		if (qkv_bias && ((rc = add_bias(m, "q_bias", l, Q, err)) ||
+		/* Qwen2's and GPT-2's q, k, v biases, after the three (kept adjacent) */
+		if (a->qkv_bias && ((rc = add_bias(m, "q_bias", l, Q, err)) ||
 				 (rc = add_bias(m, "k_bias", l, K, err)) ||
 				 (rc = add_bias(m, "v_bias", l, K, err))))
 			break;
@@ -188,10 +226,18 @@ static int enumerate(struct model *m, struct sw_err *err)
 			break;
 		if ((rc = add_linear(m, "o", l, C, Q, err)))
 			break;
+		if (a->linear_bias && (rc = add_bias(m, "o_bias", l, C, err)))
+			break;
+		if (a->post_norms && gains && (rc = add_gain(m, "attn_post_norm", l, C, &i, err)))
+			break;
 		if (ffn_gain && (rc = add_gain(m, "ffn_norm", l, C, &i, err)))
 			break;
-		if ((rc = add_linear(m, "gate", l, c->d_ff, C, err)) ||
+		if (ffn_gain && norm_bias && (rc = add_bias(m, "ffn_norm_bias", l, C, err)))
+			break;
+		if ((a->gated && (rc = add_linear(m, "gate", l, c->d_ff, C, err))) ||
 		    (rc = add_linear(m, "up", l, c->d_ff, C, err)))
+			break;
+		if (a->linear_bias && (rc = add_bias(m, "up_bias", l, c->d_ff, err)))
 			break;
 		if (m->design.dnp[ARCH_SV_FFN] &&
 		    ((rc = add_gain(m, "gate_norm", l, c->d_ff, &i, err)) ||
@@ -200,10 +246,17 @@ static int enumerate(struct model *m, struct sw_err *err)
 		if (c->norm_everywhere && gains &&
 		    (rc = add_gain(m, "down_in_norm", l, c->d_ff, &i, err)))
 			break;
-		rc = add_linear(m, "down", l, C, c->d_ff, err);
+		if ((rc = add_linear(m, "down", l, C, c->d_ff, err)))
+			break;
+		if (a->linear_bias && (rc = add_bias(m, "down_bias", l, C, err)))
+			break;
+		if (a->post_norms && gains && (rc = add_gain(m, "ffn_post_norm", l, C, &i, err)))
+			break;
 	}
 	if (!rc && final_gain)
 		rc = add_gain(m, "final_norm", -1, C, &i, err);
+	if (!rc && final_gain && norm_bias)
+		rc = add_bias(m, "final_norm_bias", -1, C, err);
 	if (!rc && !c->tie_embeddings)
 		rc = add_linear(m, "lm_head", -1, c->vocab_size, C, err);
 	return rc;
@@ -224,8 +277,12 @@ static const struct {
 	size_t field;
 } layer_views[] = {
 #define VIEW(role, field) {role, offsetof(struct layer_ptrs, field)}
-	VIEW("attn_norm", attn_norm), VIEW("q", wq), VIEW("k", wk), VIEW("v", wv), VIEW("o", wo),
+	VIEW("attn_norm", attn_norm), VIEW("attn_norm_bias", attn_norm_bias), VIEW("q", wq),
+	VIEW("k", wk), VIEW("v", wv), VIEW("o", wo),
 	VIEW("q_bias", q_bias), VIEW("k_bias", k_bias), VIEW("v_bias", v_bias),
+	VIEW("o_bias", o_bias), VIEW("attn_post_norm", attn_post_norm),
+	VIEW("ffn_norm_bias", ffn_norm_bias), VIEW("up_bias", up_bias),
+	VIEW("down_bias", down_bias), VIEW("ffn_post_norm", ffn_post_norm),
 	VIEW("q_norm", q_norm), VIEW("k_norm", k_norm), VIEW("v_norm", v_norm),
 	VIEW("gate_norm", gate_norm), VIEW("up_norm", up_norm), VIEW("o_in_norm", o_in_norm),
 	VIEW("ffn_norm", ffn_norm), VIEW("gate", wgate), VIEW("up", wup), VIEW("down", wdown),
@@ -276,7 +333,9 @@ void model_layer_views_keep(const struct model *m, int l, const struct layer_ptr
 static void set_ptrs(struct model *m, struct model_ptrs *p, real *block, real *eblock)
 {
 	p->embed = view(m, block, 0, eblock, "embed", -1);
+	p->pos_embed = view(m, block, 0, eblock, "pos_embed", -1);
 	p->final_norm = view(m, block, 0, eblock, "final_norm", -1);
+	p->final_norm_bias = view(m, block, 0, eblock, "final_norm_bias", -1);
 	p->lm_head = m->c.tie_embeddings ? p->embed : view(m, block, 0, eblock, "lm_head", -1);
 	for (int l = 0; l < m->c.n_layers; l++)
 		set_layer_ptrs(m, &p->layer[l], l, block, 0, eblock);
@@ -345,7 +404,8 @@ int model_layout(struct model *m, struct sw_err *err)
 			size_t qc = (size_t)(c->n_heads * c->head_dim * c->d_model),
 			       kc = (size_t)(c->n_kv_heads * c->head_dim * c->d_model),
 			       fc = (size_t)(c->d_ff * c->d_model);
-			if (lp->wk != lp->wq + qc || lp->wv != lp->wk + kc || lp->wup != lp->wgate + fc)
+			if (lp->wk != lp->wq + qc || lp->wv != lp->wk + kc ||
+			    (m->arch.gated && lp->wup != lp->wgate + fc))
 				return sw_fail(err, SW_ESOFTWARE, "model: layer %d's q, k, v or gate, up "
 					       "are not adjacent", l);
 		}

@@ -38,6 +38,7 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 		return rc;
 	/* arch_multipliers_parse's order; the config was checked above */
 	m->mult = (enum mult_mode)arch_multipliers_parse(c->multipliers);
+	m->arch = model_arch_of(c);
 	if (arch_scale_design_parse(c->scale_design, &m->design, NULL, 0, (char[64]){0}))
 		return sw_fail(err, SW_ESOFTWARE, "model: scale_design '%s'", c->scale_design);
 	if ((rc = model_layout(m, err))) {
@@ -389,10 +390,14 @@ static void cpu_rope(void *ctx, real *x, int B, int T, int nh, int hd, int backw
 		model_rope_forward(x, m->rope_cos, m->rope_sin, B, T, nh, hd);
 }
 
-static void cpu_attention(void *ctx, real *out, real *att, const real *q, const real *k,
-			  const real *v, int B, int T, int H, int KV, int hd)
+static void cpu_attention(void *ctx, real *out, real *att, real *att_tanh, const real *q,
+			  const real *k, const real *v, int B, int T, int H, int KV, int hd,
+			  real scale, real softcap)
 {
 	(void)ctx;
+	(void)att_tanh;
+	(void)scale;
+	(void)softcap;
 	model_attention_forward(out, att, q, k, v, B, T, H, KV, hd);
 }
 
@@ -402,16 +407,19 @@ static void cpu_residual(void *ctx, real *out, const real *a, const real *b, siz
 	model_residual_forward(out, a, b, n);
 }
 
-static void cpu_swiglu(void *ctx, real *h, const real *gate, const real *up, size_t n)
+static void cpu_swiglu(void *ctx, real *h, const real *gate, const real *up, size_t n,
+		       enum model_act act)
 {
 	(void)ctx;
+	(void)act;
 	model_swiglu_forward(h, gate, up, n);
 }
 
 static void cpu_swiglu_backward(void *ctx, real *dgate, real *dup, const real *dh,
-				const real *gate, const real *up, size_t n)
+				const real *gate, const real *up, size_t n, enum model_act act)
 {
 	(void)ctx;
+	(void)act;
 	model_swiglu_backward(dgate, dup, dh, gate, up, n);
 }
 
@@ -455,8 +463,12 @@ real *model_att_scratch(const struct model *m)
 
 static void cpu_attention_backward(void *ctx, real *dq, real *dk, real *dv, const real *dout,
 				   const real *q, const real *k, const real *v, const real *att,
-				   int B, int T, int H, int KV, int hd)
+				   const real *att_tanh, int B, int T, int H, int KV, int hd,
+				   real scale, real softcap)
 {
+	(void)att_tanh;
+	(void)scale;
+	(void)softcap;
 	model_attention_backward(dq, dk, dv, cpu_scratch(ctx).att, dout, q, k, v, att, B, T, H, KV, hd);
 }
 
@@ -464,7 +476,8 @@ static void cpu_attention_backward(void *ctx, real *dq, real *dk, real *dv, cons
  * both weights (gate and up adjacent in the grads block, as in params) */
 static void cpu_gate_up_backward(void *ctx, real *dn, real *dgate, real *dup, const real *dh,
 				 const real *gate, const real *up, const real *inp,
-				 const real *wgate, const real *wup, int N, int C, int F)
+				 const real *wgate, const real *wup, int N, int C, int F,
+				 enum model_act act)
 {
 	struct model *m = ctx;
 	real *dgu = cpu_scratch(m).dgu;
@@ -472,6 +485,7 @@ static void cpu_gate_up_backward(void *ctx, real *dn, real *dgate, real *dup, co
 
 	(void)dup;
 	(void)wup;
+	(void)act;
 	model_swiglu_backward_fused(dgu, dh, gate, up, N, F);
 	LAP(ELEMWISE);
 	model_matmul_backward_parts(dn, dgate, dgu, inp, wgate, N, C, parts, 2);
@@ -589,8 +603,9 @@ static const struct model_ops cpu_ops = {
 struct model_step model_cpu_step(struct model *m)
 {
 	struct model_step st = {
-		.ops = &cpu_ops, .ctx = m, .c = &m->c, .p = &m->p, .g = &m->g, .acts = m->acts,
-		.x_final = m->x_final, .nf = m->nf, .nf_rstd = m->nf_rstd, .logits = m->logits,
+		.ops = &cpu_ops, .ctx = m, .c = &m->c, .a = &m->arch, .p = &m->p, .g = &m->g,
+		.acts = m->acts, .x_final = m->x_final, .nf = m->nf, .nf_rstd = m->nf_rstd,
+		.nf_mean = m->nf_mean, .logits = m->logits, .logits_tanh = m->logits_tanh,
 		.losses = m->losses, .s = cpu_scratch(m).s,
 		.dnp_attn = m->design.dnp[ARCH_SV_ATTN], .dnp_ffn = m->design.dnp[ARCH_SV_FFN],
 		.recompute = m->acts_recompute,

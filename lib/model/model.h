@@ -42,6 +42,32 @@
 #include "../base/tensor.h"
 #include "cpukern.h"
 
+/*
+ * The family's step (step.c runs its operations by these): the Llama
+ * family's is all zeros but the activation and attn_scale. GPT-2:
+ * LayerNorm (weight and bias) for the block and final norms, learned
+ * position embeddings and no RoPE, the plain MLP down(act(up(x))),
+ * biases on q, k, v, o, up and down, tanh GELU. Gemma: Gemma's gains are
+ * kept as the (1 + w) they apply (the readers and sw-convert add and
+ * take the 1), the embedding times sqrt(C) rounded to float, GeGLU.
+ * Gemma2 adds a norm after each sublayer before its residual (attn_post_norm,
+ * ffn_post_norm), soft-capped attention scores and final logits, and its
+ * attention scale.
+ */
+enum model_act { MODEL_ACT_SILU, MODEL_ACT_GELU_TANH, MODEL_ACT_GELU };
+struct model_arch {
+	int layernorm;                  /* LayerNorm with a bias (GPT-2); else RMSNorm */
+	int pos_embed;                  /* learned positions (pos_embed (T, C)), no RoPE */
+	int gated;                      /* gate and up (SwiGLU, GeGLU); else up alone */
+	enum model_act act;             /* the MLP's activation */
+	int qkv_bias;                   /* q, k, v biases (Qwen2, GPT-2) */
+	int linear_bias;                /* o, up (and gate), down biases too (GPT-2) */
+	double embed_scale;             /* 0: none; Gemma: (float)sqrt(C) */
+	int post_norms;                 /* Gemma2's attn_post_norm, ffn_post_norm */
+	double attn_scale;              /* the scores' scale: 1/sqrt(hd) unless the family's */
+	double attn_softcap, final_softcap;     /* 0: none (Gemma2's) */
+};
+
 /* arch_multipliers_parse's; ROWCOL: diag(r) W diag(c), two tensors */
 enum mult_mode { MULT_NONE, MULT_SCALAR, MULT_ROW, MULT_COL, MULT_ROWCOL };
 
@@ -93,19 +119,27 @@ static inline struct mult_view model_mult_view(enum mult_mode mode, const real *
 struct layer_ptrs {
 	real *attn_norm;                /* (C) or NULL without scale vectors */
 	real *wq, *wk, *wv, *wo;        /* (Q, C) (K, C) (K, C) (C, Q) */
-	real *q_bias, *k_bias, *v_bias; /* (Q) (K) (K) with Qwen2's biases, else NULL */
+	real *attn_norm_bias;           /* (C) with LayerNorm */
+	real *q_bias, *k_bias, *v_bias; /* (Q) (K) (K) with Qwen2's or GPT-2's biases, else NULL */
+	real *o_bias;                   /* (C) with GPT-2's */
 	real *q_norm, *k_norm;          /* (hd) with QK-norm */
 	real *v_norm;                   /* (hd) with attn DNP (scale design) */
 	real *o_in_norm;                /* (Q) with norm-everywhere */
+	real *attn_post_norm;           /* (C) with Gemma2's post-norms */
 	real *ffn_norm;                 /* (C) */
-	real *wgate, *wup, *wdown;      /* (F, C) (F, C) (C, F) */
+	real *ffn_norm_bias;            /* (C) with LayerNorm */
+	real *wgate, *wup, *wdown;      /* (F, C) (F, C) (C, F); wgate NULL without a gate */
+	real *up_bias, *down_bias;      /* (F) (C) with GPT-2's (no gate) */
+	real *ffn_post_norm;            /* (C) with Gemma2's post-norms */
 	real *gate_norm, *up_norm;      /* (F) with ffn DNP */
 	real *down_in_norm;             /* (F) with norm-everywhere */
 };
 
 struct model_ptrs {
 	real *embed;                    /* (V, C) */
+	real *pos_embed;                /* (seq_len, C) with learned positions */
 	real *final_norm;               /* (C) */
+	real *final_norm_bias;          /* (C) with LayerNorm */
 	real *lm_head;                  /* (V, C); the embedding when tied */
 	struct layer_ptrs *layer;       /* (L) */
 };
@@ -139,26 +173,33 @@ void model_timing_lap(struct model_timing *t, enum model_phase phase);
 struct layer_acts {
 	real *x_in;                     /* (N, C) residual stream in */
 	real *n1, *n1_rstd;             /* (N, C), (N) */
+	real *n1_mean;                  /* (N) with LayerNorm */
 	real *q_lin, *k_lin;            /* (N, Q), (N, K) before QK-norm */
 	real *q_rstd, *k_rstd;          /* (N, H), (N, KV) QK-norm */
 	real *q, *k, *v;                /* (N, Q), (N, K), (N, K) as attention sees them */
 	real *v_lin, *v_rstd;           /* (N, K), (N, KV) before attn DNP's v_norm; NULL without */
 	real *att;                      /* (B, H, T, T) softmax probabilities */
+	real *att_tanh;                 /* (B, H, T, T) with soft-capped scores */
 	real *att_out;                  /* (N, Q) before the o_in norm */
 	real *o_in, *o_in_rstd;         /* (N, Q), (N) with norm-everywhere */
-	real *attn_y;                   /* (N, C) attention sublayer output */
+	real *attn_y;                   /* (N, C) attention sublayer output (o's) */
+	real *attn_post, *attn_post_rstd;       /* (N, C), (N) its post-norm, with post-norms */
 	real *x_mid;                    /* (N, C) residual after attention */
 	real *n2, *n2_rstd;             /* (N, C), (N) */
-	real *gate, *up;                /* (N, F) as SwiGLU sees them */
+	real *n2_mean;                  /* (N) with LayerNorm */
+	real *gate, *up;                /* (N, F) as the gated unit sees them; up alone, the
+					   activation's input, in GPT-2's MLP */
 	real *gate_lin, *up_lin;        /* (N, F) before ffn DNP's norms; NULL without */
 	real *gate_rstd, *up_rstd;      /* (N) */
-	real *h;                        /* (N, F) silu(gate) * up */
+	real *h;                        /* (N, F) act(gate) * up, or act(up) */
 	real *d_in, *d_in_rstd;         /* (N, F), (N) with norm-everywhere */
-	real *mlp_y;                    /* (N, C) MLP sublayer output */
+	real *mlp_y;                    /* (N, C) MLP sublayer output (down's) */
+	real *mlp_post, *mlp_post_rstd; /* (N, C), (N) its post-norm, with post-norms */
 };
 
 struct model {
 	struct sw_config c;
+	struct model_arch arch;         /* the family's step (model_arch_of) */
 	enum mult_mode mult;            /* the learnable multipliers' (every linear but the embedding) */
 	struct arch_scale_design design;  /* the scale design's gains (c.scale_design) */
 	int eff;                        /* some linear has multipliers or gains: w_eff, dw_eff */
@@ -190,7 +231,9 @@ struct model {
 	struct layer_acts *acts;        /* (L) */
 	real *x_final;                  /* (N, C) */
 	real *nf, *nf_rstd;             /* (N, C), (N) */
+	real *nf_mean;                  /* (N) with LayerNorm */
 	real *logits;                   /* (N, V), softmax probabilities after forward */
+	real *logits_tanh;              /* (N, V) with a final soft-cap */
 	real *losses;                   /* (N) per-token loss */
 	real *rope_cos, *rope_sin;      /* (T, hd/2) */
 	real *scratch;                  /* backward scratch */
@@ -230,6 +273,10 @@ static inline void model_linear_mult_grads(const struct model *m, const struct m
 	*dcol = l->mode == MULT_COL ? mult :
 		l->mode == MULT_ROWCOL ? block + m->tensors[l->col_tensor].offset : NULL;
 }
+
+/* The family's step for config c (its family's flags, hidden_act, the
+ * soft-caps; c checked by arch_model_check). */
+struct model_arch model_arch_of(const struct sw_config *c);
 
 /* Build a model for config c (vocab, sizes, options) with multipliers
  * mode from c->multipliers; parameters zero until model_init. */

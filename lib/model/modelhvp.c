@@ -599,18 +599,23 @@ static void cpu_rop_matmul(void *ctx, real *ry, const real *inp, const real *rin
 	rop_matmul_forward(ry, inp, rinp, w, rw, N, din, dout);
 }
 
-static void cpu_rop_attention(void *ctx, real *rout, real *ratt, const real *att, const real *q,
-			      const real *k, const real *v, const real *rq, const real *rk,
-			      const real *rv, int B, int T, int H, int KV, int hd)
+static void cpu_rop_attention(void *ctx, real *rout, real *ratt, const real *att,
+			      const real *att_tanh, const real *q, const real *k, const real *v,
+			      const real *rq, const real *rk, const real *rv, int B, int T, int H,
+			      int KV, int hd, real scale, real softcap)
 {
 	(void)ctx;
+	(void)att_tanh;
+	(void)scale;
+	(void)softcap;
 	rop_attention_forward(rout, ratt, att, q, k, v, rq, rk, rv, B, T, H, KV, hd);
 }
 
 static void cpu_rop_swiglu(void *ctx, real *rh, const real *gate, const real *up,
-			   const real *rgate, const real *rup, size_t n)
+			   const real *rgate, const real *rup, size_t n, enum model_act act)
 {
 	(void)ctx;
+	(void)act;
 	rop_swiglu_forward(rh, gate, up, rgate, rup, n);
 }
 
@@ -642,10 +647,14 @@ static void cpu_rop_attention_backward(void *ctx, real *dq, real *dk, real *dv, 
 				       real *rdk, real *rdv, const real *dout, const real *rdout,
 				       const real *q, const real *k, const real *v, const real *rq,
 				       const real *rk, const real *rv, const real *att,
-				       const real *ratt, int B, int T, int H, int KV, int hd)
+				       const real *ratt, const real *att_tanh, int B, int T, int H,
+				       int KV, int hd, real scale, real softcap)
 {
 	struct cpu_rop *r = ctx;
 
+	(void)att_tanh;
+	(void)scale;
+	(void)softcap;
 	rop_attention_backward(dq, dk, dv, rdq, rdk, rdv, model_att_scratch(r->m),
 			       model_att_scratch(r->rm), dout, rdout, q, k, v, rq, rk, rv, att, ratt,
 			       B, T, H, KV, hd);
@@ -653,9 +662,10 @@ static void cpu_rop_attention_backward(void *ctx, real *dq, real *dk, real *dv, 
 
 static void cpu_rop_swiglu_backward(void *ctx, real *rdgate, real *rdup, const real *dh,
 				    const real *rdh, const real *gate, const real *up,
-				    const real *rgate, const real *rup, size_t n)
+				    const real *rgate, const real *rup, size_t n, enum model_act act)
 {
 	(void)ctx;
+	(void)act;
 	rop_swiglu_backward(rdgate, rdup, dh, rdh, gate, up, rgate, rup, n);
 }
 

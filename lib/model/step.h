@@ -9,6 +9,11 @@
  * R-operator's passes (Hessian-vector products, modelhvp.h) are written
  * here too, over a second table of the operations' tangent forms.
  *
+ * Which operations run is the family's (struct model_arch, model.h):
+ * RMSNorm or LayerNorm, RoPE or learned positions, a gated MLP (SwiGLU,
+ * GeGLU) or GPT-2's plain one, the biases, Gemma's embedding scale and
+ * Gemma2's post-norms and soft-capping.
+ *
  * The buffers are the back end's (host or device pointers alike): the
  * weights the pass uses (the effective ones under multipliers), where the
  * gradients go, the activations the forward saves, and the backward's
@@ -42,6 +47,17 @@ struct model_ops {
 	/* out = gain * inp / rms(inp) per row of n; rstd (rows) saved; gain may be NULL */
 	void (*rmsnorm)(void *ctx, real *out, real *rstd, const real *inp, const real *gain,
 			int64_t rows, int n, double eps);
+	/* LayerNorm (GPT-2): out = gain * (inp - mean) * rstd + bias per row of
+	 * n, rstd = 1 / sqrt(var + eps) (the biased variance); mean, rstd
+	 * (rows) saved; gain and bias may be NULL (none) */
+	void (*layernorm)(void *ctx, real *out, real *mean, real *rstd, const real *inp,
+			  const real *gain, const real *bias, int64_t rows, int n, double eps);
+	/* x *= s over n (Gemma's sqrt(C) on the embedding, and its backward) */
+	void (*scale)(void *ctx, real *x, size_t n, real s);
+	/* soft-capping (Gemma2's final logits): forward x = cap tanh(x / cap)
+	 * in place, t = tanh(x / cap) saved (n); backward x, the capped
+	 * values' gradient, *= 1 - t^2 */
+	void (*softcap)(void *ctx, real *x, real *t, size_t n, real cap, int backward);
 	/* out (N, dout) = inp (N, din) W^T */
 	void (*matmul)(void *ctx, real *out, const real *inp, const real *w, int N, int din, int dout);
 	void (*copy)(void *ctx, real *dst, const real *src, size_t n);
@@ -50,16 +66,28 @@ struct model_ops {
 	void (*bias)(void *ctx, real *y, real *b, int64_t rows, int n, int backward);
 	/* RoPE in place on (B, T, nh, hd); backward turns the other way */
 	void (*rope)(void *ctx, real *x, int B, int T, int nh, int hd, int backward);
-	/* causal GQA attention: out (N, Q), att (B, H, T, T) the probabilities */
-	void (*attention)(void *ctx, real *out, real *att, const real *q, const real *k,
-			  const real *v, int B, int T, int H, int KV, int hd);
+	/* causal GQA attention: out (N, Q), att (B, H, T, T) the probabilities
+	 * of the scores q k^T * scale (1/sqrt(hd), or Gemma2's
+	 * query_pre_attn_scalar^-1/2); with softcap > 0 (Gemma2's
+	 * attn_logit_softcapping) the scores are softcap tanh(s / softcap)
+	 * before the mask and att_tanh (B, H, T, T) keeps tanh(s / softcap)
+	 * for the backward (NULL without) */
+	void (*attention)(void *ctx, real *out, real *att, real *att_tanh, const real *q,
+			  const real *k, const real *v, int B, int T, int H, int KV, int hd,
+			  real scale, real softcap);
 	void (*residual)(void *ctx, real *out, const real *a, const real *b, size_t n);
-	/* h = silu(gate) * up */
-	void (*swiglu)(void *ctx, real *h, const real *gate, const real *up, size_t n);
-	/* dgate, dup += SwiGLU's backward from dh (unfused: under ffn DNP, and
-	 * beside the R-operator) */
+	/* the gated unit: h = act(gate) * up (SwiGLU with silu, GeGLU with
+	 * a GELU) */
+	void (*swiglu)(void *ctx, real *h, const real *gate, const real *up, size_t n,
+		       enum model_act act);
+	/* dgate, dup += the gated unit's backward from dh (unfused: under ffn
+	 * DNP, and beside the R-operator) */
 	void (*swiglu_backward)(void *ctx, real *dgate, real *dup, const real *dh,
-				const real *gate, const real *up, size_t n);
+				const real *gate, const real *up, size_t n, enum model_act act);
+	/* GPT-2's MLP: h = act(x); backward dx += act'(x) dh */
+	void (*act)(void *ctx, real *h, const real *x, size_t n, enum model_act act);
+	void (*act_backward)(void *ctx, real *dx, const real *dh, const real *x, size_t n,
+			     enum model_act act);
 	/* probs = softmax(logits) in place; losses (N) = -log p[target] (targets may be NULL) */
 	void (*loss)(void *ctx, real *losses, real *probs, const int *targets, int N, int V);
 
@@ -73,16 +101,23 @@ struct model_ops {
 	void (*rmsnorm_backward)(void *ctx, real *dinp, real *dgain, const real *dout,
 				 const real *inp, const real *gain, const real *rstd, int64_t rows,
 				 int n);
-	/* dq, dk, dv += the attention's backward from dout (N, Q) */
+	/* dinp += ...; dgain, dbias += ... (NULL: not wanted, or none) */
+	void (*layernorm_backward)(void *ctx, real *dinp, real *dgain, real *dbias,
+				   const real *dout, const real *inp, const real *gain,
+				   const real *mean, const real *rstd, int64_t rows, int n);
+	/* dq, dk, dv += the attention's backward from dout (N, Q); scale,
+	 * softcap and att_tanh as the forward's */
 	void (*attention_backward)(void *ctx, real *dq, real *dk, real *dv, const real *dout,
 				   const real *q, const real *k, const real *v, const real *att,
-				   int B, int T, int H, int KV, int hd);
+				   const real *att_tanh, int B, int T, int H, int KV, int hd,
+				   real scale, real softcap);
 	/* the MLP's input side from dh (N, F): through SwiGLU to the gate and
 	 * up products, dn (N, C) += their input gradient, dgate, dup += their
 	 * weights' (the CPU fuses the two products) */
 	void (*gate_up_backward)(void *ctx, real *dn, real *dgate, real *dup, const real *dh,
 				 const real *gate, const real *up, const real *inp,
-				 const real *wgate, const real *wup, int N, int C, int F);
+				 const real *wgate, const real *wup, int N, int C, int F,
+				 enum model_act act);
 	/* the q, k, v products' backward: dn (N, C) += their input gradient,
 	 * dwq, dwk, dwv += their weights' */
 	void (*qkv_backward)(void *ctx, real *dn, real *dwq, real *dwk, real *dwv, const real *dq,
@@ -114,11 +149,14 @@ struct model_step {
 	const struct model_ops *ops;
 	void *ctx;
 	const struct sw_config *c;
+	const struct model_arch *a;     /* which operations the family's step runs */
 	const struct model_ptrs *p;     /* the weights the pass uses */
 	const struct model_ptrs *g;     /* where their gradients go */
 	struct layer_acts *acts;        /* (L) */
 	real *x_final, *nf, *nf_rstd;   /* (N, C) (N, C) (N) */
+	real *nf_mean;                  /* (N) with LayerNorm, else NULL */
 	real *logits, *losses;          /* (N, V) (N) */
+	real *logits_tanh;              /* (N, V) with a final soft-cap, else NULL */
 	struct model_step_scratch s;
 	/* the scale design's DNP (arch.h): v normalized per head (beside
 	 * QK-norm), gate and up over d_ff */
@@ -167,15 +205,31 @@ struct model_rop_ops {
 	/* R{y} of rmsnorm, R{rstd} saved */
 	void (*rmsnorm)(void *ctx, real *ry, real *rrstd, const real *inp, const real *rinp,
 			const real *gain, const real *rgain, const real *rstd, int64_t rows, int n);
+	/* R{y} of layernorm (rbias NULL: zero), R{mean}, R{rstd} saved */
+	void (*layernorm)(void *ctx, real *ry, real *rmean, real *rrstd, const real *inp,
+			  const real *rinp, const real *gain, const real *rgain, const real *rbias,
+			  const real *mean, const real *rstd, int64_t rows, int n);
+	/* R{x_capped} = (1 - t^2) R{x} in place (the forward's t) */
+	void (*softcap)(void *ctx, real *rx, const real *t, size_t n, real cap);
+	/* R{dx} = (1 - t^2) R{dx_capped} - 2 t (1 - t^2) / cap * dx_capped * R{x}
+	 * in place over R{dx_capped} (rx the pre-cap tangent; dcapped NULL:
+	 * Gauss-Newton, the second term drops) */
+	void (*softcap_backward)(void *ctx, real *rdx, const real *dcapped, const real *t,
+				 const real *rx, size_t n, real cap);
 	/* R{y} = R{x} W^T + x R{W}^T */
 	void (*matmul)(void *ctx, real *ry, const real *inp, const real *rinp, const real *w,
 		       const real *rw, int N, int din, int dout);
-	/* R{out}, R{att} (B, H, T, T) kept for the backward */
-	void (*attention)(void *ctx, real *rout, real *ratt, const real *att, const real *q,
-			  const real *k, const real *v, const real *rq, const real *rk,
-			  const real *rv, int B, int T, int H, int KV, int hd);
+	/* R{out}, R{att} (B, H, T, T) kept for the backward; scale, softcap
+	 * and att_tanh as model_ops' attention */
+	void (*attention)(void *ctx, real *rout, real *ratt, const real *att, const real *att_tanh,
+			  const real *q, const real *k, const real *v, const real *rq,
+			  const real *rk, const real *rv, int B, int T, int H, int KV, int hd,
+			  real scale, real softcap);
 	void (*swiglu)(void *ctx, real *rh, const real *gate, const real *up, const real *rgate,
-		       const real *rup, size_t n);
+		       const real *rup, size_t n, enum model_act act);
+	/* GPT-2's MLP: R{h} = act'(x) R{x} */
+	void (*act)(void *ctx, real *rh, const real *x, const real *rx, size_t n,
+		    enum model_act act);
 	/* R{dlogits} = scale p (R{z} - sum p R{z}) in place over R{z} */
 	void (*loss_backward)(void *ctx, real *rz, const real *probs, int N, int V, real scale);
 	/* R{dx} += R{dy} W + dy R{W}, R{dW} += R{dy}^T x + dy^T R{x}; rdinp,
@@ -187,16 +241,27 @@ struct model_rop_ops {
 				 const real *rdout, const real *inp, const real *rinp,
 				 const real *gain, const real *rgain, const real *rstd,
 				 const real *rrstd, int64_t rows, int n);
+	/* R{dinp} += ..., R{dgain}, R{dbias} += ... (NULL: not wanted) */
+	void (*layernorm_backward)(void *ctx, real *rdinp, real *rdgain, real *rdbias,
+				   const real *dout, const real *rdout, const real *inp,
+				   const real *rinp, const real *gain, const real *rgain,
+				   const real *mean, const real *rstd, const real *rmean,
+				   const real *rrstd, int64_t rows, int n);
 	/* R{dq}, R{dk}, R{dv} += ...; with dout, the primal dq, dk, dv += too
 	 * (dq, dk, dv NULL: not wanted, the tape has them) */
 	void (*attention_backward)(void *ctx, real *dq, real *dk, real *dv, real *rdq, real *rdk,
 				   real *rdv, const real *dout, const real *rdout, const real *q,
 				   const real *k, const real *v, const real *rq, const real *rk,
-				   const real *rv, const real *att, const real *ratt, int B, int T,
-				   int H, int KV, int hd);
+				   const real *rv, const real *att, const real *ratt,
+				   const real *att_tanh, int B, int T, int H, int KV, int hd,
+				   real scale, real softcap);
 	void (*swiglu_backward)(void *ctx, real *rdgate, real *rdup, const real *dh,
 				const real *rdh, const real *gate, const real *up,
-				const real *rgate, const real *rup, size_t n);
+				const real *rgate, const real *rup, size_t n, enum model_act act);
+	/* R{dx} += act'(x) R{dh} + act''(x) R{x} dh (dh NULL: Gauss-Newton,
+	 * the second term drops) */
+	void (*act_backward)(void *ctx, real *rdx, const real *dh, const real *rdh, const real *x,
+			     const real *rx, size_t n, enum model_act act);
 	/* R{} of mult_backward: R{dW}, R{dmult} of the tensors v reaches
 	 * (NULL without multipliers) */
 	void (*mult_backward)(void *ctx);
@@ -216,6 +281,8 @@ struct model_rop_step {
 	struct model_ptrs p, g, eff_grads;
 	struct layer_acts *acts;
 	real *x_final, *nf, *nf_rstd, *logits;
+	real *nf_mean;                  /* (N) with LayerNorm */
+	real *logits_pre;               /* (N, V) R{logits} before a final soft-cap */
 	struct model_step_scratch s;
 	int first;
 	struct model_rop_tape *tape;    /* NULL: none */

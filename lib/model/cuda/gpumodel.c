@@ -756,9 +756,13 @@ static void op_rope(void *ctx, real *x, int B, int T, int nh, int hd, int backwa
 	rope(ctx, backward, x, B, T, nh, hd);
 }
 
-static void op_attention(void *ctx, real *out, real *att, const real *q, const real *k,
-			 const real *v, int B, int T, int H, int KV, int hd)
+static void op_attention(void *ctx, real *out, real *att, real *att_tanh, const real *q,
+			 const real *k, const real *v, int B, int T, int H, int KV, int hd,
+			 real scale, real softcap)
 {
+	(void)att_tanh;
+	(void)scale;
+	(void)softcap;
 	attention_forward(ctx, out, att, q, k, v, B, T, H, KV, hd);
 }
 
@@ -767,14 +771,17 @@ static void op_residual(void *ctx, real *out, const real *a, const real *b, size
 	residual_forward(ctx, out, a, b, n);
 }
 
-static void op_swiglu(void *ctx, real *h, const real *gate, const real *up, size_t n)
+static void op_swiglu(void *ctx, real *h, const real *gate, const real *up, size_t n,
+		      enum model_act act)
 {
+	(void)act;
 	swiglu_forward(ctx, h, gate, up, n);
 }
 
 static void op_swiglu_backward(void *ctx, real *dgate, real *dup, const real *dh, const real *gate,
-			       const real *up, size_t n)
+			       const real *up, size_t n, enum model_act act)
 {
+	(void)act;
 	swiglu_backward(ctx, dgate, dup, dh, gate, up, n);
 }
 
@@ -808,21 +815,27 @@ static void op_rmsnorm_backward(void *ctx, real *dinp, real *dgain, const real *
 
 static void op_attention_backward(void *ctx, real *dq, real *dk, real *dv, const real *dout,
 				  const real *q, const real *k, const real *v, const real *att,
-				  int B, int T, int H, int KV, int hd)
+				  const real *att_tanh, int B, int T, int H, int KV, int hd,
+				  real scale, real softcap)
 {
 	struct gpu_model *gm = ctx;
 
+	(void)att_tanh;
+	(void)scale;
+	(void)softcap;
 	attention_backward(gm, dq, dk, dv, gm->ds, dout, q, k, v, att, B, T, H, KV, hd);
 }
 
 /* SwiGLU's backward into dF2 (gate) and dF3 (up), then a product each */
 static void op_gate_up_backward(void *ctx, real *dn, real *dgate, real *dup, const real *dh,
 				const real *gate, const real *up, const real *inp,
-				const real *wgate, const real *wup, int N, int C, int F)
+				const real *wgate, const real *wup, int N, int C, int F,
+				enum model_act act)
 {
 	struct gpu_model *gm = ctx;
 	size_t nF = (size_t)N * F * sizeof(real);
 
+	(void)act;
 	zero(gm, gm->dF2, nF);
 	zero(gm, gm->dF3, nF);
 	swiglu_backward(gm, gm->dF2, gm->dF3, dh, gate, up, (size_t)N * F);
@@ -886,7 +899,7 @@ static const struct model_ops gpu_ops = {
 static struct model_step gpu_step(struct gpu_model *gm)
 {
 	struct model_step st = {
-		.ops = &gpu_ops, .ctx = gm, .c = &gm->m->c, .p = &gm->p, .g = &gm->d,
+		.ops = &gpu_ops, .ctx = gm, .c = &gm->m->c, .a = &gm->m->arch, .p = &gm->p, .g = &gm->d,
 		.acts = gm->acts, .x_final = gm->x_final, .nf = gm->nf, .nf_rstd = gm->nf_rstd,
 		.logits = gm->logits, .losses = gm->losses,
 		.dnp_attn = gm->m->design.dnp[ARCH_SV_ATTN], .dnp_ffn = gm->m->design.dnp[ARCH_SV_FFN],
@@ -1432,11 +1445,15 @@ static void rop_op_matmul(void *ctx, real *ry, const real *inp, const real *rinp
 /* per head, in attention_forward's blocks: R{S} = scale (R{Q} K^T + Q
  * R{K}^T); R{P} = P (R{S} - rowsum(P R{S})), softmax_backward's form;
  * R{O} = R{P} V + P R{V} */
-static void rop_op_attention(void *ctx, real *rout, real *ratt, const real *att, const real *q,
-			     const real *k, const real *v, const real *rq, const real *rk,
-			     const real *rv, int B, int T, int H, int KV, int hd)
+static void rop_op_attention(void *ctx, real *rout, real *ratt, const real *att,
+			     const real *att_tanh, const real *q, const real *k, const real *v,
+			     const real *rq, const real *rk, const real *rv, int B, int T, int H,
+			     int KV, int hd, real scale_, real softcap)
 {
 	struct gpu_model *gm = ctx;
+	(void)att_tanh;
+	(void)scale_;
+	(void)softcap;
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
 	float scale = (float)(1.0 / sqrt((double)hd));
 	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
@@ -1466,8 +1483,9 @@ static void rop_op_attention(void *ctx, real *rout, real *ratt, const real *att,
 }
 
 static void rop_op_swiglu(void *ctx, real *rh, const real *gate, const real *up, const real *rgate,
-			  const real *rup, size_t n)
+			  const real *rup, size_t n, enum model_act act)
 {
+	(void)act;
 	LAUNCH((struct gpu_model *)ctx, rop_swiglu_forward, (struct gk_rop_pointwise){
 		.grid = gk_elems((int64_t)n), .out = rh, .gate = gate, .up = up, .rgate = rgate,
 		.rup = rup, .n = (int64_t)n});
@@ -1536,9 +1554,13 @@ static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, r
 				      real *rdk, real *rdv, const real *dout, const real *rdout,
 				      const real *q, const real *k, const real *v, const real *rq,
 				      const real *rk, const real *rv, const real *att,
-				      const real *ratt, int B, int T, int H, int KV, int hd)
+				      const real *ratt, const real *att_tanh, int B, int T, int H,
+				      int KV, int hd, real scale_, real softcap)
 {
 	struct gpu_model *gm = ctx;
+	(void)att_tanh;
+	(void)scale_;
+	(void)softcap;
 	real *ds = gm->ds, *rds = gm->tangent->ds;
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
 	float scale = (float)(1.0 / sqrt((double)hd));
@@ -1603,8 +1625,9 @@ static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, r
 
 static void rop_op_swiglu_backward(void *ctx, real *rdgate, real *rdup, const real *dh,
 				   const real *rdh, const real *gate, const real *up,
-				   const real *rgate, const real *rup, size_t n)
+				   const real *rgate, const real *rup, size_t n, enum model_act act)
 {
+	(void)act;
 	LAUNCH((struct gpu_model *)ctx, rop_swiglu_backward, (struct gk_rop_pointwise){
 		.grid = gk_elems((int64_t)n), .out = rdgate, .out2 = rdup, .dh = dh, .rdh = rdh,
 		.gate = gate, .up = up, .rgate = rgate, .rup = rup, .n = (int64_t)n});
