@@ -8,7 +8,7 @@
 #   make demo          the main job on the embedded default (see README)
 #   make demo-spread   the demo on three seeds: each finding's mean and range
 #   make transfer-study  the norm-transfer study with sw-sweep (about 40 minutes)
-#   make blockwise-study  Blockwise LR against AdamW with sw-sweep (about 20 minutes)
+#   make blockwise-study  Blockwise LR against AdamW with sw-sweep, Llama and GPT-2 (about 40 minutes)
 #   make wd-study      the weight-decay width rule with sw-sweep (about 35 minutes)
 #   make multipliers-study  learnable multipliers with sw-sweep (about 40 minutes)
 #   make scale-vector-study  the scale-vector designs with sw-sweep (about 30 minutes)
@@ -379,7 +379,7 @@ demo-spread: deps
 #   transfer     the optimal-norm paper's norm transfer, Scion and Adam
 #                (about 40 minutes)
 #   blockwise    the sharpness-disparity paper's Blockwise LR against AdamW
-#                (about 20 minutes; STUDY_SCALE=N longer runs)
+#                on Llama, then GPT-2 (about 40 minutes; STUDY_SCALE=N longer runs)
 #   wd           the spectra paper's width rule, wd ~ sqrt(d), against a
 #                fixed wd (about 35 minutes)
 #   multipliers  none, scalar and row+column learnable multipliers under

@@ -2,9 +2,10 @@
 """sw-train's training step in PyTorch CPU, for bench/train: the same model
 (torch_llama.py), torch.optim.AdamW, gradient clipping, random windows.
 
-usage: torch_train.py TOKENS.llmc D_MODEL LAYERS HEADS D_FF SEQ BATCH STEPS THREADS [compile]
+usage: torch_train.py TOKENS.llmc D_MODEL LAYERS HEADS D_FF SEQ BATCH STEPS THREADS [compile] [gpt2]
 compile: the model's loss through torch.compile (its default inductor back
-end; compiled in the warm-up steps, not timed)
+end; compiled in the warm-up steps, not timed); gpt2: torch_gpt2.py's
+model in place of the Llama
 prints: tokens_per_second
 """
 import sys
@@ -12,6 +13,7 @@ import time
 
 import torch
 
+from torch_gpt2 import GPT2
 from torch_llama import Llama, load_tokens
 
 path = sys.argv[1]
@@ -19,10 +21,11 @@ D, L, H, F, T, B, STEPS, THREADS = (int(x) for x in sys.argv[2:10])
 torch.set_num_threads(THREADS)
 torch.manual_seed(1)
 tokens = load_tokens(path)
-model = Llama(int(tokens.max()) + 1, D, L, H, F, T)
+words = sys.argv[10:]
+model = (GPT2 if "gpt2" in words else Llama)(int(tokens.max()) + 1, D, L, H, F, T)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 g = torch.Generator().manual_seed(1)
-loss_fn = torch.compile(model.loss) if sys.argv[10:11] == ["compile"] else model.loss
+loss_fn = torch.compile(model.loss) if "compile" in words else model.loss
 
 
 def step():

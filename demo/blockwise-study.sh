@@ -23,6 +23,11 @@
 #      (sw-sharpness --check principle) on every checkpoint; the curves of
 #      the longest runs (sw-plot loss-curves)
 #
+# Two arms, the paper's two architectures: the Llama of make demo, then a
+# GPT-2 of the same sizes (LayerNorm, learned positions, GELU, biases, tied
+# head: sw-train --arch gpt2), each the whole study above, the GPT-2's in
+# OUT-gpt2; STUDY_ARCH=llama or gpt2 runs one.
+#
 # Everything it prints comes from the runs. The sweeps resume: rerun to
 # finish what was cut. STUDY_TINY=1: the same in miniature (the committed
 # corpus, a tiny model, seconds), for trying the pipeline (tests/e2e).
@@ -30,17 +35,28 @@
 # STUDY_SLURM=1 writes Slurm job scripts instead of running (demo/study.sh).
 # Usage: demo/blockwise-study.sh [BIN_DIR]   (make blockwise-study passes build/bin)
 set -eu
+if [ -z "${STUDY_ARCH:-}" ]; then
+	STUDY_ARCH=llama sh "$0" "$@"
+	STUDY_ARCH=gpt2 exec sh "$0" "$@"
+fi
 bin=${1:-build/bin}
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${STUDY_OUT:-demo/out/blockwise-study}
+case $STUDY_ARCH in
+llama) ;;
+gpt2) out=$out-gpt2 ;;
+*) echo "blockwise-study: STUDY_ARCH: llama or gpt2" >&2; exit 64 ;;
+esac
 scale=${STUDY_SCALE:-1}
 if [ "${STUDY_TINY:-0}" = 1 ]; then
 	CORPUS=$top/fixtures/corpus.txt VOCAB=300
-	MODEL="--d-model 16 --n-layers 1 --n-heads 2 --seq-len 16"
+	MODEL="--arch $STUDY_ARCH --d-model 16 --n-layers 1 --n-heads 2 --seq-len 16"
 	B=4 T=16 STEPS="20 40 80" EVERY=20 WARMUP=4 LRS=0.003,0.01
 else
 	CORPUS="" VOCAB=2048
-	MODEL="--d-model 128 --n-layers 4 --n-heads 4 --n-kv-heads 2 --seq-len 64"
+	MODEL="--arch $STUDY_ARCH --d-model 128 --n-layers 4 --n-heads 4 --seq-len 64"
+	# Llama's grouped queries; GPT-2 has one key and value head per query head
+	[ $STUDY_ARCH = llama ] && MODEL="$MODEL --n-kv-heads 2"
 	B=16 T=64 STEPS="500 1000 2000" EVERY=250 WARMUP=50 LRS=0.001,0.003,0.01
 fi
 STEPS=$(for s in $STEPS; do echo $((s * scale)); done | tr '\n' ' ')
