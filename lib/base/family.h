@@ -130,6 +130,10 @@ enum family_source { FAMILY_FROM_HF, FAMILY_FROM_NANOGPT, FAMILY_FROM_GGUF, FAMI
  */
 int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
 		     size_t len);
+/* Whether the Hugging Face files of the family arch names hold role
+ * (its table's names, a fused tensor's parts): 1 or 0; -1 for a family
+ * named as Llama is (arch.c's names: convert_hf_has_role says). */
+int family_names_role(const char *arch, const char *role);
 /* arch_info_for_role with t's name from family_role_name: 0, or -1 for
  * an unknown role or one with no name. */
 int family_info_for_role(const struct sw_config *c, const char *role, int layer,
