@@ -19,6 +19,10 @@
 #include <string.h>
 #include <time.h>
 
+/* elemmath.h's activations take model.h's enum by value */
+_Static_assert((int)MODEL_ACT_SILU == ELEM_ACT_SILU && (int)MODEL_ACT_GELU_TANH == ELEM_ACT_GELU_TANH &&
+	       (int)MODEL_ACT_GELU == ELEM_ACT_GELU, "enum model_act is elemmath.h's ELEM_ACT_");
+
 int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 {
 	int rc;
