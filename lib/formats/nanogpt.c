@@ -75,6 +75,7 @@ int nanogpt_read(const struct pk_value *root, struct nanogpt *ng, struct sw_err 
 	}
 	c->n_kv_heads = c->n_heads;
 	c->d_ff = 4 * c->d_model;       /* its MLP: c_fc is nn.Linear(n_embd, 4 n_embd) */
+	c->rope_theta = 10000;          /* no RoPE (learned positions); the config's checks want one */
 	c->norm_eps = 1e-5;             /* its LayerNorm's F.layer_norm(..., 1e-5) */
 	snprintf(c->hidden_act, sizeof c->hidden_act, "gelu");  /* nn.GELU(), exact */
 	c->tie_embeddings = 1;
