@@ -648,7 +648,7 @@ static size_t add_unit_gains(const struct ckpt *ck, const struct sw_config *c, s
 			if (d.shared[k] || ckpt_find_role(ck, norms[k], l) >= 0)
 				continue;
 			memset(t, 0, sizeof *t);
-			arch_info_for_role(c, norms[k], l, t);
+			family_info_for_role(c, norms[k], l, t);
 			t->rank = 1;
 			t->shape[0] = t->numel = c->d_model;
 			t->kind = SW_KIND_VECTOR;
