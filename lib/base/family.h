@@ -4,8 +4,9 @@
  * the model computes it.
  *
  * The Llama family (llama, mistral, qwen2, qwen3) is what the model
- * computes; its names are arch.c's. Every other family here is read for
- * its matrices (sw-ls, sw-norms, sw-spectrum, sw-qkdrift): a table of
+ * computes under arch.c's names, GPT-2, Gemma and Gemma2 under their
+ * own tables. Every other family here is read for its matrices (sw-ls,
+ * sw-norms, sw-spectrum, sw-qkdrift): a table of
  * name patterns gives each tensor its role, layer and expert, and the
  * role its block, class and norm type (arch.c's one table of roles). An
  * architecture no table knows is read too, every tensor block and role
