@@ -116,6 +116,61 @@ SW_HD static inline elem_real elem_rmsnorm_dx(elem_real dy, elem_real g, elem_re
 	return r * (dxhat - xhat * mean);
 }
 
+/* ---- LayerNorm: y = g (x - mu) r + b, r = (var(x) + eps)^(-1/2) ---------
+ * (GPT-2's; the biased variance of the row, as torch's layer_norm). The
+ * row's sums in double: mu from sum x, var from sum (x - mu)^2 with mu
+ * rounded to the working precision (two passes); xhat = (x - mu) r. */
+
+/* mu from the row's sum */
+SW_HD static inline elem_real elem_layernorm_mean(double sum, int C)
+{
+	return (elem_real)(sum / C);
+}
+
+/* the centered square's term of the variance's sum */
+SW_HD static inline double elem_layernorm_sq(elem_real x, elem_real mu)
+{
+	elem_real d = x - mu;
+	return (double)d * d;
+}
+
+/* r from the sum of (x - mu)^2 */
+SW_HD static inline elem_real elem_layernorm_rstd(double sumsq, int C, double eps)
+{
+	return (elem_real)(1.0 / sqrt(sumsq / C + eps));
+}
+
+/* y = (x - mu) r g + b (g = 1 without a gain, b = 0 without a bias) */
+SW_HD static inline elem_real elem_layernorm_out(elem_real x, elem_real mu, elem_real r,
+						 elem_real g, elem_real b)
+{
+	return (x - mu) * r * g + b;
+}
+
+/* dL/dg's term of one row: dy xhat (dL/db's is dy) */
+SW_HD static inline elem_real elem_layernorm_dgain(elem_real dy, elem_real x, elem_real mu,
+						   elem_real r)
+{
+	return dy * ((x - mu) * r);
+}
+
+/* the row's terms of mean(dxhat) and mean(dxhat xhat), in double:
+ * dxhat = dy g */
+SW_HD static inline double elem_layernorm_dot(elem_real dy, elem_real g, elem_real x, elem_real mu,
+					      elem_real r)
+{
+	return (double)(dy * g) * ((x - mu) * r);
+}
+
+/* dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), the backward of
+ * y = g xhat + b; m1, m2 those means (elem_rmsnorm_mean of the sums) */
+SW_HD static inline elem_real elem_layernorm_dx(elem_real dy, elem_real g, elem_real x, elem_real mu,
+						elem_real r, elem_real m1, elem_real m2)
+{
+	elem_real xhat = (x - mu) * r, dxhat = dy * g;
+	return r * (dxhat - m1 - xhat * m2);
+}
+
 /* ---- RoPE, rotate-half: (a, b) = (x_i, x_{i+hd/2}) turns by angle t theta_i */
 
 SW_HD static inline void elem_rope_forward(elem_real *a, elem_real *b, elem_real c, elem_real s)
@@ -158,6 +213,14 @@ SW_HD static inline elem_real elem_xent_dlogit(elem_real p, int is_target, elem_
 SW_HD static inline elem_real elem_softmax_dscore(elem_real p, elem_real dp, double sum, elem_real scale)
 {
 	return p * (dp - (elem_real)sum) * scale;
+}
+
+/* the same through a soft-cap of the scores (y = cap tanh(s / cap), t the
+ * forward's tanh): dS = P (dP - sum_j P dP) (1 - t^2) scale */
+SW_HD static inline elem_real elem_softmax_dscore_capped(elem_real p, elem_real dp, double sum,
+							 elem_real t, elem_real scale)
+{
+	return p * (dp - (elem_real)sum) * (1 - t * t) * scale;
 }
 
 /* ---- SwiGLU: h = silu(gate) up, silu(x) = x sigmoid(x) --------------------- */

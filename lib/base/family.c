@@ -321,8 +321,9 @@ static const struct arch_family families[] = {
 	{"mistral", "MistralForCausalLM", FAMILY_MODEL, 0, NULL, 0},
 	{"qwen2", "Qwen2ForCausalLM", FAMILY_MODEL | FAMILY_QKV_BIAS, 0, NULL, 0},
 	{"qwen3", "Qwen3ForCausalLM", FAMILY_MODEL | FAMILY_QK_NORM, 0, NULL, 0},
-	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
-	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma2)},
+	{"gemma", "GemmaForCausalLM", FAMILY_MODEL | FAMILY_EMBED_SCALE, 1, NAMES(gemma)},
+	{"gemma2", "Gemma2ForCausalLM", FAMILY_MODEL | FAMILY_EMBED_SCALE | FAMILY_POST_NORMS, 1,
+	 NAMES(gemma2)},
 	/* Gemma3's text model: its q_norm and k_norm are (1 + w) norms too */
 	{"gemma3_text", "Gemma3ForCausalLM", 0, 1, NAMES(gemma3)},
 	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},
@@ -332,7 +333,8 @@ static const struct arch_family families[] = {
 	{"qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, NAMES(qwen2_moe)},
 	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
 	{"qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, NAMES(qwen3_moe)},
-	{"gpt2", "GPT2LMHeadModel", 0, 1, NAMES(gpt2)},
+	{"gpt2", "GPT2LMHeadModel", FAMILY_MODEL | FAMILY_LAYERNORM | FAMILY_POS_EMBED |
+	 FAMILY_PLAIN_MLP | FAMILY_LINEAR_BIAS, 1, NAMES(gpt2)},
 };
 static const struct family_gguf gguf_families[] = {
 	{"llama", "llama", 1, NAMES(gg_llama)},
@@ -622,5 +624,5 @@ int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t
 {
 	const struct arch_family *f = family_find(c->arch);
 
-	return f && f->model ? arch_check_shape(c, t, err) : SW_OK;
+	return f && f->model && !f->names ? arch_check_shape(c, t, err) : SW_OK;
 }

@@ -46,10 +46,10 @@ enum {
  * not compute) */
 int family_model_flags(const char *named);
 /* Whether the model computes the architecture named: the Llama family
- * (same tensors and math; qwen2 adds q/k/v biases, qwen3 QK-norm), the
- * rows of families[] with a model flag; the list for messages (t-arch
- * holds it to the table). */
-#define FAMILY_COMPUTED_LIST "llama, mistral, qwen2, qwen3"
+ * (same tensors and math; qwen2 adds q/k/v biases, qwen3 QK-norm), GPT-2,
+ * Gemma and Gemma2 (the flags above), the rows of families[] with a
+ * model flag; the list for messages (t-arch holds it to the table). */
+#define FAMILY_COMPUTED_LIST "llama, mistral, qwen2, qwen3, gpt2, gemma, gemma2"
 int family_computed(const char *named);
 
 struct arch_family {
@@ -63,8 +63,8 @@ struct arch_family {
 };
 
 /* The families read for their matrices, and those the model computes. */
-#define FAMILY_LISTED "gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, " \
-	"qwen3_moe, olmoe, gpt2"
+#define FAMILY_LISTED "gemma3_text, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, " \
+	"olmoe"
 
 /* The family config.json names (its architectures[0] or model_type), or
  * NULL for an architecture no table knows. */
@@ -159,9 +159,11 @@ int family_tensor_parts(const struct sw_config *c, const struct sw_tensor_info *
 void family_tensor_part(const struct sw_config *c, const struct sw_tensor_info *t, size_t p,
 			struct family_part *out);
 
-/* arch_check_shape for a family the model computes; a family read for
- * its matrices has its shapes as stored (nothing is computed from the
- * config). */
+/* arch_check_shape for a family the model computes under the Llama
+ * names; one with its own table (GPT-2's turned and fused tensors,
+ * Gemma's) is the model loader's to check, once turned and split; a
+ * family read for its matrices has its shapes as stored (nothing is
+ * computed from the config). */
 int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
 		       struct sw_err *err);
 

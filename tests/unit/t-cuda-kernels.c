@@ -233,7 +233,7 @@ static void test_attention_softmax(struct sw_rng *r)
 	fill(q, nq, r, 1);
 	fill(k, nk, r, 1);
 	fill(v, nk, r, 1);
-	model_attention_forward(out, att, q, k, v, B, T, H, KV, hd);
+	model_attention_forward(out, att, NULL, q, k, v, B, T, H, KV, hd, (float)(1 / sqrt(hd)), 0);
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, (float)(1 / sqrt(hd)),
@@ -346,13 +346,13 @@ static void test_pointwise(struct sw_rng *r)
 	G->ops->upload(G, d_dh, dh, sizeof dh, &err);
 	G->ops->upload(G, d_dg, dg0, sizeof dg0, &err);
 	G->ops->upload(G, d_du, du0, sizeof du0, &err);
-	model_swiglu_forward(out, a, b, n);
+	model_swiglu_forward(out, a, b, n, ELEM_ACT_SILU);
 	rc = gk_launch_swiglu_forward(G, &(struct gk_pointwise){
 		.grid = gk_elems(n), .out = d_out, .a = d_a, .b = d_b, .n = n}, &err);
 	ok(launched(rc, &err, "swiglu_forward") && same(d_out, out, n), "swiglu_forward: bit for bit model.c's");
 	memcpy(dg, dg0, sizeof dg);
 	memcpy(du, du0, sizeof du);
-	model_swiglu_backward(dg, du, dh, a, b, n);
+	model_swiglu_backward(dg, du, dh, a, b, n, ELEM_ACT_SILU);
 	rc = gk_launch_swiglu_backward(G, &(struct gk_pointwise){
 		.grid = gk_elems(n), .out = d_dg, .out2 = d_du, .a = d_dh, .b = d_a, .c = d_b, .n = n}, &err);
 	ok(launched(rc, &err, "swiglu_backward") && same(d_dg, dg, n) && same(d_du, du, n),
