@@ -192,58 +192,6 @@ GK_BODY(rmsnorm_backward, struct gk_rmsnorm)
 	}
 }
 
-/* The per-element LayerNorm math (lib/base/elemmath.h has none): mu =
- * sum x / C, var = sum (x - mu)^2 / C (the biased variance, the sums in
- * double, mu in float), r = (var + eps)^(-1/2), xhat = (x - mu) r */
-SW_HD static inline float gk_ln_mean(double sum, int C)
-{
-	return (float)(sum / C);
-}
-
-SW_HD static inline double gk_ln_sq(float x, float mu)
-{
-	double d = (double)(x - mu);
-	return d * d;
-}
-
-SW_HD static inline float gk_ln_rstd(double sumsq, int C, double eps)
-{
-	return (float)(1.0 / sqrt(sumsq / C + eps));
-}
-
-SW_HD static inline float gk_ln_out(float x, float mu, float r, float g, float b)
-{
-	return (x - mu) * r * g + b;
-}
-
-SW_HD static inline float gk_ln_dxhat(float dy, float g)
-{
-	return dy * g;
-}
-
-SW_HD static inline double gk_ln_dot(float dy, float g, float x, float mu, float r)
-{
-	return (double)(dy * g) * ((x - mu) * r);
-}
-
-SW_HD static inline float gk_ln_rowmean(double sum, int C)
-{
-	return (float)(sum / C);
-}
-
-/* the row's dgain term, dy xhat */
-SW_HD static inline float gk_ln_dgain(float dy, float x, float mu, float r)
-{
-	return dy * ((x - mu) * r);
-}
-
-/* dx = r (dxhat - m1 - xhat m2), m1 = mean(dxhat), m2 = mean(dxhat xhat) */
-SW_HD static inline float gk_ln_dx(float dy, float g, float x, float mu, float r, float m1, float m2)
-{
-	float xhat = (x - mu) * r, dxhat = dy * g;
-	return r * (dxhat - m1 - xhat * m2);
-}
-
 /* ---- LayerNorm (GPT-2): y = g (x - mu) r + b, r = (var + eps)^(-1/2) ------ */
 
 struct gk_layernorm {
@@ -268,24 +216,24 @@ GK_BODY(layernorm_forward, struct gk_layernorm)
 		float mu = phase ? (float)shm[nthr] : 0;
 		double s = 0;
 		for (int i = thr; i < a->C; i += nthr)
-			s += phase ? gk_ln_sq(x[i], mu) : (double)x[i];
+			s += phase ? elem_layernorm_sq(x[i], mu) : (double)x[i];
 		shm[thr] = s;
 	} else if (phase == 1) {
 		if (thr == 0) {
-			float mu = gk_ln_mean(gk_row_total(shm, thr, nthr), a->C);
+			float mu = elem_layernorm_mean(gk_row_total(shm, thr, nthr), a->C);
 			a->mean[blk] = mu;
 			shm[nthr] = mu;
 		}
 	} else if (phase == 3) {
 		if (thr == 0) {
-			float r = gk_ln_rstd(gk_row_total(shm, thr, nthr), a->C, a->eps);
+			float r = elem_layernorm_rstd(gk_row_total(shm, thr, nthr), a->C, a->eps);
 			a->rstd[blk] = r;
 			shm[nthr + 1] = r;
 		}
 	} else {
 		float mu = (float)shm[nthr], r = (float)shm[nthr + 1];
 		for (int i = thr; i < a->C; i += nthr)
-			y[i] = gk_ln_out(x[i], mu, r, a->gain ? a->gain[i] : 1,
+			y[i] = elem_layernorm_out(x[i], mu, r, a->gain ? a->gain[i] : 1,
 						  a->bias ? a->bias[i] : 0);
 	}
 }
@@ -301,16 +249,16 @@ GK_BODY(layernorm_backward, struct gk_layernorm)
 	if (phase == 0 || phase == 2) {
 		double s = 0;
 		for (int i = thr; i < a->C; i += nthr)
-			s += phase ? gk_ln_dot(dy[i], a->gain ? a->gain[i] : 1, x[i], mu, r)
-			     : (double)gk_ln_dxhat(dy[i], a->gain ? a->gain[i] : 1);
+			s += phase ? elem_layernorm_dot(dy[i], a->gain ? a->gain[i] : 1, x[i], mu, r)
+			     : (double)(dy[i] * (a->gain ? a->gain[i] : 1));
 		shm[thr] = s;
 	} else if (phase == 1 || phase == 3) {
 		if (thr == 0)
-			shm[nthr + (phase == 3)] = gk_ln_rowmean(gk_row_total(shm, thr, nthr), a->C);
+			shm[nthr + (phase == 3)] = elem_rmsnorm_mean(gk_row_total(shm, thr, nthr), a->C);
 	} else {
 		float m1 = (float)shm[nthr], m2 = (float)shm[nthr + 1];
 		for (int i = thr; i < a->C; i += nthr)
-			dx[i] += gk_ln_dx(dy[i], a->gain ? a->gain[i] : 1, x[i], mu, r, m1, m2);
+			dx[i] += elem_layernorm_dx(dy[i], a->gain ? a->gain[i] : 1, x[i], mu, r, m1, m2);
 	}
 }
 
@@ -342,7 +290,7 @@ GK_BODY(colsum_partial, struct gk_colsum)
 	float s = 0;
 
 	for (int64_t n = k * GK_CHUNK; n < end && n < a->rows; n++)
-		s += a->mean ? gk_ln_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->mean[n],
+		s += a->mean ? elem_layernorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->mean[n],
 						    a->rstd[n])
 		     : a->rstd ? elem_rmsnorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->rstd[n])
 		     : a->b ? a->a[n * a->C + c] * a->b[n * a->C + c] : a->a[n * a->C + c];
@@ -560,10 +508,9 @@ GK_BODY(softmax_backward, struct gk_softmax_back)
 	} else {
 		double s = shm[nthr];
 		const float *th = a->th ? a->th + b * a->p_bstride + t * a->T : NULL;
-		for (int u = thr; u < a->T; u += nthr) {
-			float v = u <= t ? elem_softmax_dscore(p[u], d[u], s, a->scale) : 0;
-			d[u] = th && u <= t ? elem_softcap_backward(v, th[u]) : v;
-		}
+		for (int u = thr; u < a->T; u += nthr)
+			d[u] = u > t ? 0 : th ? elem_softmax_dscore_capped(p[u], d[u], s, th[u], a->scale)
+			       : elem_softmax_dscore(p[u], d[u], s, a->scale);
 	}
 }
 
