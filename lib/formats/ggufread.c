@@ -321,7 +321,7 @@ static int take_tensor(const struct sw_config *c, const struct family_gguf *gf,
 	snprintf(t->dtype_name, sizeof t->dtype_name, "%s", gguf_type_name(gt->type));
 	t->lr = t->wd = NAN;
 	t->wd_mode = SW_WD_UNKNOWN;
-	if ((rc = family_check_shape(c, t, err))) {
+	if ((rc = family_check_shape(c, FAMILY_FROM_GGUF, t, err))) {
 		sw_err_prefix(err, "%s", gt->name);
 		return rc;
 	}

@@ -706,7 +706,7 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		rc = sw_fail(err, SW_EDATA, "config.json: tie_word_embeddings is not true or false");
 		goto out;
 	}
-	/* absent: the family's default (Gemma's classes tie) */
+	/* Gemma's classes tie unless told (tie_default) */
 	c->tie_embeddings = tie ? cJSON_IsTrue(tie) : fam->tie_default;
 	/* biases the model does not compute, for arch_model_check to refuse:
 	 * LlamaConfig reads attention_bias and mlp_bias, Qwen3Config

@@ -5,6 +5,7 @@
 #include "../formats/h5write.h"
 #include "../analysis/scalevec.h"
 #include "../base/dtype.h"
+#include "../base/family.h"
 #include "../base/par.h"
 
 #include <math.h>
@@ -136,18 +137,30 @@ fail:
 
 int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 {
+	size_t *held = NULL;    /* per model tensor: 1 + the checkpoint's that holds it */
 	int rc;
 
 	if ((rc = model_build(m, &ckpt_meta(ck)->config, err)))
 		return rc;
-	/* every checkpoint tensor must have its place, and every model tensor
-	 * must be found with its size */
+	/* every checkpoint tensor must have its place, one tensor each, and
+	 * every model tensor must be found with its size */
+	if (!(held = calloc((size_t)m->ntensors + 1, sizeof *held))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
-		if (model_find(m, t->role, t->layer) < 0) {
+		int j = model_find(m, t->role, t->layer);
+		if (j < 0) {
 			rc = sw_fail(err, SW_EDATA, "%s (role %s) has no place in the model", t->name, t->role);
 			goto out;
 		}
+		if (held[j]) {
+			rc = sw_fail(err, SW_EDATA, "%s and %s both hold role %s of layer %d",
+				     ckpt_info(ck, held[j] - 1)->name, t->name, t->role, t->layer);
+			goto out;
+		}
+		held[j] = i + 1;
 	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
@@ -163,6 +176,7 @@ int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 		}
 	}
 out:
+	free(held);
 	if (rc)
 		model_free(m);
 	return rc;
@@ -175,6 +189,10 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 	long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
 	struct ckpt_view v;
 	int64_t n = (int64_t)mt->numel, bad = 0;
+	/* the gain the model applies, where the file holds w of (1 + w)
+	 * (Gemma's norms as transformers stores them: family.c) */
+	real offset = (real)family_gain_offset(&ckpt_meta(ck)->config, ckpt_meta(ck)->source,
+					       ckpt_info(ck, (size_t)k));
 	int rc;
 
 	/* BF16 and F16 widened here, on every thread, from the file's bytes
@@ -214,6 +232,8 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 	if (bad)
 		return sw_fail(err, SW_EDATA, "%s: %lld of %zu values are NaN or Inf",
 			       ckpt_info(ck, (size_t)k)->name, (long long)bad, mt->numel);
+	for (int64_t j = 0; offset != 0 && j < n; j++)
+		dst[j] += offset;
 	return SW_OK;
 }
 
