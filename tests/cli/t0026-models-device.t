@@ -1,6 +1,6 @@
 #!/bin/sh
-# The other families on the CUDA trainer's path, through the tools: Gemma's
-# and Gemma2's checkpoints written by transformers (fixtures/arch, made by
+# The other families on the CUDA trainer's path, through the tools: GPT-2's,
+# Gemma's and Gemma2's checkpoints written by transformers (fixtures/arch, made by
 # fixtures/make-arch.py), converted by sw-convert, and their Hessians
 # (sw-hessian) and GNB estimates (sw-sharpness) on the emulated device
 # (--device emu: lib/model/cuda/gpumodel.c's operations, the kernel bodies
@@ -16,8 +16,6 @@
 # squared gradients (t-cuda-model: the gradients to 1e-5 of each tensor's
 # norm, here summed over the block) to 1e-5. The residual bound is left
 # out: the norm of a small residual, relative to itself it moves by more.
-# GPT-2's checkpoint is not here yet: sw-convert's export of it is helper
-# work in progress (its norm biases lack their metadata).
 . "$(dirname "$0")/../lib/tap.sh"
 
 # tokens as bytes below the fixtures' vocabulary of 64: digits,
@@ -30,13 +28,14 @@ text() {
 	done
 }
 
-test_expect_success 'setup: the Gemma and Gemma2 fixtures as checkpoints, a text of bytes below 64' '
+test_expect_success 'setup: the GPT-2, Gemma and Gemma2 fixtures as checkpoints, a text of bytes below 64' '
+	sw-convert "$FIX/arch/gpt2" gpt2.h5 &&
 	sw-convert "$FIX/arch/gemma" gemma.h5 &&
 	sw-convert "$FIX/arch/gemma2" gemma2.h5 &&
 	text >small.txt
 '
 
-for arch in gemma gemma2; do
+for arch in gpt2 gemma gemma2; do
 	test_expect_success "sw-hessian --device emu on $arch: the CPU eigenvalues and traces to 1e-5" '
 		for dev in cpu emu; do
 			sw-hessian --data small.txt --data-format bytes --batch-tokens 64 --seq-len 16 --top 2 \
