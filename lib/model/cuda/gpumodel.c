@@ -687,7 +687,8 @@ static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
 		PLACE(a->x_mid, N * C);
 		PLACE(a->n2, N * C);
 		PLACE(a->n2_rstd, N);
-		PLACE(a->gate, N * F);
+		if (ar->gated)          /* GPT-2's MLP has up alone */
+			PLACE(a->gate, N * F);
 		PLACE(a->up, N * F);
 		PLACE(a->h, N * F);
 		PLACE(a->d_in, N * F);
