@@ -62,22 +62,15 @@ test_expect_success 'Muon and Scion train GPT-2 and resume it bit for bit' '
 	done
 '
 
-# the emulated device runs helper cuda's kernels (models-cuda): the case
-# stays skipped until they are merged (SW_EMU_FAMILIES=1 runs it)
-if [ "${SW_EMU_FAMILIES:-0}" = 1 ]; then
-	test_expect_success 'the emulated device trains GPT-2: the same tensors, resumed bit for bit' '
-		eval sw-train $RUN --steps 6 --ckpt-every 3 --out emu --device emu >/dev/null &&
-		sw-ls full/ckpt-000006.h5 >cpu.all && sw-ls emu/ckpt-000006.h5 >emu.all &&
-		sed "s,^full/,emu/," cpu.all >expect && test_cmp expect emu.all &&
-		mkdir ehalf && cp emu/ckpt-000003.h5 ehalf/ &&
-		sw-train --data "$CORPUS" --out ehalf --resume ehalf/ckpt-000003.h5 --threads 1 \
-			--eval-every 0 --trace "" --device emu >/dev/null &&
-		cmp emu/ckpt-000006.h5 ehalf/ckpt-000006.h5
-	'
-else
-	test_skip 'the emulated device trains GPT-2, resumed bit for bit' \
-		'the device kernels of GPT-2 are helper cuda'"'"'s (models-cuda), not merged here'
-fi
+test_expect_success 'the emulated device trains GPT-2: the same tensors, resumed bit for bit' '
+	eval sw-train $RUN --steps 6 --ckpt-every 3 --out emu --device emu >/dev/null &&
+	sw-ls full/ckpt-000006.h5 >cpu.all && sw-ls emu/ckpt-000006.h5 >emu.all &&
+	sed "s,^full/,emu/," cpu.all >expect && test_cmp expect emu.all &&
+	mkdir ehalf && cp emu/ckpt-000003.h5 ehalf/ &&
+	sw-train --data "$CORPUS" --out ehalf --resume ehalf/ckpt-000003.h5 --threads 1 \
+		--eval-every 0 --trace "" --device emu >/dev/null &&
+	cmp emu/ckpt-000006.h5 ehalf/ckpt-000006.h5
+'
 
 # OpenMPI as t0066 runs it: as root, shared memory, 2 ranks on any cores
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -112,6 +105,7 @@ fi
 if ! have_python_modules "torch, h5py, numpy"; then
 	test_skip 'the biases start at zero, undecayed' 'python3-torch not installed'
 	test_skip 'sw-train on GPT-2 against PyTorch' 'python3-torch not installed'
+	test_skip 'the emulated device: the CPU run to float32 rounding' 'python3-torch not installed'
 	test_skip 'sw-convert: the export' 'python3-torch not installed'
 	test_skip 'transformers loads the export' 'python3-torch not installed'
 	test_skip '--init from transformers'"'"' GPT-2' 'python3-torch not installed'
@@ -170,6 +164,24 @@ loss_close() {
 test_expect_success 'sw-train on GPT-2: the loss, every gradient and one AdamW step match PyTorch in float64' '
 	"$PY" "$REF" run/ckpt-000002.h5 run/ckpt-000003.h5 >report &&
 	check report
+'
+
+# t0064's tolerance and reasons (t0216's check): to 1e-3 of each tensor's
+# scale; the k biases, whose gradient is 0 but for rounding (Adam makes
+# that a step of lr either way: t0066's note above), are not compared
+test_expect_success 'the emulated device: the CPU run to float32 rounding' '
+	"$PY" - emu/ckpt-000006.h5 full/ckpt-000006.h5 >report <<-\EOF &&
+	import sys, h5py, numpy as np
+	a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+	for k in b["params"]:
+	    if k.endswith("c_attn.bias:k"):
+	        continue
+	    x, y = a["params"][k][()].astype(np.float64), b["params"][k][()].astype(np.float64)
+	    err = np.abs(x - y).max() / np.abs(y).max()
+	    if not err <= 1e-3:
+	        print(k, err)
+	EOF
+	test_line_count = 0 report
 '
 
 # GPT2LMHeadModel's layout: Conv1D weights [in, out], c_attn q, k, v
