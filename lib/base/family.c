@@ -620,16 +620,16 @@ static int name_of(const char *pattern, int layer, const char *suffix, char *buf
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
-		     size_t len)
+/* f's own name of role at layer (its names, or a fused tensor's part in
+ * its Hugging Face names: the GGUF ones are llama.cpp's, "blk.") into
+ * buf: 1, 0 where its tables hold no such role (or f has none of its
+ * own), -1 for a name longer than len */
+static int own_name(const struct arch_family *f, const char *role, int layer, char *buf,
+		    size_t len)
 {
-	const struct arch_family *f = family_find(c->arch);
-
 	for (size_t i = 0; f && f->names && i < f->n_names; i++)
 		if (!strcmp(f->names[i].role, role))
-			return name_of(f->names[i].pattern, layer, NULL, buf, len);
-	/* a part of a fused tensor, in the family's Hugging Face names (its
-	 * GGUF ones are llama.cpp's, "blk.") */
+			return name_of(f->names[i].pattern, layer, NULL, buf, len) ? -1 : 1;
 	for (size_t i = 0; f && f->names && i < sizeof splits / sizeof splits[0]; i++) {
 		if (strcmp(f->type, splits[i].type) || !strncmp(splits[i].pattern, "blk.", 4) ||
 		    splits[i].rows == SPLIT_EXPERTS)
@@ -637,9 +637,27 @@ int family_role_name(const struct sw_config *c, const char *role, int layer, cha
 		for (size_t p = 0; p < split_count(&splits[i]); p++)
 			if (!strcmp(splits[i].part[p].role, role))
 				return name_of(splits[i].pattern, layer, splits[i].part[p].suffix,
-					       buf, len);
+					       buf, len) ? -1 : 1;
 	}
-	return arch_hf_name(role, layer, buf, len);
+	return 0;
+}
+
+int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
+		     size_t len)
+{
+	int rc = own_name(family_find(c->arch), role, layer, buf, len);
+
+	return rc ? (rc > 0 ? 0 : -1) : arch_hf_name(role, layer, buf, len);
+}
+
+int family_names_role(const char *arch, const char *role)
+{
+	const struct arch_family *f = family_find(arch);
+	char name[SW_NAME_MAX];
+
+	if (!f || !f->names)
+		return -1;
+	return own_name(f, role, 0, name, sizeof name) != 0;
 }
 
 int family_info_for_role(const struct sw_config *c, const char *role, int layer,

@@ -4,8 +4,9 @@
  * the model computes it.
  *
  * The Llama family (llama, mistral, qwen2, qwen3) is what the model
- * computes; its names are arch.c's. Every other family here is read for
- * its matrices (sw-ls, sw-norms, sw-spectrum, sw-qkdrift): a table of
+ * computes under arch.c's names, GPT-2, Gemma and Gemma2 under their
+ * own tables. Every other family here is read for its matrices (sw-ls,
+ * sw-norms, sw-spectrum, sw-qkdrift): a table of
  * name patterns gives each tensor its role, layer and expert, and the
  * role its block, class and norm type (arch.c's one table of roles). An
  * architecture no table knows is read too, every tensor block and role
@@ -130,6 +131,10 @@ enum family_source { FAMILY_FROM_HF, FAMILY_FROM_NANOGPT, FAMILY_FROM_GGUF, FAMI
  */
 int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
 		     size_t len);
+/* Whether the Hugging Face files of the family arch names hold role
+ * (its table's names, a fused tensor's parts): 1 or 0; -1 for a family
+ * named as Llama is (arch.c's names: convert_hf_has_role says). */
+int family_names_role(const char *arch, const char *role);
 /* arch_info_for_role with t's name from family_role_name: 0, or -1 for
  * an unknown role or one with no name. */
 int family_info_for_role(const struct sw_config *c, const char *role, int layer,

@@ -440,7 +440,8 @@ static int cfg_window(const cJSON *root, const char *arch, struct sw_config *c, 
 	int64_t w = 0, from = 0;
 	int rc, qwen = !strncmp(arch, "qwen", 4), sliding = 0;
 
-	if (!strcmp(arch, "llama"))
+	/* LlamaForCausalLM and GemmaForCausalLM attend over every token */
+	if (!strcmp(arch, "llama") || !strcmp(arch, "gemma"))
 		return SW_OK;
 	if (qwen) {
 		if (use && !cJSON_IsNull(use) && !cJSON_IsBool(use))
