@@ -137,30 +137,19 @@ fail:
 
 int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 {
-	size_t *held = NULL;    /* per model tensor: 1 + the checkpoint's that holds it */
 	int rc;
 
 	if ((rc = model_build(m, &ckpt_meta(ck)->config, err)))
 		return rc;
-	/* every checkpoint tensor must have its place, one tensor each, and
-	 * every model tensor must be found with its size */
-	if (!(held = calloc((size_t)m->ntensors + 1, sizeof *held))) {
-		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
-		goto out;
-	}
+	/* every checkpoint tensor must have its place (ckpt.c refused two
+	 * of one role and layer), and every model tensor must be found with
+	 * its size */
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
-		int j = model_find(m, t->role, t->layer);
-		if (j < 0) {
+		if (model_find(m, t->role, t->layer) < 0) {
 			rc = sw_fail(err, SW_EDATA, "%s (role %s) has no place in the model", t->name, t->role);
 			goto out;
 		}
-		if (held[j]) {
-			rc = sw_fail(err, SW_EDATA, "%s and %s both hold role %s of layer %d",
-				     ckpt_info(ck, held[j] - 1)->name, t->name, t->role, t->layer);
-			goto out;
-		}
-		held[j] = i + 1;
 	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
@@ -176,7 +165,6 @@ int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 		}
 	}
 out:
-	free(held);
 	if (rc)
 		model_free(m);
 	return rc;
