@@ -27,6 +27,14 @@
 #else
 #define SW_HD
 #endif
+/* inlined whatever the compiler weighs: the activations' functions are
+ * too large for gcc to inline by itself, and a call per element keeps
+ * the loops around them scalar */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SW_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define SW_ALWAYS_INLINE
+#endif
 
 #ifdef SW_REAL_DOUBLE
 typedef double elem_real;
@@ -277,7 +285,7 @@ SW_HD static inline void elem_swiglu_backward_tangent(elem_real dh, int has_dh, 
  * sign; within 2 ulp of tanh (tests/unit/t-elemact.c). exp overflowing
  * gives 1, NaN stays NaN. In double, tanh.
  */
-SW_HD static inline elem_real elem_tanh(elem_real x)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_tanh(elem_real x)
 {
 #ifdef SW_REAL_DOUBLE
 	return tanh(x);
@@ -316,12 +324,12 @@ enum { ELEM_ACT_SILU, ELEM_ACT_GELU_TANH, ELEM_ACT_GELU };
 #define ELEM_SQRT1_2 0.70710678118654752440
 #define ELEM_INV_SQRT_2PI 0.39894228040143267794
 
-SW_HD static inline elem_real elem_gelu_tanh_u(elem_real x)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_gelu_tanh_u(elem_real x)
 {
 	return (elem_real)ELEM_GELU_K * (x + (elem_real)ELEM_GELU_A * x * x * x);
 }
 
-SW_HD static inline elem_real elem_act(int act, elem_real x)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act(int act, elem_real x)
 {
 	if (act == ELEM_ACT_GELU_TANH)
 		return (elem_real)0.5 * x * (1 + elem_tanh(elem_gelu_tanh_u(x)));
@@ -330,7 +338,7 @@ SW_HD static inline elem_real elem_act(int act, elem_real x)
 	return x * elem_sigmoid(x);
 }
 
-SW_HD static inline elem_real elem_act_d1(int act, elem_real x)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_d1(int act, elem_real x)
 {
 	if (act == ELEM_ACT_GELU_TANH) {
 		elem_real t = elem_tanh(elem_gelu_tanh_u(x));
@@ -345,7 +353,29 @@ SW_HD static inline elem_real elem_act_d1(int act, elem_real x)
 	return s * (1 + x * (1 - s));
 }
 
-SW_HD static inline elem_real elem_act_d2(int act, elem_real x)
+/* act(x) and act'(x) at once: one tanh (one sigmoid), the same bits as
+ * elem_act's and elem_act_d1's */
+SW_HD SW_ALWAYS_INLINE static inline void elem_act_and_d1(int act, elem_real x, elem_real *a,
+							   elem_real *d1)
+{
+	if (act == ELEM_ACT_GELU_TANH) {
+		elem_real t = elem_tanh(elem_gelu_tanh_u(x));
+		elem_real du = (elem_real)ELEM_GELU_K * (1 + (elem_real)(3 * ELEM_GELU_A) * x * x);
+		*a = (elem_real)0.5 * x * (1 + t);
+		*d1 = (elem_real)0.5 * (1 + t) + (elem_real)0.5 * x * (1 - t * t) * du;
+		return;
+	}
+	if (act == ELEM_ACT_GELU) {
+		*a = elem_act(act, x);
+		*d1 = elem_act_d1(act, x);
+		return;
+	}
+	elem_real s = elem_sigmoid(x);
+	*a = x * s;
+	*d1 = s * (1 + x * (1 - s));
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_d2(int act, elem_real x)
 {
 	if (act == ELEM_ACT_GELU_TANH) {
 		elem_real t = elem_tanh(elem_gelu_tanh_u(x));
@@ -365,58 +395,63 @@ SW_HD static inline elem_real elem_act_d2(int act, elem_real x)
  * its backward's terms (dgate = dh up act'(gate), dup = dh act(gate)),
  * and the R-operator's tangents of both as SwiGLU's above with act's
  * derivatives. SiLU runs SwiGLU's own functions: the bits they gave. */
-SW_HD static inline elem_real elem_glu(int act, elem_real gate, elem_real up)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_glu(int act, elem_real gate, elem_real up)
 {
 	if (act == ELEM_ACT_SILU)
 		return elem_swiglu(gate, up);
 	return elem_act(act, gate) * up;
 }
 
-SW_HD static inline void elem_glu_backward(int act, elem_real dh, elem_real gate, elem_real up,
+SW_HD SW_ALWAYS_INLINE static inline void elem_glu_backward(int act, elem_real dh, elem_real gate, elem_real up,
 					   elem_real *dgate, elem_real *dup)
 {
 	if (act == ELEM_ACT_SILU) {
 		elem_swiglu_backward(dh, gate, up, dgate, dup);
 		return;
 	}
-	*dgate = dh * up * elem_act_d1(act, gate);
-	*dup = dh * elem_act(act, gate);
+	elem_real a, d1;
+	elem_act_and_d1(act, gate, &a, &d1);
+	*dgate = dh * up * d1;
+	*dup = dh * a;
 }
 
-SW_HD static inline elem_real elem_glu_tangent(int act, elem_real gate, elem_real up,
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_glu_tangent(int act, elem_real gate, elem_real up,
 					       elem_real rgate, elem_real rup)
 {
+	elem_real a, d1;
+
 	if (act == ELEM_ACT_SILU)
 		return elem_swiglu_tangent(gate, up, rgate, rup);
-	return elem_act_d1(act, gate) * rgate * up + elem_act(act, gate) * rup;
+	elem_act_and_d1(act, gate, &a, &d1);
+	return d1 * rgate * up + a * rup;
 }
 
-SW_HD static inline void elem_glu_backward_tangent(int act, elem_real dh, int has_dh,
+SW_HD SW_ALWAYS_INLINE static inline void elem_glu_backward_tangent(int act, elem_real dh, int has_dh,
 						   elem_real rdh, elem_real gate, elem_real up,
 						   elem_real rgate, elem_real rup,
 						   elem_real *rdgate, elem_real *rdup)
 {
-	elem_real d1, d2;
+	elem_real a, d1, d2;
 
 	if (act == ELEM_ACT_SILU) {
 		elem_swiglu_backward_tangent(dh, has_dh, rdh, gate, up, rgate, rup, rdgate, rdup);
 		return;
 	}
-	d1 = elem_act_d1(act, gate);
+	elem_act_and_d1(act, gate, &a, &d1);
 	d2 = has_dh ? elem_act_d2(act, gate) : 0;
 	*rdgate = rdh * up * d1 + (has_dh ? dh * (rup * d1 + up * d2 * rgate) : 0);
-	*rdup = rdh * elem_act(act, gate) + (has_dh ? dh * d1 * rgate : 0);
+	*rdup = rdh * a + (has_dh ? dh * d1 * rgate : 0);
 }
 
 /* The plain MLP's activation (GPT-2): dx = dh act'(x); the R-operator's
  * R{dx} = act'(x) R{dh} + act''(x) R{x} dh (has_dh 0: Gauss-Newton, the
  * second term drops) */
-SW_HD static inline elem_real elem_act_backward(int act, elem_real dh, elem_real x)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_backward(int act, elem_real dh, elem_real x)
 {
 	return dh * elem_act_d1(act, x);
 }
 
-SW_HD static inline elem_real elem_act_backward_tangent(int act, elem_real dh, int has_dh,
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_backward_tangent(int act, elem_real dh, int has_dh,
 							elem_real rdh, elem_real x, elem_real rx)
 {
 	elem_real r = elem_act_d1(act, x) * rdh;
@@ -430,18 +465,18 @@ SW_HD static inline elem_real elem_act_backward_tangent(int act, elem_real dh, i
  * t^2) R{dy} - 2 t (1 - t^2) / cap dy R{x} (has_dy 0: Gauss-Newton).
  * x / cap as transformers divides.
  */
-SW_HD static inline elem_real elem_softcap(elem_real x, elem_real cap, elem_real *t)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_softcap(elem_real x, elem_real cap, elem_real *t)
 {
 	*t = elem_tanh(x / cap);
 	return cap * *t;
 }
 
-SW_HD static inline elem_real elem_softcap_backward(elem_real dy, elem_real t)
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_softcap_backward(elem_real dy, elem_real t)
 {
 	return dy * (1 - t * t);
 }
 
-SW_HD static inline elem_real elem_softcap_backward_tangent(elem_real dy, int has_dy,
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_softcap_backward_tangent(elem_real dy, int has_dy,
 							    elem_real rdy, elem_real t,
 							    elem_real rx, elem_real cap)
 {

@@ -547,8 +547,9 @@ void model_attention_backward(real *dq, real *dk, real *dv, real *scratch,
 /*
  * The gated unit h = act(gate) * up (elemmath.h's elem_glu: SwiGLU with
  * SiLU, GeGLU with a GELU). SiLU keeps its own loops (SwiGLU's, in
- * vectors); the other activations' loop carries the choice inside, the
- * same for every element.
+ * vectors), the tanh GELU has its own (in vectors: elem_tanh); the exact
+ * GELU's (a libm erf per element) carries the choice inside. The
+ * activations' functions below likewise.
  */
 ISA_VECTOR_CLONES
 void model_swiglu_forward(real *h, const real *gate, const real *up, size_t n, int act)
@@ -557,6 +558,12 @@ void model_swiglu_forward(real *h, const real *gate, const real *up, size_t n, i
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 		for (size_t i = 0; i < n; i++)
 			h[i] = elem_swiglu(gate[i], up[i]);
+		return;
+	}
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			h[i] = elem_glu(ELEM_ACT_GELU_TANH, gate[i], up[i]);
 		return;
 	}
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
@@ -580,6 +587,16 @@ void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *g
 		}
 		return;
 	}
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++) {
+			real dg, du;
+			elem_glu_backward(ELEM_ACT_GELU_TANH, dh[i], gate[i], up[i], &dg, &du);
+			dgate[i] += dg;
+			dup[i] += du;
+		}
+		return;
+	}
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
 		real dg, du;
@@ -593,6 +610,12 @@ void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *g
 ISA_VECTOR_CLONES
 void model_act_forward(real *h, const real *x, size_t n, int act)
 {
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			h[i] = elem_act(ELEM_ACT_GELU_TANH, x[i]);
+		return;
+	}
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		h[i] = elem_act(act, x[i]);
@@ -601,6 +624,12 @@ void model_act_forward(real *h, const real *x, size_t n, int act)
 ISA_VECTOR_CLONES
 void model_act_backward(real *dx, const real *dh, const real *x, size_t n, int act)
 {
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			dx[i] += elem_act_backward(ELEM_ACT_GELU_TANH, dh[i], x[i]);
+		return;
+	}
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		dx[i] += elem_act_backward(act, dh[i], x[i]);
@@ -648,6 +677,16 @@ void model_swiglu_backward_fused(real *dgu, const real *dh, const real *gate, co
 			for (int i = 0; i < F; i++) {
 				real tg, tu, zero = 0;
 				elem_swiglu_backward(dhn[i], gn[i], un[i], &tg, &tu);
+				dg[i] = zero + tg;
+				du[i] = zero + tu;
+			}
+			continue;
+		}
+		if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp simd
+			for (int i = 0; i < F; i++) {
+				real tg, tu, zero = 0;
+				elem_glu_backward(ELEM_ACT_GELU_TANH, dhn[i], gn[i], un[i], &tg, &tu);
 				dg[i] = zero + tg;
 				du[i] = zero + tu;
 			}
@@ -725,16 +764,28 @@ void model_zero(real *x, size_t n)
 	}
 }
 
-/* y (rows, n) += b per row; backward: b += y's column sums, rows in order */
+/* y (rows, n) += b per row, the rows over the threads; backward: b +=
+ * y's column sums, each thread a slice of the columns summed over the
+ * rows in order (every element the serial sum's bits) */
 void model_bias(real *y, real *b, int64_t rows, int n, int backward)
 {
-	for (int64_t r = 0; r < rows; r++) {
-		real *row = y + r * n;
-		for (int i = 0; i < n; i++) {
-			if (backward)
-				b[i] += row[i];
-			else
+	if (!backward) {
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows * n)
+		for (int64_t r = 0; r < rows; r++) {
+			real *row = y + r * n;
+			for (int i = 0; i < n; i++)
 				row[i] += b[i];
+		}
+		return;
+	}
+#pragma omp parallel PAR_IF((size_t)rows * n)
+	{
+		int c0, c1;
+		model_rows_of(n, &c0, &c1);
+		for (int64_t r = 0; r < rows; r++) {
+			const real *row = y + r * n;
+			for (int i = c0; i < c1; i++)
+				b[i] += row[i];
 		}
 	}
 }

@@ -298,6 +298,7 @@ static void rop_layernorm_backward(real *rdinp, real *rdgain, real *rdbias, cons
 /* R{} of the soft-cap on the logits (elemmath.h): forward R{y} = (1 -
  * t^2) R{x} over R{x} in place; backward over R{dy} in place, rx the
  * pre-cap tangent, dy NULL: Gauss-Newton */
+ISA_VECTOR_CLONES
 static void rop_softcap_forward(real *rx, const real *t, size_t n)
 {
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
@@ -305,6 +306,7 @@ static void rop_softcap_forward(real *rx, const real *t, size_t n)
 		rx[i] = (1 - t[i] * t[i]) * rx[i];
 }
 
+ISA_VECTOR_CLONES
 static void rop_softcap_backward(real *rdy, const real *dy, const real *t, const real *rx, size_t n,
 				 real cap)
 {
@@ -317,19 +319,21 @@ static void rop_softcap_backward(real *rdy, const real *dy, const real *t, const
 
 /* R{} of GPT-2's MLP activation h = act(x), R{h} = act'(x) R{x}, and of
  * its backward (elemmath.h) */
+ISA_VECTOR_CLONES
 static void rop_act_forward(real *rh, const real *x, const real *rx, size_t n, int act)
 {
-#pragma omp parallel for schedule(static) PAR_IF(n)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		rh[i] = elem_act_d1(act, x[i]) * rx[i];
 }
 
+ISA_VECTOR_CLONES
 static void rop_act_backward(real *rdx, const real *dh, const real *rdh, const real *x,
 			     const real *rx, size_t n, int act)
 {
 	int primal = dh != NULL;
 
-#pragma omp parallel for schedule(static) PAR_IF(n)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		rdx[i] += elem_act_backward_tangent(act, primal ? dh[i] : 0, primal, rdh[i], x[i], rx[i]);
 }
@@ -610,21 +614,23 @@ static void rop_swiglu_backward(real *rdgate, real *rdup, const real *dh, const 
 	}
 }
 
+ISA_VECTOR_CLONES
 static void rop_glu_forward(real *rh, const real *gate, const real *up, const real *rgate,
 			    const real *rup, size_t n, int act)
 {
-#pragma omp parallel for schedule(static) PAR_IF(n)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
 		rh[i] = elem_glu_tangent(act, gate[i], up[i], rgate[i], rup[i]);
 }
 
+ISA_VECTOR_CLONES
 static void rop_glu_backward(real *rdgate, real *rdup, const real *dh, const real *rdh,
 			     const real *gate, const real *up, const real *rgate, const real *rup,
 			     size_t n, int act)
 {
 	int primal = dh != NULL;
 
-#pragma omp parallel for schedule(static) PAR_IF(n)
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
 		real dg, du;
 		elem_glu_backward_tangent(act, primal ? dh[i] : 0, primal, rdh[i], gate[i], up[i],

@@ -57,31 +57,41 @@ for arch in gpt2 gemma gemma2; do
 	'
 done
 
-# sw-train --arch on the emulated device against the CPU, 12 steps: every
-# matrix's norms (sw-norms) and every gain's and bias's (--scale-vectors)
-# to 1e-3, t0064's tolerance for Llama's parameters (AdamW's division by
-# sqrt(v) magnifies the rounding of near-zero gradients; one step missed
-# or repeated moves a tensor by 0.34 to 1.5); the tensors alike by name
-# and shape (sw-ls). No trace: its sums read a gate's activations, which
-# GPT-2's MLP has none of (on the CPU as on the device).
+# sw-train --arch on the emulated device against the CPU, 12 steps: the
+# tensors alike by name and shape (sw-ls), every parameter and moment to
+# 1e-3 of its tensor's largest value (tests/e2e/params_close.py), t0064's
+# tolerance for Llama (AdamW's division by sqrt(v) magnifies the rounding
+# of near-zero gradients; one step missed or repeated moves a tensor by
+# 0.34 to 1.5). But GPT-2's k biases: a key's bias adds q . b_k to every
+# score of a query's row, which the softmax takes out, so their gradient
+# is zero but for rounding, which AdamW scales up to the learning rate in
+# each device's own way (as t-cuda-model says of gains whose readers are
+# all normalized): they differ, and only they. No trace: its sums read a
+# gate's activations, which GPT-2's MLP has none of (on the CPU as on the
+# device).
 RUN="--data $FIX/corpus.txt --batch 4 --seq-len 16 --d-model 32 --n-layers 2 --n-heads 4
 	--threads 1 --ckpt-every 12 --eval-every 6 --schedule constant"
 for run in gpt2,adamw gemma,adamw gemma2,adamw gemma2,muon; do
 	arch=${run%,*} opt=${run#*,}
-	test_expect_success "sw-train --arch $arch --optimizer $opt --device emu: the CPU's run to 1e-3" '
+	test_expect_success "sw-train --arch $arch --optimizer $opt --device emu: the same tensors" '
 		for dev in cpu emu; do
 			sw-train $RUN --trace "" --arch $arch --optimizer $opt --steps 12 --out $arch-$opt-$dev \
-				--device $dev >/dev/null || exit 1
+				--device $dev >/dev/null &&
+			sw-ls $arch-$opt-$dev/ckpt-000012.h5 >$dev.ls0 && cut -f2- $dev.ls0 >$dev.ls || exit 1
 		done &&
-		for dev in cpu emu; do
-			sw-ls $arch-$opt-$dev/ckpt-000012.h5 >$dev.ls0 && cut -f2- $dev.ls0 >$dev.ls &&
-			sw-norms $arch-$opt-$dev/ckpt-000012.h5 >$dev.m0 && cut -f2- $dev.m0 >$dev.m &&
-			sw-norms --scale-vectors $arch-$opt-$dev/ckpt-000012.h5 >$dev.v0 &&
-			cut -f2- $dev.v0 >$dev.v || exit 1
-		done &&
-		test_cmp cpu.ls emu.ls && test_line_count -gt 10 emu.m && test_line_count -gt 4 emu.v &&
-		numbers_close 1e-3 cpu.m emu.m && numbers_close 1e-3 cpu.v emu.v
+		test_cmp cpu.ls emu.ls && test_line_count -gt 10 emu.ls
 	'
+	if have_python_modules "h5py, numpy"; then
+		test_expect_success "sw-train --arch $arch --optimizer $opt --device emu: the CPU's values to 1e-3" '
+			"$PY" "$SW_TOP/tests/e2e/params_close.py" $arch-$opt-emu/ckpt-000012.h5 \
+				$arch-$opt-cpu/ckpt-000012.h5 1e-3 >far
+			test $? -le 1 && cat far &&
+			awk "!/\/transformer\.h\.[0-9]+\.attn\.c_attn\.bias:k /" far >others &&
+			test_line_count = 0 others
+		'
+	else
+		test_skip "sw-train --arch $arch --optimizer $opt --device emu: the CPU's values" 'no python3-h5py'
+	fi
 done
 
 test_done

@@ -14,8 +14,8 @@
 # read back). What the step does not
 # compute is refused by name, exit status 65, by the model tools, while
 # sw-ls still lists the file: GPT-2's scale_attn_by_inverse_layer_idx
-# true, reorder_and_upcast_attn true, scale_attn_weights false; an
-# activation no family computes; a negative or infinite soft-cap or
+# true, reorder_and_upcast_attn true, scale_attn_weights false; nanoGPT's
+# bias=False; an activation no family computes; a negative soft-cap or
 # query_pre_attn_scalar. (The numbers the model computes on these
 # families: t-gradcheck, and the e2e tests against
 # tests/e2e/torch_reference.py.)
@@ -165,6 +165,25 @@ test_expect_success 'Gemma2: a negative soft-cap, an infinite query_pre_attn_sca
 	edited "$A/gemma2" "{\"query_pre_attn_scalar\": -4}" &&
 	refused x "query_pre_attn_scalar = -4 is not a finite positive number"
 '
+
+# nanoGPT's model_args bias=False: LayerNorm and the linears without
+# biases, which GPT-2's step has (fixtures/nanogpt with that one flag
+# changed, by torch)
+if have_python_modules torch; then
+	test_expect_success 'nanoGPT: bias=False refused by name, bias=True runs' '
+		"$PY" -c "
+import torch
+c = torch.load(\"$FIX/nanogpt/ckpt.pt\", map_location=\"cpu\")
+c[\"model_args\"][\"bias\"] = False
+torch.save(c, \"nobias.pt\")
+" &&
+		refused nobias.pt "nanoGPT.s bias=False (no biases in LayerNorm and the linears) is not supported" &&
+		sw-sharpness --data tok.bin --data-format bytes --seq-len 16 --batch-tokens 32 \
+			"$FIX/nanogpt/ckpt.pt" >out
+	'
+else
+	test_skip 'nanoGPT bias=False' 'python3-torch not installed'
+fi
 
 test_expect_success 'config.json with a soft-cap that is not a number: 65 for every reader' '
 	edited "$A/gemma2" "{\"attn_logit_softcapping\": \"big\"}" &&

@@ -8,8 +8,8 @@
  * and Gauss-Newton-vector products (the R-operator), and bf16 products;
  * and in GPT-2's, Gemma's and Gemma2's steps (LayerNorm, learned
  * positions, GELU, biases; GeGLU, the embedding scale; post-norms,
- * soft-capped scores and logits) the loss, every gradient, H v and G v
- * and optimizer steps. This runs everything the GPU path does above the kernels:
+ * soft-capped scores and logits) the loss, every gradient, H v and G v,
+ * optimizer steps, the GNB estimate and bf16 products. This runs everything the GPU path does above the kernels:
  * the device layout, the row-major products through cuBLAS's column-major
  * interface, the attention's per-head batched products, the order of the
  * backward pass. What it cannot run is CUDA itself (tests/e2e/t0271-cuda.t
@@ -316,9 +316,8 @@ out:
 
 /* GNB: one micro-batch with the softmax kept and restored, and three
  * micro-batches; labels equal, h close. */
-static void check_gnb(int mb, int keep)
+static void check_gnb(const char *what, struct sw_config c, int mb, int keep)
 {
-	struct sw_config c = base_config();
 	struct model cpu, gpu;
 	struct gpu_model *gm = NULL;
 	struct sw_rng r1, r2;
@@ -329,7 +328,7 @@ static void check_gnb(int mb, int keep)
 
 	if (build_pair(&c, &cpu, &gpu, &err) ||
 	    gpumodel_open(&gm, SW_DEVICE_EMU, SW_PRECISION_FP32, &gpu, NULL, B, T, &err)) {
-		ok(0, "gnb: build: %s", err.msg);
+		ok(0, "gnb (%s): build: %s", what, err.msg);
 		return;
 	}
 	hc = calloc(cpu.nparams, sizeof *hc);
@@ -343,12 +342,12 @@ static void check_gnb(int mb, int keep)
 	rng_seed(&r2, 77);
 	if (gnb_estimate(&cpu, tok, B, T, mb, draws, &r1, hc, lab_cpu, probs, NULL, &err) ||
 	    gpumodel_gnb(gm, tok, B, T, mb, draws, &r2, hg, lab_gpu, keep, &err)) {
-		ok(0, "gnb: %s", err.msg);
+		ok(0, "gnb (%s): %s", what, err.msg);
 	} else {
 		double e = rel_norm(hg, hc, cpu.nparams);
 		ok(!memcmp(lab_cpu, lab_gpu, sizeof lab_cpu) && e < 1e-5 && rng_uniform(&r1) == rng_uniform(&r2),
-		   "gnb (micro-batch %d%s, %d draws): the same labels, h to %.2g, the RNG left alike", mb,
-		   keep ? ", softmax kept" : "", draws, e);
+		   "gnb (%s, micro-batch %d%s, %d draws): the same labels, h to %.2g, the RNG left alike",
+		   what, mb, keep ? ", softmax kept" : "", draws, e);
 	}
 	free(hc);
 	free(hg);
@@ -359,9 +358,8 @@ static void check_gnb(int mb, int keep)
 }
 
 /* bf16 products: the same model to bf16's precision, not bit for bit */
-static void check_bf16(void)
+static void check_bf16(const char *what, struct sw_config c)
 {
-	struct sw_config c = base_config();
 	struct model cpu, gpu;
 	struct gpu_model *gm = NULL;
 	struct sw_err err;
@@ -371,11 +369,12 @@ static void check_bf16(void)
 	if (build_pair(&c, &cpu, &gpu, &err) ||
 	    gpumodel_open(&gm, SW_DEVICE_EMU, SW_PRECISION_BF16, &gpu, NULL, B, T, &err) ||
 	    (batch(tok, tgt, (int)c.vocab_size, 1), gpumodel_forward(gm, tok, tgt, B, T, &gl, &err))) {
-		ok(0, "bf16: %s", err.msg);
+		ok(0, "bf16 (%s): %s", what, err.msg);
 	} else {
 		model_forward(&cpu, tok, tgt, B, T);
 		ok(gl != cpu.loss && close_rel(gl, cpu.loss, 1e-2),
-		   "bf16 products: the loss %.7g within 1e-2 of fp32's %.7g, not equal", gl, cpu.loss);
+		   "bf16 products (%s): the loss %.7g within 1e-2 of fp32's %.7g, not equal", what, gl,
+		   cpu.loss);
 	}
 	gpumodel_close(gm);
 	model_free(&cpu);
@@ -489,8 +488,13 @@ int main(void)
 	check_optimizer("Scion", OPT_SCION, c);
 	check_optimizer("AdamW, blockwise, GPT-2", OPT_ADAMW, family_config("gpt2"));
 	check_optimizer("Muon, Gemma2", OPT_MUON, family_config("gemma2"));
-	check_gnb(B, 1);
-	check_gnb(1, 0);
-	check_bf16();
+	check_gnb("Llama", base_config(), B, 1);
+	check_gnb("Llama", base_config(), 1, 0);
+	/* the final soft-cap's tanh kept with the softmax it restores */
+	check_gnb("Gemma2", family_config("gemma2"), B, 1);
+	check_gnb("GPT-2", family_config("gpt2"), 1, 0);
+	check_bf16("Llama", base_config());
+	check_bf16("GPT-2", family_config("gpt2"));
+	check_bf16("Gemma2", family_config("gemma2"));
 	return tap_done();
 }
