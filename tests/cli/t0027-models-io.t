@@ -163,8 +163,22 @@ if have_python_modules "h5py, numpy"; then
 		echo "sw-train: missing.h5: missing tensor model.layers.1.mlp.up_proj.weight" >expect &&
 		test_cmp expect err
 	'
+	# the export joins c_attn from its three parts: two are refused, not
+	# written as a smaller matrix
+	test_expect_success 'sw-convert: GPT-2 without one of c_attn'"'"'s parts is refused naming it (65), nothing written' '
+		"$PY" - gpt2/ckpt-000001.h5 <<-\EOF &&
+		import shutil, sys, h5py
+		shutil.copy(sys.argv[1], "nov.h5")
+		with h5py.File("nov.h5", "a") as f:
+		    del f["params/transformer.h.1.attn.c_attn.weight:v"]
+		EOF
+		test_expect_code 65 sw-convert nov.h5 nov.hf 2>err &&
+		echo "sw-convert: nov.h5: transformer.h.1.attn.c_attn.weight: 32 rows, not the 48 of q, k, v the config gives (16 + 16 + 16)" >expect &&
+		test_cmp expect err && test ! -e nov.hf
+	'
 else
 	test_skip '--init: a tensor twice, or one missing, is refused' 'python3-h5py not installed'
+	test_skip 'sw-convert: GPT-2 without one of c_attn'"'"'s parts is refused' 'python3-h5py not installed'
 fi
 
 test_done
