@@ -160,7 +160,7 @@ all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 # only when it may assume no floating-point traps and no errno from sqrt,
 # which changes no value.
 $(BUILD)/lib/model/cpukern.o $(BUILD)/lib/model/model.o $(BUILD)/lib/model/modelhvp.o \
-$(BUILD)/lib/model/optim.o $(BUILD)/tests/unit/t-elemexp.o: \
+$(BUILD)/lib/model/optim.o $(BUILD)/tests/unit/t-elemexp.o $(BUILD)/tests/unit/t-elemact.o: \
 	SW_CFLAGS += -fno-trapping-math -fno-math-errno
 
 $(BUILD)/%.o: %.c

@@ -21,7 +21,7 @@
 
 static const char usage[] =
 	"sw-train --data FILE --out DIR [--force] [--log] [--resume CKPT]\n"
-	"                [--device D] [options]";
+	"                [--init CKPT] [--device D] [options]";
 static const char help[] =
 	"Train a small Llama-style model on the CPU or a GPU; write checkpoints\n"
 	"OUT/ckpt-NNNNNN.h5 and the trace OUT/trace.h5. Prints the last checkpoint's\n"
@@ -39,7 +39,10 @@ static const char help[] =
 	"  --d-model N (128)  --n-layers N (2)  --n-heads N (4)  --n-kv-heads N (n-heads)\n"
 	"  --head-dim N (d-model/n-heads)  --d-ff N (4*d-model*2/3, rounded to 8)\n"
 	"  --seq-len N (64)  --rope-theta X (10000)  --norm-eps X (1e-5)\n"
-	"  --arch A               llama (default), qwen2 (q, k, v biases)\n"
+	"  --arch A               llama (default), qwen2 (q, k, v biases), gpt2,\n"
+	"                         gemma, gemma2 (see sw-train(1))\n"
+	"  --attn-softcap X (50)  --final-softcap X (30)  --query-pre-attn-scalar X\n"
+	"                         (head-dim): gemma2's soft-caps (0: none), scores' scale\n"
 	"  --tie                  tie the head to the embedding\n"
 	"  --qk-norm              RMSNorm of q and k per head\n"
 	"  --multipliers M        none, scalar, row, col, rowcol: learnable multipliers\n"
@@ -78,6 +81,8 @@ static const char help[] =
 	"                         multiples of N\n"
 	"  --resume CKPT          go on from a checkpoint (its model and optimizer);\n"
 	"                         into the checkpoint's directory, its run goes on there\n"
+	"  --init CKPT            start from the model of any checkpoint the tools read\n"
+	"                         (its config and parameters; a new optimizer)\n"
 	"  --force                replace the run DIR holds (its checkpoints and trace)\n"
 	"  --log                  a line on stderr per evaluation and checkpoint\n"
 	TOOL_THREADS_HELP

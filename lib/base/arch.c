@@ -1,5 +1,6 @@
 /* arch.c - the Llama architecture's roles, names, shapes, order (arch.h). */
 #include "arch.h"
+#include "family.h"
 
 #include <errno.h>
 #include <math.h>
@@ -568,9 +569,57 @@ static int check_function_keys(const struct sw_config *c, struct sw_err *err)
 	return SW_OK;
 }
 
+/* The activations the step computes (layout.c's act_of): SiLU (swish
+ * its other name), the tanh GELU by GPT-2's and Gemma's names, the exact
+ * one; transformers' Llama, Mistral and Qwen classes take ACT2FN of
+ * hidden_act too, so any family takes any of them */
+#define ARCH_ACTS "silu, gelu_new, gelu_pytorch_tanh or gelu"
+static int act_computed(const char *name)
+{
+	static const char *const acts[] = {"silu", "swish", "gelu_new", "gelu_pytorch_tanh", "gelu"};
+
+	for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+		if (!strcmp(name, acts[i]))
+			return 1;
+	return 0;
+}
+
+/* a soft-cap or query_pre_attn_scalar: 0 (none, head_dim's) or a
+ * finite positive number */
+static int check_positive(const char *key, double v, struct sw_err *err)
+{
+	if (!(isfinite(v) && v >= 0))
+		return sw_fail(err, SW_EDATA, "config: %s = %g is not a finite positive number", key, v);
+	return SW_OK;
+}
+
+/* what the families' steps need of the config: GPT-2's positions a
+ * length, its MLP no gate for a design to normalize */
+static int check_family_keys(const struct sw_config *c, struct sw_err *err)
+{
+	int f = family_model_flags(c->arch), rc;
+	struct arch_scale_design d;
+
+	if ((rc = check_positive("attn_logit_softcapping", c->attn_softcap, err)) ||
+	    (rc = check_positive("final_logit_softcapping", c->final_softcap, err)) ||
+	    (rc = check_positive("query_pre_attn_scalar", c->query_pre_attn_scalar, err)))
+		return rc;
+	if ((f & FAMILY_POS_EMBED) && c->seq_len <= 0)
+		return sw_fail(err, SW_EDATA, "%s learns its positions: seq_len (n_positions) is "
+			       "needed", c->arch);
+	if ((f & FAMILY_PLAIN_MLP) && c->scale_design[0] &&
+	    !arch_scale_design_parse(c->scale_design, &d, NULL, 0, (char[64]){0}) &&
+	    d.dnp[ARCH_SV_FFN])
+		return sw_fail(err, SW_EDATA, "scale design ffn=dnp is not supported for %s (its MLP "
+			       "has no gate: DNP normalizes gate and up)", c->arch);
+	return SW_OK;
+}
+
 int arch_model_check(const struct sw_config *c, struct sw_err *err)
 {
-	if (c->head_dim % 2)
+	int rc;
+
+	if (c->head_dim % 2 && !(family_model_flags(c->arch) & FAMILY_POS_EMBED))
 		return sw_fail(err, SW_EDATA, "head_dim %lld is odd: RoPE rotates pairs",
 			       (long long)c->head_dim);
 	/* Meta's params.json names the scaling but not its factor (metallama.h) */
@@ -584,12 +633,17 @@ int arch_model_check(const struct sw_config *c, struct sw_err *err)
 	if (c->rope_partial != 0 && c->rope_partial != 1)
 		return sw_fail(err, SW_EDATA, "partial_rotary_factor %g is not supported (RoPE on "
 			       "every dimension of a head is)", c->rope_partial);
-	if (c->hidden_act[0] && strcmp(c->hidden_act, "silu") && strcmp(c->hidden_act, "swish"))
-		return sw_fail(err, SW_EDATA, "hidden_act '%s' is not supported (silu is)", c->hidden_act);
+	if (c->hidden_act[0] && !act_computed(c->hidden_act))
+		return sw_fail(err, SW_EDATA, "hidden_act '%s' is not supported (" ARCH_ACTS " are)",
+			       c->hidden_act);
 	if (c->attention_bias || c->mlp_bias)
 		return sw_fail(err, SW_EDATA, "%s is not supported (biases on %s are not computed)",
 			       c->attention_bias ? "attention_bias" : "mlp_bias",
 			       c->attention_bias ? "q, k, v and o" : "gate, up and down");
+	if (c->unsupported[0])
+		return sw_fail(err, SW_EDATA, "%s is not supported", c->unsupported);
+	if ((rc = check_family_keys(c, err)))
+		return rc;
 	return check_function_keys(c, err);
 }
 

@@ -60,6 +60,12 @@ struct sw_config {
 	 * -1/2 power) */
 	double attn_softcap, final_softcap;
 	double query_pre_attn_scalar;
+	/* a config.json key set to what the step does not compute (GPT-2's
+	 * scale_attn_by_inverse_layer_idx true, reorder_and_upcast_attn
+	 * true, scale_attn_weights false; GPT-2's and Gemma's GGUF), by
+	 * name, for arch_model_check to refuse ("" none; a listing needs no
+	 * model) */
+	char unsupported[96];
 };
 
 /* The learnable multipliers' kinds (sw_config.multipliers), the one

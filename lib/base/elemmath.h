@@ -27,6 +27,14 @@
 #else
 #define SW_HD
 #endif
+/* inlined whatever the compiler weighs: the activations' functions are
+ * too large for gcc to inline by itself, and a call per element keeps
+ * the loops around them scalar */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SW_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define SW_ALWAYS_INLINE
+#endif
 
 #ifdef SW_REAL_DOUBLE
 typedef double elem_real;
@@ -116,6 +124,61 @@ SW_HD static inline elem_real elem_rmsnorm_dx(elem_real dy, elem_real g, elem_re
 	return r * (dxhat - xhat * mean);
 }
 
+/* ---- LayerNorm: y = g (x - mu) r + b, r = (var(x) + eps)^(-1/2) ---------
+ * (GPT-2's; the biased variance of the row, as torch's layer_norm). The
+ * row's sums in double: mu from sum x, var from sum (x - mu)^2 with mu
+ * rounded to the working precision (two passes); xhat = (x - mu) r. */
+
+/* mu from the row's sum */
+SW_HD static inline elem_real elem_layernorm_mean(double sum, int C)
+{
+	return (elem_real)(sum / C);
+}
+
+/* the centered square's term of the variance's sum */
+SW_HD static inline double elem_layernorm_sq(elem_real x, elem_real mu)
+{
+	elem_real d = x - mu;
+	return (double)d * d;
+}
+
+/* r from the sum of (x - mu)^2 */
+SW_HD static inline elem_real elem_layernorm_rstd(double sumsq, int C, double eps)
+{
+	return (elem_real)(1.0 / sqrt(sumsq / C + eps));
+}
+
+/* y = (x - mu) r g + b (g = 1 without a gain, b = 0 without a bias) */
+SW_HD static inline elem_real elem_layernorm_out(elem_real x, elem_real mu, elem_real r,
+						 elem_real g, elem_real b)
+{
+	return (x - mu) * r * g + b;
+}
+
+/* dL/dg's term of one row: dy xhat (dL/db's is dy) */
+SW_HD static inline elem_real elem_layernorm_dgain(elem_real dy, elem_real x, elem_real mu,
+						   elem_real r)
+{
+	return dy * ((x - mu) * r);
+}
+
+/* the row's terms of mean(dxhat) and mean(dxhat xhat), in double:
+ * dxhat = dy g */
+SW_HD static inline double elem_layernorm_dot(elem_real dy, elem_real g, elem_real x, elem_real mu,
+					      elem_real r)
+{
+	return (double)(dy * g) * ((x - mu) * r);
+}
+
+/* dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), the backward of
+ * y = g xhat + b; m1, m2 those means (elem_rmsnorm_mean of the sums) */
+SW_HD static inline elem_real elem_layernorm_dx(elem_real dy, elem_real g, elem_real x, elem_real mu,
+						elem_real r, elem_real m1, elem_real m2)
+{
+	elem_real xhat = (x - mu) * r, dxhat = dy * g;
+	return r * (dxhat - m1 - xhat * m2);
+}
+
 /* ---- RoPE, rotate-half: (a, b) = (x_i, x_{i+hd/2}) turns by angle t theta_i */
 
 SW_HD static inline void elem_rope_forward(elem_real *a, elem_real *b, elem_real c, elem_real s)
@@ -160,6 +223,14 @@ SW_HD static inline elem_real elem_softmax_dscore(elem_real p, elem_real dp, dou
 	return p * (dp - (elem_real)sum) * scale;
 }
 
+/* the same through a soft-cap of the scores (y = cap tanh(s / cap), t the
+ * forward's tanh): dS = P (dP - sum_j P dP) (1 - t^2) scale */
+SW_HD static inline elem_real elem_softmax_dscore_capped(elem_real p, elem_real dp, double sum,
+							 elem_real t, elem_real scale)
+{
+	return p * (dp - (elem_real)sum) * (1 - t * t) * scale;
+}
+
 /* ---- SwiGLU: h = silu(gate) up, silu(x) = x sigmoid(x) --------------------- */
 
 SW_HD static inline elem_real elem_sigmoid(elem_real x)
@@ -202,6 +273,215 @@ SW_HD static inline void elem_swiglu_backward_tangent(elem_real dh, int has_dh, 
 	elem_real d2 = s * (1 - s) * (2 + a * (1 - 2 * s));
 	*rdgate = rdh * up * d1 + (has_dh ? dh * (rup * d1 + up * d2 * rgate) : 0);
 	*rdup = rdh * a * s + (has_dh ? dh * d1 * rgate : 0);
+}
+
+/* ---- tanh, the GELUs, the gated unit with any activation, soft-capping ---- */
+
+/*
+ * tanh in the working precision. In float Cephes' tanhf, inline and
+ * branch-free like elem_exp (both arms computed, one kept), so that the
+ * loops over it vectorize and a CUDA kernel gives the CPU's bits: below
+ * |x| = 0.625 its odd polynomial, above 1 - 2 / (exp(2|x|) + 1) with the
+ * sign; within 2 ulp of tanh (tests/unit/t-elemact.c). exp overflowing
+ * gives 1, NaN stays NaN. In double, tanh.
+ */
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_tanh(elem_real x)
+{
+#ifdef SW_REAL_DOUBLE
+	return tanh(x);
+#else
+	float ax = x < 0 ? -x : x, z = x * x, p, e, big;
+
+	p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+	      1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+	e = elem_exp(2 * ax);
+	big = 1 - 2 / (e + 1);
+	big = x < 0 ? -big : big;
+	return ax < 0.625f ? p : big;
+#endif
+}
+
+/*
+ * The activations, by model.h's enum model_act (its values: SiLU 0, the
+ * tanh GELU 1, the exact GELU 2; model.c asserts they agree):
+ *   SiLU      x s(x), s the sigmoid
+ *   GELU tanh 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+ *             (transformers' gelu_new, gelu_pytorch_tanh)
+ *   GELU      x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (nn.GELU(), nanoGPT's),
+ *             erf in double (no float erf is both inline and exact) and
+ *             rounded once
+ * and their first and second derivatives, which the backward and the
+ * R-operator's passes run:
+ *   SiLU      s (1 + x (1 - s));  s (1 - s) (2 + x (1 - 2 s))
+ *   GELU tanh 0.5 (1 + t) + 0.5 x (1 - t^2) u',  u' = k (1 + 3a x^2);
+ *             (1 - t^2) (u' - x t u'^2 + 3 a k x^2)   (t = tanh u)
+ *   GELU      Phi + x phi;  phi (2 - x^2)   (phi the normal density)
+ * SiLU's forms are SwiGLU's below, in the order they always were.
+ */
+enum { ELEM_ACT_SILU, ELEM_ACT_GELU_TANH, ELEM_ACT_GELU };
+#define ELEM_GELU_K 0.7978845608028654      /* sqrt(2/pi) */
+#define ELEM_GELU_A 0.044715
+#define ELEM_SQRT1_2 0.70710678118654752440
+#define ELEM_INV_SQRT_2PI 0.39894228040143267794
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_gelu_tanh_u(elem_real x)
+{
+	return (elem_real)ELEM_GELU_K * (x + (elem_real)ELEM_GELU_A * x * x * x);
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act(int act, elem_real x)
+{
+	if (act == ELEM_ACT_GELU_TANH)
+		return (elem_real)0.5 * x * (1 + elem_tanh(elem_gelu_tanh_u(x)));
+	if (act == ELEM_ACT_GELU)
+		return (elem_real)(0.5 * (double)x * (1 + erf((double)x * ELEM_SQRT1_2)));
+	return x * elem_sigmoid(x);
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_d1(int act, elem_real x)
+{
+	if (act == ELEM_ACT_GELU_TANH) {
+		elem_real t = elem_tanh(elem_gelu_tanh_u(x));
+		elem_real du = (elem_real)ELEM_GELU_K * (1 + (elem_real)(3 * ELEM_GELU_A) * x * x);
+		return (elem_real)0.5 * (1 + t) + (elem_real)0.5 * x * (1 - t * t) * du;
+	}
+	if (act == ELEM_ACT_GELU) {
+		double xd = x, phi = ELEM_INV_SQRT_2PI * exp(-0.5 * xd * xd);
+		return (elem_real)(0.5 * (1 + erf(xd * ELEM_SQRT1_2)) + xd * phi);
+	}
+	elem_real s = elem_sigmoid(x);
+	return s * (1 + x * (1 - s));
+}
+
+/* act(x) and act'(x) at once: one tanh (one sigmoid), the same bits as
+ * elem_act's and elem_act_d1's */
+SW_HD SW_ALWAYS_INLINE static inline void elem_act_and_d1(int act, elem_real x, elem_real *a,
+							   elem_real *d1)
+{
+	if (act == ELEM_ACT_GELU_TANH) {
+		elem_real t = elem_tanh(elem_gelu_tanh_u(x));
+		elem_real du = (elem_real)ELEM_GELU_K * (1 + (elem_real)(3 * ELEM_GELU_A) * x * x);
+		*a = (elem_real)0.5 * x * (1 + t);
+		*d1 = (elem_real)0.5 * (1 + t) + (elem_real)0.5 * x * (1 - t * t) * du;
+		return;
+	}
+	if (act == ELEM_ACT_GELU) {
+		*a = elem_act(act, x);
+		*d1 = elem_act_d1(act, x);
+		return;
+	}
+	elem_real s = elem_sigmoid(x);
+	*a = x * s;
+	*d1 = s * (1 + x * (1 - s));
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_d2(int act, elem_real x)
+{
+	if (act == ELEM_ACT_GELU_TANH) {
+		elem_real t = elem_tanh(elem_gelu_tanh_u(x));
+		elem_real du = (elem_real)ELEM_GELU_K * (1 + (elem_real)(3 * ELEM_GELU_A) * x * x);
+		return (1 - t * t) * (du - x * t * du * du +
+				      (elem_real)(3 * ELEM_GELU_A * ELEM_GELU_K) * x * x);
+	}
+	if (act == ELEM_ACT_GELU) {
+		double xd = x, phi = ELEM_INV_SQRT_2PI * exp(-0.5 * xd * xd);
+		return (elem_real)(phi * (2 - xd * xd));
+	}
+	elem_real s = elem_sigmoid(x);
+	return s * (1 - s) * (2 + x * (1 - 2 * s));
+}
+
+/* The gated unit h = act(gate) up (SwiGLU with SiLU, GeGLU with a GELU),
+ * its backward's terms (dgate = dh up act'(gate), dup = dh act(gate)),
+ * and the R-operator's tangents of both as SwiGLU's above with act's
+ * derivatives. SiLU runs SwiGLU's own functions: the bits they gave. */
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_glu(int act, elem_real gate, elem_real up)
+{
+	if (act == ELEM_ACT_SILU)
+		return elem_swiglu(gate, up);
+	return elem_act(act, gate) * up;
+}
+
+SW_HD SW_ALWAYS_INLINE static inline void elem_glu_backward(int act, elem_real dh, elem_real gate, elem_real up,
+					   elem_real *dgate, elem_real *dup)
+{
+	if (act == ELEM_ACT_SILU) {
+		elem_swiglu_backward(dh, gate, up, dgate, dup);
+		return;
+	}
+	elem_real a, d1;
+	elem_act_and_d1(act, gate, &a, &d1);
+	*dgate = dh * up * d1;
+	*dup = dh * a;
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_glu_tangent(int act, elem_real gate, elem_real up,
+					       elem_real rgate, elem_real rup)
+{
+	elem_real a, d1;
+
+	if (act == ELEM_ACT_SILU)
+		return elem_swiglu_tangent(gate, up, rgate, rup);
+	elem_act_and_d1(act, gate, &a, &d1);
+	return d1 * rgate * up + a * rup;
+}
+
+SW_HD SW_ALWAYS_INLINE static inline void elem_glu_backward_tangent(int act, elem_real dh, int has_dh,
+						   elem_real rdh, elem_real gate, elem_real up,
+						   elem_real rgate, elem_real rup,
+						   elem_real *rdgate, elem_real *rdup)
+{
+	elem_real a, d1, d2;
+
+	if (act == ELEM_ACT_SILU) {
+		elem_swiglu_backward_tangent(dh, has_dh, rdh, gate, up, rgate, rup, rdgate, rdup);
+		return;
+	}
+	elem_act_and_d1(act, gate, &a, &d1);
+	d2 = has_dh ? elem_act_d2(act, gate) : 0;
+	*rdgate = rdh * up * d1 + (has_dh ? dh * (rup * d1 + up * d2 * rgate) : 0);
+	*rdup = rdh * a + (has_dh ? dh * d1 * rgate : 0);
+}
+
+/* The plain MLP's activation (GPT-2): dx = dh act'(x); the R-operator's
+ * R{dx} = act'(x) R{dh} + act''(x) R{x} dh (has_dh 0: Gauss-Newton, the
+ * second term drops) */
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_backward(int act, elem_real dh, elem_real x)
+{
+	return dh * elem_act_d1(act, x);
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_act_backward_tangent(int act, elem_real dh, int has_dh,
+							elem_real rdh, elem_real x, elem_real rx)
+{
+	elem_real r = elem_act_d1(act, x) * rdh;
+	return has_dh ? r + elem_act_d2(act, x) * rx * dh : r;
+}
+
+/*
+ * Soft-capping (Gemma2's scores and final logits): y = cap tanh(x / cap),
+ * t = tanh(x / cap) kept; the backward dx = dy (1 - t^2); the
+ * R-operator's R{y} = (1 - t^2) R{x} and, of the backward, R{dx} = (1 -
+ * t^2) R{dy} - 2 t (1 - t^2) / cap dy R{x} (has_dy 0: Gauss-Newton).
+ * x / cap as transformers divides.
+ */
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_softcap(elem_real x, elem_real cap, elem_real *t)
+{
+	*t = elem_tanh(x / cap);
+	return cap * *t;
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_softcap_backward(elem_real dy, elem_real t)
+{
+	return dy * (1 - t * t);
+}
+
+SW_HD SW_ALWAYS_INLINE static inline elem_real elem_softcap_backward_tangent(elem_real dy, int has_dy,
+							    elem_real rdy, elem_real t,
+							    elem_real rx, elem_real cap)
+{
+	elem_real d = 1 - t * t;
+	return has_dy ? d * rdy - 2 * t * d / cap * dy * rx : d * rdy;
 }
 
 /* ---- the optimizers ---------------------------------------------------------- */

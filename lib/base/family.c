@@ -321,8 +321,9 @@ static const struct arch_family families[] = {
 	{"mistral", "MistralForCausalLM", FAMILY_MODEL, 0, NULL, 0},
 	{"qwen2", "Qwen2ForCausalLM", FAMILY_MODEL | FAMILY_QKV_BIAS, 0, NULL, 0},
 	{"qwen3", "Qwen3ForCausalLM", FAMILY_MODEL | FAMILY_QK_NORM, 0, NULL, 0},
-	{"gemma", "GemmaForCausalLM", 0, 1, NAMES(gemma)},
-	{"gemma2", "Gemma2ForCausalLM", 0, 1, NAMES(gemma2)},
+	{"gemma", "GemmaForCausalLM", FAMILY_MODEL | FAMILY_EMBED_SCALE, 1, NAMES(gemma)},
+	{"gemma2", "Gemma2ForCausalLM", FAMILY_MODEL | FAMILY_EMBED_SCALE | FAMILY_POST_NORMS, 1,
+	 NAMES(gemma2)},
 	/* Gemma3's text model: its q_norm and k_norm are (1 + w) norms too */
 	{"gemma3_text", "Gemma3ForCausalLM", 0, 1, NAMES(gemma3)},
 	{"phi3", "Phi3ForCausalLM", 0, 0, NAMES(phi3)},
@@ -332,7 +333,8 @@ static const struct arch_family families[] = {
 	{"qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, NAMES(qwen2_moe)},
 	{"olmoe", "OlmoeForCausalLM", 0, 0, NAMES(olmoe)},
 	{"qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, NAMES(qwen3_moe)},
-	{"gpt2", "GPT2LMHeadModel", 0, 1, NAMES(gpt2)},
+	{"gpt2", "GPT2LMHeadModel", FAMILY_MODEL | FAMILY_LAYERNORM | FAMILY_POS_EMBED |
+	 FAMILY_PLAIN_MLP | FAMILY_LINEAR_BIAS, 1, NAMES(gpt2)},
 };
 static const struct family_gguf gguf_families[] = {
 	{"llama", "llama", 1, NAMES(gg_llama)},
@@ -605,6 +607,67 @@ void family_tensor_part(const struct sw_config *c, const struct sw_tensor_info *
 	}
 }
 
+/* pattern with {L} as layer, and suffix after ':' where given, into buf:
+ * 0, or -1 where it does not fit */
+static int name_of(const char *pattern, int layer, const char *suffix, char *buf, size_t len)
+{
+	const char *at = strstr(pattern, "{L}");
+	int n = at ? snprintf(buf, len, "%.*s%d%s", (int)(at - pattern), pattern, layer, at + 3) :
+		     snprintf(buf, len, "%s", pattern);
+
+	if (n >= 0 && (size_t)n < len && suffix)
+		n += snprintf(buf + n, len - (size_t)n, ":%s", suffix);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* f's own name of role at layer (its names, or a fused tensor's part in
+ * its Hugging Face names: the GGUF ones are llama.cpp's, "blk.") into
+ * buf: 1, 0 where its tables hold no such role (or f has none of its
+ * own), -1 for a name longer than len */
+static int own_name(const struct arch_family *f, const char *role, int layer, char *buf,
+		    size_t len)
+{
+	for (size_t i = 0; f && f->names && i < f->n_names; i++)
+		if (!strcmp(f->names[i].role, role))
+			return name_of(f->names[i].pattern, layer, NULL, buf, len) ? -1 : 1;
+	for (size_t i = 0; f && f->names && i < sizeof splits / sizeof splits[0]; i++) {
+		if (strcmp(f->type, splits[i].type) || !strncmp(splits[i].pattern, "blk.", 4) ||
+		    splits[i].rows == SPLIT_EXPERTS)
+			continue;
+		for (size_t p = 0; p < split_count(&splits[i]); p++)
+			if (!strcmp(splits[i].part[p].role, role))
+				return name_of(splits[i].pattern, layer, splits[i].part[p].suffix,
+					       buf, len) ? -1 : 1;
+	}
+	return 0;
+}
+
+int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
+		     size_t len)
+{
+	int rc = own_name(family_find(c->arch), role, layer, buf, len);
+
+	return rc ? (rc > 0 ? 0 : -1) : arch_hf_name(role, layer, buf, len);
+}
+
+int family_names_role(const char *arch, const char *role)
+{
+	const struct arch_family *f = family_find(arch);
+	char name[SW_NAME_MAX];
+
+	if (!f || !f->names)
+		return -1;
+	return own_name(f, role, 0, name, sizeof name) != 0;
+}
+
+int family_info_for_role(const struct sw_config *c, const char *role, int layer,
+			 struct sw_tensor_info *t)
+{
+	if (arch_info_for_role(c, role, layer, t) < 0)
+		return -1;
+	return family_role_name(c, role, t->layer, t->name, sizeof t->name);
+}
+
 double family_gain_offset(const struct sw_config *c, enum family_source src,
 			  const struct sw_tensor_info *t)
 {
@@ -617,10 +680,17 @@ double family_gain_offset(const struct sw_config *c, enum family_source src,
 	return 0;
 }
 
-int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
-		       struct sw_err *err)
+int family_check_shape(const struct sw_config *c, enum family_source src,
+		       const struct sw_tensor_info *t, struct sw_err *err)
 {
 	const struct arch_family *f = family_find(c->arch);
+	struct sw_tensor_info seen = *t;
 
-	return f && f->model ? arch_check_shape(c, t, err) : SW_OK;
+	if (!f || !f->model)
+		return SW_OK;
+	if (t->rank == 2 && family_tensor_layout(c, src, t->name) == FAMILY_TRANSPOSED) {
+		seen.shape[0] = t->shape[1];
+		seen.shape[1] = t->shape[0];
+	}
+	return arch_check_shape(c, &seen, err);
 }

@@ -4,8 +4,9 @@
  * the model computes it.
  *
  * The Llama family (llama, mistral, qwen2, qwen3) is what the model
- * computes; its names are arch.c's. Every other family here is read for
- * its matrices (sw-ls, sw-norms, sw-spectrum, sw-qkdrift): a table of
+ * computes under arch.c's names, GPT-2, Gemma and Gemma2 under their
+ * own tables. Every other family here is read for its matrices (sw-ls,
+ * sw-norms, sw-spectrum, sw-qkdrift): a table of
  * name patterns gives each tensor its role, layer and expert, and the
  * role its block, class and norm type (arch.c's one table of roles). An
  * architecture no table knows is read too, every tensor block and role
@@ -46,10 +47,10 @@ enum {
  * not compute) */
 int family_model_flags(const char *named);
 /* Whether the model computes the architecture named: the Llama family
- * (same tensors and math; qwen2 adds q/k/v biases, qwen3 QK-norm), the
- * rows of families[] with a model flag; the list for messages (t-arch
- * holds it to the table). */
-#define FAMILY_COMPUTED_LIST "llama, mistral, qwen2, qwen3"
+ * (same tensors and math; qwen2 adds q/k/v biases, qwen3 QK-norm), GPT-2,
+ * Gemma and Gemma2 (the flags above), the rows of families[] with a
+ * model flag; the list for messages (t-arch holds it to the table). */
+#define FAMILY_COMPUTED_LIST "llama, mistral, qwen2, qwen3, gpt2, gemma, gemma2"
 int family_computed(const char *named);
 
 struct arch_family {
@@ -63,8 +64,8 @@ struct arch_family {
 };
 
 /* The families read for their matrices, and those the model computes. */
-#define FAMILY_LISTED "gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, " \
-	"qwen3_moe, olmoe, gpt2"
+#define FAMILY_LISTED "gemma3_text, phi3, olmo2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, " \
+	"olmoe"
 
 /* The family config.json names (its architectures[0] or model_type), or
  * NULL for an architecture no table knows. */
@@ -111,9 +112,33 @@ const char *family_gguf_role(const struct family_gguf *g, const char *name, long
 
 /* Who wrote a file's tensors under the family's names: transformers'
  * classes (save_pretrained, and the Llama files of every other reader),
- * nanoGPT's GPT (train.py's ckpt.pt, GPT-2's names in nn.Linear), or
- * llama.cpp's GGUF converter. How a tensor is stored depends on it. */
-enum family_source { FAMILY_FROM_HF, FAMILY_FROM_NANOGPT, FAMILY_FROM_GGUF };
+ * nanoGPT's GPT (train.py's ckpt.pt, GPT-2's names in nn.Linear),
+ * llama.cpp's GGUF converter, or scalewatch's HDF5 (sw-train, sw-convert:
+ * every matrix [out, in], fused ones as their parts, each gain the one
+ * the model applies). How a tensor is stored depends on it. */
+enum family_source { FAMILY_FROM_HF, FAMILY_FROM_NANOGPT, FAMILY_FROM_GGUF, FAMILY_FROM_SW };
+
+/*
+ * The name a tensor of role at layer (-1 outside the layers) has in c's
+ * family, as its Hugging Face files, nanoGPT's and scalewatch's name it:
+ * the Llama family's arch.c names; another family's row of its names for
+ * the role, or, for a part of a fused tensor, the stored name, ':' and
+ * the part's suffix, as the tools list it
+ * (transformer.h.0.attn.c_attn.weight:q); a role the family's files do
+ * not hold (the multipliers, the scale designs' gains) its Llama name.
+ * 0, or -1 for a role with no name or a name longer than len. The
+ * model's layout and the writers name tensors by it.
+ */
+int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
+		     size_t len);
+/* Whether the Hugging Face files of the family arch names hold role
+ * (its table's names, a fused tensor's parts): 1 or 0; -1 for a family
+ * named as Llama is (arch.c's names: convert_hf_has_role says). */
+int family_names_role(const char *arch, const char *role);
+/* arch_info_for_role with t's name from family_role_name: 0, or -1 for
+ * an unknown role or one with no name. */
+int family_info_for_role(const struct sw_config *c, const char *role, int layer,
+			 struct sw_tensor_info *t);
 
 /* How a tensor is stored: as the model sees it (PyTorch's [out, in]), or
  * transposed ([in, out], GPT2LMHeadModel's Conv1D; nanoGPT's nn.Linear
@@ -159,10 +184,11 @@ int family_tensor_parts(const struct sw_config *c, const struct sw_tensor_info *
 void family_tensor_part(const struct sw_config *c, const struct sw_tensor_info *t, size_t p,
 			struct family_part *out);
 
-/* arch_check_shape for a family the model computes; a family read for
- * its matrices has its shapes as stored (nothing is computed from the
- * config). */
-int family_check_shape(const struct sw_config *c, const struct sw_tensor_info *t,
-		       struct sw_err *err);
+/* arch_check_shape for a family the model computes, of t's shape as the
+ * tools see it (a matrix src stores transposed, family_tensor_layout,
+ * turned to [out, in]); a family read for its matrices has its shapes as
+ * stored (nothing is computed from the config). */
+int family_check_shape(const struct sw_config *c, enum family_source src,
+		       const struct sw_tensor_info *t, struct sw_err *err);
 
 #endif

@@ -36,6 +36,11 @@ void convert_opts_init(struct convert_opts *o)
 int convert_hf_has_role(const char *arch, const char *role)
 {
 	const struct arch_role *r = arch_role_find(role);
+	int own = family_names_role(arch, role);
+
+	/* a family with names of its own (GPT-2, Gemma): what its table names */
+	if (own >= 0)
+		return own;
 
 	/* Hugging Face's Llama family: what every model has (the head even
 	 * when tied: it is written then), q, k, v biases and per-head
@@ -360,6 +365,157 @@ struct shard_plan {
 	char name[64];
 };
 
+/*
+ * How an exported tensor is made where the family's Hugging Face files
+ * store it otherwise than the model sees it (family.c's tables, read
+ * backwards): the checkpoint's parts (GPT-2's c_attn.weight:q, :k, :v)
+ * joined, each at its first row of the whole; turned to [in, out]
+ * (GPT2LMHeadModel's Conv1D); a gain less the offset its class adds
+ * (Gemma's 1 + w). nparts 0: the tensor keep[k] names, as it is.
+ */
+#define FORM_PARTS 3
+struct form {
+	size_t part[FORM_PARTS];
+	int64_t first[FORM_PARTS];
+	int nparts, transposed;
+	float offset;
+};
+
+/* The stored name a part's name is of ("...c_attn.weight" of
+ * "...c_attn.weight:q"), into base: 1, or 0 for a tensor that is no part. */
+static int part_base(const char *name, char *base, size_t len)
+{
+	const char *colon = strrchr(name, ':');
+
+	if (!colon || (size_t)(colon - name) >= len)
+		return 0;
+	memcpy(base, name, (size_t)(colon - name));
+	base[colon - name] = '\0';
+	return 1;
+}
+
+/* A joined tensor's parts each at its place in the whole, as the family
+ * splits it (family_tensor_part): every part once, rows as the config
+ * gives them. */
+static int place_parts(const struct ckpt *ck, const struct sw_config *c,
+		       struct sw_tensor_info *t, struct form *f, struct sw_err *err)
+{
+	size_t n = 0;
+	int rc;
+
+	t->shape[0] = 0;
+	for (int p = 0; p < f->nparts; p++)
+		t->shape[0] += ckpt_info(ck, f->part[p])->shape[0];
+	t->numel = t->shape[0] * (t->rank > 1 ? t->shape[1] : 1);
+	if ((rc = family_tensor_parts(c, t, &n, err)))
+		return rc;
+	if (n != (size_t)f->nparts)
+		return sw_fail(err, SW_EDATA, "%s: %d of its %zu parts in the checkpoint", t->name,
+			       f->nparts, n);
+	for (int p = 0; p < f->nparts; p++) {
+		const char *suffix = strrchr(ckpt_info(ck, f->part[p])->name, ':') + 1;
+		size_t q = 0;
+		struct family_part fp;
+		for (; q < n; q++) {
+			family_tensor_part(c, t, q, &fp);
+			if (fp.suffix && !strcmp(fp.suffix, suffix))
+				break;
+		}
+		if (q == n || fp.groups != 1 || fp.len != ckpt_info(ck, f->part[p])->shape[0])
+			return sw_fail(err, SW_EDATA, "%s: no place for its part %s", t->name, suffix);
+		f->first[p] = fp.first;
+	}
+	return SW_OK;
+}
+
+/*
+ * The forms of the n exported tensors (keep, infos: the checkpoint's in
+ * model order), the parts of one stored tensor joined in place of its
+ * first part's: *n the count after.
+ */
+static int plan_forms(const struct ckpt *ck, const struct sw_config *c, size_t *keep,
+		      struct sw_tensor_info *infos, struct form *forms, size_t *n,
+		      struct sw_err *err)
+{
+	char base[SW_NAME_MAX];
+	size_t out = 0;
+	int rc;
+
+	for (size_t k = 0; k < *n; k++) {
+		size_t j = out;
+		memset(&forms[out], 0, sizeof forms[out]);
+		if (keep[k] == UNIT_GAIN || !part_base(infos[k].name, base, sizeof base)) {
+			keep[out] = keep[k];
+			infos[out++] = infos[k];
+			continue;
+		}
+		for (j = 0; j < out && (!forms[j].nparts || strcmp(infos[j].name, base)); j++)
+			;
+		if (j == out) {         /* the first part: the whole's place */
+			keep[out] = keep[k];
+			infos[out] = infos[k];
+			snprintf(infos[out].name, sizeof infos[out].name, "%s", base);
+			out++;
+		}
+		if (forms[j].nparts == FORM_PARTS)
+			return sw_fail(err, SW_EDATA, "%s: more than %d parts", base, FORM_PARTS);
+		forms[j].part[forms[j].nparts++] = keep[k];
+	}
+	*n = out;
+	for (size_t k = 0; k < out; k++) {
+		struct sw_tensor_info *t = &infos[k];
+		if (forms[k].nparts && (rc = place_parts(ck, c, t, &forms[k], err)))
+			return rc;
+		if (t->rank == 2 && family_tensor_layout(c, FAMILY_FROM_HF, t->name) ==
+		    FAMILY_TRANSPOSED) {
+			int64_t r = t->shape[0];
+			t->shape[0] = t->shape[1];
+			t->shape[1] = r;
+			forms[k].transposed = 1;
+		}
+		forms[k].offset = (float)family_gain_offset(c, FAMILY_FROM_HF, t);
+	}
+	return SW_OK;
+}
+
+/* The values of exported tensor t as its form makes them (t's shape as
+ * stored), into out (t->numel). */
+static int load_formed(struct ckpt *ck, const struct sw_tensor_info *t, size_t keep,
+		       const struct form *f, float *out, struct sw_err *err)
+{
+	int64_t rows = f->transposed ? t->shape[1] : t->shape[0],
+		cols = t->rank > 1 ? (f->transposed ? t->shape[0] : t->shape[1]) : 1;
+	float *whole = f->transposed ? malloc((size_t)t->numel * sizeof *whole) : out;
+	int rc = SW_OK;
+
+	if (!whole)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (int p = 0; p < (f->nparts ? f->nparts : 1) && !rc; p++) {
+		size_t i = f->nparts ? f->part[p] : keep;
+		int64_t at = f->nparts ? f->first[p] * cols : 0;
+		struct ckpt_view v;
+		if ((rc = ckpt_load(ck, i, &v, err)))
+			break;
+		if (at + v.numel > rows * cols)
+			rc = sw_fail(err, SW_EDATA, "%s: its parts do not fit it", t->name);
+		else
+			memcpy(whole + at, v.data, (size_t)v.numel * sizeof *whole);
+		if (ckptsrc_check(&v, err)) {
+			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
+			rc = SW_EIO;
+		}
+		ckpt_release(ck, &v);
+	}
+	for (int64_t r = 0; f->transposed && !rc && r < rows; r++)
+		for (int64_t q = 0; q < cols; q++)
+			out[q * rows + r] = whole[r * cols + q];
+	for (int64_t j = 0; f->offset != 0 && !rc && j < t->numel; j++)
+		out[j] -= f->offset;
+	if (whole != out)
+		free(whole);
+	return rc;
+}
+
 static int plan_shards(const struct sw_tensor_info *infos, size_t count, uint64_t limit,
 		       int size, struct shard_plan **out, int *nout, struct sw_err *err)
 {
@@ -455,7 +611,7 @@ static void keys_by_tensor_free(struct keys_by_tensor *g)
 
 /* The metadata of one shard: the checkpoint's (global), then its tensors'
  * attributes. */
-static int shard_meta(const struct shard_plan *p, const size_t *keep,
+static int shard_meta(const struct shard_plan *p, const size_t *keep, const struct form *forms,
 		      const struct attr_map *global, const struct attr_map *all,
 		      const struct keys_by_tensor *g, struct attr_map *m, struct sw_err *err)
 {
@@ -464,10 +620,13 @@ static int shard_meta(const struct shard_plan *p, const size_t *keep,
 	attrmap_init(m);
 	for (size_t i = 0; i < global->n && !rc; i++)
 		rc = attrmap_set(m, global->kv[i].key, global->kv[i].value, err);
+	/* a joined tensor's: its parts', under their names */
 	for (size_t k = p->lo; k < p->hi && !rc; k++)
-		for (size_t j = keep[k] == UNIT_GAIN ? 0 : g->first[keep[k]];
-		     keep[k] != UNIT_GAIN && j < g->first[keep[k] + 1] && !rc; j++)
-			rc = attrmap_set(m, all->kv[g->key[j]].key, all->kv[g->key[j]].value, err);
+		for (int q = 0; keep[k] != UNIT_GAIN && q < (forms[k].nparts ? forms[k].nparts : 1); q++) {
+			size_t i = forms[k].nparts ? forms[k].part[q] : keep[k];
+			for (size_t j = g->first[i]; j < g->first[i + 1] && !rc; j++)
+				rc = attrmap_set(m, all->kv[g->key[j]].key, all->kv[g->key[j]].value, err);
+		}
 	if (rc)
 		attrmap_free(m);
 	return rc;
@@ -490,7 +649,8 @@ static int write_ones(struct stw *w, int64_t n, struct sw_err *err)
 }
 
 static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan *p,
-		       const size_t *keep, const struct sw_tensor_info *infos, const char *path,
+		       const size_t *keep, const struct form *forms,
+		       const struct sw_tensor_info *infos, const char *path,
 		       const struct attr_map *m, enum sw_dtype dtype, struct convert_result *r,
 		       struct sw_err *err)
 {
@@ -506,6 +666,20 @@ static int write_shard(struct ckpt *ck, const char *in, const struct shard_plan 
 		if (i == UNIT_GAIN) {
 			if ((rc = write_ones(w, infos[k].numel, err)))
 				break;
+			r->tensors++;
+			r->bytes += (uint64_t)infos[k].numel * (uint64_t)sw_dtype_size(dtype);
+			continue;
+		}
+		if (forms[k].nparts || forms[k].transposed || forms[k].offset != 0) {
+			if (!(folded = malloc((size_t)infos[k].numel * sizeof *folded)))
+				rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			else if (!(rc = load_formed(ck, &infos[k], i, &forms[k], folded, err)))
+				rc = stw_write(w, folded, infos[k].numel, err);
+			free(folded);
+			if (rc) {
+				blame(r, err, in);
+				break;
+			}
 			r->tensors++;
 			r->bytes += (uint64_t)infos[k].numel * (uint64_t)sw_dtype_size(dtype);
 			continue;
@@ -648,7 +822,7 @@ static size_t add_unit_gains(const struct ckpt *ck, const struct sw_config *c, s
 			if (d.shared[k] || ckpt_find_role(ck, norms[k], l) >= 0)
 				continue;
 			memset(t, 0, sizeof *t);
-			arch_info_for_role(c, norms[k], l, t);
+			family_info_for_role(c, norms[k], l, t);
 			t->rank = 1;
 			t->shape[0] = t->numel = c->d_model;
 			t->kind = SW_KIND_VECTOR;
@@ -685,6 +859,7 @@ static int to_safetensors(struct ckpt *ck, const char *given, const char *in, co
 	struct keys_by_tensor g = {0};
 	size_t *keep = NULL, nkeep = 0;
 	struct sw_tensor_info *infos = NULL;
+	struct form *forms = NULL;
 	int rc, nshards = 0, exists, made = 0;
 
 	attrmap_init(&global);
@@ -715,7 +890,8 @@ static int to_safetensors(struct ckpt *ck, const char *given, const char *in, co
 		size_t cap = count + 2 * (size_t)c.n_layers + 1;
 		keep = malloc(cap * sizeof *keep);
 		infos = malloc(cap * sizeof *infos);
-		if (!keep || !infos)
+		forms = malloc(cap * sizeof *forms);
+		if (!keep || !infos || !forms)
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		for (size_t i = 0; !rc && i < count; i++)
 			if (!foldable_multiplier(ck, ckpt_info(ck, i)) && !reparam_part(ck, ckpt_info(ck, i))) {
@@ -724,6 +900,8 @@ static int to_safetensors(struct ckpt *ck, const char *given, const char *in, co
 			}
 		if (!rc)
 			nkeep = add_unit_gains(ck, &c, keep, infos, nkeep);
+		if (!rc)
+			rc = plan_forms(ck, &c, keep, infos, forms, &nkeep, err);
 	}
 	if (!rc)
 		rc = plan_shards(infos, nkeep, o->shard_size, sw_dtype_size(o->dtype), &plan,
@@ -752,12 +930,12 @@ static int to_safetensors(struct ckpt *ck, const char *given, const char *in, co
 	rc = st_write_config(path, &c, o->dtype == SW_DTYPE_BF16 ? "bfloat16" : "float32", err);
 	for (int k = 0; k < nshards && !rc; k++) {
 		struct attr_map m;
-		if ((rc = shard_meta(&plan[k], keep, &global, all, &g, &m, err))) {
+		if ((rc = shard_meta(&plan[k], keep, forms, &global, all, &g, &m, err))) {
 			blame(r, err, in);
 			goto out;
 		}
 		snprintf(path, sizeof path, "%s/%s", tmpdir, plan[k].name);
-		rc = write_shard(ck, in, &plan[k], keep, infos, path, &m, o->dtype, r, err);
+		rc = write_shard(ck, in, &plan[k], keep, forms, infos, path, &m, o->dtype, r, err);
 		attrmap_free(&m);
 		for (size_t i = plan[k].lo; i < plan[k].hi; i++) {
 			names[i] = infos[i].name;
@@ -786,6 +964,7 @@ out:
 	keys_by_tensor_free(&g);
 	free(keep);
 	free(infos);
+	free(forms);
 	free(plan);
 	free(files.name);
 	free(names);
@@ -944,13 +1123,22 @@ static int to_hdf5(struct ckpt *ck, const char *given, const char *in, const cha
 	if (!rc)
 		rc = h5w_write_config(w, &cm->config, err);
 	for (size_t i = 0; i < ckpt_count(ck) && !rc; i++) {
+		/* the gain the model applies, where the file holds w of 1 + w */
+		float offset = (float)family_gain_offset(&cm->config, cm->source, ckpt_info(ck, i));
+		float *gain = NULL;
 		struct ckpt_view v;
 		if ((rc = ckpt_load(ck, i, &v, err))) {
 			blame(r, err, in);
 			h5w_abort(w);
 			return rc;
 		}
-		rc = h5w_write_tensor(w, "/params", ckpt_info(ck, i), v.data, 1, err);
+		if (offset != 0 && !(gain = malloc((size_t)v.numel * sizeof *gain)))
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		for (int64_t j = 0; gain && j < v.numel; j++)
+			gain[j] = v.data[j] + offset;
+		if (!rc)
+			rc = h5w_write_tensor(w, "/params", ckpt_info(ck, i), gain ? gain : v.data, 1, err);
+		free(gain);
 		if (ckptsrc_check(&v, err)) {
 			sw_err_prefix(err, "%s", ckpt_info(ck, i)->name);
 			ckpt_release(ck, &v);

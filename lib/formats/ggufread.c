@@ -193,7 +193,10 @@ static int take_config(const struct gguf_file *g, const struct family_gguf **gf,
 		return unknown_config(g, arch, c, err);
 	a = (*gf)->arch;
 	flags = family_model_flags((*gf)->type);
-	model = flags != 0;
+	/* the families the model computes under Hugging Face's Llama names;
+	 * GPT-2's and Gemma's GGUF are read for their matrices (the model's
+	 * builders refuse them by name: c->unsupported) */
+	model = flags != 0 && !family_find((*gf)->type)->names;
 	snprintf(c->arch, sizeof c->arch, "%s", (*gf)->type);
 	if ((rc = cfg_size(g, a, "embedding_length", &c->d_model, NULL, err)) ||
 	    (rc = cfg_size(g, a, "block_count", &c->n_layers, NULL, err)) ||
@@ -252,6 +255,9 @@ static int take_config(const struct gguf_file *g, const struct family_gguf **gf,
 		c->qk_norm |= !strcmp((*gf)->names[i].role, "q_norm");
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
+	if (flags && !model)
+		snprintf(c->unsupported, sizeof c->unsupported, "%s from GGUF (read for its matrices "
+			 "only: sw-ls, sw-norms, sw-spectrum)", c->arch);
 	return arch_config_check(c, err);
 }
 
@@ -315,7 +321,7 @@ static int take_tensor(const struct sw_config *c, const struct family_gguf *gf,
 	snprintf(t->dtype_name, sizeof t->dtype_name, "%s", gguf_type_name(gt->type));
 	t->lr = t->wd = NAN;
 	t->wd_mode = SW_WD_UNKNOWN;
-	if ((rc = family_check_shape(c, t, err))) {
+	if ((rc = family_check_shape(c, FAMILY_FROM_GGUF, t, err))) {
 		sw_err_prefix(err, "%s", gt->name);
 		return rc;
 	}

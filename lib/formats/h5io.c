@@ -291,7 +291,9 @@ int h5io_put_f64(hid_t obj, const char *name, double val, struct sw_err *err)
  * them stay as they were): rope_scaling (the type), rope_factor,
  * rope_low_freq_factor, rope_high_freq_factor,
  * rope_original_max_position_embeddings, partial_rotary_factor,
- * hidden_act, sliding_window, max_window_layers.
+ * hidden_act, sliding_window, max_window_layers; Gemma2's
+ * attn_softcap, final_softcap and query_pre_attn_scalar (absent: 0,
+ * none and head_dim's).
  */
 static int write_function_keys(hid_t g, const struct sw_config *c, struct sw_err *err)
 {
@@ -307,7 +309,11 @@ static int write_function_keys(hid_t g, const struct sw_config *c, struct sw_err
 	    (c->rope_partial != 0 && (rc = h5io_put_f64(g, "partial_rotary_factor", c->rope_partial, err))) ||
 	    (c->hidden_act[0] && (rc = h5io_put_str(g, "hidden_act", c->hidden_act, err))) ||
 	    (c->sliding_window && ((rc = h5io_put_i64(g, "sliding_window", c->sliding_window, err)) ||
-				   (rc = h5io_put_i64(g, "max_window_layers", c->max_window_layers, err)))))
+				   (rc = h5io_put_i64(g, "max_window_layers", c->max_window_layers, err)))) ||
+	    (c->attn_softcap && (rc = h5io_put_f64(g, "attn_softcap", c->attn_softcap, err))) ||
+	    (c->final_softcap && (rc = h5io_put_f64(g, "final_softcap", c->final_softcap, err))) ||
+	    (c->query_pre_attn_scalar &&
+	     (rc = h5io_put_f64(g, "query_pre_attn_scalar", c->query_pre_attn_scalar, err))))
 		return rc;
 	return SW_OK;
 }
@@ -329,7 +335,11 @@ static int read_function_keys(hid_t g, struct sw_config *c, struct sw_err *err)
 	    (rc = h5io_get_str(g, "/config", "hidden_act", c->hidden_act, sizeof c->hidden_act,
 			       &present, err)) ||
 	    (rc = h5io_get_i64(g, "/config", "sliding_window", &c->sliding_window, &present, err)) ||
-	    (rc = h5io_get_i64(g, "/config", "max_window_layers", &c->max_window_layers, &present, err)))
+	    (rc = h5io_get_i64(g, "/config", "max_window_layers", &c->max_window_layers, &present, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "attn_softcap", &c->attn_softcap, &present, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "final_softcap", &c->final_softcap, &present, err)) ||
+	    (rc = h5io_get_f64(g, "/config", "query_pre_attn_scalar", &c->query_pre_attn_scalar,
+			       &present, err)))
 		return rc;
 	/* "default" is no scaling, "silu" the default activation, as in config.json */
 	if (!strcmp(c->rope_type, "default"))

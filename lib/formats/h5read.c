@@ -204,7 +204,8 @@ static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c
 		return sw_fail(err, SW_EDATA, "%s: layer %d is wrong for role '%s'",
 			       obj, t->layer, t->role);
 	t->norm_type = SW_NORM_NONE;
-	if (t->block == SW_BLOCK_NORM) {
+	/* a gain's; a LayerNorm's bias (block norm) has none */
+	if (t->block == SW_BLOCK_NORM && (!role || role->norm_type != SW_NORM_NONE)) {
 		if ((rc = h5io_get_str(d, obj, "norm_type", s, sizeof s, NULL, err)))
 			return rc;
 		if (sw_norm_type_parse(s, &t->norm_type) < 0)
@@ -287,6 +288,8 @@ int h5src_open(const char *path, int fd, uint64_t size, struct h5src **out,
 		H5Pclose(fcpl);
 	}
 	m->format = CKPT_HDF5;
+	/* every matrix [out, in], fused ones as their parts, each gain as applied */
+	m->source = FAMILY_FROM_SW;
 	rc = h5io_get_str(s->file, "/", "scalewatch_format", str, sizeof str, NULL, err);
 	if (rc) {
 		rc = sw_fail(err, SW_EDATA, "not a scalewatch checkpoint (no scalewatch_format attribute)");

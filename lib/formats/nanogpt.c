@@ -73,7 +73,13 @@ int nanogpt_read(const struct pk_value *root, struct nanogpt *ng, struct sw_err 
 		sw_err_prefix(err, "nanoGPT's model_args (n_embd is d_model, n_head n_heads)");
 		return rc;
 	}
+	/* bias=False: LayerNorm and every linear without one, which GPT-2's
+	 * step does not compute (refused by name for a model) */
+	if (bias && !bias->u.i)
+		snprintf(c->unsupported, sizeof c->unsupported,
+			 "nanoGPT's bias=False (no biases in LayerNorm and the linears)");
 	c->n_kv_heads = c->n_heads;
+	c->rope_theta = 10000;          /* no RoPE; the config's checks want one */
 	c->d_ff = 4 * c->d_model;       /* its MLP: c_fc is nn.Linear(n_embd, 4 n_embd) */
 	c->norm_eps = 1e-5;             /* its LayerNorm's F.layer_norm(..., 1e-5) */
 	snprintf(c->hidden_act, sizeof c->hidden_act, "gelu");  /* nn.GELU(), exact */

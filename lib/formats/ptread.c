@@ -346,8 +346,8 @@ static void info_shape(struct sw_tensor_info *t, const struct pt_piece *p)
 }
 
 /* One file's tensors with Hugging Face names: one piece each. */
-static int add_hf(struct ptsrc *s, const struct sw_config *c, struct named_list *l,
-		  struct sw_tensor_info **info, struct sw_err *err)
+static int add_hf(struct ptsrc *s, const struct sw_config *c, enum family_source src,
+		  struct named_list *l, struct sw_tensor_info **info, struct sw_err *err)
 {
 	int rc;
 
@@ -360,7 +360,7 @@ static int add_hf(struct ptsrc *s, const struct sw_config *c, struct named_list 
 			return sw_fail(err, SW_EDATA, "%s: layer number outside 0..%lld", l->v[i].name,
 				       (long long)c->n_layers - 1);
 		info_shape(t, &l->v[i].p);
-		if ((rc = family_check_shape(c, t, err)))
+		if ((rc = family_check_shape(c, src, t, err)))
 			return rc;
 		s->pieces[s->npieces] = l->v[i].p;
 		s->t[s->n] = (struct pt_tensor){s->npieces, 1, -1, 0};
@@ -402,7 +402,7 @@ static int open_index(struct ptsrc *s, const char *index, const char *dir, const
 			rc = hfdir_index_holds(&ix, shard, path, l.v[j].name, NULL, err);
 		found += l.n;
 		if (!rc)
-			rc = add_hf(s, c, &l, info, err);
+			rc = add_hf(s, c, FAMILY_FROM_HF, &l, info, err);
 		free(l.v);
 	}
 	if (!rc && found != ix.idx.n)
@@ -736,9 +736,9 @@ static int pt_open(const char *path, int fd, uint64_t size, void **src, struct c
 		m->step = ng.step;
 		m->tokens = ng.tokens;
 		untie_or_drop(&l, &m->config);
-		rc = add_hf(s, &m->config, &l, &info, err);
+		rc = add_hf(s, &m->config, m->source, &l, &info, err);
 	} else if (!(rc = hfdir_config(dir, &m->config, err))) {
-		rc = add_hf(s, &m->config, &l, &info, err);
+		rc = add_hf(s, &m->config, FAMILY_FROM_HF, &l, &info, err);
 	}
 out:
 	free(l.v);

@@ -440,7 +440,8 @@ static int cfg_window(const cJSON *root, const char *arch, struct sw_config *c, 
 	int64_t w = 0, from = 0;
 	int rc, qwen = !strncmp(arch, "qwen", 4), sliding = 0;
 
-	if (!strcmp(arch, "llama"))
+	/* LlamaForCausalLM and GemmaForCausalLM attend over every token */
+	if (!strcmp(arch, "llama") || !strcmp(arch, "gemma"))
 		return SW_OK;
 	if (qwen) {
 		if (use && !cJSON_IsNull(use) && !cJSON_IsBool(use))
@@ -522,20 +523,6 @@ static int listing_config(const cJSON *root, const struct arch_family *f, const 
 	}
 	if (!c->n_kv_heads)
 		c->n_kv_heads = c->n_heads;
-	/* GPT2Config's own keys, with its defaults: n_inner null or absent
-	 * is 4 n_embd, n_positions the context (1024), layer_norm_epsilon
-	 * (1e-5), activation_function (gelu_new) */
-	if (f && !strcmp(f->type, "gpt2")) {
-		if (!c->d_ff)
-			c->d_ff = 4 * c->d_model;
-		if ((rc = cfg_int(root, "n_positions", &c->seq_len, 1024, 0, err)) ||
-		    (rc = cfg_num(root, "layer_norm_epsilon", &c->norm_eps, 1e-5, err)) ||
-		    (rc = cfg_name(root, "activation_function", "activation_function", c->hidden_act,
-				   sizeof c->hidden_act, err)))
-			return rc;
-		if (!c->hidden_act[0])
-			snprintf(c->hidden_act, sizeof c->hidden_act, "gelu_new");
-	}
 	if (!c->head_dim && c->n_heads && c->d_model % c->n_heads == 0)
 		c->head_dim = c->d_model / c->n_heads;
 	if (tie && !cJSON_IsBool(tie))
@@ -548,6 +535,99 @@ static int listing_config(const cJSON *root, const struct arch_family *f, const 
 		c->qk_norm |= !strcmp(f->names[i].role, "q_norm");
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");
+	return SW_OK;
+}
+
+/*
+ * GPT2Config's keys, with its defaults: n_embd, n_layer, n_head,
+ * vocab_size; n_inner null or absent is 4 n_embd, n_positions the
+ * learned positions' length (1024), layer_norm_epsilon (1e-5),
+ * activation_function (gelu_new), tie_word_embeddings (true). The
+ * attention options the step does not compute are kept by name for
+ * arch_model_check: scale_attn_by_inverse_layer_idx true,
+ * reorder_and_upcast_attn true, scale_attn_weights false.
+ */
+static int gpt2_config(const cJSON *root, struct sw_config *c, struct sw_err *err)
+{
+	static const struct { const char *key; int bad; } opts[] = {
+		{"scale_attn_by_inverse_layer_idx", 1}, {"reorder_and_upcast_attn", 1},
+		{"scale_attn_weights", 0},
+	};
+	const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+	int rc;
+
+	if ((rc = cfg_int(root, "vocab_size", &c->vocab_size, 0, 1, err)) ||
+	    (rc = cfg_int(root, "n_embd", &c->d_model, 0, 1, err)) ||
+	    (rc = cfg_int(root, "n_layer", &c->n_layers, 0, 1, err)) ||
+	    (rc = cfg_int(root, "n_head", &c->n_heads, 0, 1, err)) ||
+	    (rc = cfg_int(root, "n_inner", &c->d_ff, 4 * c->d_model, 0, err)) ||
+	    (rc = cfg_int(root, "n_positions", &c->seq_len, 1024, 0, err)) ||
+	    (rc = cfg_num(root, "layer_norm_epsilon", &c->norm_eps, 1e-5, err)) ||
+	    (rc = cfg_name(root, "activation_function", "activation_function", c->hidden_act,
+			   sizeof c->hidden_act, err)))
+		return rc;
+	if (!c->hidden_act[0])
+		snprintf(c->hidden_act, sizeof c->hidden_act, "gelu_new");
+	c->n_kv_heads = c->n_heads;
+	if ((rc = arch_default_head_dim(c, err))) {
+		sw_err_prefix(err, "config.json (n_embd is d_model, n_head n_heads)");
+		return rc;
+	}
+	c->rope_theta = 10000;          /* no RoPE; the config's checks want one */
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+		const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, opts[i].key);
+		if (j && !cJSON_IsNull(j) && !cJSON_IsBool(j))
+			return sw_fail(err, SW_EDATA, "config.json: %s is not true or false", opts[i].key);
+		if (j && cJSON_IsBool(j) && cJSON_IsTrue(j) == opts[i].bad && !c->unsupported[0])
+			snprintf(c->unsupported, sizeof c->unsupported, "%s %s", opts[i].key,
+				 opts[i].bad ? "true" : "false");
+	}
+	if (tie && !cJSON_IsNull(tie) && !cJSON_IsBool(tie))
+		return sw_fail(err, SW_EDATA, "config.json: tie_word_embeddings is not true or false");
+	c->tie_embeddings = tie && cJSON_IsBool(tie) ? cJSON_IsTrue(tie) : 1;
+	return SW_OK;
+}
+
+/* a Gemma2 soft-cap or scalar: absent, transformers' default; null, none
+ * (0) */
+static int cfg_default_or_null(const cJSON *root, const char *key, double *v, double dflt,
+			       struct sw_err *err)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (!j) {
+		*v = dflt;
+		return SW_OK;
+	}
+	return cfg_num(root, key, v, 0, err);
+}
+
+/*
+ * Gemma's and Gemma2's keys beside Llama's: the activation is
+ * hidden_activation (GemmaMLP and Gemma2MLP take ACT2FN of it, not of
+ * hidden_act; absent or null gelu_pytorch_tanh, GemmaConfig's default);
+ * Gemma2Config's attn_logit_softcapping (50), final_logit_softcapping
+ * (30) and query_pre_attn_scalar (256), their defaults where absent, a
+ * null soft-cap none.
+ */
+static int gemma_config(const cJSON *root, const char *found, struct sw_config *c,
+			struct sw_err *err)
+{
+	int rc;
+
+	c->hidden_act[0] = '\0';
+	if ((rc = cfg_name(root, "hidden_activation", "hidden_activation", c->hidden_act,
+			   sizeof c->hidden_act, err)))
+		return rc;
+	if (!c->hidden_act[0])
+		snprintf(c->hidden_act, sizeof c->hidden_act, "gelu_pytorch_tanh");
+	if (strcmp(found, "gemma2"))
+		return SW_OK;
+	if ((rc = cfg_default_or_null(root, "attn_logit_softcapping", &c->attn_softcap, 50, err)) ||
+	    (rc = cfg_default_or_null(root, "final_logit_softcapping", &c->final_softcap, 30, err)) ||
+	    (rc = cfg_default_or_null(root, "query_pre_attn_scalar", &c->query_pre_attn_scalar, 256,
+				      err)))
+		return rc;
 	return SW_OK;
 }
 
@@ -580,6 +660,11 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 	}
 	found = fam->type;
 	snprintf(c->arch, sizeof c->arch, "%s", found);
+	if (!strcmp(found, "gpt2")) {
+		if ((rc = gpt2_config(root, c, err)))
+			goto out;
+		goto common;
+	}
 	if ((rc = cfg_int(root, "vocab_size", &c->vocab_size, 0, 1, err)) ||
 	    (rc = cfg_int(root, "hidden_size", &c->d_model, 0, 1, err)) ||
 	    (rc = cfg_int(root, "num_hidden_layers", &c->n_layers, 0, 1, err)) ||
@@ -613,6 +698,8 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 	    (rc = cfg_name(root, "hidden_act", "hidden_act", c->hidden_act, sizeof c->hidden_act, err)) ||
 	    (rc = cfg_window(root, found, c, err)))
 		goto out;
+	if (!strncmp(found, "gemma", 5) && (rc = gemma_config(root, found, c, err)))
+		goto out;
 	if (!strcmp(c->hidden_act, "silu"))
 		c->hidden_act[0] = '\0';       /* the default: files without it stay so */
 	tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
@@ -620,7 +707,8 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		rc = sw_fail(err, SW_EDATA, "config.json: tie_word_embeddings is not true or false");
 		goto out;
 	}
-	c->tie_embeddings = cJSON_IsTrue(tie);
+	/* Gemma's classes tie unless told (tie_default) */
+	c->tie_embeddings = tie ? cJSON_IsTrue(tie) : fam->tie_default;
 	/* biases the model does not compute, for arch_model_check to refuse:
 	 * LlamaConfig reads attention_bias and mlp_bias, Qwen3Config
 	 * attention_bias; Mistral's and Qwen2's classes read neither */
@@ -629,6 +717,7 @@ int st_parse_config(const char *json, size_t len, struct sw_config *c,
 		goto out;
 	if (!strcmp(found, "llama") && (rc = cfg_bool(root, "mlp_bias", &c->mlp_bias, err)))
 		goto out;
+common:
 	c->qk_norm = (family_model_flags(found) & FAMILY_QK_NORM) != 0;
 	c->scale_vectors = 1;
 	strcpy(c->multipliers, "none");

@@ -198,7 +198,7 @@ static int add_tensor(struct stsrc *s, const struct sw_config *c, struct sw_tens
 	s->loc[k].shard = shard;
 	s->loc[k].offset = data_start + e->begin;
 	s->loc[k].nbytes = e->end - e->begin;
-	rc = family_check_shape(c, t, err);
+	rc = family_check_shape(c, FAMILY_FROM_HF, t, err);
 	return rc;
 }
 

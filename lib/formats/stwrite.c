@@ -5,6 +5,7 @@
 #include "stwrite.h"
 #include "../base/atomicfile.h"
 #include "../base/dtype.h"
+#include "../base/family.h"
 #include "../base/jsonstrict.h"
 
 #include <cjson/cJSON.h>
@@ -263,40 +264,96 @@ static int add_function_keys(cJSON *root, const struct sw_config *c)
 	return ok ? 0 : -1;
 }
 
+/*
+ * GPT2Config's keys (transformers 4.47.1): sizes under its own names,
+ * n_positions the position embeddings' rows, n_inner the MLP's width,
+ * the tied head, no dropout (eval computes none either way). -1: out
+ * of memory.
+ */
+static int add_gpt2_keys(cJSON *root, const struct sw_config *c)
+{
+	return cJSON_AddNumberToObject(root, "vocab_size", (double)c->vocab_size) &&
+	       cJSON_AddNumberToObject(root, "n_embd", (double)c->d_model) &&
+	       cJSON_AddNumberToObject(root, "n_layer", (double)c->n_layers) &&
+	       cJSON_AddNumberToObject(root, "n_head", (double)c->n_heads) &&
+	       cJSON_AddNumberToObject(root, "n_positions", (double)c->seq_len) &&
+	       cJSON_AddNumberToObject(root, "n_inner", (double)c->d_ff) &&
+	       cJSON_AddStringToObject(root, "activation_function", c->hidden_act) &&
+	       cJSON_AddNumberToObject(root, "layer_norm_epsilon", c->norm_eps) &&
+	       cJSON_AddBoolToObject(root, "tie_word_embeddings", 1) &&
+	       cJSON_AddBoolToObject(root, "scale_attn_weights", 1) &&
+	       cJSON_AddNumberToObject(root, "resid_pdrop", 0) &&
+	       cJSON_AddNumberToObject(root, "embd_pdrop", 0) &&
+	       cJSON_AddNumberToObject(root, "attn_pdrop", 0) ? 0 : -1;
+}
+
+/*
+ * Gemma's and Gemma2's own keys: the activation also as
+ * hidden_activation (Gemma2's MLP reads that one); Gemma2's soft-caps
+ * (null: none), query_pre_attn_scalar, and its sliding window, which
+ * sw-train does not compute: as long as the sequences at least (4096,
+ * Gemma2Config's, or seq_len), where it changes nothing. -1: out of
+ * memory.
+ */
+static int add_gemma_keys(cJSON *root, const struct sw_config *c, int flags)
+{
+	int ok = cJSON_AddStringToObject(root, "hidden_activation", c->hidden_act) != NULL;
+
+	if (!(flags & FAMILY_POST_NORMS))
+		return ok ? 0 : -1;
+	ok = ok && (c->attn_softcap > 0 ?
+		    cJSON_AddNumberToObject(root, "attn_logit_softcapping", c->attn_softcap) :
+		    cJSON_AddNullToObject(root, "attn_logit_softcapping"));
+	ok = ok && (c->final_softcap > 0 ?
+		    cJSON_AddNumberToObject(root, "final_logit_softcapping", c->final_softcap) :
+		    cJSON_AddNullToObject(root, "final_logit_softcapping"));
+	/* the window in place of the one add_function_keys wrote */
+	cJSON_DeleteItemFromObjectCaseSensitive(root, "sliding_window");
+	ok = ok && cJSON_AddNumberToObject(root, "query_pre_attn_scalar",
+					   c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar :
+					   (double)c->head_dim) &&
+	     cJSON_AddNumberToObject(root, "sliding_window",
+				     (double)(c->seq_len > 4096 ? c->seq_len : 4096)) &&
+	     cJSON_AddStringToObject(root, "cache_implementation", "hybrid");
+	return ok ? 0 : -1;
+}
+
 int st_write_config(const char *final_path, const struct sw_config *c,
 		    const char *torch_dtype, struct sw_err *err)
 {
-	static const struct { const char *arch, *hf; } names[] = {
-		{"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"},
-		{"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
-	};
-	const char *hf = "LlamaForCausalLM";
+	const struct arch_family *f = family_find(c->arch);
+	int flags = family_model_flags(c->arch), ok;
 	cJSON *root = cJSON_CreateObject(), *arr;
 
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (!strcmp(c->arch, names[i].arch))
-			hf = names[i].hf;
 	if (!root || !(arr = cJSON_AddArrayToObject(root, "architectures"))) {
 		cJSON_Delete(root);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
-	cJSON_AddItemToArray(arr, cJSON_CreateString(hf));
+	/* the family's class; a model of no family's is Llama's */
+	cJSON_AddItemToArray(arr, cJSON_CreateString(f ? f->hf_class : "LlamaForCausalLM"));
 	cJSON_AddStringToObject(root, "model_type", c->arch);
-	cJSON_AddNumberToObject(root, "vocab_size", (double)c->vocab_size);
-	cJSON_AddNumberToObject(root, "hidden_size", (double)c->d_model);
-	cJSON_AddNumberToObject(root, "intermediate_size", (double)c->d_ff);
-	cJSON_AddNumberToObject(root, "num_hidden_layers", (double)c->n_layers);
-	cJSON_AddNumberToObject(root, "num_attention_heads", (double)c->n_heads);
-	cJSON_AddNumberToObject(root, "num_key_value_heads", (double)c->n_kv_heads);
-	cJSON_AddNumberToObject(root, "head_dim", (double)c->head_dim);
-	cJSON_AddNumberToObject(root, "max_position_embeddings", (double)(c->seq_len ? c->seq_len : 2048));
-	cJSON_AddNumberToObject(root, "rope_theta", c->rope_theta);
-	cJSON_AddNumberToObject(root, "rms_norm_eps", c->norm_eps);
-	cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tie_embeddings);
-	cJSON_AddBoolToObject(root, "attention_bias", 0);
-	cJSON_AddBoolToObject(root, "mlp_bias", 0);
-	cJSON_AddStringToObject(root, "hidden_act", c->hidden_act[0] ? c->hidden_act : "silu");
-	if (add_function_keys(root, c) < 0) {
+	if (flags & FAMILY_POS_EMBED) {
+		ok = add_gpt2_keys(root, c) == 0;
+	} else {
+		cJSON_AddNumberToObject(root, "vocab_size", (double)c->vocab_size);
+		cJSON_AddNumberToObject(root, "hidden_size", (double)c->d_model);
+		cJSON_AddNumberToObject(root, "intermediate_size", (double)c->d_ff);
+		cJSON_AddNumberToObject(root, "num_hidden_layers", (double)c->n_layers);
+		cJSON_AddNumberToObject(root, "num_attention_heads", (double)c->n_heads);
+		cJSON_AddNumberToObject(root, "num_key_value_heads", (double)c->n_kv_heads);
+		cJSON_AddNumberToObject(root, "head_dim", (double)c->head_dim);
+		cJSON_AddNumberToObject(root, "max_position_embeddings",
+					(double)(c->seq_len ? c->seq_len : 2048));
+		cJSON_AddNumberToObject(root, "rope_theta", c->rope_theta);
+		cJSON_AddNumberToObject(root, "rms_norm_eps", c->norm_eps);
+		cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tie_embeddings);
+		cJSON_AddBoolToObject(root, "attention_bias", 0);
+		cJSON_AddBoolToObject(root, "mlp_bias", 0);
+		cJSON_AddStringToObject(root, "hidden_act", c->hidden_act[0] ? c->hidden_act : "silu");
+		ok = add_function_keys(root, c) == 0 &&
+		     (!(flags & FAMILY_EMBED_SCALE) || add_gemma_keys(root, c, flags) == 0);
+	}
+	if (!ok) {
 		cJSON_Delete(root);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}

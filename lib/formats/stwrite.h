@@ -1,7 +1,8 @@
 /*
  * stwrite.h - writing Hugging Face safetensors: a streaming writer of
  * one file (atomically: temporary name, fsync, rename), config.json for
- * the LlamaForCausalLM family and the shard index. sw-convert's export.
+ * the families the model computes and the shard index. sw-convert's
+ * export.
  */
 #ifndef SW_STWRITE_H
 #define SW_STWRITE_H
@@ -29,7 +30,9 @@ int stw_write(struct stw *w, const float *data, int64_t numel, struct sw_err *er
 int stw_commit(struct stw *w, struct sw_err *err);
 void stw_abort(struct stw *w);
 
-/* Write a Hugging Face config.json for c (LlamaForCausalLM family). */
+/* Write a Hugging Face config.json for c: its family's class
+ * (family.c's hf_class) with its keys (LlamaConfig's, with Gemma's and
+ * Gemma2's own, or GPT2Config's). */
 int st_write_config(const char *final_path, const struct sw_config *c,
 		    const char *torch_dtype, struct sw_err *err);
 

@@ -106,6 +106,59 @@ static inline double rmsnorm_row_dot(const real *dy, const real *gain, const rea
 	return sum;
 }
 
+/* sum of p[i] in double */
+static inline double row_sum(const real *p, int n)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	for (; i + ROW_LANES <= n; i += ROW_LANES)
+		for (int j = 0; j < ROW_LANES; j++)
+			lane[j] += p[i + j];
+	sum = lanes_total(lane);
+	for (; i < n; i++)
+		sum += p[i];
+	return sum;
+}
+
+/* sum of (p[i] - mu)^2 in double (LayerNorm's variance) */
+static inline double row_centered_sq(const real *p, real mu, int n)
+{
+	double lane[ROW_LANES] = {0}, sum;
+	int i = 0;
+
+	for (; i + ROW_LANES <= n; i += ROW_LANES)
+		for (int j = 0; j < ROW_LANES; j++)
+			lane[j] += elem_layernorm_sq(p[i + j], mu);
+	sum = lanes_total(lane);
+	for (; i < n; i++)
+		sum += elem_layernorm_sq(p[i], mu);
+	return sum;
+}
+
+/* LayerNorm backward's sums over a row: s1 of dxhat = dy g, s2 of dxhat
+ * xhat (gain NULL: 1) */
+static inline void layernorm_row_dots(const real *dy, const real *gain, const real *x, real mu,
+				      real r, int n, double *s1, double *s2)
+{
+	double l1[ROW_LANES] = {0}, l2[ROW_LANES] = {0};
+	int i = 0;
+
+	for (; i + ROW_LANES <= n; i += ROW_LANES)
+		for (int j = 0; j < ROW_LANES; j++) {
+			real g = gain ? gain[i + j] : 1;
+			l1[j] += (double)(dy[i + j] * g);
+			l2[j] += elem_layernorm_dot(dy[i + j], g, x[i + j], mu, r);
+		}
+	*s1 = lanes_total(l1);
+	*s2 = lanes_total(l2);
+	for (; i < n; i++) {
+		real g = gain ? gain[i] : 1;
+		*s1 += (double)(dy[i] * g);
+		*s2 += elem_layernorm_dot(dy[i], g, x[i], mu, r);
+	}
+}
+
 /* ---- the layers, forward and backward ------------------------------- */
 
 /* out[n] = embed[token[n]] */
@@ -171,6 +224,68 @@ void model_rmsnorm_backward(real *dinp, real *dgain, const real *dout, const rea
 			real mean = elem_rmsnorm_mean(rmsnorm_row_dot(dy, gain, x, r, C), C);
 			for (int i = 0; i < C; i++)
 				dx[i] += elem_rmsnorm_dx(dy[i], gain ? gain[i] : 1, x[i], r, mean);
+		}
+	}
+}
+
+/*
+ * LayerNorm (GPT-2's): y = g * (x - mu) * r + b, mu the row's mean, r =
+ * (var + eps)^(-1/2) with the biased variance, two passes over the row
+ * (elemmath.h's elem_layernorm_*); mean and rstd saved. gain, bias NULL:
+ * none.
+ */
+ISA_VECTOR_CLONES
+void model_layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *gain,
+			     const real *bias, int N, int C, double eps)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * C)
+	for (int n = 0; n < N; n++) {
+		const real *x = inp + (size_t)n * C;
+		real *y = out + (size_t)n * C;
+		real mu = elem_layernorm_mean(row_sum(x, C), C);
+		real r = elem_layernorm_rstd(row_centered_sq(x, mu, C), C, eps);
+		mean[n] = mu;
+		rstd[n] = r;
+		for (int i = 0; i < C; i++)
+			y[i] = elem_layernorm_out(x[i], mu, r, gain ? gain[i] : 1, bias ? bias[i] : 0);
+	}
+}
+
+/*
+ * Backward of y = g * xhat + b, xhat = (x - mu) r: dg += sum_n dy xhat,
+ * db += sum_n dy (each thread a slice of the entries, rows in order, as
+ * RMSNorm's); dx += r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),
+ * dxhat = dy g. dgain, dbias NULL: not formed.
+ */
+ISA_VECTOR_CLONES
+void model_layernorm_backward(real *dinp, real *dgain, real *dbias, const real *dout,
+			      const real *inp, const real *gain, const real *mean,
+			      const real *rstd, int N, int C)
+{
+#pragma omp parallel PAR_IF((size_t)N * C)
+	{
+		int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+		int c0 = (int)((long)C * tid / nth), c1 = (int)((long)C * (tid + 1) / nth);
+		if (dgain || dbias)
+			for (int n = 0; n < N; n++) {
+				const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+				real mu = mean[n], r = rstd[n];
+				if (dgain)
+					for (int i = c0; i < c1; i++)
+						dgain[i] += elem_layernorm_dgain(dy[i], x[i], mu, r);
+				if (dbias)
+					for (int i = c0; i < c1; i++)
+						dbias[i] += dy[i];
+			}
+#pragma omp for schedule(static)
+		for (int n = 0; n < N; n++) {
+			const real *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+			real *dx = dinp + (size_t)n * C, mu = mean[n], r = rstd[n];
+			double s1, s2;
+			layernorm_row_dots(dy, gain, x, mu, r, C, &s1, &s2);
+			real m1 = elem_rmsnorm_mean(s1, C), m2 = elem_rmsnorm_mean(s2, C);
+			for (int i = 0; i < C; i++)
+				dx[i] += elem_layernorm_dx(dy[i], gain ? gain[i] : 1, x[i], mu, r, m1, m2);
 		}
 	}
 }
@@ -286,9 +401,25 @@ void model_rope_backward(real *dx, const real *cos_, const real *sin_, int B, in
 	}
 }
 
+/* the causal scores' soft-cap in place, s = cap tanh(s / cap) on and
+ * below the diagonal, tt (T, T) their tanh (0 above) */
+static void softcap_scores(real *s, real *tt, int T, real cap)
+{
+	for (int t = 0; t < T; t++) {
+		real *row = s + (size_t)t * T, *trow = tt + (size_t)t * T;
+		for (int u = 0; u <= t; u++)
+			row[u] = elem_softcap(row[u], cap, &trow[u]);
+		for (int u = t + 1; u < T; u++)
+			trow[u] = 0;
+	}
+}
+
 /*
  * Causal attention with GQA: out[b,t,h] = sum_{u<=t} P[b,h,t,u] v[b,u,g(h)],
- * P = softmax_u(q[b,t,h] . k[b,u,g(h)] / sqrt(hd)), g(h) = h / (H/KV).
+ * P = softmax_u(cap(scale q[b,t,h] . k[b,u,g(h)])), g(h) = h / (H/KV),
+ * scale 1/sqrt(hd) (Llama's) or the family's, cap the identity without a
+ * soft-cap (softcap 0) and softcap tanh(s / softcap) with one (Gemma2's:
+ * att_tanh keeps the tanh for the backward).
  * q (N, H, hd), k and v (N, KV, hd), att (B, H, T, T), out (N, H, hd).
  * Per (b, h) two matrix products: S = scale Q_h K_g^T (the blocks of T x T
  * on and below the diagonal, model_causal_block; what lies above t in a row is
@@ -296,11 +427,11 @@ void model_rope_backward(real *dx, const real *cos_, const real *sin_, int B, in
  * GEMMs run inside the parallel loop, each on one thread.
  */
 ISA_VECTOR_CLONES
-void model_attention_forward(real *out, real *att, const real *q, const real *k, const real *v,
-			     int B, int T, int H, int KV, int hd)
+void model_attention_forward(real *out, real *att, real *att_tanh, const real *q, const real *k,
+			     const real *v, int B, int T, int H, int KV, int hd, real scale,
+			     real softcap)
 {
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
-	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
 	for (int b = 0; b < B; b++)
@@ -317,6 +448,8 @@ void model_attention_forward(real *out, real *att, const real *q, const real *k,
 				GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hd, scale,
 				     qh + (size_t)r0 * Q, Q, kg, K, 0, pbh + (size_t)r0 * T, T);
 			}
+			if (softcap > 0)
+				softcap_scores(pbh, att_tanh + ((size_t)b * H + h) * T * T, T, softcap);
 			for (int t = 0; t < T; t++) {
 				real *p = pbh + (size_t)t * T;
 				real inv = elem_softmax_inv(row_exp_sum(p, t + 1, row_max(p, t + 1)));
@@ -347,18 +480,19 @@ void model_causal_add_tn(real *dy, int ldy, const real *m, const real *x, int ld
 
 /*
  * Backward of the above, per (b, h): dP = dO_h V_g^T; dV_g += P^T dO_h;
- * the softmax backward dS[t,u] = P[t,u] (dP[t,u] - sum_j P[t,j] dP[t,j]);
- * dQ_h += scale dS K_g; dK_g += scale dS^T Q_h. Threads split the
+ * the softmax backward dS[t,u] = P[t,u] (dP[t,u] - sum_j P[t,j] dP[t,j])
+ * (times 1 - tanh^2 through a soft-cap); dQ_h += scale dS K_g; dK_g +=
+ * scale dS^T Q_h. Threads split the
  * (b, KV-head) pairs, so a KV head's gradients are written by one thread
  * only, whatever the group size; dP lives in that pair's T x T scratch.
  */
 ISA_VECTOR_CLONES
 void model_attention_backward(real *dq, real *dk, real *dv, real *scratch,
 			      const real *dout, const real *q, const real *k, const real *v,
-			      const real *att, int B, int T, int H, int KV, int hd)
+			      const real *att, const real *att_tanh, int B, int T, int H, int KV,
+			      int hd, real scale, real softcap)
 {
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
-	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
 	for (int b = 0; b < B; b++)
@@ -387,8 +521,15 @@ void model_attention_backward(real *dq, real *dk, real *dv, real *scratch,
 					const real *p = pbh + (size_t)t * T;
 					real *d = ds + (size_t)t * T;
 					double sum = row_dot(p, d, t + 1);
-					for (int u = 0; u <= t; u++)
-						d[u] = elem_softmax_dscore(p[u], d[u], sum, scale);
+					if (softcap > 0) {
+						const real *tt = att_tanh + (((size_t)b * H + h) * T + t) * T;
+						for (int u = 0; u <= t; u++)
+							d[u] = elem_softmax_dscore_capped(p[u], d[u], sum, tt[u],
+											  scale);
+					} else {
+						for (int u = 0; u <= t; u++)
+							d[u] = elem_softmax_dscore(p[u], d[u], sum, scale);
+					}
 					for (int u = t + 1; u < T; u++)
 						d[u] = 0;
 				}
@@ -403,27 +544,121 @@ void model_attention_backward(real *dq, real *dk, real *dv, real *scratch,
 		}
 }
 
-/* h = silu(gate) * up, silu(x) = x sigmoid(x) */
+/*
+ * The gated unit h = act(gate) * up (elemmath.h's elem_glu: SwiGLU with
+ * SiLU, GeGLU with a GELU). SiLU keeps its own loops (SwiGLU's, in
+ * vectors), the tanh GELU has its own (in vectors: elem_tanh); the exact
+ * GELU's (a libm erf per element) carries the choice inside. The
+ * activations' functions below likewise.
+ */
 ISA_VECTOR_CLONES
-void model_swiglu_forward(real *h, const real *gate, const real *up, size_t n)
+void model_swiglu_forward(real *h, const real *gate, const real *up, size_t n, int act)
 {
+	if (act == ELEM_ACT_SILU) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			h[i] = elem_swiglu(gate[i], up[i]);
+		return;
+	}
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			h[i] = elem_glu(ELEM_ACT_GELU_TANH, gate[i], up[i]);
+		return;
+	}
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++)
-		h[i] = elem_swiglu(gate[i], up[i]);
+		h[i] = elem_glu(act, gate[i], up[i]);
 }
 
-/* d silu(x)/dx = s(x) (1 + x (1 - s(x))) */
+/* dgate += dh up act'(gate), dup += dh act(gate); d silu(x)/dx = s(x) (1
+ * + x (1 - s(x))) */
 ISA_VECTOR_CLONES
 void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
-			   const real *up, size_t n)
+			   const real *up, size_t n, int act)
 {
+	if (act == ELEM_ACT_SILU) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++) {
+			real dg, du;
+			elem_swiglu_backward(dh[i], gate[i], up[i], &dg, &du);
+			dgate[i] += dg;
+			dup[i] += du;
+		}
+		return;
+	}
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++) {
+			real dg, du;
+			elem_glu_backward(ELEM_ACT_GELU_TANH, dh[i], gate[i], up[i], &dg, &du);
+			dgate[i] += dg;
+			dup[i] += du;
+		}
+		return;
+	}
 #pragma omp parallel for simd schedule(static) PAR_IF(n)
 	for (size_t i = 0; i < n; i++) {
 		real dg, du;
-		elem_swiglu_backward(dh[i], gate[i], up[i], &dg, &du);
+		elem_glu_backward(act, dh[i], gate[i], up[i], &dg, &du);
 		dgate[i] += dg;
 		dup[i] += du;
 	}
+}
+
+/* GPT-2's MLP: h = act(x); backward dx += dh act'(x) */
+ISA_VECTOR_CLONES
+void model_act_forward(real *h, const real *x, size_t n, int act)
+{
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			h[i] = elem_act(ELEM_ACT_GELU_TANH, x[i]);
+		return;
+	}
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		h[i] = elem_act(act, x[i]);
+}
+
+ISA_VECTOR_CLONES
+void model_act_backward(real *dx, const real *dh, const real *x, size_t n, int act)
+{
+	if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t i = 0; i < n; i++)
+			dx[i] += elem_act_backward(ELEM_ACT_GELU_TANH, dh[i], x[i]);
+		return;
+	}
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		dx[i] += elem_act_backward(act, dh[i], x[i]);
+}
+
+/* x *= s */
+ISA_VECTOR_CLONES
+void model_scale(real *x, size_t n, real s)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+/* x = cap tanh(x / cap) in place, t = tanh(x / cap); backward dx *= 1 - t^2 */
+ISA_VECTOR_CLONES
+void model_softcap_forward(real *x, real *t, size_t n, real cap)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		x[i] = elem_softcap(x[i], cap, &t[i]);
+}
+
+ISA_VECTOR_CLONES
+void model_softcap_backward(real *dx, const real *t, size_t n)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		dx[i] = elem_softcap_backward(dx[i], t[i]);
 }
 
 /* The backward into the fused product's gradient dgu (N, 2F), written:
@@ -431,16 +666,36 @@ void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *g
  * forms (a -0 comes out +0 as there). */
 ISA_VECTOR_CLONES
 void model_swiglu_backward_fused(real *dgu, const real *dh, const real *gate, const real *up,
-				 int N, int F)
+				 int N, int F, int act)
 {
 #pragma omp parallel for schedule(static) PAR_IF((size_t)N * F)
 	for (int n = 0; n < N; n++) {
 		real *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
 		const real *dhn = dh + (size_t)n * F, *gn = gate + (size_t)n * F, *un = up + (size_t)n * F;
+		if (act == ELEM_ACT_SILU) {
+#pragma omp simd
+			for (int i = 0; i < F; i++) {
+				real tg, tu, zero = 0;
+				elem_swiglu_backward(dhn[i], gn[i], un[i], &tg, &tu);
+				dg[i] = zero + tg;
+				du[i] = zero + tu;
+			}
+			continue;
+		}
+		if (act == ELEM_ACT_GELU_TANH) {
+#pragma omp simd
+			for (int i = 0; i < F; i++) {
+				real tg, tu, zero = 0;
+				elem_glu_backward(ELEM_ACT_GELU_TANH, dhn[i], gn[i], un[i], &tg, &tu);
+				dg[i] = zero + tg;
+				du[i] = zero + tu;
+			}
+			continue;
+		}
 #pragma omp simd
 		for (int i = 0; i < F; i++) {
 			real tg, tu, zero = 0;
-			elem_swiglu_backward(dhn[i], gn[i], un[i], &tg, &tu);
+			elem_glu_backward(act, dhn[i], gn[i], un[i], &tg, &tu);
 			dg[i] = zero + tg;
 			du[i] = zero + tu;
 		}
@@ -509,16 +764,28 @@ void model_zero(real *x, size_t n)
 	}
 }
 
-/* y (rows, n) += b per row; backward: b += y's column sums, rows in order */
+/* y (rows, n) += b per row, the rows over the threads; backward: b +=
+ * y's column sums, each thread a slice of the columns summed over the
+ * rows in order (every element the serial sum's bits) */
 void model_bias(real *y, real *b, int64_t rows, int n, int backward)
 {
-	for (int64_t r = 0; r < rows; r++) {
-		real *row = y + r * n;
-		for (int i = 0; i < n; i++) {
-			if (backward)
-				b[i] += row[i];
-			else
+	if (!backward) {
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows * n)
+		for (int64_t r = 0; r < rows; r++) {
+			real *row = y + r * n;
+			for (int i = 0; i < n; i++)
 				row[i] += b[i];
+		}
+		return;
+	}
+#pragma omp parallel PAR_IF((size_t)rows * n)
+	{
+		int c0, c1;
+		model_rows_of(n, &c0, &c1);
+		for (int64_t r = 0; r < rows; r++) {
+			const real *row = y + r * n;
+			for (int i = c0; i < c1; i++)
+				b[i] += row[i];
 		}
 	}
 }

@@ -52,6 +52,15 @@ void model_rmsnorm_forward(real *out, real *rstd, const real *inp, const real *g
 			   int N, int C, double eps);
 void model_rmsnorm_backward(real *dinp, real *dgain, const real *dout, const real *inp,
 			    const real *gain, const real *rstd, int N, int C);
+/* LayerNorm: out = gain * (x - mean) * rstd + bias per row of C, rstd =
+ * (var + eps)^(-1/2) (the biased variance); mean, rstd (N) saved; gain,
+ * bias may be NULL. Backward adds into dinp, dgain, dbias (dgain, dbias
+ * NULL: not formed). */
+void model_layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *gain,
+			     const real *bias, int N, int C, double eps);
+void model_layernorm_backward(real *dinp, real *dgain, real *dbias, const real *dout,
+			      const real *inp, const real *gain, const real *mean,
+			      const real *rstd, int N, int C);
 /* out (N, dout) = inp (N, din) W^T, W (dout, din) */
 void model_matmul_forward(real *out, const real *inp, const real *w, int N, int din, int dout);
 /* dinp += dout W; dW += dout^T inp (dinp NULL: not formed) */
@@ -66,23 +75,38 @@ void model_bias(real *y, real *b, int64_t rows, int n, int backward);
 /* RoPE in place on (B, T, nh, hd), rotate-half; backward turns back */
 void model_rope_forward(real *x, const real *cos_, const real *sin_, int B, int T, int nh, int hd);
 void model_rope_backward(real *dx, const real *cos_, const real *sin_, int B, int T, int nh, int hd);
-/* causal GQA attention: out (N, Q), att (B, H, T, T) the probabilities;
- * backward adds into dq, dk, dv, scratch (B, KV, T, T) */
-void model_attention_forward(real *out, real *att, const real *q, const real *k, const real *v,
-			     int B, int T, int H, int KV, int hd);
+/* causal GQA attention: out (N, Q), att (B, H, T, T) the probabilities
+ * of the scores q k^T * scale; softcap > 0: the scores softcap tanh(s /
+ * softcap) before the mask, att_tanh (B, H, T, T) their tanh (unused
+ * without); backward adds into dq, dk, dv, scratch (B, KV, T, T) */
+void model_attention_forward(real *out, real *att, real *att_tanh, const real *q, const real *k,
+			     const real *v, int B, int T, int H, int KV, int hd, real scale,
+			     real softcap);
 void model_attention_backward(real *dq, real *dk, real *dv, real *scratch,
 			      const real *dout, const real *q, const real *k, const real *v,
-			      const real *att, int B, int T, int H, int KV, int hd);
+			      const real *att, const real *att_tanh, int B, int T, int H, int KV,
+			      int hd, real scale, real softcap);
 /* dY's rows r0..r1 += M^T X over M's rows from r0 on (M (T, T) causal) */
 void model_causal_add_tn(real *dy, int ldy, const real *m, const real *x, int ldx, int T, int r0,
 			 int r1, int hd);
-/* h = silu(gate) * up; backward adds into dgate, dup; fused: writes
- * dgu (N, 2F), the gate's and up's gradients side by side */
-void model_swiglu_forward(real *h, const real *gate, const real *up, size_t n);
+/* the gated unit h = act(gate) * up, act elemmath.h's ELEM_ACT_ (model.h's
+ * enum model_act: SwiGLU with SiLU, GeGLU with a GELU); backward adds
+ * into dgate, dup; fused: writes dgu (N, 2F), the gate's and up's
+ * gradients side by side */
+void model_swiglu_forward(real *h, const real *gate, const real *up, size_t n, int act);
 void model_swiglu_backward(real *dgate, real *dup, const real *dh, const real *gate,
-			   const real *up, size_t n);
+			   const real *up, size_t n, int act);
 void model_swiglu_backward_fused(real *dgu, const real *dh, const real *gate, const real *up,
-				 int N, int F);
+				 int N, int F, int act);
+/* GPT-2's MLP: h = act(x); backward dx += dh act'(x) */
+void model_act_forward(real *h, const real *x, size_t n, int act);
+void model_act_backward(real *dx, const real *dh, const real *x, size_t n, int act);
+/* x *= s */
+void model_scale(real *x, size_t n, real s);
+/* soft-capping: x = cap tanh(x / cap) in place, t = tanh(x / cap) (n);
+ * backward dx *= 1 - t^2 in place */
+void model_softcap_forward(real *x, real *t, size_t n, real cap);
+void model_softcap_backward(real *dx, const real *t, size_t n);
 /* dq, dk, dv side by side in dqkv (N, Q + 2K) */
 void model_qkv_join(real *dqkv, const real *dq, const real *dk, const real *dv, int N, int Q, int K);
 void model_residual_forward(real *out, const real *a, const real *b, size_t n);

@@ -60,8 +60,10 @@ static int add_tensor(struct model *m, const char *role, int layer, int rank,
 		return sw_fail(err, SW_ESOFTWARE, "model: more tensors than counted (%d)", m->tensors_cap);
 	t = &m->tensors[m->ntensors];
 	memset(t, 0, sizeof *t);
-	if (arch_info_for_role(&m->c, role, layer, &t->info) < 0)
-		return sw_fail(err, SW_ESOFTWARE, "model: unknown role %s", role);
+	/* named as the family's files name it (GPT-2's c_attn parts,
+	 * Gemma2's post-norms) */
+	if (family_info_for_role(&m->c, role, layer, &t->info) < 0)
+		return sw_fail(err, SW_ESOFTWARE, "model: role %s has no name", role);
 	t->info.rank = rank;
 	t->info.shape[0] = d0;
 	t->info.shape[1] = d1;

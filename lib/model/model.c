@@ -19,6 +19,10 @@
 #include <string.h>
 #include <time.h>
 
+/* elemmath.h's activations take model.h's enum by value */
+_Static_assert((int)MODEL_ACT_SILU == ELEM_ACT_SILU && (int)MODEL_ACT_GELU_TANH == ELEM_ACT_GELU_TANH &&
+	       (int)MODEL_ACT_GELU == ELEM_ACT_GELU, "enum model_act is elemmath.h's ELEM_ACT_");
+
 int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 {
 	int rc;
@@ -117,17 +121,27 @@ static void acts_sizes(const struct sw_config *c, int B, int T, int recompute, s
 	size_t N = (size_t)B * T, C = (size_t)c->d_model, Q = (size_t)(c->n_heads * c->head_dim),
 	       K = (size_t)(c->n_kv_heads * c->head_dim), F = (size_t)c->d_ff, V = (size_t)c->vocab_size,
 	       H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads, L = (size_t)c->n_layers;
+	struct model_arch a = model_arch_of(c);
+	size_t gates = a.gated ? 1 : 0;
 	size_t per_layer = N * C * 6 + N * Q * 5 + N * K * 3 + N * H + N * KV + N * 4 +
-			   (size_t)B * H * T * T + N * F * 4;
+			   (size_t)B * H * T * T + N * F * (3 + gates);
 	int dnp_attn, dnp_ffn;
 
 	dnp_of(c, &dnp_attn, &dnp_ffn);
 	per_layer += (dnp_attn ? N * K + N * KV : 0) + (dnp_ffn ? 2 * N * F + 2 * N : 0);
+	/* the families' (model_alloc_acts): LayerNorm's means, the scores'
+	 * tanh, the post-norms' outputs and rstd */
+	per_layer += (a.layernorm ? 2 * N : 0) + (a.attn_softcap ? (size_t)B * H * T * T : 0) +
+		     (a.post_norms ? 2 * N * C + 2 * N : 0);
 	/* recomputing, what each layer keeps (model_alloc_acts): x_in, x_mid,
-	 * q_lin, k_lin, v (or v_lin), gate and up (or their _lin) */
-	size_t kept = N * C * 2 + N * Q + N * K * 2 + N * F * 2;
+	 * q_lin, k_lin, v (or v_lin), gate and up (or their _lin; up alone
+	 * without a gate); with post-norms the sublayers' outputs and the
+	 * norms' rstd, computed with the products */
+	size_t kept = N * C * 2 + N * Q + N * K * 2 + N * F * (1 + gates) +
+		      (a.post_norms ? 2 * N * C + 2 * N : 0);
 
-	*total = (recompute ? per_layer + (L - 1) * kept : per_layer * L) + N * C * 2 + N + N * V + N;
+	*total = (recompute ? per_layer + (L - 1) * kept : per_layer * L) + N * C * 2 + N + N * V + N +
+		 (a.layernorm ? N : 0) + (a.final_softcap ? N * V : 0);
 	/* backward: dres, dn (N,C); dF x3 (N,F); dq, dq2 (N,Q); dk, dk2, dv (N,K);
 	 * the attention's T x T dP per (b, kv head): (B, KV, T, T), a fraction
 	 * 1/(L group) of the saved probabilities */
@@ -155,6 +169,7 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	real *p;
 	float *inv;
 	int dnp_attn, dnp_ffn, rc;
+	const struct model_arch *ar = &m->arch;
 
 	if (B == m->B && T == m->T && m->acts_block && m->acts_recompute == m->recompute)
 		return SW_OK;
@@ -203,7 +218,13 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 			if (dnp_ffn) {
 				TAKE(a->gate_lin, N * F); TAKE(a->up_lin, N * F);
 			} else {
-				TAKE(a->gate, N * F); TAKE(a->up, N * F);
+				if (ar->gated)
+					TAKE(a->gate, N * F);
+				TAKE(a->up, N * F);
+			}
+			if (ar->post_norms) {
+				TAKE(a->attn_y, N * C); TAKE(a->mlp_y, N * C);
+				TAKE(a->attn_post_rstd, N); TAKE(a->mlp_post_rstd, N);
 			}
 			continue;
 		}
@@ -213,8 +234,20 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 		TAKE(a->att, (size_t)B * H * T * T);
 		TAKE(a->att_out, N * Q); TAKE(a->o_in, N * Q); TAKE(a->o_in_rstd, N);
 		TAKE(a->attn_y, N * C); TAKE(a->x_mid, N * C); TAKE(a->n2, N * C); TAKE(a->n2_rstd, N);
-		TAKE(a->gate, N * F); TAKE(a->up, N * F); TAKE(a->h, N * F); TAKE(a->d_in, N * F);
+		if (ar->gated)
+			TAKE(a->gate, N * F);
+		TAKE(a->up, N * F); TAKE(a->h, N * F); TAKE(a->d_in, N * F);
 		TAKE(a->d_in_rstd, N); TAKE(a->mlp_y, N * C);
+		/* the families' (acts_sizes) */
+		if (ar->layernorm) {
+			TAKE(a->n1_mean, N); TAKE(a->n2_mean, N);
+		}
+		if (ar->attn_softcap)
+			TAKE(a->att_tanh, (size_t)B * H * T * T);
+		if (ar->post_norms) {
+			TAKE(a->attn_post, N * C); TAKE(a->attn_post_rstd, N);
+			TAKE(a->mlp_post, N * C); TAKE(a->mlp_post_rstd, N);
+		}
 		if (dnp_attn) {
 			TAKE(a->v_lin, N * K); TAKE(a->v_rstd, N * KV);
 		}
@@ -225,6 +258,10 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 	}
 	TAKE(m->x_final, N * C); TAKE(m->nf, N * C); TAKE(m->nf_rstd, N);
 	TAKE(m->logits, N * V); TAKE(m->losses, N);
+	if (ar->layernorm)
+		TAKE(m->nf_mean, N);
+	if (ar->final_softcap)
+		TAKE(m->logits_tanh, N * V);
 #undef TAKE
 	/* the frequencies from the one table (arch_rope_inv_freq, the CUDA
 	 * model's too; model_build refused the types it does not compute);
@@ -368,6 +405,13 @@ static void cpu_rmsnorm(void *ctx, real *out, real *rstd, const real *inp, const
 	model_rmsnorm_forward(out, rstd, inp, gain, (int)rows, n, eps);
 }
 
+static void cpu_layernorm(void *ctx, real *out, real *mean, real *rstd, const real *inp,
+			  const real *gain, const real *bias, int64_t rows, int n, double eps)
+{
+	(void)ctx;
+	model_layernorm_forward(out, mean, rstd, inp, gain, bias, (int)rows, n, eps);
+}
+
 static void cpu_matmul(void *ctx, real *out, const real *inp, const real *w, int N, int din, int dout)
 {
 	(void)ctx;
@@ -395,10 +439,7 @@ static void cpu_attention(void *ctx, real *out, real *att, real *att_tanh, const
 			  real scale, real softcap)
 {
 	(void)ctx;
-	(void)att_tanh;
-	(void)scale;
-	(void)softcap;
-	model_attention_forward(out, att, q, k, v, B, T, H, KV, hd);
+	model_attention_forward(out, att, att_tanh, q, k, v, B, T, H, KV, hd, scale, softcap);
 }
 
 static void cpu_residual(void *ctx, real *out, const real *a, const real *b, size_t n)
@@ -411,16 +452,42 @@ static void cpu_swiglu(void *ctx, real *h, const real *gate, const real *up, siz
 		       enum model_act act)
 {
 	(void)ctx;
-	(void)act;
-	model_swiglu_forward(h, gate, up, n);
+	model_swiglu_forward(h, gate, up, n, (int)act);
 }
 
 static void cpu_swiglu_backward(void *ctx, real *dgate, real *dup, const real *dh,
 				const real *gate, const real *up, size_t n, enum model_act act)
 {
 	(void)ctx;
-	(void)act;
-	model_swiglu_backward(dgate, dup, dh, gate, up, n);
+	model_swiglu_backward(dgate, dup, dh, gate, up, n, (int)act);
+}
+
+static void cpu_act(void *ctx, real *h, const real *x, size_t n, enum model_act act)
+{
+	(void)ctx;
+	model_act_forward(h, x, n, (int)act);
+}
+
+static void cpu_act_backward(void *ctx, real *dx, const real *dh, const real *x, size_t n,
+			     enum model_act act)
+{
+	(void)ctx;
+	model_act_backward(dx, dh, x, n, (int)act);
+}
+
+static void cpu_scale(void *ctx, real *x, size_t n, real s)
+{
+	(void)ctx;
+	model_scale(x, n, s);
+}
+
+static void cpu_softcap(void *ctx, real *x, real *t, size_t n, real cap, int backward)
+{
+	(void)ctx;
+	if (backward)
+		model_softcap_backward(x, t, n);
+	else
+		model_softcap_forward(x, t, n, cap);
 }
 
 static void cpu_loss(void *ctx, real *losses, real *probs, const int *targets, int N, int V)
@@ -456,6 +523,14 @@ static void cpu_rmsnorm_backward(void *ctx, real *dinp, real *dgain, const real 
 	model_rmsnorm_backward(dinp, dgain, dout, inp, gain, rstd, (int)rows, n);
 }
 
+static void cpu_layernorm_backward(void *ctx, real *dinp, real *dgain, real *dbias,
+				   const real *dout, const real *inp, const real *gain,
+				   const real *mean, const real *rstd, int64_t rows, int n)
+{
+	(void)ctx;
+	model_layernorm_backward(dinp, dgain, dbias, dout, inp, gain, mean, rstd, (int)rows, n);
+}
+
 real *model_att_scratch(const struct model *m)
 {
 	return cpu_scratch(m).att;
@@ -466,10 +541,8 @@ static void cpu_attention_backward(void *ctx, real *dq, real *dk, real *dv, cons
 				   const real *att_tanh, int B, int T, int H, int KV, int hd,
 				   real scale, real softcap)
 {
-	(void)att_tanh;
-	(void)scale;
-	(void)softcap;
-	model_attention_backward(dq, dk, dv, cpu_scratch(ctx).att, dout, q, k, v, att, B, T, H, KV, hd);
+	model_attention_backward(dq, dk, dv, cpu_scratch(ctx).att, dout, q, k, v, att, att_tanh, B, T,
+				 H, KV, hd, scale, softcap);
 }
 
 /* SwiGLU's backward into the fused (N, 2F) gradient, then one product for
@@ -485,8 +558,7 @@ static void cpu_gate_up_backward(void *ctx, real *dn, real *dgate, real *dup, co
 
 	(void)dup;
 	(void)wup;
-	(void)act;
-	model_swiglu_backward_fused(dgu, dh, gate, up, N, F);
+	model_swiglu_backward_fused(dgu, dh, gate, up, N, F, (int)act);
 	LAP(ELEMWISE);
 	model_matmul_backward_parts(dn, dgate, dgu, inp, wgate, N, C, parts, 2);
 	LAP(GEMM);
@@ -577,6 +649,9 @@ static const struct model_ops cpu_ops = {
 	.update_effective = cpu_update_effective,
 	.embed = cpu_embed,
 	.rmsnorm = cpu_rmsnorm,
+	.layernorm = cpu_layernorm,
+	.scale = cpu_scale,
+	.softcap = cpu_softcap,
 	.matmul = cpu_matmul,
 	.copy = cpu_copy,
 	.bias = cpu_bias,
@@ -585,11 +660,14 @@ static const struct model_ops cpu_ops = {
 	.residual = cpu_residual,
 	.swiglu = cpu_swiglu,
 	.swiglu_backward = cpu_swiglu_backward,
+	.act = cpu_act,
+	.act_backward = cpu_act_backward,
 	.loss = cpu_loss,
 	.zero = cpu_zero,
 	.loss_backward = cpu_loss_backward,
 	.matmul_backward = cpu_matmul_backward,
 	.rmsnorm_backward = cpu_rmsnorm_backward,
+	.layernorm_backward = cpu_layernorm_backward,
 	.attention_backward = cpu_attention_backward,
 	.gate_up_backward = cpu_gate_up_backward,
 	.qkv_backward = cpu_qkv_backward,

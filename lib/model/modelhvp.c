@@ -44,8 +44,9 @@ int model_rop_wanted(const struct model *m, const unsigned char *want, int i)
 			   (m->linears[li].col_tensor >= 0 && want[m->linears[li].col_tensor]));
 }
 
-/* The lowest layer holding a wanted tensor: -1 for the embedding (the
- * whole model), n_layers when only the final norm and head are wanted. */
+/* The lowest layer holding a wanted tensor: -1 for the embedding or the
+ * position embeddings (the whole model), n_layers when only the final
+ * norm (and its bias) and head are wanted. */
 int model_rop_first(const struct model *m, const unsigned char *want)
 {
 	int first = (int)m->c.n_layers;
@@ -54,7 +55,7 @@ int model_rop_first(const struct model *m, const unsigned char *want)
 		const struct sw_tensor_info *t = &m->tensors[i].info;
 		if (!model_rop_wanted(m, want, i))
 			continue;
-		if (t->block == SW_BLOCK_EMB)
+		if (t->block == SW_BLOCK_EMB || !strcmp(t->role, "pos_embed"))
 			return -1;
 		if (t->layer >= 0 && t->layer < first)
 			first = t->layer;
@@ -195,6 +196,148 @@ static void rop_rmsnorm_backward(real *rdinp, real *rdgain, const real *dout, co
 	}
 }
 
+/* R{y} of layernorm (GPT-2): with mu = mean(x), xhat = (x - mu) r,
+ * r = (mean((x - mu)^2) + eps)^(-1/2), y = g xhat + b:
+ * R{mu} = mean(R{x}), R{r} = -r^3 mean((x - mu) (R{x} - R{mu})),
+ * R{xhat} = (R{x} - R{mu}) r + (x - mu) R{r},
+ * R{y} = g R{xhat} + R{g} xhat + R{b} (gain NULL: 1; rgain, rbias NULL:
+ * zero); R{mu}, R{r} saved. */
+static void rop_layernorm_forward(real *ry, real *rmean, real *rrstd, const real *inp,
+				  const real *rinp, const real *gain, const real *rgain,
+				  const real *rbias, const real *mean, const real *rstd, int N, int C)
+{
+#pragma omp parallel for schedule(static) PAR_IF((size_t)N * C)
+	for (int n = 0; n < N; n++) {
+		const real *x = inp + (size_t)n * C, *rx = rinp + (size_t)n * C;
+		real *y = ry + (size_t)n * C;
+		double mu = mean[n], r = rstd[n], rmu = 0, dot = 0, rr;
+		for (int i = 0; i < C; i++)
+			rmu += rx[i];
+		rmu /= C;
+		for (int i = 0; i < C; i++)
+			dot += (x[i] - mu) * (rx[i] - rmu);
+		rr = -r * r * r * dot / C;
+		rmean[n] = (real)rmu;
+		rrstd[n] = (real)rr;
+		for (int i = 0; i < C; i++) {
+			double xhat = (x[i] - mu) * r, rxhat = (rx[i] - rmu) * r + (x[i] - mu) * rr;
+			y[i] = (real)(rxhat * (gain ? gain[i] : 1) + (rgain ? rgain[i] * xhat : 0) +
+				      (rbias ? rbias[i] : 0));
+		}
+	}
+}
+
+/*
+ * R{} of layernorm's backward (dxhat = dy g, a = mean(dxhat),
+ * b = mean(dxhat xhat), dx = r (dxhat - a - xhat b), dg = sum_n dy xhat,
+ * db = sum_n dy): R{dxhat} = R{dy} g + dy R{g}, R{a} = mean(R{dxhat}),
+ * R{b} = mean(R{dxhat} xhat + dxhat R{xhat}),
+ * R{dx} = R{r} (dxhat - a - xhat b) + r (R{dxhat} - R{a} - R{xhat} b - xhat R{b}),
+ * R{dg} = sum_n R{dy} xhat + dy R{xhat}, R{db} = sum_n R{dy}. Adds into
+ * rdinp, rdgain, rdbias (NULL: not wanted); dout NULL: Gauss-Newton.
+ */
+static void rop_layernorm_backward(real *rdinp, real *rdgain, real *rdbias, const real *dout,
+				   const real *rdout, const real *inp, const real *rinp,
+				   const real *gain, const real *rgain, const real *mean,
+				   const real *rstd, const real *rmean, const real *rrstd, int N, int C)
+{
+#pragma omp parallel PAR_IF((size_t)N * C)
+	{
+		int c0, c1;
+		/* each thread owns a slice of the gain's and bias's entries */
+		model_rows_of(C, &c0, &c1);
+		for (int n = 0; (rdgain || rdbias) && n < N; n++) {
+			const real *x = inp + (size_t)n * C, *rx = rinp + (size_t)n * C;
+			const real *dy = dout ? dout + (size_t)n * C : NULL, *rdy = rdout + (size_t)n * C;
+			double mu = mean[n], r = rstd[n], rmu = rmean[n], rr = rrstd[n];
+			for (int i = c0; i < c1; i++) {
+				double xhat = (x[i] - mu) * r, rxhat = (rx[i] - rmu) * r + (x[i] - mu) * rr;
+				if (rdgain)
+					rdgain[i] += (real)(rdy[i] * xhat + (dy ? dy[i] * rxhat : 0));
+				if (rdbias)
+					rdbias[i] += rdy[i];
+			}
+		}
+#pragma omp for schedule(static)
+		for (int n = 0; n < N; n++) {
+			const real *x = inp + (size_t)n * C, *rx = rinp + (size_t)n * C;
+			const real *dy = dout ? dout + (size_t)n * C : NULL, *rdy = rdout + (size_t)n * C;
+			real *rdx = rdinp + (size_t)n * C;
+			double mu = mean[n], r = rstd[n], rmu = rmean[n], rr = rrstd[n];
+			double a = 0, b = 0, ra = 0, rb = 0;
+			for (int i = 0; i < C; i++) {
+				double g = gain ? gain[i] : 1, xhat = (x[i] - mu) * r;
+				double rdxhat = rdy[i] * g + (dy && rgain ? (double)dy[i] * rgain[i] : 0);
+				ra += rdxhat;
+				rb += rdxhat * xhat;
+				if (dy) {
+					double dxhat = dy[i] * g, rxhat = (rx[i] - rmu) * r + (x[i] - mu) * rr;
+					a += dxhat;
+					b += dxhat * xhat;
+					rb += dxhat * rxhat;
+				}
+			}
+			a /= C;
+			b /= C;
+			ra /= C;
+			rb /= C;
+			for (int i = 0; i < C; i++) {
+				double g = gain ? gain[i] : 1, xhat = (x[i] - mu) * r;
+				double rdxhat = rdy[i] * g + (dy && rgain ? (double)dy[i] * rgain[i] : 0);
+				double v = r * (rdxhat - ra - xhat * rb);
+				if (dy) {
+					double dxhat = dy[i] * g, rxhat = (rx[i] - rmu) * r + (x[i] - mu) * rr;
+					v += rr * (dxhat - a - xhat * b) - r * rxhat * b;
+				}
+				rdx[i] += (real)v;
+			}
+		}
+	}
+}
+
+/* R{} of the soft-cap on the logits (elemmath.h): forward R{y} = (1 -
+ * t^2) R{x} over R{x} in place; backward over R{dy} in place, rx the
+ * pre-cap tangent, dy NULL: Gauss-Newton */
+ISA_VECTOR_CLONES
+static void rop_softcap_forward(real *rx, const real *t, size_t n)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		rx[i] = (1 - t[i] * t[i]) * rx[i];
+}
+
+ISA_VECTOR_CLONES
+static void rop_softcap_backward(real *rdy, const real *dy, const real *t, const real *rx, size_t n,
+				 real cap)
+{
+	int primal = dy != NULL;
+
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		rdy[i] = elem_softcap_backward_tangent(primal ? dy[i] : 0, primal, rdy[i], t[i], rx[i], cap);
+}
+
+/* R{} of GPT-2's MLP activation h = act(x), R{h} = act'(x) R{x}, and of
+ * its backward (elemmath.h) */
+ISA_VECTOR_CLONES
+static void rop_act_forward(real *rh, const real *x, const real *rx, size_t n, int act)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		rh[i] = elem_act_d1(act, x[i]) * rx[i];
+}
+
+ISA_VECTOR_CLONES
+static void rop_act_backward(real *rdx, const real *dh, const real *rdh, const real *x,
+			     const real *rx, size_t n, int act)
+{
+	int primal = dh != NULL;
+
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		rdx[i] += elem_act_backward_tangent(act, primal ? dh[i] : 0, primal, rdh[i], x[i], rx[i]);
+}
+
 /* R{y} = R{x} W^T + x R{W}^T (rw NULL: zero) */
 static void rop_matmul_forward(real *ry, const real *inp, const real *rinp, const real *w,
 			       const real *rw, int N, int din, int dout)
@@ -249,17 +392,20 @@ static void rop_matmul_backward(real *rdinp, real *rdw, const real *dout, const 
 
 /*
  * R{} of attention_forward, per (b, h): R{S} = scale (R{Q} K^T + Q R{K}^T),
- * R{P} = P (R{S} - rowsum(P R{S})) (zero above the diagonal, as P),
+ * through a soft-cap (softcap > 0, S' = softcap t, t = tanh(S / softcap)
+ * the primal's att_tanh) R{S'} = (1 - t^2) R{S} and R{t} = R{S'} /
+ * softcap kept in rtanh (B, H, T, T) for the backward,
+ * R{P} = P (R{S'} - rowsum(P R{S'})) (zero above the diagonal, as P),
  * R{O} = R{P} V + P R{V}. ratt (B, H, T, T) keeps R{P} for the backward.
  * The products in the CPU's causal blocks (cpukern.h): what lies above the
  * diagonal is zero and not computed.
  */
-static void rop_attention_forward(real *rout, real *ratt, const real *att, const real *q,
-				  const real *k, const real *v, const real *rq, const real *rk,
-				  const real *rv, int B, int T, int H, int KV, int hd)
+static void rop_attention_forward(real *rout, real *ratt, real *rtanh, const real *att,
+				  const real *att_tanh, const real *q, const real *k,
+				  const real *v, const real *rq, const real *rk, const real *rv,
+				  int B, int T, int H, int KV, int hd, real scale, real softcap)
 {
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
-	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
 	for (int b = 0; b < B; b++)
@@ -281,6 +427,13 @@ static void rop_attention_forward(real *rout, real *ratt, const real *att, const
 				const real *p = pbh + (size_t)t * T;
 				real *rp = rpbh + (size_t)t * T;
 				double s = 0;
+				if (softcap > 0) {
+					size_t at = ((size_t)b * H + h) * T * T + (size_t)t * T;
+					for (int u = 0; u <= t; u++) {
+						rp[u] = (1 - att_tanh[at + u] * att_tanh[at + u]) * rp[u];
+						rtanh[at + u] = rp[u] / softcap;
+					}
+				}
 				for (int u = 0; u <= t; u++)
 					s += (double)p[u] * rp[u];
 				for (int u = 0; u <= t; u++)
@@ -299,6 +452,25 @@ static void rop_attention_forward(real *rout, real *ratt, const real *att, const
 		}
 }
 
+/* One row's dS and R{dS} over n columns through the soft-cap (see
+ * rop_attention_backward): d holds dP (primal) and rd R{dP} on entry;
+ * primal 0: Gauss-Newton, d untouched */
+static void softcap_dscores(real *d, real *rd, const real *p, const real *rp, const real *t,
+			    const real *rt, double sig, double rsig, int n, real scale, int primal)
+{
+	for (int u = 0; u < n; u++) {
+		real w = 1 - t[u] * t[u];
+		if (primal) {
+			real e = p[u] * (d[u] - (real)sig);
+			real re = rp[u] * (d[u] - (real)sig) + p[u] * (rd[u] - (real)rsig);
+			rd[u] = (w * re - 2 * t[u] * rt[u] * e) * scale;
+			d[u] = w * e * scale;
+		} else {
+			rd[u] = w * p[u] * (rd[u] - (real)rsig) * scale;
+		}
+	}
+}
+
 /*
  * R{} of attention_backward, with the primal pass it needs, per (b, h):
  * dP = dO V^T, dV += P^T dO, sig = rowsum(P dP), dS = scale P (dP - sig),
@@ -307,6 +479,9 @@ static void rop_attention_forward(real *rout, real *ratt, const real *att, const
  * R{sig} = rowsum(R{P} dP + P R{dP}),
  * R{dS} = scale (R{P} (dP - sig) + P (R{dP} - R{sig})),
  * R{dQ} += R{dS} K + dS R{K}, R{dK} += R{dS}^T Q + dS^T R{Q}.
+ * Through a soft-cap (softcap > 0, att_tanh's t, rtanh's R{t}: the
+ * forward's) E = P (dP - sig) is the capped scores' gradient and
+ * dS = scale (1 - t^2) E, R{dS} = scale ((1 - t^2) R{E} - 2 t R{t} E).
  * dout NULL (Gauss-Newton): no primal pass, dq, dk, dv untouched; dq, dk,
  * dv NULL: the primal's dS for the tangents, not its gradients. Threads
  * split the (b, KV head) pairs as attention_backward does; dP/dS and
@@ -317,10 +492,10 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 				   real *pscratch, real *rscratch, const real *dout, const real *rdout,
 				   const real *q, const real *k, const real *v, const real *rq,
 				   const real *rk, const real *rv, const real *att, const real *ratt,
-				   int B, int T, int H, int KV, int hd)
+				   const real *att_tanh, const real *rtanh, int B, int T, int H, int KV,
+				   int hd, real scale, real softcap)
 {
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T);
-	real scale = (real)(1.0 / sqrt((double)hd));
 
 #pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)B * H * T * T * hd)
 	for (int b = 0; b < B; b++)
@@ -365,13 +540,19 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 							rsig += (double)rp[u] * d[u];
 						}
 					}
-					for (int u = 0; u <= t; u++) {
-						if (dout) {
-							rd[u] = (rp[u] * (d[u] - (real)sig) +
-								 p[u] * (rd[u] - (real)rsig)) * scale;
-							d[u] = p[u] * (d[u] - (real)sig) * scale;
-						} else {
-							rd[u] = p[u] * (rd[u] - (real)rsig) * scale;
+					if (softcap > 0) {
+						size_t at = (size_t)(pbh - att) + (size_t)t * T;
+						softcap_dscores(d, rd, p, rp, att_tanh + at, rtanh + at, sig, rsig,
+								t + 1, scale, dout != NULL);
+					} else {
+						for (int u = 0; u <= t; u++) {
+							if (dout) {
+								rd[u] = (rp[u] * (d[u] - (real)sig) +
+									 p[u] * (rd[u] - (real)rsig)) * scale;
+								d[u] = p[u] * (d[u] - (real)sig) * scale;
+							} else {
+								rd[u] = p[u] * (rd[u] - (real)rsig) * scale;
+							}
 						}
 					}
 					for (int u = t + 1; u < T; u++) {
@@ -405,7 +586,8 @@ static void rop_attention_backward(real *dq, real *dk, real *dv, real *rdq, real
 }
 
 /* R{h} of swiglu_forward, and R{} of swiglu_backward (elemmath.h); in
- * vectors, as cpukern.c's SwiGLU (element by element: the same bits) */
+ * vectors, as cpukern.c's SwiGLU (element by element: the same bits).
+ * GeGLU (act a GELU): elemmath.h's gated unit of the activation. */
 ISA_VECTOR_CLONES
 static void rop_swiglu_forward(real *rh, const real *gate, const real *up, const real *rgate,
 			       const real *rup, size_t n)
@@ -427,6 +609,32 @@ static void rop_swiglu_backward(real *rdgate, real *rdup, const real *dh, const 
 		real dg, du;
 		elem_swiglu_backward_tangent(primal ? dh[i] : 0, primal, rdh[i], gate[i], up[i],
 					     rgate[i], rup[i], &dg, &du);
+		rdgate[i] += dg;
+		rdup[i] += du;
+	}
+}
+
+ISA_VECTOR_CLONES
+static void rop_glu_forward(real *rh, const real *gate, const real *up, const real *rgate,
+			    const real *rup, size_t n, int act)
+{
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++)
+		rh[i] = elem_glu_tangent(act, gate[i], up[i], rgate[i], rup[i]);
+}
+
+ISA_VECTOR_CLONES
+static void rop_glu_backward(real *rdgate, real *rdup, const real *dh, const real *rdh,
+			     const real *gate, const real *up, const real *rgate, const real *rup,
+			     size_t n, int act)
+{
+	int primal = dh != NULL;
+
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+	for (size_t i = 0; i < n; i++) {
+		real dg, du;
+		elem_glu_backward_tangent(act, primal ? dh[i] : 0, primal, rdh[i], gate[i], up[i],
+					  rgate[i], rup[i], &dg, &du);
 		rdgate[i] += dg;
 		rdup[i] += du;
 	}
@@ -527,15 +735,21 @@ void model_rop_top_views(const struct model *m, const unsigned char *want,
 {
 	int head = model_rop_wanted(m, want, rop_head_tensor(m)),
 	    final = model_rop_wanted(m, want, model_find(m, "final_norm", -1)),
-	    embed = model_rop_wanted(m, want, model_find(m, "embed", -1));
+	    final_bias = model_rop_wanted(m, want, model_find(m, "final_norm_bias", -1)),
+	    embed = model_rop_wanted(m, want, model_find(m, "embed", -1)),
+	    pos = model_rop_wanted(m, want, model_find(m, "pos_embed", -1));
 
 	memset(rw, 0, sizeof *rw);
 	memset(rgo, 0, sizeof *rgo);
 	memset(eg, 0, sizeof *eg);
 	rw->embed = embed ? rp->embed : NULL;
 	rgo->embed = embed ? rg->embed : NULL;
+	rw->pos_embed = pos ? rp->pos_embed : NULL;
+	rgo->pos_embed = pos ? rg->pos_embed : NULL;
 	rw->final_norm = final ? rp->final_norm : NULL;
 	rgo->final_norm = final ? rg->final_norm : NULL;
+	rw->final_norm_bias = final_bias ? rp->final_norm_bias : NULL;
+	rgo->final_norm_bias = final_bias ? rg->final_norm_bias : NULL;
 	rw->lm_head = head ? rp->lm_head : NULL;
 	rgo->lm_head = head ? rg->lm_head : NULL;
 	eg->lm_head = eff_grad(m, m->p.lm_head, m->g.lm_head);
@@ -559,6 +773,10 @@ struct cpu_rop {
 	const unsigned char *want;
 	int hv;
 	struct model_rop_tape *tape;
+	/* the layer the sequence is in (its layer_views call names it): the
+	 * soft-capped attention keeps R{att_tanh} in the tangent model's
+	 * att_tanh of that layer, for the backward */
+	int layer;
 };
 
 static void cpu_rop_layer_views(void *ctx, int l, struct layer_ptrs *rw, struct layer_ptrs *rg,
@@ -566,6 +784,7 @@ static void cpu_rop_layer_views(void *ctx, int l, struct layer_ptrs *rw, struct 
 {
 	struct cpu_rop *r = ctx;
 
+	r->layer = l;
 	model_rop_views(r->m, r->want, &r->rm->p, &r->rm->g, l, rw, rg, eg);
 }
 
@@ -592,6 +811,43 @@ static void cpu_rop_rmsnorm(void *ctx, real *ry, real *rrstd, const real *inp, c
 	rop_rmsnorm_forward(ry, rrstd, inp, rinp, gain, rgain, rstd, (int)rows, n);
 }
 
+static void cpu_rop_layernorm(void *ctx, real *ry, real *rmean, real *rrstd, const real *inp,
+			      const real *rinp, const real *gain, const real *rgain, const real *rbias,
+			      const real *mean, const real *rstd, int64_t rows, int n)
+{
+	(void)ctx;
+	rop_layernorm_forward(ry, rmean, rrstd, inp, rinp, gain, rgain, rbias, mean, rstd, (int)rows,
+			      n);
+}
+
+static void cpu_rop_softcap(void *ctx, real *rx, const real *t, size_t n, real cap)
+{
+	(void)ctx;
+	(void)cap;
+	rop_softcap_forward(rx, t, n);
+}
+
+static void cpu_rop_softcap_backward(void *ctx, real *rdx, const real *dcapped, const real *t,
+				     const real *rx, size_t n, real cap)
+{
+	(void)ctx;
+	rop_softcap_backward(rdx, dcapped, t, rx, n, cap);
+}
+
+static void cpu_rop_act(void *ctx, real *rh, const real *x, const real *rx, size_t n,
+			enum model_act act)
+{
+	(void)ctx;
+	rop_act_forward(rh, x, rx, n, (int)act);
+}
+
+static void cpu_rop_act_backward(void *ctx, real *rdx, const real *dh, const real *rdh,
+				 const real *x, const real *rx, size_t n, enum model_act act)
+{
+	(void)ctx;
+	rop_act_backward(rdx, dh, rdh, x, rx, n, (int)act);
+}
+
 static void cpu_rop_matmul(void *ctx, real *ry, const real *inp, const real *rinp, const real *w,
 			   const real *rw, int N, int din, int dout)
 {
@@ -604,19 +860,20 @@ static void cpu_rop_attention(void *ctx, real *rout, real *ratt, const real *att
 			      const real *rq, const real *rk, const real *rv, int B, int T, int H,
 			      int KV, int hd, real scale, real softcap)
 {
-	(void)ctx;
-	(void)att_tanh;
-	(void)scale;
-	(void)softcap;
-	rop_attention_forward(rout, ratt, att, q, k, v, rq, rk, rv, B, T, H, KV, hd);
+	struct cpu_rop *r = ctx;
+
+	rop_attention_forward(rout, ratt, softcap > 0 ? r->rm->acts[r->layer].att_tanh : NULL, att,
+			      att_tanh, q, k, v, rq, rk, rv, B, T, H, KV, hd, scale, softcap);
 }
 
 static void cpu_rop_swiglu(void *ctx, real *rh, const real *gate, const real *up,
 			   const real *rgate, const real *rup, size_t n, enum model_act act)
 {
 	(void)ctx;
-	(void)act;
-	rop_swiglu_forward(rh, gate, up, rgate, rup, n);
+	if (act == MODEL_ACT_SILU)
+		rop_swiglu_forward(rh, gate, up, rgate, rup, n);
+	else
+		rop_glu_forward(rh, gate, up, rgate, rup, n, (int)act);
 }
 
 static void cpu_rop_loss_backward(void *ctx, real *rz, const real *probs, int N, int V, real scale)
@@ -643,6 +900,17 @@ static void cpu_rop_rmsnorm_backward(void *ctx, real *rdinp, real *rdgain, const
 			     (int)rows, n);
 }
 
+static void cpu_rop_layernorm_backward(void *ctx, real *rdinp, real *rdgain, real *rdbias,
+				       const real *dout, const real *rdout, const real *inp,
+				       const real *rinp, const real *gain, const real *rgain,
+				       const real *mean, const real *rstd, const real *rmean,
+				       const real *rrstd, int64_t rows, int n)
+{
+	(void)ctx;
+	rop_layernorm_backward(rdinp, rdgain, rdbias, dout, rdout, inp, rinp, gain, rgain, mean, rstd,
+			       rmean, rrstd, (int)rows, n);
+}
+
 static void cpu_rop_attention_backward(void *ctx, real *dq, real *dk, real *dv, real *rdq,
 				       real *rdk, real *rdv, const real *dout, const real *rdout,
 				       const real *q, const real *k, const real *v, const real *rq,
@@ -652,12 +920,10 @@ static void cpu_rop_attention_backward(void *ctx, real *dq, real *dk, real *dv, 
 {
 	struct cpu_rop *r = ctx;
 
-	(void)att_tanh;
-	(void)scale;
-	(void)softcap;
 	rop_attention_backward(dq, dk, dv, rdq, rdk, rdv, model_att_scratch(r->m),
 			       model_att_scratch(r->rm), dout, rdout, q, k, v, rq, rk, rv, att, ratt,
-			       B, T, H, KV, hd);
+			       att_tanh, softcap > 0 ? r->rm->acts[r->layer].att_tanh : NULL, B, T, H,
+			       KV, hd, scale, softcap);
 }
 
 static void cpu_rop_swiglu_backward(void *ctx, real *rdgate, real *rdup, const real *dh,
@@ -665,8 +931,10 @@ static void cpu_rop_swiglu_backward(void *ctx, real *rdgate, real *rdup, const r
 				    const real *rgate, const real *rup, size_t n, enum model_act act)
 {
 	(void)ctx;
-	(void)act;
-	rop_swiglu_backward(rdgate, rdup, dh, rdh, gate, up, rgate, rup, n);
+	if (act == MODEL_ACT_SILU)
+		rop_swiglu_backward(rdgate, rdup, dh, rdh, gate, up, rgate, rup, n);
+	else
+		rop_glu_backward(rdgate, rdup, dh, rdh, gate, up, rgate, rup, n, (int)act);
 }
 
 /* from R{dL/dW_eff} to R{dL/dW} and R{dL/dmult} */
@@ -700,12 +968,18 @@ static const struct model_rop_ops cpu_rop_ops = {
 	.layer_views = cpu_rop_layer_views,
 	.effective = cpu_rop_effective,
 	.rmsnorm = cpu_rop_rmsnorm,
+	.layernorm = cpu_rop_layernorm,
+	.softcap = cpu_rop_softcap,
+	.softcap_backward = cpu_rop_softcap_backward,
+	.act = cpu_rop_act,
+	.act_backward = cpu_rop_act_backward,
 	.matmul = cpu_rop_matmul,
 	.attention = cpu_rop_attention,
 	.swiglu = cpu_rop_swiglu,
 	.loss_backward = cpu_rop_loss_backward,
 	.matmul_backward = cpu_rop_matmul_backward,
 	.rmsnorm_backward = cpu_rop_rmsnorm_backward,
+	.layernorm_backward = cpu_rop_layernorm_backward,
 	.attention_backward = cpu_rop_attention_backward,
 	.swiglu_backward = cpu_rop_swiglu_backward,
 	.mult_backward = cpu_rop_mult_backward,
@@ -717,7 +991,9 @@ static struct model_rop_step cpu_rop_step(struct cpu_rop *r)
 	struct model_rop_step rt = {
 		.ops = &cpu_rop_ops, .ctx = r,
 		.acts = r->rm->acts, .x_final = r->rm->x_final, .nf = r->rm->nf,
-		.nf_rstd = r->rm->nf_rstd, .logits = r->rm->logits,
+		.nf_rstd = r->rm->nf_rstd, .logits = r->rm->logits, .nf_mean = r->rm->nf_mean,
+		/* R{logits} before the final soft-cap: the tangent's logits_tanh */
+		.logits_pre = r->rm->logits_tanh,
 		.s = model_cpu_step(r->rm).s, .first = model_rop_first(r->m, r->want),
 		.tape = r->tape,
 	};

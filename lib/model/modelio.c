@@ -5,6 +5,7 @@
 #include "../formats/h5write.h"
 #include "../analysis/scalevec.h"
 #include "../base/dtype.h"
+#include "../base/family.h"
 #include "../base/par.h"
 
 #include <math.h>
@@ -140,8 +141,9 @@ int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 
 	if ((rc = model_build(m, &ckpt_meta(ck)->config, err)))
 		return rc;
-	/* every checkpoint tensor must have its place, and every model tensor
-	 * must be found with its size */
+	/* every checkpoint tensor must have its place (ckpt.c refused two
+	 * of one role and layer), and every model tensor must be found with
+	 * its size */
 	for (size_t i = 0; i < ckpt_count(ck); i++) {
 		const struct sw_tensor_info *t = ckpt_info(ck, i);
 		if (model_find(m, t->role, t->layer) < 0) {
@@ -175,6 +177,10 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 	long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
 	struct ckpt_view v;
 	int64_t n = (int64_t)mt->numel, bad = 0;
+	/* the gain the model applies, where the file holds w of (1 + w)
+	 * (Gemma's norms as transformers stores them: family.c) */
+	real offset = (real)family_gain_offset(&ckpt_meta(ck)->config, ckpt_meta(ck)->source,
+					       ckpt_info(ck, (size_t)k));
 	int rc;
 
 	/* BF16 and F16 widened here, on every thread, from the file's bytes
@@ -214,6 +220,8 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 	if (bad)
 		return sw_fail(err, SW_EDATA, "%s: %lld of %zu values are NaN or Inf",
 			       ckpt_info(ck, (size_t)k)->name, (long long)bad, mt->numel);
+	for (int64_t j = 0; offset != 0 && j < n; j++)
+		dst[j] += offset;
 	return SW_OK;
 }
 

@@ -151,7 +151,9 @@ void optim_tensor_hparams(const struct optim_config *oc, const struct sw_tensor_
 			*wd = hidden ? oc->wd * pow(r, p) : 0;
 		} else if (t->kind == SW_KIND_MATRIX)
 			*wd = oc->wd;
-		else if (t->block == SW_BLOCK_NORM)
+		else if (t->block == SW_BLOCK_NORM && t->norm_type != SW_NORM_NONE)
+			/* a gain; a LayerNorm's bias (no norm type) is a bias:
+			 * not decayed */
 			*wd = oc->norm_wd == NORM_WD_ALL ? oc->wd :
 			      oc->norm_wd == NORM_WD_IWD && t->norm_type == SW_NORM_INPUT ? oc->wd : 0;
 		else

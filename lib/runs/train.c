@@ -570,8 +570,23 @@ static int stopped(struct trainer *t, const char *what, double v, int64_t step, 
 		       t->last_good[0] ? t->last_good : "(none yet)");
 }
 
+/* A run from --init's model: its sequences of T tokens (--seq-len), at
+ * most the context the checkpoint's config gives (0: none said); learned
+ * positions (GPT-2) are a table of exactly its context's rows, which
+ * fixes T. */
+static int init_seq_len(struct model *m, int64_t T, struct sw_err *err)
+{
+	if (m->arch.pos_embed)
+		return SW_OK;
+	if (m->c.seq_len > 0 && T > m->c.seq_len)
+		return sw_fail(err, SW_EUSAGE, "--seq-len %lld: longer than the --init model's "
+			       "context (%lld)", (long long)T, (long long)m->c.seq_len);
+	m->c.seq_len = T;
+	return SW_OK;
+}
+
 /* The model, optimizer and run state: from the checkpoint to resume, or
- * new from the configuration and the seed. */
+ * new from the configuration and the seed, or from --init's model. */
 static int start_model(struct trainer *t, struct sw_err *err)
 {
 	const struct train_config *tc = t->tc;
@@ -598,11 +613,24 @@ static int start_model(struct trainer *t, struct sw_err *err)
 		snprintf(t->last_good, sizeof t->last_good, "%s", tc->resume);
 		return SW_OK;
 	}
-	if (!c.vocab_size)
-		c.vocab_size = t->d.max_token + 1;
-	if ((rc = model_build(&t->m, &c, err)) || (rc = optim_init(&t->o, &tc->optim, &t->m, err)))
-		return rc;
-	model_init(&t->m, tc->seed);
+	if (tc->init) {
+		/* the model of any checkpoint the tools read, from step 0 */
+		if ((rc = modelio_load(tc->init, &t->m, err))) {
+			sw_err_prefix(err, "%s", tc->init);
+			return rc;
+		}
+		if ((rc = init_seq_len(&t->m, c.seq_len, err)) ||
+		    (rc = optim_init(&t->o, &tc->optim, &t->m, err)))
+			return rc;
+		c.seq_len = t->m.c.seq_len;
+	} else {
+		if (!c.vocab_size)
+			c.vocab_size = t->d.max_token + 1;
+		if ((rc = model_build(&t->m, &c, err)) ||
+		    (rc = optim_init(&t->o, &tc->optim, &t->m, err)))
+			return rc;
+		model_init(&t->m, tc->seed);
+	}
 	memset(&t->rs, 0, sizeof t->rs);
 	rng_seed(&t->rs.rng, tc->seed ^ 0xda7a5eedULL);
 	t->rs.batch = t->B;

@@ -75,6 +75,7 @@ struct train_config {
 	int save_grads;                 /* /grads and /batch in every checkpoint */
 	int64_t fisher_every;           /* /fisher (GNB, 1 draw) in checkpoints at multiples */
 	const char *resume;             /* a checkpoint to go on from, or NULL */
+	const char *init;               /* a checkpoint whose model starts the run, or NULL */
 	enum sw_device device;          /* where the model computes: cpu, cuda, emu */
 	enum sw_precision precision;    /* on a GPU: the products in fp32 or bf16 */
 	int force;                      /* replace a run out_dir holds (rundir.h) */

@@ -80,6 +80,12 @@ const struct trainopt trainopts_table[TRAINOPT_COUNT] = {
 	[TRAINOPT_DEVICE] = WORDS("device", TRAINOPT_VALUE),
 	[TRAINOPT_PRECISION] = WORDS("precision", TRAINOPT_VALUE),
 	[TRAINOPT_TIMING] = SWITCH("timing", TRAINOPT_ON, tc.timing),
+	/* Gemma2's (0: none; the scalar 0: head_dim) */
+	[TRAINOPT_ATTN_SOFTCAP] = NUM("attn-softcap", TRAINOPT_DOUBLE, tc.model.attn_softcap, 0, 1e6),
+	[TRAINOPT_FINAL_SOFTCAP] = NUM("final-softcap", TRAINOPT_DOUBLE, tc.model.final_softcap, 0, 1e6),
+	[TRAINOPT_QUERY_PRE_ATTN_SCALAR] = NUM("query-pre-attn-scalar", TRAINOPT_DOUBLE,
+					       tc.model.query_pre_attn_scalar, 0, 1e9),
+	[TRAINOPT_INIT] = STR("init", tc.init),
 };
 
 void trainopts_init(struct trainopts *o)
@@ -164,10 +170,37 @@ static int group_ratios(const char *arg, double *ratio, struct sw_err *err)
 	return trainopts_double("--group-lr", b + 1, 0, 1e6, &ratio[SW_GROUP_OUTPUT], err);
 }
 
-/* The families --arch builds: the Llama step, and Qwen2's with its q, k,
- * v biases (family.c's FAMILY_QKV_BIAS; model_init's zeros) */
-static const char *const train_archs[] = {"llama", "qwen2"};
-#define TRAIN_ARCHS "llama or qwen2"
+/*
+ * The families --arch builds (family.c's flags say what each step
+ * computes), with what a run takes from transformers' config classes
+ * (4.47.1) where sw-train's options leave it: the activation (hidden_act:
+ * "" is silu), the norms' eps (Gemma's rms_norm_eps 1e-6), a tied head
+ * (GPT-2 and Gemma always), GPT-2's d_ff (n_inner: 4 d_model) and no
+ * RoPE, Gemma2's soft-caps (50, 30) with query_pre_attn_scalar head_dim
+ * (Gemma2Config's 256 is its head_dim's). "ours": the options of the
+ * Llama step only (multipliers, scale designs, ...), which Hugging Face's
+ * classes of the others have no place for.
+ */
+static const struct train_arch {
+	const char *name, *act;
+	double eps;
+	int tied, gpt, softcaps, ours;
+} train_archs[] = {
+	{"llama", "", 1e-5, 0, 0, 0, 1},
+	{"qwen2", "", 1e-5, 0, 0, 0, 1},
+	{"gpt2", "gelu_new", 1e-5, 1, 1, 0, 0},
+	{"gemma", "gelu_pytorch_tanh", 1e-6, 1, 0, 0, 0},
+	{"gemma2", "gelu_pytorch_tanh", 1e-6, 1, 0, 1, 0},
+};
+#define TRAIN_ARCHS "llama, qwen2, gpt2, gemma or gemma2"
+
+static const struct train_arch *train_arch_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof train_archs / sizeof *train_archs; i++)
+		if (!strcmp(name, train_archs[i].name))
+			return &train_archs[i];
+	return NULL;
+}
 
 /* The options that are a word or a list of their own. */
 static int set_words(struct trainopts *o, int id, const char *arg, struct sw_err *err)
@@ -182,12 +215,10 @@ static int set_words(struct trainopts *o, int id, const char *arg, struct sw_err
 			return sw_fail(err, SW_EUSAGE, "--data-format: auto, llmc, uint16 or bytes");
 		return SW_OK;
 	case TRAINOPT_ARCH:
-		for (size_t i = 0; i < sizeof train_archs / sizeof *train_archs; i++)
-			if (!strcmp(arg, train_archs[i])) {
-				snprintf(c->arch, sizeof c->arch, "%s", arg);
-				return SW_OK;
-			}
-		return sw_fail(err, SW_EUSAGE, "--arch: " TRAIN_ARCHS);
+		if (!train_arch_of(arg))
+			return sw_fail(err, SW_EUSAGE, "--arch: " TRAIN_ARCHS);
+		snprintf(c->arch, sizeof c->arch, "%s", arg);
+		return SW_OK;
 	case TRAINOPT_MULTIPLIERS:
 		if (arch_multipliers_parse(arg) < 0)
 			return sw_fail(err, SW_EUSAGE, "--multipliers: " ARCH_MULTIPLIERS_LIST);
@@ -288,13 +319,54 @@ int trainopts_set(struct trainopts *o, int id, const char *arg, struct sw_err *e
 	return SW_OK;
 }
 
+/* What --arch A takes from transformers' class where no option says
+ * (train_archs[]), and the options it has no place for, refused. */
+static int arch_defaults(struct trainopts *o, struct sw_err *err)
+{
+	static const int llama_only[] = {
+		TRAINOPT_QK_NORM, TRAINOPT_MULTIPLIERS, TRAINOPT_NO_SCALE_VECTORS,
+		TRAINOPT_SCALE_DESIGN, TRAINOPT_SCALE_REPARAM, TRAINOPT_NORM_EVERYWHERE,
+	};
+	static const int softcap_only[] = {
+		TRAINOPT_ATTN_SOFTCAP, TRAINOPT_FINAL_SOFTCAP, TRAINOPT_QUERY_PRE_ATTN_SCALAR,
+	};
+	struct sw_config *c = &o->tc.model;
+	const struct train_arch *a = train_arch_of(c->arch);
+
+	if (!a)
+		return sw_fail(err, SW_ESOFTWARE, "arch '%s' is none of --arch's", c->arch);
+	for (size_t i = 0; !a->ours && i < sizeof llama_only / sizeof *llama_only; i++)
+		if (o->given[llama_only[i]])
+			return sw_fail(err, SW_EUSAGE, "--%s is for --arch llama and qwen2, not %s",
+				       trainopts_table[llama_only[i]].name, c->arch);
+	for (size_t i = 0; !a->softcaps && i < sizeof softcap_only / sizeof *softcap_only; i++)
+		if (o->given[softcap_only[i]])
+			return sw_fail(err, SW_EUSAGE, "--%s is Gemma2's: not for --arch %s",
+				       trainopts_table[softcap_only[i]].name, c->arch);
+	if (a->gpt && o->given[TRAINOPT_ROPE_THETA])
+		return sw_fail(err, SW_EUSAGE, "--rope-theta: --arch gpt2 has learned positions, no RoPE");
+	snprintf(c->hidden_act, sizeof c->hidden_act, "%s", a->act);
+	if (!o->given[TRAINOPT_NORM_EPS])
+		c->norm_eps = a->eps;
+	c->tie_embeddings |= a->tied;
+	if (a->softcaps && !o->given[TRAINOPT_ATTN_SOFTCAP])
+		c->attn_softcap = 50;
+	if (a->softcaps && !o->given[TRAINOPT_FINAL_SOFTCAP])
+		c->final_softcap = 30;
+	return SW_OK;
+}
+
 int trainopts_finish(struct trainopts *o, struct sw_err *err)
 {
 	struct train_config *tc = &o->tc;
 	struct sw_config *c = &tc->model;
+	const struct train_arch *a;
+	int rc;
 
 	if (!tc->data_path || !tc->out_dir)
 		return sw_fail(err, SW_EUSAGE, "--data and --out are required");
+	if (tc->init && tc->resume)
+		return sw_fail(err, SW_EUSAGE, "--init starts a run, --resume goes on with one: not both");
 	if (tc->optim.wd_scaling != WD_SCALING_FIXED && !tc->optim.width_base)
 		return sw_fail(err, SW_EUSAGE, "--wd-scaling scales from a base width: give --width-base");
 	if (c->scale_design[0] && !c->scale_vectors)
@@ -306,16 +378,24 @@ int trainopts_finish(struct trainopts *o, struct sw_err *err)
 		return sw_fail(err, SW_EUSAGE, "--scale-design and --multipliers: one or the other");
 	if (c->scale_design[0] && c->tie_embeddings && strstr(c->scale_design, "head="))
 		return sw_fail(err, SW_EUSAGE, "--scale-design: the head's gains need an untied head (no --tie)");
+	if ((rc = arch_defaults(o, err)))
+		return rc;
+	a = train_arch_of(c->arch);
 	c->n_kv_heads = o->n_kv_heads ? o->n_kv_heads : c->n_heads;
 	c->head_dim = o->head_dim;
 	if (!o->head_dim && arch_default_head_dim(c, err))
 		return sw_fail(err, SW_EUSAGE, "--d-model %lld is not a multiple of --n-heads %lld (or give --head-dim)",
 			       (long long)c->d_model, (long long)c->n_heads);
-	c->d_ff = o->d_ff ? o->d_ff : arch_default_d_ff(c->d_model);
+	c->d_ff = o->d_ff ? o->d_ff : a->gpt ? 4 * c->d_model : arch_default_d_ff(c->d_model);
 	if (c->n_heads % c->n_kv_heads)
 		return sw_fail(err, SW_EUSAGE, "--n-heads must be a multiple of --n-kv-heads");
-	if (c->head_dim % 2)
+	if (a->gpt && c->n_kv_heads != c->n_heads)
+		return sw_fail(err, SW_EUSAGE, "--arch gpt2: every head has its keys and values "
+			       "(no --n-kv-heads below --n-heads)");
+	if (!a->gpt && c->head_dim % 2)
 		return sw_fail(err, SW_EUSAGE, "the head dimension must be even (RoPE rotates pairs)");
+	if (a->softcaps && !o->given[TRAINOPT_QUERY_PRE_ATTN_SCALAR])
+		c->query_pre_attn_scalar = (double)c->head_dim;
 	if (tc->precision == SW_PRECISION_BF16 && tc->device == SW_DEVICE_CPU)
 		return sw_fail(err, SW_EUSAGE, "--precision bf16 is for a GPU (--device cuda); the CPU computes in fp32");
 	return SW_OK;

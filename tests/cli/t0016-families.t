@@ -194,7 +194,7 @@ else
 	test_skip 'torch.save' 'python3-torch not installed'
 fi
 
-for f in mixtral gpt2; do
+for f in mixtral phi3; do
 	test_expect_success "$f: the model tools and sw-convert refuse it by name (65), nothing written" "
 		for tool in sw-sharpness sw-hessian; do
 			test_expect_code 65 \$tool --data \"\$FIX/corpus.txt\" \"\$A/$f/model.safetensors\" >out 2>err &&

@@ -16,8 +16,9 @@ all: importing torch takes seconds):
     attr CKPT GROUP NAME OUT      (an attribute's value)
 
 hvp: HVP.h5 (tests/unit/mkhvp) holds a batch, a direction v and our H v
-and G v; prints per tensor "hv NAME REL" and "gv NAME REL", the relative
-error ||ours - reference|| / ||reference|| against H v by double
+and G v; prints per tensor "hv NAME REL ERR NORM" and "gv NAME REL ERR
+NORM", the relative error ||ours - reference|| / ||reference||, the
+absolute ||ours - reference|| and ||reference||, against H v by double
 backward (torch.autograd.grad twice) and G v = J^T diag(p) J v / N (J the
 Jacobian of log p; J v by the double-backward trick, J^T u by backward).
 
@@ -93,8 +94,8 @@ def hvp(ckpt, path, out):
         for what, ref in (("hv", hv), ("gv", gv)):
             ours = torch.tensor(np.array(b[what][k]), dtype=torch.float64).reshape(-1)
             r = ref[o:o + n]
-            print("%s %s %.3g" % (what, k, ((ours - r).norm() / max(r.norm().item(), 1e-300)).item()),
-                  file=out)
+            err, norm = (ours - r).norm().item(), r.norm().item()
+            print("%s %s %.3g %.3g %.3g" % (what, k, err / max(norm, 1e-300), err, norm), file=out)
         o += n
 
 

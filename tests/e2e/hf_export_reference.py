@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The loss of a Hugging Face directory sw-convert exported, in float64,
-against the loss sw-train logged (t0216-qwen2-train.t).
+against the loss sw-train logged (t0216-qwen2-train.t, t0217-gpt2-train.t,
+t0218-gemma-train.t).
 
 usage: hf_export_reference.py DIR CKPT_B torch|nobias|transformers
 
@@ -14,9 +15,11 @@ model.safetensors, read here with numpy, not by our readers):
                    python3-torch), its sizes from config.json's keys
     nobias         the same with every q, k, v bias at 0 (the check can
                    see the biases)
-    transformers   transformers' own Qwen2ForCausalLM.from_pretrained in
-                   float64 (build/arch-venv); every tensor of the file
-                   loaded, none left at its initial value
+    transformers   transformers' own class (config.json's: Qwen2ForCausalLM,
+                   GPT2LMHeadModel, GemmaForCausalLM, Gemma2ForCausalLM)
+                   from_pretrained in float64 (build/arch-venv); every
+                   tensor of the file loaded, none left at its initial
+                   value
 
 Prints "loss REL", |ours - reference| / |reference|, and for
 transformers a line per key it did not load ("missing NAME",
@@ -61,15 +64,16 @@ def main():
     tgt = torch.tensor(np.array(fb["batch/targets"]), dtype=torch.long)
     ours = float(fb["metrics"].attrs["train_loss"])
     if mode == "transformers":
-        from transformers import Qwen2ForCausalLM
-        model, info = Qwen2ForCausalLM.from_pretrained(
+        from transformers import AutoModelForCausalLM
+        model, info = AutoModelForCausalLM.from_pretrained(
             d, torch_dtype=torch.float64, attn_implementation="eager", output_loading_info=True)
         for k in ("missing_keys", "unexpected_keys", "mismatched_keys"):
             for name in info.get(k, []):
                 print(k.split("_")[0], name)
         model.eval()
         with torch.no_grad():
-            logits = model(tok).logits
+            # no cache: Gemma2's HybridCache needs torch._dynamo
+            logits = model(tok, use_cache=False).logits
         ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

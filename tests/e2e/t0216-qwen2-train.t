@@ -24,10 +24,11 @@ REF=$SW_TOP/tests/e2e/torch_reference.py
 EXPORT=$SW_TOP/tests/e2e/hf_export_reference.py
 VENV=$SW_TOP/build/arch-venv/bin/python
 
-test_expect_success '--arch: llama or qwen2, anything else a usage error' '
-	test_expect_code 64 sw-train $RUN --arch gemma --steps 1 --out x >out 2>err &&
+test_expect_success '--arch: llama, qwen2, gpt2, gemma or gemma2, anything else a usage error' '
+	test_expect_code 64 sw-train $RUN --arch gemma3 --steps 1 --out x >out 2>err &&
 	head -n 1 err >first &&
-	echo "sw-train: --arch: llama or qwen2" >expect && test_cmp expect first && test ! -e x
+	echo "sw-train: --arch: llama, qwen2, gpt2, gemma or gemma2" >expect &&
+	test_cmp expect first && test ! -e x
 '
 
 test_expect_success 'setup: 3 steps of Qwen2 with --save-grads, Blockwise LR, no clipping' '

@@ -4,6 +4,22 @@ PyTorch (float64), to check sw-train against (t0210-torch-crosscheck.t).
 
 usage: torch_reference.py CKPT_A CKPT_B
 
+forward() also computes GPT-2 (LayerNorm with bias, learned positions,
+every linear's bias, the tanh or exact GELU as hidden_act says, the tied
+head), Gemma ((1 + w) RMSNorm, the gains taken as our HDF5 stores them:
+the 1 + w applied; the embedding times sqrt(C) in float32, GeGLU) and
+Gemma2 (post-norms, soft-capped scores and logits, query_pre_attn_scalar),
+written from the papers' and transformers' definitions and read from our
+HDF5's names. Checked once against transformers 4.47.1's GPT2LMHeadModel,
+GemmaForCausalLM and Gemma2ForCausalLM (eager attention) in float64 on
+fixtures/arch/gpt2, gemma, gemma2 (tests/e2e/check_torch_reference.py,
+run in build/arch-venv): GPT-2's loss the same to the last bit, its
+gradients to 7e-12 relative; Gemma's and Gemma2's (soft-caps 0.05 and
+0.2, where tanh bends 41%) to 6e-11 and 5e-11 in the loss and 6e-7 in
+the gradients, which is transformers' own float32 RMSNorm and softmax
+inside its float64 model: with those two in float64 as well, the loss
+agrees to the last bit and the gradients to 2e-12.
+
 CKPT_A and CKPT_B are consecutive checkpoints of one run written with
 --save-grads: B holds the batch of its step and the gradient sw-train
 computed for it at A's parameters. This script builds the Llama of A's
@@ -127,10 +143,132 @@ def effective(p, name, mode):
     return w * m[None, :]
 
 
+def layernorm(x, g, b, eps):
+    # torch's layer_norm: the biased variance
+    mu = x.mean(-1, keepdim=True)
+    y = (x - mu) * torch.rsqrt((x - mu).pow(2).mean(-1, keepdim=True) + eps)
+    y = y * g if g is not None else y
+    return y + b if b is not None else y
+
+
+def act(name, x):
+    """hidden_act: SiLU (silu, swish); the tanh GELU (GPT-2's gelu_new,
+    Gemma's gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+    x^3))), written out as transformers' NewGELUActivation does); the
+    exact GELU x Phi(x) (nn.GELU(), nanoGPT's)"""
+    if name in ("", "silu", "swish"):
+        return torch.nn.functional.silu(x)
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+    if name == "gelu":
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    raise ValueError("hidden_act %s" % name)
+
+
+def softcap(x, cap):
+    # Gemma2's soft-capping, as transformers writes it: x / cap, tanh, * cap
+    return torch.tanh(x / cap) * cap if cap else x
+
+
+def attention(q, k, v, scale, cap):
+    """causal GQA attention of q (B, T, H, hd), k and v (B, T, KV, hd): the
+    scores q k^T scale, soft-capped (cap 0: not), masked, softmax"""
+    B, T, H, hd = q.shape
+    k = k.repeat_interleave(H // k.shape[2], dim=2)
+    v = v.repeat_interleave(H // v.shape[2], dim=2)
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    att = softcap((q.transpose(1, 2) @ k.permute(0, 2, 3, 1)) * scale, cap) + mask
+    return (att.softmax(-1) @ v.transpose(1, 2)).transpose(1, 2).reshape(B, T, H * hd)
+
+
+def forward_gpt2(p, cfg, tok, tgt):
+    """GPT-2 (GPT2LMHeadModel, Radford et al. 2019; nanoGPT's GPT): the
+    token and learned position embeddings summed; per block x += attn(ln_1
+    x), x += mlp(ln_2 x) with LayerNorm's weight and bias, c_attn's q, k,
+    v (each with its bias; our HDF5 keeps c_attn's parts as
+    c_attn.weight:q, ... [out, in]), the scores over sqrt(hd), c_proj with
+    its bias, the MLP c_proj(act(c_fc x)) with both biases; ln_f, the
+    head tied to wte"""
+    C, H, hd = (int(cfg[k]) for k in ("d_model", "n_heads", "head_dim"))
+    L, eps, fn = int(cfg["n_layers"]), float(cfg["norm_eps"]), cfg.get("hidden_act", "gelu_new")
+    B, T = tok.shape
+    x = p["transformer.wte.weight"][tok] + p["transformer.wpe.weight"][:T][None]
+    lin = lambda h, n, part="": h @ p[n + ".weight" + part].T + p[n + ".bias" + part]
+    for l in range(L):
+        pre = f"transformer.h.{l}."
+        h = layernorm(x, p[pre + "ln_1.weight"], p[pre + "ln_1.bias"], eps)
+        q, k, v = (lin(h, pre + "attn.c_attn", ":" + s).view(B, T, H, hd) for s in "qkv")
+        x = x + lin(attention(q, k, v, 1 / math.sqrt(hd), 0), pre + "attn.c_proj")
+        h = layernorm(x, p[pre + "ln_2.weight"], p[pre + "ln_2.bias"], eps)
+        x = x + lin(act(fn, lin(h, pre + "mlp.c_fc")), pre + "mlp.c_proj")
+    x = layernorm(x, p["transformer.ln_f.weight"], p["transformer.ln_f.bias"], eps)
+    head = p["transformer.wte.weight"] if int(cfg["tie_embeddings"]) else p["lm_head.weight"]
+    logits = x @ head.T
+    return torch.nn.functional.cross_entropy(logits.view(B * T, -1), tgt.view(-1))
+
+
+def forward_gemma(p, cfg, tok, tgt):
+    """Gemma (Gemma Team 2024; GemmaForCausalLM) and Gemma2 (Gemma2ForCausalLM):
+    the embedding times the normalizer sqrt(C), rounded to float32 as
+    transformers' tensor of the hidden states' dtype (float32 checkpoints)
+    is; RMSNorm x / rms(x) (1 + w), whose (1 + w) our HDF5 stores as the
+    gain itself (scalewatch-format(5): gains as applied), so the gains are
+    taken as stored, not offset again; RoPE; GeGLU down(act(gate x) up x)
+    with hidden_act (hidden_activation, gelu_pytorch_tanh); the tied head.
+    Gemma2 adds a norm on each sublayer's output before its residual
+    (post_attention_layernorm; pre_ and post_feedforward_layernorm around
+    the MLP), the scores scaled by query_pre_attn_scalar^-1/2 and
+    soft-capped, and the final logits soft-capped (attn_softcap,
+    final_softcap in /config; 0 or absent: none). Gemma2's sliding window
+    (every other layer) is longer than these sequences: no mask of its
+    own."""
+    C, H, KV, hd = (int(cfg[k]) for k in ("d_model", "n_heads", "n_kv_heads", "head_dim"))
+    L, eps, fn = int(cfg["n_layers"]), float(cfg["norm_eps"]), cfg.get("hidden_act", "gelu_pytorch_tanh")
+    two = cfg["arch"] == "gemma2"
+    scale = float(cfg.get("query_pre_attn_scalar", 0) or hd) ** -0.5
+    acap, fcap = float(cfg.get("attn_softcap", 0)), float(cfg.get("final_softcap", 0))
+    inv = cfg_inv_freq(cfg, hd)
+    B, T = tok.shape
+    x = p["model.embed_tokens.weight"][tok] * float(np.float32(math.sqrt(C)))
+    lin = lambda h, n: h @ p[n + ".weight"].T
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        h = rmsnorm(x, p[pre + "input_layernorm.weight"], eps)
+        q = lin(h, pre + "self_attn.q_proj").view(B, T, H, hd)
+        k = lin(h, pre + "self_attn.k_proj").view(B, T, KV, hd)
+        v = lin(h, pre + "self_attn.v_proj").view(B, T, KV, hd)
+        y = lin(attention(rope(q, inv, T), rope(k, inv, T), v, scale, acap), pre + "self_attn.o_proj")
+        if two:
+            y = rmsnorm(y, p[pre + "post_attention_layernorm.weight"], eps)
+        x = x + y
+        h = rmsnorm(x, p[pre + ("pre_feedforward_layernorm" if two else "post_attention_layernorm") +
+                         ".weight"], eps)
+        y = lin(act(fn, lin(h, pre + "mlp.gate_proj")) * lin(h, pre + "mlp.up_proj"), pre + "mlp.down_proj")
+        if two:
+            y = rmsnorm(y, p[pre + "post_feedforward_layernorm.weight"], eps)
+        x = x + y
+    x = rmsnorm(x, p["model.norm.weight"], eps)
+    head = p["model.embed_tokens.weight"] if int(cfg["tie_embeddings"]) else p["lm_head.weight"]
+    logits = softcap(x @ head.T, fcap)
+    return torch.nn.functional.cross_entropy(logits.view(B * T, -1), tgt.view(-1))
+
+
 def forward(p, cfg, tok, tgt):
+    """The loss of /config's model on tokens tok, targets tgt: the Llama
+    family below, GPT-2 and Gemma above (without multipliers and scale
+    designs there)"""
+    arch = cfg.get("arch", "llama")
+    if arch in ("gpt2", "gemma", "gemma2"):
+        assert cfg["multipliers"] == "none" and not cfg.get("scale_design", ""), \
+            "multipliers and scale designs: the Llama family's"
+        return (forward_gpt2 if arch == "gpt2" else forward_gemma)(p, cfg, tok, tgt)
+    return forward_llama(p, cfg, tok, tgt)
+
+
+def forward_llama(p, cfg, tok, tgt):
     C, H, KV, hd = (int(cfg[k]) for k in ("d_model", "n_heads", "n_kv_heads", "head_dim"))
     L, eps = int(cfg["n_layers"]), float(cfg["norm_eps"])
-    assert cfg.get("hidden_act", "silu") == "silu", "only SiLU"
+    fn = cfg.get("hidden_act", "silu")
     inv = cfg_inv_freq(cfg, hd)
     mult, qkn = cfg["multipliers"], int(cfg["qk_norm"])
     nev = int(cfg.get("norm_everywhere", 0))
@@ -171,7 +309,7 @@ def forward(p, cfg, tok, tgt):
         if pre + "mlp.gate_norm.weight" in p:
             gate = rmsnorm(gate, p[pre + "mlp.gate_norm.weight"], eps)
             up = rmsnorm(up, p[pre + "mlp.up_norm.weight"], eps)
-        a = torch.nn.functional.silu(gate) * up
+        a = act(fn, gate) * up
         if nev:
             a = rmsnorm(a, g(pre + "mlp.down_in_norm.weight"), eps)
         x = x + a @ effective(p, pre + "mlp.down_proj", mult).T

@@ -5,8 +5,12 @@
  * QK-norm, scalar/row/column/row-and-column multipliers, norm-everywhere, no scale
  * vectors, MQA with a head_dim that is not d_model/n_heads, the scale
  * designs (arch.h: hg, ap, dp, hg+dp over the three kinds, dnp and
- * hg+dnp over attn and ffn), RoPE scaled (llama3), Qwen2's q, k, v biases. Include
- * after lib/model/model.c.
+ * hg+dnp over attn and ffn), RoPE scaled (llama3), Qwen2's q, k, v biases,
+ * and the other families' steps: GPT-2 (LayerNorm with biases, learned
+ * positions, the plain MLP with the tanh or the exact GELU, every
+ * linear's bias), Gemma (GeGLU, the sqrt(C) embedding scale) and Gemma2
+ * (post-norms, soft-capped scores and logits, query_pre_attn_scalar).
+ * Include after lib/model/model.c.
  */
 #ifndef SW_MODEL_VARIANTS_H
 #define SW_MODEL_VARIANTS_H
@@ -65,6 +69,24 @@ static void for_each_model_variant(void (*check)(const char *what, struct sw_con
 	check("Qwen2 q, k, v biases, QK-norm, row multipliers", c);
 	c = base; strcpy(c.arch, "qwen2");
 	check("Qwen2 q, k, v biases", c);
+	/* GPT-2 (MHA, tied head as GPT2LMHeadModel's; nanoGPT's exact GELU
+	 * untied, for the head's own gradient) */
+	c = base; strcpy(c.arch, "gpt2"); strcpy(c.hidden_act, "gelu_new"); c.n_kv_heads = 4;
+	c.tie_embeddings = 1;
+	check("GPT-2: LayerNorm, positions, tanh-GELU MLP, biases, tied head", c);
+	c = base; strcpy(c.arch, "gpt2"); strcpy(c.hidden_act, "gelu"); c.n_kv_heads = 4;
+	check("GPT-2 with the exact GELU, untied head", c);
+	/* Gemma: MQA as Gemma 2B; GeGLU */
+	c = base; strcpy(c.arch, "gemma"); strcpy(c.hidden_act, "gelu_pytorch_tanh");
+	c.n_kv_heads = 1; c.tie_embeddings = 1; c.norm_eps = 1e-6;
+	check("Gemma: GeGLU, sqrt(C) embedding scale, MQA, tied head", c);
+	/* Gemma2: caps small enough that tanh bends on these scores and
+	 * logits (t-gradcheck shows it: |tanh(x / cap)| up to 0.99 and
+	 * 0.98); the scores' scale 10^-1/2, not head_dim's 4^-1/2 */
+	c = base; strcpy(c.arch, "gemma2"); strcpy(c.hidden_act, "gelu_pytorch_tanh");
+	c.tie_embeddings = 1; c.attn_softcap = 0.5; c.final_softcap = 1.0;
+	c.query_pre_attn_scalar = 10;
+	check("Gemma2: post-norms, soft-caps 0.5 and 1, query_pre_attn_scalar 10", c);
 }
 
 /* The gains reparameterized (arch.h: scale_reparam), over every kind of

@@ -137,7 +137,11 @@ int main(void)
 	   family_find("qwen3")->model == (FAMILY_MODEL | FAMILY_QK_NORM),
 	   "qwen2 alone of the model's families has q, k, v biases, qwen3 alone QK-norm");
 	ok(family_model_flags("Qwen3ForCausalLM") == (FAMILY_MODEL | FAMILY_QK_NORM) &&
-	   family_model_flags("gemma2") == 0 && family_model_flags("nonesuch") == 0,
+	   family_model_flags("phi3") == 0 && family_model_flags("nonesuch") == 0 &&
+	   family_model_flags("gemma2") == (FAMILY_MODEL | FAMILY_EMBED_SCALE | FAMILY_POST_NORMS) &&
+	   family_model_flags("GemmaForCausalLM") == (FAMILY_MODEL | FAMILY_EMBED_SCALE) &&
+	   family_model_flags("gpt2") == (FAMILY_MODEL | FAMILY_LAYERNORM | FAMILY_POS_EMBED |
+					  FAMILY_PLAIN_MLP | FAMILY_LINEAR_BIAS),
 	   "a family's flags by class or type; 0 for one read for its matrices or unknown");
 	ok(arch_role_heads("q_bias") == ARCH_HEADS_NONE && !arch_role_find("qkv") &&
 	   arch_role_heads("lm_head") == ARCH_HEADS_NONE && arch_role_heads("nonesuch") == ARCH_HEADS_NONE,
@@ -323,7 +327,8 @@ int main(void)
 	bad = cfg;
 	bad.norm_eps = NAN;
 	ok(arch_config_check(&bad, &err) == SW_EDATA, "norm_eps = NaN refused");
-	ok(family_computed("qwen2") && !family_computed("gpt2"), "Llama family only");
+	ok(family_computed("qwen2") && family_computed("gpt2") && !family_computed("phi3"),
+	   "the Llama family, GPT-2 and Gemma only");
 
 	/* the families: the model's are family_computed's, every role a
 	 * family names is one of arch.c's table, every pattern holds {L}
@@ -353,7 +358,7 @@ int main(void)
 		snprintf(item, sizeof item, ", %s,", f->type);
 		ok(family_computed(f->type) == !!f->model && !!strstr(listed, item) == !!f->model &&
 		   family_find(f->hf_class) == f &&
-		   (f->model ? !f->names : f->n_names > 0), "family %s: model %d", f->type, f->model);
+		   (f->names ? f->n_names > 0 : f->model != 0), "family %s: model %d", f->type, f->model);
 		ok(roles_known && one_match, "family %s: its roles are the table's, its names match", f->type);
 	}
 	{
@@ -486,10 +491,39 @@ int main(void)
 		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "head_dim 7 is odd"),
 		   "odd head_dim: bad data: %s", err.msg);
 		m = cfg;
-		strcpy(m.hidden_act, "gelu");
+		strcpy(m.hidden_act, "relu");
 		ok(arch_config_check(&m, &err) == SW_OK && arch_model_check(&m, &err) == SW_EDATA &&
-		   !strcmp(err.msg, "hidden_act 'gelu' is not supported (silu is)"),
-		   "hidden_act gelu: read, refused for a model: %s", err.msg);
+		   !strcmp(err.msg, "hidden_act 'relu' is not supported (silu, gelu_new, "
+			   "gelu_pytorch_tanh or gelu are)"),
+		   "hidden_act relu: read, refused for a model: %s", err.msg);
+		for (int i = 0; i < 3; i++) {
+			strcpy(m.hidden_act, (const char *[]){"gelu", "gelu_new", "gelu_pytorch_tanh"}[i]);
+			ok(arch_model_check(&m, &err) == SW_OK, "hidden_act %s: computed", m.hidden_act);
+		}
+		m = cfg;
+		m.attn_softcap = -1;
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "attn_logit_softcapping = -1"),
+		   "a negative soft-cap refused by name: %s", err.msg);
+		m = cfg;
+		m.final_softcap = NAN;
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "final_logit_softcapping"),
+		   "a NaN final soft-cap refused by name: %s", err.msg);
+		m = cfg;
+		m.query_pre_attn_scalar = INFINITY;
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "query_pre_attn_scalar"),
+		   "an infinite query_pre_attn_scalar refused by name: %s", err.msg);
+		m = cfg;
+		strcpy(m.arch, "gpt2");
+		m.seq_len = 0;
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "seq_len (n_positions)"),
+		   "GPT-2 with no seq_len refused: %s", err.msg);
+		m.seq_len = 16;
+		strcpy(m.scale_design, "ffn=dnp");
+		ok(arch_model_check(&m, &err) == SW_EDATA && strstr(err.msg, "ffn=dnp"),
+		   "GPT-2 with ffn DNP refused: %s", err.msg);
+		strcpy(m.scale_design, "attn=dnp");
+		m.head_dim = 7;
+		ok(arch_model_check(&m, &err) == SW_OK, "GPT-2: attn DNP and an odd head_dim (no RoPE)");
 		strcpy(m.hidden_act, "swish");
 		ok(arch_model_check(&m, &err) == SW_OK, "hidden_act swish: SiLU's other name");
 		m = cfg;

@@ -17,6 +17,11 @@
  *     apart (no new forward pass) equal to the first; and products with
  *     the primal's gradients taped (kept between products) the same bits
  *     as without.
+ * The variants are model_variants.h's (GPT-2, Gemma and Gemma2 among
+ * them), and beside them the other families' where their tangents meet
+ * the rest: GPT-2's LayerNorm without its gain and bias, with
+ * multipliers on its biased linears, its head untied; Gemma2 untied, with
+ * GQA, each soft-cap alone.
  */
 #define SW_REAL_DOUBLE
 #include "../../lib/model/cpukern.c"
@@ -301,10 +306,31 @@ static void check_variant(const char *what, struct sw_config c)
 	model_free(&m);
 }
 
+/* the other families where their tangents meet the rest (the header) */
+static void family_variants(void)
+{
+	const struct sw_config base = variant_base;
+	struct sw_config c;
+
+	c = base; strcpy(c.arch, "gpt2"); strcpy(c.hidden_act, "gelu_new"); c.n_kv_heads = 4;
+	c.scale_vectors = 0;
+	check_variant("GPT-2 without LayerNorm's gain and bias", c);
+	c = base; strcpy(c.arch, "gpt2"); strcpy(c.hidden_act, "gelu_new"); c.n_kv_heads = 4;
+	strcpy(c.multipliers, "row");
+	check_variant("GPT-2 with row multipliers, untied head", c);
+	c = base; strcpy(c.arch, "gemma2"); strcpy(c.hidden_act, "gelu_pytorch_tanh");
+	c.attn_softcap = 0.5; c.query_pre_attn_scalar = 10;
+	check_variant("Gemma2 untied, GQA, the scores' soft-cap alone", c);
+	c = base; strcpy(c.arch, "gemma2"); strcpy(c.hidden_act, "gelu_pytorch_tanh");
+	c.tie_embeddings = 1; c.final_softcap = 2.0; c.n_kv_heads = 4;
+	check_variant("Gemma2 tied, MHA, the logits' soft-cap alone", c);
+}
+
 int main(void)
 {
 	for_each_model_variant(check_variant);
 	for_each_reparam_variant(check_variant);
+	family_variants();
 
 	/* the check is not vacuous: an H v off by 1e-5 in one entry fails it */
 	{

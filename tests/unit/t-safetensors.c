@@ -84,12 +84,14 @@ int main(void)
 			    "\"tie_word_embeddings\":true}";
 	ok(st_parse_config(qwen3, strlen(qwen3), &c, &err) == SW_OK && c.head_dim == 128 && c.qk_norm &&
 	   c.tie_embeddings && c.norm_eps == 1e-6, "Qwen3 config: explicit head_dim, QK-norm, tied");
-	/* a family read for a listing (GPT-2): its type, its sizes under
-	 * the names its class gives them */
-	const char *gpt2 = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":768,\"n_layer\":12}";
+	/* GPT-2 (a family the model computes under its own names): its
+	 * type, its sizes under the names its class gives them */
+	const char *gpt2 = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":768,\"n_layer\":12,"
+			   "\"n_head\":12,\"vocab_size\":50257}";
 	ok(st_parse_config(gpt2, strlen(gpt2), &c, &err) == SW_OK && !strcmp(c.arch, "gpt2") &&
-	   c.d_model == 768 && c.n_layers == 12 && !c.vocab_size && c.d_ff == 4 * 768 &&
-	   c.seq_len == 1024 && c.norm_eps == 1e-5 && !strcmp(c.hidden_act, "gelu_new"),
+	   c.d_model == 768 && c.n_layers == 12 && c.vocab_size == 50257 && c.d_ff == 4 * 768 &&
+	   c.seq_len == 1024 && c.norm_eps == 1e-5 && !strcmp(c.hidden_act, "gelu_new") &&
+	   c.tie_embeddings && c.head_dim == 64 && c.n_kv_heads == 12 && !c.unsupported[0],
 	   "GPT-2 config read by its names, GPT2Config's defaults where it is silent");
 	const char *gpt2all = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":64,\"n_layer\":2,"
 			      "\"n_head\":4,\"n_inner\":null,\"n_positions\":128,"
@@ -99,14 +101,16 @@ int main(void)
 	   c.norm_eps == 1e-6 && !strcmp(c.hidden_act, "relu") && c.vocab_size == 50,
 	   "GPT-2's keys: n_inner null is 4 n_embd, n_positions, layer_norm_epsilon, activation_function");
 	const char *gpt2inner = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":64,\"n_inner\":100,"
-				"\"activation_function\":7}";
+				"\"n_layer\":2,\"n_head\":4,\"vocab_size\":50,\"activation_function\":7}";
 	ok(st_parse_config(gpt2inner, strlen(gpt2inner), &c, &err) == SW_EDATA &&
 	   strstr(err.msg, "activation_function"), "an activation_function that is no name refused: %s",
 	   err.msg);
-	gpt2inner = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":64,\"n_inner\":100}";
+	gpt2inner = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_embd\":64,\"n_inner\":100,"
+		    "\"n_layer\":2,\"n_head\":4,\"vocab_size\":50}";
 	ok(st_parse_config(gpt2inner, strlen(gpt2inner), &c, &err) == SW_OK && c.d_ff == 100,
 	   "GPT-2's n_inner given is d_ff");
-	const char *gpt2bad = "{\"architectures\":[\"GPT2LMHeadModel\"],\"n_layer\":-1}";
+	const char *gpt2bad = "{\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":50,\"n_embd\":64,"
+			      "\"n_layer\":-1}";
 	ok(st_parse_config(gpt2bad, strlen(gpt2bad), &c, &err) == SW_EDATA && strstr(err.msg, "n_layer"),
 	   "its sizes are still sizes: %s", err.msg);
 	const char *mixtral = "{\"architectures\":[\"MixtralForCausalLM\"],\"hidden_size\":64,"
@@ -114,7 +118,8 @@ int main(void)
 	ok(st_parse_config(mixtral, strlen(mixtral), &c, &err) == SW_OK && !strcmp(c.arch, "mixtral") &&
 	   c.n_layers == 3 && c.n_kv_heads == 4 && c.head_dim == 16 && !c.tie_embeddings,
 	   "a family read for its matrices: its type, its sizes");
-	const char *gemma = "{\"model_type\":\"gemma\",\"num_hidden_layers\":2}";
+	const char *gemma = "{\"model_type\":\"gemma\",\"num_hidden_layers\":2,\"vocab_size\":64,"
+			    "\"hidden_size\":16,\"num_attention_heads\":2,\"intermediate_size\":32}";
 	ok(st_parse_config(gemma, strlen(gemma), &c, &err) == SW_OK && !strcmp(c.arch, "gemma") &&
 	   c.tie_embeddings, "Gemma ties its head unless config.json says otherwise");
 	const char *nolayers = "{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,"

@@ -45,6 +45,9 @@ struct gpu_model {
 	real *acts_block;
 	struct layer_acts *acts;        /* (L) */
 	real *x_final, *nf, *nf_rstd, *logits, *losses;  /* (N,C) (N,C) (N) (N,V) (N) */
+	real *nf_mean;                  /* (N) with LayerNorm */
+	real *logits_tanh;              /* (N, V) with a final soft-cap; the tangent's: R{logits}
+					   before it */
 	real *rope_cos, *rope_sin;      /* (T, hd/2) */
 	real *dres, *dn, *dF1, *dF2, *dF3, *dq, *dq2, *dk, *dk2, *dv;  /* backward scratch */
 	real *ds;                       /* (B, T, T) one head's dP */
@@ -198,17 +201,24 @@ static real *dev_of(const struct gpu_model *gm, const real *host_ptr)
 static void map_layer(const struct gpu_model *gm, struct layer_ptrs *d, const struct layer_ptrs *s)
 {
 	d->attn_norm = dev_of(gm, s->attn_norm);
+	d->attn_norm_bias = dev_of(gm, s->attn_norm_bias);
 	d->wq = dev_of(gm, s->wq);
 	d->wk = dev_of(gm, s->wk);
 	d->wv = dev_of(gm, s->wv);
 	d->wo = dev_of(gm, s->wo);
+	d->o_bias = dev_of(gm, s->o_bias);
+	d->attn_post_norm = dev_of(gm, s->attn_post_norm);
 	d->q_norm = dev_of(gm, s->q_norm);
 	d->k_norm = dev_of(gm, s->k_norm);
 	d->o_in_norm = dev_of(gm, s->o_in_norm);
 	d->ffn_norm = dev_of(gm, s->ffn_norm);
+	d->ffn_norm_bias = dev_of(gm, s->ffn_norm_bias);
+	d->ffn_post_norm = dev_of(gm, s->ffn_post_norm);
 	d->wgate = dev_of(gm, s->wgate);
 	d->wup = dev_of(gm, s->wup);
 	d->wdown = dev_of(gm, s->wdown);
+	d->up_bias = dev_of(gm, s->up_bias);
+	d->down_bias = dev_of(gm, s->down_bias);
 	d->down_in_norm = dev_of(gm, s->down_in_norm);
 	d->v_norm = dev_of(gm, s->v_norm);
 	d->gate_norm = dev_of(gm, s->gate_norm);
@@ -222,7 +232,9 @@ static void map_layer(const struct gpu_model *gm, struct layer_ptrs *d, const st
 static void map_top(const struct gpu_model *gm, struct model_ptrs *dst, const struct model_ptrs *src)
 {
 	dst->embed = dev_of(gm, src->embed);
+	dst->pos_embed = dev_of(gm, src->pos_embed);
 	dst->final_norm = dev_of(gm, src->final_norm);
+	dst->final_norm_bias = dev_of(gm, src->final_norm_bias);
 	dst->lm_head = dev_of(gm, src->lm_head);
 }
 
@@ -254,6 +266,23 @@ static void encoder_backward(struct gpu_model *gm, real *dembed, const real *dou
 		.n = (int64_t)N * C, .C = C});
 }
 
+/* out += the column sums over rows of a's terms (gk_colsum's: a alone, or
+ * with b, rstd and mean a norm's gain gradient; rop: its tangent,
+ * rop_colsum_partial's), chunks of rows in order: a rerun gives the same
+ * bits */
+static void colsum(struct gpu_model *gm, struct gk_colsum a, int rop)
+{
+	a.chunks = (a.rows + GK_CHUNK - 1) / GK_CHUNK;
+	a.partial = gm->colsum;
+	a.grid = gk_elems(a.chunks * a.C);
+	if (rop)
+		LAUNCH(gm, rop_colsum_partial, a);
+	else
+		LAUNCH(gm, colsum_partial, a);
+	a.grid = gk_elems(a.C);
+	LAUNCH(gm, colsum_finish, a);
+}
+
 static void rmsnorm_forward(struct gpu_model *gm, real *out, real *rstd, const real *inp,
 			    const real *gain, int64_t N, int C, double eps)
 {
@@ -266,18 +295,50 @@ static void rmsnorm_forward(struct gpu_model *gm, real *out, real *rstd, const r
 static void rmsnorm_backward(struct gpu_model *gm, real *dinp, real *dgain, const real *dout,
 			     const real *inp, const real *gain, const real *rstd, int64_t N, int C)
 {
-	if (dgain) {
-		int64_t chunks = (N + GK_CHUNK - 1) / GK_CHUNK;
-		struct gk_colsum a = {
-			.grid = gk_elems(chunks * C), .partial = gm->colsum, .out = dgain,
-			.a = dout, .b = inp, .rstd = rstd, .rows = N, .chunks = chunks, .C = C};
-		LAUNCH(gm, colsum_partial, a);
-		a.grid = gk_elems(C);
-		LAUNCH(gm, colsum_finish, a);
-	}
+	if (dgain)
+		colsum(gm, (struct gk_colsum){.out = dgain, .a = dout, .b = inp, .rstd = rstd, .rows = N,
+					      .C = C}, 0);
 	LAUNCH(gm, rmsnorm_backward, (struct gk_rmsnorm){
 		.grid = gk_rows(N, C), .out = dinp, .rstd = (real *)rstd, .inp = inp, .dout = dout,
 		.gain = gain, .rows = N, .C = C});
+}
+
+static void layernorm_forward(struct gpu_model *gm, real *out, real *mean, real *rstd,
+			      const real *inp, const real *gain, const real *nbias, int64_t N, int C,
+			      double eps)
+{
+	LAUNCH(gm, layernorm_forward, (struct gk_layernorm){
+		.grid = gk_rows(N, C), .out = out, .mean = mean, .rstd = rstd, .inp = inp,
+		.gain = gain, .bias = nbias, .rows = N, .C = C, .eps = eps});
+}
+
+/* dgain += sum_n dy xhat, dbias += sum_n dy (column sums); dx += ... */
+static void layernorm_backward(struct gpu_model *gm, real *dinp, real *dgain, real *dbias,
+			       const real *dout, const real *inp, const real *gain, const real *mean,
+			       const real *rstd, int64_t N, int C)
+{
+	if (dgain)
+		colsum(gm, (struct gk_colsum){.out = dgain, .a = dout, .b = inp, .rstd = rstd,
+					      .mean = mean, .rows = N, .C = C}, 0);
+	if (dbias)
+		colsum(gm, (struct gk_colsum){.out = dbias, .a = dout, .rows = N, .C = C}, 0);
+	if (dinp)
+		LAUNCH(gm, layernorm_backward, (struct gk_layernorm){
+			.grid = gk_rows(N, C), .out = dinp, .mean = (real *)mean, .rstd = (real *)rstd,
+			.inp = inp, .dout = dout, .gain = gain, .rows = N, .C = C});
+}
+
+/* soft-capping in place over n values (attention's causal scores with T >
+ * 0): forward x = cap tanh(x / cap), th saved; backward x *= 1 - th^2 */
+static void cap_values(struct gpu_model *gm, real *x, real *th, size_t n, int T, real cap, int backward)
+{
+	struct gk_softcap a = {.grid = gk_elems((int64_t)n), .x = x, .th = th, .n = (int64_t)n, .T = T,
+			       .cap = cap};
+
+	if (backward)
+		LAUNCH(gm, softcap_backward, a);
+	else
+		LAUNCH(gm, softcap_forward, a);
 }
 
 /* y (N, n) += b per row; backward: b += y's column sums (chunks of rows,
@@ -285,13 +346,7 @@ static void rmsnorm_backward(struct gpu_model *gm, real *dinp, real *dgain, cons
 static void bias(struct gpu_model *gm, real *y, real *b, int64_t N, int n, int backward)
 {
 	if (backward) {
-		int64_t chunks = (N + GK_CHUNK - 1) / GK_CHUNK;
-		struct gk_colsum a = {
-			.grid = gk_elems(chunks * n), .partial = gm->colsum, .out = b, .a = y,
-			.rows = N, .chunks = chunks, .C = n};
-		LAUNCH(gm, colsum_partial, a);
-		a.grid = gk_elems(n);
-		LAUNCH(gm, colsum_finish, a);
+		colsum(gm, (struct gk_colsum){.out = b, .a = y, .rows = N, .C = n}, 0);
 		return;
 	}
 	LAUNCH(gm, bias_forward, (struct gk_bias){
@@ -325,14 +380,16 @@ static void rope(struct gpu_model *gm, int backward, real *x, int B, int T, int 
 /*
  * Causal attention with GQA, as cpukern.c's: per head h (batched over the B
  * sequences), S = scale Q_h K_g^T on the blocks of T x T on and below the
- * diagonal (model_causal_block), the causal softmax (every row of every
- * head in one kernel), O_h = P V_g; g = h / (H/KV).
+ * diagonal (model_causal_block; the scale is the product's alpha), with
+ * softcap > 0 S = softcap tanh(S / softcap) (tanh kept in att_tanh), the
+ * causal softmax (every row of every head in one kernel), O_h = P V_g; g
+ * = h / (H/KV).
  */
-static void attention_forward(struct gpu_model *gm, real *out, real *att, const real *q,
-			      const real *k, const real *v, int B, int T, int H, int KV, int hd)
+static void attention_forward(struct gpu_model *gm, real *out, real *att, real *att_tanh,
+			      const real *q, const real *k, const real *v, int B, int T, int H,
+			      int KV, int hd, float scale, float cap)
 {
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
-	float scale = (float)(1.0 / sqrt((double)hd));
 	int64_t TT = (int64_t)T * T;
 
 	for (int h = 0; h < H; h++)
@@ -343,6 +400,8 @@ static void attention_forward(struct gpu_model *gm, real *out, real *att, const 
 			   (int64_t)T * Q, k + (size_t)g * hd, K, (int64_t)T * K, 0,
 			   att + h * TT + (int64_t)r0 * T, T, H * TT, B, gm->bf16);
 		}
+	if (cap > 0)
+		cap_values(gm, att, att_tanh, (size_t)B * H * TT, T, cap, 0);
 	LAUNCH(gm, softmax_forward, (struct gk_softmax){
 		.grid = gk_rows((int64_t)B * H * T, T), .p = att, .rows = (int64_t)B * H * T, .width = T,
 		.causal = 1});
@@ -358,16 +417,17 @@ static void attention_forward(struct gpu_model *gm, real *out, real *att, const 
 
 /*
  * Backward, per head h in order (batched over b), as cpukern.c per (b, g):
- * dP = dO_h V_g^T; dV_g += P^T dO_h; dS = P (dP - rowsum(P dP)) scale;
- * dQ_h += dS K_g; dK_g += dS^T Q_h. dP lives in the (B, T, T) scratch;
- * what its blocks above the diagonal hold is never read.
+ * dP = dO_h V_g^T; dV_g += P^T dO_h; dS = P (dP - rowsum(P dP)) scale,
+ * through a soft-cap times 1 - tanh^2 (att_tanh, NULL without); dQ_h +=
+ * dS K_g; dK_g += dS^T Q_h. dP lives in the (B, T, T) scratch; what its
+ * blocks above the diagonal hold is never read.
  */
 static void attention_backward(struct gpu_model *gm, real *dq, real *dk, real *dv, real *ds,
 			       const real *dout, const real *q, const real *k, const real *v,
-			       const real *att, int B, int T, int H, int KV, int hd)
+			       const real *att, const real *att_tanh, int B, int T, int H, int KV,
+			       int hd, float scale)
 {
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
-	float scale = (float)(1.0 / sqrt((double)hd));
 	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
 
 	for (int h = 0; h < H; h++) {
@@ -386,7 +446,8 @@ static void attention_backward(struct gpu_model *gm, real *dq, real *dk, real *d
 			   gm->bf16);
 		}
 		LAUNCH(gm, softmax_backward, (struct gk_softmax_back){
-			.grid = gk_rows((int64_t)B * T, T), .d = ds, .p = ph, .rows = (int64_t)B * T,
+			.grid = gk_rows((int64_t)B * T, T), .d = ds, .p = ph,
+			.th = att_tanh ? att_tanh + h * TT : NULL, .rows = (int64_t)B * T,
 			.p_bstride = H * TT, .d_bstride = TT, .T = T, .scale = scale});
 		for (int i = 0; i < nb; i++) {
 			model_causal_block(T, nb, i, &r0, &r1);
@@ -405,18 +466,36 @@ static void residual_forward(struct gpu_model *gm, real *out, const real *a, con
 		.grid = gk_elems((int64_t)n), .out = out, .a = a, .b = b, .n = (int64_t)n});
 }
 
-static void swiglu_forward(struct gpu_model *gm, real *h, const real *gate, const real *up, size_t n)
+/* the gated unit act(gate) up (SwiGLU, GeGLU) */
+static void swiglu_forward(struct gpu_model *gm, real *h, const real *gate, const real *up, size_t n,
+			   enum model_act act)
 {
 	LAUNCH(gm, swiglu_forward, (struct gk_pointwise){
-		.grid = gk_elems((int64_t)n), .out = h, .a = gate, .b = up, .n = (int64_t)n});
+		.grid = gk_elems((int64_t)n), .out = h, .a = gate, .b = up, .n = (int64_t)n,
+		.act = (int)act});
 }
 
 static void swiglu_backward(struct gpu_model *gm, real *dgate, real *dup, const real *dh,
-			    const real *gate, const real *up, size_t n)
+			    const real *gate, const real *up, size_t n, enum model_act act)
 {
 	LAUNCH(gm, swiglu_backward, (struct gk_pointwise){
 		.grid = gk_elems((int64_t)n), .out = dgate, .out2 = dup, .a = dh, .b = gate, .c = up,
-		.n = (int64_t)n});
+		.n = (int64_t)n, .act = (int)act});
+}
+
+/* GPT-2's MLP: h = act(x); backward dx += act'(x) dh */
+static void act_forward(struct gpu_model *gm, real *h, const real *x, size_t n, enum model_act act)
+{
+	LAUNCH(gm, act_forward, (struct gk_pointwise){
+		.grid = gk_elems((int64_t)n), .out = h, .a = x, .n = (int64_t)n, .act = (int)act});
+}
+
+static void act_backward(struct gpu_model *gm, real *dx, const real *dh, const real *x, size_t n,
+			 enum model_act act)
+{
+	LAUNCH(gm, act_backward, (struct gk_pointwise){
+		.grid = gk_elems((int64_t)n), .out = dx, .a = dh, .b = x, .n = (int64_t)n,
+		.act = (int)act});
 }
 
 /* probs = softmax(logits) per row of V; losses = -log p[target] */
@@ -575,12 +654,18 @@ int gpumodel_sum(struct gpu_model *gm, const real *x, size_t n, int squares, dou
 static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
 {
 	const struct sw_config *c = &gm->m->c;
+	const struct model_arch *ar = &gm->m->arch;
 	size_t N = (size_t)B * T, C = (size_t)c->d_model, H = (size_t)c->n_heads, KV = (size_t)c->n_kv_heads,
 	       hd = (size_t)c->head_dim, Q = H * hd, K = KV * hd, F = (size_t)c->d_ff,
 	       V = (size_t)c->vocab_size, at = 0;
-	size_t chunks = (N * H + GK_CHUNK - 1) / GK_CHUNK, widest = C > Q ? C : Q;
+	size_t chunks = (N * H + GK_CHUNK - 1) / GK_CHUNK, widest = C > Q ? C : Q, ncol;
 
 	widest = widest > F ? widest : F;
+	/* column sums: N rows of at most the widest, or N H rows of hd; the
+	 * position embeddings' gradient B rows of T C */
+	ncol = ((N + GK_CHUNK - 1) / GK_CHUNK) * widest + chunks * hd;
+	if (ar->pos_embed && ((size_t)B + GK_CHUNK - 1) / GK_CHUNK * T * C > ncol)
+		ncol = ((size_t)B + GK_CHUNK - 1) / GK_CHUNK * T * C;
 #define PLACE(field, n) do { if (base) (field) = base + at; at += (n); } while (0)
 	for (int l = 0; l < c->n_layers; l++) {
 		struct layer_acts *a = &gm->acts[l];
@@ -602,7 +687,8 @@ static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
 		PLACE(a->x_mid, N * C);
 		PLACE(a->n2, N * C);
 		PLACE(a->n2_rstd, N);
-		PLACE(a->gate, N * F);
+		if (ar->gated)          /* GPT-2's MLP has up alone */
+			PLACE(a->gate, N * F);
 		PLACE(a->up, N * F);
 		PLACE(a->h, N * F);
 		PLACE(a->d_in, N * F);
@@ -618,12 +704,29 @@ static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
 			PLACE(a->gate_rstd, N);
 			PLACE(a->up_rstd, N);
 		}
+		/* the other families' (model_alloc_acts's) */
+		if (ar->layernorm) {
+			PLACE(a->n1_mean, N);
+			PLACE(a->n2_mean, N);
+		}
+		if (ar->attn_softcap > 0)
+			PLACE(a->att_tanh, N * H * T);
+		if (ar->post_norms) {
+			PLACE(a->attn_post, N * C);
+			PLACE(a->attn_post_rstd, N);
+			PLACE(a->mlp_post, N * C);
+			PLACE(a->mlp_post_rstd, N);
+		}
 	}
 	PLACE(gm->x_final, N * C);
 	PLACE(gm->nf, N * C);
 	PLACE(gm->nf_rstd, N);
 	PLACE(gm->logits, N * V);
 	PLACE(gm->losses, N);
+	if (ar->layernorm)
+		PLACE(gm->nf_mean, N);
+	if (ar->final_softcap > 0)
+		PLACE(gm->logits_tanh, N * V);
 	PLACE(gm->rope_cos, (size_t)T * (hd / 2));
 	PLACE(gm->rope_sin, (size_t)T * (hd / 2));
 	/* the backward pass's scratch, as model.c's */
@@ -638,8 +741,7 @@ static size_t layout_acts(struct gpu_model *gm, real *base, int B, int T)
 	PLACE(gm->dk2, N * K);
 	PLACE(gm->dv, N * K);
 	PLACE(gm->ds, N * T);
-	/* column sums: N rows of at most the widest, or N H rows of hd */
-	PLACE(gm->colsum, ((N + GK_CHUNK - 1) / GK_CHUNK) * widest + chunks * hd);
+	PLACE(gm->colsum, ncol);
 #undef PLACE
 	return at;
 }
@@ -741,6 +843,25 @@ static void op_rmsnorm(void *ctx, real *out, real *rstd, const real *inp, const 
 	rmsnorm_forward(ctx, out, rstd, inp, gain, rows, n, eps);
 }
 
+static void op_layernorm(void *ctx, real *out, real *mean, real *rstd, const real *inp,
+			 const real *gain, const real *nbias, int64_t rows, int n, double eps)
+{
+	layernorm_forward(ctx, out, mean, rstd, inp, gain, nbias, rows, n, eps);
+}
+
+/* x *= s: the optimizers' scale kernel, one float product per value as
+ * the CPU's */
+static void op_scale(void *ctx, real *x, size_t n, real s)
+{
+	LAUNCH((struct gpu_model *)ctx, scale, (struct gk_opt){
+		.grid = gk_elems((int64_t)n), .out = x, .n = (int64_t)n, .scale = s});
+}
+
+static void op_softcap(void *ctx, real *x, real *t, size_t n, real cap, int backward)
+{
+	cap_values(ctx, x, t, n, 0, cap, backward);
+}
+
 static void op_matmul(void *ctx, real *out, const real *inp, const real *w, int N, int din, int dout)
 {
 	matmul_forward(ctx, out, inp, w, N, din, dout);
@@ -760,10 +881,7 @@ static void op_attention(void *ctx, real *out, real *att, real *att_tanh, const 
 			 const real *k, const real *v, int B, int T, int H, int KV, int hd,
 			 real scale, real softcap)
 {
-	(void)att_tanh;
-	(void)scale;
-	(void)softcap;
-	attention_forward(ctx, out, att, q, k, v, B, T, H, KV, hd);
+	attention_forward(ctx, out, att, att_tanh, q, k, v, B, T, H, KV, hd, scale, softcap);
 }
 
 static void op_residual(void *ctx, real *out, const real *a, const real *b, size_t n)
@@ -774,15 +892,24 @@ static void op_residual(void *ctx, real *out, const real *a, const real *b, size
 static void op_swiglu(void *ctx, real *h, const real *gate, const real *up, size_t n,
 		      enum model_act act)
 {
-	(void)act;
-	swiglu_forward(ctx, h, gate, up, n);
+	swiglu_forward(ctx, h, gate, up, n, act);
 }
 
 static void op_swiglu_backward(void *ctx, real *dgate, real *dup, const real *dh, const real *gate,
 			       const real *up, size_t n, enum model_act act)
 {
-	(void)act;
-	swiglu_backward(ctx, dgate, dup, dh, gate, up, n);
+	swiglu_backward(ctx, dgate, dup, dh, gate, up, n, act);
+}
+
+static void op_act(void *ctx, real *h, const real *x, size_t n, enum model_act act)
+{
+	act_forward(ctx, h, x, n, act);
+}
+
+static void op_act_backward(void *ctx, real *dx, const real *dh, const real *x, size_t n,
+			    enum model_act act)
+{
+	act_backward(ctx, dx, dh, x, n, act);
 }
 
 static void op_loss(void *ctx, real *losses, real *probs, const int *targets, int N, int V)
@@ -813,6 +940,13 @@ static void op_rmsnorm_backward(void *ctx, real *dinp, real *dgain, const real *
 	rmsnorm_backward(ctx, dinp, dgain, dout, inp, gain, rstd, rows, n);
 }
 
+static void op_layernorm_backward(void *ctx, real *dinp, real *dgain, real *dbias,
+				  const real *dout, const real *inp, const real *gain,
+				  const real *mean, const real *rstd, int64_t rows, int n)
+{
+	layernorm_backward(ctx, dinp, dgain, dbias, dout, inp, gain, mean, rstd, rows, n);
+}
+
 static void op_attention_backward(void *ctx, real *dq, real *dk, real *dv, const real *dout,
 				  const real *q, const real *k, const real *v, const real *att,
 				  const real *att_tanh, int B, int T, int H, int KV, int hd,
@@ -820,10 +954,8 @@ static void op_attention_backward(void *ctx, real *dq, real *dk, real *dv, const
 {
 	struct gpu_model *gm = ctx;
 
-	(void)att_tanh;
-	(void)scale;
-	(void)softcap;
-	attention_backward(gm, dq, dk, dv, gm->ds, dout, q, k, v, att, B, T, H, KV, hd);
+	attention_backward(gm, dq, dk, dv, gm->ds, dout, q, k, v, att, softcap > 0 ? att_tanh : NULL,
+			   B, T, H, KV, hd, scale);
 }
 
 /* SwiGLU's backward into dF2 (gate) and dF3 (up), then a product each */
@@ -835,10 +967,9 @@ static void op_gate_up_backward(void *ctx, real *dn, real *dgate, real *dup, con
 	struct gpu_model *gm = ctx;
 	size_t nF = (size_t)N * F * sizeof(real);
 
-	(void)act;
 	zero(gm, gm->dF2, nF);
 	zero(gm, gm->dF3, nF);
-	swiglu_backward(gm, gm->dF2, gm->dF3, dh, gate, up, (size_t)N * F);
+	swiglu_backward(gm, gm->dF2, gm->dF3, dh, gate, up, (size_t)N * F, act);
 	matmul_backward(gm, dn, dgate, gm->dF2, inp, wgate, N, C, F);
 	matmul_backward(gm, dn, dup, gm->dF3, inp, wup, N, C, F);
 }
@@ -875,6 +1006,9 @@ static const struct model_ops gpu_ops = {
 	.update_effective = op_update_effective,
 	.embed = op_embed,
 	.rmsnorm = op_rmsnorm,
+	.layernorm = op_layernorm,
+	.scale = op_scale,
+	.softcap = op_softcap,
 	.matmul = op_matmul,
 	.copy = op_copy,
 	.bias = op_bias,
@@ -883,11 +1017,14 @@ static const struct model_ops gpu_ops = {
 	.residual = op_residual,
 	.swiglu = op_swiglu,
 	.swiglu_backward = op_swiglu_backward,
+	.act = op_act,
+	.act_backward = op_act_backward,
 	.loss = op_loss,
 	.zero = op_zero,
 	.loss_backward = op_loss_backward,
 	.matmul_backward = op_matmul_backward,
 	.rmsnorm_backward = op_rmsnorm_backward,
+	.layernorm_backward = op_layernorm_backward,
 	.attention_backward = op_attention_backward,
 	.gate_up_backward = op_gate_up_backward,
 	.qkv_backward = op_qkv_backward,
@@ -901,7 +1038,8 @@ static struct model_step gpu_step(struct gpu_model *gm)
 	struct model_step st = {
 		.ops = &gpu_ops, .ctx = gm, .c = &gm->m->c, .a = &gm->m->arch, .p = &gm->p, .g = &gm->d,
 		.acts = gm->acts, .x_final = gm->x_final, .nf = gm->nf, .nf_rstd = gm->nf_rstd,
-		.logits = gm->logits, .losses = gm->losses,
+		.nf_mean = gm->nf_mean, .logits = gm->logits, .logits_tanh = gm->logits_tanh,
+		.losses = gm->losses,
 		.dnp_attn = gm->m->design.dnp[ARCH_SV_ATTN], .dnp_ffn = gm->m->design.dnp[ARCH_SV_FFN],
 		.s = {.dres = gm->dres, .dn = gm->dn, .dF1 = gm->dF1, .dF2 = gm->dF2, .dF3 = gm->dF3,
 		      .dq = gm->dq,
@@ -1442,20 +1580,28 @@ static void rop_op_matmul(void *ctx, real *ry, const real *inp, const real *rinp
 		mm(gm, 0, 1, N, dout, din, 1, inp, din, 0, rw, din, 0, 1, ry, dout, 0, 1, gm->bf16);
 }
 
+/* Where the tangent keeps R{S}, the pre-cap scores' tangent, for the
+ * layer whose R{P} is ratt: its own att_tanh (the tangent's tanh is the
+ * primal's) */
+static real *rop_scores(const struct gpu_model *gm, const real *ratt)
+{
+	for (int l = 0; l < gm->m->c.n_layers; l++)
+		if (gm->tangent->acts[l].att == ratt)
+			return gm->tangent->acts[l].att_tanh;
+	return NULL;
+}
+
 /* per head, in attention_forward's blocks: R{S} = scale (R{Q} K^T + Q
- * R{K}^T); R{P} = P (R{S} - rowsum(P R{S})), softmax_backward's form;
+ * R{K}^T); through a soft-cap R{S} kept (rop_scores) and times 1 -
+ * tanh^2; R{P} = P (R{S} - rowsum(P R{S})), softmax_backward's form;
  * R{O} = R{P} V + P R{V} */
 static void rop_op_attention(void *ctx, real *rout, real *ratt, const real *att,
 			     const real *att_tanh, const real *q, const real *k, const real *v,
 			     const real *rq, const real *rk, const real *rv, int B, int T, int H,
-			     int KV, int hd, real scale_, real softcap)
+			     int KV, int hd, real scale, real cap)
 {
 	struct gpu_model *gm = ctx;
-	(void)att_tanh;
-	(void)scale_;
-	(void)softcap;
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
-	float scale = (float)(1.0 / sqrt((double)hd));
 	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
 
 	for (int h = 0; h < H; h++)
@@ -1468,6 +1614,10 @@ static void rop_op_attention(void *ctx, real *rout, real *ratt, const real *att,
 			mm(gm, 0, 1, r1 - r0, r1, hd, scale, q + (size_t)r0 * Q + qo, Q, sq, rk + ko, K, sk, 1,
 			   s + (int64_t)r0 * T, T, H * TT, B, gm->bf16);
 		}
+	if (cap > 0) {
+		dcopy(gm, rop_scores(gm, ratt), ratt, (size_t)B * H * TT * sizeof(real));
+		cap_values(gm, ratt, (real *)att_tanh, (size_t)B * H * TT, T, cap, 1);
+	}
 	LAUNCH(gm, softmax_backward, (struct gk_softmax_back){
 		.grid = gk_rows((int64_t)B * H * T, T), .d = ratt, .p = att, .rows = (int64_t)B * H * T,
 		.p_bstride = TT, .d_bstride = TT, .T = T, .scale = 1});
@@ -1485,10 +1635,42 @@ static void rop_op_attention(void *ctx, real *rout, real *ratt, const real *att,
 static void rop_op_swiglu(void *ctx, real *rh, const real *gate, const real *up, const real *rgate,
 			  const real *rup, size_t n, enum model_act act)
 {
-	(void)act;
 	LAUNCH((struct gpu_model *)ctx, rop_swiglu_forward, (struct gk_rop_pointwise){
 		.grid = gk_elems((int64_t)n), .out = rh, .gate = gate, .up = up, .rgate = rgate,
-		.rup = rup, .n = (int64_t)n});
+		.rup = rup, .n = (int64_t)n, .act = (int)act});
+}
+
+/* GPT-2's MLP: R{h} = act'(x) R{x} */
+static void rop_op_act(void *ctx, real *rh, const real *x, const real *rx, size_t n,
+		       enum model_act act)
+{
+	LAUNCH((struct gpu_model *)ctx, rop_act_forward, (struct gk_rop_pointwise){
+		.grid = gk_elems((int64_t)n), .out = rh, .gate = x, .rgate = rx, .n = (int64_t)n,
+		.act = (int)act});
+}
+
+static void rop_op_layernorm(void *ctx, real *ry, real *rmean, real *rrstd, const real *inp,
+			     const real *rinp, const real *gain, const real *rgain, const real *rbias,
+			     const real *mean, const real *rstd, int64_t rows, int n)
+{
+	LAUNCH((struct gpu_model *)ctx, rop_layernorm_forward, (struct gk_rop_layernorm){
+		.grid = gk_rows(rows, n), .out = ry, .rmean = rmean, .rrstd = rrstd, .inp = inp,
+		.rinp = rinp, .gain = gain, .rgain = rgain, .rbias = rbias, .mean = mean, .rstd = rstd,
+		.rows = rows, .C = n});
+}
+
+/* the final logits' cap: R{x_capped} = (1 - t^2) R{x} in place */
+static void rop_op_softcap(void *ctx, real *rx, const real *t, size_t n, real cap)
+{
+	cap_values(ctx, rx, (real *)t, n, 0, cap, 1);
+}
+
+static void rop_op_softcap_backward(void *ctx, real *rdx, const real *dcapped, const real *t,
+				    const real *rx, size_t n, real cap)
+{
+	LAUNCH((struct gpu_model *)ctx, rop_softcap_backward, (struct gk_softcap){
+		.grid = gk_elems((int64_t)n), .x = rdx, .th = (real *)t, .dy = dcapped, .rx = rx,
+		.n = (int64_t)n, .cap = cap});
 }
 
 static void rop_op_loss_backward(void *ctx, real *rz, const real *probs, int N, int V, real scale)
@@ -1518,6 +1700,32 @@ static void rop_op_matmul_backward(void *ctx, real *rdinp, real *rdw, const real
 	}
 }
 
+/* R{dgain} += sum_n R{dy} xhat + dy R{xhat}, R{dbias} += sum_n R{dy}
+ * (column sums); R{dx} += ... */
+static void rop_op_layernorm_backward(void *ctx, real *rdinp, real *rdgain, real *rdbias,
+				      const real *dout, const real *rdout, const real *inp,
+				      const real *rinp, const real *gain, const real *rgain,
+				      const real *mean, const real *rstd, const real *rmean,
+				      const real *rrstd, int64_t rows, int n)
+{
+	struct gpu_model *gm = ctx;
+	struct gk_rop_layernorm a = {
+		.grid = gk_rows(rows, n), .out = rdinp, .rmean = (real *)rmean, .rrstd = (real *)rrstd,
+		.inp = inp, .rinp = rinp, .dout = dout, .rdout = rdout, .gain = gain, .rgain = rgain,
+		.mean = mean, .rstd = rstd, .rows = rows, .C = n};
+
+	if (rdgain)
+		colsum(gm, (struct gk_colsum){.out = rdgain, .a = rdout, .b = inp, .rstd = rstd,
+					      .mean = mean, .c = dout, .d = rinp, .rrstd = rrstd,
+					      .rmean = rmean, .rows = rows, .C = n}, 1);
+	if (rdbias)
+		colsum(gm, (struct gk_colsum){.out = rdbias, .a = rdout, .rows = rows, .C = n}, 0);
+	if (!rdinp)
+		return;
+	a.grid.shm += 2;        /* four row results */
+	LAUNCH(gm, rop_layernorm_backward, a);
+}
+
 static void rop_op_rmsnorm_backward(void *ctx, real *rdinp, real *rdgain, const real *dout,
 				    const real *rdout, const real *inp, const real *rinp,
 				    const real *gain, const real *rgain, const real *rstd,
@@ -1525,16 +1733,9 @@ static void rop_op_rmsnorm_backward(void *ctx, real *rdinp, real *rdgain, const 
 {
 	struct gpu_model *gm = ctx;
 
-	if (rdgain) {
-		int64_t chunks = (rows + GK_CHUNK - 1) / GK_CHUNK;
-		struct gk_colsum a = {
-			.grid = gk_elems(chunks * n), .partial = gm->colsum, .out = rdgain, .a = rdout,
-			.b = inp, .rstd = rstd, .c = dout, .d = rinp, .rrstd = rrstd, .rows = rows,
-			.chunks = chunks, .C = n};
-		LAUNCH(gm, rop_colsum_partial, a);
-		a.grid = gk_elems(n);
-		LAUNCH(gm, colsum_finish, a);
-	}
+	if (rdgain)
+		colsum(gm, (struct gk_colsum){.out = rdgain, .a = rdout, .b = inp, .rstd = rstd, .c = dout,
+					      .d = rinp, .rrstd = rrstd, .rows = rows, .C = n}, 1);
 	LAUNCH(gm, rop_rmsnorm_backward, (struct gk_rop_rmsnorm){
 		.grid = gk_rows(rows, n), .out = rdinp, .rrstd = (real *)rrstd, .inp = inp,
 		.rinp = rinp, .dout = dout, .rdout = rdout, .gain = gain, .rgain = rgain, .rstd = rstd,
@@ -1555,15 +1756,12 @@ static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, r
 				      const real *q, const real *k, const real *v, const real *rq,
 				      const real *rk, const real *rv, const real *att,
 				      const real *ratt, const real *att_tanh, int B, int T, int H,
-				      int KV, int hd, real scale_, real softcap)
+				      int KV, int hd, real scale, real cap)
 {
 	struct gpu_model *gm = ctx;
-	(void)att_tanh;
-	(void)scale_;
-	(void)softcap;
 	real *ds = gm->ds, *rds = gm->tangent->ds;
+	const real *th = cap > 0 ? att_tanh : NULL, *rs = cap > 0 ? rop_scores(gm, ratt) : NULL;
 	int Q = H * hd, K = KV * hd, group = H / KV, nb = model_causal_nblocks(T), r0, r1;
-	float scale = (float)(1.0 / sqrt((double)hd));
 	int64_t TT = (int64_t)T * T, sq = (int64_t)T * Q, sk = (int64_t)T * K;
 	int bf = gm->bf16;
 
@@ -1595,11 +1793,13 @@ static void rop_op_attention_backward(void *ctx, real *dq, real *dk, real *dv, r
 		if (dout)
 			LAUNCH(gm, rop_softmax_backward, (struct gk_rop_softmax_back){
 				.grid = gk_rows((int64_t)B * T, T), .d = ds, .rd = rds, .p = ph, .rp = rph,
+				.th = th ? th + h * TT : NULL, .rs = rs ? rs + h * TT : NULL,
 				.rows = (int64_t)B * T, .p_bstride = H * TT, .d_bstride = TT, .T = T,
-				.scale = scale});
+				.scale = scale, .cap = cap});
 		else
 			LAUNCH(gm, softmax_backward, (struct gk_softmax_back){
-				.grid = gk_rows((int64_t)B * T, T), .d = rds, .p = ph, .rows = (int64_t)B * T,
+				.grid = gk_rows((int64_t)B * T, T), .d = rds, .p = ph,
+				.th = th ? th + h * TT : NULL, .rows = (int64_t)B * T,
 				.p_bstride = H * TT, .d_bstride = TT, .T = T, .scale = scale});
 		for (int i = 0; i < nb; i++) {
 			model_causal_block(T, nb, i, &r0, &r1);
@@ -1627,10 +1827,18 @@ static void rop_op_swiglu_backward(void *ctx, real *rdgate, real *rdup, const re
 				   const real *rdh, const real *gate, const real *up,
 				   const real *rgate, const real *rup, size_t n, enum model_act act)
 {
-	(void)act;
 	LAUNCH((struct gpu_model *)ctx, rop_swiglu_backward, (struct gk_rop_pointwise){
 		.grid = gk_elems((int64_t)n), .out = rdgate, .out2 = rdup, .dh = dh, .rdh = rdh,
-		.gate = gate, .up = up, .rgate = rgate, .rup = rup, .n = (int64_t)n});
+		.gate = gate, .up = up, .rgate = rgate, .rup = rup, .n = (int64_t)n, .act = (int)act});
+}
+
+/* R{dx} += act'(x) R{dh} + act''(x) R{x} dh (dh NULL: Gauss-Newton) */
+static void rop_op_act_backward(void *ctx, real *rdx, const real *dh, const real *rdh,
+				const real *x, const real *rx, size_t n, enum model_act act)
+{
+	LAUNCH((struct gpu_model *)ctx, rop_act_backward, (struct gk_rop_pointwise){
+		.grid = gk_elems((int64_t)n), .out = rdx, .dh = dh, .rdh = rdh, .gate = x, .rgate = rx,
+		.n = (int64_t)n, .act = (int)act});
 }
 
 /* one term of R{} of the multipliers' backward: the primal kernel k on
@@ -1717,14 +1925,20 @@ static const struct model_rop_ops gpu_rop_ops = {
 	.layer_views = rop_op_layer_views,
 	.effective = rop_op_effective,
 	.rmsnorm = rop_op_rmsnorm,
+	.layernorm = rop_op_layernorm,
+	.softcap = rop_op_softcap,
+	.softcap_backward = rop_op_softcap_backward,
 	.matmul = rop_op_matmul,
 	.attention = rop_op_attention,
 	.swiglu = rop_op_swiglu,
+	.act = rop_op_act,
 	.loss_backward = rop_op_loss_backward,
 	.matmul_backward = rop_op_matmul_backward,
 	.rmsnorm_backward = rop_op_rmsnorm_backward,
+	.layernorm_backward = rop_op_layernorm_backward,
 	.attention_backward = rop_op_attention_backward,
 	.swiglu_backward = rop_op_swiglu_backward,
+	.act_backward = rop_op_act_backward,
 	.mult_backward = rop_op_mult_backward,
 };
 
@@ -1736,7 +1950,8 @@ static struct model_rop_step gpu_rop_step(struct gpu_model *gm)
 	struct model_ptrs hw, hg, he;
 	struct model_rop_step rt = {
 		.ops = &gpu_rop_ops, .ctx = gm, .acts = t->acts, .x_final = t->x_final, .nf = t->nf,
-		.nf_rstd = t->nf_rstd, .logits = t->logits, .s = gpu_step(t).s,
+		.nf_rstd = t->nf_rstd, .nf_mean = t->nf_mean, .logits = t->logits,
+		.logits_pre = t->logits_tanh, .s = gpu_step(t).s,
 		.first = model_rop_first(m, gm->want),
 	};
 

@@ -192,6 +192,76 @@ GK_BODY(rmsnorm_backward, struct gk_rmsnorm)
 	}
 }
 
+/* ---- LayerNorm (GPT-2): y = g (x - mu) r + b, r = (var + eps)^(-1/2) ------ */
+
+struct gk_layernorm {
+	struct gk_grid grid;            /* gk_rows(rows, C) */
+	float *out;                     /* forward y (rows, C); backward dx (+=) */
+	float *mean, *rstd;             /* (rows): forward writes, backward reads */
+	const float *inp, *dout;        /* x (rows, C); backward dy (rows, C) */
+	const float *gain, *bias;       /* (C) or NULL */
+	int64_t rows;
+	int C;
+	double eps;
+};
+
+/* phases: sum x, mu, sum (x - mu)^2, r, y (the biased variance, both
+ * sums in double) */
+GK_BODY(layernorm_forward, struct gk_layernorm)
+{
+	const float *x = a->inp + blk * a->C;
+	float *y = a->out + blk * a->C;
+
+	if (phase == 0 || phase == 2) {
+		float mu = phase ? (float)shm[nthr] : 0;
+		double s = 0;
+		for (int i = thr; i < a->C; i += nthr)
+			s += phase ? elem_layernorm_sq(x[i], mu) : (double)x[i];
+		shm[thr] = s;
+	} else if (phase == 1) {
+		if (thr == 0) {
+			float mu = elem_layernorm_mean(gk_row_total(shm, thr, nthr), a->C);
+			a->mean[blk] = mu;
+			shm[nthr] = mu;
+		}
+	} else if (phase == 3) {
+		if (thr == 0) {
+			float r = elem_layernorm_rstd(gk_row_total(shm, thr, nthr), a->C, a->eps);
+			a->rstd[blk] = r;
+			shm[nthr + 1] = r;
+		}
+	} else {
+		float mu = (float)shm[nthr], r = (float)shm[nthr + 1];
+		for (int i = thr; i < a->C; i += nthr)
+			y[i] = elem_layernorm_out(x[i], mu, r, a->gain ? a->gain[i] : 1,
+						  a->bias ? a->bias[i] : 0);
+	}
+}
+
+/* dx += r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g;
+ * phases: sum dxhat, its mean, sum dxhat xhat, its mean, dx. dgain and
+ * dbias are gk_colsum's. */
+GK_BODY(layernorm_backward, struct gk_layernorm)
+{
+	const float *x = a->inp + blk * a->C, *dy = a->dout + blk * a->C;
+	float *dx = a->out + blk * a->C, mu = a->mean[blk], r = a->rstd[blk];
+
+	if (phase == 0 || phase == 2) {
+		double s = 0;
+		for (int i = thr; i < a->C; i += nthr)
+			s += phase ? elem_layernorm_dot(dy[i], a->gain ? a->gain[i] : 1, x[i], mu, r)
+			     : (double)(dy[i] * (a->gain ? a->gain[i] : 1));
+		shm[thr] = s;
+	} else if (phase == 1 || phase == 3) {
+		if (thr == 0)
+			shm[nthr + (phase == 3)] = elem_rmsnorm_mean(gk_row_total(shm, thr, nthr), a->C);
+	} else {
+		float m1 = (float)shm[nthr], m2 = (float)shm[nthr + 1];
+		for (int i = thr; i < a->C; i += nthr)
+			dx[i] += elem_layernorm_dx(dy[i], a->gain ? a->gain[i] : 1, x[i], mu, r, m1, m2);
+	}
+}
+
 /*
  * Column sums over rows, in two kernels: colsum_partial sums chunks of
  * GK_CHUNK rows (float, as the CPU accumulates dgain), colsum_finish adds
@@ -206,7 +276,9 @@ struct gk_colsum {
 	float *out;                     /* (C), finish adds into it */
 	const float *a, *b;             /* (rows, C) */
 	const float *rstd;              /* (rows) or NULL */
+	const float *mean;              /* (rows): LayerNorm's, xhat = (x - mean) rstd; or NULL */
 	const float *c, *d, *rrstd;     /* rop_colsum_partial: dy (or NULL), R{x}, R{rstd} */
+	const float *rmean;             /* rop_colsum_partial with mean: R{mean} */
 	int64_t rows, chunks;
 	int C;
 };
@@ -218,13 +290,17 @@ GK_BODY(colsum_partial, struct gk_colsum)
 	float s = 0;
 
 	for (int64_t n = k * GK_CHUNK; n < end && n < a->rows; n++)
-		s += a->rstd ? elem_rmsnorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->rstd[n])
+		s += a->mean ? elem_layernorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->mean[n],
+						    a->rstd[n])
+		     : a->rstd ? elem_rmsnorm_dgain(a->a[n * a->C + c], a->b[n * a->C + c], a->rstd[n])
 		     : a->b ? a->a[n * a->C + c] * a->b[n * a->C + c] : a->a[n * a->C + c];
 	a->partial[i] = s;
 }
 
 /* R{dgain} of an RMSNorm, as colsum_partial: a R{dy}, b x, c dy (NULL:
- * Gauss-Newton), d R{x}: R{dy} x r + dy (R{x} r + x R{r}) */
+ * Gauss-Newton), d R{x}: R{dy} x r + dy (R{x} r + x R{r}); of a
+ * LayerNorm (mean, rmean given): R{dy} xhat + dy R{xhat}, xhat = (x - mu)
+ * r, R{xhat} = (R{x} - R{mu}) r + (x - mu) R{r} */
 GK_BODY(rop_colsum_partial, struct gk_colsum)
 {
 	GK_ELEM_INDEX(i, a->chunks * a->C);
@@ -234,6 +310,12 @@ GK_BODY(rop_colsum_partial, struct gk_colsum)
 	for (int64_t n = k * GK_CHUNK; n < end && n < a->rows; n++) {
 		int64_t j = n * a->C + c;
 		float r = a->rstd[n];
+		if (a->mean) {
+			float xc = a->b[j] - a->mean[n];
+			s += a->a[j] * (xc * r) +
+			     (a->c ? a->c[j] * ((a->d[j] - a->rmean[n]) * r + xc * a->rrstd[n]) : 0);
+			continue;
+		}
 		s += a->a[j] * a->b[j] * r + (a->c ? a->c[j] * (a->d[j] * r + a->b[j] * a->rrstd[n]) : 0);
 	}
 	a->partial[i] = s;
@@ -291,6 +373,49 @@ GK_BODY(rope, struct gk_rope)
 		elem_rope_backward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
 	else
 		elem_rope_forward(&v[j], &v[j + half], a->cos_[t * half + j], a->sin_[t * half + j]);
+}
+
+/* ---- soft-capping (Gemma2): x -> cap tanh(x / cap) ------------------------ */
+
+/*
+ * Over n values x in place: forward x = cap tanh(x / cap), th saved;
+ * backward x *= 1 - th^2 (x the capped values' gradient, or a tangent:
+ * R{x_capped} = (1 - th^2) R{x}); rop_softcap_backward x = R{dx} from
+ * R{dy} in place, dy (NULL: Gauss-Newton) and rx, R{x} before the cap.
+ * With T > 0 the values are rows of T causal scores (attention's: row r
+ * is position r % T), and only u <= r % T are touched.
+ */
+struct gk_softcap {
+	struct gk_grid grid;            /* gk_elems(n) */
+	float *x, *th;
+	const float *dy, *rx;
+	int64_t n;
+	int T;
+	float cap;
+};
+
+#define GK_SOFTCAP_INDEX(i) \
+	GK_ELEM_INDEX(i, a->n); \
+	if (a->T > 0 && i % a->T > i / a->T % a->T) \
+		return
+
+GK_BODY(softcap_forward, struct gk_softcap)
+{
+	GK_SOFTCAP_INDEX(i);
+	a->x[i] = elem_softcap(a->x[i], a->cap, &a->th[i]);
+}
+
+GK_BODY(softcap_backward, struct gk_softcap)
+{
+	GK_SOFTCAP_INDEX(i);
+	a->x[i] = elem_softcap_backward(a->x[i], a->th[i]);
+}
+
+GK_BODY(rop_softcap_backward, struct gk_softcap)
+{
+	GK_SOFTCAP_INDEX(i);
+	a->x[i] = elem_softcap_backward_tangent(a->dy ? a->dy[i] : 0, a->dy != NULL, a->x[i],
+						a->th[i], a->rx[i], a->cap);
 }
 
 /* ---- softmax: attention's causal rows, the head's cross-entropy ------------ */
@@ -351,13 +476,16 @@ GK_BODY(softmax_forward, struct gk_softmax)
 
 /*
  * Attention's softmax backward for one head, rows (b, t) of B*T:
- * d = P (dP - sum_u P dP) scale in place of dP, zero above the diagonal.
- * Row (b, t) of P starts at p + b p_bstride + t T, of dP at d + b d_bstride + t T.
+ * d = P (dP - sum_u P dP) scale in place of dP, zero above the diagonal;
+ * with soft-capped scores (th, tanh(S / cap) laid out as P), times the
+ * cap's derivative 1 - th^2. Row (b, t) of P starts at p + b p_bstride +
+ * t T, of dP at d + b d_bstride + t T.
  */
 struct gk_softmax_back {
 	struct gk_grid grid;            /* gk_rows(B * T, T) */
 	float *d;
 	const float *p;
+	const float *th;                /* NULL: no soft-cap */
 	int64_t rows, p_bstride, d_bstride;
 	int T;
 	float scale;
@@ -379,8 +507,10 @@ GK_BODY(softmax_backward, struct gk_softmax_back)
 			shm[nthr] = gk_row_total(shm, thr, nthr);
 	} else {
 		double s = shm[nthr];
+		const float *th = a->th ? a->th + b * a->p_bstride + t * a->T : NULL;
 		for (int u = thr; u < a->T; u += nthr)
-			d[u] = u <= t ? elem_softmax_dscore(p[u], d[u], s, a->scale) : 0;
+			d[u] = u > t ? 0 : th ? elem_softmax_dscore_capped(p[u], d[u], s, th[u], a->scale)
+			       : elem_softmax_dscore(p[u], d[u], s, a->scale);
 	}
 }
 
@@ -451,6 +581,7 @@ struct gk_pointwise {
 	float *out, *out2;              /* forward: out; backward: dgate, dup (+=) */
 	const float *a, *b, *c;         /* forward: a, b; backward: dh, gate, up */
 	int64_t n;
+	int act;                        /* the activation (elemmath.h's ELEM_ACT_*) */
 };
 
 GK_BODY(residual_forward, struct gk_pointwise)
@@ -459,20 +590,34 @@ GK_BODY(residual_forward, struct gk_pointwise)
 	a->out[i] = a->a[i] + a->b[i];
 }
 
-/* h = silu(gate) up */
+/* the gated unit h = act(gate) up: SwiGLU with SiLU, GeGLU with a GELU */
 GK_BODY(swiglu_forward, struct gk_pointwise)
 {
 	GK_ELEM_INDEX(i, a->n);
-	a->out[i] = elem_swiglu(a->a[i], a->b[i]);
+	a->out[i] = elem_glu(a->act, a->a[i], a->b[i]);
 }
 
 GK_BODY(swiglu_backward, struct gk_pointwise)
 {
 	GK_ELEM_INDEX(i, a->n);
 	float dg, du;
-	elem_swiglu_backward(a->a[i], a->b[i], a->c[i], &dg, &du);
+	elem_glu_backward(a->act, a->a[i], a->b[i], a->c[i], &dg, &du);
 	a->out[i] += dg;
 	a->out2[i] += du;
+}
+
+/* GPT-2's MLP: h = act(x) (out, a); backward dx += act'(x) dh (out, a dh,
+ * b x) */
+GK_BODY(act_forward, struct gk_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_act(a->act, a->a[i]);
+}
+
+GK_BODY(act_backward, struct gk_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] += elem_act_backward(a->act, a->a[i], a->b[i]);
 }
 
 /* ---- learnable multipliers ------------------------------------------------ */
@@ -788,20 +933,119 @@ GK_BODY(rop_rmsnorm_backward, struct gk_rop_rmsnorm)
 }
 
 /*
+ * LayerNorm: forward R{y} = g R{xhat} + R{g} xhat + R{b}, xhat = (x - mu)
+ * r, R{mu} = mean(R{x}), R{r} = -r^3 mean((x - mu)(R{x} - R{mu})),
+ * R{xhat} = (R{x} - R{mu}) r + (x - mu) R{r}; R{mu}, R{r} saved (phases:
+ * R{mu}'s sum, R{mu}, R{r}'s sum, R{r}, R{y}). Backward, of dx = r
+ * (dxhat - m1 - xhat m2), m1 = mean(dxhat), m2 = mean(dxhat xhat), dxhat
+ * = dy g: R{dx} += R{r} (dxhat - m1 - xhat m2) + r (R{dxhat} - R{m1} -
+ * R{xhat} m2 - xhat R{m2}), R{dxhat} = R{dy} g + dy R{g}, R{m1} =
+ * mean(R{dxhat}), R{m2} = mean(R{dxhat} xhat + dxhat R{xhat}) (phases:
+ * m1's sum, m1, m2's, m2, R{m1}'s, R{m1}, R{m2}'s, R{m2}, R{dx}); dout
+ * NULL: Gauss-Newton, dxhat = 0 and only R{dy}'s terms. R{dgain},
+ * R{dbias} are rop_colsum_partial's and colsum_partial's.
+ */
+struct gk_rop_layernorm {
+	struct gk_grid grid;            /* gk_rows(rows, C), shm + 2 */
+	float *out;                     /* forward R{y}; backward R{dx} (+=) */
+	float *rmean, *rrstd;           /* (rows): forward writes, backward reads */
+	const float *inp, *rinp;        /* x, R{x} (rows, C) */
+	const float *dout, *rdout;      /* backward: dy (or NULL), R{dy} */
+	const float *gain, *rgain, *rbias;      /* (C) or NULL */
+	const float *mean, *rstd;       /* (rows) */
+	int64_t rows;
+	int C;
+};
+
+GK_BODY(rop_layernorm_forward, struct gk_rop_layernorm)
+{
+	const float *x = a->inp + blk * a->C, *rx = a->rinp + blk * a->C;
+	float *y = a->out + blk * a->C;
+	double mu = a->mean[blk], r = a->rstd[blk];
+
+	if (phase == 0 || phase == 2) {
+		double s = 0, rmu = phase ? shm[nthr] : 0;
+		for (int i = thr; i < a->C; i += nthr)
+			s += phase ? (x[i] - mu) * (rx[i] - rmu) : (double)rx[i];
+		shm[thr] = s;
+	} else if (phase == 1) {
+		if (thr == 0) {
+			double rmu = gk_row_total(shm, thr, nthr) / a->C;
+			a->rmean[blk] = (float)rmu;
+			shm[nthr] = rmu;
+		}
+	} else if (phase == 3) {
+		if (thr == 0) {
+			double rr = -r * r * r * gk_row_total(shm, thr, nthr) / a->C;
+			a->rrstd[blk] = (float)rr;
+			shm[nthr + 1] = rr;
+		}
+	} else {
+		double rmu = shm[nthr], rr = shm[nthr + 1];
+		for (int i = thr; i < a->C; i += nthr) {
+			double xhat = (x[i] - mu) * r, rxhat = (rx[i] - rmu) * r + (x[i] - mu) * rr;
+			y[i] = (float)(rxhat * (a->gain ? a->gain[i] : 1) + (a->rgain ? a->rgain[i] * xhat : 0) +
+				       (a->rbias ? a->rbias[i] : 0));
+		}
+	}
+}
+
+GK_BODY(rop_layernorm_backward, struct gk_rop_layernorm)
+{
+	const float *x = a->inp + blk * a->C, *rx = a->rinp + blk * a->C;
+	const float *dy = a->dout ? a->dout + blk * a->C : NULL, *rdy = a->rdout + blk * a->C;
+	float *rdx = a->out + blk * a->C;
+	double mu = a->mean[blk], r = a->rstd[blk], rmu = a->rmean[blk], rr = a->rrstd[blk];
+	int k = phase / 2;              /* the sum phase 2k forms, phase 2k + 1 leaves */
+
+	if (phase < 8 && phase % 2 == 0) {
+		double s = 0;
+		for (int i = thr; i < a->C; i += nthr) {
+			double g = a->gain ? a->gain[i] : 1, xhat = (x[i] - mu) * r;
+			double dxhat = dy ? dy[i] * g : 0;
+			double rdxhat = rdy[i] * g + (dy && a->rgain ? (double)dy[i] * a->rgain[i] : 0);
+			double rxhat = (rx[i] - rmu) * r + (x[i] - mu) * rr;
+			s += k == 0 ? dxhat : k == 1 ? dxhat * xhat : k == 2 ? rdxhat
+			     : rdxhat * xhat + dxhat * rxhat;
+		}
+		shm[thr] = s;
+	} else if (phase < 8) {
+		if (thr == 0)
+			shm[nthr + k] = gk_row_total(shm, thr, nthr) / a->C;
+	} else {
+		double m1 = shm[nthr], m2 = shm[nthr + 1], rm1 = shm[nthr + 2], rm2 = shm[nthr + 3];
+		for (int i = thr; i < a->C; i += nthr) {
+			double g = a->gain ? a->gain[i] : 1, xhat = (x[i] - mu) * r;
+			double dxhat = dy ? dy[i] * g : 0;
+			double rdxhat = rdy[i] * g + (dy && a->rgain ? (double)dy[i] * a->rgain[i] : 0);
+			double rxhat = (rx[i] - rmu) * r + (x[i] - mu) * rr;
+			double v = r * (rdxhat - rm1 - xhat * rm2);
+			if (dy)
+				v += rr * (dxhat - m1 - xhat * m2) - r * rxhat * m2;
+			rdx[i] += (float)v;
+		}
+	}
+}
+
+/*
  * Attention's softmax backward and its tangent for one head, rows (b, t)
  * as softmax_backward: sig = rowsum(P dP), R{sig} = rowsum(R{P} dP + P
  * R{dP}), R{dS} = scale (R{P} (dP - sig) + P (R{dP} - R{sig})) in place of
  * R{dP}, dS = scale P (dP - sig) in place of dP (phases: sig's sum, sig,
- * R{sig}'s sum, R{sig}, the rows). Gauss-Newton has no dP: softmax_backward
- * on R{dP} is its R{dS}.
+ * R{sig}'s sum, R{sig}, the rows); with a soft-cap both on through it.
+ * Gauss-Newton has no dP: softmax_backward on R{dP} is its R{dS}.
  */
 struct gk_rop_softmax_back {
 	struct gk_grid grid;            /* gk_rows(B * T, T) */
 	float *d, *rd;                  /* dP, R{dP} */
 	const float *p, *rp;            /* P, R{P} */
+	/* soft-capped scores (NULL: none): th = tanh(S / cap) and R{S}, the
+	 * pre-cap scores' tangent, laid out as P; then dS through the cap,
+	 * and R{dS} by elem_softcap_backward_tangent */
+	const float *th, *rs;
 	int64_t rows, p_bstride, d_bstride;
 	int T;
-	float scale;
+	float scale, cap;
 };
 
 GK_BODY(rop_softmax_backward, struct gk_rop_softmax_back)
@@ -825,10 +1069,16 @@ GK_BODY(rop_softmax_backward, struct gk_rop_softmax_back)
 		shm[thr] = s;
 	} else {
 		float sig = (float)shm[nthr], rsig = (float)shm[nthr + 1];
+		int64_t o = b * a->p_bstride + t * a->T;
 		for (int u = thr; u < a->T; u += nthr) {
 			if (u <= t) {
 				rd[u] = (rp[u] * (d[u] - sig) + p[u] * (rd[u] - rsig)) * a->scale;
 				d[u] = p[u] * (d[u] - sig) * a->scale;
+				if (a->th) {
+					rd[u] = elem_softcap_backward_tangent(d[u], 1, rd[u], a->th[o + u],
+									      a->rs[o + u], a->cap);
+					d[u] = elem_softcap_backward(d[u], a->th[o + u]);
+				}
 			} else {
 				rd[u] = d[u] = 0;
 			}
@@ -867,29 +1117,45 @@ GK_BODY(xent_rop, struct gk_xent_rop)
 	}
 }
 
-/* SwiGLU's tangents (elemmath.h): forward R{h}; backward R{dgate},
- * R{dup} += (dh NULL: Gauss-Newton) */
+/* The gated unit's tangents (elemmath.h): forward R{h}; backward
+ * R{dgate}, R{dup} += (dh NULL: Gauss-Newton). GPT-2's activation's:
+ * rop_act_forward R{h} = act'(x) R{x} (x in gate, R{x} in rgate, out),
+ * rop_act_backward R{dx} += act'(x) R{dh} + act''(x) R{x} dh (out). */
 struct gk_rop_pointwise {
 	struct gk_grid grid;            /* gk_elems(n) */
 	float *out, *out2;
 	const float *dh, *rdh, *gate, *up, *rgate, *rup;
 	int64_t n;
+	int act;                        /* elemmath.h's ELEM_ACT_* */
 };
 
 GK_BODY(rop_swiglu_forward, struct gk_rop_pointwise)
 {
 	GK_ELEM_INDEX(i, a->n);
-	a->out[i] = elem_swiglu_tangent(a->gate[i], a->up[i], a->rgate[i], a->rup[i]);
+	a->out[i] = elem_glu_tangent(a->act, a->gate[i], a->up[i], a->rgate[i], a->rup[i]);
 }
 
 GK_BODY(rop_swiglu_backward, struct gk_rop_pointwise)
 {
 	GK_ELEM_INDEX(i, a->n);
 	float dg, du;
-	elem_swiglu_backward_tangent(a->dh ? a->dh[i] : 0, a->dh != NULL, a->rdh[i], a->gate[i],
-				     a->up[i], a->rgate[i], a->rup[i], &dg, &du);
+	elem_glu_backward_tangent(a->act, a->dh ? a->dh[i] : 0, a->dh != NULL, a->rdh[i], a->gate[i],
+				  a->up[i], a->rgate[i], a->rup[i], &dg, &du);
 	a->out[i] += dg;
 	a->out2[i] += du;
+}
+
+GK_BODY(rop_act_forward, struct gk_rop_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] = elem_act_d1(a->act, a->gate[i]) * a->rgate[i];
+}
+
+GK_BODY(rop_act_backward, struct gk_rop_pointwise)
+{
+	GK_ELEM_INDEX(i, a->n);
+	a->out[i] += elem_act_backward_tangent(a->act, a->dh ? a->dh[i] : 0, a->dh != NULL, a->rdh[i],
+					       a->gate[i], a->rgate[i]);
 }
 
 /* R{W_eff} = R{W} row col + W (R{row} col + row R{col}); the tangent's
@@ -956,6 +1222,12 @@ GK_BODY(sv_backward, struct gk_sv)
 	X(residual_forward, struct gk_pointwise, 1) \
 	X(swiglu_forward, struct gk_pointwise, 1) \
 	X(swiglu_backward, struct gk_pointwise, 1) \
+	X(act_forward, struct gk_pointwise, 1) \
+	X(act_backward, struct gk_pointwise, 1) \
+	X(layernorm_forward, struct gk_layernorm, 5) \
+	X(layernorm_backward, struct gk_layernorm, 5) \
+	X(softcap_forward, struct gk_softcap, 1) \
+	X(softcap_backward, struct gk_softcap, 1) \
 	X(mult_apply, struct gk_mult, 1) \
 	X(mult_dw, struct gk_mult, 1) \
 	X(mult_drow, struct gk_mult, 1) \
@@ -982,6 +1254,11 @@ GK_BODY(sv_backward, struct gk_sv)
 	X(xent_rop, struct gk_xent_rop, 3) \
 	X(rop_swiglu_forward, struct gk_rop_pointwise, 1) \
 	X(rop_swiglu_backward, struct gk_rop_pointwise, 1) \
+	X(rop_act_forward, struct gk_rop_pointwise, 1) \
+	X(rop_act_backward, struct gk_rop_pointwise, 1) \
+	X(rop_layernorm_forward, struct gk_rop_layernorm, 5) \
+	X(rop_layernorm_backward, struct gk_rop_layernorm, 9) \
+	X(rop_softcap_backward, struct gk_softcap, 1) \
 	X(rop_mult_apply, struct gk_mult, 1)
 
 #define GK_ID(name, A, phases) GK_ID_##name,
