@@ -328,7 +328,8 @@ static int trace_stats(struct trace_plan *tp, struct model *m, const struct stat
 		sq[ACT_K] = src_sumsq(src, a->k_lin, N * K);
 		sq[ACT_V] = src_sumsq(src, a->v, N * K);
 		sq[ACT_O_X] = src_sumsq(src, c->norm_everywhere ? a->o_in : a->att_out, N * Q);
-		sq[ACT_GATE] = src_sumsq(src, a->gate, N * F);
+		/* GPT-2's MLP has no gate: its gain is NaN, no such thing */
+		sq[ACT_GATE] = a->gate ? src_sumsq(src, a->gate, N * F) : NAN;
 		sq[ACT_UP] = src_sumsq(src, a->up, N * F);
 		sq[ACT_D_X] = src_sumsq(src, c->norm_everywhere ? a->d_in : a->h, N * F);
 	}
