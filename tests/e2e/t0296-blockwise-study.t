@@ -4,7 +4,8 @@
 # AdamW's best at the shortest horizon, every table is made from
 # the runs it trained (the terminal losses are the traces', the speedups
 # interpolate those losses), Principle (1) is checked on every
-# checkpoint, and the figure is drawn.
+# checkpoint, and the figure is drawn; then the same for the GPT-2 arm
+# (sw-train --arch gpt2), in study-gpt2.
 . "$(dirname "$0")/../lib/tap.sh"
 
 test_expect_success 'the study in miniature runs to its end' '
@@ -60,6 +61,18 @@ test_expect_success 'principle.tsv: every checkpoint of every run checked' '
 test_expect_success 'the figure: the longest runs curves, a PNG' '
 	head -c 8 study/blockwise-curves.png >magic && printf "\211PNG\r\n\032\n" >expect && cmp magic expect &&
 	cut -f3 study/curves.tsv >runs && sort -u runs >distinct && test_line_count = 5 distinct
+'
+
+test_expect_success 'the GPT-2 arm: its own tables, from runs of --arch gpt2' '
+	test_line_count = 3 study-gpt2/tune-loss.tsv && test_line_count = 13 study-gpt2/terminal.tsv &&
+	test_line_count = 7 study-gpt2/speedup.tsv && test_line_count = 5 study-gpt2/principle.tsv &&
+	for cmd in study-gpt2/adamw-lr*-s1/b4-t1280/command study-gpt2/blockwise-lr*-s2/b4-t5120/command; do
+		awk "p == \"--arch\" && \$0 == \"gpt2\" { f = 1 } { p = \$0 } END { exit !f }" "$cmd" || exit 1
+	done &&
+	h5dump -a /config/arch study-gpt2/adamw-lr*-s1/b4-t1280/ckpt-000020.h5 >arch &&
+	grep -q "(0): \"gpt2\"" arch &&
+	test_expect_code 1 cmp -s study/terminal.tsv study-gpt2/terminal.tsv &&
+	head -c 8 study-gpt2/blockwise-curves.png >magic && printf "\211PNG\r\n\032\n" >expect && cmp magic expect
 '
 
 test_done
