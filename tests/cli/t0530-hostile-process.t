@@ -354,7 +354,7 @@ test_expect_success 'sw-norms: a transposed GPT-2 weight cut while mapped: exit 
 	import array, json, struct
 	I, O = 16384, 1024
 	json.dump({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 64,
-	           "n_embd": I, "n_layer": 1, "n_head": 4}, open("config.json", "w"))
+	           "n_embd": I, "n_inner": O, "n_layer": 1, "n_head": 4}, open("config.json", "w"))
 	name = "transformer.h.0.mlp.c_fc.weight"
 	n = I * O * 4
 	h = json.dumps({name: {"dtype": "F32", "shape": [I, O], "data_offsets": [0, n]}}).encode()

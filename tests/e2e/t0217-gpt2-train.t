@@ -33,8 +33,8 @@ test_expect_success 'setup: 3 steps of GPT-2 with --save-grads, Blockwise LR, no
 # the trace's statistics read every activation the family has: GPT-2's
 # MLP has no gate, whose gain the trace leaves empty (NaN), the rest numbers
 test_expect_success 'a traced GPT-2 run: the gate gains empty, every other sublayer gain a number' '
-	eval sw-train $(echo "$RUN" | sed "s/--trace .. //") --trace-every 1 --steps 2 --out traced >/dev/null &&
-	sw-trace --series sublayer_gain traced/trace.h5 >gains &&
+	eval sw-train $RUN --trace traced.h5 --trace-every 1 --steps 2 --out traced >/dev/null &&
+	sw-trace --series sublayer_gain traced.h5 >gains &&
 	awk -F"\t" "NR == 1 { for (i = 2; i <= NF; i++) name[i] = \$i; next }
 		{ for (i = 2; i <= NF; i++) if ((name[i] ~ /\\.gate\$/) != (\$i == \"\")) bad++; rows++ }
 		END { exit bad || rows != 2 || NF != 15 }" gains
