@@ -55,7 +55,8 @@ int model_rop_first(const struct model *m, const unsigned char *want)
 		const struct sw_tensor_info *t = &m->tensors[i].info;
 		if (!model_rop_wanted(m, want, i))
 			continue;
-		if (t->block == SW_BLOCK_EMB || !strcmp(t->role, "pos_embed"))
+		/* the embedding block: the tokens' and the positions' (pos_embed) */
+		if (t->block == SW_BLOCK_EMB)
 			return -1;
 		if (t->layer >= 0 && t->layer < first)
 			first = t->layer;

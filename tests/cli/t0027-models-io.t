@@ -1,5 +1,5 @@
 #!/bin/sh
-# GPT-2, Gemma and Gemma2 for a user: sw-train --arch gpt2|gemma|gemma2
+# GPT-2, Gemma and Gemma2 for a user: sw-train --arch gpt2, gemma or gemma2
 # and its options, the names and roles of the tensors in its checkpoints
 # (those of the family's Hugging Face files), and --init, a run started
 # from a checkpoint of transformers (fixtures/arch) or nanoGPT
