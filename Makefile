@@ -146,7 +146,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-scale-sharpness bench-venv arch-fixtures nanogpt-fixture transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
+	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-scale-sharpness bench-venv arch-fixtures nanogpt-fixture llmc-fixture transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -448,6 +448,12 @@ arch-fixtures:
 # it, by Debian's python3-torch; committed
 nanogpt-fixture:
 	/usr/bin/python3 fixtures/make-nanogpt.py
+
+# fixtures/llmc/: transformers' tiny GPT-2 exported as llm.c's
+# train_gpt2.py exports one (float32 and bfloat16), by Debian's
+# python3-torch; committed
+llmc-fixture:
+	/usr/bin/python3 fixtures/make-llmc-gpt2.py
 
 # not in make bench: it takes about 15 minutes and 6.4 GB of bench/out
 bench-scale: all

@@ -8,6 +8,7 @@
 #include "h5read.h"
 #include "hfdir.h"
 #include "llama2c.h"
+#include "llmcgpt2.h"
 #include "ptread.h"
 #include "safetensors.h"
 #include "stread.h"
@@ -33,6 +34,7 @@ static const struct ckpt_format_ops *const formats[] = {
 	&h5src_format,
 	&ptsrc_format,
 	&ggufsrc_format,
+	&llmc_gpt2_format,
 	&l2c_format,
 	&l2c_misfit_format,
 	&stsrc_format,

@@ -25,7 +25,8 @@
 #include "../base/status.h"
 #include "../base/tensor.h"
 
-enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS, CKPT_PYTORCH, CKPT_GGUF, CKPT_LLAMA2C };
+enum ckpt_format { CKPT_HDF5, CKPT_SAFETENSORS, CKPT_PYTORCH, CKPT_GGUF, CKPT_LLAMA2C,
+		   CKPT_LLMC_GPT2 };
 
 struct ckpt_meta {
 	enum ckpt_format format;
