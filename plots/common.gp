@@ -159,3 +159,7 @@ _what_awk = "NR == 1 { for (i = 1; i <= NF; i++) if ($i == \"name\") c = i; next
 	. "      if (r in R) w = \"layer \" a[3] \" \" R[r] } } " \
 	. "  print w; print \"#\" }"
 matrixwords(file) = system(sprintf("awk -F'\t' '%s' '%s'", _what_awk, file))
+
+# 1 when the header of in has a column NAME (a literal of the script),
+# else 0: sw-hessian says eos_adam for Adam's preconditioned Hessian.
+hascol(name) = int(system(sprintf("awk -F'\t' -v c='%s' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = 1; print k + 0; exit }' '%s'", name, in)))

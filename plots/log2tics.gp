@@ -7,8 +7,8 @@
 # gnuplot's own ticks stay (and the caller's format). LT_BELOW and
 # LT_ABOVE as in logtics.gp: the ticks at or below LO and at or above HI.
 # Only numbers and the literal axis are spliced into the commands.
-_la = ARG1; _llo = real(ARG2); _lhi = real(ARG3)
-_lmin = ARGC >= 4 ? int(real(ARG4)) : 4
+_la = ARG1; _llo = (ARGV[2] + 0.0); _lhi = (ARGV[3] + 0.0)
+_lmin = ARGC >= 4 ? int((ARGV[4] + 0.0)) : 4
 LT_BELOW = _llo; LT_ABOVE = _lhi
 array _LS2[6] = [1, 0.5, 0.25, 0.2, 0.1, 0.05]
 if (_llo > 0 && _lhi > _llo && log(_lhi / _llo) / log(2) <= 12) {

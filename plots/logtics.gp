@@ -8,13 +8,15 @@
 # format "%g" (a caller may set the format after, or "" to keep the ticks
 # unlabelled). Where the powers of ten alone are enough, gnuplot's own
 # ticks stay (and the caller's format).
+# LO and HI are taken as the numbers passed (ARGV: gnuplot's real() of
+# the string "1e-05" or "5e+14" fails), so pass numbers, not strings.
 # LT_SET: 1 where gnuplot's ticks stay, else 2 to 6 (the set chosen).
 # LT_BELOW and LT_ABOVE: the ticks of the set chosen at or below LO and at
 # or above HI (LO and HI themselves with gnuplot's ticks), for a range
 # whose ends have a tick beyond the data:
 #   set yrange [(LO / 1.15 < LT_BELOW ? LO / 1.15 : LT_BELOW):...]
-_la = ARG1; _llo = real(ARG2); _lhi = real(ARG3)
-_lmin = ARGC >= 4 ? int(real(ARG4)) : 4
+_la = ARG1; _llo = (ARGV[2] + 0.0); _lhi = (ARGV[3] + 0.0)
+_lmin = ARGC >= 4 ? int((ARGV[4] + 0.0)) : 4
 LT_BELOW = _llo; LT_ABOVE = _lhi; LT_SET = 1
 array _LS[6] = ["1", "1 2 5", "1 2 3 5", "1 1.5 2 3 4 5 7", "1 1.2 1.5 2 2.5 3 4 5 6 7 8", \
 	"1 1.1 1.2 1.3 1.4 1.5 1.6 1.8 2 2.2 2.4 2.6 2.8 3 3.5 4 4.5 5 5.5 6 6.5 7 7.5 8 8.5 9 9.5"]

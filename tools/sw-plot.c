@@ -14,12 +14,15 @@
 #include "../lib/files/plot.h"
 #include "common.h"
 
-static const char usage[] = "sw-plot [--force] KIND IN.tsv -o OUT.png|OUT.pdf|OUT.svg\n       sw-plot --list";
+static const char usage[] = "sw-plot [--force] [--column NAME] KIND IN.tsv -o OUT.png|OUT.pdf|OUT.svg\n"
+	"       sw-plot --list";
 static const char help[] =
 	"Make a figure of kind KIND from a TSV a scalewatch tool printed, with gnuplot\n"
 	"(plots/KIND.gp); the extension of OUT picks PNG, PDF or SVG. IN.tsv '-' is\n"
 	"stdin.\n"
 	"\n"
+	"  --column NAME      the value column drawn, for the kinds that take one\n"
+	"                     (esd-layers: alpha unless NAME names another)\n"
 	"  --force            replace an existing OUT (never IN)\n"
 	"  -o, --output OUT   the figure\n"
 	"  --list             the kinds, the columns each needs, the command for its TSV\n"
@@ -50,6 +53,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"help", no_argument, NULL, OPT_HELP}, {"version", no_argument, NULL, OPT_VERSION},
 		{"output", required_argument, NULL, 'o'}, {"list", no_argument, NULL, OPT_TOOL_FIRST},
+		{"column", required_argument, NULL, OPT_TOOL_FIRST + 1},
 		TOOL_FORCE_OPTION,
 		{NULL, 0, NULL, 0}
 	};
@@ -57,7 +61,7 @@ int main(int argc, char **argv)
 	struct sw_err err;
 	struct plot_stage st;
 	const struct plot_kind *k;
-	const char *out = NULL, *in, *format;
+	const char *out = NULL, *in, *format, *column = NULL;
 	char dir[PATH_MAX], script[PATH_MAX + 64], tmp[PATH_MAX + 64];
 	int opt, list = 0, fd, rc;
 
@@ -67,6 +71,8 @@ int main(int argc, char **argv)
 			out = optarg;
 		else if (opt == OPT_TOOL_FIRST)
 			list = 1;
+		else if (opt == OPT_TOOL_FIRST + 1)
+			column = optarg;
 		else
 			tool_common_option(&tl, opt, optarg);
 	}
@@ -76,6 +82,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "needs KIND, IN.tsv and -o OUT");
 	if (!(k = plot_kind_find(argv[optind])))
 		tool_usage_error(&tl, "unknown kind '%s' (sw-plot --list names them)", argv[optind]);
+	if (column && !k->column)
+		tool_usage_error(&tl, "--column: the %s figure draws fixed columns (sw-plot --list)", k->name);
 	in = argv[optind + 1];
 	if (!(format = plot_format(out)))
 		tool_usage_error(&tl, "%s: the output must end in .png, .pdf or .svg", out);
@@ -91,7 +99,7 @@ int main(int argc, char **argv)
 	snprintf(script, sizeof script, "%s/%s.gp", dir, k->name);
 	if (tool_check_output(&tl, out, &in, 1))
 		return tool_finish(&tl);
-	if (plot_stage_table(in, k, &st, &err)) {
+	if (plot_stage_table(in, k, column, &st, &err)) {
 		tool_error(&tl, strcmp(in, "-") ? in : "stdin", &err);
 		return tool_finish(&tl);
 	}

@@ -16,55 +16,61 @@
 const struct plot_kind plot_kinds[] = {
 	{"training", "step loss val_loss lr grad_norm out_norm",
 	 "loss, validation loss, learning rate, gradient norm, output norm over training",
-	 "sw-trace --series loss,val_loss,lr,grad_norm,out_norm TRACE"},
+	 "sw-trace --series loss,val_loss,lr,grad_norm,out_norm TRACE", NULL},
 	{"residual", "step",
 	 "RMS of the residual stream (or attention/MLP outputs) per layer over training",
-	 "sw-trace --series residual_rms TRACE"},
+	 "sw-trace --series residual_rms TRACE", NULL},
 	{"sharpness", "file step block mean median_log10 q10_log10 q90_log10",
 	 "average sharpness per block type in Principle (1)'s order, log axis (sharpness Fig. 1)",
-	 "sw-sharpness CKPT"},
+	 "sw-sharpness CKPT", NULL},
 	{"sharpness-steps", "step block mean",
 	 "average sharpness per block type over training (sharpness Fig. 3)",
-	 "sw-sharpness CKPT..."},
+	 "sw-sharpness CKPT...", NULL},
 	{"sharpness-hist", "block bin_lo density|fraction",
 	 "distribution of log10 h per block type (sharpness Fig. 2)",
-	 "sw-sharpness --hist 60 CKPT"},
+	 "sw-sharpness --hist 60 CKPT", NULL},
 	{"norms", "step role rms_to_inf",
 	 "the output layer's RMS->inf norm over training, raw and gamma-folded",
-	 "sw-norms --role lm_head CKPT..."},
+	 "sw-norms --role lm_head CKPT...", NULL},
 	{"spectrum", "file step name index sigma",
 	 "singular values against their index, log-log, per step, run or matrix (spectra Fig. 1-2)",
-	 "sw-spectrum --role ROLE --layer L CKPT..."},
+	 "sw-spectrum --role ROLE --layer L CKPT...", NULL},
 	{"spectrum-normalized", "file step name index sigma",
 	 "the same divided by the equilibrium scale sqrt(lr/wd)",
-	 "sw-spectrum --normalize --role ROLE --layer L CKPT..."},
+	 "sw-spectrum --normalize --role ROLE --layer L CKPT...", NULL},
 	{"esd", "file step name bin_lo bin_hi density",
 	 "the empirical spectral density on log-spaced bins",
-	 "sw-spectrum --hist 40 --role ROLE --layer L CKPT"},
+	 "sw-spectrum --hist 40 --role ROLE --layer L CKPT", NULL},
 	{"esd-fit", "file step name bin_lo bin_hi density fit_density mp_density",
 	 "the eigenvalue density with the power law fitted to its tail and the Marchenko-Pastur bulk, log-log (WeightWatcher's)",
-	 "sw-spectrum --esd-fit --hist 40 --role ROLE --layer L CKPT"},
+	 "sw-spectrum --esd-fit --hist 40 --role ROLE --layer L CKPT", NULL},
+	{"esd-layers", "file step layer role",
+	 "alpha (or --column: another esd-fit column) against the layer, a panel per role, a curve per step",
+	 "sw-spectrum --esd-fit CKPT...", "alpha"},
 	{"transfer", "tokens lr batch out_norm loss optimal",
 	 "loss against the output norm, a panel per horizon, lr by colour, batch by marker, optima ringed (optimal-norm Fig. 1)",
-	 "sw-transfer --table CKPT|TRACE|DIR... (or - for a TSV)"},
+	 "sw-transfer --table CKPT|TRACE|DIR... (or - for a TSV)", NULL},
 	{"transfer-fits", "d_model tokens lr batch",
 	 "the optimal learning rate and batch size against the horizon, power laws and exponents",
-	 "sw-transfer CKPT|TRACE|DIR... (or - for a TSV)"},
+	 "sw-transfer CKPT|TRACE|DIR... (or - for a TSV)", NULL},
 	{"hessian", "step block lambda_1 trace_per_param",
 	 "the loss Hessian's largest eigenvalue and trace per parameter per block type over training",
-	 "sw-hessian --data DATA CKPT..."},
+	 "sw-hessian --data DATA CKPT...", NULL},
+	{"eos", "step block eos_gd|eos_adam",
+	 "the edge-of-stability ratio per block type over training, 1 at the edge (gradient descent's or Adam's)",
+	 "sw-hessian [--preconditioned] --data DATA CKPT...", NULL},
 	{"hessian-density", "block lambda density",
 	 "the loss Hessian's spectral density per block type, log scale (Zhang et al.'s per-block figures)",
-	 "sw-hessian --density --grid 400 --data DATA CKPT"},
+	 "sw-hessian --density --grid 400 --data DATA CKPT", NULL},
 	{"scale-vectors", "step name sd coupling",
 	 "the norm gains' spread and their coupling with the matrices reading them over training, a curve per vector",
-	 "sw-norms --scale-vectors --block norm CKPT..."},
+	 "sw-norms --scale-vectors --block norm CKPT...", NULL},
 	{"loss-curves", "step loss run",
 	 "a loss against the step, a curve per run (the studies' comparisons)",
-	 "sw-trace --series val_loss TRACE, a block per run with a run column"},
+	 "sw-trace --series val_loss TRACE, a block per run with a run column", NULL},
 	{"qkdrift", "step layer head product log2_ratio",
 	 "log2 Q/K ratio against their product, a panel per layer, a colour per head (multipliers Fig. 4a)",
-	 "sw-qkdrift CKPT|TRACE..."},
+	 "sw-qkdrift CKPT|TRACE...", NULL},
 };
 const size_t plot_nkinds = sizeof plot_kinds / sizeof plot_kinds[0];
 
@@ -191,8 +197,26 @@ static int check_header(const char *line, size_t n, const struct plot_kind *k,
 	return SW_OK;
 }
 
-/* Read in, check it, write it to out (data.tsv). */
-static int copy_table(FILE *in, FILE *out, const struct plot_kind *k, struct sw_err *err)
+/* The number (from 1) of the header's field called name, 0 when none. */
+static int field_number(const char *line, const char *name)
+{
+	size_t nl = strlen(name);
+	int i = 1;
+
+	for (const char *h = line; h; i++) {
+		const char *tab = strchr(h, '\t');
+		size_t hl = tab ? (size_t)(tab - h) : strlen(h);
+		if (hl == nl && !strncmp(h, name, nl))
+			return i;
+		h = tab ? tab + 1 : NULL;
+	}
+	return 0;
+}
+
+/* Read in, check it, write it to out (data.tsv); the number of the column
+ * called column (NULL: none) into *colno. */
+static int copy_table(FILE *in, FILE *out, const struct plot_kind *k, const char *column,
+		      int *colno, struct sw_err *err)
 {
 	char *line = NULL;
 	size_t cap = 0, width = 0, rows = 0;
@@ -212,6 +236,11 @@ static int copy_table(FILE *in, FILE *out, const struct plot_kind *k, struct sw_
 			if ((rc = check_header(line, len, k, err)))
 				break;
 			width = count_fields(line, len);
+			if (column && !(*colno = field_number(line, column))) {
+				rc = sw_fail(err, SW_EDATA, "no column '%s' in the table (its header names the columns)",
+					     column);
+				break;
+			}
 		} else if (len == 0) {
 			continue;       /* a blank line would split gnuplot's data set */
 		} else if (memchr(line, '\0', len)) {
@@ -254,7 +283,7 @@ void plot_unstage(struct plot_stage *st)
 	st->dir[0] = '\0';
 }
 
-int plot_stage_table(const char *path, const struct plot_kind *k,
+int plot_stage_table(const char *path, const struct plot_kind *k, const char *column,
 		     struct plot_stage *st, struct sw_err *err)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -263,6 +292,9 @@ int plot_stage_table(const char *path, const struct plot_kind *k,
 	int fd, rc;
 
 	st->dir[0] = '\0';
+	st->column = 0;
+	if (!column)
+		column = k->column;
 	if (!strcmp(path, "-")) {
 		in = stdin;
 	} else if (!(in = fopen(path, "re"))) {
@@ -298,7 +330,7 @@ int plot_stage_table(const char *path, const struct plot_kind *k,
 			close(fd);
 		goto out;
 	}
-	rc = copy_table(in, out, k, err);
+	rc = copy_table(in, out, k, column, &st->column, err);
 	if (fclose(out) != 0 && !rc)
 		rc = sw_fail(err, SW_EIO, "writing the copy of the table: %s", strerror(errno));
 out:
@@ -371,8 +403,9 @@ int plot_render(const struct plot_stage *st, const char *script, const char *for
 	ssize_t n;
 	pid_t pid;
 
-	/* fixed names only: nothing here comes from the user */
-	snprintf(expr, sizeof expr, "in='data.tsv'; out='figure.%s'; to='/dev/stdout'", format);
+	/* fixed names and a number only: nothing here comes from the user */
+	snprintf(expr, sizeof expr, "in='data.tsv'; out='figure.%s'; to='/dev/stdout'; ycol=%d",
+		 format, st->column);
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return sw_fail(err, SW_ESOFTWARE, "pipe: %s", strerror(errno));
 	fflush(NULL);

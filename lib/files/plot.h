@@ -27,6 +27,8 @@ struct plot_kind {
 	const char *columns;    /* the columns it needs, space-separated; a|b: either */
 	const char *what;       /* what it shows, one line */
 	const char *source;     /* the command that prints its table */
+	const char *column;     /* the value column drawn unless --column names
+	                           another; NULL: the kind takes no --column */
 };
 
 extern const struct plot_kind plot_kinds[];
@@ -53,18 +55,22 @@ struct plot_stage {
 	char dir[PATH_MAX];           /* made by mkdtemp in $TMPDIR or /tmp; "" when none */
 	char data[PATH_MAX + 16];     /* dir/data.tsv: the checked copy of the table */
 	char log[PATH_MAX + 16];      /* dir/gnuplot.err: what gnuplot said on stderr */
+	int column;                   /* the value column's number (from 1), 0: none */
 };
 
 /*
  * Read the table at path ("-": stdin), check it for kind k and copy it
- * into a fresh stage. Every file of the stage is removed if a signal kills
+ * into a fresh stage. column names the value column of a kind that takes
+ * one (NULL: the kind's default); it must be in the header, and its number
+ * is kept in st->column (the scripts are given the number, never the
+ * name). Every file of the stage is removed if a signal kills
  * the process (atomicfile.h) until plot_unstage. SW_ENOINPUT or SW_EIO
  * when it cannot be read, SW_EDATA (saying what is wrong, and for a
  * missing column the command that prints the right table) when it is not
  * a table the figure can use, SW_ECANTCREAT when the stage cannot be made.
  * On failure nothing is left behind.
  */
-int plot_stage_table(const char *path, const struct plot_kind *k,
+int plot_stage_table(const char *path, const struct plot_kind *k, const char *column,
 		     struct plot_stage *st, struct sw_err *err);
 
 /*

@@ -97,11 +97,14 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 			printf \"%g\t%d\t%d\t64\t%g\t%g\n\", 10^e, b, 1000 * 4^d, 3 + (e + 2 + d / 4)^2 + (b / 16 - d / 2)^2 / 10, 2^(7 + e + 2 + d / 4) }" >runs.tsv &&
 	sw-transfer --table - <runs.tsv >transfer.tsv &&
 	sw-transfer - <runs.tsv >transfer-fits.tsv &&
+	sw-hessian --preconditioned --data "$FIX/corpus.txt" --batch-tokens 128 --seq-len 32 \
+		run/ckpt-*.h5 >eos.tsv &&
+	sw-spectrum --esd-fit run/ckpt-*.h5 >esd-layers.tsv &&
 	sw-plot norms norms.tsv -o ref.png
 '
 
 for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors loss-curves \
-	hessian-density esd-fit; do
+	hessian-density esd-fit eos esd-layers; do
 	test_expect_success "$kind: a PNG of the set size and an SVG" "
 		sw-plot $kind $kind.tsv -o $kind.png 2>err && test_line_count = 0 err &&
 		head -c 8 $kind.png | od -A n -t x1 | grep -q '89 50 4e 47 0d 0a 1a 0a' &&
@@ -155,10 +158,10 @@ test_expect_success 'an existing figure is kept without --force, replaced whole 
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 18 list &&
+	sw-plot --list >list && test_line_count = 20 list &&
 	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density hessian \
 		scale-vectors loss-curves \
-		esd-fit; do
+		esd-fit eos esd-layers; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
 '
@@ -425,6 +428,79 @@ test_expect_success 'hessian: lambda_1 and trace per parameter per block over th
 			if (\$6 > lo || \$7 < hi || \$4 > 100 || \$5 < 300) bad = 1 }
 			END { exit !n || bad }" check-hessian || { cat check-hessian; exit 1; }
 	done
+'
+
+# The hessian figure on values spanning decades (lambda_1 from 5 to 5e4,
+# all positive): both value axes logarithmic (check.gp's LOG column), and
+# on ten steps 100..1000 in a half-width panel at most five step labels,
+# all distinct, none run together (each a whole number or Nk)
+test_expect_success 'hessian: a log axis where the values span decades, step labels apart' '
+	printf "file\tstep\tblock\tnparams\tlambda_1\ttrace_per_param\teos_gd\n" >hdec.tsv &&
+	for st in 100 200 300 400 500 600 700 800 900 1000; do
+		for b in emb qk ffn vo norm; do
+			printf "c.h5\t%d\t%s\t64\t%s\n" $st $b \
+				"$(awk -v s=$st -v b=$b "BEGIN { h = index(\"emb qk ffn vo norm\", b); printf \"%g\t%g\t%g\", 5 * 10^(h - 1) * s / 1000, h * h * s / 1000, 0.01 * h * s / 1000 }")" \
+				>>hdec.tsv || exit 1
+		done
+	done &&
+	gpcheck hessian hdec.tsv &&
+	awk -F"\t" "{ n++; if (\$3 != \"y\") bad = 1 } END { exit n != 2 || bad }" check-hessian ||
+	{ cat check-hessian; exit 1; }
+	sw-plot hessian hdec.tsv -o hdec.svg && xticks hdec.svg >xt &&
+	awk "{ n++; if (\$0 !~ /^[0-9]+k?\$/) bad = 1 } END { exit !n || n > 10 || bad }" xt &&
+	awk "{ c[\$0]++ } END { for (k in c) if (c[k] != 2) exit 1 }" xt ||
+	{ cat xt; exit 1; }
+'
+
+test_expect_success 'hessian, eos: the title says which operator (P^-1 H from --preconditioned)' '
+	sw-plot hessian eos.tsv -o hp.svg && grep -q ">Adam.s preconditioned Hessian P<" hp.svg &&
+	sw-plot hessian hdec.tsv -o hl.svg && grep -q ">the loss Hessian per block type" hl.svg &&
+	! grep -q "preconditioned" hl.svg &&
+	sw-plot eos eos.tsv -o eosp.svg && grep -q ">Adam.s edge of stability" eosp.svg &&
+	sw-plot eos hdec.tsv -o eosgd.svg && grep -q ">gradient descent.s edge of stability" eosgd.svg
+'
+
+# eos: the ratios of hdec.tsv (eos_gd 0.001 .. 0.05) and the edge at 1:
+# the y axis logarithmic and holding 1 (the edge drawn, not cut off)
+test_expect_success 'eos: a log axis from the smallest ratio to the edge at 1, the edge keyed' '
+	gpcheck eos hdec.tsv &&
+	awk -F"\t" "{ n++; if (\$3 != \"y\" || \$6 > 0.001 || \$7 < 1) bad = 1 } END { exit n != 1 || bad }" check-eos ||
+	{ cat check-eos; exit 1; }
+	grep -q ">the edge<" eosgd.svg
+'
+
+test_expect_success 'esd-layers: a panel per role that has layers, alpha by default, --column another' '
+	gpcheck esd-layers esd-layers.tsv && test_line_count = 7 check-esd-layers &&
+	sw-plot esd-layers esd-layers.tsv -o el.svg && grep -q ">heavy-tail exponent α" el.svg &&
+	grep -q ">step 20<" el.svg && grep -q ">step 40<" el.svg &&
+	for r in q k v o gate up down; do grep -q ">$r<" el.svg || exit 1; done &&
+	sw-plot --column alpha_weighted esd-layers esd-layers.tsv -o elw.svg &&
+	grep -q ">alpha_weighted of each layer" elw.svg &&
+	set -- $(awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) if (\$i == \"alpha_weighted\") c = i; next }
+		\$6 + 0 >= 0 { v = \$c + 0; if (!n++ || v < lo) lo = v; if (n == 1 || v > hi) hi = v } END { print lo, hi }" esd-layers.tsv) &&
+	gnuplot -e "in='"'"'esd-layers.tsv'"'"'; out='"'"'c.png'"'"'; check=1; ycol=$(head -n 1 esd-layers.tsv | tr "\t" "\n" | grep -n -x alpha_weighted | cut -d: -f1)" \
+		"$SW_TOP/plots/esd-layers.gp" 2>cw.err && grep "^check	" cw.err >cw &&
+	awk -F"\t" -v lo=$1 -v hi=$2 "{ n++; if (\$6 > lo || \$7 < hi) bad = 1 } END { exit n != 7 || bad }" cw ||
+	{ cat cw; exit 1; }
+'
+
+test_expect_success '--column: a fixed kind refuses it (64), a missing column is 65 naming it' '
+	test_expect_code 64 sw-plot --column alpha norms norms.tsv -o x.png 2>err &&
+	grep -q "draws fixed columns" err &&
+	test_expect_code 65 sw-plot --column nosuch esd-layers esd-layers.tsv -o x.png 2>err &&
+	test_one_error sw-plot esd-layers.tsv && grep -q "no column .nosuch." err && ! test -e x.png
+'
+
+# two files: a panel each (check.gp prints a line per panel), and the x
+# labels in one style: every one 10^n, or every one m×10^n (the SVG's text
+# of 10^{-4} reads 10-4)
+test_expect_success 'esd-fit: a panel per file, x labels in one style' '
+	sw-spectrum --esd-fit --hist 20 --role down --layer 1 run/ckpt-*.h5 >ef2.tsv &&
+	gpcheck esd-fit ef2.tsv && test_line_count = 2 check-esd-fit &&
+	sw-plot esd-fit ef2.tsv -o ef2.svg && xticks ef2.svg >xt2 &&
+	{ awk "{ n++; if (\$0 !~ /^10-?[0-9]+\$/) bad = 1 } END { exit !n || bad }" xt2 ||
+	  awk "{ n++; if (\$0 !~ /^[0-9.]+×10-?[0-9]+\$/) bad = 1 } END { exit !n || bad }" xt2; } ||
+	{ cat xt2; exit 1; }
 '
 
 test_done
