@@ -274,7 +274,7 @@ PROVE_JOBS  = 3
 # a failing test shows its "not ok" line and the log under it (what the
 # command printed), not only prove's count; the few notes tests print
 # (# sw-ls bigmeta: 0.42 s) come along
-PROVE_SHOW  = --failures --comments
+PROVE_SHOW  = --failures --comments --timer
 
 PROVE_HINT  = echo "to rerun one script and see every line: SW_BIN=$(1)/bin SW_TOP=$(CURDIR) prove -v -e '' tests/cli/tNNNN-....t"
 

@@ -312,6 +312,14 @@ sw-spectrum --role down --layer 1 "$MAIN/ckpt-$(step6 $EVERY).h5" "$MAIN/ckpt-$(
 	"$FINAL" >"$out/spectrum.tsv"
 sw-spectrum --summary "$FINAL" >"$out/spectrum-summary.tsv"
 sw-spectrum --hist 40 --role down --layer 1 "$FINAL" >"$out/esd.tsv"
+# the heavy-tail fits of every matrix at three steps (esd-layers: alpha
+# against the layer), and Adam's preconditioned Hessian per block at the
+# same steps (hessian, and eos: the edge-of-stability ratio)
+THREE="$MAIN/ckpt-$(step6 $EVERY).h5 $MAIN/ckpt-$(step6 $((4 * EVERY))).h5 $FINAL"
+sw-spectrum --esd-fit $THREE >"$out/esd-layers.tsv"
+sw-hessian --preconditioned --data "$out/fortunes.tok" --batch-tokens $((16 * MAIN_T)) \
+	--seq-len $MAIN_T $THREE >"$out/hessian.tsv"
+cp "$out/hessian.tsv" "$out/eos.tsv"
 SPEC_LAST=ckpt-$(step6 $SPEC_STEPS).h5
 sw-spectrum --normalize --role down --layer 1 "$SPEC"/d${SPEC_DS##* }-*/$SPEC_LAST >"$out/spectrum-normalized.tsv"
 sw-spectrum --fit "$SPEC"/*/$SPEC_LAST >"$out/spectrum-fit.tsv"
@@ -324,7 +332,7 @@ sw-transfer --summary "$SWEEP"/*/ckpt-*.h5 >"$out/transfer-summary.tsv" || true
 
 say "figures (at $(elapsed))"
 for kind in training residual norms sharpness sharpness-steps sharpness-hist spectrum \
-	spectrum-normalized esd qkdrift scale-vectors transfer transfer-fits; do
+	spectrum-normalized esd esd-layers hessian eos qkdrift scale-vectors transfer transfer-fits; do
 	sw-plot --force "$kind" "$out/$kind.tsv" -o "$out/$kind.png"
 	echo "$out/$kind.png"
 done

@@ -10,7 +10,7 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 fi
 
 KINDS="training residual norms sharpness sharpness-steps sharpness-hist spectrum
-	spectrum-normalized esd qkdrift transfer transfer-fits"
+	spectrum-normalized esd esd-layers hessian eos qkdrift transfer transfer-fits"
 
 test_expect_success 'setup: the miniature demo runs to the end (out/, read below)' '
 	SW_DEMO_TINY=1 SW_DEMO_OUT=out sh "$SW_TOP/demo/demo.sh" "$SW_BIN" >log 2>err &&
