@@ -148,18 +148,9 @@ test_expect_success 'an unknown optimizer: exit 64, the names listed' '
 	grep -q "lion, adam-mini" err
 '
 
-# MPI: t0066's setting (OpenMPI as root, shared memory, oversubscribed)
-if command -v mpirun >/dev/null 2>&1 && sw-train --version >version &&
-	grep -q "^MPI: .*data parallel" version; then
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-	export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_btl OMPI_MCA_rmaps_base_oversubscribe \
-		OMPI_MCA_btl_vader_single_copy_mechanism
-	if [ -n "${SW_SANITIZED:-}" ]; then
-		LSAN_OPTIONS=suppressions=$SW_TOP/tests/lib/lsan-mpi.supp:print_suppressions=0
-		ASAN_OPTIONS=${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0
-		export LSAN_OPTIONS ASAN_OPTIONS
-	fi
+# MPI: t0066's setting (tests/lib/mpi.sh)
+. "$(dirname "$0")/../lib/mpi.sh"
+if [ -n "$MPI" ]; then
 	# a global batch of 4: 2 sequences a rank; 1e-5 as t0066 (the
 	# all-reduce adds the ranks' float32 sums in another order)
 	test_expect_success 'mpirun -np 2 (and --zero1): one process'"'"'s run to float rounding, --zero1 the same bits' '

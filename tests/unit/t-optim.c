@@ -102,13 +102,19 @@ static void ns5(double *X, const double *G, int rows, int cols)
  * matrices buf <- mom buf + (1 - mom) g, u = NS5((1 - mom) g + mom buf)
  * sqrt(max(1, rows/cols)), AdamW for the rest; Scion: M <- mom M +
  * (1 - mom) g, hidden matrices sqrt(rows/cols) NS5(M), the embedding's
- * rows to RMS 1, the head sign(M)/d_in, vectors sign(M).
+ * rows to RMS 1, the head sign(M)/d_in, vectors sign(M); Lion (Chen et al.
+ * 2023): u = sign(b1 m + (1 - b1) g), then m <- b2 m + (1 - b2) g (beta2
+ * 0.99 unless given); Adam-mini (Zhang et al. 2024): AdamW with v one per
+ * block, b2 v + (1 - b2) mean(g^2): q and k a head each (head_dim 2 rows
+ * of the tiny model), any other matrix a row, a vector one block; its v
+ * kept here per element (each the block's).
  */
 static void ref_step(struct ref *r, const struct model *m, const struct optim_config *oc,
 		     int64_t step, double clip, int clip_mults)
 {
 	double f = step < oc->warmup ? (double)(step + 1) / (double)oc->warmup : 1;
 	double mom = isnan(oc->momentum) ? (oc->kind == OPT_MUON ? 0.95 : 0) : oc->momentum;
+	double b1 = oc->beta1, b2 = isnan(oc->beta2) ? (oc->kind == OPT_LION ? 0.99 : 0.95) : oc->beta2;
 
 	r->t++;
 	for (int i = 0; i < m->ntensors; i++) {
@@ -127,11 +133,31 @@ static void ref_step(struct ref *r, const struct model *m, const struct optim_co
 		for (size_t k = 0; k < n; k++)
 			g[k] = m->grads[o + k] * c;
 		if (oc->kind == OPT_ADAMW || (oc->kind == OPT_MUON && !hidden)) {
-			double bc1 = 1 - pow(oc->beta1, (double)r->t), bc2 = 1 - pow(oc->beta2, (double)r->t);
+			double bc1 = 1 - pow(b1, (double)r->t), bc2 = 1 - pow(b2, (double)r->t);
 			for (size_t k = 0; k < n; k++) {
-				mm[k] = oc->beta1 * mm[k] + (1 - oc->beta1) * g[k];
-				v[k] = oc->beta2 * v[k] + (1 - oc->beta2) * g[k] * g[k];
+				mm[k] = b1 * mm[k] + (1 - b1) * g[k];
+				v[k] = b2 * v[k] + (1 - b2) * g[k] * g[k];
 				u[k] = (mm[k] / bc1) / (sqrt(v[k] / bc2) + oc->eps);
+			}
+		} else if (oc->kind == OPT_LION) {
+			for (size_t k = 0; k < n; k++) {
+				double x = b1 * mm[k] + (1 - b1) * g[k];
+				u[k] = x > 0 ? 1 : x < 0 ? -1 : 0;
+				mm[k] = b2 * mm[k] + (1 - b2) * g[k];
+			}
+		} else if (oc->kind == OPT_ADAM_MINI) {
+			double bc1 = 1 - pow(b1, (double)r->t), bc2 = 1 - pow(b2, (double)r->t);
+			size_t bn = mt->info.rank != 2 ? n : !strcmp(role, "q") || !strcmp(role, "k") ? 2 * (size_t)cols
+										   : (size_t)cols;
+			for (size_t b0 = 0; b0 < n; b0 += bn) {
+				double s = 0;
+				for (size_t k = b0; k < b0 + bn; k++)
+					s += g[k] * g[k];
+				for (size_t k = b0; k < b0 + bn; k++) {
+					mm[k] = b1 * mm[k] + (1 - b1) * g[k];
+					v[k] = b2 * v[k] + (1 - b2) * s / (double)bn;
+					u[k] = (mm[k] / bc1) / (sqrt(v[k] / bc2) + oc->eps);
+				}
 			}
 		} else if (oc->kind == OPT_MUON) {
 			for (size_t k = 0; k < n; k++) {
@@ -336,6 +362,10 @@ static void check_optimizers(void)
 	check_steps("AdamW", oc);
 	oc.kind = OPT_MUON;
 	check_steps("Muon", oc);
+	oc.kind = OPT_LION;
+	check_steps("Lion", oc);
+	oc.kind = OPT_ADAM_MINI;
+	check_steps("Adam-mini", oc);
 	oc.kind = OPT_SCION;
 	oc.momentum = 0.5;
 	check_steps("Scion", oc);
