@@ -21,7 +21,7 @@ if ! grep -q "^MPI: .*data parallel" version; then
 fi
 
 # OpenMPI in a sandbox (tests/lib/mpi.sh)
-. "$(dirname "$0")/../lib/mpi.sh"
+. "$SW_TOP/tests/lib/mpi.sh"
 
 CORPUS=$FIX/corpus.txt
 # a batch of 5 sequences: 2 and 3 on the two ranks

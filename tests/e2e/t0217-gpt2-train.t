@@ -83,7 +83,7 @@ test_expect_success 'the emulated device trains GPT-2: the same tensors, resumed
 '
 
 # OpenMPI as t0066 runs it (tests/lib/mpi.sh sets MPI)
-. "$(dirname "$0")/../lib/mpi.sh"
+. "$SW_TOP/tests/lib/mpi.sh"
 # t0066's check and tolerance: a sum of the ranks' gradients in another
 # order, the norms of every matrix and the loss (not each value: the k
 # biases' gradient is 0 but for rounding, which Adam's normalization

@@ -149,7 +149,7 @@ test_expect_success 'an unknown optimizer: exit 64, the names listed' '
 '
 
 # MPI: t0066's setting (tests/lib/mpi.sh)
-. "$(dirname "$0")/../lib/mpi.sh"
+. "$SW_TOP/tests/lib/mpi.sh"
 if [ -n "$MPI" ]; then
 	# a global batch of 4: 2 sequences a rank; 1e-5 as t0066 (the
 	# all-reduce adds the ranks' float32 sums in another order)
