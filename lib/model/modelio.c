@@ -128,7 +128,7 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 			}
 			if ((rc = h5w_write_tensor(w, "/optim_state/m", &mt->info, o->m + mt->offset, 0, err)) ||
 			    (optim_has_v(o->cfg.kind) &&
-			     (rc = h5w_write_tensor(w, "/optim_state/v", &vt, o->v + mt->offset, 0, err))))
+			     (rc = h5w_write_tensor(w, "/optim_state/v", &vt, o->v + o->voff[i], 0, err))))
 				goto fail;
 			if (mini) {
 				char path[SW_NAME_MAX + 16];
@@ -417,9 +417,9 @@ int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
 				goto out;
 			}
 			rc = ckpt_load_aux_n(ck, "optim_state/v", (size_t)k, optim_block_count(&mt->info),
-					     o->v + mt->offset, err);
+					     o->v + o->voff[i], err);
 		} else if (optim_has_v(oc.kind)) {
-			rc = ckpt_load_aux(ck, "optim_state/v", (size_t)k, o->v + mt->offset, err);
+			rc = ckpt_load_aux(ck, "optim_state/v", (size_t)k, o->v + o->voff[i], err);
 		}
 		if (rc)
 			goto out;

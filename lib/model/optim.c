@@ -186,9 +186,21 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 	}
 	/* Newton-Schulz: 3 r^2 + 2 n; then the momentum view and the update, 2 n */
 	o->work_size = (size_t)(3 * maxr * maxr + 4 * maxn);
-	o->count = m->ntensors;
+	o->count = o->ntensors = m->ntensors;
+	o->voff = malloc(((size_t)m->ntensors + 1) * sizeof *o->voff);
+	if (!o->voff) {
+		optim_free(o);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for the optimizer state");
+	}
+	o->voff[0] = 0;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct sw_tensor_info *t = &m->tensors[i].info;
+		size_t n = !optim_has_v(cfg->kind) ? 0 :
+			   cfg->kind == OPT_ADAM_MINI ? (size_t)optim_block_count(t) : (size_t)t->numel;
+		o->voff[i + 1] = o->voff[i] + n;
+	}
 	o->m = calloc(m->nparams, sizeof *o->m);
-	o->v = calloc(m->nparams, sizeof *o->v);
+	o->v = calloc(optim_v_count(o) ? optim_v_count(o) : 1, sizeof *o->v);
 	/* the matrix optimizers' scratch; the element-wise ones need none */
 	matrices = cfg->kind == OPT_MUON || cfg->kind == OPT_SCION;
 	o->work = matrices ? malloc(o->work_size * sizeof(real)) : NULL;
@@ -202,7 +214,7 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 int optim_shard(struct optim *o, const struct model *m, int first, int count,
 		struct sw_err *err)
 {
-	size_t lo = 0, n = 0;
+	size_t lo = 0, n = 0, vlo = o->voff[first], vn = o->voff[first + count] - vlo;
 	float *mm, *vv;
 
 	if (count) {
@@ -211,7 +223,7 @@ int optim_shard(struct optim *o, const struct model *m, int first, int count,
 		n = last->offset + last->numel - lo;
 	}
 	mm = malloc((n ? n : 1) * sizeof *mm);
-	vv = malloc((n ? n : 1) * sizeof *vv);
+	vv = malloc((vn ? vn : 1) * sizeof *vv);
 
 	if (!mm || !vv || o->first || o->count != m->ntensors) {
 		free(mm);
@@ -220,7 +232,7 @@ int optim_shard(struct optim *o, const struct model *m, int first, int count,
 							   : "optimizer state sharded twice");
 	}
 	memcpy(mm, o->m + lo, n * sizeof *mm);
-	memcpy(vv, o->v + lo, n * sizeof *vv);
+	memcpy(vv, o->v + vlo, vn * sizeof *vv);
 	free(o->m);
 	free(o->v);
 	o->m = mm;
@@ -228,6 +240,7 @@ int optim_shard(struct optim *o, const struct model *m, int first, int count,
 	o->first = first;
 	o->count = count;
 	o->base = lo;
+	o->vbase = vlo;
 	return SW_OK;
 }
 
@@ -235,6 +248,7 @@ void optim_free(struct optim *o)
 {
 	free(o->m);
 	free(o->v);
+	free(o->voff);
 	free(o->work);
 	memset(o, 0, sizeof *o);
 }
@@ -480,7 +494,7 @@ void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scal
 			muon_tensor(o, p, g, o->m + k, t, &pl);
 			break;
 		case OPTIM_UPDATE_ELEM:
-			elem_tensor(o, p, g, o->m + k, o->v + k, t, &pl);
+			elem_tensor(o, p, g, o->m + k, o->v + (o->voff[i] - o->vbase), t, &pl);
 			break;
 		}
 	}

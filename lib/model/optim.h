@@ -123,12 +123,17 @@ void optim_defaults(struct optim_config *oc);
 
 struct optim {
 	struct optim_config cfg;
-	/* moments of tensors [first, first + count), each tensor's at its
-	 * params offset (minus base); Muon/Scion/Lion use m; Adam-mini's v
-	 * values (optim_block_count) are the first of its tensor's place */
+	/* moments of tensors [first, first + count): m at each tensor's
+	 * params offset (minus base); Muon/Scion/Lion use m. v at voff[i]
+	 * (minus vbase): numel values a tensor (AdamW; Muon's and Scion's,
+	 * unused), optim_block_count (Adam-mini: about 1/d_model of AdamW's),
+	 * none (Lion). */
 	float *m, *v;
+	size_t *voff;                   /* (ntensors + 1), from 0 over every tensor */
+	int ntensors;
 	int first, count;               /* the tensors updated: all, or a shard (optim_shard) */
 	size_t base;                    /* params offset of m[0]: 0, or the shard's start */
+	size_t vbase;                   /* voff of v[0]: 0, or the shard's first tensor's */
 	real *work;                     /* Newton-Schulz scratch */
 	size_t work_size;
 	int64_t t;                      /* updates done (bias correction) */
@@ -136,6 +141,11 @@ struct optim {
 
 int optim_init(struct optim *o, const struct optim_config *cfg, const struct model *m,
 	       struct sw_err *err);
+/* The v values of every tensor (of the whole model, sharded or not). */
+static inline size_t optim_v_count(const struct optim *o)
+{
+	return o->voff[o->ntensors];
+}
 void optim_free(struct optim *o);
 
 /*

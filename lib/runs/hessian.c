@@ -276,7 +276,7 @@ static int preconditioner(struct ckpt *ck, const struct model *m, float *dscale,
 			const struct model_tensor *mt = &m->tensors[i];
 			int64_t bn = o.cfg.kind == OPT_ADAM_MINI ? optim_block_numel(&mt->info) : 1;
 			for (size_t j = 0; j < mt->numel; j++)
-				dscale[mt->offset + j] = (float)(1 / sqrt(sqrt((double)o.v[mt->offset + j / (size_t)bn] / bc2) +
+				dscale[mt->offset + j] = (float)(1 / sqrt(sqrt((double)o.v[o.voff[i] + j / (size_t)bn] / bc2) +
 									 o.cfg.eps));
 		}
 		*beta1 = o.cfg.beta1;

@@ -2,8 +2,10 @@
  * optim_grad_norm and optim_step on a tiny model (every kind of tensor, row
  * multipliers with their own lr and wd): the gradient norm and the clipping
  * leave the multipliers out (sw-train(1), --grad-clip), and two steps of
- * AdamW, Muon and Scion give the parameters the documented formulas give,
- * computed here in double from the man page, not from optim.c. */
+ * AdamW, Muon, Scion, Lion and Adam-mini give the parameters the
+ * documented formulas give, computed here in double from the man page, not
+ * from optim.c; Adam-mini's state one v a block, Lion's none, and a shard
+ * of Adam-mini's (ZeRO-1) steps as the whole does. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -342,11 +344,72 @@ static void check_steps(const char *what, struct optim_config oc)
 	model_free(&m);
 }
 
+/* The second moments each optimizer keeps (sw-train(1)'s partition for
+ * Adam-mini: q and k a head of 2 rows, any other matrix a row, a vector
+ * one), and a shard of Adam-mini's tensors [2, 7) updated as the whole
+ * optimizer updates them, bit for bit. */
+static void check_state(void)
+{
+	struct model m, m2;
+	struct optim whole, shard, adamw, lion;
+	struct optim_config oc;
+	struct sw_rng rng;
+	struct sw_err err;
+	size_t blocks = 0, first, end;
+	int same = 1;
+
+	rng_seed(&rng, 5);
+	if (tiny_model(&m, &rng))
+		return;
+	rng_seed(&rng, 5);
+	if (tiny_model(&m2, &rng))
+		return;
+	for (int i = 0; i < m.ntensors; i++) {
+		const struct sw_tensor_info *t = &m.tensors[i].info;
+		blocks += t->rank != 2 ? 1 : !strcmp(t->role, "q") || !strcmp(t->role, "k") ? (size_t)t->shape[0] / 2
+											 : (size_t)t->shape[0];
+	}
+	optim_defaults(&oc);
+	oc.kind = OPT_ADAMW;
+	if (optim_init(&adamw, &oc, &m, &err))
+		return (void)ok(0, "optim_init: %s", err.msg);
+	oc.kind = OPT_LION;
+	if (optim_init(&lion, &oc, &m, &err))
+		return (void)ok(0, "optim_init: %s", err.msg);
+	oc.kind = OPT_ADAM_MINI;
+	if (optim_init(&whole, &oc, &m, &err) || optim_init(&shard, &oc, &m, &err) ||
+	    optim_shard(&shard, &m, 2, 5, &err))
+		return (void)ok(0, "optim_init: %s", err.msg);
+	ok(optim_v_count(&adamw) == m.nparams && optim_v_count(&lion) == 0 && optim_v_count(&whole) == blocks,
+	   "second moments: AdamW %zu (the parameters), Lion 0, Adam-mini %zu (the blocks: %zu)",
+	   optim_v_count(&adamw), optim_v_count(&whole), blocks);
+	for (int step = 0; step < 2; step++) {
+		set_grads(&m, &rng, 0.1);
+		memcpy(m2.grads, m.grads, m.nparams * sizeof *m.grads);
+		optim_step(&whole, &m, step, 1);
+		optim_step(&shard, &m2, step, 1);
+	}
+	first = m.tensors[2].offset;
+	end = m.tensors[6].offset + m.tensors[6].numel;
+	same = !memcmp(m.params + first, m2.params + first, (end - first) * sizeof *m.params) &&
+	       !memcmp(whole.v + whole.voff[2], shard.v, (whole.voff[7] - whole.voff[2]) * sizeof *shard.v) &&
+	       !memcmp(whole.m + first, shard.m, (end - first) * sizeof *shard.m);
+	ok(same && shard.vbase == whole.voff[2],
+	   "Adam-mini sharded (tensors 2..6): the whole optimizer's parameters, m and v, bit for bit");
+	optim_free(&adamw);
+	optim_free(&lion);
+	optim_free(&whole);
+	optim_free(&shard);
+	model_free(&m);
+	model_free(&m2);
+}
+
 static void check_optimizers(void)
 {
 	struct optim_config oc;
 
 	check_grad_norm();
+	check_state();
 	optim_defaults(&oc);
 	oc.lr = 1e-2;
 	oc.sched = SCHED_CONSTANT;
