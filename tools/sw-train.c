@@ -60,7 +60,7 @@ static const char help[] =
 	"  --lr X (1e-3)  --lr-min X  --warmup N (0)\n"
 	"  --schedule S (cosine, constant, wsd)\n"
 	"  --decay-frac X         wsd: the decaying fraction of the steps (0.2)\n"
-	"  --beta1 X (0.9)  --beta2 X (0.95)  --eps X (1e-8)  --momentum X\n"
+	"  --beta1 X (0.9)  --beta2 X (0.95; lion 0.99)  --eps X (1e-8)  --momentum X\n"
 	"  --wd X (0.1)  --wd-mode M (coupled, independent)\n"
 	"  --norm-wd W            weight decay of norm gains: none, all, iwd\n"
 	"  --mult-lr X  --mult-wd X   multipliers: lr ratio (1), weight decay (2e-3)\n"

@@ -541,11 +541,57 @@ SW_HD static inline void elem_adamw(elem_real *p, float *m, float *v, elem_real 
 	*p = (elem_real)(*p * c->decay - c->step * *m / (sqrt((double)*v) / c->sbc2 + c->eps));
 }
 
+/* Lion (Chen et al. 2023) on one element, the gradient g times clip:
+ * decay first (decoupled: p <- p (1 - lr wd)), then p -= lr sign(b1 m +
+ * (1 - b1) g), then m <- b2 m + (1 - b2) g; no second moment. */
+struct elem_lion {
+	double b1, b2, lr;
+	double decay;           /* elem_wd_decay */
+};
+
+SW_HD static inline void elem_lion(elem_real *p, float *m, elem_real g, double clip,
+				   const struct elem_lion *c)
+{
+	float gk = (float)(g * clip);
+	double u = c->b1 * *m + (1 - c->b1) * gk;
+	*p = (elem_real)(*p * c->decay - c->lr * (u > 0 ? 1 : u < 0 ? -1 : 0));
+	*m = (float)(c->b2 * *m + (1 - c->b2) * gk);
+}
+
+/* Adam-mini (Zhang et al. 2024) shares AdamW's coefficients; its second
+ * moment is one per block of block_numel elements: the square of one
+ * clipped gradient element, in double (a block's sum, added in order on
+ * the CPU, in the row kernel's order on the device), then the block's
+ * v <- b2 v + (1 - b2) mean(g^2) */
+SW_HD static inline double elem_clipped_sq(elem_real g, double clip)
+{
+	double gk = (float)(g * clip);
+	return gk * gk;
+}
+
+SW_HD static inline void elem_adam_mini_block_v(float *v, double sumsq, int64_t block_numel,
+						double b2)
+{
+	*v = (float)(b2 * *v + (1 - b2) * (sumsq / (double)block_numel));
+}
+
+/* Adam-mini on one element, its block's v already updated
+ * (elem_adam_mini_block_v): AdamW's m and step with the block's v. */
+SW_HD static inline void elem_adam_mini(elem_real *p, float *m, const float *v, elem_real g,
+					double clip, const struct elem_adamw *c)
+{
+	float gk = (float)(g * clip);
+	*m = (float)(c->b1 * *m + (1 - c->b1) * gk);
+	*p = (elem_real)(*p * c->decay - c->step * *m / (sqrt((double)*v) / c->sbc2 + c->eps));
+}
+
 /*
  * The element-wise optimizers' rules, one element's update each: what a
  * rule shares across a tensor's elements at a step (elem_rule_coef, from
  * the optimizer's betas and eps, the update count t, the tensor's lr and
- * decay) and its update of p and the moments m, v (elem_rule_update). The
+ * decay) and its update of p and the moments m, v (elem_rule_update; v is
+ * the element's own for AdamW, its block's for Adam-mini, which a pass
+ * over the blocks updated before, unused by Lion). The
  * device's kernel (kernels.h's elem_rule) calls these; the CPU's optimizer
  * loop (optim.c's elem_tensor) switches on the rule outside its loop, so
  * that the loop vectorizes, and calls the rule's own update. A new
@@ -553,10 +599,11 @@ SW_HD static inline void elem_adamw(elem_real *p, float *m, float *v, elem_real 
  * a case in each function), a case in elem_tensor and its name in optim.h
  * and optim.c: three files, both devices.
  */
-enum elem_rule { ELEM_RULE_ADAMW };
+enum elem_rule { ELEM_RULE_ADAMW, ELEM_RULE_LION, ELEM_RULE_ADAM_MINI };
 struct elem_rule_coef {
 	enum elem_rule rule;
-	struct elem_adamw adamw;
+	struct elem_adamw adamw;        /* AdamW's and Adam-mini's */
+	struct elem_lion lion;
 };
 
 SW_HD static inline struct elem_rule_coef elem_rule_coef(enum elem_rule rule, double b1, double b2,
@@ -564,12 +611,13 @@ SW_HD static inline struct elem_rule_coef elem_rule_coef(enum elem_rule rule, do
 							  double decay)
 {
 	struct elem_rule_coef c;
+	/* every rule's coefficients, whichever is used (each is cheap) */
 	c.rule = rule;
-	switch (rule) {
-	case ELEM_RULE_ADAMW:
-		c.adamw = elem_adamw_coef(b1, b2, eps, t, lr, decay);
-		break;
-	}
+	c.adamw = elem_adamw_coef(b1, b2, eps, t, lr, decay);
+	c.lion.b1 = b1;
+	c.lion.b2 = b2;
+	c.lion.lr = lr;
+	c.lion.decay = decay;
 	return c;
 }
 
@@ -579,6 +627,12 @@ SW_HD static inline void elem_rule_update(const struct elem_rule_coef *c, elem_r
 	switch (c->rule) {
 	case ELEM_RULE_ADAMW:
 		elem_adamw(p, m, v, g, clip, &c->adamw);
+		break;
+	case ELEM_RULE_LION:
+		elem_lion(p, m, g, clip, &c->lion);
+		break;
+	case ELEM_RULE_ADAM_MINI:
+		elem_adam_mini(p, m, v, g, clip, &c->adamw);
 		break;
 	}
 }

@@ -752,6 +752,19 @@ int ckpt_load_aux(const struct ckpt *ck, const char *group, size_t i, float *out
 	return ck->fmt->load_aux(ck->reader, group, &ck->info[i], out, err);
 }
 
+int ckpt_load_aux_n(const struct ckpt *ck, const char *group, size_t i, int64_t n, float *out,
+		    struct sw_err *err)
+{
+	struct sw_tensor_info t;
+
+	if (!ck->fmt->load_aux || i >= ck->n)
+		return sw_fail(err, SW_EDATA, "no /%s for %s", group, i < ck->n ? ck->info[i].name : "?");
+	t = ck->info[i];
+	t.rank = 1;
+	t.shape[0] = t.numel = n;
+	return ck->fmt->load_aux(ck->reader, group, &t, out, err);
+}
+
 int64_t ckpt_aux_attr(const struct ckpt *ck, const char *group, size_t i, const char *attr)
 {
 	if (!ck->fmt->aux_attr || i >= ck->n)

@@ -95,5 +95,9 @@ int ckpt_has_aux(const struct ckpt *ck, const char *group, size_t i);
 int ckpt_load_aux(const struct ckpt *ck, const char *group, size_t i, float *out,
 		  struct sw_err *err);
 int64_t ckpt_aux_attr(const struct ckpt *ck, const char *group, size_t i, const char *attr);
+/* As ckpt_load_aux, a companion of n values (not the tensor's numel):
+ * Adam-mini's second moments, one per block. */
+int ckpt_load_aux_n(const struct ckpt *ck, const char *group, size_t i, int64_t n, float *out,
+		    struct sw_err *err);
 
 #endif

@@ -210,20 +210,31 @@ int dp_full_optim(struct dp *d, const struct optim *o, struct optim *full, struc
 {
 	const struct model *m = d->m;
 	int rc = SW_OK, who;
+	/* v's parts: each rank's tensors' v (optim.h's voff; Adam-mini's
+	 * are one a block, Lion's none) */
+	size_t *vcount = calloc((size_t)d->size, sizeof *vcount), *vdispl = NULL;
 
 	if (!d->zero) {
+		free(vcount);
 		*full = *o;
 		return SW_OK;
 	}
 	memset(full, 0, sizeof *full);
-	if (d->rank == 0) {
+	vdispl = calloc((size_t)d->size, sizeof *vdispl);
+	if (!vcount || !vdispl)
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (int r = 0; !rc && r < d->size; r++) {
+		vdispl[r] = o->voff[d->shard_first[r]];
+		vcount[r] = o->voff[d->shard_first[r] + d->shard_count[r]] - vdispl[r];
+	}
+	if (!rc && d->rank == 0) {
 		*full = *o;
 		full->first = 0;
 		full->count = m->ntensors;
-		full->base = 0;
+		full->base = full->vbase = 0;
 		full->work = NULL;
 		full->m = malloc(m->nparams * sizeof *full->m);
-		full->v = malloc(m->nparams * sizeof *full->v);
+		full->v = malloc((optim_v_count(o) ? optim_v_count(o) : 1) * sizeof *full->v);
 		if (!full->m || !full->v)
 			rc = sw_fail(err, SW_ESOFTWARE, "out of memory for the whole optimizer state");
 	}
@@ -231,8 +242,9 @@ int dp_full_optim(struct dp *d, const struct optim *o, struct optim *full, struc
 	if (!(rc = comm_agree(d->comm, rc, &who)) &&
 	    !(rc = comm_gather_parts(d->comm, o->m, full->m, d->part_count, d->part_displ, COMM_F32, 0,
 				     COMM_HOST, err)))
-		rc = comm_gather_parts(d->comm, o->v, full->v, d->part_count, d->part_displ, COMM_F32, 0,
-				       COMM_HOST, err);
+		rc = comm_gather_parts(d->comm, o->v, full->v, vcount, vdispl, COMM_F32, 0, COMM_HOST, err);
+	free(vcount);
+	free(vdispl);
 	if (rc)
 		dp_full_optim_free(d, full);
 	return rc;

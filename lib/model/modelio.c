@@ -117,10 +117,25 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 	if (o) {
 		for (int i = 0; i < m->ntensors; i++) {
 			const struct model_tensor *mt = &m->tensors[i];
-			/* float moments, written through the float32 path */
+			/* float moments, written through the float32 path; Lion
+			 * has no v, Adam-mini one per block (a vector of
+			 * optim_block_count, its block_numel beside it) */
+			struct sw_tensor_info vt = mt->info;
+			int mini = o->cfg.kind == OPT_ADAM_MINI;
+			if (mini) {
+				vt.rank = 1;
+				vt.shape[0] = vt.numel = optim_block_count(&mt->info);
+			}
 			if ((rc = h5w_write_tensor(w, "/optim_state/m", &mt->info, o->m + mt->offset, 0, err)) ||
-			    (rc = h5w_write_tensor(w, "/optim_state/v", &mt->info, o->v + mt->offset, 0, err)))
+			    (optim_has_v(o->cfg.kind) &&
+			     (rc = h5w_write_tensor(w, "/optim_state/v", &vt, o->v + o->voff[i], 0, err))))
 				goto fail;
+			if (mini) {
+				char path[SW_NAME_MAX + 16];
+				snprintf(path, sizeof path, "/optim_state/v/%s", vt.name);
+				if ((rc = h5w_obj_i64(w, path, "block_numel", optim_block_numel(&mt->info), err)))
+					goto fail;
+			}
 		}
 		if ((rc = h5w_set_i64(w, "/optim_state", "t", o->t, err)) ||
 		    (rc = h5w_set_i64(w, "/optim_state", "rng0", (int64_t)rs->rng.s[0], err)) ||
@@ -390,8 +405,23 @@ int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
 			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
 			goto out;
 		}
-		if ((rc = ckpt_load_aux(ck, "optim_state/m", (size_t)k, o->m + mt->offset, err)) ||
-		    (rc = ckpt_load_aux(ck, "optim_state/v", (size_t)k, o->v + mt->offset, err)))
+		if ((rc = ckpt_load_aux(ck, "optim_state/m", (size_t)k, o->m + mt->offset, err)))
+			goto out;
+		if (oc.kind == OPT_ADAM_MINI) {
+			/* one v per block: the blocks the checkpoint says are ours */
+			int64_t bn = ckpt_aux_attr(ck, "optim_state/v", (size_t)k, "block_numel");
+			if (bn != optim_block_numel(&mt->info)) {
+				rc = sw_fail(err, SW_EDATA, "/optim_state/v/%s: block_numel %lld, Adam-mini's is %lld",
+					     mt->info.name, (long long)bn,
+					     (long long)optim_block_numel(&mt->info));
+				goto out;
+			}
+			rc = ckpt_load_aux_n(ck, "optim_state/v", (size_t)k, optim_block_count(&mt->info),
+					     o->v + o->voff[i], err);
+		} else if (optim_has_v(oc.kind)) {
+			rc = ckpt_load_aux(ck, "optim_state/v", (size_t)k, o->v + o->voff[i], err);
+		}
+		if (rc)
 			goto out;
 	}
 	rs->train_loss = rs->val_loss = NAN;

@@ -18,8 +18,9 @@
 /* each optimizer's name, and the element-wise rule of the tensors it
  * updates element by element (Muon: all but the hidden matrices; Scion:
  * none) */
-static const char *const kind_names[] = {"adamw", "muon", "scion"};
-static const enum elem_rule kind_rules[] = {ELEM_RULE_ADAMW, ELEM_RULE_ADAMW, ELEM_RULE_ADAMW};
+static const char *const kind_names[] = {"adamw", "muon", "scion", "lion", "adam-mini"};
+static const enum elem_rule kind_rules[] = {ELEM_RULE_ADAMW, ELEM_RULE_ADAMW, ELEM_RULE_ADAMW,
+					    ELEM_RULE_LION, ELEM_RULE_ADAM_MINI};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == sizeof kind_rules / sizeof kind_rules[0],
 	       "a rule per optimizer");
 static const char *const sched_names[] = {"constant", "cosine", "wsd"};
@@ -60,7 +61,7 @@ void optim_defaults(struct optim_config *oc)
 	oc->lr = 1e-3;
 	oc->lr_min = NAN;               /* lr/20 (cosine), 0 (wsd), unless given */
 	oc->beta1 = 0.9;
-	oc->beta2 = 0.95;
+	oc->beta2 = NAN;                /* 0.99 (Lion), 0.95 (the others), unless given */
 	oc->eps = 1e-8;
 	oc->momentum = NAN;             /* 0.95 (Muon), 0 (Scion) */
 	oc->wd = 0.1;
@@ -173,6 +174,8 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 	o->cfg.width = m->c.d_model;
 	if (isnan(o->cfg.momentum))
 		o->cfg.momentum = cfg->kind == OPT_MUON ? 0.95 : 0;
+	if (isnan(o->cfg.beta2))
+		o->cfg.beta2 = cfg->kind == OPT_LION ? 0.99 : 0.95;
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct sw_tensor_info *t = &m->tensors[i].info;
 		if (t->kind == SW_KIND_MATRIX) {
@@ -183,9 +186,21 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 	}
 	/* Newton-Schulz: 3 r^2 + 2 n; then the momentum view and the update, 2 n */
 	o->work_size = (size_t)(3 * maxr * maxr + 4 * maxn);
-	o->count = m->ntensors;
+	o->count = o->ntensors = m->ntensors;
+	o->voff = malloc(((size_t)m->ntensors + 1) * sizeof *o->voff);
+	if (!o->voff) {
+		optim_free(o);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for the optimizer state");
+	}
+	o->voff[0] = 0;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct sw_tensor_info *t = &m->tensors[i].info;
+		size_t n = !optim_has_v(cfg->kind) ? 0 :
+			   cfg->kind == OPT_ADAM_MINI ? (size_t)optim_block_count(t) : (size_t)t->numel;
+		o->voff[i + 1] = o->voff[i] + n;
+	}
 	o->m = calloc(m->nparams, sizeof *o->m);
-	o->v = calloc(m->nparams, sizeof *o->v);
+	o->v = calloc(optim_v_count(o) ? optim_v_count(o) : 1, sizeof *o->v);
 	/* the matrix optimizers' scratch; the element-wise ones need none */
 	matrices = cfg->kind == OPT_MUON || cfg->kind == OPT_SCION;
 	o->work = matrices ? malloc(o->work_size * sizeof(real)) : NULL;
@@ -199,7 +214,7 @@ int optim_init(struct optim *o, const struct optim_config *cfg, const struct mod
 int optim_shard(struct optim *o, const struct model *m, int first, int count,
 		struct sw_err *err)
 {
-	size_t lo = 0, n = 0;
+	size_t lo = 0, n = 0, vlo = o->voff[first], vn = o->voff[first + count] - vlo;
 	float *mm, *vv;
 
 	if (count) {
@@ -208,7 +223,7 @@ int optim_shard(struct optim *o, const struct model *m, int first, int count,
 		n = last->offset + last->numel - lo;
 	}
 	mm = malloc((n ? n : 1) * sizeof *mm);
-	vv = malloc((n ? n : 1) * sizeof *vv);
+	vv = malloc((vn ? vn : 1) * sizeof *vv);
 
 	if (!mm || !vv || o->first || o->count != m->ntensors) {
 		free(mm);
@@ -217,7 +232,7 @@ int optim_shard(struct optim *o, const struct model *m, int first, int count,
 							   : "optimizer state sharded twice");
 	}
 	memcpy(mm, o->m + lo, n * sizeof *mm);
-	memcpy(vv, o->v + lo, n * sizeof *vv);
+	memcpy(vv, o->v + vlo, vn * sizeof *vv);
 	free(o->m);
 	free(o->v);
 	o->m = mm;
@@ -225,6 +240,7 @@ int optim_shard(struct optim *o, const struct model *m, int first, int count,
 	o->first = first;
 	o->count = count;
 	o->base = lo;
+	o->vbase = vlo;
 	return SW_OK;
 }
 
@@ -232,6 +248,7 @@ void optim_free(struct optim *o)
 {
 	free(o->m);
 	free(o->v);
+	free(o->voff);
 	free(o->work);
 	memset(o, 0, sizeof *o);
 }
@@ -292,12 +309,34 @@ void optim_newton_schulz(real *X, const real *G, int rows, int cols, real *work)
 	copy_transposed_if(X, Xr, r, n, tr);      /* back to rows x cols */
 }
 
+int64_t optim_block_numel(const struct sw_tensor_info *t)
+{
+	if (t->kind != SW_KIND_MATRIX || t->rank != 2)
+		return t->numel > 0 ? t->numel : 1;
+	if (t->block == SW_BLOCK_QK && t->head_dim > 0 && t->shape[0] % t->head_dim == 0)
+		return (int64_t)t->head_dim * t->shape[1];
+	return t->shape[1];
+}
+
+int64_t optim_block_count(const struct sw_tensor_info *t)
+{
+	return t->numel > 0 ? t->numel / optim_block_numel(t) : 0;
+}
+
+int optim_has_v(enum opt_kind kind)
+{
+	return kind != OPT_LION;
+}
+
 /* An element-wise optimizer's rule over one tensor (elemmath.h: AdamW is
- * PyTorch's, decay first, then p -= lr m_hat / (sqrt(v_hat) + eps)). */
+ * PyTorch's, decay first, then p -= lr m_hat / (sqrt(v_hat) + eps);
+ * Adam-mini the same with its blocks' v, which a pass over the blocks
+ * updates first; Lion's sign). */
 ISA_VECTOR_CLONES
 static void elem_tensor(const struct optim *o, real *p, const real *g, float *m, float *v,
-			size_t n, const struct optim_plan *pl)
+			const struct sw_tensor_info *t, const struct optim_plan *pl)
 {
+	size_t n = (size_t)t->numel;
 	struct elem_rule_coef c = elem_rule_coef(pl->rule, o->cfg.beta1, o->cfg.beta2, o->cfg.eps,
 						 o->t, pl->lr, elem_wd_decay(pl->mode, pl->lr, pl->wd));
 	double clip = pl->clip;
@@ -310,6 +349,26 @@ static void elem_tensor(const struct optim *o, real *p, const real *g, float *m,
 		for (size_t k = 0; k < n; k++)
 			elem_adamw(&p[k], &m[k], &v[k], g[k], clip, &c.adamw);
 		break;
+	case ELEM_RULE_LION:
+#pragma omp parallel for simd schedule(static) PAR_IF(n)
+		for (size_t k = 0; k < n; k++)
+			elem_lion(&p[k], &m[k], g[k], clip, &c.lion);
+		break;
+	case ELEM_RULE_ADAM_MINI: {
+		int64_t bn = optim_block_numel(t), nb = optim_block_count(t);
+#pragma omp parallel for schedule(static) PAR_IF(n)
+		for (int64_t b = 0; b < nb; b++) {
+			double s = 0;
+			for (int64_t j = 0; j < bn; j++)
+				s += elem_clipped_sq(g[b * bn + j], clip);
+			elem_adam_mini_block_v(&v[b], s, bn, o->cfg.beta2);
+		}
+#pragma omp parallel for schedule(static) PAR_IF(n)
+		for (int64_t b = 0; b < nb; b++)
+			for (int64_t j = b * bn; j < (b + 1) * bn; j++)
+				elem_adam_mini(&p[j], &m[j], &v[b], g[j], clip, &c.adamw);
+		break;
+	}
 	}
 }
 
@@ -435,7 +494,7 @@ void optim_step(struct optim *o, struct model *m, int64_t step, double clip_scal
 			muon_tensor(o, p, g, o->m + k, t, &pl);
 			break;
 		case OPTIM_UPDATE_ELEM:
-			elem_tensor(o, p, g, o->m + k, o->v + k, mt->numel, &pl);
+			elem_tensor(o, p, g, o->m + k, o->v + (o->voff[i] - o->vbase), t, &pl);
 			break;
 		}
 	}

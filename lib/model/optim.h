@@ -5,7 +5,8 @@
  * (W <- W - lr (G_hat + wd W), the spectra paper's AdamW) or independent
  * (W <- W - wd W, whatever the learning rate); Muon and Scion for the
  * hidden matrices (Newton-Schulz, 5 steps, coefficients 3.4445, -4.7750,
- * 2.0315). Per-tensor learning rates and weight decays come from one
+ * 2.0315); Lion (sign updates, one moment) and Adam-mini (AdamW with one
+ * second moment per block of a tensor, optim_block_numel). Per-tensor learning rates and weight decays come from one
  * function, optim_tensor_hparams, which the checkpoint writer also uses to
  * record the lr/wd in force: Blockwise LR (sharpness paper eq. 5), the
  * per-group ratios input:hidden:output (optimal-norm paper), the
@@ -25,8 +26,8 @@
 #include "../base/status.h"
 
 /* the optimizers (optim.c names each, and gives its element-wise rule) */
-enum opt_kind { OPT_ADAMW, OPT_MUON, OPT_SCION };
-#define OPTIM_KINDS "adamw (default), muon, scion"
+enum opt_kind { OPT_ADAMW, OPT_MUON, OPT_SCION, OPT_LION, OPT_ADAM_MINI };
+#define OPTIM_KINDS "adamw (default), muon, scion, lion, adam-mini"
 enum sched_kind { SCHED_CONSTANT, SCHED_COSINE, SCHED_WSD };
 enum norm_wd { NORM_WD_NONE, NORM_WD_ALL, NORM_WD_IWD };
 /* the hidden matrices' wd against the width: (d/d0)^0, ^1/2, ^1 */
@@ -36,7 +37,7 @@ struct optim_config {
 	enum opt_kind kind;
 	double lr;                      /* peak learning rate lr_max */
 	double lr_min;                  /* end of the decay (cosine, wsd) */
-	double beta1, beta2, eps;       /* AdamW */
+	double beta1, beta2, eps;       /* AdamW, Adam-mini, Lion (beta2 NaN: 0.99 Lion, else 0.95) */
 	double momentum;                /* Muon: 0.95; Scion: EMA weight of the past */
 	double wd;                      /* for matrices */
 	enum sw_wd_mode wd_mode;        /* coupled or independent */
@@ -100,16 +101,39 @@ struct optim_plan {
 struct optim_plan optim_tensor_plan(const struct optim_config *oc, const struct sw_tensor_info *t,
 				    int64_t step, double clip_scale);
 
-/* The defaults: AdamW, betas 0.9/0.95, eps 1e-8, wd 0.1 coupled, gains
+/*
+ * Adam-mini's blocks (its v1 partition, Zhang et al. 2024, Algorithm 3):
+ * the number of elements sharing one second moment in tensor t. Each
+ * block is contiguous (a matrix is out x in, row-major): q and k, one per
+ * head (head_dim rows); any other matrix (v, o, the MLP's, the embedding,
+ * the head), one per output row (a token's row for the embedding and the
+ * head); a vector (gains, biases, multipliers), one for the whole tensor.
+ * optim_block_count: numel / block_numel, the tensor's v values.
+ */
+int64_t optim_block_numel(const struct sw_tensor_info *t);
+int64_t optim_block_count(const struct sw_tensor_info *t);
+/* Whether kind keeps a second moment (AdamW, Adam-mini: in /optim_state/v;
+ * Muon and Scion keep AdamW's zeros there; Lion has none) */
+int optim_has_v(enum opt_kind kind);
+
+/* The defaults: AdamW, betas 0.9/0.95 (Lion 0.9/0.99), eps 1e-8, wd 0.1 coupled, gains
  * without wd, multipliers at lr x 1 with wd 2e-3, Blockwise ratios emb 10,
  * qk 8, ffn 6, vo 4, norm 1 (out, mult 1), cosine to lr/20, clip 1. */
 void optim_defaults(struct optim_config *oc);
 
 struct optim {
 	struct optim_config cfg;
-	float *m, *v;                   /* moments of tensors [first, first + count); Muon/Scion use m */
+	/* moments of tensors [first, first + count): m at each tensor's
+	 * params offset (minus base); Muon/Scion/Lion use m. v at voff[i]
+	 * (minus vbase): numel values a tensor (AdamW; Muon's and Scion's,
+	 * unused), optim_block_count (Adam-mini: about 1/d_model of AdamW's),
+	 * none (Lion). */
+	float *m, *v;
+	size_t *voff;                   /* (ntensors + 1), from 0 over every tensor */
+	int ntensors;
 	int first, count;               /* the tensors updated: all, or a shard (optim_shard) */
 	size_t base;                    /* params offset of m[0]: 0, or the shard's start */
+	size_t vbase;                   /* voff of v[0]: 0, or the shard's first tensor's */
 	real *work;                     /* Newton-Schulz scratch */
 	size_t work_size;
 	int64_t t;                      /* updates done (bias correction) */
@@ -117,6 +141,11 @@ struct optim {
 
 int optim_init(struct optim *o, const struct optim_config *cfg, const struct model *m,
 	       struct sw_err *err);
+/* The v values of every tensor (of the whole model, sharded or not). */
+static inline size_t optim_v_count(const struct optim *o)
+{
+	return o->voff[o->ntensors];
+}
 void optim_free(struct optim *o);
 
 /*

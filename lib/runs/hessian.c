@@ -248,7 +248,8 @@ static void checkpoint_lrs(struct ckpt *ck, const struct model *m, double *lr,
 	}
 }
 
-/* P^-1/2 with P = sqrt(v / (1 - beta2^t)) + eps, from /optim_state. */
+/* P^-1/2 with P = sqrt(v / (1 - beta2^t)) + eps, from /optim_state (Adam-mini:
+ * each element's v its block's). */
 static int preconditioner(struct ckpt *ck, const struct model *m, float *dscale, double *beta1,
 			  struct sw_err *err)
 {
@@ -263,15 +264,21 @@ static int preconditioner(struct ckpt *ck, const struct model *m, float *dscale,
 		sw_err_prefix(err, "--preconditioned needs Adam's second moments");
 		return rc;
 	}
-	if (o.cfg.kind != OPT_ADAMW) {
+	if (o.cfg.kind != OPT_ADAMW && o.cfg.kind != OPT_ADAM_MINI) {
 		rc = sw_fail(err, SW_EDATA, "--preconditioned needs Adam's second moments; the optimizer is %s",
 			     optim_kind_name(o.cfg.kind));
 	} else if (o.t < 1) {
 		rc = sw_fail(err, SW_EDATA, "--preconditioned: no update was made yet (t = 0), Adam has no second moments");
 	} else {
 		bc2 = 1 - pow(o.cfg.beta2, (double)o.t);
-		for (size_t k = 0; k < m->nparams; k++)
-			dscale[k] = (float)(1 / sqrt(sqrt((double)o.v[k] / bc2) + o.cfg.eps));
+		for (int i = 0; i < m->ntensors; i++) {
+			/* Adam-mini: each element its block's v (AdamW: its own) */
+			const struct model_tensor *mt = &m->tensors[i];
+			int64_t bn = o.cfg.kind == OPT_ADAM_MINI ? optim_block_numel(&mt->info) : 1;
+			for (size_t j = 0; j < mt->numel; j++)
+				dscale[mt->offset + j] = (float)(1 / sqrt(sqrt((double)o.v[o.voff[i] + j / (size_t)bn] / bc2) +
+									 o.cfg.eps));
+		}
 		*beta1 = o.cfg.beta1;
 	}
 	optim_free(&o);

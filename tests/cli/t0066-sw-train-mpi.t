@@ -20,20 +20,8 @@ if ! grep -q "^MPI: .*data parallel" version; then
 	exit 0
 fi
 
-# OpenMPI in a sandbox, as root, on a machine of 2 cores: shared memory
-# between the ranks (no network), more ranks than cores allowed
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_btl OMPI_MCA_rmaps_base_oversubscribe \
-	OMPI_MCA_btl_vader_single_copy_mechanism
-# under the sanitizers: OpenMPI's own allocations live to the end of the
-# process; whole stacks (the slow unwinder: OpenMPI has no frame
-# pointers) name its libraries, which the suppressions list
-if [ -n "${SW_SANITIZED:-}" ]; then
-	LSAN_OPTIONS=suppressions=$SW_TOP/tests/lib/lsan-mpi.supp:print_suppressions=0
-	ASAN_OPTIONS=${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0
-	export LSAN_OPTIONS ASAN_OPTIONS
-fi
+# OpenMPI in a sandbox (tests/lib/mpi.sh)
+. "$SW_TOP/tests/lib/mpi.sh"
 
 CORPUS=$FIX/corpus.txt
 # a batch of 5 sequences: 2 and 3 on the two ranks

@@ -82,22 +82,8 @@ test_expect_success 'the emulated device trains GPT-2: the same tensors, resumed
 	cmp emu/ckpt-000006.h5 ehalf/ckpt-000006.h5
 '
 
-# OpenMPI as t0066 runs it: as root, shared memory, 2 ranks on any cores
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_btl OMPI_MCA_rmaps_base_oversubscribe \
-	OMPI_MCA_btl_vader_single_copy_mechanism
-# under the sanitizers, t0066's suppressions of OpenMPI's own allocations
-if [ -n "${SW_SANITIZED:-}" ]; then
-	LSAN_OPTIONS=suppressions=$SW_TOP/tests/lib/lsan-mpi.supp:print_suppressions=0
-	ASAN_OPTIONS=${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0
-	export LSAN_OPTIONS ASAN_OPTIONS
-fi
-MPI=
-if command -v mpirun >/dev/null 2>&1 && sw-train --version >version &&
-   grep -q "^MPI: .*data parallel" version; then
-	MPI=1
-fi
+# OpenMPI as t0066 runs it (tests/lib/mpi.sh sets MPI)
+. "$SW_TOP/tests/lib/mpi.sh"
 # t0066's check and tolerance: a sum of the ranks' gradients in another
 # order, the norms of every matrix and the loss (not each value: the k
 # biases' gradient is 0 but for rounding, which Adam's normalization

@@ -2,8 +2,10 @@
  * optim_grad_norm and optim_step on a tiny model (every kind of tensor, row
  * multipliers with their own lr and wd): the gradient norm and the clipping
  * leave the multipliers out (sw-train(1), --grad-clip), and two steps of
- * AdamW, Muon and Scion give the parameters the documented formulas give,
- * computed here in double from the man page, not from optim.c. */
+ * AdamW, Muon, Scion, Lion and Adam-mini give the parameters the
+ * documented formulas give, computed here in double from the man page, not
+ * from optim.c; Adam-mini's state one v a block, Lion's none, and a shard
+ * of Adam-mini's (ZeRO-1) steps as the whole does. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,13 +104,19 @@ static void ns5(double *X, const double *G, int rows, int cols)
  * matrices buf <- mom buf + (1 - mom) g, u = NS5((1 - mom) g + mom buf)
  * sqrt(max(1, rows/cols)), AdamW for the rest; Scion: M <- mom M +
  * (1 - mom) g, hidden matrices sqrt(rows/cols) NS5(M), the embedding's
- * rows to RMS 1, the head sign(M)/d_in, vectors sign(M).
+ * rows to RMS 1, the head sign(M)/d_in, vectors sign(M); Lion (Chen et al.
+ * 2023): u = sign(b1 m + (1 - b1) g), then m <- b2 m + (1 - b2) g (beta2
+ * 0.99 unless given); Adam-mini (Zhang et al. 2024): AdamW with v one per
+ * block, b2 v + (1 - b2) mean(g^2): q and k a head each (head_dim 2 rows
+ * of the tiny model), any other matrix a row, a vector one block; its v
+ * kept here per element (each the block's).
  */
 static void ref_step(struct ref *r, const struct model *m, const struct optim_config *oc,
 		     int64_t step, double clip, int clip_mults)
 {
 	double f = step < oc->warmup ? (double)(step + 1) / (double)oc->warmup : 1;
 	double mom = isnan(oc->momentum) ? (oc->kind == OPT_MUON ? 0.95 : 0) : oc->momentum;
+	double b1 = oc->beta1, b2 = isnan(oc->beta2) ? (oc->kind == OPT_LION ? 0.99 : 0.95) : oc->beta2;
 
 	r->t++;
 	for (int i = 0; i < m->ntensors; i++) {
@@ -127,11 +135,31 @@ static void ref_step(struct ref *r, const struct model *m, const struct optim_co
 		for (size_t k = 0; k < n; k++)
 			g[k] = m->grads[o + k] * c;
 		if (oc->kind == OPT_ADAMW || (oc->kind == OPT_MUON && !hidden)) {
-			double bc1 = 1 - pow(oc->beta1, (double)r->t), bc2 = 1 - pow(oc->beta2, (double)r->t);
+			double bc1 = 1 - pow(b1, (double)r->t), bc2 = 1 - pow(b2, (double)r->t);
 			for (size_t k = 0; k < n; k++) {
-				mm[k] = oc->beta1 * mm[k] + (1 - oc->beta1) * g[k];
-				v[k] = oc->beta2 * v[k] + (1 - oc->beta2) * g[k] * g[k];
+				mm[k] = b1 * mm[k] + (1 - b1) * g[k];
+				v[k] = b2 * v[k] + (1 - b2) * g[k] * g[k];
 				u[k] = (mm[k] / bc1) / (sqrt(v[k] / bc2) + oc->eps);
+			}
+		} else if (oc->kind == OPT_LION) {
+			for (size_t k = 0; k < n; k++) {
+				double x = b1 * mm[k] + (1 - b1) * g[k];
+				u[k] = x > 0 ? 1 : x < 0 ? -1 : 0;
+				mm[k] = b2 * mm[k] + (1 - b2) * g[k];
+			}
+		} else if (oc->kind == OPT_ADAM_MINI) {
+			double bc1 = 1 - pow(b1, (double)r->t), bc2 = 1 - pow(b2, (double)r->t);
+			size_t bn = mt->info.rank != 2 ? n : !strcmp(role, "q") || !strcmp(role, "k") ? 2 * (size_t)cols
+										   : (size_t)cols;
+			for (size_t b0 = 0; b0 < n; b0 += bn) {
+				double s = 0;
+				for (size_t k = b0; k < b0 + bn; k++)
+					s += g[k] * g[k];
+				for (size_t k = b0; k < b0 + bn; k++) {
+					mm[k] = b1 * mm[k] + (1 - b1) * g[k];
+					v[k] = b2 * v[k] + (1 - b2) * s / (double)bn;
+					u[k] = (mm[k] / bc1) / (sqrt(v[k] / bc2) + oc->eps);
+				}
 			}
 		} else if (oc->kind == OPT_MUON) {
 			for (size_t k = 0; k < n; k++) {
@@ -316,11 +344,72 @@ static void check_steps(const char *what, struct optim_config oc)
 	model_free(&m);
 }
 
+/* The second moments each optimizer keeps (sw-train(1)'s partition for
+ * Adam-mini: q and k a head of 2 rows, any other matrix a row, a vector
+ * one), and a shard of Adam-mini's tensors [2, 7) updated as the whole
+ * optimizer updates them, bit for bit. */
+static void check_state(void)
+{
+	struct model m, m2;
+	struct optim whole, shard, adamw, lion;
+	struct optim_config oc;
+	struct sw_rng rng;
+	struct sw_err err;
+	size_t blocks = 0, first, end;
+	int same = 1;
+
+	rng_seed(&rng, 5);
+	if (tiny_model(&m, &rng))
+		return;
+	rng_seed(&rng, 5);
+	if (tiny_model(&m2, &rng))
+		return;
+	for (int i = 0; i < m.ntensors; i++) {
+		const struct sw_tensor_info *t = &m.tensors[i].info;
+		blocks += t->rank != 2 ? 1 : !strcmp(t->role, "q") || !strcmp(t->role, "k") ? (size_t)t->shape[0] / 2
+											 : (size_t)t->shape[0];
+	}
+	optim_defaults(&oc);
+	oc.kind = OPT_ADAMW;
+	if (optim_init(&adamw, &oc, &m, &err))
+		return (void)ok(0, "optim_init: %s", err.msg);
+	oc.kind = OPT_LION;
+	if (optim_init(&lion, &oc, &m, &err))
+		return (void)ok(0, "optim_init: %s", err.msg);
+	oc.kind = OPT_ADAM_MINI;
+	if (optim_init(&whole, &oc, &m, &err) || optim_init(&shard, &oc, &m, &err) ||
+	    optim_shard(&shard, &m, 2, 5, &err))
+		return (void)ok(0, "optim_init: %s", err.msg);
+	ok(optim_v_count(&adamw) == m.nparams && optim_v_count(&lion) == 0 && optim_v_count(&whole) == blocks,
+	   "second moments: AdamW %zu (the parameters), Lion 0, Adam-mini %zu (the blocks: %zu)",
+	   optim_v_count(&adamw), optim_v_count(&whole), blocks);
+	for (int step = 0; step < 2; step++) {
+		set_grads(&m, &rng, 0.1);
+		memcpy(m2.grads, m.grads, m.nparams * sizeof *m.grads);
+		optim_step(&whole, &m, step, 1);
+		optim_step(&shard, &m2, step, 1);
+	}
+	first = m.tensors[2].offset;
+	end = m.tensors[6].offset + m.tensors[6].numel;
+	same = !memcmp(m.params + first, m2.params + first, (end - first) * sizeof *m.params) &&
+	       !memcmp(whole.v + whole.voff[2], shard.v, (whole.voff[7] - whole.voff[2]) * sizeof *shard.v) &&
+	       !memcmp(whole.m + first, shard.m, (end - first) * sizeof *shard.m);
+	ok(same && shard.vbase == whole.voff[2],
+	   "Adam-mini sharded (tensors 2..6): the whole optimizer's parameters, m and v, bit for bit");
+	optim_free(&adamw);
+	optim_free(&lion);
+	optim_free(&whole);
+	optim_free(&shard);
+	model_free(&m);
+	model_free(&m2);
+}
+
 static void check_optimizers(void)
 {
 	struct optim_config oc;
 
 	check_grad_norm();
+	check_state();
 	optim_defaults(&oc);
 	oc.lr = 1e-2;
 	oc.sched = SCHED_CONSTANT;
@@ -336,6 +425,10 @@ static void check_optimizers(void)
 	check_steps("AdamW", oc);
 	oc.kind = OPT_MUON;
 	check_steps("Muon", oc);
+	oc.kind = OPT_LION;
+	check_steps("Lion", oc);
+	oc.kind = OPT_ADAM_MINI;
+	check_steps("Adam-mini", oc);
 	oc.kind = OPT_SCION;
 	oc.momentum = 0.5;
 	check_steps("Scion", oc);

@@ -36,7 +36,7 @@ struct gpu_model {
 	struct sw_err err;
 	/* the host model's blocks, on the device */
 	real *params, *grads, *w_eff, *dw_eff;  /* (nparams) (nparams) (eff_size) (eff_size) */
-	float *mom_m, *mom_v;           /* (nparams) the optimizer's moments */
+	float *mom_m, *mom_v;           /* the optimizer's moments: (nparams), optim_v_count */
 	struct model_ptrs p, d;         /* views as m->p, m->g; layer tables below */
 	struct layer_ptrs *pl, *dl;     /* (L) */
 	/* activations of up to B x T tokens */
@@ -1132,15 +1132,24 @@ static void apply_update(struct gpu_model *gm, real *p, const real *u, size_t n,
 	LAUNCH(gm, apply_update, a);
 }
 
-/* an element-wise optimizer's rule (AdamW and its kin) */
+/* an element-wise optimizer's rule (AdamW and its kin); Adam-mini's
+ * blocks' v first (optim.c's elem_tensor) */
 static void elem_tensor(struct gpu_model *gm, const struct optim *o, real *p, const real *g,
-			float *m, float *v, size_t n, const struct optim_plan *pl)
+			float *m, float *v, const struct sw_tensor_info *t, const struct optim_plan *pl)
 {
-	LAUNCH(gm, elem_rule, (struct gk_elem_rule){
-		.grid = gk_elems((int64_t)n), .p = p, .m = m, .v = v, .g = g, .n = (int64_t)n,
-		.clip = pl->clip,
+	int64_t n = t->numel, bn = pl->rule == ELEM_RULE_ADAM_MINI ? optim_block_numel(t) : 1;
+	struct gk_elem_rule a = {
+		.grid = gk_elems(n), .p = p, .m = m, .v = v, .g = g, .n = n, .block_numel = bn,
+		.clip = pl->clip, .beta2 = o->cfg.beta2,
 		.c = elem_rule_coef(pl->rule, o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->t, pl->lr,
-				    elem_wd_decay(pl->mode, pl->lr, pl->wd))});
+				    elem_wd_decay(pl->mode, pl->lr, pl->wd))};
+
+	if (pl->rule == ELEM_RULE_ADAM_MINI) {
+		struct gk_elem_rule b = a;
+		b.grid = gk_rows(n / bn, bn);
+		LAUNCH(gm, elem_block_v, b);
+	}
+	LAUNCH(gm, elem_rule, a);
 }
 
 /* Muon: momentum, Nesterov, NS5, sqrt(max(1, rows/cols)), the update */
@@ -1255,7 +1264,7 @@ static int open_on(struct gpu_model **gmp, struct gpu *g, enum sw_device dev,
 	gm->grads = dalloc(gm, np);
 	if (o) {                        /* a GNB estimate needs no moments */
 		gm->mom_m = dalloc(gm, np);
-		gm->mom_v = dalloc(gm, np);
+		gm->mom_v = dalloc(gm, (optim_v_count(o) ? optim_v_count(o) : 1) * sizeof(float));
 	}
 	if (m->eff) {
 		gm->w_eff = dalloc(gm, ne);
@@ -1265,7 +1274,7 @@ static int open_on(struct gpu_model **gmp, struct gpu *g, enum sw_device dev,
 	upload(gm, gm->params, m->params, np);
 	if (o) {
 		upload(gm, gm->mom_m, o->m, np);
-		upload(gm, gm->mom_v, o->v, np);
+		upload(gm, gm->mom_v, o->v, optim_v_count(o) * sizeof(float));
 	}
 	zero(gm, gm->grads, np);
 	alloc_acts(gm, B, T);
@@ -1402,8 +1411,8 @@ int gpumodel_step(struct gpu_model *gm, struct optim *o, int64_t step, double cl
 			muon_tensor(gm, o, p, g, gm->mom_m + mt->offset, t, &pl);
 			break;
 		case OPTIM_UPDATE_ELEM:
-			elem_tensor(gm, o, p, g, gm->mom_m + mt->offset, gm->mom_v + mt->offset,
-				    mt->numel, &pl);
+			elem_tensor(gm, o, p, g, gm->mom_m + mt->offset, gm->mom_v + o->voff[i], t,
+				    &pl);
 			break;
 		}
 	}
@@ -1426,7 +1435,7 @@ int gpumodel_download(struct gpu_model *gm, struct model *m, struct optim *o, in
 		download(gm, m->grads, gm->grads, np);
 	if (o && gm->mom_m) {
 		download(gm, o->m, gm->mom_m, np);
-		download(gm, o->v, gm->mom_v, np);
+		download(gm, o->v, gm->mom_v, optim_v_count(o) * sizeof(float));
 	}
 	return result(gm, err);
 }

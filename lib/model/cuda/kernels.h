@@ -742,20 +742,38 @@ GK_BODY(sum_finish, struct gk_sum)
 /* ---- the optimizers --------------------------------------------------------- */
 
 /* An element-wise optimizer (AdamW and its kin) over one tensor: its
- * rule's update of each element (elemmath.h's elem_rule_update) */
+ * rule's update of each element (elemmath.h's elem_rule_update), element
+ * i's v at v[i / block_numel] (1 but for Adam-mini) */
 struct gk_elem_rule {
-	struct gk_grid grid;            /* gk_elems(n) */
+	struct gk_grid grid;            /* gk_elems(n); elem_block_v: gk_rows(blocks, block_numel) */
 	float *p, *m, *v;
 	const float *g;
-	int64_t n;
-	double clip;
+	int64_t n, block_numel;
+	double clip, beta2;             /* beta2: elem_block_v's */
 	struct elem_rule_coef c;
 };
 
 GK_BODY(elem_rule, struct gk_elem_rule)
 {
 	GK_ELEM_INDEX(i, a->n);
-	elem_rule_update(&a->c, &a->p[i], &a->m[i], &a->v[i], a->g[i], a->clip);
+	elem_rule_update(&a->c, &a->p[i], &a->m[i], &a->v[i / a->block_numel], a->g[i], a->clip);
+}
+
+/* Adam-mini's second moments, one per block (a row of the grid): phases
+ * the shares of the block's sum of clipped g^2, thread 0's v update */
+GK_BODY(elem_block_v, struct gk_elem_rule)
+{
+	const float *g = a->g + blk * a->block_numel;
+
+	if (phase == 0) {
+		double s = 0;
+		for (int64_t j = thr; j < a->block_numel; j += nthr)
+			s += elem_clipped_sq(g[j], a->clip);
+		shm[thr] = s;
+	} else if (thr == 0) {
+		elem_adam_mini_block_v(&a->v[blk], gk_row_total(shm, thr, nthr), a->block_numel,
+				       a->beta2);
+	}
 }
 
 /*
@@ -1238,6 +1256,7 @@ GK_BODY(sv_backward, struct gk_sv)
 	X(sum_partial, struct gk_sum, 2) \
 	X(sum_finish, struct gk_sum, 1) \
 	X(elem_rule, struct gk_elem_rule, 1) \
+	X(elem_block_v, struct gk_elem_rule, 2) \
 	X(muon_momentum, struct gk_opt, 1) \
 	X(scion_momentum, struct gk_opt, 1) \
 	X(scion_sign, struct gk_opt, 1) \
