@@ -74,22 +74,14 @@ static int f64_refused(double d, float f, size_t i, struct sw_err *err)
 /*
  * ggml's quantized blocks (ggml-common.h), one block at b to its values
  * at y, written as ggml's dequantize_row_* and gguf-py's quants.py
- * compute them. Each product and each sum is its own statement: gguf-py's
- * numpy rounds each to float32, and a compiler that contracts a * b + c
- * into one fused multiply-add (clang does within an expression) would
- * round once and differ in the last bit.
+ * compute them. Every product is exact in float32 (an F16 scale's 11
+ * significant bits times at most 13 bits of integers: a 6- or 8-bit
+ * scale and a 2- to 6-bit q), so only a sum rounds, once, as numpy's does:
+ * the same float32 whether or not a compiler fuses a * b + c.
  */
 static float f16_at(const unsigned char *p)
 {
 	return sw_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
-}
-
-/* d * q + m, rounded after the product and after the sum */
-static float mul_add(float d, float q, float m)
-{
-	float p = d * q;
-
-	return p + m;
 }
 
 /* the K-quants' 6-bit scale and min of sub-block j (ggml's get_scale_min_k4) */
@@ -121,8 +113,8 @@ static void block_q4_1(const unsigned char *b, float *y)
 	float d = f16_at(b), m = f16_at(b + 2);
 
 	for (int j = 0; j < 16; j++) {
-		y[j] = mul_add(d, (float)(b[4 + j] & 0xf), m);
-		y[j + 16] = mul_add(d, (float)(b[4 + j] >> 4), m);
+		y[j] = d * (float)(b[4 + j] & 0xf) + m;
+		y[j + 16] = d * (float)(b[4 + j] >> 4) + m;
 	}
 }
 
@@ -149,8 +141,8 @@ static void block_q5_1(const unsigned char *b, float *y)
 	float d = f16_at(b), m = f16_at(b + 2);
 
 	for (int j = 0; j < 16; j++) {
-		y[j] = mul_add(d, (float)((b[8 + j] & 0xf) | bit5(b + 4, j)), m);
-		y[j + 16] = mul_add(d, (float)((b[8 + j] >> 4) | bit5(b + 4, j + 16)), m);
+		y[j] = d * (float)((b[8 + j] & 0xf) | bit5(b + 4, j)) + m;
+		y[j + 16] = d * (float)((b[8 + j] >> 4) | bit5(b + 4, j + 16)) + m;
 	}
 }
 
@@ -179,8 +171,7 @@ static void block_q2_k(const unsigned char *b, float *y)
 		float dl = d * (float)(sc[s] & 0xf), ml = dmin * (float)(sc[s] >> 4);
 		for (int k = 0; k < 16; k++) {
 			int i = 16 * s + k, r = i % 128;
-			float p = dl * (float)(qs[32 * (i / 128) + r % 32] >> (2 * (r / 32)) & 3);
-			y[i] = p - ml;
+			y[i] = dl * (float)(qs[32 * (i / 128) + r % 32] >> (2 * (r / 32)) & 3) - ml;
 		}
 	}
 }
@@ -217,8 +208,7 @@ static void block_q4_k(const unsigned char *b, float *y)
 		scale_min_k4(b + 4, s, &sc, &m);
 		float dl = d * (float)sc, ml = dmin * (float)m;
 		for (int l = 0; l < 32; l++) {
-			float p = dl * (float)(qs[32 * (s / 2) + l] >> (4 * (s % 2)) & 0xf);
-			y[32 * s + l] = p - ml;
+			y[32 * s + l] = dl * (float)(qs[32 * (s / 2) + l] >> (4 * (s % 2)) & 0xf) - ml;
 		}
 	}
 }
@@ -235,8 +225,7 @@ static void block_q5_k(const unsigned char *b, float *y)
 		float dl = d * (float)sc, ml = dmin * (float)m;
 		for (int l = 0; l < 32; l++) {
 			int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2)) & 0xf) | (qh[l] >> s & 1) << 4;
-			float p = dl * (float)q;
-			y[32 * s + l] = p - ml;
+			y[32 * s + l] = dl * (float)q - ml;
 		}
 	}
 }

@@ -62,9 +62,9 @@ const struct sw_dtype_block *sw_dtype_block(enum sw_dtype dtype);
  * cannot hold (the message names the value and its index). A quantized
  * dtype: n a multiple of its block's values, src n/values blocks, each
  * dequantized as ggml's dequantize_row_* and gguf-py's quants.py do it,
- * bit for bit: the F16 scales widened exactly, each product and sum
- * rounded to float32 one at a time in their order (d * q, d * q + m,
- * (d * sc) * q - dmin * m; never fused).
+ * bit for bit: the F16 scales widened exactly, then d * q, d * q + m or
+ * (d * sc) * q - dmin * m in float32 (each product exact, each sum
+ * rounded once).
  */
 int sw_to_f32(enum sw_dtype dtype, const void *src, float *dst, size_t n, struct sw_err *err);
 
