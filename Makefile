@@ -28,6 +28,8 @@
 #                      build/venv, make bench-venv's; the files are committed)
 #   make nanogpt-fixture  fixtures/nanogpt/ckpt.pt rewritten as nanoGPT's
 #                      train.py saves it (Debian's python3-torch; committed)
+#   make gguf-quants-fixture  fixtures/gguf-quants/ rewritten by gguf-py
+#                      (PyPI, in build/gguf-venv; committed)
 #   make bench-scale   bench/scale: the tools on a Llama-3.2-1B-shaped checkpoint
 #                      and an 8B extrapolation (about 15 minutes, 6.4 GB of disk)
 #   make bench-scale-sharpness  sw-sharpness on that 1B whole, as loaded and
@@ -146,7 +148,7 @@ DEB_TEST  = perl mandoc hdf5-tools python3-numpy python3-h5py python3-torch shel
 DEB_FUZZ  = clang libclang-rt-dev libomp-dev
 
 .PHONY: all deps deps-check deps-fuzz check check-asan check-portable check-cuda test-suite unit fuzz fuzz-targets demo demo-spread \
-	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-scale-sharpness bench-venv arch-fixtures nanogpt-fixture llmc-fixture transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
+	figures fixtures install clean lint-man bench bench-blas bench-cuda bench-hessian bench-scale bench-scale-sharpness bench-venv arch-fixtures nanogpt-fixture llmc-fixture gguf-quants-fixture transfer-study blockwise-study wd-study multipliers-study scale-vector-study studies
 
 all: $(TOOL_BIN) $(GEN) $(CUDA_SO)
 
@@ -454,6 +456,16 @@ nanogpt-fixture:
 # python3-torch; committed
 llmc-fixture:
 	/usr/bin/python3 fixtures/make-llmc-gpt2.py
+
+# fixtures/gguf-quants/: a GGUF of one tensor per quantization read, and
+# gguf-py's dequantization of each, by gguf 0.19.0 (pinned; PyPI) in
+# build/gguf-venv over Debian's python3-numpy; committed
+gguf-quants-fixture:
+	[ -x build/gguf-venv/bin/python ] || { /usr/bin/python3 -m venv --system-site-packages build/gguf-venv.tmp && \
+	  build/gguf-venv.tmp/bin/pip install -q --disable-pip-version-check gguf==0.19.0 && \
+	  mv build/gguf-venv.tmp build/gguf-venv; }
+	mkdir -p fixtures/gguf-quants
+	build/gguf-venv/bin/python fixtures/make-gguf-quants.py fixtures/gguf-quants
 
 # not in make bench: it takes about 15 minutes and 6.4 GB of bench/out
 bench-scale: all

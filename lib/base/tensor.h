@@ -31,12 +31,14 @@ enum sw_group {
 	SW_GROUP_UNKNOWN, SW_GROUP_INPUT, SW_GROUP_HIDDEN, SW_GROUP_OUTPUT,
 	SW_GROUP_COUNT
 };
-/* Stored element types. Q8_0: GGUF's blocks of 32 int8 values and one F16
- * scale (34 bytes; no size per element). UNSUPPORTED: a valid safetensors
- * dtype (I64, BOOL, F8_E4M3, ...) whose data the tools cannot turn into
- * float32. */
+/* Stored element types. Q8_0 to Q6_K: GGUF's quantized blocks (ggml's
+ * block_q8_0, ...: scales and packed integers, no size per element;
+ * dtype.h's sw_dtype_block). UNSUPPORTED: a valid safetensors dtype (I64,
+ * BOOL, F8_E4M3, ...) whose data the tools cannot turn into float32. */
 enum sw_dtype {
 	SW_DTYPE_F32, SW_DTYPE_F16, SW_DTYPE_BF16, SW_DTYPE_F64, SW_DTYPE_Q8_0,
+	SW_DTYPE_Q4_0, SW_DTYPE_Q4_1, SW_DTYPE_Q5_0, SW_DTYPE_Q5_1,
+	SW_DTYPE_Q2_K, SW_DTYPE_Q3_K, SW_DTYPE_Q4_K, SW_DTYPE_Q5_K, SW_DTYPE_Q6_K,
 	SW_DTYPE_UNSUPPORTED
 };
 
@@ -76,7 +78,7 @@ int sw_norm_type_parse(const char *s, enum sw_norm_type *out);
 int sw_wd_mode_parse(const char *s, enum sw_wd_mode *out);
 int sw_group_parse(const char *s, enum sw_group *out);
 
-/* Bytes per element of a float dtype; 0 for Q8_0 (blocks) and UNSUPPORTED. */
+/* Bytes per element of a float dtype; 0 for the quantized (blocks) and UNSUPPORTED. */
 int sw_dtype_size(enum sw_dtype d);
 
 /* Product of dims into *numel; -1 if a dim is negative or it overflows. */

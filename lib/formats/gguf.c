@@ -212,33 +212,64 @@ static int take_alignment(struct gguf_file *f, struct sw_err *err)
 	return SW_OK;
 }
 
+/* The types read, as the refusals list them */
+#define TYPES_READ "F32, F16, BF16, F64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K are read"
+
+/* ggml's quantized types the reader dequantizes (dtype.c) */
+static const struct {
+	uint32_t type;
+	enum sw_dtype dtype;
+} quantized[] = {
+	{GGML_Q4_0, SW_DTYPE_Q4_0}, {GGML_Q4_1, SW_DTYPE_Q4_1}, {GGML_Q5_0, SW_DTYPE_Q5_0},
+	{GGML_Q5_1, SW_DTYPE_Q5_1}, {GGML_Q8_0, SW_DTYPE_Q8_0}, {GGML_Q2_K, SW_DTYPE_Q2_K},
+	{GGML_Q3_K, SW_DTYPE_Q3_K}, {GGML_Q4_K, SW_DTYPE_Q4_K}, {GGML_Q5_K, SW_DTYPE_Q5_K},
+	{GGML_Q6_K, SW_DTYPE_Q6_K},
+};
+
+/* A quantized tensor: rows of whole blocks (ggml's rule), its bytes. */
+static int quantized_size(struct gguf_tensor *t, struct sw_err *err)
+{
+	const struct sw_dtype_block *b = sw_dtype_block(t->dtype);
+	uint64_t nblocks;
+
+	if (t->n_dims == 0 || t->ne[0] % b->values)
+		return sw_fail(err, SW_EDATA, "%s: %s rows of %lld values are no whole number of "
+			       "blocks of %d", t->name, b->name, t->n_dims ? (long long)t->ne[0] : 1LL,
+			       b->values);
+	nblocks = (uint64_t)t->numel / (uint64_t)b->values;
+	if (nblocks > UINT64_MAX / (uint64_t)b->bytes)
+		return sw_fail(err, SW_EDATA, "%s: %lld elements: too large", t->name,
+			       (long long)t->numel);
+	t->nbytes = nblocks * (uint64_t)b->bytes;
+	return SW_OK;
+}
+
 /* A tensor type the reader converts, its dtype and bytes; or why not. */
 static int tensor_type(struct gguf_tensor *t, struct sw_err *err)
 {
 	const char *name = gguf_type_name(t->type);
 	uint64_t per = 0;
 
+	for (size_t k = 0; k < sizeof quantized / sizeof quantized[0]; k++)
+		if (quantized[k].type == t->type) {
+			t->dtype = quantized[k].dtype;
+			return quantized_size(t, err);
+		}
 	switch (t->type) {
 	case GGML_F32: t->dtype = SW_DTYPE_F32; per = 4; break;
 	case GGML_F16: t->dtype = SW_DTYPE_F16; per = 2; break;
 	case GGML_BF16: t->dtype = SW_DTYPE_BF16; per = 2; break;
 	case GGML_F64: t->dtype = SW_DTYPE_F64; per = 8; break;
-	case GGML_Q8_0:
-		t->dtype = SW_DTYPE_Q8_0;
-		if (t->ne[0] % 32)
-			return sw_fail(err, SW_EDATA, "%s: Q8_0 rows of %lld values are no whole number "
-				       "of blocks of 32", t->name, (long long)t->ne[0]);
-		t->nbytes = (uint64_t)t->numel / 32 * 34;
-		return SW_OK;
 	default:
 		if (!name)
 			return sw_fail(err, SW_EDATA, "%s: tensor type %u is not a ggml type", t->name,
 				       (unsigned)t->type);
 		if (name[0] == 'I' && name[1] >= '0' && name[1] <= '9')
-			return sw_fail(err, SW_EDATA, "%s: %s: an integer tensor, not a weight "
-				       "(F32, F16, BF16, F64 and Q8_0 are read)", t->name, name);
-		return sw_fail(err, SW_EDATA, "%s: %s: quantization not supported (F32, F16, BF16, "
-			       "F64 and Q8_0 are read)", t->name, name);
+			return sw_fail(err, SW_EDATA, "%s: %s: an integer tensor, not a weight (%s)",
+				       t->name, name, TYPES_READ);
+		return sw_fail(err, SW_EDATA, "%s: %s: a quantization not read (%s; read the "
+			       "model's safetensors instead, or requantize the file: llama-quantize "
+			       "--allow-requantize IN OUT Q8_0)", t->name, name, TYPES_READ);
 	}
 	if ((uint64_t)t->numel > UINT64_MAX / per)
 		return sw_fail(err, SW_EDATA, "%s: %lld elements: too large", t->name,

@@ -16,9 +16,11 @@
  * leaves it open (a key or tensor name twice, an alignment that is no
  * power of two, offsets that do not follow each other in file order, each
  * padded to the alignment), plus: a bool other than 0 or 1 (the spec calls
- * it invalid), bytes after the padded end of the last tensor, and every
- * tensor type but F32, F16, BF16, F64 and Q8_0 (named: "Q4_K: quantization
- * not supported").
+ * it invalid), bytes after the padded end of the last tensor, every
+ * tensor type but F32, F16, BF16, F64 and the quantizations Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (named: "IQ2_XS: a
+ * quantization not read", with what to do), and a quantized tensor whose
+ * rows (ne[0]) are no whole number of its blocks (ggml's rule).
  */
 #ifndef SW_GGUF_H
 #define SW_GGUF_H
@@ -43,7 +45,11 @@ enum gguf_vtype {
 };
 
 /* ggml's tensor types the reader converts (ggml.h's enum ggml_type) */
-enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q8_0 = 8, GGML_F64 = 28, GGML_BF16 = 30 };
+enum {
+	GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7,
+	GGML_Q8_0 = 8, GGML_Q2_K = 10, GGML_Q3_K = 11, GGML_Q4_K = 12, GGML_Q5_K = 13,
+	GGML_Q6_K = 14, GGML_F64 = 28, GGML_BF16 = 30
+};
 
 struct gguf_kv {
 	char *key;                      /* no NUL inside, printable ASCII */

@@ -14,8 +14,9 @@
  * output_norm, output -> lm_head; no output: a tied head), GGUF's dims
  * (fastest first) to PyTorch's [out, in], and the q and k rows, which
  * llama.cpp's converter permuted to interleaved RoPE pairs, back to
- * rotate-half (ropeperm.h). F32, F16, BF16, F64 and Q8_0 data is read as
- * float32 (F32 in place); any other type is refused at open, by name.
+ * rotate-half (ropeperm.h). F32, F16, BF16, F64 and the quantizations
+ * (Q4_0 ... Q8_0, Q2_K ... Q6_K: gguf.h) are read as float32 (F32 in
+ * place); any other type is refused at open, by name.
  */
 #ifndef SW_GGUFREAD_H
 #define SW_GGUFREAD_H

@@ -43,8 +43,8 @@ int ropeperm_check_rows(int64_t rows, int64_t head_dim, struct sw_err *err);
 
 /*
  * A rows x cols projection stored interleaved at src, row_bytes bytes a
- * row of dtype (sw_to_f32's: F32, F16, BF16, F64, Q8_0), as float32 rows
- * in rotate-half order at dst. rows must pass ropeperm_check_rows; errors
+ * row of dtype (sw_to_f32's: F32, F16, BF16, F64, a quantization: rows of
+ * whole blocks), as float32 rows in rotate-half order at dst. rows must pass ropeperm_check_rows; errors
  * of the conversion as sw_to_f32 gives them.
  */
 int ropeperm_to_f32(enum sw_dtype dtype, const unsigned char *src, size_t row_bytes,

@@ -70,9 +70,15 @@ test_expect_success 'GGUF: a tensor past the end of the file' '
 	refused past.gguf "token_embd.weight: data at offset [0-9]*, 4800 bytes, lies past the end of the file"
 '
 
-test_expect_success 'GGUF: an unsupported quantization, named' '
-	gguf 12 3 >q4k.gguf && refused q4k.gguf "token_embd.weight: Q4_K: quantization not supported" &&
-	gguf 2 3 >q40.gguf && refused q40.gguf "Q4_0: quantization not supported"
+test_expect_success 'GGUF: a quantization not read, named with what to do' '
+	gguf 20 3 >iq4nl.gguf &&
+	refused iq4nl.gguf "token_embd.weight: IQ4_NL: a quantization not read (.*Q2_K to Q6_K are read; .*llama-quantize" &&
+	gguf 16 3 >iq2.gguf && refused iq2.gguf "IQ2_XXS: a quantization not read"
+'
+
+test_expect_success 'GGUF: quantized rows of no whole block (4 values)' '
+	gguf 12 3 >q4k.gguf && refused q4k.gguf "token_embd.weight: Q4_K rows of 4 values are no whole number of blocks of 256" &&
+	gguf 2 3 >q40.gguf && refused q40.gguf "Q4_0 rows of 4 values are no whole number of blocks of 32"
 '
 
 test_expect_success 'GGUF: a string length past the end' '

@@ -4,12 +4,12 @@
 also writes, beside the GGUF, the weights a correct reader must give back:
 a Hugging Face safetensors directory (F32, config.json) holding each
 tensor as numpy decodes what was written (F16 and BF16 rounded to nearest
-even, Q8_0 blocks dequantized as d * q in float32), in Hugging Face's
-names and rotate-half q/k rows. The tools never need Python.
+even, Q8_0 and Q4_0 blocks dequantized as d * q, d * (q - 8) in float32),
+in Hugging Face's names and rotate-half q/k rows. The tools never need Python.
 
-usage: gguf_write.py SRC OUT.gguf REF_DIR [--type f32|f16|bf16|q8_0]
+usage: gguf_write.py SRC OUT.gguf REF_DIR [--type f32|f16|bf16|q8_0|q4_0]
                      [--alignment N] [--vocab-from tokens|key|embedding]
-                     [--version N] [--no-context] [--extra] [--q4k]
+                     [--version N] [--no-context] [--extra] [--iq4nl]
                      [--rope-scaling TYPE:FACTOR]
 
 SRC is a scalewatch HDF5 checkpoint (h5py) or a Hugging Face F32/BF16
@@ -18,13 +18,13 @@ keys: each scalar type, arrays of numbers, bools and strings, an array of
 arrays, an empty array), as llama.cpp's converter writes a Llama:
 general.architecture, llama.* sizes, and q and k rows permuted to
 interleaved RoPE pairs with convert_hf_to_gguf.py's permute. Norm gains
-stay F32 (as llama.cpp keeps them), 2-D weights take --type (Q8_0: F16
+stay F32 (as llama.cpp keeps them), 2-D weights take --type (Q8_0, Q4_0: F16
 for rows that are no whole number of blocks of 32, as llama.cpp does).
 --rope-scaling writes llama.rope.scaling.type and .factor (REF_DIR's
 config.json rope_scaling with that type and factor); --extra adds Llama
 3's rope_freqs.weight (ones), a tensor no Hugging
-Face Llama has (not in REF_DIR); --q4k writes the embedding as Q4_K (type
-12, blocks of 256 in 144 bytes, here of zeros), a type the reader refuses.
+Face Llama has (not in REF_DIR); --iq4nl writes the embedding as IQ4_NL
+(type 20, blocks of 32 in 18 bytes, here of zeros), a type the reader refuses.
 """
 import json
 import os
@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-GGML = {"f32": 0, "f16": 1, "q8_0": 8, "q4_k": 12, "bf16": 30}
+GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
 SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
           BOOL: "<B", U64: "<Q", I64: "<q", F64: "<d"}
@@ -99,6 +99,22 @@ def encode(a, kind):
     if kind == "bf16":
         b = bf16_bits(a)
         return b.astype("<u2").tobytes(), (b.astype(np.uint32) << 16).view(np.float32).reshape(a.shape)
+    if kind == "q4_0":
+        # Q4_0 (ggml's quantize_row_q4_0_ref): blocks of 32 along a row, an
+        # F16 scale d = x_m / -8 (x_m the value of largest magnitude) and
+        # 4-bit q = min(15, trunc(x / d + 8.5)), the first 16 in the low
+        # nibbles; a reader gives back d * (q - 8)
+        blocks = a.reshape(-1, 32)
+        xm = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=1)[:, None], axis=1)[:, 0]
+        d = (xm / np.float32(-8)).astype(np.float32)
+        inv = np.where(d != 0, 1 / np.where(d != 0, d, 1), 0).astype(np.float32)
+        q = np.minimum(15, np.trunc(blocks * inv[:, None] + np.float32(8.5))).astype(np.uint8)
+        d16 = d.astype("<f2")
+        rec = np.zeros(len(blocks), dtype=[("d", "<f2"), ("q", "u1", 16)])
+        rec["d"] = d16
+        rec["q"] = q[:, :16] | q[:, 16:] << 4
+        back = d16.astype(np.float32)[:, None] * (q.astype(np.float32) - np.float32(8))
+        return rec.tobytes(), back.astype(np.float32).reshape(a.shape)
     # Q8_0 (ggml's quantize_row_q8_0_ref): blocks of 32 along a row, an F16
     # scale d = max|x| / 127 and int8 values round(x / d)
     blocks = a.reshape(-1, 32)
@@ -213,11 +229,11 @@ def main():
         elif name.endswith("k_proj.weight"):
             w = permute(w, KV)
         kind = opt["--type"] if w.ndim == 2 else "f32"
-        if kind == "q8_0" and w.shape[-1] % 32:
+        if kind in ("q8_0", "q4_0") and w.shape[-1] % 32:
             kind = "f16"        # as llama.cpp falls back for rows of no whole block
         data, back = encode(w, kind)
-        if "--q4k" in flags and name == "model.embed_tokens.weight":
-            kind, data = "q4_k", b"\0" * (144 * -(-w.size // 256))
+        if "--iq4nl" in flags and name == "model.embed_tokens.weight":
+            kind, data = "iq4_nl", b"\0" * (18 * -(-w.size // 32))
         if name.endswith("q_proj.weight"):
             back = unpermute(back, H)
         elif name.endswith("k_proj.weight"):

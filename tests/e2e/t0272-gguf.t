@@ -3,8 +3,8 @@
 # the published spec (tests/e2e/gguf_write.py: struct and numpy, no
 # llama.cpp; llama.cpp's names, dims fastest first, q/k rows permuted as
 # convert_hf_to_gguf.py permutes them, metadata of every value type) in
-# F32, F16, BF16 and Q8_0. The writer also writes what a reader must give
-# back, decoded by numpy (F16/BF16 rounded, Q8_0 dequantized, q/k rows in
+# F32, F16, BF16, Q8_0 and Q4_0. The writer also writes what a reader must give
+# back, decoded by numpy (F16/BF16 rounded, Q8_0/Q4_0 dequantized, q/k rows in
 # rotate-half order) as an F32 safetensors directory: every tool prints the
 # same numbers for the GGUF and for it, numpy's norms on it agree, and
 # scalewatch's forward pass gives the same logits; an F32 GGUF gives the
@@ -41,7 +41,7 @@ same() {
 # and stop Lanczos at 1e-6 relative (NORMS_SIGMA_REL_TOL): 1e-6 relative.
 # The logits: the same mklogits on the same values twice, exact.
 for run in gqa mqa; do
-	for type in f32 f16 bf16 q8_0; do
+	for type in f32 f16 bf16 q8_0 q4_0; do
 		test_expect_success "$run, $type: every tool prints the reference's numbers, the same logits" "
 			rm -rf m.gguf ref && \"\$PY\" \"\$W\" $run/ckpt-000020.h5 m.gguf ref --type $type &&
 			sw-ls m.gguf >g.ls && sw-ls ref >r.ls && cut -f2-6,8- g.ls >g && cut -f2-6,8- r.ls >r &&
@@ -103,10 +103,10 @@ test_expect_success 'a tensor llama has not (rope_freqs): listed as other; no mo
 	grep -q "rope_freqs.weight (role other) has no place in the model" err
 '
 
-test_expect_success 'an unsupported quantization (Q4_K): refused by name' '
-	"$PY" "$W" gqa/ckpt-000020.h5 k.gguf kref --q4k &&
+test_expect_success 'a quantization not read (IQ4_NL): refused by name' '
+	"$PY" "$W" gqa/ckpt-000020.h5 k.gguf kref --iq4nl &&
 	test_expect_code 65 sw-norms k.gguf >out 2>err && test_one_error sw-norms k.gguf &&
-	grep -q "token_embd.weight: Q4_K: quantization not supported" err && test_line_count -le 1 out
+	grep -q "token_embd.weight: IQ4_NL: a quantization not read" err && test_line_count -le 1 out
 '
 
 test_expect_success 'no llama.context_length: refused, the key named' '

@@ -14,7 +14,8 @@
  * value float32 cannot hold is a refusal) to numel float32 values equal
  * to the file's bytes decoded here again: rows in llama.cpp's dims
  * reversed, llama's q and k rows from interleaved pairs (row
- * h*hd + j*hd/2 + i is h*hd + 2i + j), Q8_0 as d * q. One it reads for
+ * h*hd + j*hd/2 + i is h*hd + 2i + j), Q8_0 as d * q, another
+ * quantization as its block dequantized alone. One it reads for
  * its matrices (another family, Mixtral's experts, or an architecture no
  * table knows) has sizes in 0 .. 2^31 - 1 and tensors that partition the
  * file's (each the whole of one, or a part NAME:SUFFIX of one: the
@@ -73,8 +74,16 @@ static float decode(const uint8_t *p, const struct gguf_tensor *t, int64_t e)
 		memcpy(&h, p + 34 * (e / 32), 2);
 		return sw_f16_to_f32(h) * (float)(int8_t)p[34 * (e / 32) + 2 + e % 32];
 	}
-	FUZZ_ASSERT(0);
-	return 0;
+	/* the other quantizations: e's value in its block dequantized alone
+	 * (t-dtype and t0032 hold each block's values to gguf-py's; here the
+	 * block a value is in, whatever the row order) */
+	const struct sw_dtype_block *b = sw_dtype_block(t->dtype);
+	float y[256];
+	struct sw_err err = {0};
+	FUZZ_ASSERT(b && b->values <= 256);
+	FUZZ_ASSERT(sw_to_f32(t->dtype, p + (size_t)(e / b->values) * (size_t)b->bytes, y,
+			      (size_t)b->values, &err) == SW_OK);
+	return y[e % b->values];
 }
 
 /* the GGUF name the reader maps to HF name/role t (written out again) */
@@ -130,11 +139,14 @@ static void check_parse(size_t size, const struct gguf_file *f)
 		case GGML_F32: want = 4 * (uint64_t)numel; break;
 		case GGML_F16: case GGML_BF16: want = 2 * (uint64_t)numel; break;
 		case GGML_F64: want = 8 * (uint64_t)numel; break;
-		case GGML_Q8_0:
-			FUZZ_ASSERT(t->ne[0] % 32 == 0);
-			want = (uint64_t)numel / 32 * 34;
+		default: {
+			/* a quantization: rows of whole blocks (ggml's block sizes) */
+			const struct sw_dtype_block *b = sw_dtype_block(t->dtype);
+			FUZZ_ASSERT(b && !strcmp(b->name, gguf_type_name(t->type)));
+			FUZZ_ASSERT(t->n_dims && t->ne[0] % b->values == 0);
+			want = (uint64_t)numel / (uint64_t)b->values * (uint64_t)b->bytes;
 			break;
-		default: FUZZ_ASSERT(0);
+		}
 		}
 		FUZZ_ASSERT(t->nbytes == want);
 		FUZZ_ASSERT(t->offset == f->data_start + next);

@@ -41,6 +41,9 @@ def kv(key, t, v):
 FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f", BOOL: "<B",
        U64: "<Q", I64: "<q", F64: "<d"}
 SIZE = {0: 4, 1: 2, 30: 2, 28: 8}       # F32, F16, BF16, F64
+# Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K: values and bytes of a block (ggml-common.h)
+QUANT = {2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 10: (256, 84), 11: (256, 110),
+         12: (256, 144), 13: (256, 176), 14: (256, 210)}
 
 
 def tensor_bytes(ne, t, seed):
@@ -50,6 +53,9 @@ def tensor_bytes(ne, t, seed):
     if t == 8:                           # Q8_0: blocks of an F16 scale and 32 int8
         return b"".join(struct.pack("<e", 0.5) + bytes((i * 7 + seed) % 256 for i in range(32))
                         for _ in range(n // 32))
+    if t in QUANT:                       # another quantization: patterned blocks
+        values, nbytes = QUANT[t]
+        return bytes((i * 7 + seed) % 256 for i in range(n // values * nbytes))
     vals = [((i * 37 + seed) % 17 - 8) / 8.0 for i in range(n)]
     fmt = {0: "<%df", 1: "<%de", 28: "<%dd"}.get(t)
     if fmt:
@@ -104,6 +110,9 @@ put("gguf", "vocab-key", gguf(drop=["tokenizer.ggml.tokens"], meta=[kv("llama.vo
 put("gguf", "no-context", gguf(drop=["llama.context_length"]))
 put("gguf", "q4k", gguf(extra=[("blk.0.extra.weight", [256, 1], 12)])[:-200])
 put("gguf", "truncated", gguf()[:300])
+put("gguf", "quants-extra", gguf(extra=[("blk.0.extra%d.weight" % t, [QUANT[t][0], 2], t) for t in QUANT]))
+# gguf-py's file of each quantization (fixtures/make-gguf-quants.py)
+put("gguf", "quants-fixture", open(os.path.join(TOP, "../../../fixtures/gguf-quants/quants.gguf"), "rb").read())
 put("gguf", "gpt2", gguf(arch="gpt2"))
 put("gguf", "empty-v3", b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
 

@@ -1,10 +1,200 @@
-/* Unit tests of lib/base/dtype.c: BF16 and F16 against exactly known values. */
+/* Unit tests of lib/base/dtype.c: BF16 and F16 against exactly known values;
+ * each of ggml's quantized blocks written here by hand from its layout
+ * (ggml-common.h), every value against the one the layout gives it. */
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "../../lib/base/dtype.h"
 #include "tap.h"
+
+/* an F16 at p, little-endian */
+static void f16_put(unsigned char *p, uint16_t h)
+{
+	p[0] = (unsigned char)(h & 0xff);
+	p[1] = (unsigned char)(h >> 8);
+}
+
+/* dequantize n values of one block b of dtype; 1 if each is want(i) */
+static int block_is(enum sw_dtype dtype, const unsigned char *b, int n, float (*want)(int),
+		    const char *what)
+{
+	float y[256];
+	struct sw_err err = {0};
+	int good = sw_to_f32(dtype, b, y, (size_t)n, &err) == SW_OK, bad = -1;
+
+	for (int i = 0; i < n && good; i++)
+		if (y[i] != want(i))
+			good = 0, bad = i;
+	ok(good, "%s (%s)", what, err.msg[0] ? err.msg : "every value");
+	if (bad >= 0)
+		diag("value %d is %.9g, not %.9g", bad, (double)y[bad], (double)want(bad));
+	return good;
+}
+
+/* the nibbles of q bytes j: j, and 15 - j in the high half */
+static unsigned char nibbles(int j)
+{
+	return (unsigned char)(j | (15 - j) << 4);
+}
+
+/* Q4_0 d 1: the first 16 values q - 8 from the low nibbles, then the high */
+static float want_q4_0(int i) { return i < 16 ? (float)(i - 8) : (float)(7 - (i - 16)); }
+/* Q4_1 d 0.5, m -2: 0.5 q - 2 */
+static float want_q4_1(int i) { return 0.5f * (float)(i < 16 ? i : 15 - (i - 16)) - 2; }
+/* Q5_0 d 1, qh 0xAAAAAAAA: the fifth bit of the odd values, q - 16 */
+static float want_q5_0(int i)
+{
+	return (float)((i < 16 ? i : 15 - (i - 16)) + (i % 2) * 16 - 16);
+}
+/* Q5_1 d 0.25, m 1, qh 0xFFFF0000: the fifth bit of the last 16 values */
+static float want_q5_1(int i) { return 0.25f * (float)(i < 16 ? i : 31 - (i - 16)) + 1; }
+
+/* the 2-bit fields of a K-quant's low bits (Q2_K, Q3_K): byte b of a
+ * 32-byte group holds values at shifts 0, 2, 4, 6 = runs 0..3 of 32; here
+ * every byte 0xE4 (fields 0 1 2 3), odd bytes ^ 0x55, the second group's ^
+ * 0xAA: value i's field (i % 128) / 32, ^ 1 if i is odd, ^ 2 past 128 */
+static int field2(int i) { return ((i % 128) / 32) ^ (i % 2) ^ (i >= 128 ? 2 : 0); }
+static void fields2(unsigned char *qs)
+{
+	for (int b = 0; b < 64; b++)
+		qs[b] = (unsigned char)(0xE4 ^ (b % 2 ? 0x55 : 0) ^ (b >= 32 ? 0xAA : 0));
+}
+
+/* Q2_K d 1, dmin 0.5, sub-block s of 16 scale s, min 15 - s */
+static float want_q2_k(int i) { return (float)(i / 16) * (float)field2(i) - 0.5f * (float)(15 - i / 16); }
+/* Q3_K d 0.5, scales s + 24 (s - 8 after the offset 32), the high bit set
+ * for the first 128 values: 4 taken off the rest */
+static float want_q3_k(int i)
+{
+	return 0.5f * (float)(i / 16 - 8) * (float)(field2(i) - (i >= 128 ? 4 : 0));
+}
+/* Q4_K/Q5_K's 6-bit scale and min of sub-block j of 32 */
+static int sc_k(int j) { return 8 * j + 3; }
+static int min_k(int j) { return 63 - 8 * j; }
+/* Q4_K d 1, dmin 0.25: q the low nibble of byte l of group s / 2 for even
+ * s, the high for odd (bytes nibbles(l % 16)) */
+static int q4_k(int i)
+{
+	int l = i % 32 % 16;
+	return (i / 32) % 2 ? 15 - l : l;
+}
+static float want_q4_k(int i) { return (float)sc_k(i / 32) * (float)q4_k(i) - 0.25f * (float)min_k(i / 32); }
+/* Q5_K: also bit s of qh[l], here 0x0F for even l, 0xF0 for odd */
+static float want_q5_k(int i)
+{
+	int s = i / 32, hi = (i % 2) == (s >= 4);
+	return (float)sc_k(s) * (float)(q4_k(i) + 16 * hi) - 0.25f * (float)min_k(s);
+}
+/* Q6_K d 0.5, int8 scales s - 8: value i of group g = i / 128 (r = i %
+ * 128) has its low nibble in byte r % 64 of 64 (high half past 64), its
+ * high 2 bits at field r / 32 of byte r % 32 of 32 (all 0xE4 here) */
+static float want_q6_k(int i)
+{
+	int r = i % 128, lo = r < 64 ? r % 16 : 15 - r % 16;
+	return 0.5f * (float)(i / 16 - 8) * (float)(lo + 16 * (r / 32) - 32);
+}
+
+static void quant_blocks(void)
+{
+	unsigned char b[256];
+	struct sw_err err = {0};
+	float y[512];
+	static const struct { enum sw_dtype dtype; int values, bytes; } layout[] = {
+		{SW_DTYPE_Q4_0, 32, 18}, {SW_DTYPE_Q4_1, 32, 20}, {SW_DTYPE_Q5_0, 32, 22},
+		{SW_DTYPE_Q5_1, 32, 24}, {SW_DTYPE_Q8_0, 32, 34}, {SW_DTYPE_Q2_K, 256, 84},
+		{SW_DTYPE_Q3_K, 256, 110}, {SW_DTYPE_Q4_K, 256, 144}, {SW_DTYPE_Q5_K, 256, 176},
+		{SW_DTYPE_Q6_K, 256, 210},
+	};
+	int all = 1;
+
+	for (size_t k = 0; k < sizeof layout / sizeof *layout; k++) {
+		const struct sw_dtype_block *q = sw_dtype_block(layout[k].dtype);
+		all &= q && q->values == layout[k].values && q->bytes == layout[k].bytes;
+	}
+	ok(all && !sw_dtype_block(SW_DTYPE_F16) && !sw_dtype_block(SW_DTYPE_UNSUPPORTED),
+	   "blocks: ggml's values and bytes (18 for Q4_0's 32 ... 210 for Q6_K's 256); none for F16");
+
+	f16_put(b, 0x3c00);                             /* d = 1 */
+	for (int j = 0; j < 16; j++)
+		b[2 + j] = nibbles(j);
+	block_is(SW_DTYPE_Q4_0, b, 32, want_q4_0, "Q4_0: d (q - 8), low nibbles first");
+
+	f16_put(b, 0x3800), f16_put(b + 2, 0xc000);     /* d = 0.5, m = -2 */
+	for (int j = 0; j < 16; j++)
+		b[4 + j] = nibbles(j);
+	block_is(SW_DTYPE_Q4_1, b, 32, want_q4_1, "Q4_1: d q + m");
+
+	f16_put(b, 0x3c00);
+	memcpy(b + 2, "\xaa\xaa\xaa\xaa", 4);           /* qh: the odd values' bits */
+	for (int j = 0; j < 16; j++)
+		b[6 + j] = nibbles(j);
+	block_is(SW_DTYPE_Q5_0, b, 32, want_q5_0, "Q5_0: d (q - 16), the fifth bits from qh");
+
+	f16_put(b, 0x3400), f16_put(b + 2, 0x3c00);     /* d = 0.25, m = 1 */
+	memcpy(b + 4, "\x00\x00\xff\xff", 4);           /* qh 0xFFFF0000 */
+	for (int j = 0; j < 16; j++)
+		b[8 + j] = nibbles(j);
+	block_is(SW_DTYPE_Q5_1, b, 32, want_q5_1, "Q5_1: d q + m, qh little-endian");
+
+	for (int s = 0; s < 16; s++)                    /* scale s, min 15 - s */
+		b[s] = (unsigned char)(s | (15 - s) << 4);
+	fields2(b + 16);
+	f16_put(b + 80, 0x3c00), f16_put(b + 82, 0x3800);
+	block_is(SW_DTYPE_Q2_K, b, 256, want_q2_k, "Q2_K: (d sc) q - dmin m, 2-bit q in runs of 32");
+
+	memset(b, 0x0f, 32);                            /* hmask: bits 0-3, the first 128 */
+	fields2(b + 32);
+	/* 6-bit scales s + 24: low nibbles of s < 8 in bytes 0-7, of s >= 8 in
+	 * their high halves; the high 2 bits (1 for s < 8, 2 after) in bytes
+	 * 8-11, sub-block s at byte 8 + s % 4, shift 2 (s / 4) */
+	for (int k = 0; k < 8; k++)
+		b[96 + k] = (unsigned char)((k + 24) % 16 | (k + 8 + 24) % 16 << 4);
+	for (int k = 0; k < 4; k++)
+		b[104 + k] = 1 | 1 << 2 | 2 << 4 | 2 << 6;
+	f16_put(b + 108, 0x3800);
+	block_is(SW_DTYPE_Q3_K, b, 256, want_q3_k, "Q3_K: (d (sc - 32)) q, q - 4 where hmask is 0");
+
+	/* the K-quants' 12 scale bytes: sub-block j < 4 in the low 6 bits of
+	 * bytes j (scale) and j + 4 (min); j >= 4's low 4 bits in byte j + 4
+	 * (scale low, min high nibble), its top 2 in bytes j - 4 and j */
+	f16_put(b, 0x3c00), f16_put(b + 2, 0x3400);     /* d = 1, dmin = 0.25 */
+	for (int k = 0; k < 4; k++) {
+		b[4 + k] = (unsigned char)(sc_k(k) | (sc_k(k + 4) >> 4) << 6);
+		b[8 + k] = (unsigned char)(min_k(k) | (min_k(k + 4) >> 4) << 6);
+		b[12 + k] = (unsigned char)((sc_k(k + 4) & 15) | (min_k(k + 4) & 15) << 4);
+	}
+	for (int l = 0; l < 128; l++)
+		b[16 + l] = nibbles(l % 16);
+	block_is(SW_DTYPE_Q4_K, b, 256, want_q4_k, "Q4_K: (d sc) q - dmin m, 6-bit scales and mins");
+
+	memmove(b + 48, b + 16, 128);                   /* Q5_K: qh between scales and qs */
+	for (int l = 0; l < 32; l++)
+		b[16 + l] = l % 2 ? 0xf0 : 0x0f;
+	block_is(SW_DTYPE_Q5_K, b, 256, want_q5_k, "Q5_K: Q4_K's with a fifth bit, bit s of qh[l]");
+
+	for (int l = 0; l < 128; l++)
+		b[l] = nibbles(l % 16);
+	memset(b + 128, 0xe4, 64);
+	for (int s = 0; s < 16; s++)
+		b[192 + s] = (unsigned char)(int8_t)(s - 8);
+	f16_put(b + 208, 0x3800);
+	block_is(SW_DTYPE_Q6_K, b, 256, want_q6_k, "Q6_K: (d sc) (q - 32), int8 scales");
+
+	ok(sw_to_f32(SW_DTYPE_Q4_K, b, y, 512 - 32, &err) == SW_EDATA &&
+	   strstr(err.msg, "480 Q4_K values are no whole number of blocks of 256"),
+	   "Q4_K: 480 values refused: %s", err.msg);
+
+	/* a sum that rounds: d 1 + 2^-10 times 31, plus m 2^-20, is 31 +
+	 * 31 * 2^-10 + 2^-20, which float32 (24 bits) rounds to 31 + 31 * 2^-10 */
+	f16_put(b, 0x3c01), f16_put(b + 2, 0x0010);     /* m = 16 * 2^-24 = 2^-20 */
+	memset(b + 4, 0xff, 4);                         /* qh: every fifth bit */
+	memset(b + 8, 0xff, 16);
+	all = sw_to_f32(SW_DTYPE_Q5_1, b, y, 32, &err) == SW_OK;
+	ok(all && y[0] == 31 + 31 * 0x1p-10f &&
+	   (double)y[0] != 31 + 31 * 0x1p-10 + 0x1p-20, "Q5_1: d q + m rounded to float32: %.9g",
+	   (double)y[0]);
+}
 
 int main(void)
 {
@@ -101,5 +291,6 @@ int main(void)
 		   "Q8_0: a count that is no whole number of blocks refused: %s", err.msg);
 		ok(sw_dtype_size(SW_DTYPE_Q8_0) == 0, "Q8_0 has no size per element");
 	}
+	quant_blocks();
 	return tap_done();
 }

@@ -275,8 +275,14 @@ int main(void)
 	refused("dims whose product overflows", 0, at("w.f32", 0) + 9, 1ULL << 62, 8,
 		"element count overflows");
 	refused("a dim of 2^63", 0, at("w.f32", 0) + 9, 1ULL << 63, 8, "element count overflows");
-	refused("Q4_K", 0, at("w.f16", 0) + 5 + 4 + 8, 12, 4, "w.f16: Q4_K: quantization not supported");
-	refused("IQ2_XS", 0, at("w.f16", 0) + 17, 17, 4, "IQ2_XS: quantization not supported");
+	refused("Q4_K rows of 5", 0, at("w.f16", 0) + 5 + 4 + 8, 12, 4,
+		"w.f16: Q4_K rows of 5 values are no whole number of blocks of 256");
+	refused("Q4_0 rows of 3", 0, at("w.f32", 0) + 5 + 4 + 16, 2, 4,
+		"w.f32: Q4_0 rows of 3 values are no whole number of blocks of 32");
+	refused("IQ2_XS", 0, at("w.f16", 0) + 17, 17, 4,
+		"w.f16: IQ2_XS: a quantization not read (F32, F16, BF16, F64, Q4_0");
+	refused("IQ4_NL", 0, at("w.f16", 0) + 17, 20, 4, "IQ4_NL: a quantization not read");
+	refused("Q8_K", 0, at("w.f16", 0) + 17, 15, 4, "Q8_K: a quantization not read");
 	refused("I32", 0, at("w.f16", 0) + 17, 26, 4, "I32: an integer tensor");
 	refused("type 31 (removed)", 0, at("w.f16", 0) + 17, 31, 4, "tensor type 31 is not a ggml type");
 	refused("type 40", 0, at("w.f16", 0) + 17, 40, 4, "tensor type 40 is not a ggml type");
@@ -313,6 +319,41 @@ int main(void)
 		   "an empty version 2 file is read");
 		gguf_free(&f);
 		free(n.p);
+	}
+	{
+		/* each quantization read: a [2, 256] tensor of ggml's block bytes
+		 * (ggml-common.h: QK4_0 32, sizeof(block_q4_0) 18, QK_K 256, ...) */
+		static const struct {
+			uint32_t type;
+			enum sw_dtype dtype;
+			int values, bytes;
+		} q[] = {
+			{2, SW_DTYPE_Q4_0, 32, 18}, {3, SW_DTYPE_Q4_1, 32, 20}, {6, SW_DTYPE_Q5_0, 32, 22},
+			{7, SW_DTYPE_Q5_1, 32, 24}, {8, SW_DTYPE_Q8_0, 32, 34}, {10, SW_DTYPE_Q2_K, 256, 84},
+			{11, SW_DTYPE_Q3_K, 256, 110}, {12, SW_DTYPE_Q4_K, 256, 144},
+			{13, SW_DTYPE_Q5_K, 256, 176}, {14, SW_DTYPE_Q6_K, 256, 210},
+		};
+		const uint64_t ne[] = {256, 2};
+		for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) {
+			struct buf n = {0};
+			uint64_t nbytes = 2 * 256 / (uint64_t)q[k].values * (uint64_t)q[k].bytes;
+			put(&n, "GGUF", 4), le(&n, 3, 4), le(&n, 1, 8), le(&n, 0, 8);
+			info(&n, "w", 2, ne, q[k].type, 0);
+			pad(&n, 32);
+			for (uint64_t i = 0; i < nbytes; i++)
+				le(&n, 0, 1);
+			pad(&n, 32);
+			ok(parse(&n, &f, &err) == SW_OK && f.t[0].dtype == q[k].dtype &&
+			   f.t[0].nbytes == nbytes && f.t[0].numel == 512,
+			   "%s: read, %llu bytes for 512 values: %s", gguf_type_name(q[k].type),
+			   (unsigned long long)nbytes, err.msg);
+			gguf_free(&f);
+			/* one byte short: the data runs past the end */
+			n.n -= (32 - nbytes % 32) % 32 + 1;
+			ok(parse(&n, &f, &err) == SW_EDATA && strstr(err.msg, "lies past the end"),
+			   "%s: a byte short, refused: %s", gguf_type_name(q[k].type), err.msg);
+			free(n.p);
+		}
 	}
 	ok(!strcmp(gguf_type_name(12), "Q4_K") && !strcmp(gguf_type_name(30), "BF16") &&
 	   !gguf_type_name(4) && !gguf_type_name(40), "ggml type names");
