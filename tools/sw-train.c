@@ -189,12 +189,13 @@ static void progress(void *ctx, const struct train_progress *p)
 	fflush(stderr);
 }
 
-/* What --force removed of an earlier run. */
+/* What --force removed of an earlier run, what --resume took from the
+ * checkpoint. */
 static void note(void *ctx, const char *msg)
 {
 	struct report *r = ctx;
 
-	fprintf(stderr, "sw-train: %s: --force: %s\n", r->out, msg);
+	fprintf(stderr, "sw-train: %s: %s\n", r->out, msg);
 }
 
 /* --timing: where the steps' wall time went, one line on stderr */

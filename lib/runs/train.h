@@ -80,9 +80,12 @@ struct train_config {
 	enum sw_precision precision;    /* on a GPU: the products in fp32 or bf16 */
 	int force;                      /* replace a run out_dir holds (rundir.h) */
 	int steps_given;                /* with resume: --steps overrides */
+	unsigned run_given;             /* with resume: the recorded run options the
+					   command line gave (trainopts.h), kept */
 	volatile sig_atomic_t *interrupt;
 	void (*progress)(void *ctx, const struct train_progress *p);
-	void (*note)(void *ctx, const char *msg);       /* what force removed; may be NULL */
+	void (*note)(void *ctx, const char *msg);       /* what force removed, what resume
+							   took from the checkpoint; may be NULL */
 	void *ctx;
 	struct comm *comm;              /* the job's processes; NULL: one */
 	int zero1;                      /* shard the optimizer state over them */
