@@ -762,7 +762,7 @@ void tool_step_cell(struct table *tb, int has_step, int64_t step)
 
 void tool_tokens_cell(struct table *tb, int has_step, int64_t tokens)
 {
-	tool_step_cell(tb, has_step, tokens);
+	tool_step_cell(tb, has_step && tokens >= 0, tokens);     /* -1: the step alone */
 }
 
 const char *tool_next_file_shared(struct tool *t, struct comm *c, char *buf, size_t len)

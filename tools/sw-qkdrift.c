@@ -302,7 +302,7 @@ static void read_ckpt(struct tool *tl, struct run *r, const char *file, size_t o
 		}
 		x.order = order;
 		x.has_step = m->has_step;
-		x.has_tokens = m->has_step;     /* a checkpoint with a step has its tokens */
+		x.has_tokens = m->has_step && m->tokens >= 0;   /* -1: the step alone */
 		x.step = m->step;
 		x.tokens = m->tokens;
 		r->nheads = nh;

@@ -163,7 +163,7 @@ int trainopts_resume(struct train_config *tc, struct ckpt *ck, char *said, size_
 						   &present, err)))
 				return rc;
 			if (present && !(v >= lo && v <= hi))
-				return sw_fail(err, SW_EDATA, "%s: %.17g is not in %g..%g", opt, v, lo, hi);
+				return sw_fail(err, SW_EDATA, "%s: %.17g is not in %.15g..%.15g", opt, v, lo, hi);
 			if (!present)
 				continue;
 			if (t->kind == TRAINOPT_DOUBLE) {

@@ -1,0 +1,138 @@
+#!/bin/sh
+# What a new user met in the first hour (issue 60's friction list), each
+# held to what the man pages now say: a resumed run keeps the options it
+# recorded (sw-train(1) --resume), sw-train(1) lists every option of
+# --help, the trace's seconds go on across a resume, the step of a
+# torch.save({'model': ..., 'step': N}) file is read (scalewatch-format(5)).
+. "$(dirname "$0")/../lib/tap.sh"
+
+CORPUS=$FIX/corpus.txt
+SMALL="--batch 4 --seq-len 16 --d-model 16 --n-layers 1 --n-heads 2 --threads 1"
+RUN="--ckpt-every 2 --fisher-every 4 --eval-every 5 --val-fraction 0.2"
+
+# the steps of DIR's checkpoints, one a line
+ckpt_steps() {
+	ls "$1" >"$2.ls" && sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.h5$/\1/p' "$2.ls" >"$2"
+}
+
+# the steps of DIR's checkpoints that hold /fisher
+fisher_steps() {
+	: >"$2" &&
+	for f in "$1"/ckpt-*.h5; do
+		h5dump -n "$f" >"$2.objs" || return 1
+		if grep -q " /fisher$" "$2.objs"; then
+			s=${f##*/ckpt-} && s=${s%.h5} && echo "$s" | sed 's/^0*//' >>"$2"
+		fi
+	done
+}
+
+test_expect_success 'setup: a run of 20 steps, and the same run stopped after 10' '
+	sw-train --data "$CORPUS" --out full $SMALL $RUN --steps 20 >out &&
+	cp -r full half && rm half/ckpt-00001[2-9].h5 half/ckpt-000020.h5 &&
+	ckpt_steps half steps && test_line_count = 5 steps
+'
+
+# without the record the resumed run checkpoints only at its end, writes
+# no /fisher, splits the data 90:10 and so trains on other batches: bit
+# for bit against the uninterrupted run (the same binary and --threads)
+test_expect_success '--resume keeps --ckpt-every, --fisher-every, --eval-every, --val-fraction, and says so' '
+	sw-train --data "$CORPUS" --out half --resume half/ckpt-000010.h5 --threads 1 >out 2>err &&
+	echo "sw-train: half: --resume: as ckpt-000010.h5 records: --ckpt-every 2 --eval-every 5 --fisher-every 4 --val-fraction 0.2" >expect &&
+	test_cmp expect err &&
+	ckpt_steps half steps && printf "%s\n" 2 4 6 8 10 12 14 16 18 20 >expect && test_cmp expect steps &&
+	fisher_steps half fs && printf "%s\n" 4 8 12 16 20 >expect && test_cmp expect fs &&
+	cmp full/ckpt-000016.h5 half/ckpt-000016.h5 && cmp full/ckpt-000020.h5 half/ckpt-000020.h5
+'
+
+test_expect_success 'an option given again wins over the record, and is not said' '
+	sw-train --data "$CORPUS" --out other --resume full/ckpt-000010.h5 --ckpt-every 5 \
+		--fisher-every 0 >out 2>err &&
+	echo "sw-train: other: --resume: as ckpt-000010.h5 records: --eval-every 5 --val-fraction 0.2" >expect &&
+	test_cmp expect err &&
+	ckpt_steps other steps && printf "%s\n" 15 20 >expect && test_cmp expect steps &&
+	fisher_steps other fs && test_line_count = 0 fs
+'
+
+test_expect_success 'the record is in /optim_state, as scalewatch-format(5) says' '
+	h5dump -A -g /optim_state full/ckpt-000020.h5 >attrs &&
+	for a in ckpt_every eval_every eval_batches trace_every fisher_every save_grads val_fraction data_format; do
+		grep -q "ATTRIBUTE \"$a\"" attrs || { echo "no $a"; return 1; }
+	done
+'
+
+test_expect_success 'a recorded value out of its bounds: exit 65 naming it' '
+	cp full/ckpt-000010.h5 bad.h5 &&
+	if have_python_modules h5py; then
+		"$PY" -c "import h5py; h5py.File(\"bad.h5\", \"r+\")[\"optim_state\"].attrs[\"eval_batches\"] = -3" &&
+		test_expect_code 65 sw-train --data "$CORPUS" --out badrun --resume bad.h5 >out 2>err &&
+		grep -q "^sw-train: bad.h5: /optim_state eval_batches: -3 is not in 1\.\.1048576$" err
+	fi
+'
+
+# item 3: the first run's seconds made large by hand, so that a clock
+# begun again at 0 cannot pass for one going on
+if have_python_modules "h5py, numpy"; then
+	test_expect_success 'the trace'"'"'s seconds go on from its last row across a resume' '
+		sw-train --data "$CORPUS" --out clock $SMALL --steps 10 --trace-every 5 >out &&
+		"$PY" -c "import h5py; f = h5py.File(\"clock/trace.h5\", \"r+\"); s = f[\"series/seconds\"]; s[:] = s[:] + 1000" &&
+		sw-train --data "$CORPUS" --out clock --resume clock/ckpt-000010.h5 --steps 20 >out 2>err &&
+		sw-trace --series seconds clock/trace.h5 >secs &&
+		cut -f1 secs >steps && printf "%s\n" step 5 10 15 20 >expect && test_cmp expect steps &&
+		awk "NR > 1 { if (\$2 < prev || \$2 < 1000) bad = 1; prev = \$2 } END { exit bad }" secs
+	'
+else
+	test_skip 'the trace'"'"'s seconds go on from its last row across a resume' 'no python3-h5py'
+fi
+
+# item 2: --help and sw-train(1) name the same options
+test_expect_success 'every option of sw-train --help is in sw-train(1), and no other' '
+	sw-train --help >help &&
+	grep -o -- "--[a-z0-9-]*" help | sed "s/^--//" | sort -u >in.help &&
+	awk "/^\\.It Fl Fl/ { for (i = 1; i < NF; i++) if (\$i == \"Fl\" && \$(i + 1) == \"Fl\") print \$(i + 2) }" \
+		"$SW_TOP/man/sw-train.1" | sed "s/Ns\$//" | sort -u >in.man &&
+	test_cmp in.help in.man && grep -q "^fisher-every$" in.man
+'
+
+# item 5: a training script's torch.save, assembled opcode by opcode as
+# fixtures/make-bad-pt.py does (no torch needed)
+if have_python_modules zipfile; then
+	test_expect_success 'setup: torch.save({"model": sd, KEY: N}) files' '
+		cat >mk.py <<-\EOF &&
+		import importlib.util, sys
+		spec = importlib.util.spec_from_file_location("badpt", sys.argv[1])
+		m = importlib.util.module_from_spec(spec)
+		spec.loader.exec_module(m)
+		sd = m.glob("collections", "OrderedDict") + b")R(" + m.uni("w") + m.W + b"u"
+		for name, key, n in [("step", "step", 300), ("global", "global_step", 7),
+		                     ("iteration", "iteration", 12), ("neg", "step", -1),
+		                     ("float", "step", None)]:
+		    v = m.num(n) if n is not None else b"G" + bytes(8)
+		    pkl = b"\x80\x02}(" + m.uni("model") + sd + m.uni(key) + v + b"u."
+		    m.archive(name + ".pt", [("archive/data.pkl", pkl), ("archive/data/0", m.W_DATA)])
+		EOF
+		"$PY" mk.py "$SW_TOP/fixtures/make-bad-pt.py" && test -f step.pt &&
+		cp "$FIX/bad/pt/config.json" .
+	'
+
+	test_expect_success 'the step of a torch dict: step, global_step, iteration; tokens unknown' '
+		sw-norms step.pt global.pt iteration.pt float.pt >out &&
+		cut -f1-4 out >got &&
+		printf "file\tstep\ttokens\tname\n" >want &&
+		printf "step.pt\t300\t\tw\nglobal.pt\t7\t\tw\niteration.pt\t12\t\tw\nfloat.pt\t\t\tw\n" >>want &&
+		test_cmp want got &&
+		sw-norms --json step.pt >out.json &&
+		grep -q "\"step\": 300, \"tokens\": null," out.json
+	'
+
+	test_expect_success 'a negative step: exit 65, one line' '
+		test_expect_code 65 sw-norms neg.pt >out 2>err &&
+		test_one_error sw-norms neg.pt && grep -q "the top dict.s step is negative" err
+	'
+fi
+
+test_expect_success 'the README'"'"'s PyTorch file: its iter_num is the step' '
+	sw-norms --role lm_head "$FIX/tiny-pt/ckpt.pt" >out &&
+	cut -f2,3 out >got && printf "step\ttokens\n1200\t\n1200\t\n" >want && test_cmp want got
+'
+
+test_done
