@@ -135,4 +135,33 @@ test_expect_success 'the README'"'"'s PyTorch file: its iter_num is the step' '
 	cut -f2,3 out >got && printf "step\ttokens\n1200\t\n1200\t\n" >want && test_cmp want got
 '
 
+# item 6: a follower started before the run it follows; a watchdog kills
+# it after 60 s, so a bug cannot hang the suite (a follower killed by it
+# fails the test: its status is then not 0)
+start_waiting() {
+	sw-trace --follow --wait 60 --series loss "$1" >followed 2>follow-err &
+	fpid=$!
+	(sleep 60 && kill $fpid) >/dev/null 2>&1 &
+	wpid=$!
+}
+
+test_expect_success 'sw-trace --follow --wait: waits for the trace to appear, then follows it to the end' '
+	start_waiting late/trace.h5 &&
+	sleep 0.5 && kill -0 $fpid &&
+	sw-train --data "$CORPUS" --out late $SMALL --steps 30 >out &&
+	wait $fpid; st=$?
+	kill $wpid 2>/dev/null
+	echo "follower exit $st" && test "$st" = 0 && test_line_count = 0 follow-err &&
+	sw-trace --series loss late/trace.h5 >expect && test_cmp expect followed
+'
+
+test_expect_success 'without --wait a missing trace is exit 66 at once; with it, once the wait is over' '
+	test_expect_code 66 sw-trace --follow nowhere/trace.h5 >out 2>err &&
+	test_one_error sw-trace nowhere/trace.h5 &&
+	test_expect_code 66 sw-trace --follow --wait 0.3 nowhere/trace.h5 >out 2>err &&
+	test_one_error sw-trace nowhere/trace.h5 &&
+	test_expect_code 64 sw-trace --wait 1 late/trace.h5 >out 2>err &&
+	grep -q "give --follow" err
+'
+
 test_done
