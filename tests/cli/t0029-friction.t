@@ -135,6 +135,17 @@ test_expect_success 'the README'"'"'s PyTorch file: its iter_num is the step' '
 	cut -f2,3 out >got && printf "step\ttokens\n1200\t\n1200\t\n" >want && test_cmp want got
 '
 
+# item 4: the refusal says what is missing, not that the file cannot be
+# resumed (nanoGPT's ckpt.pt holds AdamW's state, which is not read)
+test_expect_success 'sw-hessian --preconditioned on a torch.save with an optimizer: one accurate line, exit 65' '
+	LC_ALL=C tr -c "a-w" "x" <"$CORPUS" | LC_ALL=C tr "a-x" "\\000-\\027" >c24 &&
+	test_expect_code 65 sw-hessian --data c24 --batch-tokens 16 --seq-len 16 --preconditioned \
+		"$FIX/nanogpt/ckpt.pt" >out 2>err &&
+	test_one_error sw-hessian "$FIX/nanogpt/ckpt.pt" &&
+	grep -q "a PyTorch file.s optimizer state (torch.s exp_avg_sq) is not read$" err &&
+	! grep -q "resumed" err
+'
+
 # item 6: a follower started before the run it follows; a watchdog kills
 # it after 60 s, so a bug cannot hang the suite (a follower killed by it
 # fails the test: its status is then not 0)
