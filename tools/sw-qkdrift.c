@@ -376,6 +376,7 @@ int main(int argc, char **argv)
 
 	memset(&r, 0, sizeof r);
 	tool_init(&tl, "sw-qkdrift", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_CKPTS;      /* a run directory: its checkpoints */
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case OPT_DRIFT:

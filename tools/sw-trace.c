@@ -446,6 +446,7 @@ int main(int argc, char **argv)
 	int nlists = 0, list = 0, want_follow = 0, opt, several, printed = 0;
 
 	tool_init(&tl, "sw-trace", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_TRACE;      /* a run directory: its trace */
 	lists = calloc((size_t)argc, sizeof *lists);
 	if (!lists)
 		return SW_ESOFTWARE;

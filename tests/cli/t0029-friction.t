@@ -175,4 +175,30 @@ test_expect_success 'without --wait a missing trace is exit 66 at once; with it,
 	grep -q "give --follow" err
 '
 
+# item 7: the run directories of the runs above, as scalewatch(7) says
+test_expect_success 'a run directory as an operand: its checkpoints in step order' '
+	sw-norms --role lm_head full >dir.tsv &&
+	sw-norms --role lm_head full/ckpt-*.h5 >glob.tsv && test_cmp glob.tsv dir.tsv &&
+	cut -f1 dir.tsv | uniq >files && printf "file\n" >expect &&
+	for s in 2 4 6 8 10 12 14 16 18 20; do
+		printf "full/ckpt-%06d.h5\n" $s >>expect
+	done &&
+	test_cmp expect files &&
+	echo full >names && sw-ls <names >ls-stdin.tsv && sw-ls full/ckpt-*.h5 >ls-glob.tsv &&
+	test_cmp ls-glob.tsv ls-stdin.tsv
+'
+
+test_expect_success 'to sw-trace a run directory is its trace; a Hugging Face directory is read as before' '
+	sw-trace --series loss full >dir.tsv && sw-trace --series loss full/trace.h5 >file.tsv &&
+	test_cmp file.tsv dir.tsv && test_line_count -gt 2 dir.tsv &&
+	sw-ls "$FIX/tiny-hf" >hf.tsv && test_line_count -gt 2 hf.tsv
+'
+
+test_expect_success 'a run directory without a checkpoint: exit 66, one line, the other operands read' '
+	mkdir tonly && cp full/trace.h5 tonly/ &&
+	test_expect_code 66 sw-norms --role lm_head tonly full/ckpt-000002.h5 >out 2>err &&
+	test_one_error sw-norms tonly && grep -q "a run directory without a checkpoint yet" err &&
+	test_line_count = 3 out
+'
+
 test_done
