@@ -201,4 +201,18 @@ test_expect_success 'a run directory without a checkpoint: exit 66, one line, th
 	test_line_count = 3 out
 '
 
+# item 8: the documents say the same of the GPU, and the README what
+# docs/numerics.md holds
+test_expect_success 'README, sw-train(1) and docs/cuda.md say alike that the GPU path ran twice' '
+	grep -q "run on an H100 twice" "$SW_TOP/docs/cuda.md" &&
+	grep -q "has run on an H100 twice" "$SW_TOP/README.md" &&
+	grep -c "has run on GPU hardware twice" "$SW_TOP/man/sw-train.1" >n && echo 2 >expect && test_cmp expect n &&
+	{ grep -n "GPU hardware once" "$SW_TOP/man/sw-train.1" "$SW_TOP/README.md" >once; test $? = 1; }
+'
+
+test_expect_success 'the README does not call docs/numerics.md every definition' '
+	{ grep -n "numerics.md. gives each definition\|every quantity.s definition and paper" \
+		"$SW_TOP/README.md" "$SW_TOP/docs/numerics.md" >claims; test $? = 1; }
+'
+
 test_done
