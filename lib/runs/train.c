@@ -713,7 +713,6 @@ static int trainer_open(struct trainer *t, const struct train_config *caller, st
 		return rc;
 	t->B = tc->batch;
 	t->A = tc->grad_accum;
-	t->rank = comm_rank(tc->comm);
 	t->reporter = -2;
 	t->tracing = !(tc->trace_path && !tc->trace_path[0]);
 	t->t0 = t->t_last = now_s();

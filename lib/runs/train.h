@@ -13,7 +13,9 @@
  * the papers plot. A NaN or Inf loss stops the run before the update,
  * keeping the last good checkpoint; *interrupt (set by a SIGINT handler)
  * makes it write a checkpoint and stop. Deterministic for a seed and a
- * thread count; a run resumed from a checkpoint continues bit for bit.
+ * thread count; a run resumed from a checkpoint continues bit for bit,
+ * with the run's options the checkpoint records where the caller's
+ * run_given does not say they were given (trainopts.h).
  *
  * Data parallel (comm: the processes of an mpirun job, dp.h): every rank
  * draws every batch from the same sampler and runs its own contiguous
