@@ -3,6 +3,7 @@
 #include "../lib/base/atomicfile.h"
 #include "../lib/base/family.h"
 #include "../lib/runs/blocksharp.h"
+#include "../lib/runs/rundir.h"
 #include "../lib/formats/ckpt.h"
 #include "../lib/formats/ckptfiles.h"
 #include "../lib/base/comm.h"
@@ -400,7 +401,8 @@ void tool_files_begin(struct tool *t, int optind_)
 	}
 }
 
-const char *tool_next_file(struct tool *t)
+/* The next name as given: an operand, or a line of stdin. */
+static const char *next_name(struct tool *t)
 {
 	if (!t->from_stdin)
 		return t->argi < t->argc ? t->argv[t->argi++] : NULL;
@@ -412,6 +414,46 @@ const char *tool_next_file(struct tool *t)
 		}
 		if (tool_name_line(t, t->line, n) > 0)
 			return t->line;
+	}
+}
+
+const char *tool_next_file(struct tool *t)
+{
+	for (;;) {
+		struct sw_err err;
+		const char *name;
+		int is_run;
+
+		if (t->run_i < t->run_n)
+			return t->run_paths[t->run_i++];
+		rundir_paths_free(t->run_paths, t->run_n);
+		t->run_paths = NULL;
+		t->run_n = t->run_i = 0;
+		if (!(name = next_name(t)) || t->run_dirs == TOOL_RUN_DIRS_NONE)
+			return name;
+		if (rundir_checkpoints(name, &is_run, &t->run_paths, &t->run_n, &err)) {
+			tool_error(t, name, &err);
+			continue;
+		}
+		if (!is_run)
+			return name;
+		if (t->run_dirs == TOOL_RUN_DIRS_TRACE) {
+			size_t len = strlen(name) + sizeof "/trace.h5";
+			rundir_paths_free(t->run_paths, t->run_n);
+			t->run_n = 0;
+			if (!(t->run_paths = malloc(sizeof *t->run_paths)) ||
+			    !(t->run_paths[0] = malloc(len))) {
+				sw_fail(&err, SW_ESOFTWARE, "out of memory");
+				tool_error(t, name, &err);
+				continue;
+			}
+			t->run_n = 1;
+			snprintf(t->run_paths[0], len, "%s%strace.h5", name,
+				 name[strlen(name) - 1] == '/' ? "" : "/");
+		} else if (!t->run_n) {
+			sw_fail(&err, SW_ENOINPUT, "a run directory without a checkpoint yet");
+			tool_error(t, name, &err);
+		}
 	}
 }
 
@@ -622,6 +664,9 @@ int tool_finish(struct tool *t)
 			status = SW_EIO;
 	}
 	free(t->line);
+	rundir_paths_free(t->run_paths, t->run_n);
+	t->run_paths = NULL;
+	t->run_n = t->run_i = 0;
 	t->line = NULL;
 	return status;
 }
@@ -762,7 +807,7 @@ void tool_step_cell(struct table *tb, int has_step, int64_t step)
 
 void tool_tokens_cell(struct table *tb, int has_step, int64_t tokens)
 {
-	tool_step_cell(tb, has_step, tokens);
+	tool_step_cell(tb, has_step && tokens >= 0, tokens);     /* -1: the step alone */
 }
 
 const char *tool_next_file_shared(struct tool *t, struct comm *c, char *buf, size_t len)

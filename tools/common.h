@@ -123,6 +123,11 @@ int tool_thread_bound(int want, double *left);
 	"matched in no file). With no FILE, or FILE '-', file names are read from\n"       \
 	"stdin, one per line.\n"
 
+/* A sw-train run directory as an operand (tool_next_file): a name as
+ * given (the tool's default), its checkpoints in step order, or its
+ * trace.h5. */
+enum tool_run_dirs { TOOL_RUN_DIRS_NONE, TOOL_RUN_DIRS_CKPTS, TOOL_RUN_DIRS_TRACE };
+
 struct tool {
 	const char *prog;
 	const char *usage;      /* the SYNOPSIS, printed on usage errors */
@@ -148,6 +153,9 @@ struct tool {
 	long stdin_lines;       /* lines of names read from stdin */
 	const char *mpi_use;    /* what the tool does under mpirun, for --version's
 				 * MPI line; NULL: a tool that does not use MPI */
+	enum tool_run_dirs run_dirs;    /* what a run directory as an operand means */
+	char **run_paths;       /* (run_n) that directory's files, run_i of them given */
+	size_t run_n, run_i;
 };
 
 /*
@@ -182,7 +190,10 @@ void tool_usage_error(struct tool *t, const char *fmt, ...)
 void tool_files_begin(struct tool *t, int optind_);
 
 /* The next input file, or NULL at the end. Names read from stdin, one a
- * line, pass tool_name_line. */
+ * line, pass tool_name_line. With t->run_dirs, a sw-train run directory
+ * (rundir.h) is its checkpoints in step order, one name each, or its
+ * trace; one without a checkpoint is an error said (exit 66) and
+ * skipped. */
 const char *tool_next_file(struct tool *t);
 
 /*

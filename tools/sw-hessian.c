@@ -278,6 +278,7 @@ int main(int argc, char **argv)
 	struct table tb;
 
 	tool_init(&tl, "sw-hessian", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_CKPTS;      /* a run directory: its checkpoints */
 	blocksharp_opts_defaults(&o.h.data);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {

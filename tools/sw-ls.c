@@ -124,6 +124,7 @@ int main(int argc, char **argv)
 	int opt, summary = 0;
 
 	tool_init(&tl, "sw-ls", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_CKPTS;      /* a run directory: its checkpoints */
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (tool_common_option(&tl, opt, optarg))
 			continue;

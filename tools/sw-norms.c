@@ -193,6 +193,7 @@ int main(int argc, char **argv)
 	int opt, scale_vectors = 0;
 
 	tool_init(&tl, "sw-norms", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_CKPTS;      /* a run directory: its checkpoints */
 	select_tool_roles(&tl.sel, own_roles);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == 'S')

@@ -302,7 +302,7 @@ static void read_ckpt(struct tool *tl, struct run *r, const char *file, size_t o
 		}
 		x.order = order;
 		x.has_step = m->has_step;
-		x.has_tokens = m->has_step;     /* a checkpoint with a step has its tokens */
+		x.has_tokens = m->has_step && m->tokens >= 0;   /* -1: the step alone */
 		x.step = m->step;
 		x.tokens = m->tokens;
 		r->nheads = nh;
@@ -376,6 +376,7 @@ int main(int argc, char **argv)
 
 	memset(&r, 0, sizeof r);
 	tool_init(&tl, "sw-qkdrift", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_CKPTS;      /* a run directory: its checkpoints */
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case OPT_DRIFT:

@@ -279,6 +279,7 @@ int main(int argc, char **argv)
 	int opt, modes = 0, rank;
 
 	tool_init(&tl, "sw-sharpness", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_CKPTS;      /* a run directory: its checkpoints */
 	blocksharp_opts_defaults(&o.est);
 	tl.mpi_use = "estimates split over the ranks under mpirun";
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {

@@ -418,6 +418,7 @@ int main(int argc, char **argv)
 	int opt;
 
 	tool_init(&tl, "sw-spectrum", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_CKPTS;      /* a run directory: its checkpoints */
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case OPT_SUMMARY: set_mode(&tl, &o, MODE_SUMMARY); break;

@@ -17,7 +17,7 @@
 
 static const char usage[] =
 	"sw-trace [--series LIST] [--list] [--every N] [--json] [TRACE ...]\n"
-	"       sw-trace --follow [--series LIST] [--every N] [--json] TRACE";
+	"       sw-trace --follow [--wait S] [--series LIST] [--every N] [--json] TRACE";
 static const char help[] =
 	"Prints a trace, one row per traced step: step, then the selected series\n"
 	"(all by default). A per-layer or per-head series gives one column per named\n"
@@ -31,13 +31,15 @@ static const char help[] =
 	"  --follow       go on printing the rows a running writer appends, until it\n"
 	"                 closes the trace (or dies); exit 74 if another writer takes\n"
 	"                 the trace over (a resumed run) or it is replaced\n"
+	"  --wait S       with --follow: wait up to S seconds for TRACE to appear (a\n"
+	"                 run just started), then follow it\n"
 	"  --every N      one row per N steps: the first at or after each multiple of N\n"
 	"  --json         JSON Lines instead of TSV\n"
 	"  --help, --version\n"
 	"With no TRACE, or TRACE '-', trace names are read from stdin, one per line.\n"
 	"See sw-trace(1).\n";
 
-enum { OPT_SERIES = OPT_TOOL_FIRST, OPT_LIST, OPT_FOLLOW, OPT_EVERY };
+enum { OPT_SERIES = OPT_TOOL_FIRST, OPT_LIST, OPT_FOLLOW, OPT_EVERY, OPT_WAIT };
 
 #define POLL_NS    200000000L   /* --follow looks for new rows 5 times a second */
 #define READ_CELLS (1 << 20)    /* values read per block of rows */
@@ -290,6 +292,26 @@ fail:
 	return rc;
 }
 
+/* --wait: trace_open until the trace is there, a trace (a writer that
+ * has just created it may not have written its header yet), or wait_s
+ * have passed; the last refusal then. */
+static int open_waiting(const char *file, double wait_s, struct trace_reader **r, struct sw_err *err)
+{
+	const struct timespec poll = {0, POLL_NS};
+	struct timespec t0, now;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if ((rc = trace_open(file, r, err)) != SW_ENOINPUT && rc != SW_EDATA)
+			return rc;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >= wait_s)
+			return rc;
+		nanosleep(&poll, NULL);
+	}
+}
+
 /* --follow: print what is there, then what a running writer appends,
  * until it closes the trace or is gone without closing it; or stop with
  * an error (trace_refresh, trace_verify) when the trace is replaced or
@@ -403,6 +425,7 @@ int main(int argc, char **argv)
 		{"list", no_argument, NULL, OPT_LIST},
 		{"follow", no_argument, NULL, OPT_FOLLOW},
 		{"every", required_argument, NULL, OPT_EVERY},
+		{"wait", required_argument, NULL, OPT_WAIT},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -419,9 +442,11 @@ int main(int argc, char **argv)
 	struct sw_err err;
 	char **lists;
 	int64_t every = 0;
+	double wait_s = -1;             /* --wait; -1: not given */
 	int nlists = 0, list = 0, want_follow = 0, opt, several, printed = 0;
 
 	tool_init(&tl, "sw-trace", usage, help, argc, argv);
+	tl.run_dirs = TOOL_RUN_DIRS_TRACE;      /* a run directory: its trace */
 	lists = calloc((size_t)argc, sizeof *lists);
 	if (!lists)
 		return SW_ESOFTWARE;
@@ -436,6 +461,7 @@ int main(int argc, char **argv)
 		case OPT_LIST: list = 1; break;
 		case OPT_FOLLOW: want_follow = 1; break;
 		case OPT_EVERY: every = tool_parse_int(&tl, "--every", optarg, 1, INT64_MAX); break;
+		case OPT_WAIT: wait_s = tool_parse_double(&tl, "--wait", optarg, 0, 1e9); break;
 		default: tool_common_option(&tl, opt, optarg); break;
 		}
 	}
@@ -443,6 +469,8 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "--list prints the series, not rows: no --series, --follow or --every with it");
 	if (want_follow && (argc - optind != 1 || !strcmp(argv[optind], "-")))
 		tool_usage_error(&tl, "--follow follows one TRACE, named");
+	if (wait_s >= 0 && !want_follow)
+		tool_usage_error(&tl, "--wait waits for the trace --follow follows: give --follow");
 	tool_files_begin(&tl, optind);
 	/* as grep names the file of each line only when given several */
 	several = tl.from_stdin || argc - optind > 1;
@@ -455,7 +483,7 @@ int main(int argc, char **argv)
 		p.every = every;
 		p.tb = &tb;
 		p.with_file = several;
-		if (trace_open(file, &p.r, &err)) {
+		if (wait_s >= 0 ? open_waiting(file, wait_s, &p.r, &err) : trace_open(file, &p.r, &err)) {
 			tool_error(&tl, file, &err);
 		} else if (list) {
 			if (!printed++) {

@@ -79,8 +79,10 @@ static const char help[] =
 	"  --save-grads           /grads and /batch in every checkpoint\n"
 	"  --fisher-every N       /fisher (GNB sharpness, 1 draw) in checkpoints at\n"
 	"                         multiples of N\n"
-	"  --resume CKPT          go on from a checkpoint (its model and optimizer);\n"
-	"                         into the checkpoint's directory, its run goes on there\n"
+	"  --resume CKPT          go on from a checkpoint (its model and optimizer, and\n"
+	"                         the options of the run it records: --ckpt-every,\n"
+	"                         --eval-every, ..., unless given again); into the\n"
+	"                         checkpoint's directory, its run goes on there\n"
 	"  --init CKPT            start from the model of any checkpoint the tools read\n"
 	"                         (its config and parameters; a new optimizer)\n"
 	"  --force                replace the run DIR holds (its checkpoints and trace)\n"
@@ -189,12 +191,13 @@ static void progress(void *ctx, const struct train_progress *p)
 	fflush(stderr);
 }
 
-/* What --force removed of an earlier run. */
+/* What --force removed of an earlier run, what --resume took from the
+ * checkpoint. */
 static void note(void *ctx, const char *msg)
 {
 	struct report *r = ctx;
 
-	fprintf(stderr, "sw-train: %s: --force: %s\n", r->out, msg);
+	fprintf(stderr, "sw-train: %s: %s\n", r->out, msg);
 }
 
 /* --timing: where the steps' wall time went, one line on stderr */

@@ -82,6 +82,11 @@ int transfer_read_ckpt(const char *path, struct transfer_run *r, struct sw_err *
 			     "a safetensors checkpoint without scalewatch metadata has no /optim, tokens or loss: give its lr, batch, tokens, d_model, loss and out_norm in a TSV on stdin ('-')");
 		goto out;
 	}
+	if (m->tokens < 0) {
+		rc = sw_fail(err, SW_EDATA, "its step is known but not its tokens: give its lr, batch, tokens, "
+			     "d_model, loss and out_norm in a TSV on stdin ('-')");
+		goto out;
+	}
 	r->tokens = m->tokens;
 	r->d_model = m->config.d_model;
 	r->val_loss = m->val_loss;

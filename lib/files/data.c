@@ -13,12 +13,17 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
+static const char *const data_format_names[] = {"auto", "llmc", "uint16", "bytes"};
+
+const char *data_format_name(enum data_format f)
+{
+	return (unsigned)f < 4 ? data_format_names[f] : "?";
+}
+
 int data_format_parse(const char *s, enum data_format *out)
 {
-	static const char *const names[] = {"auto", "llmc", "uint16", "bytes"};
-
 	for (int i = 0; i < 4; i++)
-		if (!strcmp(s, names[i])) {
+		if (!strcmp(s, data_format_names[i])) {
 			*out = (enum data_format)i;
 			return 0;
 		}

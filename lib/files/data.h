@@ -22,6 +22,8 @@ enum data_format { DATA_AUTO, DATA_LLMC, DATA_UINT16, DATA_BYTES };
 
 /* "auto", "llmc", "uint16", "bytes" (--data-format): 0, or -1 if unknown. */
 int data_format_parse(const char *s, enum data_format *out);
+/* Its word, as data_format_parse reads it. */
+const char *data_format_name(enum data_format f);
 
 #define DATA_LLMC_MAGIC 20240520
 #define DATA_LLMC_HEADER_BYTES 1024

@@ -98,6 +98,11 @@ int trace_append(struct trace_writer *w, int64_t step,
 /* Rows in the trace: those appended, after a reopen those kept too. */
 int64_t trace_writer_rows(const struct trace_writer *w);
 
+/* The last row's values of series i (in the order given; max(1, ncols)
+ * of them) into out: after a reopen, where a resumed run goes on from
+ * (its seconds); NaN when there is no row. SW_EIO if HDF5 fails. */
+int trace_writer_last(const struct trace_writer *w, int i, double *out, struct sw_err *err);
+
 /* Mark the trace finished (/status = 1), close, free w (also on failure;
  * w may be NULL). */
 int trace_close(struct trace_writer *w, struct sw_err *err);

@@ -520,6 +520,21 @@ int trace_append(struct trace_writer *w, int64_t step,
 
 int64_t trace_writer_rows(const struct trace_writer *w) { return w->rows; }
 
+int trace_writer_last(const struct trace_writer *w, int i, double *out, struct sw_err *err)
+{
+	const struct wseries *s;
+
+	if (i < 0 || i >= w->n)
+		return sw_fail(err, SW_ESOFTWARE, "trace: no series %d", i);
+	s = &w->s[i];
+	if (!w->rows) {
+		for (int j = 0; j < (s->ncols ? s->ncols : 1); j++)
+			out[j] = NAN;
+		return SW_OK;
+	}
+	return trace_rows_io(s->d, s->name, H5T_NATIVE_DOUBLE, w->rows - 1, 1, s->ncols, NULL, out, err);
+}
+
 int trace_close(struct trace_writer *w, struct sw_err *err)
 {
 	static const int64_t finished = 1;

@@ -32,7 +32,8 @@ struct ckpt_meta {
 	enum ckpt_format format;
 	struct sw_config config;
 	enum family_source source;      /* who wrote the tensors (FAMILY_FROM_HF: 0) */
-	int has_step;           /* step and tokens known (HDF5 always) */
+	int has_step;           /* step and tokens known (HDF5 always); tokens -1:
+				   the step alone (a PyTorch file's step key) */
 	int64_t step, tokens;
 	double train_loss, val_loss;  /* NaN: unknown */
 	int head_tied;          /* no lm_head tensor: the head is the embedding */

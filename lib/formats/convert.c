@@ -1119,7 +1119,7 @@ static int to_hdf5(struct ckpt *ck, const char *given, const char *in, const cha
 	/* what the safetensors do not say: step 0, tokens 0 */
 	rc = h5w_set_i64(w, "/", "step", cm->has_step ? cm->step : 0, err);
 	if (!rc)
-		rc = h5w_set_i64(w, "/", "tokens", cm->has_step ? cm->tokens : 0, err);
+		rc = h5w_set_i64(w, "/", "tokens", cm->has_step && cm->tokens >= 0 ? cm->tokens : 0, err);
 	if (!rc)
 		rc = h5w_write_config(w, &cm->config, err);
 	for (size_t i = 0; i < ckpt_count(ck) && !rc; i++) {

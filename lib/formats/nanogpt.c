@@ -48,6 +48,28 @@ static int tokens_of(const struct pk_value *root, int64_t iters, int64_t *tokens
 	return 0;
 }
 
+/* The step under the keys training scripts save it as (nanoGPT's
+ * iter_num, read with its tokens below for nanoGPT's own file): the
+ * first that is an integer. */
+static int torch_step(const struct pk_value *root, struct nanogpt *ng, struct sw_err *err)
+{
+	static const char *const keys[] = {"iter_num", "step", "global_step", "iteration"};
+	int64_t v;
+
+	if (root->type != PK_DICT)
+		return SW_OK;
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (int_of(root, keys[i], &v) == 1) {
+			if (v < 0)
+				return sw_fail(err, SW_EDATA, "the top dict's %s is negative", keys[i]);
+			ng->has_step = 1;
+			ng->step = v;
+			ng->tokens = -1;
+			return SW_OK;
+		}
+	return SW_OK;
+}
+
 int nanogpt_read(const struct pk_value *root, struct nanogpt *ng, struct sw_err *err)
 {
 	const struct pk_value *args = pk_dict_get(root, "model_args"), *bias;
@@ -56,6 +78,8 @@ int nanogpt_read(const struct pk_value *root, struct nanogpt *ng, struct sw_err 
 	int rc;
 
 	memset(ng, 0, sizeof *ng);
+	if ((rc = torch_step(root, ng, err)))
+		return rc;
 	if (!args || args->type != PK_DICT)
 		return SW_OK;
 	ng->found = 1;
@@ -92,10 +116,10 @@ int nanogpt_read(const struct pk_value *root, struct nanogpt *ng, struct sw_err 
 	case 1:
 		if (iters < 0)
 			return sw_fail(err, SW_EDATA, "nanoGPT's iter_num is negative");
-		if (tokens_of(root, iters, &ng->tokens) == 0) {
-			ng->has_step = 1;
-			ng->step = iters;
-		}
+		ng->has_step = 1;
+		ng->step = iters;
+		if (tokens_of(root, iters, &ng->tokens) < 0)
+			ng->tokens = -1;
 	}
 	return SW_OK;
 }

@@ -25,8 +25,8 @@
 struct nanogpt {
 	int found;              /* the top dict holds a dict model_args */
 	struct sw_config config;
-	int has_step;           /* step and tokens known */
-	int64_t step, tokens;
+	int has_step;           /* step known */
+	int64_t step, tokens;   /* tokens -1: not known */
 };
 
 /*
@@ -41,7 +41,13 @@ struct nanogpt {
  * SW_EDATA naming the key. The step is iter_num (the optimizer steps
  * taken), tokens iter_num times the tokens of an iteration as train.py
  * counts them, config's gradient_accumulation_steps x batch_size x
- * block_size; both unknown without those.
+ * block_size; -1 (unknown) without those.
+ *
+ * Of any PyTorch file's top dict (nanoGPT's or not), the step is also
+ * read from the keys training scripts save it under, iter_num, step,
+ * global_step or iteration (the first that is an integer; a negative one
+ * is SW_EDATA), the tokens then unknown (-1): a non-nanoGPT file gets
+ * these alone (found 0).
  */
 int nanogpt_read(const struct pk_value *root, struct nanogpt *ng, struct sw_err *err);
 

@@ -738,6 +738,10 @@ static int pt_open(const char *path, int fd, uint64_t size, void **src, struct c
 		untie_or_drop(&l, &m->config);
 		rc = add_hf(s, &m->config, m->source, &l, &info, err);
 	} else if (!(rc = hfdir_config(dir, &m->config, err))) {
+		/* a training script's torch.save({'model': ..., 'step': N}) */
+		m->has_step = ng.has_step;
+		m->step = ng.step;
+		m->tokens = ng.tokens;
 		rc = add_hf(s, &m->config, FAMILY_FROM_HF, &l, &info, err);
 	}
 out:

@@ -143,6 +143,14 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 		    (rc = h5w_set_i64(w, "/optim_state", "rng2", (int64_t)rs->rng.s[2], err)) ||
 		    (rc = h5w_set_i64(w, "/optim_state", "rng3", (int64_t)rs->rng.s[3], err)))
 			goto fail;
+		for (int i = 0; x && i < x->nrun; i++) {
+			const struct modelio_attr *a = &x->run[i];
+			rc = a->text ? h5w_set_str(w, "/optim_state", a->name, a->text, err)
+			     : a->integer ? h5w_set_i64(w, "/optim_state", a->name, (int64_t)a->value, err)
+			     : h5w_set_f64(w, "/optim_state", a->name, a->value, err);
+			if (rc)
+				goto fail;
+		}
 	}
 	return h5w_commit(w, err);
 fail:

@@ -6,7 +6,10 @@
  * options, /params with each tensor's lr, wd, wd_mode as the optimizer
  * applied them in the update that produced the checkpoint, /optim with the
  * optimizer's configuration, /metrics, and /optim_state (moments, update
- * count, the data RNG's state) so that training resumes bit for bit.
+ * count, the data RNG's state) so that training resumes bit for bit,
+ * with the run's own options the caller records there (x->run: how often
+ * it checkpoints, evaluates, ..., trainopts.h) so that a resume goes on
+ * as the run began.
  * Optionally /grads (the minibatch gradient of the last batch, true
  * labels) with the batch itself in /batch/tokens and /batch/targets, and
  * /fisher (a GNB estimate, sharpness.h) with its estimator, batch_tokens,
@@ -37,6 +40,13 @@ struct run_state {
 	uint64_t seed;
 };
 
+/* An attribute of /optim_state: text, or a number (integer: int64). */
+struct modelio_attr {
+	const char *name, *text;        /* text NULL: the number */
+	double value;
+	int integer;
+};
+
 struct modelio_extras {
 	const int *tokens, *targets;    /* with grads: the batch (rows x T) */
 	int rows, T;
@@ -45,6 +55,8 @@ struct modelio_extras {
 	int64_t fisher_batch_tokens;
 	int fisher_draws;
 	uint64_t fisher_seed;
+	const struct modelio_attr *run; /* (nrun) the run's options, or NULL */
+	int nrun;
 };
 
 int modelio_save(const char *path, const struct model *m, const struct optim *o,

@@ -258,6 +258,15 @@ static int preconditioner(struct ckpt *ck, const struct model *m, float *dscale,
 	double bc2;
 	int rc;
 
+	/* another format's optimizer state (a torch.save's exp_avg_sq) is
+	 * not read: say that, not that the file cannot be resumed */
+	if (ckpt_meta(ck)->format == CKPT_PYTORCH)
+		return sw_fail(err, SW_EDATA, "--preconditioned needs Adam's second moments, from a scalewatch "
+			       "checkpoint's /optim_state/v: a PyTorch file's optimizer state (torch's "
+			       "exp_avg_sq) is not read");
+	if (ckpt_meta(ck)->format != CKPT_HDF5)
+		return sw_fail(err, SW_EDATA, "--preconditioned needs Adam's second moments, from a scalewatch "
+			       "checkpoint's /optim_state/v: %s holds none", ckpt_format_name(ck));
 	/* modelio_read_state frees what it made when it fails */
 	memset(&o, 0, sizeof o);
 	if ((rc = modelio_read_state(ck, m, &o, &rs, err))) {

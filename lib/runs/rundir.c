@@ -408,3 +408,58 @@ void rundir_claim_free(struct rundir_claim *c)
 	c->f = NULL;
 	c->n = 0;
 }
+
+int rundir_checkpoints(const char *dir, int *is_run, char ***paths, size_t *n, struct sw_err *err)
+{
+	struct rundir_claim c = {0};
+	struct stat st;
+	size_t k = 0;
+	int rc;
+
+	*is_run = 0;
+	*paths = NULL;
+	*n = 0;
+	snprintf(c.dir, sizeof c.dir, "%s", dir);
+	if ((c.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return SW_OK;   /* no directory: the reader says what it is */
+	c.held = 1;
+	if ((rc = scan(&c, err))) {
+		/* scan's words are the writer's */
+		rc = sw_fail(err, SW_ENOINPUT, "cannot read the directory");
+		goto out;
+	}
+	*is_run = c.n > 0 || fstatat(c.dirfd, "trace.h5", &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!*is_run)
+		goto out;
+	if (c.n && !(*paths = calloc(c.n, sizeof **paths))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < c.n; i++) {
+		size_t len = strlen(dir) + strlen(c.f[i].name) + 2;
+		if (c.f[i].tmp)
+			continue;
+		if (!((*paths)[k] = malloc(len))) {
+			rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
+			goto out;
+		}
+		snprintf((*paths)[k++], len, "%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
+			 c.f[i].name);
+	}
+	*n = k;
+out:
+	if (rc) {
+		rundir_paths_free(*paths, k);
+		*paths = NULL;
+		*is_run = 0;
+	}
+	rundir_claim_free(&c);
+	return rc;
+}
+
+void rundir_paths_free(char **paths, size_t n)
+{
+	for (size_t i = 0; paths && i < n; i++)
+		free(paths[i]);
+	free(paths);
+}

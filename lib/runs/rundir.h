@@ -97,4 +97,17 @@ int rundir_clear(struct rundir_claim *c, char *note, size_t len, struct sw_err *
 
 void rundir_claim_free(struct rundir_claim *c);
 
+/*
+ * For a reader given dir as an operand: is it a run directory, and its
+ * checkpoints. *is_run 1 when dir is a directory holding sw-train's
+ * checkpoints, trace or temporaries (0, and nothing else, for anything
+ * else: a file, a Hugging Face directory, a missing name); then *paths
+ * (malloc'd, each malloc'd; rundir_paths_free) are "dir/ckpt-NNNNNN.h5"
+ * of each complete checkpoint, in step order, *n of them (0: none yet).
+ * No lock is taken: a run being written is read as it is. SW_ENOINPUT
+ * when the directory cannot be read.
+ */
+int rundir_checkpoints(const char *dir, int *is_run, char ***paths, size_t *n, struct sw_err *err);
+void rundir_paths_free(char **paths, size_t n);
+
 #endif

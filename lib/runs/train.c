@@ -10,6 +10,7 @@
 #include "../analysis/qkdrift.h"
 #include "../analysis/scalevec.h"
 #include "rundir.h"
+#include "trainopts.h"
 #include "../model/sharpness.h"
 #include "../files/trace.h"
 
@@ -489,7 +490,8 @@ static int dev_to_host(struct model *m, struct optim *o, struct gpu_model *gpu, 
  * one process).
  */
 struct trainer {
-	const struct train_config *tc;
+	const struct train_config *tc;  /* &cfg */
+	struct train_config cfg;        /* the caller's, with a resumed run's options */
 	struct dataset d;
 	struct model m;
 	struct optim o;
@@ -513,6 +515,8 @@ struct trainer {
 	char ckpt[4096];                /* the checkpoint written at this step */
 	char last_good[4096];           /* the last checkpoint written or resumed from */
 	double t0, t_last;              /* run start, last progress report */
+	double seconds0;                /* the trace's seconds at t0: a resumed run's last */
+	char resumed[512];              /* the run options a resume took from its checkpoint */
 	double step_s;                  /* with tc->timing: the steps' wall seconds */
 	int64_t tok_last, first_step;   /* tokens at the last report, step at start */
 	int64_t first_tokens;           /* tokens at start */
@@ -586,23 +590,20 @@ static int init_seq_len(struct model *m, int64_t T, struct sw_err *err)
 	return SW_OK;
 }
 
-/* The model, optimizer and run state: from the checkpoint to resume, or
- * new from the configuration and the seed, or from --init's model. */
-static int start_model(struct trainer *t, struct sw_err *err)
+/* The model, optimizer and run state: from the checkpoint to resume (ck,
+ * open), or new from the configuration and the seed, or from --init's
+ * model. */
+static int start_model(struct trainer *t, struct ckpt *ck, struct sw_err *err)
 {
 	const struct train_config *tc = t->tc;
 	struct sw_config c = tc->model;
 	int rc;
 
 	if (tc->resume) {
-		struct ckpt *ck;
-		/* one open: the model and the optimizer's state from one
-		 * reading of the file */
-		if (!(rc = ckpt_open(tc->resume, &ck, err))) {
-			if (!(rc = modelio_read(ck, &t->m, err)))
-				rc = modelio_read_state(ck, &t->m, &t->o, &t->rs, err);
-			ckpt_close(ck);
-		}
+		/* one open: the run's options, the model and the optimizer's
+		 * state from one reading of the file */
+		if (!(rc = modelio_read(ck, &t->m, err)))
+			rc = modelio_read_state(ck, &t->m, &t->o, &t->rs, err);
 		if (rc) {
 			sw_err_prefix(err, "%s", tc->resume);
 			return rc;
@@ -660,8 +661,34 @@ static int open_trace(struct trainer *t, struct sw_err *err)
 		snprintf(t->trace_path, sizeof t->trace_path, "%s/trace.h5", tc->out_dir);
 	rc = t->claim.append ? trace_reopen(t->trace_path, t->tp.s, t->tp.ns, t->rs.step, &t->tw, err)
 			     : trace_create(t->trace_path, &t->m.c, run, 2, t->tp.s, t->tp.ns, &t->tw, err);
+	/* a resumed run's clock goes on from the trace's last row */
+	for (int i = 0; !rc && t->claim.append && i < t->tp.ns; i++) {
+		double s;
+		if (t->tp.kind[i] == S_SECONDS && !(rc = trace_writer_last(t->tw, i, &s, err)) && isfinite(s))
+			t->seconds0 = s;
+	}
 	if (rc)
 		sw_err_prefix(err, "%s", t->trace_path);
+	return rc;
+}
+
+/* --resume: the checkpoint open (*ck), the run's options it recorded
+ * into t->cfg where the command line did not give them (t->resumed says
+ * which, once the run starts). */
+static int resume_options(struct trainer *t, struct ckpt **ck, struct sw_err *err)
+{
+	int rc;
+
+	if ((rc = ckpt_open(t->cfg.resume, ck, err)))
+		goto fail;
+	if ((rc = trainopts_resume(&t->cfg, *ck, t->resumed, sizeof t->resumed, err))) {
+		ckpt_close(*ck);
+		*ck = NULL;
+		goto fail;
+	}
+	return SW_OK;
+fail:
+	sw_err_prefix(err, "%s", t->cfg.resume);
 	return rc;
 }
 
@@ -669,24 +696,34 @@ static int open_trace(struct trainer *t, struct sw_err *err)
  * directory (rank 0), buffers, the trace (rank 0). What --force replaces
  * of an earlier run is removed once every rank got this far
  * (trainer_start). */
-static int trainer_open(struct trainer *t, const struct train_config *tc, struct sw_err *err)
+static int trainer_open(struct trainer *t, const struct train_config *caller, struct sw_err *err)
 {
+	const struct train_config *tc = &t->cfg;
+	struct ckpt *ck = NULL;
 	size_t bt;
 	int rc, b1;
 
 	memset(t, 0, sizeof *t);
+	t->cfg = *caller;
 	t->tc = tc;
+	t->rank = comm_rank(tc->comm);
+	/* a resumed run goes on with the options it recorded, before its
+	 * data is split by them */
+	if (tc->resume && (rc = resume_options(t, &ck, err)))
+		return rc;
 	t->B = tc->batch;
 	t->A = tc->grad_accum;
-	t->rank = comm_rank(tc->comm);
 	t->reporter = -2;
 	t->tracing = !(tc->trace_path && !tc->trace_path[0]);
 	t->t0 = t->t_last = now_s();
 	if ((rc = data_open(tc->data_path, tc->data_format, tc->val_fraction, &t->d, err))) {
 		sw_err_prefix(err, "%s", tc->data_path);
+		ckpt_close(ck);
 		return rc;
 	}
-	if ((rc = start_model(t, err)))
+	rc = start_model(t, ck, err);
+	ckpt_close(ck);
+	if (rc)
 		return rc;
 	t->T = (int)t->m.c.seq_len;
 	t->rs.train_loss = t->rs.val_loss = NAN;
@@ -741,10 +778,19 @@ static int trainer_start(struct trainer *t, int rc, struct sw_err *err)
 
 	if ((rc = agree(t, rc)))
 		return rc;
+	if (t->rank == 0 && t->resumed[0] && t->tc->note) {
+		const char *ck = t->tc->resume, *base = strrchr(ck, '/') ? strrchr(ck, '/') + 1 : ck;
+		char msg[1024];
+		snprintf(msg, sizeof msg, "--resume: as %s records: %s", base, t->resumed);
+		t->tc->note(t->tc->ctx, msg);
+	}
 	if (t->rank == 0)
 		rc = rundir_clear(&t->claim, note, sizeof note, err);
-	if (!rc && note[0] && t->tc->note)
-		t->tc->note(t->tc->ctx, note);
+	if (!rc && note[0] && t->tc->note) {
+		char msg[1100];
+		snprintf(msg, sizeof msg, "--force: %s", note);
+		t->tc->note(t->tc->ctx, msg);
+	}
 	return agree(t, rc);
 }
 
@@ -909,7 +955,7 @@ static int trace_row(struct trainer *t, const struct step_log *s, struct sw_err 
 	tp->row[S_LR][0] = s->lr;
 	tp->row[S_GRAD_NORM][0] = s->grad_norm;
 	tp->row[S_TOKENS][0] = (double)t->rs.tokens;
-	tp->row[S_SECONDS][0] = now_s() - t->t0;
+	tp->row[S_SECONDS][0] = t->seconds0 + (now_s() - t->t0);
 	out_norms(&t->m, &tp->row[S_OUT_NORM][0], &tp->row[S_OUT_NORM_FOLDED][0]);
 	for (int i = 0; i < tp->ns; i++)
 		rowp[i] = tp->row[tp->kind[i]];
@@ -951,8 +997,9 @@ static int checkpoint(struct trainer *t, struct step_log *s, int stop, int rc, s
 {
 	const struct train_config *tc = t->tc;
 	struct run_state *rs = &t->rs;
+	struct modelio_attr run[TRAINOPTS_RUN_MAX];
 	struct modelio_extras x = {t->all_tok, t->all_tgt, t->A * t->B, t->T, tc->save_grads,
-				   NULL, 0, 0, 0};
+				   NULL, 0, 0, 0, run, trainopts_run_attrs(tc, run)};
 	struct optim full;
 	int rc2;
 
@@ -1043,7 +1090,7 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 
 		/* the phases of the step alone are timed (an evaluation's
 		 * forward passes are not) */
-		t.m.timing.on = tc->timing;
+		t.m.timing.on = t.tc->timing;
 		rc = gradient(&t, &s, &stop, err);
 		if (!rc)
 			rc = update(&t, &s, err);
@@ -1055,8 +1102,8 @@ int train_run(const struct train_config *tc, struct train_result *res, struct sw
 		 * evaluation reuses the activations */
 		/* and at every evaluation, so that no validation loss is
 		 * missing from the trace whatever the two periods */
-		trace_now = t.tracing && (due(&t, tc->trace_every) ||
-					  (due(&t, tc->eval_every) && t.d.n > t.d.n_train));
+		trace_now = t.tracing && (due(&t, t.tc->trace_every) ||
+					  (due(&t, t.tc->eval_every) && t.d.n > t.d.n_train));
 		if ((trace_now && (rc = dev_trace_stats(&t.tp, &t.m, t.gpu, &t.dp, (size_t)t.B * t.T, err))) ||
 		    (rc = evaluate(&t, &s, err)))
 			break;

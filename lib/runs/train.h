@@ -13,7 +13,9 @@
  * the papers plot. A NaN or Inf loss stops the run before the update,
  * keeping the last good checkpoint; *interrupt (set by a SIGINT handler)
  * makes it write a checkpoint and stop. Deterministic for a seed and a
- * thread count; a run resumed from a checkpoint continues bit for bit.
+ * thread count; a run resumed from a checkpoint continues bit for bit,
+ * with the run's options the checkpoint records where the caller's
+ * run_given does not say they were given (trainopts.h).
  *
  * Data parallel (comm: the processes of an mpirun job, dp.h): every rank
  * draws every batch from the same sampler and runs its own contiguous
@@ -80,9 +82,12 @@ struct train_config {
 	enum sw_precision precision;    /* on a GPU: the products in fp32 or bf16 */
 	int force;                      /* replace a run out_dir holds (rundir.h) */
 	int steps_given;                /* with resume: --steps overrides */
+	unsigned run_given;             /* with resume: the recorded run options the
+					   command line gave (trainopts.h), kept */
 	volatile sig_atomic_t *interrupt;
 	void (*progress)(void *ctx, const struct train_progress *p);
-	void (*note)(void *ctx, const char *msg);       /* what force removed; may be NULL */
+	void (*note)(void *ctx, const char *msg);       /* what force removed, what resume
+							   took from the checkpoint; may be NULL */
 	void *ctx;
 	struct comm *comm;              /* the job's processes; NULL: one */
 	int zero1;                      /* shard the optimizer state over them */

@@ -88,6 +88,115 @@ const struct trainopt trainopts_table[TRAINOPT_COUNT] = {
 	[TRAINOPT_INIT] = STR("init", tc.init),
 };
 
+/* The run's own options a checkpoint records (/optim_state's attribute
+ * of each), for --resume; all fields of train_config. */
+static const struct run_opt {
+	int id;
+	const char *attr;
+} run_opts[] = {
+	{TRAINOPT_CKPT_EVERY, "ckpt_every"}, {TRAINOPT_EVAL_EVERY, "eval_every"},
+	{TRAINOPT_EVAL_BATCHES, "eval_batches"}, {TRAINOPT_TRACE_EVERY, "trace_every"},
+	{TRAINOPT_FISHER_EVERY, "fisher_every"}, {TRAINOPT_SAVE_GRADS, "save_grads"},
+	{TRAINOPT_VAL_FRACTION, "val_fraction"}, {TRAINOPT_DATA_FORMAT, "data_format"},
+};
+_Static_assert(sizeof run_opts / sizeof *run_opts <= TRAINOPTS_RUN_MAX, "TRAINOPTS_RUN_MAX");
+
+/* Option id's field in tc (a number or a switch: not the words) */
+static void *run_field(const struct train_config *tc, int id)
+{
+	return (char *)tc + (trainopts_table[id].offset - offsetof(struct trainopts, tc));
+}
+
+int trainopts_run_attrs(const struct train_config *tc, struct modelio_attr *out)
+{
+	int n = 0;
+
+	for (size_t k = 0; k < sizeof run_opts / sizeof *run_opts; k++, n++) {
+		const struct trainopt *t = &trainopts_table[run_opts[k].id];
+		const void *f = t->kind == TRAINOPT_WORDS ? NULL : run_field(tc, run_opts[k].id);
+		struct modelio_attr *a = &out[n];
+
+		memset(a, 0, sizeof *a);
+		a->name = run_opts[k].attr;
+		a->integer = t->kind != TRAINOPT_DOUBLE;
+		switch (t->kind) {
+		case TRAINOPT_INT: case TRAINOPT_ON: a->value = *(const int *)f; break;
+		case TRAINOPT_INT64: a->value = (double)*(const int64_t *)f; break;
+		case TRAINOPT_DOUBLE: a->value = *(const double *)f; break;
+		default: a->text = data_format_name(tc->data_format); break;    /* the one word */
+		}
+	}
+	return n;
+}
+
+int trainopts_resume(struct train_config *tc, struct ckpt *ck, char *said, size_t len,
+		     struct sw_err *err)
+{
+	size_t used = 0;
+	int rc;
+
+	said[0] = '\0';
+	if (ckpt_meta(ck)->format != CKPT_HDF5)
+		return SW_OK;
+	for (size_t k = 0; k < sizeof run_opts / sizeof *run_opts; k++) {
+		const struct trainopt *t = &trainopts_table[run_opts[k].id];
+		const char *attr = run_opts[k].attr;
+		char text[32], opt[40];
+		double v = 0;
+		int present = 0, changed = 0;
+
+		if (tc->run_given & (1u << k))
+			continue;
+		snprintf(opt, sizeof opt, "/optim_state %s", attr);
+		if (t->kind == TRAINOPT_WORDS) {
+			enum data_format f;
+			if ((rc = ckpt_attr_string(ck, "/optim_state", attr, text, sizeof text, &present, err)))
+				return rc;
+			if (present && data_format_parse(text, &f) < 0)
+				return sw_fail(err, SW_EDATA, "%s: '%s' is no --%s", opt, text, t->name);
+			if (present && (changed = f != tc->data_format))
+				tc->data_format = f;
+		} else {
+			void *f = run_field(tc, run_opts[k].id);
+			double lo = t->kind == TRAINOPT_ON ? 0 : t->lo, hi = t->kind == TRAINOPT_ON ? 1 : t->hi;
+			if ((rc = ckpt_attr_number(ck, "/optim_state", attr, t->kind != TRAINOPT_DOUBLE, &v,
+						   &present, err)))
+				return rc;
+			if (present && !(v >= lo && v <= hi))
+				return sw_fail(err, SW_EDATA, "%s: %.17g is not in %.15g..%.15g", opt, v, lo, hi);
+			if (!present)
+				continue;
+			if (t->kind == TRAINOPT_DOUBLE) {
+				changed = *(double *)f != v;
+				*(double *)f = v;
+				/* the shortest text that reads back as v */
+				for (int prec = 1; prec <= 17; prec++) {
+					snprintf(text, sizeof text, "%.*g", prec, v);
+					if (strtod(text, NULL) == v)
+						break;
+				}
+			} else if (t->kind == TRAINOPT_INT64) {
+				changed = *(int64_t *)f != (int64_t)v;
+				*(int64_t *)f = (int64_t)v;
+				snprintf(text, sizeof text, "%lld", (long long)v);
+			} else {
+				changed = *(int *)f != (int)v;
+				*(int *)f = (int)v;
+				snprintf(text, sizeof text, "%d", (int)v);
+			}
+		}
+		if (!changed)
+			continue;
+		/* a switch is said by its name alone */
+		used += (size_t)snprintf(said + used, used < len ? len - used : 0, "%s--%s%s%s",
+					 used ? " " : "", t->name, t->kind == TRAINOPT_ON ? "" : " ",
+					 t->kind == TRAINOPT_ON ? "" : text);
+		if (used >= len)
+			return sw_fail(err, SW_ESOFTWARE, "the resumed options do not fit in %zu bytes", len);
+	}
+	return SW_OK;
+}
+
 void trainopts_init(struct trainopts *o)
 {
 	memset(o, 0, sizeof *o);
@@ -314,6 +423,9 @@ int trainopts_set(struct trainopts *o, int id, const char *arg, struct sw_err *e
 	}
 	if (id == TRAINOPT_STEPS)
 		o->tc.steps_given = 1;  /* with --resume: --steps overrides */
+	for (size_t k = 0; k < sizeof run_opts / sizeof *run_opts; k++)
+		if (run_opts[k].id == id)
+			o->tc.run_given |= 1u << k;     /* with --resume: kept */
 	o->given[id]++;
 	o->value[id] = arg;
 	return SW_OK;

@@ -13,6 +13,13 @@
  * (n_kv_heads, head_dim, d_ff). trainopts_parse walks an argument vector
  * strictly: each option spelled in full ("--batch 8" or "--batch=8"), no
  * operand; a subset of what getopt_long accepts, read the same way.
+ *
+ * A run's own options (how often it checkpoints, evaluates, traces and
+ * estimates /fisher, whether it saves /grads, its data's split and
+ * format) are recorded in each checkpoint, as attributes of /optim_state
+ * (trainopts_run_attrs), and a resumed run takes them from there
+ * (trainopts_resume) unless the command line gives them again: a resume
+ * goes on as the run began.
  */
 #ifndef SW_TRAINOPTS_H
 #define SW_TRAINOPTS_H
@@ -21,6 +28,8 @@
 #include <stdint.h>
 
 #include "../base/status.h"
+#include "../formats/ckpt.h"
+#include "../model/modelio.h"
 #include "train.h"
 
 enum trainopt_id {
@@ -87,6 +96,20 @@ int trainopts_set(struct trainopts *o, int id, const char *arg, struct sw_err *e
 /* The checks that need every option, and the model's derived sizes.
  * SW_EUSAGE naming the fault. */
 int trainopts_finish(struct trainopts *o, struct sw_err *err);
+
+/* The run options tc records in a checkpoint, into out (at most
+ * TRAINOPTS_RUN_MAX); their count. */
+#define TRAINOPTS_RUN_MAX 8
+int trainopts_run_attrs(const struct train_config *tc, struct modelio_attr *out);
+
+/* Resuming from ck: each run option recorded there and not given
+ * (tc->run_given) into tc; said (len bytes) gets those that changed a
+ * value, as options ("--ckpt-every 10 --fisher-every 10"; "" if none).
+ * A checkpoint that records none (another format, or written before they
+ * were recorded) changes nothing. SW_EDATA naming a recorded value that
+ * is out of the option's bounds or of the wrong type. */
+int trainopts_resume(struct train_config *tc, struct ckpt *ck, char *said, size_t len,
+		     struct sw_err *err);
 
 /* args[0..n) (no program name) as sw-train would read them, strictly (see
  * above), into o; SW_EUSAGE naming the first argument that is not one. */

@@ -127,11 +127,15 @@ test_expect_success '--resume with checkpoints after its step there: exit 73, no
 	snapshot half half.after && test_cmp half.before half.after
 '
 
+# the resumed run checkpoints every 10 steps as the run did (recorded in
+# the checkpoint), and says so
 test_expect_success '--resume --force: the later checkpoints go, the earlier and the trace stay' '
 	sw-train --data "$CORPUS" --out half --resume half/ckpt-000010.h5 --steps 30 --force >out 2>err &&
-	echo "sw-train: half: --force: removed 3 checkpoints (ckpt-000020.h5 to ckpt-000040.h5)" >expect &&
+	echo "sw-train: half: --resume: as ckpt-000010.h5 records: --ckpt-every 10" >expect &&
+	echo "sw-train: half: --force: removed 3 checkpoints (ckpt-000020.h5 to ckpt-000040.h5)" >>expect &&
 	test_cmp expect err &&
-	ls half >names && printf "ckpt-000010.h5\nckpt-000030.h5\ntrace.h5\n" >expect && test_cmp expect names &&
+	ls half >names && printf "ckpt-000010.h5\nckpt-000020.h5\nckpt-000030.h5\ntrace.h5\n" >expect &&
+	test_cmp expect names &&
 	cmp full/ckpt-000010.h5 half/ckpt-000010.h5 &&
 	trace_steps half/trace.h5 steps && printf "step\n10\n20\n30\n" >expect && test_cmp expect steps
 '
@@ -143,15 +147,17 @@ test_expect_success '--resume into another directory holding a run: exit 73; --f
 	test_line_count = 1 err && snapshot run after && test_cmp before after &&
 	cp -r run branch &&
 	sw-train --data "$CORPUS" --out branch --resume full/ckpt-000020.h5 --force --threads 1 >out 2>err &&
-	ls branch >names && printf "ckpt-000040.h5\nnotes.txt\ntrace.h5\n" >expect && test_cmp expect names &&
-	cmp full/ckpt-000040.h5 branch/ckpt-000040.h5 &&
+	ls branch >names && printf "ckpt-000030.h5\nckpt-000040.h5\nnotes.txt\ntrace.h5\n" >expect &&
+	test_cmp expect names &&
+	cmp full/ckpt-000030.h5 branch/ckpt-000030.h5 && cmp full/ckpt-000040.h5 branch/ckpt-000040.h5 &&
 	trace_steps branch/trace.h5 steps && printf "step\n30\n40\n" >expect && test_cmp expect steps
 '
 
 test_expect_success '--resume into a new directory: a new trace, beginning after the step' '
 	sw-train --data "$CORPUS" --out new --resume full/ckpt-000020.h5 --threads 1 >out 2>err &&
-	test_line_count = 0 err && echo new/ckpt-000040.h5 >expect && test_cmp expect out &&
-	cmp full/ckpt-000040.h5 new/ckpt-000040.h5 &&
+	echo "sw-train: new: --resume: as ckpt-000020.h5 records: --ckpt-every 10" >expect &&
+	test_cmp expect err && echo new/ckpt-000040.h5 >expect && test_cmp expect out &&
+	cmp full/ckpt-000030.h5 new/ckpt-000030.h5 && cmp full/ckpt-000040.h5 new/ckpt-000040.h5 &&
 	trace_steps new/trace.h5 steps && printf "step\n30\n40\n" >expect && test_cmp expect steps &&
 	ls full >names && printf "ckpt-000010.h5\nckpt-000020.h5\nckpt-000030.h5\nckpt-000040.h5\ntrace.h5\n" >expect &&
 	test_cmp expect names
