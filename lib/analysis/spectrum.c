@@ -121,7 +121,8 @@ static int gram_matrix(const struct spec_view *v, double *G, double *frob_sq,
  */
 static int gram_top_vectors(double *G, int64_t k, int64_t nvec, double *vec, struct sw_err *err)
 {
-	double *w = malloc((size_t)nvec * sizeof *w), *z = malloc((size_t)(k * nvec) * sizeof *z);
+	/* dsyevr's w holds room for all k eigenvalues, whatever it finds */
+	double *w = malloc((size_t)k * sizeof *w), *z = malloc((size_t)(k * nvec) * sizeof *z);
 	lapack_int *support = malloc((size_t)(2 * nvec) * sizeof *support), found = 0, info;
 
 	if (!w || !z || !support) {
