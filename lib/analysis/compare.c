@@ -181,7 +181,7 @@ static int principal_angles(const double *X, const double *Y, int64_t len, int64
 
 /* One matrix's spectrum, top vectors and numbers; the file it is from
  * names a fault. */
-static int side_compute(const float *W, int64_t rows, int64_t cols, int64_t k, const char *which,
+static int side_compute(const float *W, int64_t rows, int64_t cols, int64_t k, const char *in,
 			struct side_ws *w, struct compare_side *out, struct sw_err *err)
 {
 	struct spec_view v = spectrum_view(W, rows, cols);
@@ -192,7 +192,8 @@ static int side_compute(const float *W, int64_t rows, int64_t cols, int64_t k, c
 	int rc;
 
 	if ((rc = spectrum_full_vectors(&v, w->s, &w->frob_sq, k, w->small, err))) {
-		sw_err_prefix(err, "in %s", which);
+		if (in)
+			sw_err_prefix(err, "in %s", in);
 		return rc;
 	}
 	spectrum_summarize(w->s, m, w->frob_sq, &sm);
@@ -209,7 +210,7 @@ static double rel(double b, double a)
 }
 
 int compare_matrices(const float *A, const float *B, int64_t rows, int64_t cols, int64_t top_k,
-		     struct compare_result *r, struct sw_err *err)
+		     const char *name_a, struct compare_result *r, struct sw_err *err)
 {
 	int64_t m = rows < cols ? rows : cols, big = rows < cols ? cols : rows;
 	int64_t k = top_k < m ? top_k : m;
@@ -221,8 +222,8 @@ int compare_matrices(const float *A, const float *B, int64_t rows, int64_t cols,
 		rows, cols, k, NAN, {NAN, NAN, NAN}, {NAN, NAN, NAN}, NAN, NAN, NAN, NAN, NAN, NAN, NAN
 	};
 	if ((rc = side_alloc(&wa, m, big, k, err)) || (rc = side_alloc(&wb, m, big, k, err)) ||
-	    (rc = side_compute(A, rows, cols, k, "the first", &wa, &r->a, err)) ||
-	    (rc = side_compute(B, rows, cols, k, "the second", &wb, &r->b, err)))
+	    (rc = side_compute(A, rows, cols, k, name_a ? name_a : "the first", &wa, &r->a, err)) ||
+	    (rc = side_compute(B, rows, cols, k, NULL, &wb, &r->b, err)))
 		goto out;
 	for (int64_t i = 0; i < rows * cols; i++) {
 		double d = (double)B[i] - (double)A[i];
@@ -263,7 +264,7 @@ int compare_compute(struct ckpt *a, struct ckpt *b, const struct compare_pair *p
 	{
 		ra = ckpt_load(a, p->ia, &va, err);
 		if (ra)
-			sw_err_prefix(err, "in the first");
+			sw_err_prefix(err, "in %s", ckpt_path(a));
 		else if ((rb = ckpt_load(b, p->ib, &vb, err)))
 			ckpt_release(a, &va);
 	}
@@ -271,7 +272,7 @@ int compare_compute(struct ckpt *a, struct ckpt *b, const struct compare_pair *p
 		sw_err_prefix(err, "%s", t->name);
 		return ra ? ra : rb;
 	}
-	rc = compare_matrices(va.data, vb.data, rows, cols, top_k, r, err);
+	rc = compare_matrices(va.data, vb.data, rows, cols, top_k, ckpt_path(a), r, err);
 	if (rc)
 		sw_err_prefix(err, "%s", t->name);
 	/* a file that shrank meanwhile explains any result: none is kept */

@@ -77,15 +77,17 @@ struct compare_result {
 /*
  * The numbers of pair p (tensors read from a and b, one pair's two
  * matrices in memory at a time) with subspaces of top_k vectors.
- * SW_EDATA for NaN/Inf (named), SW_EIO when a file shrank, SW_ESOFTWARE
- * for memory or LAPACK.
+ * SW_EDATA for NaN/Inf (named, and for A's "in" A's path), SW_EIO when a
+ * file shrank, SW_ESOFTWARE for memory or LAPACK.
  */
 int compare_compute(struct ckpt *a, struct ckpt *b, const struct compare_pair *p, int64_t top_k,
 		    struct compare_result *r, struct sw_err *err);
 
-/* The same for two float32 matrices in memory (rows x cols, row-major). */
+/* The same for two float32 matrices in memory (rows x cols, row-major);
+ * a fault of A's is said "in NAME_A" (NULL: "in the first"), B's
+ * without a prefix (the caller names B). */
 int compare_matrices(const float *A, const float *B, int64_t rows, int64_t cols, int64_t top_k,
-		     struct compare_result *r, struct sw_err *err);
+		     const char *name_a, struct compare_result *r, struct sw_err *err);
 
 /* What a pair holds and costs, for running pairs side by side (matsched.h). */
 void compare_pair_cost(const struct compare_pair *p, struct matsched_item *c);

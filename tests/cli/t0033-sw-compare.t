@@ -169,6 +169,17 @@ test_expect_success 'usage: one checkpoint, a bad --against or --top-k: exit 64'
 	test_expect_code 64 sw-compare --top-k x "$TINY" "$TINY" >out 2>err
 '
 
+# fixtures/bad/nan-q.h5 is base.h5 with one NaN in layer 0's q
+test_expect_success 'NaN in either file: the matrix named, in which file, no row for it, exit 65' '
+	test_expect_code 65 sw-compare "$FIX/bad/base.h5" "$FIX/bad/nan-q.h5" >out 2>err &&
+	echo "sw-compare: $FIX/bad/nan-q.h5: model.layers.0.self_attn.q_proj.weight: 1 of 16 values are NaN or Inf" >expect &&
+	test_cmp expect err && col name out >names && test_expect_code 1 grep -q q_proj names &&
+	test_line_count -gt 3 names &&
+	test_expect_code 65 sw-compare "$FIX/bad/nan-q.h5" "$FIX/bad/base.h5" >out 2>err &&
+	echo "sw-compare: $FIX/bad/base.h5: model.layers.0.self_attn.q_proj.weight: in $FIX/bad/nan-q.h5: 1 of 16 values are NaN or Inf" >expect &&
+	test_cmp expect err
+'
+
 test_expect_success 'a file that is missing or no checkpoint: said, the others compared, exit 66 / 65' '
 	test_expect_code 66 sw-compare run/ckpt-000010.h5 nosuch.h5 run/ckpt-000030.h5 >out 2>err &&
 	test_one_error sw-compare nosuch.h5 && cut -f2,4 out | sed 1d | sort -u >pairs &&

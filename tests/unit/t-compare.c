@@ -131,7 +131,7 @@ static void test_turned(struct sw_rng *rng, int64_t rows, int64_t cols)
 		turn(U2, rows, n, k, theta);
 	A = build(U, s, V, rows, cols);
 	B = build(U2, s, V2, rows, cols);
-	rc = compare_matrices(A, B, rows, cols, k, &r, &err);
+	rc = compare_matrices(A, B, rows, cols, k, NULL, &r, &err);
 	ok(!rc, "%lld x %lld: computed (%s)", (long long)rows, (long long)cols, err.msg);
 	want_overlap = (cos(theta) * cos(theta) + (double)(k - 1)) / (double)k;
 	/* ||B - A||_F: s_1 ||x' - x|| for the turned vector x, and s_(k+1)
@@ -179,7 +179,7 @@ static void test_low_rank(void)
 		B[i * cols] = (float)(i + 2);
 		B[i * cols + 1] = (float)(i % 3);
 	}
-	rc = compare_matrices(A, B, rows, cols, 4, &r, &err);
+	rc = compare_matrices(A, B, rows, cols, 4, NULL, &r, &err);
 	ok(!rc && isnan(r.right_overlap) && isnan(r.left_overlap) && r.rel_change > 0 &&
 	   r.a.sigma_max > 0 && r.k == 4,
 	   "rank 2 with k = 4: no overlap, the rest computed");
