@@ -120,7 +120,7 @@ CUDA_OBJ   = $(BUILD)/lib/model/cuda/nocuda.o
 CUDA_SO    =
 endif
 
-TOOLS     = sw-convert sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
+TOOLS     = sw-compare sw-convert sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness sw-spectrum sw-sweep sw-tokenize \
             sw-trace sw-train sw-transfer
 LIB_SRC   = $(wildcard lib/*/*.c) lib/model/cuda/gpumodel.c lib/model/cuda/gpu_emu.c
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)

@@ -41,7 +41,10 @@ static const char help[] =
 	"                 max(rows, cols): count lambda_max alpha alpha_se xmin ks_d\n"
 	"                 tail alpha_weighted log_spectral_norm log_norm mp_sigma2\n"
 	"                 mp_edge spikes (power law by Clauset-Shalizi-Newman;\n"
-	"                 Marchenko-Pastur bulk); with --hist BINS, the density of\n"
+	"                 Marchenko-Pastur bulk), and after expert warn: short-tail\n"
+	"                 (tail < " TOOL_STR(ESDFIT_MIN_TAIL) "), over-trained (alpha < " TOOL_STR(ESDFIT_ALPHA_LOW) "),\n"
+	"                 under-trained (alpha > " TOOL_STR(ESDFIT_ALPHA_HIGH) "), as WeightWatcher labels\n"
+	"                 layers; with --hist BINS, the density of\n"
 	"                 lambda with the fits: bin bin_lo bin_hi count density\n"
 	"                 fit_density mp_density\n"
 	"  --fit          across all files, per role: ln sigma_top and ln ||W||_rms\n"
@@ -221,7 +224,11 @@ static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t hea
 		table_num(r->tb, f.mp.sigma2);
 		table_num(r->tb, f.mp.edge);
 		table_int(r->tb, f.mp.spikes);
-		row_end(r, t);
+		tool_tokens_cell(r->tb, r->m->has_step, r->m->tokens);
+		table_int(r->tb, t->expert);
+		/* the newest column, after expert */
+		table_str(r->tb, esdfit_warn_text(esdfit_warnings(&f.pl)));
+		table_end_row(r->tb);
 	}
 	if (rc)
 		tool_error(r->tl, r->file, &err);
@@ -378,6 +385,8 @@ static int columns(const struct opts *o, const char **cols)
 		cols[n++] = own[i];
 	cols[n++] = "tokens";
 	cols[n++] = "expert";
+	if (o->mode == MODE_ESD && !o->bins)
+		cols[n++] = "warn";
 	return n;
 }
 

@@ -190,3 +190,28 @@ int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double
 	free(lam);
 	return rc;
 }
+
+unsigned esdfit_warnings(const struct esdfit_powerlaw *pl)
+{
+	unsigned w = 0;
+
+	if (pl->tail < ESDFIT_MIN_TAIL)
+		w |= ESDFIT_SHORT_TAIL;
+	if (pl->alpha < ESDFIT_ALPHA_LOW)
+		w |= ESDFIT_OVER_TRAINED;
+	else if (pl->alpha > ESDFIT_ALPHA_HIGH)
+		w |= ESDFIT_UNDER_TRAINED;
+	return w;
+}
+
+const char *esdfit_warn_text(unsigned warnings)
+{
+	/* every combination, indexed by the bits: constant strings, no buffer */
+	static const char *const text[] = {
+		"", "short-tail", "over-trained", "short-tail,over-trained", "under-trained",
+		"short-tail,under-trained", "over-trained,under-trained",
+		"short-tail,over-trained,under-trained"
+	};
+
+	return text[warnings & 7];
+}

@@ -86,6 +86,36 @@ struct esdfit_result {
 };
 
 /*
+ * When a fit is not to be trusted, as WeightWatcher labels its layers
+ * (its `warning` field): a bit each, esdfit_warnings.
+ *   ESDFIT_SHORT_TAIL: fewer than ESDFIT_MIN_TAIL eigenvalues in the tail.
+ *     The estimator's standard error is (alpha - 1) / sqrt(n) and its bias
+ *     of order 1/n (Clauset, Shalizi and Newman 2009, section 3); below 50
+ *     points the choice of x_min moves alpha by more than that error
+ *     (WeightWatcher fits no matrix of fewer than 50 eigenvalues by
+ *     default, its min_evals: "the power law fits need at least 50
+ *     eigenvalues to make sense").
+ *   ESDFIT_OVER_TRAINED: alpha < ESDFIT_ALPHA_LOW (2), and
+ *   ESDFIT_UNDER_TRAINED: alpha > ESDFIT_ALPHA_HIGH (6): outside the range
+ *     of well-trained layers of heavy-tailed self-regularization (Martin
+ *     and Mahoney 2021, JMLR 22(165)), WeightWatcher's labels
+ *     over-trained and under-trained.
+ */
+#define ESDFIT_MIN_TAIL 50
+#define ESDFIT_ALPHA_LOW 2.0
+#define ESDFIT_ALPHA_HIGH 6.0
+enum {
+	ESDFIT_SHORT_TAIL = 1,
+	ESDFIT_OVER_TRAINED = 2,
+	ESDFIT_UNDER_TRAINED = 4
+};
+unsigned esdfit_warnings(const struct esdfit_powerlaw *pl);
+/* The warnings as the warn column prints them: their names joined by
+ * commas, short-tail, over-trained, under-trained, in that order; "" for
+ * none. */
+const char *esdfit_warn_text(unsigned warnings);
+
+/*
  * From the singular values s (k = min(rows, cols) of them, any order) of
  * a rows x cols matrix: lambda = s^2 / N, then the fits. lam (k entries,
  * may be NULL) receives the eigenvalues, descending. SW_EDATA as the fits

@@ -113,11 +113,51 @@ static int gram_matrix(const struct spec_view *v, double *G, double *frob_sq,
 	return SW_OK;
 }
 
+/*
+ * The top nvec eigenvectors of the Gram matrix G (k x k, lower triangle;
+ * destroyed) into vec, the largest first (LAPACK dsyevr, only the wanted
+ * ones: relatively robust representations, accurate to rounding for
+ * vectors whose eigenvalues are apart).
+ */
+static int gram_top_vectors(double *G, int64_t k, int64_t nvec, double *vec, struct sw_err *err)
+{
+	/* dsyevr's w holds room for all k eigenvalues, whatever it finds */
+	double *w = malloc((size_t)k * sizeof *w), *z = malloc((size_t)(k * nvec) * sizeof *z);
+	lapack_int *support = malloc((size_t)(2 * nvec) * sizeof *support), found = 0, info;
+
+	if (!w || !z || !support) {
+		free(w);
+		free(z);
+		free(support);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory for %lld singular vectors",
+			       (long long)nvec);
+	}
+	info = LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'V', 'I', 'L', (lapack_int)k, G, (lapack_int)k, 0, 0,
+			      (lapack_int)(k - nvec + 1), (lapack_int)k, 0, &found, w, z,
+			      (lapack_int)k, support);
+	/* ascending: the largest is the last column */
+	for (int64_t j = 0; info == 0 && found == nvec && j < nvec; j++)
+		memcpy(vec + j * k, z + (nvec - 1 - j) * k, (size_t)k * sizeof *vec);
+	free(w);
+	free(z);
+	free(support);
+	if (info != 0 || found != nvec)
+		return sw_fail(err, SW_ESOFTWARE, "LAPACK dsyevr failed (info %d, %d of %lld vectors)",
+			       (int)info, (int)found, (long long)nvec);
+	return SW_OK;
+}
+
 int spectrum_full(const struct spec_view *v, double *s, double *frob_sq,
 		  struct sw_err *err)
 {
+	return spectrum_full_vectors(v, s, frob_sq, 0, NULL, err);
+}
+
+int spectrum_full_vectors(const struct spec_view *v, double *s, double *frob_sq, int64_t nvec,
+			  double *vec, struct sw_err *err)
+{
 	int64_t k = min64(v->rows, v->cols);
-	double *G;
+	double *G, *Gv = NULL;
 	lapack_int info;
 	int rc;
 
@@ -125,13 +165,30 @@ int spectrum_full(const struct spec_view *v, double *s, double *frob_sq,
 		*frob_sq = 0;
 	if (k <= 0)
 		return SW_OK;
+	if (nvec > k)
+		nvec = k;
 	G = malloc((size_t)k * (size_t)k * sizeof *G);
-	if (!G)
+	if (nvec > 0)
+		Gv = malloc((size_t)k * (size_t)k * sizeof *Gv);
+	if (!G || (nvec > 0 && !Gv)) {
+		free(G);
+		free(Gv);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory for the %lld x %lld Gram matrix",
 			       (long long)k, (long long)k);
+	}
 	if ((rc = gram_matrix(v, G, frob_sq, err))) {
 		free(G);
+		free(Gv);
 		return rc;
+	}
+	if (Gv) {
+		memcpy(Gv, G, (size_t)k * (size_t)k * sizeof *G);
+		rc = gram_top_vectors(Gv, k, nvec, vec, err);
+		free(Gv);
+		if (rc) {
+			free(G);
+			return rc;
+		}
 	}
 	/* eigenvalues ascending into s, then sigma = sqrt(lambda) descending;
 	 * rounding can leave a zero eigenvalue slightly negative */

@@ -52,6 +52,18 @@ int spectrum_scan(const struct spec_view *v, struct spec_scan *out, struct sw_er
 int spectrum_full(const struct spec_view *v, double *s, double *frob_sq,
 		  struct sw_err *err);
 
+/*
+ * spectrum_full, and besides the top nvec (cut to min(rows, cols))
+ * eigenvectors of the Gram matrix it diagonalizes, the largest first, one
+ * after another in vec: right singular vectors (cols entries each) when
+ * rows >= cols, left ones (rows entries) when rows < cols. The values are
+ * spectrum_full's bit for bit (the same dsyevd on the same Gram matrix);
+ * the vectors come from dsyevr on a copy. A vector's sign is arbitrary,
+ * and vectors of equal values are any basis of their span.
+ */
+int spectrum_full_vectors(const struct spec_view *v, double *s, double *frob_sq, int64_t nvec,
+			  double *vec, struct sw_err *err);
+
 struct spectrum_top_info {
 	const char *method;     /* "lanczos", or "full" for small matrices */
 	int block;              /* block size of the Lanczos steps */

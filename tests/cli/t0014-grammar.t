@@ -1,15 +1,15 @@
 #!/bin/sh
 # The command-line grammar every tool shares ([cli]): --help and --version
-# on all fourteen, creating nothing; --threads N on every tool that
+# on all fifteen, creating nothing; --threads N on every tool that
 # computes, one spelling and one range, and the same rows whatever N;
 # --log on the tools that may run for minutes; --json on every tool that
 # reads checkpoints, traces or tokenizers (its objects the TSV's rows), and
 # their file names from stdin; step and tokens under one name everywhere.
 . "$(dirname "$0")/../lib/tap.sh"
 
-TOOLS="sw-convert sw-gen-fixtures sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness
+TOOLS="sw-compare sw-convert sw-gen-fixtures sw-hessian sw-ls sw-norms sw-plot sw-qkdrift sw-sharpness
 	sw-spectrum sw-sweep sw-tokenize sw-trace sw-train sw-transfer"
-COMPUTE="sw-hessian sw-norms sw-sharpness sw-spectrum sw-train"
+COMPUTE="sw-compare sw-hessian sw-norms sw-sharpness sw-spectrum sw-train"
 
 for tool in $TOOLS; do
 	test_expect_success "$tool --help: the usage on stdout, exit 0, nothing created, 80 columns" '
@@ -72,7 +72,7 @@ test_expect_success 'sw-spectrum --threads 1 and 2: the same values (to 1e-5)' '
 	test_line_count = 10 one && numbers_close 1e-5 one two
 '
 
-for tool in sw-hessian sw-norms sw-sharpness sw-spectrum sw-qkdrift sw-transfer sw-tokenize; do
+for tool in sw-compare sw-hessian sw-norms sw-sharpness sw-spectrum sw-qkdrift sw-transfer sw-tokenize; do
 	test_expect_success "$tool --help names --log and --quiet as the grammar does" '
 		$tool --help >out && grep -q "^  --log          progress as lines on stderr" out &&
 		grep -q "^  --quiet        no progress on stderr" out

@@ -181,7 +181,8 @@ test_expect_success 'sw-norms --scale-vectors: every gain and bias as on the saf
 # sw-spectrum's rows keyed "ROLE LAYER EXPERT" and what follows the
 # layer (index and sigma; --esd-fit's fit), for a join of two files
 spec_rows() {
-	awk -F"\t" "NR > 1 { k = \$5 \":\" \$6 \":\" \$NF; \$1 = \$2 = \$3 = \$4 = \$5 = \$6 = \"\"; print k \$0 }" OFS="\t" "$1" |
+	awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) if (\$i == \"expert\") x = i; next }
+		{ k = \$5 \":\" \$6 \":\" \$x; \$1 = \$2 = \$3 = \$4 = \$5 = \$6 = \"\"; print k \$0 }" OFS="\t" "$1" |
 		sort
 }
 

@@ -10,7 +10,7 @@
 test_expect_success 'the columns, a row per matrix' '
 	sw-spectrum --esd-fit "$FIX/tiny.h5" >out &&
 	head -n 1 out >header &&
-	printf "file\tstep\tname\tblock\trole\tlayer\tcount\tlambda_max\talpha\talpha_se\txmin\tks_d\ttail\talpha_weighted\tlog_spectral_norm\tlog_norm\tmp_sigma2\tmp_edge\tspikes\ttokens\texpert\n" >expect &&
+	printf "file\tstep\tname\tblock\trole\tlayer\tcount\tlambda_max\talpha\talpha_se\txmin\tks_d\ttail\talpha_weighted\tlog_spectral_norm\tlog_norm\tmp_sigma2\tmp_edge\tspikes\ttokens\texpert\twarn\n" >expect &&
 	test_cmp expect header &&
 	sw-spectrum --summary "$FIX/tiny.h5" >summary &&
 	test_line_count = $(wc -l <summary) out
@@ -69,6 +69,36 @@ test_expect_success 'a tied head: its row is the embedding'"'"'s' '
 	sw-spectrum --esd-fit --role embed,lm_head tied/ckpt-000002.h5 >t &&
 	# exact: the same function on the same matrix twice
 	test_line_count = 3 t && cut -f7- t | sed 1d | uniq >u && test_line_count = 1 u
+'
+
+# warn: WeightWatcher's labels, from the row's own tail and alpha
+# (short-tail below 50, over-trained below 2, under-trained above 6,
+# joined by commas), recomputed here from the printed columns
+test_expect_success 'warn: short-tail, over-trained, under-trained as the row'"'"'s tail and alpha say' '
+	sw-train --data "$FIX/corpus.txt" --out init --steps 1 --d-model 256 --n-layers 1 --n-heads 4 \
+		--batch 1 --seq-len 8 --eval-every 0 --trace "" --threads 1 >/dev/null &&
+	sw-spectrum --esd-fit "$FIX/tiny.h5" init/ckpt-000001.h5 >w &&
+	awk -F"\t" "NR > 1 { e = \$13 < 50 ? \"short-tail\" : \"\"
+		if (\$9 < 2) e = e (e == \"\" ? \"\" : \",\") \"over-trained\"
+		else if (\$9 > 6) e = e (e == \"\" ? \"\" : \",\") \"under-trained\"
+		if (e != \$22 || NF != 22) { print \"row \" NR \": \" \$22 \" for tail \" \$13 \", alpha \" \$9; bad = 1 }
+		seen[\$22] = 1 }
+		END { exit bad || !(\"\" in seen) || !(\"short-tail\" in seen) ||
+			!(\"short-tail,over-trained\" in seen) || !(\"short-tail,under-trained\" in seen) }" w
+'
+
+# the fixture head: sigma_k = 2.5 0.8^(k-1), 16 values: a tail of at
+# most 16, a fit not to trust whatever alpha
+test_expect_success 'warn: the 16-value head of known spectrum is short-tail' '
+	sw-spectrum --esd-fit --role lm_head "$FIX/tiny.h5" >h &&
+	cut -f22 h >got && printf "warn\nshort-tail,over-trained\n" >expect && test_cmp expect got
+'
+
+test_expect_success '--esd-fit --hist and --json: the density rows have no warn; JSON carries it' '
+	sw-spectrum --esd-fit --hist 4 --role lm_head "$FIX/tiny.h5" >hh &&
+	head -n 1 hh >header && test_expect_code 1 grep -q warn header &&
+	sw-spectrum --esd-fit --json --role lm_head "$FIX/tiny.h5" >j &&
+	grep -q "\"expert\": -1, \"warn\": \"short-tail,over-trained\"}$" j
 '
 
 test_expect_success 'usage: --esd-fit needs the whole spectrum and no other mode' '

@@ -9,7 +9,10 @@ VALUES.tsv is sw-spectrum's default table (file step name ... index
 sigma), LS.tsv sw-ls's (the shapes). Prints, per matrix in order of
 appearance, the --esd-fit columns: name count lambda_max alpha alpha_se
 xmin ks_d tail alpha_weighted log_spectral_norm log_norm mp_sigma2
-mp_edge spikes.
+mp_edge spikes, and warn: WeightWatcher's labels of a fit not to trust,
+written here from their definitions (short-tail: a tail of fewer than 50
+eigenvalues, WeightWatcher's min_evals; over-trained: alpha < 2;
+under-trained: alpha > 6; joined by commas, empty for none).
 
 Power law (Clauset, Shalizi, Newman 2009): for every distinct eigenvalue
 but the largest as x_min, alpha = 1 + n / sum ln(x / x_min) over the tail
@@ -70,6 +73,15 @@ def mp(lam, y):
     return s2, edge, m - nxt
 
 
+def warn(alpha, tail):
+    w = ["short-tail"] if tail < 50 else []
+    if alpha < 2:
+        w.append("over-trained")
+    elif alpha > 6:
+        w.append("under-trained")
+    return ",".join(w)
+
+
 def main():
     shape = {}
     for line in open(sys.argv[2]).read().splitlines()[1:]:
@@ -95,7 +107,7 @@ def main():
         lmax = lam.max()
         print(name, len(lam), *("%.12g" % v for v in (lmax, alpha, se, xmin, D)), nt,
               *("%.12g" % v for v in (alpha * np.log10(lmax), np.log10(lmax), np.log10(lam.sum()), s2, edge)),
-              spikes, sep="\t")
+              spikes, warn(alpha, nt), sep="\t")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@
  *     Gaussian matrix's eigenvalues (LAPACK), the bulk of a Gaussian matrix
  *     fitted (s^2 within 3%, no more than 2 spikes), 3 planted spikes
  *     found; the density integrating to 1;
- *   - esdfit_matrix: lambda = sigma^2 / N, the log norms, alpha weighted.
+ *   - esdfit_matrix: lambda = sigma^2 / N, the log norms, alpha weighted;
+ *   - esdfit_warnings at their edges (a tail of 49 and 50, alpha 2 and 6
+ *     in the range, a hair outside not) and every label's text.
  */
 #include <lapacke.h>
 #include <math.h>
@@ -226,6 +228,33 @@ static void test_matrix(void)
 	   "esdfit_matrix: lambda = sigma^2 / N, log norms, alpha weighted (alpha %.4g)", r.pl.alpha);
 }
 
+static void test_warnings(void)
+{
+	struct esdfit_powerlaw pl = {3.0, 0, 1, 0, 50};
+	int good = 1;
+
+	good &= esdfit_warnings(&pl) == 0 && !strcmp(esdfit_warn_text(0), "");
+	pl.tail = 49;
+	good &= esdfit_warnings(&pl) == ESDFIT_SHORT_TAIL;
+	pl.tail = 50;
+	pl.alpha = 2.0;
+	good &= esdfit_warnings(&pl) == 0;
+	pl.alpha = nextafter(2.0, 0);
+	good &= esdfit_warnings(&pl) == ESDFIT_OVER_TRAINED;
+	pl.alpha = 6.0;
+	good &= esdfit_warnings(&pl) == 0;
+	pl.alpha = nextafter(6.0, 7);
+	good &= esdfit_warnings(&pl) == ESDFIT_UNDER_TRAINED;
+	pl.tail = 8;
+	good &= !strcmp(esdfit_warn_text(esdfit_warnings(&pl)), "short-tail,under-trained");
+	pl.alpha = 1.5;
+	good &= !strcmp(esdfit_warn_text(esdfit_warnings(&pl)), "short-tail,over-trained");
+	pl.tail = 100;
+	good &= !strcmp(esdfit_warn_text(esdfit_warnings(&pl)), "over-trained");
+	ok(good, "esdfit_warnings: tail < 50 short-tail, alpha < 2 over-trained, alpha > 6 under-trained, "
+	   "the edges in range; the labels' text");
+}
+
 int main(void)
 {
 	test_pareto();
@@ -233,5 +262,6 @@ int main(void)
 	test_brute();
 	test_mp();
 	test_matrix();
+	test_warnings();
 	return tap_done();
 }
