@@ -37,29 +37,49 @@ test_expect_success 'setup: torch.save writes the variants (pt/), every tool run
 '
 
 # exact: the same binary on the same float32 values (Meta's q and k rows
-# permuted back bit for bit), sw-sharpness with --threads 1 both times
-while IFS='|' read -r name in; do
+# permuted back bit for bit), sw-sharpness with --threads 1 both times.
+# A dict that records its step (pt_reference.py writes iter_num 7 into
+# nested/ckpt.pt, step 3 into deep/ckpt.pt; the third field) prints it in
+# the step column, which the safetensors have empty: the step column is
+# compared with that, the rest with the safetensors' rows.
+# nostep IN OUT: IN (a tool's table, its file column cut) without the
+# column called step
+nostep() {
+	awk -F'\t' -v OFS='\t' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step") c = i }
+		{ o = ""; for (i = 1; i <= NF; i++) if (i != c) o = o (o == "" && i == (c == 1 ? 2 : 1) ? "" : OFS) $i; print o }' "$1" >"$2"
+}
+# steps IN STEP: every row of IN has STEP in its step column (or IN has none)
+steps() {
+	awk -F'\t' -v want="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step") c = i; next }
+		c && $c != want { bad = 1 } END { exit bad }' "$1"
+}
+for t in ls norms spec qk sharp; do nostep $t.want $t.want.ns || exit 1; done
+while IFS='|' read -r name in step; do
 	test_expect_success "$name: every tool prints what it prints on the safetensors" "
-		sw-ls pt/$in >ls.out && cut -f2- ls.out >ls.got && test_cmp ls.want ls.got &&
-		sw-norms pt/$in >norms.out && cut -f2- norms.out >norms.got && test_cmp norms.want norms.got &&
+		sw-ls pt/$in >ls.out && cut -f2- ls.out >ls.got &&
+		sw-norms pt/$in >norms.out && cut -f2- norms.out >norms.got &&
 		sw-spectrum --per-head pt/$in >spec.out && cut -f2- spec.out >spec.got &&
-		test_cmp spec.want spec.got &&
-		sw-qkdrift pt/$in >qk.out && cut -f2- qk.out >qk.got && test_cmp qk.want qk.got &&
+		sw-qkdrift pt/$in >qk.out && cut -f2- qk.out >qk.got &&
 		sw-sharpness $SHARP pt/$in >sharp.out && cut -f2- sharp.out >sharp.got &&
-		test_cmp sharp.want sharp.got
+		for t in ls norms spec qk sharp; do
+			if test -z '$step'; then test_cmp \$t.want \$t.got || exit 1
+			else nostep \$t.got \$t.got.ns && test_cmp \$t.want.ns \$t.got.ns && steps \$t.got '$step' ||
+				{ echo \"\$t: not the rows, or not step $step\"; exit 1; }
+			fi
+		done
 	"
 done <<'VARIANTS'
-a state dict (F32)|fp32/model.pt
-views at offsets into one storage, the head transposed|views/model.pt
-nn.Parameter values|params/model.pt
-{"model": ..., "optimizer": ...}: the model dict|nested/ckpt.pt
-FILE:KEY: {"ema": {"net": ...}}|deep/ckpt.pt:ema.net
-the sharded set's directory|sharded
-the sharded set's index|sharded/pytorch_model.bin.index.json
-Meta, one slice (directory)|meta1
-Meta, one slice (file)|meta1/consolidated.00.pth
-Meta, two slices|meta2
-Meta, two slices, Llama 3 embedding split|meta2-llama3
+a state dict (F32)|fp32/model.pt|
+views at offsets into one storage, the head transposed|views/model.pt|
+nn.Parameter values|params/model.pt|
+{"model": ..., "optimizer": ..., "iter_num": 7}: the model dict, step 7|nested/ckpt.pt|7
+FILE:KEY: {"ema": {"net": ...}, "step": 3}: the dict at the key, step 3|deep/ckpt.pt:ema.net|3
+the sharded set's directory|sharded|
+the sharded set's index|sharded/pytorch_model.bin.index.json|
+Meta, one slice (directory)|meta1|
+Meta, one slice (file)|meta1/consolidated.00.pth|
+Meta, two slices|meta2|
+Meta, two slices, Llama 3 embedding split|meta2-llama3|
 VARIANTS
 
 # numpy in float64 on the values torch wrote: 1e-6 relative for the
