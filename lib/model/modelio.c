@@ -78,6 +78,10 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 		goto fail;
 	if (!isnan(rs->val_loss) && (rc = h5w_set_f64(w, "/metrics", "val_loss", rs->val_loss, err)))
 		goto fail;
+	/* the load-balancing loss of the step's last micro-batch, unweighted */
+	if (m->c.n_experts && !isnan(rs->aux_loss) &&
+	    (rc = h5w_set_f64(w, "/metrics", "aux_loss", rs->aux_loss, err)))
+		goto fail;
 	if (o && (rc = write_optim(w, &o->cfg, rs, err)))
 		goto fail;
 	for (int i = 0; i < m->ntensors; i++) {
@@ -394,7 +398,7 @@ int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
 		    (rc = ckpt_load_aux(ck, "optim_state/v", (size_t)k, o->v + mt->offset, err)))
 			goto out;
 	}
-	rs->train_loss = rs->val_loss = NAN;
+	rs->train_loss = rs->val_loss = rs->aux_loss = NAN;
 out:
 	if (rc && o->m)
 		optim_free(o);

@@ -328,10 +328,11 @@ static int trace_stats(struct trace_plan *tp, struct model *m, const struct stat
 		sq[ACT_K] = src_sumsq(src, a->k_lin, N * K);
 		sq[ACT_V] = src_sumsq(src, a->v, N * K);
 		sq[ACT_O_X] = src_sumsq(src, c->norm_everywhere ? a->o_in : a->att_out, N * Q);
-		/* GPT-2's MLP has no gate: its gain is NaN, no such thing */
-		sq[ACT_GATE] = a->gate ? src_sumsq(src, a->gate, N * F) : NAN;
-		sq[ACT_UP] = src_sumsq(src, a->up, N * F);
-		sq[ACT_D_X] = src_sumsq(src, c->norm_everywhere ? a->d_in : a->h, N * F);
+		/* GPT-2's MLP has no gate: its gain is NaN, no such thing; nor
+		 * has a mixture of experts' layer one gate, up and down */
+		sq[ACT_GATE] = a->gate && !a->moe ? src_sumsq(src, a->gate, N * F) : NAN;
+		sq[ACT_UP] = a->moe ? NAN : src_sumsq(src, a->up, N * F);
+		sq[ACT_D_X] = a->moe ? NAN : src_sumsq(src, c->norm_everywhere ? a->d_in : a->h, N * F);
 	}
 	tp->sq[(size_t)L * ACT_COUNT] = src_sumsq(src, src->x_final, N * C);
 	if ((rc = dp_sum(dp, tp->sq, L * ACT_COUNT + 1, err)))
@@ -523,6 +524,8 @@ struct step_log {
 	int64_t step;                   /* the update's index (the step before it) */
 	double loss, grad_norm, lr;
 	double val_loss;                /* NaN when not evaluated at this step */
+	double aux_loss;                /* the experts' load-balancing loss (mean over the
+					   micro-batches); NaN without experts */
 	int checkpointed;
 };
 
@@ -689,7 +692,7 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 	if ((rc = start_model(t, err)))
 		return rc;
 	t->T = (int)t->m.c.seq_len;
-	t->rs.train_loss = t->rs.val_loss = NAN;
+	t->rs.train_loss = t->rs.val_loss = t->rs.aux_loss = NAN;
 	if ((rc = data_check(&t->d, t->T, (int)t->m.c.vocab_size, err))) {
 		sw_err_prefix(err, "%s", tc->data_path);
 		return rc;
@@ -702,6 +705,11 @@ static int trainer_open(struct trainer *t, const struct train_config *tc, struct
 		return rc;
 	dp_slice(&t->dp, t->B, &t->b0, &b1);
 	t->Bl = b1 - t->b0;
+	/* a mixture of experts (a checkpoint's, resumed, or --moe's) */
+	if (t->m.c.n_experts && (tc->device != SW_DEVICE_CPU || comm_size(tc->comm) > 1 || tc->zero1))
+		return sw_fail(err, SW_EUSAGE, "a mixture of experts under %s: not built yet (one "
+			       "process on the CPU trains it)", tc->device != SW_DEVICE_CPU ?
+			       "--device" : comm_size(tc->comm) > 1 ? "mpirun" : "--zero1");
 	if (tc->device != SW_DEVICE_CPU && comm_size(tc->comm) > 1)
 		return sw_fail(err, SW_EUSAGE, "--device %s under mpirun: not built yet (one process per GPU run)",
 			       tc->device == SW_DEVICE_CUDA ? "cuda" : "emu");
@@ -794,7 +802,8 @@ static int next_batch(struct trainer *t, int a, struct sw_err *err)
  * the A micro-batches (Bl/B of each), and *loss its share of that mean.
  * *nonfinite: a loss was NaN or Inf (the rest is skipped). The last
  * backward exchanges the gradients as it goes (dp_arm). */
-static int forward_backward(struct trainer *t, double *loss, int *nonfinite, struct sw_err *err)
+static int forward_backward(struct trainer *t, double *loss, double *aux, int *nonfinite,
+			    struct sw_err *err)
 {
 	struct model *m = &t->m;
 	double share = (double)t->Bl / t->B;
@@ -802,6 +811,7 @@ static int forward_backward(struct trainer *t, double *loss, int *nonfinite, str
 	int rc;
 
 	*loss = 0;
+	*aux = m->c.n_experts ? 0 : NAN;
 	*nonfinite = 0;
 	if ((rc = dev_zero_grad(m, t->gpu, err)))
 		return rc;
@@ -811,6 +821,8 @@ static int forward_backward(struct trainer *t, double *loss, int *nonfinite, str
 		if ((rc = next_batch(t, a, err)) || (rc = dev_forward(m, t->gpu, tok, tgt, t->Bl, t->T, err)))
 			return rc;
 		*loss += m->loss * share / t->A;
+		if (m->c.n_experts)
+			*aux += m->aux_loss / t->A;     /* one process (trainer_open) */
 		if (!isfinite(m->loss)) {
 			*nonfinite = 1;
 			return SW_OK;
@@ -831,7 +843,7 @@ static int gradient(struct trainer *t, struct step_log *s, int *stop, struct sw_
 	double sums[3];                 /* loss, a NaN or Inf loss, interrupted */
 	int nonfinite = 0, rc, rc2;
 
-	rc = forward_backward(t, &sums[0], &nonfinite, err);
+	rc = forward_backward(t, &sums[0], &s->aux_loss, &nonfinite, err);
 	rc2 = dp_reduce_grads(&t->dp, rc ? NULL : err);
 	if ((rc = agree(t, rc ? rc : rc2)))
 		return rc;
@@ -868,6 +880,7 @@ static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 	t->rs.step++;
 	t->rs.tokens += (int64_t)t->A * t->B * t->T;
 	t->rs.train_loss = s->loss;
+	t->rs.aux_loss = s->aux_loss;
 	return SW_OK;
 }
 
