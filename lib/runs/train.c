@@ -55,8 +55,11 @@ static double rms(const real *x, size_t n)
 
 enum {
 	S_LOSS, S_VAL_LOSS, S_LR, S_GRAD_NORM, S_TOKENS, S_SECONDS, S_OUT_NORM, S_OUT_NORM_FOLDED,
-	S_RESIDUAL, S_ATTN_OUT, S_MLP_OUT, S_GAIN, S_WEIGHT, S_QHEAD, S_KHEAD, S_MULT,
+	S_AUX_LOSS, S_RESIDUAL, S_ATTN_OUT, S_MLP_OUT, S_GAIN, S_WEIGHT, S_QHEAD, S_KHEAD, S_MULT,
 	S_QK_Q, S_QK_K, S_QK_QMULT, S_QK_KMULT, S_SCALE_SD, S_SCALE_ANISO, S_SCALE_COUPLING,
+	/* a mixture of experts' layers: each expert's load, the max/mean of
+	 * the loads, the router's entropy */
+	S_MOE_LOAD, S_MOE_IMBALANCE, S_MOE_ENTROPY,
 	S_COUNT
 };
 
@@ -104,7 +107,8 @@ static int64_t max_numel_vector(const struct model *m)
 static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_err *err)
 {
 	int L = (int)m->c.n_layers, H = (int)m->c.n_heads, KV = (int)m->c.n_kv_heads;
-	int cap = 64 + 3 * (L + 1) + L * (NGAIN + H + KV) + m->ntensors * 2, k;
+	int E = (int)m->c.n_experts;
+	int cap = 64 + 3 * (L + 1) + L * (NGAIN + H + KV) + m->ntensors * 2 + L * (E + 2), k;
 	const char **cols[S_COUNT];
 	int ncols[S_COUNT] = {0};
 
@@ -145,6 +149,17 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 			cols[S_KHEAD][ncols[S_KHEAD]++] = name_fmt(tp, "layer%d%s", l, b);
 		}
 	}
+	for (int l = 0; l < L; l++) {
+		if (!arch_layer_is_moe(&m->c, l))
+			continue;
+		cols[S_MOE_IMBALANCE][ncols[S_MOE_IMBALANCE]++] = name_fmt(tp, "layer%d%s", l, "");
+		cols[S_MOE_ENTROPY][ncols[S_MOE_ENTROPY]++] = cols[S_MOE_IMBALANCE][ncols[S_MOE_IMBALANCE] - 1];
+		for (int e = 0; e < E; e++) {
+			char b[24];
+			snprintf(b, sizeof b, ".expert%d", e);
+			cols[S_MOE_LOAD][ncols[S_MOE_LOAD]++] = name_fmt(tp, "layer%d%s", l, b);
+		}
+	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct sw_tensor_info *t = &m->tensors[i].info;
 		if (t->kind == SW_KIND_MATRIX) {
@@ -162,15 +177,19 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 		}
 	}
 	static const char *const scalar_names[] = {
-		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm", "out_norm_folded"
+		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm", "out_norm_folded",
+		"aux_loss"
 	};
 	static const char *const vector_names[] = {
 		"residual_rms", "attn_out_rms", "mlp_out_rms", "sublayer_gain", "weight_rms",
 		"q_head_rms", "k_head_rms", "multiplier", "qk_q_rms", "qk_k_rms", "qk_q_mult", "qk_k_mult",
-		"scale_sd", "scale_anisotropy", "scale_coupling"
+		"scale_sd", "scale_anisotropy", "scale_coupling", "moe_load", "moe_load_max_mean",
+		"moe_router_entropy"
 	};
 	for (k = 0; k < S_COUNT; k++) {
-		if ((k == S_MULT && !tp->nmult) || (k >= S_SCALE_SD && !tp->nscale) ||
+		if ((k == S_MULT && !tp->nmult) ||
+		    (k >= S_SCALE_SD && k <= S_SCALE_COUPLING && !tp->nscale) ||
+		    ((k == S_AUX_LOSS || k >= S_MOE_LOAD) && !E) || (k >= S_MOE_LOAD && !ncols[k]) ||
 		    ((k == S_QK_QMULT || k == S_QK_KMULT) && m->mult == MULT_NONE)) {
 			free(cols[k]);
 			continue;
@@ -360,6 +379,22 @@ static int trace_stats(struct trace_plan *tp, struct model *m, const struct stat
 	}
 	res[L] = RMS(L, 0, C);
 #undef RMS
+	/* a mixture of experts' routing in the last forward (one process:
+	 * trainer_open) */
+	for (int l = 0, j = 0; c->n_experts && l < L; l++) {
+		const struct moe_acts *ma = src->acts[l].moe;
+		double mx = 0, mean = 0;
+		if (!ma)
+			continue;
+		for (int e = 0; e < ma->E; e++) {
+			tp->row[S_MOE_LOAD][j * ma->E + e] = ma->load[e];
+			mx = ma->load[e] > mx ? ma->load[e] : mx;
+			mean += ma->load[e] / ma->E;
+		}
+		tp->row[S_MOE_IMBALANCE][j] = mean > 0 ? mx / mean : NAN;
+		tp->row[S_MOE_ENTROPY][j] = ma->entropy;
+		j++;
+	}
 	for (int i = 0; i < tp->nweight; i++) {
 		const struct model_tensor *t = &m->tensors[tp->weight_tensor[i]];
 		tp->row[S_WEIGHT][i] = rms(m->params + t->offset, t->numel);
@@ -918,6 +953,8 @@ static int trace_row(struct trainer *t, const struct step_log *s, struct sw_err 
 	if (!t->tw)
 		return SW_OK;
 	tp->row[S_LOSS][0] = s->loss;
+	if (tp->row[S_AUX_LOSS])
+		tp->row[S_AUX_LOSS][0] = s->aux_loss;
 	tp->row[S_VAL_LOSS][0] = s->val_loss;
 	tp->row[S_LR][0] = s->lr;
 	tp->row[S_GRAD_NORM][0] = s->grad_norm;

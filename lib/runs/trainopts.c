@@ -441,6 +441,9 @@ static int moe_finish(struct trainopts *o, struct sw_err *err)
 			       "a mixture of experts)", tc->device == SW_DEVICE_CUDA ? "cuda" : "emu");
 	if (tc->zero1)
 		return sw_fail(err, SW_EUSAGE, "--moe with --zero1: not built yet");
+	if (tc->fisher_every)
+		return sw_fail(err, SW_EUSAGE, "--moe with --fisher-every: not built yet (the GNB "
+			       "estimate of a mixture of experts)");
 	/* what the model computes with experts (arch_model_check's) */
 	if (arch_model_check(c, &why))
 		return sw_fail(err, SW_EUSAGE, "--moe: %s", why.msg);
