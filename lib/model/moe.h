@@ -28,6 +28,17 @@
 struct sw_config;
 struct layer_ptrs;
 
+/* compiled with real = double (the unit tests that include model.c do),
+ * other names, as step.h's */
+#ifdef SW_REAL_DOUBLE
+#define moe_acts_alloc moe_acts_alloc_f64
+#define moe_acts_free moe_acts_free_f64
+#define moe_acts_bytes moe_acts_bytes_f64
+#define moe_forward moe_forward_f64
+#define moe_aux_loss moe_aux_loss_f64
+#define moe_backward moe_backward_f64
+#endif
+
 /* A layer's activations for N tokens (moe_acts_alloc), the rows its
  * forward gathered, and what the trace reports of it. */
 struct moe_acts {
