@@ -157,7 +157,7 @@ int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
-		long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+		long k = ckpt_find_expert(ck, mt->info.role, mt->info.layer, mt->info.expert);
 		if (k < 0) {
 			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
 			goto out;
@@ -178,7 +178,7 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 			struct sw_err *err)
 {
 	const struct model_tensor *mt = &m->tensors[i];
-	long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+	long k = ckpt_find_expert(ck, mt->info.role, mt->info.layer, mt->info.expert);
 	struct ckpt_view v;
 	int64_t n = (int64_t)mt->numel, bad = 0;
 	/* the gain the model applies, where the file holds w of (1 + w)
@@ -389,7 +389,7 @@ int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
 	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
-		long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+		long k = ckpt_find_expert(ck, mt->info.role, mt->info.layer, mt->info.expert);
 		if (k < 0) {
 			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
 			goto out;

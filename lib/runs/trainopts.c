@@ -112,7 +112,8 @@ static int moe_spec(const char *arg, struct sw_config *c, struct sw_err *err)
 		if (errno)
 			break;
 		s = end;
-		if (*s != ':')
+		/* a colon only between two numbers */
+		if (*s != ':' || s[1] < '0' || s[1] > '9')
 			break;
 		s++;
 	}
