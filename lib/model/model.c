@@ -49,7 +49,8 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 		model_free(m);
 		return rc;
 	}
-	if (c->n_experts && !(m->moe_fbar = calloc((size_t)c->n_experts, sizeof *m->moe_fbar))) {
+	if (c->n_experts && (!(m->moe_fbar = calloc((size_t)c->n_experts, sizeof *m->moe_fbar)) ||
+			     !(m->moe_list = calloc((size_t)c->n_layers, sizeof *m->moe_list)))) {
 		model_free(m);
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	}
@@ -79,6 +80,7 @@ void model_free(struct model *m)
 	free(m->g.layer);
 	free_moe_acts(m);
 	free(m->moe_fbar);
+	free(m->moe_list);
 	free(m->acts_block);
 	free(m->acts);
 	free(m->rope_cos);
@@ -276,13 +278,17 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 		}
 	}
 	/* a mixture of experts' layers keep their own (moe.h), recomputing or not */
+	m->moe_count = 0;
 	for (size_t l = 0; l < L; l++) {
 		m->acts[l].moe = NULL;
-		if (arch_layer_is_moe(c, (int64_t)l) && !(m->acts[l].moe = moe_acts_alloc(c, (int)N))) {
+		if (!arch_layer_is_moe(c, (int64_t)l))
+			continue;
+		if (!(m->acts[l].moe = moe_acts_alloc(c, (int)N))) {
 			m->B = m->T = 0;
 			return sw_fail(err, SW_ESOFTWARE, "out of memory for the experts' activations "
 				       "of %d x %d tokens", B, T);
 		}
+		m->moe_list[m->moe_count++] = m->acts[l].moe;
 	}
 	TAKE(m->x_final, N * C); TAKE(m->nf, N * C); TAKE(m->nf_rstd, N);
 	TAKE(m->logits, N * V); TAKE(m->losses, N);
@@ -755,14 +761,8 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
 	model_step_forward(&st, tokens, targets, B, T);
 	if (targets)
 		m->loss = model_mean_loss(m->losses, (size_t)B * T);
-	if (m->c.n_experts) {
-		struct moe_acts *layers[256];
-		int nl = 0;
-		for (int l = 0; l < m->c.n_layers && nl < 256; l++)
-			if (m->acts[l].moe)
-				layers[nl++] = m->acts[l].moe;
-		m->aux_loss = nl ? moe_aux_loss(layers, nl, m->moe_fbar) : 0;
-	}
+	if (m->c.n_experts)
+		m->aux_loss = m->moe_count ? moe_aux_loss(m->moe_list, m->moe_count, m->moe_fbar) : 0;
 }
 
 void model_zero_grad(struct model *m)

@@ -253,6 +253,8 @@ struct model {
 	 * its F_e (n_experts) */
 	double aux_loss;
 	double *moe_fbar;
+	struct moe_acts **moe_list;     /* (n_layers) the MoE layers' activations, in order */
+	int moe_count;
 	/* Told by model_backward as gradients become final, from the output
 	 * end: layer L (the final norm and an untied head), each layer l from
 	 * L-1 down, then -1 (the embedding), so that their exchange between

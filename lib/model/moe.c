@@ -22,7 +22,7 @@ static void sizes(const struct sw_config *c, int N, size_t *reals, size_t *ints,
 		 (FS ? n * FS * 3 + n * C + n : 0) +               /* the shared expert */
 		 NK * C * 2 + NK * F * 3 + NK +                    /* dout, dxg, dh, dgate, dup, dw */
 		 (FS ? n * C + n * FS * 3 + n : 0);                /* dsout, dsh, dsgate, dsup, dsl */
-	*ints = n * K + (E + 1) + NK;
+	*ints = n * K + (E + 1) + NK + E;
 	*doubles = 2 * E;
 }
 
@@ -59,6 +59,7 @@ struct moe_acts *moe_acts_alloc(const struct sw_config *c, int N)
 	a->sel = q; q += (size_t)N * a->K;
 	a->start = q; q += a->E + 1;
 	a->slot = q; q += (size_t)N * a->K;
+	a->fill = q; q += a->E;
 	/* the reals aligned past the ints */
 	p = (real *)(((uintptr_t)q + 63) & ~(uintptr_t)63);
 	{
@@ -145,16 +146,12 @@ void moe_forward(const struct sw_config *c, const struct layer_ptrs *w, struct m
 		a->start[a->sel[s] + 1]++;
 	for (int e = 0; e < E; e++)
 		a->start[e + 1] += a->start[e];
-	{
-		int *fill = malloc((size_t)E * sizeof *fill);
-		for (int e = 0; fill && e < E; e++)
-			fill[e] = a->start[e];
-		for (size_t s = 0; fill && s < (size_t)N * K; s++) {
-			int r = fill[a->sel[s]]++;
-			a->slot[r] = (int)s;
-			memcpy(a->xg + (size_t)r * C, x + (s / K) * C, (size_t)C * sizeof(real));
-		}
-		free(fill);
+	for (int e = 0; e < E; e++)
+		a->fill[e] = a->start[e];
+	for (size_t s = 0; s < (size_t)N * K; s++) {
+		int r = a->fill[a->sel[s]]++;
+		a->slot[r] = (int)s;
+		memcpy(a->xg + (size_t)r * C, x + (s / K) * C, (size_t)C * sizeof(real));
 	}
 	for (int e = 0; e < E; e++) {
 		int r0 = a->start[e], M = a->start[e + 1] - r0;

@@ -48,6 +48,7 @@ struct moe_acts {
 	real *wts;                      /* (N, K) their weights */
 	int *start;                     /* (E + 1) expert e's gathered rows start[e]..start[e+1] */
 	int *slot;                      /* (N K) the slot t K + k each gathered row is */
+	int *fill;                      /* (E) the gather's next row per expert */
 	real *xg, *gate, *up, *h, *out; /* (N K, C), (N K, F) x 3, (N K, C) gathered rows */
 	real *sgate, *sup, *sh, *sout;  /* (N, FS) x 3, (N, C) the shared expert */
 	real *sg;                       /* (N) sigmoid of its gate */
