@@ -52,6 +52,7 @@ test_expect_success '--moe 4:2:1 --moe-dense-layers 1 --moe-ffn 16 --moe-shared-
 	grep -A4 "\"moe_renorm\"" cfg >renorm && grep -q "(0): 0" renorm
 '
 
+if have_python_modules "h5py, numpy"; then
 test_expect_success 'sw-norms --expert 2: exactly expert 2s matrices, their Frobenius norms numpys' '
 	sw-norms --expert 2 mx/ckpt-000002.h5 >norms &&
 	awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next }
@@ -69,6 +70,9 @@ for line in open(sys.argv[2]):
         print(\"bad\", name, expert, fro, ref); bad = 1
 sys.exit(bad)" mx/ckpt-000002.h5 got
 '
+else
+	test_skip 'sw-norms --expert against numpy' 'python3-h5py or python3-numpy not installed'
+fi
 
 # exact: the same binary and threads both times
 test_expect_success 'resume: bit for bit the uninterrupted run (AdamW, Muon per expert matrix)' '
@@ -121,5 +125,20 @@ test_expect_success 'sw-hessian, sw-sharpness and sw-convert refuse a mixture of
 	test_expect_code 64 sw-convert mx/ckpt-000002.h5 hf.out 2>err &&
 	test_line_count = 1 err && ! test -e hf.out
 '
+
+if have_python_modules h5py; then
+test_expect_success 'a file whose expert number is past n_experts: exit 65, one line naming it' '
+	cp mx/ckpt-000002.h5 bad-expert.h5 &&
+	"$PY" -c "
+import h5py
+f = h5py.File(\"bad-expert.h5\", \"r+\")
+f[\"params/model.layers.0.block_sparse_moe.experts.1.w1.weight\"].attrs[\"expert\"] = 7
+" &&
+	test_expect_code 65 sw-ls bad-expert.h5 >out 2>err &&
+	test_line_count = 1 err && grep -q "experts.1.w1.weight: expert 7 is outside 0..3" err
+'
+else
+	test_skip 'a bad expert number' 'python3-h5py not installed'
+fi
 
 test_done

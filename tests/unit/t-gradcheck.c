@@ -116,6 +116,12 @@ int main(void)
 		check_variant("moe 4:2:1, not renormalized, aux 0.3", c);
 		c.moe_dense_layers = 1, c.n_experts_active = 1, c.moe_renorm = 1;
 		check_variant("moe 4:1:1 behind a dense layer", c);
+		/* the attention's scale design and every gain reparameterized:
+		 * the ffn_norm's gain (OR) before the router and the experts */
+		c.moe_dense_layers = 0, c.n_experts_active = 2, c.qk_norm = 1;
+		snprintf(c.scale_design, sizeof c.scale_design, "attn=hg");
+		snprintf(c.scale_reparam, sizeof c.scale_reparam, "or");
+		check_variant("moe 4:2:1, attn=hg, gains OR, QK-norm", c);
 	}
 	/* the check is not vacuous: a wrong gradient is caught */
 	{
