@@ -75,8 +75,8 @@ else
 fi
 
 # exact: the same binary and threads both times
-test_expect_success 'resume: bit for bit the uninterrupted run (AdamW, Muon per expert matrix)' '
-	for opt in adamw:--moe=4:2 muon:--moe=4:2:1 adamw:--moe=4:1:1; do
+test_expect_success 'resume: bit for bit the uninterrupted run (AdamW; Muon and Scion per expert matrix)' '
+	for opt in adamw:--moe=4:2 muon:--moe=4:2:1 scion:--moe=4:2 adamw:--moe=4:1:1; do
 		rm -rf full half &&
 		sw-train --data "$CORPUS" --out full $SMALL --steps 6 --ckpt-every 3 \
 			--optimizer ${opt%%:*} ${opt#*:} --trace-every 3 >/dev/null &&
