@@ -57,7 +57,7 @@ static const char help[] =
 	"  --moe E:K[:S]          a mixture of experts: E experts, K active per token,\n"
 	"                         S (0, 1) shared experts (see sw-train(1))\n"
 	"  --moe-ffn N            an expert's width (d-ff/K)\n"
-	"  --moe-shared-ffn N     the shared expert's width (moe-ffn)\n"
+	"  --moe-shared-ffn N     the shared expert's width (d-ff)\n"
 	"  --moe-renorm yes|no    the top K weights renormalized (yes: Mixtral; no:\n"
 	"                         Qwen2-MoE)\n"
 	"  --moe-aux-coef C       the load-balancing loss's weight (0.001)\n"

@@ -403,7 +403,9 @@ static int arch_defaults(struct trainopts *o, struct sw_err *err)
 
 /* A mixture of experts' sizes and defaults (--moe's options without
  * --moe are refused): each expert d_ff / K wide (the active parameters a
- * dense layer's), the shared one as wide; renormalized top-k weights
+ * dense layer's), the shared one d_ff wide (the scale-vectors paper's
+ * LlamaMoE after Qwen-MoE: experts int(8 d / 3) / 4 wide, the shared one
+ * int(8 d / 3), --moe 32:4:1); renormalized top-k weights
  * (Mixtral); the load-balancing loss weighed 0.001, transformers'
  * router_aux_loss_coef of MixtralConfig and Qwen2MoeConfig. What the
  * trainer does not compute with experts yet is refused here. */
@@ -429,7 +431,7 @@ static int moe_finish(struct trainopts *o, struct sw_err *err)
 	c->moe_d_ff = o->moe_ffn ? o->moe_ffn : c->d_ff / c->n_experts_active;
 	if (c->moe_d_ff < 1)
 		c->moe_d_ff = 1;
-	c->shared_d_ff = c->n_shared_experts ? (o->moe_shared_ffn ? o->moe_shared_ffn : c->moe_d_ff) : 0;
+	c->shared_d_ff = c->n_shared_experts ? (o->moe_shared_ffn ? o->moe_shared_ffn : c->d_ff) : 0;
 	if (!o->given[TRAINOPT_MOE_RENORM])
 		c->moe_renorm = 1;
 	if (!o->given[TRAINOPT_MOE_AUX_COEF])
