@@ -615,6 +615,32 @@ static int check_family_keys(const struct sw_config *c, struct sw_err *err)
 	return SW_OK;
 }
 
+/* What the mixture of experts is computed with: the Llama step's gated
+ * MLP without biases or post-norms, no multipliers, no norm before down,
+ * the ffn kind's Pre-Norm gain where the scale design keeps it */
+static int moe_check(const struct sw_config *c, struct sw_err *err)
+{
+	int f = family_model_flags(c->arch);
+	struct arch_scale_design d;
+
+	if (!c->n_experts)
+		return SW_OK;
+	if (f & (FAMILY_PLAIN_MLP | FAMILY_LINEAR_BIAS | FAMILY_POST_NORMS | FAMILY_LAYERNORM))
+		return sw_fail(err, SW_EDATA, "a mixture of experts is not supported for %s (the "
+			       "Llama family's is)", c->arch);
+	if (strcmp(c->multipliers, "none") && c->multipliers[0])
+		return sw_fail(err, SW_EDATA, "a mixture of experts with multipliers (%s) is not "
+			       "supported yet", c->multipliers);
+	if (c->norm_everywhere)
+		return sw_fail(err, SW_EDATA, "a mixture of experts with norm_everywhere is not "
+			       "supported yet");
+	if (c->scale_design[0] && !arch_scale_design_parse(c->scale_design, &d, NULL, 0, (char[64]){0}) &&
+	    (!d.shared[ARCH_SV_FFN] || d.in[ARCH_SV_FFN] || d.out[ARCH_SV_FFN] || d.dnp[ARCH_SV_FFN]))
+		return sw_fail(err, SW_EDATA, "a mixture of experts with the scale design ffn=%s is "
+			       "not supported yet (ffn=pre is)", c->scale_design);
+	return SW_OK;
+}
+
 int arch_model_check(const struct sw_config *c, struct sw_err *err)
 {
 	int rc;
@@ -642,6 +668,8 @@ int arch_model_check(const struct sw_config *c, struct sw_err *err)
 			       c->attention_bias ? "q, k, v and o" : "gate, up and down");
 	if (c->unsupported[0])
 		return sw_fail(err, SW_EDATA, "%s is not supported", c->unsupported);
+	if ((rc = moe_check(c, err)))
+		return rc;
 	if ((rc = check_family_keys(c, err)))
 		return rc;
 	return check_function_keys(c, err);
@@ -754,6 +782,29 @@ int arch_config_check(const struct sw_config *c, struct sw_err *err)
 	if (c->scale_reparam[0] && !c->scale_vectors)
 		return sw_fail(err, SW_EDATA, "config: scale_reparam = '%s' without scale vectors",
 			       c->scale_reparam);
+	if (c->n_experts) {
+		/* the mixture of experts' sizes (sw_config) */
+		if (c->n_experts < 0 || c->n_experts > 4096)
+			return sw_fail(err, SW_EDATA, "config: n_experts = %lld is out of range (1..4096)",
+				       (long long)c->n_experts);
+		if (c->n_experts_active < 1 || c->n_experts_active > c->n_experts)
+			return sw_fail(err, SW_EDATA, "config: n_experts_active = %lld is not in 1..%lld",
+				       (long long)c->n_experts_active, (long long)c->n_experts);
+		if (c->n_shared_experts < 0 || c->n_shared_experts > 1)
+			return sw_fail(err, SW_EDATA, "config: n_shared_experts = %lld (0 or 1 are "
+				       "supported)", (long long)c->n_shared_experts);
+		if (c->moe_d_ff <= 0 || c->moe_d_ff >= big ||
+		    (c->n_shared_experts && (c->shared_d_ff <= 0 || c->shared_d_ff >= big)))
+			return sw_fail(err, SW_EDATA, "config: an expert's width (moe_d_ff %lld, "
+				       "shared_d_ff %lld) is out of range", (long long)c->moe_d_ff,
+				       (long long)c->shared_d_ff);
+		if (c->moe_dense_layers < 0 || c->moe_dense_layers > c->n_layers)
+			return sw_fail(err, SW_EDATA, "config: moe_dense_layers = %lld is not in 0..%lld",
+				       (long long)c->moe_dense_layers, (long long)c->n_layers);
+		if (!(isfinite(c->moe_aux_coef) && c->moe_aux_coef >= 0))
+			return sw_fail(err, SW_EDATA, "config: moe_aux_coef = %g is not a finite "
+				       "nonnegative number", c->moe_aux_coef);
+	}
 	if (c->scale_design[0]) {
 		struct arch_scale_design d;
 		char why[64];

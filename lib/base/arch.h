@@ -66,7 +66,29 @@ struct sw_config {
 	 * name, for arch_model_check to refuse ("" none; a listing needs no
 	 * model) */
 	char unsupported[96];
+	/*
+	 * A mixture of experts in the feed-forward sublayer (sw-train --moe;
+	 * n_experts 0: dense). Layers from moe_dense_layers on route each
+	 * token to n_experts_active of n_experts SwiGLU experts of width
+	 * moe_d_ff (lib/model/moe.h): the router's softmax, its top k
+	 * weights renormalized to sum 1 where moe_renorm (Mixtral) or not
+	 * (Qwen2-MoE's norm_topk_prob false); n_shared_experts (0 or 1) a
+	 * shared expert of width shared_d_ff beside them, scaled by the
+	 * sigmoid of its gate (Qwen2-MoE). moe_aux_coef weighs the
+	 * load-balancing loss in the training objective. The checkpoint
+	 * names the experts as Mixtral's files (Qwen2-MoE's with a shared
+	 * expert): family_role_name.
+	 */
+	int64_t n_experts, n_experts_active, n_shared_experts, moe_d_ff, shared_d_ff;
+	int64_t moe_dense_layers;
+	int moe_renorm;
+	double moe_aux_coef;
 };
+/* Whether layer l of c is a mixture of experts */
+static inline int arch_layer_is_moe(const struct sw_config *c, int64_t l)
+{
+	return c->n_experts > 0 && l >= c->moe_dense_layers;
+}
 
 /* The learnable multipliers' kinds (sw_config.multipliers), the one
  * list: 0 none, 1 scalar, 2 row, 3 col, 4 rowcol (a row and a column

@@ -449,13 +449,40 @@ static long layer_of_other(const struct arch_family *f, const char *name)
 	return -1;
 }
 
+/* Where a Llama-family config has a mixture of experts (sw-train's),
+ * the family whose files name its router and experts: Mixtral's, or
+ * Qwen2-MoE's with a shared expert (which Mixtral has not); NULL for a
+ * dense config or a family with names of its own */
+static const struct arch_family *moe_names(const struct sw_config *c)
+{
+	const struct arch_family *f = family_find(c->arch);
+
+	if (!c->n_experts || (f && f->names))
+		return NULL;
+	return family_find(c->n_shared_experts ? "qwen2_moe" : "mixtral");
+}
+
 int family_tensor_info(const struct sw_config *c, const char *name, struct sw_tensor_info *t)
 {
 	const struct arch_family *f = family_find(c->arch);
 	long layer, expert;
 
-	if (f && !f->names)
-		return arch_info_from_hf_name(c, name, t);
+	if (f && !f->names) {
+		int rc = arch_info_from_hf_name(c, name, t);
+		/* a mixture of experts' router and experts by their family's
+		 * names (moe_names); another name stays the Llama reading's */
+		if (rc || strcmp(t->role, ARCH_ROLE_OTHER) || !(f = moe_names(c)))
+			return rc;
+		for (size_t i = 0; i < f->n_names; i++)
+			if (name_matches(f->names[i].pattern, name, &layer, &expert) && layer >= 0 &&
+			    layer < c->n_layers) {
+				arch_info_for_role(c, f->names[i].role, (int)layer, t);
+				snprintf(t->name, sizeof t->name, "%s", name);
+				t->expert = (int)expert;
+				return 0;
+			}
+		return rc;
+	}
 	if (!f)
 		return arch_info_other(name, -1, t);
 	for (size_t i = 0; i < f->n_names; i++) {
@@ -607,47 +634,72 @@ void family_tensor_part(const struct sw_config *c, const struct sw_tensor_info *
 	}
 }
 
-/* pattern with {L} as layer, and suffix after ':' where given, into buf:
- * 0, or -1 where it does not fit */
-static int name_of(const char *pattern, int layer, const char *suffix, char *buf, size_t len)
+/* pattern with {L} as layer, {E} as expert, and suffix after ':' where
+ * given, into buf: 0, or -1 where it does not fit */
+static int name_of(const char *pattern, int layer, int expert, const char *suffix, char *buf,
+		   size_t len)
 {
-	const char *at = strstr(pattern, "{L}");
-	int n = at ? snprintf(buf, len, "%.*s%d%s", (int)(at - pattern), pattern, layer, at + 3) :
-		     snprintf(buf, len, "%s", pattern);
+	size_t n = 0;
 
-	if (n >= 0 && (size_t)n < len && suffix)
-		n += snprintf(buf + n, len - (size_t)n, ":%s", suffix);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
+	for (const char *p = pattern; *p && n < len; ) {
+		int k;
+		if (!strncmp(p, "{L}", 3) || !strncmp(p, "{E}", 3)) {
+			k = snprintf(buf + n, len - n, "%d", p[1] == 'L' ? layer : expert);
+			p += 3;
+		} else {
+			k = snprintf(buf + n, len - n, "%c", *p++);
+		}
+		if (k < 0)
+			return -1;
+		n += (size_t)k;
+	}
+	if (n < len && suffix)
+		n += (size_t)snprintf(buf + n, len - n, ":%s", suffix);
+	if (n >= len)
+		return -1;
+	buf[n] = '\0';
+	return 0;
 }
 
-/* f's own name of role at layer (its names, or a fused tensor's part in
- * its Hugging Face names: the GGUF ones are llama.cpp's, "blk.") into
- * buf: 1, 0 where its tables hold no such role (or f has none of its
- * own), -1 for a name longer than len */
-static int own_name(const struct arch_family *f, const char *role, int layer, char *buf,
-		    size_t len)
+/* f's own name of role at layer (and expert) (its names, or a fused
+ * tensor's part in its Hugging Face names: the GGUF ones are llama.cpp's,
+ * "blk.") into buf: 1, 0 where its tables hold no such role (or f has
+ * none of its own), -1 for a name longer than len */
+static int own_name(const struct arch_family *f, const char *role, int layer, int expert,
+		    char *buf, size_t len)
 {
 	for (size_t i = 0; f && f->names && i < f->n_names; i++)
 		if (!strcmp(f->names[i].role, role))
-			return name_of(f->names[i].pattern, layer, NULL, buf, len) ? -1 : 1;
+			return name_of(f->names[i].pattern, layer, expert, NULL, buf, len) ? -1 : 1;
 	for (size_t i = 0; f && f->names && i < sizeof splits / sizeof splits[0]; i++) {
 		if (strcmp(f->type, splits[i].type) || !strncmp(splits[i].pattern, "blk.", 4) ||
 		    splits[i].rows == SPLIT_EXPERTS)
 			continue;
 		for (size_t p = 0; p < split_count(&splits[i]); p++)
 			if (!strcmp(splits[i].part[p].role, role))
-				return name_of(splits[i].pattern, layer, splits[i].part[p].suffix,
-					       buf, len) ? -1 : 1;
+				return name_of(splits[i].pattern, layer, expert,
+					       splits[i].part[p].suffix, buf, len) ? -1 : 1;
 	}
 	return 0;
+}
+
+int family_expert_role_name(const struct sw_config *c, const char *role, int layer, int expert,
+			    char *buf, size_t len)
+{
+	int rc = own_name(family_find(c->arch), role, layer, expert, buf, len);
+
+	/* the router's and the experts' names: no Llama name (arch.c's) */
+	if (!rc && arch_hf_name(role, layer, buf, len) < 0)
+		rc = own_name(moe_names(c), role, layer, expert, buf, len);
+	else if (!rc)
+		return 0;
+	return rc > 0 ? 0 : -1;
 }
 
 int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
 		     size_t len)
 {
-	int rc = own_name(family_find(c->arch), role, layer, buf, len);
-
-	return rc ? (rc > 0 ? 0 : -1) : arch_hf_name(role, layer, buf, len);
+	return family_expert_role_name(c, role, layer, -1, buf, len);
 }
 
 int family_names_role(const char *arch, const char *role)
@@ -657,15 +709,22 @@ int family_names_role(const char *arch, const char *role)
 
 	if (!f || !f->names)
 		return -1;
-	return own_name(f, role, 0, name, sizeof name) != 0;
+	return own_name(f, role, 0, 0, name, sizeof name) != 0;
 }
 
 int family_info_for_role(const struct sw_config *c, const char *role, int layer,
 			 struct sw_tensor_info *t)
 {
+	return family_info_for_expert(c, role, layer, -1, t);
+}
+
+int family_info_for_expert(const struct sw_config *c, const char *role, int layer, int expert,
+			   struct sw_tensor_info *t)
+{
 	if (arch_info_for_role(c, role, layer, t) < 0)
 		return -1;
-	return family_role_name(c, role, t->layer, t->name, sizeof t->name);
+	t->expert = expert;
+	return family_expert_role_name(c, role, t->layer, expert, t->name, sizeof t->name);
 }
 
 double family_gain_offset(const struct sw_config *c, enum family_source src,

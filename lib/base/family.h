@@ -131,6 +131,11 @@ enum family_source { FAMILY_FROM_HF, FAMILY_FROM_NANOGPT, FAMILY_FROM_GGUF, FAMI
  */
 int family_role_name(const struct sw_config *c, const char *role, int layer, char *buf,
 		     size_t len);
+/* family_role_name of an expert's role (expert >= 0: the number in its
+ * name); a Llama-family config with n_experts names the router and the
+ * experts as Mixtral's files do, as Qwen2-MoE's with a shared expert */
+int family_expert_role_name(const struct sw_config *c, const char *role, int layer, int expert,
+			    char *buf, size_t len);
 /* Whether the Hugging Face files of the family arch names hold role
  * (its table's names, a fused tensor's parts): 1 or 0; -1 for a family
  * named as Llama is (arch.c's names: convert_hf_has_role says). */
@@ -139,6 +144,10 @@ int family_names_role(const char *arch, const char *role);
  * an unknown role or one with no name. */
 int family_info_for_role(const struct sw_config *c, const char *role, int layer,
 			 struct sw_tensor_info *t);
+
+/* family_info_for_role of expert's tensor (-1: no expert's) */
+int family_info_for_expert(const struct sw_config *c, const char *role, int layer, int expert,
+			   struct sw_tensor_info *t);
 
 /* How a tensor is stored: as the model sees it (PyTorch's [out, in]), or
  * transposed ([in, out], GPT2LMHeadModel's Conv1D; nanoGPT's nn.Linear

@@ -564,6 +564,15 @@ long ckpt_find_role(const struct ckpt *ck, const char *role, int layer)
 	return -1;
 }
 
+long ckpt_find_expert(const struct ckpt *ck, const char *role, int layer, int expert)
+{
+	for (size_t i = 0; i < ck->n; i++)
+		if (ck->info[i].layer == layer && ck->info[i].expert == expert &&
+		    strcmp(ck->info[i].role, role) == 0)
+			return (long)i;
+	return -1;
+}
+
 /* B x B tiles: a tile of the source's columns and of its rows fit in
  * the cache together (32 x 32 floats: 4 KiB), so the transpose reads
  * and writes each cache line once rather than once per element */

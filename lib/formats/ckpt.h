@@ -46,6 +46,9 @@ const struct sw_tensor_info *ckpt_info(const struct ckpt *ck, size_t i);
 
 /* Index of the tensor with this role (and layer, -1 outside layers), or -1. */
 long ckpt_find_role(const struct ckpt *ck, const char *role, int layer);
+/* The same of a mixture of experts' expert (-1: a tensor of no expert's),
+ * the index a model's tensor is read from. */
+long ckpt_find_expert(const struct ckpt *ck, const char *role, int layer, int expert);
 
 /*
  * Every scalewatch attribute of the checkpoint as one map of

@@ -323,6 +323,9 @@ static int check_representable(const struct ckpt *ck, struct sw_err *err)
 
 	if ((rc = check_rope_kept(c, err)))
 		return rc;
+	if (c->n_experts)
+		return sw_fail(err, SW_EUSAGE, "/config: a mixture of experts (n_experts %lld): its "
+			       "export is not built yet", (long long)c->n_experts);
 
 	/* DNP is the one design no matrix absorbs: a norm between W and its
 	 * output gain */

@@ -375,7 +375,16 @@ int h5io_write_config(hid_t file, const struct sw_config *c, struct sw_err *err)
 	    /* only where a design is chosen: files without one stay as they were */
 	    (c->scale_design[0] && (rc = h5io_put_str(g, "scale_design", c->scale_design, err))) ||
 	    (c->scale_reparam[0] && (rc = h5io_put_str(g, "scale_reparam", c->scale_reparam, err))) ||
-	    (rc = write_function_keys(g, c, err))) {
+	    (rc = write_function_keys(g, c, err)) ||
+	    /* a mixture of experts only where there is one */
+	    (c->n_experts && ((rc = h5io_put_i64(g, "n_experts", c->n_experts, err)) ||
+			      (rc = h5io_put_i64(g, "n_experts_active", c->n_experts_active, err)) ||
+			      (rc = h5io_put_i64(g, "n_shared_experts", c->n_shared_experts, err)) ||
+			      (rc = h5io_put_i64(g, "moe_d_ff", c->moe_d_ff, err)) ||
+			      (rc = h5io_put_i64(g, "shared_d_ff", c->shared_d_ff, err)) ||
+			      (rc = h5io_put_i64(g, "moe_dense_layers", c->moe_dense_layers, err)) ||
+			      (rc = h5io_put_i64(g, "moe_renorm", c->moe_renorm, err)) ||
+			      (rc = h5io_put_f64(g, "moe_aux_coef", c->moe_aux_coef, err))))) {
 		/* rc says which failed */
 	}
 	H5Gclose(g);
@@ -430,6 +439,20 @@ int h5io_read_config(hid_t file, struct sw_config *c, int *exists, struct sw_err
 		goto out;
 	if ((rc = read_function_keys(g, c, err)))
 		goto out;
+	if ((rc = h5io_get_i64(g, "/config", "n_experts", &c->n_experts, &present, err)))
+		goto out;
+	if (present && ((rc = h5io_get_i64(g, "/config", "n_experts_active", &c->n_experts_active,
+					   NULL, err)) ||
+			(rc = h5io_get_i64(g, "/config", "n_shared_experts", &c->n_shared_experts,
+					   NULL, err)) ||
+			(rc = h5io_get_i64(g, "/config", "moe_d_ff", &c->moe_d_ff, NULL, err)) ||
+			(rc = h5io_get_i64(g, "/config", "shared_d_ff", &c->shared_d_ff, NULL, err)) ||
+			(rc = h5io_get_i64(g, "/config", "moe_dense_layers", &c->moe_dense_layers,
+					   NULL, err)) ||
+			(rc = h5io_get_i64(g, "/config", "moe_renorm", &v, NULL, err)) ||
+			(rc = h5io_get_f64(g, "/config", "moe_aux_coef", &c->moe_aux_coef, NULL, err))))
+		goto out;
+	c->moe_renorm = present && v != 0;
 	if (!family_computed(c->arch)) {
 		rc = sw_fail(err, SW_EDATA, "/config: arch '%s' is not supported (%s)",
 			     c->arch, FAMILY_COMPUTED_LIST);

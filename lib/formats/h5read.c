@@ -171,6 +171,13 @@ static int read_tensor_meta(hid_t d, const char *name, const struct sw_config *c
 			       obj, (long long)v, (long long)c->n_layers - 1);
 	t->layer = (int)v;
 	t->expert = -1;
+	if ((rc = h5io_get_i64(d, obj, "expert", &v, &present, err)))
+		return rc;
+	if (present && (v < 0 || v >= c->n_experts))
+		return sw_fail(err, SW_EDATA, "%s: expert %lld is outside 0..%lld", obj, (long long)v,
+			       (long long)c->n_experts - 1);
+	if (present)
+		t->expert = (int)v;
 	if ((rc = h5io_get_str(d, obj, "kind", s, sizeof s, NULL, err)))
 		return rc;
 	if (sw_kind_parse(s, &t->kind) < 0)

@@ -131,6 +131,9 @@ static int write_tensor_meta(hid_t d, const struct sw_tensor_info *t, struct sw_
 	if (t->group != SW_GROUP_UNKNOWN &&
 	    (rc = h5io_put_str(d, "group", sw_group_name(t->group), err)))
 		return rc;
+	/* a mixture of experts' routed expert: its number (none elsewhere) */
+	if (t->expert >= 0 && (rc = h5io_put_i64(d, "expert", (int64_t)t->expert, err)))
+		return rc;
 	if (t->norm_type != SW_NORM_NONE &&
 	    (rc = h5io_put_str(d, "norm_type", sw_norm_type_name(t->norm_type), err)))
 		return rc;

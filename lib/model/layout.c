@@ -188,6 +188,45 @@ static int add_bias(struct model *m, const char *role, int layer, int64_t n, str
 	return rc;
 }
 
+/* An expert's linear (expert -1: the router's, the shared expert's),
+ * named by its number (family_info_for_expert) */
+static int add_expert_linear(struct model *m, const char *role, int layer, int expert,
+			     int64_t dout, int64_t din, struct sw_err *err)
+{
+	int rc = add_linear(m, role, layer, dout, din, err);
+
+	if (!rc && m->tensors) {
+		struct sw_tensor_info *t = &m->tensors[m->ntensors - 1].info;
+		t->expert = expert;
+		if (family_expert_role_name(&m->c, role, layer, expert, t->name, sizeof t->name) < 0)
+			return sw_fail(err, SW_ESOFTWARE, "model: role %s has no name", role);
+	}
+	return rc;
+}
+
+/* A mixture of experts' layer l in place of the MLP (moe.h): the
+ * router, each expert's gate, up and down in turn, the shared expert
+ * and its gate */
+static int add_moe(struct model *m, int l, struct sw_err *err)
+{
+	const struct sw_config *c = &m->c;
+	int64_t C = c->d_model, F = c->moe_d_ff, FS = c->shared_d_ff;
+	int rc = add_expert_linear(m, "router", l, -1, c->n_experts, C, err);
+
+	for (int e = 0; !rc && e < c->n_experts; e++)
+		if ((rc = add_expert_linear(m, "expert_gate", l, e, F, C, err)) ||
+		    (rc = add_expert_linear(m, "expert_up", l, e, F, C, err)) ||
+		    (rc = add_expert_linear(m, "expert_down", l, e, C, F, err)))
+			return rc;
+	if (!rc && c->n_shared_experts &&
+	    ((rc = add_expert_linear(m, "shared_gate", l, -1, FS, C, err)) ||
+	     (rc = add_expert_linear(m, "shared_up", l, -1, FS, C, err)) ||
+	     (rc = add_expert_linear(m, "shared_down", l, -1, C, FS, err)) ||
+	     (rc = add_expert_linear(m, "shared_router", l, -1, 1, C, err))))
+		return rc;
+	return rc;
+}
+
 static int enumerate(struct model *m, struct sw_err *err)
 {
 	const struct sw_config *c = &m->c;
@@ -236,6 +275,11 @@ static int enumerate(struct model *m, struct sw_err *err)
 			break;
 		if (ffn_gain && norm_bias && (rc = add_bias(m, "ffn_norm_bias", l, C, err)))
 			break;
+		if (arch_layer_is_moe(c, l)) {
+			if ((rc = add_moe(m, l, err)))
+				break;
+			continue;
+		}
 		if ((a->gated && (rc = add_linear(m, "gate", l, c->d_ff, C, err))) ||
 		    (rc = add_linear(m, "up", l, c->d_ff, C, err)))
 			break;
@@ -288,7 +332,9 @@ static const struct {
 	VIEW("q_norm", q_norm), VIEW("k_norm", k_norm), VIEW("v_norm", v_norm),
 	VIEW("gate_norm", gate_norm), VIEW("up_norm", up_norm), VIEW("o_in_norm", o_in_norm),
 	VIEW("ffn_norm", ffn_norm), VIEW("gate", wgate), VIEW("up", wup), VIEW("down", wdown),
-	VIEW("down_in_norm", down_in_norm),
+	VIEW("down_in_norm", down_in_norm), VIEW("router", router), VIEW("expert_gate", experts),
+	VIEW("shared_gate", shared_gate), VIEW("shared_up", shared_up),
+	VIEW("shared_down", shared_down), VIEW("shared_router", shared_router),
 #undef VIEW
 };
 
@@ -406,10 +452,18 @@ int model_layout(struct model *m, struct sw_err *err)
 			size_t qc = (size_t)(c->n_heads * c->head_dim * c->d_model),
 			       kc = (size_t)(c->n_kv_heads * c->head_dim * c->d_model),
 			       fc = (size_t)(c->d_ff * c->d_model);
+			size_t ec = (size_t)(3 * c->moe_d_ff * c->d_model);
+			int i = model_find(m, "expert_gate", l);
 			if (lp->wk != lp->wq + qc || lp->wv != lp->wk + kc ||
-			    (m->arch.gated && lp->wup != lp->wgate + fc))
+			    (m->arch.gated && !lp->router && lp->wup != lp->wgate + fc))
 				return sw_fail(err, SW_ESOFTWARE, "model: layer %d's q, k, v or gate, up "
 					       "are not adjacent", l);
+			/* moe.c finds expert e's matrices at experts + e 3 Fe C */
+			for (int e = 0; lp->router && i >= 0 && e < c->n_experts; e++)
+				if (m->tensors[i + 3 * e].offset != m->tensors[i].offset + (size_t)e * ec ||
+				    m->tensors[i + 3 * e].info.expert != e)
+					return sw_fail(err, SW_ESOFTWARE, "model: layer %d's experts are not "
+						       "adjacent", l);
 		}
 	return SW_OK;
 }

@@ -49,7 +49,21 @@ int model_build(struct model *m, const struct sw_config *c, struct sw_err *err)
 		model_free(m);
 		return rc;
 	}
+	if (c->n_experts && (!(m->moe_fbar = calloc((size_t)c->n_experts, sizeof *m->moe_fbar)) ||
+			     !(m->moe_list = calloc((size_t)c->n_layers, sizeof *m->moe_list)))) {
+		model_free(m);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
 	return SW_OK;
+}
+
+/* the mixture of experts' activations of every layer (NULL where dense) */
+static void free_moe_acts(struct model *m)
+{
+	for (int l = 0; m->acts && l < m->c.n_layers; l++) {
+		moe_acts_free(m->acts[l].moe);
+		m->acts[l].moe = NULL;
+	}
 }
 
 void model_free(struct model *m)
@@ -64,6 +78,9 @@ void model_free(struct model *m)
 	free(m->eff_offset);
 	free(m->p.layer);
 	free(m->g.layer);
+	free_moe_acts(m);
+	free(m->moe_fbar);
+	free(m->moe_list);
 	free(m->acts_block);
 	free(m->acts);
 	free(m->rope_cos);
@@ -81,7 +98,9 @@ void model_init(struct model *m, uint64_t seed)
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		real *p = m->params + t->offset;
-		if (t->info.kind == SW_KIND_MATRIX) {
+		/* a linear of one row (the shared expert's gate, (1, C)) is a
+		 * matrix to initialize too */
+		if (t->info.kind == SW_KIND_MATRIX || t->linear >= 0) {
 			double s = arch_role_writes_residual(t->info.role) ? proj_std : std;
 			for (size_t k = 0; k < t->numel; k++)
 				p[k] = (real)(s * rng_normal(&r));
@@ -155,7 +174,8 @@ double model_acts_bytes(const struct sw_config *c, int B, int T, int recompute)
 	size_t total, scratch;
 
 	acts_sizes(c, B, T, recompute, &total, &scratch);
-	return (double)(total + scratch) * sizeof(real);
+	return (double)(total + scratch) * sizeof(real) +
+	       (double)c->n_layers * (c->n_experts ? moe_acts_bytes(c, B * T) : 0);
 }
 
 int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
@@ -179,6 +199,7 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 			       T, (long long)c->seq_len);
 	if ((rc = arch_window_check(c, T, err)))
 		return rc;
+	free_moe_acts(m);
 	free(m->acts_block);
 	free(m->acts);
 	free(m->rope_cos);
@@ -255,6 +276,19 @@ int model_alloc_acts(struct model *m, int B, int T, struct sw_err *err)
 			TAKE(a->gate_lin, N * F); TAKE(a->up_lin, N * F);
 			TAKE(a->gate_rstd, N); TAKE(a->up_rstd, N);
 		}
+	}
+	/* a mixture of experts' layers keep their own (moe.h), recomputing or not */
+	m->moe_count = 0;
+	for (size_t l = 0; l < L; l++) {
+		m->acts[l].moe = NULL;
+		if (!arch_layer_is_moe(c, (int64_t)l))
+			continue;
+		if (!(m->acts[l].moe = moe_acts_alloc(c, (int)N))) {
+			m->B = m->T = 0;
+			return sw_fail(err, SW_ESOFTWARE, "out of memory for the experts' activations "
+				       "of %d x %d tokens", B, T);
+		}
+		m->moe_list[m->moe_count++] = m->acts[l].moe;
 	}
 	TAKE(m->x_final, N * C); TAKE(m->nf, N * C); TAKE(m->nf_rstd, N);
 	TAKE(m->logits, N * V); TAKE(m->losses, N);
@@ -636,6 +670,32 @@ static void cpu_mult_backward(void *ctx)
 		grads_ready(m, l, 1);
 }
 
+static void cpu_moe(void *ctx, int l, real *y, const real *x, int N)
+{
+	struct model *m = ctx;
+
+	moe_forward(&m->c, &m->p.layer[l], m->acts[l].moe, y, x, N, (int)m->arch.act,
+		    m->c.moe_renorm);
+}
+
+/* the number of MoE layers, whose routers the load-balancing loss pools */
+static int moe_layers(const struct model *m)
+{
+	return m->c.n_experts ? (int)(m->c.n_layers - m->c.moe_dense_layers) : 0;
+}
+
+static void cpu_moe_backward(void *ctx, int l, real *dx, const real *dy, const real *x, int N,
+			     double loss_scale)
+{
+	struct model *m = ctx;
+	/* d(coef aux)/dp_{t,e} = coef E F_e / (layers N), times the loss scale */
+	double aux_scale = loss_scale * m->c.moe_aux_coef * (double)m->c.n_experts /
+			   ((double)moe_layers(m) * N);
+
+	moe_backward(&m->c, &m->p.layer[l], &m->g.layer[l], m->acts[l].moe, dx, dy, x, N,
+		     (int)m->arch.act, m->c.moe_renorm, m->moe_fbar, aux_scale);
+}
+
 static void cpu_layer_weights(void *ctx, int layer)
 {
 	struct model *m = ctx;
@@ -675,6 +735,8 @@ static const struct model_ops cpu_ops = {
 	.grads_ready = cpu_grads_ready,
 	.mult_backward = cpu_mult_backward,
 	.layer_weights = cpu_layer_weights,
+	.moe = cpu_moe,
+	.moe_backward = cpu_moe_backward,
 };
 
 /* the CPU model as the step's back end */
@@ -699,6 +761,8 @@ void model_forward(struct model *m, const int *tokens, const int *targets, int B
 	model_step_forward(&st, tokens, targets, B, T);
 	if (targets)
 		m->loss = model_mean_loss(m->losses, (size_t)B * T);
+	if (m->c.n_experts)
+		m->aux_loss = m->moe_count ? moe_aux_loss(m->moe_list, m->moe_count, m->moe_fbar) : 0;
 }
 
 void model_zero_grad(struct model *m)

@@ -41,6 +41,7 @@
 #include "../base/status.h"
 #include "../base/tensor.h"
 #include "cpukern.h"
+#include "moe.h"
 
 /*
  * The family's step (step.c runs its operations by these): the Llama
@@ -133,6 +134,13 @@ struct layer_ptrs {
 	real *ffn_post_norm;            /* (C) with Gemma2's post-norms */
 	real *gate_norm, *up_norm;      /* (F) with ffn DNP */
 	real *down_in_norm;             /* (F) with norm-everywhere */
+	/* a mixture of experts' layer (arch_layer_is_moe; else NULL): the
+	 * router (E, C), expert 0's gate, and after it each expert's gate,
+	 * up (Fe, C) and down (C, Fe) in turn (expert e's gate at experts + e
+	 * 3 Fe C); the shared expert's gate, up (Fs, C), down (C, Fs) and
+	 * its gate's (1, C) */
+	real *router, *experts;
+	real *shared_gate, *shared_up, *shared_down, *shared_router;
 };
 
 struct model_ptrs {
@@ -195,6 +203,7 @@ struct layer_acts {
 	real *d_in, *d_in_rstd;         /* (N, F), (N) with norm-everywhere */
 	real *mlp_y;                    /* (N, C) MLP sublayer output (down's) */
 	real *mlp_post, *mlp_post_rstd; /* (N, C), (N) its post-norm, with post-norms */
+	struct moe_acts *moe;           /* a mixture of experts' layer's (moe.h), else NULL */
 };
 
 struct model {
@@ -239,6 +248,13 @@ struct model {
 	real *scratch;                  /* backward scratch */
 	size_t scratch_size;
 	double loss;                    /* mean loss of the last forward */
+	/* with a mixture of experts: the last forward's load-balancing loss
+	 * (moe.h, unweighted; the objective adds c.moe_aux_coef times it) and
+	 * its F_e (n_experts) */
+	double aux_loss;
+	double *moe_fbar;
+	struct moe_acts **moe_list;     /* (n_layers) the MoE layers' activations, in order */
+	int moe_count;
 	/* Told by model_backward as gradients become final, from the output
 	 * end: layer L (the final norm and an untied head), each layer l from
 	 * L-1 down, then -1 (the embedding), so that their exchange between

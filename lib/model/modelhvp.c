@@ -760,6 +760,10 @@ int model_rop_build(struct model *rm, const struct model *m, struct sw_err *err)
 {
 	int rc;
 
+	/* the R-operator has no tangent of the experts' layer yet */
+	if (m->c.n_experts)
+		return sw_fail(err, SW_EUSAGE, "Hessian-vector products of a mixture of experts are "
+			       "not built yet");
 	if ((rc = model_build(rm, &m->c, err)))
 		return rc;
 	if ((rc = model_alloc_acts(rm, m->B, m->T, err)))

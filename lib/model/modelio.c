@@ -78,6 +78,10 @@ int modelio_save(const char *path, const struct model *m, const struct optim *o,
 		goto fail;
 	if (!isnan(rs->val_loss) && (rc = h5w_set_f64(w, "/metrics", "val_loss", rs->val_loss, err)))
 		goto fail;
+	/* the load-balancing loss of the step's last micro-batch, unweighted */
+	if (m->c.n_experts && !isnan(rs->aux_loss) &&
+	    (rc = h5w_set_f64(w, "/metrics", "aux_loss", rs->aux_loss, err)))
+		goto fail;
 	if (o && (rc = write_optim(w, &o->cfg, rs, err)))
 		goto fail;
 	for (int i = 0; i < m->ntensors; i++) {
@@ -176,7 +180,7 @@ int modelio_build(struct ckpt *ck, struct model *m, struct sw_err *err)
 	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
-		long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+		long k = ckpt_find_expert(ck, mt->info.role, mt->info.layer, mt->info.expert);
 		if (k < 0) {
 			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
 			goto out;
@@ -197,7 +201,7 @@ int modelio_load_tensor(struct ckpt *ck, const struct model *m, int i, real *dst
 			struct sw_err *err)
 {
 	const struct model_tensor *mt = &m->tensors[i];
-	long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+	long k = ckpt_find_expert(ck, mt->info.role, mt->info.layer, mt->info.expert);
 	struct ckpt_view v;
 	int64_t n = (int64_t)mt->numel, bad = 0;
 	/* the gain the model applies, where the file holds w of (1 + w)
@@ -408,7 +412,7 @@ int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
 	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
-		long k = ckpt_find_role(ck, mt->info.role, mt->info.layer);
+		long k = ckpt_find_expert(ck, mt->info.role, mt->info.layer, mt->info.expert);
 		if (k < 0) {
 			rc = sw_fail(err, SW_EDATA, "missing tensor %s", mt->info.name);
 			goto out;
@@ -432,7 +436,7 @@ int modelio_read_state(struct ckpt *ck, const struct model *m, struct optim *o,
 		if (rc)
 			goto out;
 	}
-	rs->train_loss = rs->val_loss = NAN;
+	rs->train_loss = rs->val_loss = rs->aux_loss = NAN;
 out:
 	if (rc && o->m)
 		optim_free(o);

@@ -35,6 +35,7 @@ struct run_state {
 	int64_t tokens;                 /* tokens seen */
 	struct sw_rng rng;              /* the data sampler's state */
 	double train_loss, val_loss;    /* NaN: unknown */
+	double aux_loss;                /* a mixture of experts' load-balancing loss; NaN: none */
 	/* the run's shape, checked on resume */
 	int batch, grad_accum, seq_len;
 	uint64_t seed;

@@ -63,6 +63,11 @@ int param_stream_open(struct ckpt *ck, struct model *m, struct param_stream **ou
 	int rc;
 
 	*out = NULL;
+	if (m->c.n_experts) {
+		free(ps);
+		return sw_fail(err, SW_EUSAGE, "streaming a mixture of experts' layers is not built "
+			       "yet");
+	}
 	if (!ps)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	ps->loaded = -1;

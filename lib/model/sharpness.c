@@ -46,6 +46,13 @@ int gnb_estimate(struct model *m, const int *tokens, int B, int T, int mb, int d
 	int *y = malloc((size_t)Nmb * sizeof *y);
 	int rc;
 
+	/* the backward adds the load-balancing loss's gradient, which is no
+	 * Gauss-Newton term: not built yet */
+	if (m->c.n_experts) {
+		free(y);
+		return sw_fail(err, SW_EUSAGE, "the GNB estimate of a mixture of experts is not built "
+			       "yet");
+	}
 	if (!y)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	if ((const void *)h == (const void *)m->grads && draws != 1) {

@@ -136,9 +136,19 @@ static void layer_forward(const struct model_step *st, int l, int B, int T, real
 	}
 
 	/* MLP: x_out = x_mid + post(down(act(gate(n2)) * up(n2))), or
-	 * GPT-2's x_mid + down(act(up(n2))) */
+	 * GPT-2's x_mid + down(act(up(n2))), or a mixture of experts'
+	 * x_mid + moe(n2) (moe.h; the layer keeps its own activations,
+	 * recomputed or not) */
 	block_norm(st, a->n2, a->n2_mean, a->n2_rstd, a->x_mid, w->ffn_norm, w->ffn_norm_bias, N, C);
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+	if (w->router) {
+		if (products) {
+			ops->moe(ctx, l, a->mlp_y, a->n2, N);
+			lap(ops, ctx, MODEL_PHASE_GEMM);
+			ops->residual(ctx, x_out, a->x_mid, a->mlp_y, (size_t)N * C);
+		}
+		return;
+	}
 	if (products) {
 		if (ar->gated)
 			ops->matmul(ctx, st->dnp_ffn ? a->gate_lin : a->gate, a->n2, w->wgate, N, C, F);
@@ -202,6 +212,75 @@ void model_step_forward(const struct model_step *st, const int *tokens, const in
 	lap(ops, ctx, MODEL_PHASE_ELEMWISE);
 }
 
+/* The dense MLP's backward from dres (the layer's output gradient) to
+ * dn (N, C), its input's: x_out = x_mid + post(down(h)), through the
+ * post-norm (into dn, free until the MLP's input) to down's output */
+static void mlp_backward(const struct model_step *st, const struct layer_acts *a,
+			 const struct layer_ptrs *w, const struct layer_ptrs *gl, int N)
+{
+	const struct model_ops *ops = st->ops;
+	void *ctx = st->ctx;
+	const struct sw_config *c = st->c;
+	const struct model_arch *ar = st->a;
+	const struct model_step_scratch *s = &st->s;
+	int C = (int)c->d_model, F = (int)c->d_ff;
+	real *dres = s->dres, *dn = s->dn, *dF1 = s->dF1, *dF2 = s->dF2, *dF3 = s->dF3;
+	size_t nC = (size_t)N * C, nF = (size_t)N * F;
+	const real *dy;
+
+	dy = dres;
+	if (ar->post_norms) {
+		ops->zero(ctx, dn, nC);
+		ops->rmsnorm_backward(ctx, dn, gl->ffn_post_norm, dres, a->mlp_y, w->ffn_post_norm,
+				      a->mlp_post_rstd, N, C);
+		dy = dn;
+	}
+	bias(ops, ctx, (real *)dy, gl->down_bias, N, C, 1);
+	ops->zero(ctx, dF1, nF);
+	if (c->norm_everywhere) {
+		ops->zero(ctx, dF2, nF);
+		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+		ops->matmul_backward(ctx, dF2, gl->wdown, dy, a->d_in, w->wdown, N, F, C);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
+		ops->rmsnorm_backward(ctx, dF1, gl->down_in_norm, dF2, a->h, w->down_in_norm,
+				      a->d_in_rstd, N, F);
+		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+	} else {
+		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+		ops->matmul_backward(ctx, dF1, gl->wdown, dy, a->h, w->wdown, N, F, C);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
+	}
+	ops->zero(ctx, dn, nC);
+	if (!ar->gated) {
+		/* GPT-2's MLP: through the activation to up's output (dF2) */
+		ops->zero(ctx, dF2, nF);
+		ops->act_backward(ctx, dF2, dF1, a->up, nF, ar->act);
+		bias(ops, ctx, dF2, gl->up_bias, N, F, 1);
+		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+		ops->matmul_backward(ctx, dn, gl->wup, dF2, a->n2, w->wup, N, C, F);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
+	} else if (st->dnp_ffn) {
+		/* through SwiGLU to the normalized gate and up (dF2, dF3),
+		 * through their norms to the products' outputs (dF1, dF2) */
+		ops->zero(ctx, dF2, nF);
+		ops->zero(ctx, dF3, nF);
+		ops->swiglu_backward(ctx, dF2, dF3, dF1, a->gate, a->up, nF, ar->act);
+		ops->zero(ctx, dF1, nF);
+		ops->rmsnorm_backward(ctx, dF1, gl->gate_norm, dF2, a->gate_lin, w->gate_norm,
+				      a->gate_rstd, N, F);
+		ops->zero(ctx, dF2, nF);
+		ops->rmsnorm_backward(ctx, dF2, gl->up_norm, dF3, a->up_lin, w->up_norm,
+				      a->up_rstd, N, F);
+		lap(ops, ctx, MODEL_PHASE_ELEMWISE);
+		ops->matmul_backward(ctx, dn, gl->wgate, dF1, a->n2, w->wgate, N, C, F);
+		ops->matmul_backward(ctx, dn, gl->wup, dF2, a->n2, w->wup, N, C, F);
+		lap(ops, ctx, MODEL_PHASE_GEMM);
+	} else {
+		ops->gate_up_backward(ctx, dn, gl->wgate, gl->wup, dF1, a->gate, a->up, a->n2,
+				      w->wgate, w->wup, N, C, F, ar->act);
+	}
+}
+
 void model_step_backward(const struct model_step *st, const int *tokens, const int *targets,
 			 int B, int T, double loss_scale)
 {
@@ -210,12 +289,12 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 	const struct sw_config *c = st->c;
 	const struct model_ptrs *p = st->p, *g = st->g;
 	int N = B * T, C = (int)c->d_model, H = (int)c->n_heads, KV = (int)c->n_kv_heads,
-	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, F = (int)c->d_ff, V = (int)c->vocab_size;
+	    hd = (int)c->head_dim, Q = H * hd, K = KV * hd, V = (int)c->vocab_size;
 	const struct model_step_scratch *s = &st->s;
 	const struct model_arch *ar = st->a;
-	real *dres = s->dres, *dn = s->dn, *dF1 = s->dF1, *dF2 = s->dF2, *dF3 = s->dF3, *dq = s->dq,
-	     *dq2 = s->dq2, *dk = s->dk, *dk2 = s->dk2, *dv = s->dv;
-	size_t nC = (size_t)N * C, nF = (size_t)N * F, nQ = (size_t)N * Q, nK = (size_t)N * K;
+	real *dres = s->dres, *dn = s->dn, *dq = s->dq, *dq2 = s->dq2, *dk = s->dk, *dk2 = s->dk2,
+	     *dv = s->dv;
+	size_t nC = (size_t)N * C, nQ = (size_t)N * Q, nK = (size_t)N * K;
 
 	/* the loss is the mean over N tokens */
 	ops->loss_backward(ctx, st->logits, targets, N, V, (real)(loss_scale / N));
@@ -242,59 +321,15 @@ void model_step_backward(const struct model_step *st, const int *tokens, const i
 		 * the rest of its activations again */
 		if (st->recompute)
 			layer_forward(st, l, B, T, NULL);
-		/* x_out = x_mid + post(down(h)): dres flows to x_mid unchanged,
-		 * through the post-norm (into dn, free until the MLP's input) to
-		 * down's output */
-		dy = dres;
-		if (ar->post_norms) {
+		/* x_out = x_mid + post(mlp(n2)): dres flows to x_mid unchanged,
+		 * and through the MLP into dn */
+		if (w->router) {
 			ops->zero(ctx, dn, nC);
-			ops->rmsnorm_backward(ctx, dn, gl->ffn_post_norm, dres, a->mlp_y, w->ffn_post_norm,
-					      a->mlp_post_rstd, N, C);
-			dy = dn;
-		}
-		bias(ops, ctx, (real *)dy, gl->down_bias, N, C, 1);
-		ops->zero(ctx, dF1, nF);
-		if (c->norm_everywhere) {
-			ops->zero(ctx, dF2, nF);
 			lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-			ops->matmul_backward(ctx, dF2, gl->wdown, dy, a->d_in, w->wdown, N, F, C);
-			lap(ops, ctx, MODEL_PHASE_GEMM);
-			ops->rmsnorm_backward(ctx, dF1, gl->down_in_norm, dF2, a->h, w->down_in_norm,
-					      a->d_in_rstd, N, F);
-			lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-		} else {
-			lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-			ops->matmul_backward(ctx, dF1, gl->wdown, dy, a->h, w->wdown, N, F, C);
-			lap(ops, ctx, MODEL_PHASE_GEMM);
-		}
-		ops->zero(ctx, dn, nC);
-		if (!ar->gated) {
-			/* GPT-2's MLP: through the activation to up's output (dF2) */
-			ops->zero(ctx, dF2, nF);
-			ops->act_backward(ctx, dF2, dF1, a->up, nF, ar->act);
-			bias(ops, ctx, dF2, gl->up_bias, N, F, 1);
-			lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-			ops->matmul_backward(ctx, dn, gl->wup, dF2, a->n2, w->wup, N, C, F);
-			lap(ops, ctx, MODEL_PHASE_GEMM);
-		} else if (st->dnp_ffn) {
-			/* through SwiGLU to the normalized gate and up (dF2, dF3),
-			 * through their norms to the products' outputs (dF1, dF2) */
-			ops->zero(ctx, dF2, nF);
-			ops->zero(ctx, dF3, nF);
-			ops->swiglu_backward(ctx, dF2, dF3, dF1, a->gate, a->up, nF, ar->act);
-			ops->zero(ctx, dF1, nF);
-			ops->rmsnorm_backward(ctx, dF1, gl->gate_norm, dF2, a->gate_lin, w->gate_norm,
-					      a->gate_rstd, N, F);
-			ops->zero(ctx, dF2, nF);
-			ops->rmsnorm_backward(ctx, dF2, gl->up_norm, dF3, a->up_lin, w->up_norm,
-					      a->up_rstd, N, F);
-			lap(ops, ctx, MODEL_PHASE_ELEMWISE);
-			ops->matmul_backward(ctx, dn, gl->wgate, dF1, a->n2, w->wgate, N, C, F);
-			ops->matmul_backward(ctx, dn, gl->wup, dF2, a->n2, w->wup, N, C, F);
+			ops->moe_backward(ctx, l, dn, dres, a->n2, N, loss_scale);
 			lap(ops, ctx, MODEL_PHASE_GEMM);
 		} else {
-			ops->gate_up_backward(ctx, dn, gl->wgate, gl->wup, dF1, a->gate, a->up, a->n2,
-					      w->wgate, w->wup, N, C, F, ar->act);
+			mlp_backward(st, a, w, gl, N);
 		}
 		block_norm_backward(st, dres, gl->ffn_norm, gl->ffn_norm_bias, dn, a->x_mid, w->ffn_norm,
 				    a->n2_mean, a->n2_rstd, N, C);

@@ -131,6 +131,13 @@ struct model_ops {
 	void (*grads_ready)(void *ctx, int layer);
 	/* from dL/dW_eff to dL/dW and the multipliers' (NULL without them) */
 	void (*mult_backward)(void *ctx);
+	/* a mixture of experts' layer l (moe.h): y (N, C) from x (N, C), the
+	 * layer's activations kept; backward dx (N, C) += its input gradient
+	 * from dy, its weights' gradients added (the objective's scale
+	 * loss_scale). NULL: a back end without them (sw-train refuses). */
+	void (*moe)(void *ctx, int l, real *y, const real *x, int N);
+	void (*moe_backward)(void *ctx, int l, real *dx, const real *dy, const real *x, int N,
+			     double loss_scale);
 	/* layer l's weights are about to be read: a back end that keeps
 	 * only the layer in use in memory loads it here, in place of the last
 	 * (NULL: every layer's always there). The R-operator's passes call it

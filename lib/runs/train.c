@@ -56,8 +56,11 @@ static double rms(const real *x, size_t n)
 
 enum {
 	S_LOSS, S_VAL_LOSS, S_LR, S_GRAD_NORM, S_TOKENS, S_SECONDS, S_OUT_NORM, S_OUT_NORM_FOLDED,
-	S_RESIDUAL, S_ATTN_OUT, S_MLP_OUT, S_GAIN, S_WEIGHT, S_QHEAD, S_KHEAD, S_MULT,
+	S_AUX_LOSS, S_RESIDUAL, S_ATTN_OUT, S_MLP_OUT, S_GAIN, S_WEIGHT, S_QHEAD, S_KHEAD, S_MULT,
 	S_QK_Q, S_QK_K, S_QK_QMULT, S_QK_KMULT, S_SCALE_SD, S_SCALE_ANISO, S_SCALE_COUPLING,
+	/* a mixture of experts' layers: each expert's load, the max/mean of
+	 * the loads, the router's entropy */
+	S_MOE_LOAD, S_MOE_IMBALANCE, S_MOE_ENTROPY,
 	S_COUNT
 };
 
@@ -105,7 +108,8 @@ static int64_t max_numel_vector(const struct model *m)
 static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_err *err)
 {
 	int L = (int)m->c.n_layers, H = (int)m->c.n_heads, KV = (int)m->c.n_kv_heads;
-	int cap = 64 + 3 * (L + 1) + L * (NGAIN + H + KV) + m->ntensors * 2, k;
+	int E = (int)m->c.n_experts;
+	int cap = 64 + 3 * (L + 1) + L * (NGAIN + H + KV) + m->ntensors * 2 + L * (E + 2), k;
 	const char **cols[S_COUNT];
 	int ncols[S_COUNT] = {0};
 
@@ -146,6 +150,17 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 			cols[S_KHEAD][ncols[S_KHEAD]++] = name_fmt(tp, "layer%d%s", l, b);
 		}
 	}
+	for (int l = 0; l < L; l++) {
+		if (!arch_layer_is_moe(&m->c, l))
+			continue;
+		cols[S_MOE_IMBALANCE][ncols[S_MOE_IMBALANCE]++] = name_fmt(tp, "layer%d%s", l, "");
+		cols[S_MOE_ENTROPY][ncols[S_MOE_ENTROPY]++] = cols[S_MOE_IMBALANCE][ncols[S_MOE_IMBALANCE] - 1];
+		for (int e = 0; e < E; e++) {
+			char b[24];
+			snprintf(b, sizeof b, ".expert%d", e);
+			cols[S_MOE_LOAD][ncols[S_MOE_LOAD]++] = name_fmt(tp, "layer%d%s", l, b);
+		}
+	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct sw_tensor_info *t = &m->tensors[i].info;
 		if (t->kind == SW_KIND_MATRIX) {
@@ -163,15 +178,19 @@ static int plan_trace(struct trace_plan *tp, const struct model *m, struct sw_er
 		}
 	}
 	static const char *const scalar_names[] = {
-		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm", "out_norm_folded"
+		"loss", "val_loss", "lr", "grad_norm", "tokens", "seconds", "out_norm", "out_norm_folded",
+		"aux_loss"
 	};
 	static const char *const vector_names[] = {
 		"residual_rms", "attn_out_rms", "mlp_out_rms", "sublayer_gain", "weight_rms",
 		"q_head_rms", "k_head_rms", "multiplier", "qk_q_rms", "qk_k_rms", "qk_q_mult", "qk_k_mult",
-		"scale_sd", "scale_anisotropy", "scale_coupling"
+		"scale_sd", "scale_anisotropy", "scale_coupling", "moe_load", "moe_load_max_mean",
+		"moe_router_entropy"
 	};
 	for (k = 0; k < S_COUNT; k++) {
-		if ((k == S_MULT && !tp->nmult) || (k >= S_SCALE_SD && !tp->nscale) ||
+		if ((k == S_MULT && !tp->nmult) ||
+		    (k >= S_SCALE_SD && k <= S_SCALE_COUPLING && !tp->nscale) ||
+		    ((k == S_AUX_LOSS || k >= S_MOE_LOAD) && !E) || (k >= S_MOE_LOAD && !ncols[k]) ||
 		    ((k == S_QK_QMULT || k == S_QK_KMULT) && m->mult == MULT_NONE)) {
 			free(cols[k]);
 			continue;
@@ -329,10 +348,11 @@ static int trace_stats(struct trace_plan *tp, struct model *m, const struct stat
 		sq[ACT_K] = src_sumsq(src, a->k_lin, N * K);
 		sq[ACT_V] = src_sumsq(src, a->v, N * K);
 		sq[ACT_O_X] = src_sumsq(src, c->norm_everywhere ? a->o_in : a->att_out, N * Q);
-		/* GPT-2's MLP has no gate: its gain is NaN, no such thing */
-		sq[ACT_GATE] = a->gate ? src_sumsq(src, a->gate, N * F) : NAN;
-		sq[ACT_UP] = src_sumsq(src, a->up, N * F);
-		sq[ACT_D_X] = src_sumsq(src, c->norm_everywhere ? a->d_in : a->h, N * F);
+		/* GPT-2's MLP has no gate: its gain is NaN, no such thing; nor
+		 * has a mixture of experts' layer one gate, up and down */
+		sq[ACT_GATE] = a->gate && !a->moe ? src_sumsq(src, a->gate, N * F) : NAN;
+		sq[ACT_UP] = a->moe ? NAN : src_sumsq(src, a->up, N * F);
+		sq[ACT_D_X] = a->moe ? NAN : src_sumsq(src, c->norm_everywhere ? a->d_in : a->h, N * F);
 	}
 	tp->sq[(size_t)L * ACT_COUNT] = src_sumsq(src, src->x_final, N * C);
 	if ((rc = dp_sum(dp, tp->sq, L * ACT_COUNT + 1, err)))
@@ -360,6 +380,22 @@ static int trace_stats(struct trace_plan *tp, struct model *m, const struct stat
 	}
 	res[L] = RMS(L, 0, C);
 #undef RMS
+	/* a mixture of experts' routing in the last forward (one process:
+	 * trainer_open) */
+	for (int l = 0, j = 0; c->n_experts && l < L; l++) {
+		const struct moe_acts *ma = src->acts[l].moe;
+		double mx = 0, mean = 0;
+		if (!ma)
+			continue;
+		for (int e = 0; e < ma->E; e++) {
+			tp->row[S_MOE_LOAD][j * ma->E + e] = ma->load[e];
+			mx = ma->load[e] > mx ? ma->load[e] : mx;
+			mean += ma->load[e] / ma->E;
+		}
+		tp->row[S_MOE_IMBALANCE][j] = mean > 0 ? mx / mean : NAN;
+		tp->row[S_MOE_ENTROPY][j] = ma->entropy;
+		j++;
+	}
 	for (int i = 0; i < tp->nweight; i++) {
 		const struct model_tensor *t = &m->tensors[tp->weight_tensor[i]];
 		tp->row[S_WEIGHT][i] = rms(m->params + t->offset, t->numel);
@@ -527,6 +563,8 @@ struct step_log {
 	int64_t step;                   /* the update's index (the step before it) */
 	double loss, grad_norm, lr;
 	double val_loss;                /* NaN when not evaluated at this step */
+	double aux_loss;                /* the experts' load-balancing loss (mean over the
+					   micro-batches); NaN without experts */
 	int checkpointed;
 };
 
@@ -726,7 +764,7 @@ static int trainer_open(struct trainer *t, const struct train_config *caller, st
 	if (rc)
 		return rc;
 	t->T = (int)t->m.c.seq_len;
-	t->rs.train_loss = t->rs.val_loss = NAN;
+	t->rs.train_loss = t->rs.val_loss = t->rs.aux_loss = NAN;
 	if ((rc = data_check(&t->d, t->T, (int)t->m.c.vocab_size, err))) {
 		sw_err_prefix(err, "%s", tc->data_path);
 		return rc;
@@ -739,6 +777,11 @@ static int trainer_open(struct trainer *t, const struct train_config *caller, st
 		return rc;
 	dp_slice(&t->dp, t->B, &t->b0, &b1);
 	t->Bl = b1 - t->b0;
+	/* a mixture of experts (a checkpoint's, resumed, or --moe's) */
+	if (t->m.c.n_experts && (tc->device != SW_DEVICE_CPU || comm_size(tc->comm) > 1 || tc->zero1))
+		return sw_fail(err, SW_EUSAGE, "a mixture of experts under %s: not built yet (one "
+			       "process on the CPU trains it)", tc->device != SW_DEVICE_CPU ?
+			       "--device" : comm_size(tc->comm) > 1 ? "mpirun" : "--zero1");
 	if (tc->device != SW_DEVICE_CPU && comm_size(tc->comm) > 1)
 		return sw_fail(err, SW_EUSAGE, "--device %s under mpirun: not built yet (one process per GPU run)",
 			       tc->device == SW_DEVICE_CUDA ? "cuda" : "emu");
@@ -840,7 +883,8 @@ static int next_batch(struct trainer *t, int a, struct sw_err *err)
  * the A micro-batches (Bl/B of each), and *loss its share of that mean.
  * *nonfinite: a loss was NaN or Inf (the rest is skipped). The last
  * backward exchanges the gradients as it goes (dp_arm). */
-static int forward_backward(struct trainer *t, double *loss, int *nonfinite, struct sw_err *err)
+static int forward_backward(struct trainer *t, double *loss, double *aux, int *nonfinite,
+			    struct sw_err *err)
 {
 	struct model *m = &t->m;
 	double share = (double)t->Bl / t->B;
@@ -848,6 +892,7 @@ static int forward_backward(struct trainer *t, double *loss, int *nonfinite, str
 	int rc;
 
 	*loss = 0;
+	*aux = m->c.n_experts ? 0 : NAN;
 	*nonfinite = 0;
 	if ((rc = dev_zero_grad(m, t->gpu, err)))
 		return rc;
@@ -857,6 +902,8 @@ static int forward_backward(struct trainer *t, double *loss, int *nonfinite, str
 		if ((rc = next_batch(t, a, err)) || (rc = dev_forward(m, t->gpu, tok, tgt, t->Bl, t->T, err)))
 			return rc;
 		*loss += m->loss * share / t->A;
+		if (m->c.n_experts)
+			*aux += m->aux_loss / t->A;     /* one process (trainer_open) */
 		if (!isfinite(m->loss)) {
 			*nonfinite = 1;
 			return SW_OK;
@@ -877,7 +924,7 @@ static int gradient(struct trainer *t, struct step_log *s, int *stop, struct sw_
 	double sums[3];                 /* loss, a NaN or Inf loss, interrupted */
 	int nonfinite = 0, rc, rc2;
 
-	rc = forward_backward(t, &sums[0], &nonfinite, err);
+	rc = forward_backward(t, &sums[0], &s->aux_loss, &nonfinite, err);
 	rc2 = dp_reduce_grads(&t->dp, rc ? NULL : err);
 	if ((rc = agree(t, rc ? rc : rc2)))
 		return rc;
@@ -914,6 +961,7 @@ static int update(struct trainer *t, struct step_log *s, struct sw_err *err)
 	t->rs.step++;
 	t->rs.tokens += (int64_t)t->A * t->B * t->T;
 	t->rs.train_loss = s->loss;
+	t->rs.aux_loss = s->aux_loss;
 	return SW_OK;
 }
 
@@ -951,6 +999,8 @@ static int trace_row(struct trainer *t, const struct step_log *s, struct sw_err 
 	if (!t->tw)
 		return SW_OK;
 	tp->row[S_LOSS][0] = s->loss;
+	if (tp->row[S_AUX_LOSS])
+		tp->row[S_AUX_LOSS][0] = s->aux_loss;
 	tp->row[S_VAL_LOSS][0] = s->val_loss;
 	tp->row[S_LR][0] = s->lr;
 	tp->row[S_GRAD_NORM][0] = s->grad_norm;

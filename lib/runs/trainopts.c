@@ -86,6 +86,14 @@ const struct trainopt trainopts_table[TRAINOPT_COUNT] = {
 	[TRAINOPT_QUERY_PRE_ATTN_SCALAR] = NUM("query-pre-attn-scalar", TRAINOPT_DOUBLE,
 					       tc.model.query_pre_attn_scalar, 0, 1e9),
 	[TRAINOPT_INIT] = STR("init", tc.init),
+	/* a mixture of experts (moe.h) */
+	[TRAINOPT_MOE] = WORDS("moe", TRAINOPT_VALUE),
+	[TRAINOPT_MOE_FFN] = NUM("moe-ffn", TRAINOPT_INT64, moe_ffn, 1, P2(20)),
+	[TRAINOPT_MOE_SHARED_FFN] = NUM("moe-shared-ffn", TRAINOPT_INT64, moe_shared_ffn, 1, P2(20)),
+	[TRAINOPT_MOE_RENORM] = WORDS("moe-renorm", TRAINOPT_VALUE),
+	[TRAINOPT_MOE_AUX_COEF] = NUM("moe-aux-coef", TRAINOPT_DOUBLE, tc.model.moe_aux_coef, 0, 1e3),
+	[TRAINOPT_MOE_DENSE_LAYERS] = NUM("moe-dense-layers", TRAINOPT_INT64, tc.model.moe_dense_layers,
+					  0, 1024),
 };
 
 /* The run's own options a checkpoint records (/optim_state's attribute
@@ -194,6 +202,36 @@ int trainopts_resume(struct train_config *tc, struct ckpt *ck, char *said, size_
 		if (used >= len)
 			return sw_fail(err, SW_ESOFTWARE, "the resumed options do not fit in %zu bytes", len);
 	}
+	return SW_OK;
+}
+
+/* --moe E:K[:S]: E experts (2..4096), K active (1..E), S shared (0 or 1) */
+static int moe_spec(const char *arg, struct sw_config *c, struct sw_err *err)
+{
+	long long v[3] = {0, 0, 0};
+	int n = 0;
+	const char *s = arg;
+
+	while (n < 3) {
+		char *end;
+		errno = 0;
+		if (*s < '0' || *s > '9')
+			break;
+		v[n++] = strtoll(s, &end, 10);
+		if (errno)
+			break;
+		s = end;
+		/* a colon only between two numbers */
+		if (*s != ':' || s[1] < '0' || s[1] > '9')
+			break;
+		s++;
+	}
+	if (*s || n < 2 || v[0] < 2 || v[0] > 4096 || v[1] < 1 || v[1] > v[0] || v[2] > 1)
+		return sw_fail(err, SW_EUSAGE, "--moe: '%s' is not E:K[:S] (E experts 2..4096, K "
+			       "active 1..E, S shared experts 0 or 1)", arg);
+	c->n_experts = v[0];
+	c->n_experts_active = v[1];
+	c->n_shared_experts = v[2];
 	return SW_OK;
 }
 
@@ -379,6 +417,13 @@ static int set_words(struct trainopts *o, int id, const char *arg, struct sw_err
 		if (sw_device_parse(arg, &tc->device) < 0)
 			return sw_fail(err, SW_EUSAGE, "--device: cpu, cuda or emu");
 		return SW_OK;
+	case TRAINOPT_MOE:
+		return moe_spec(arg, c, err);
+	case TRAINOPT_MOE_RENORM:
+		if (strcmp(arg, "yes") && strcmp(arg, "no"))
+			return sw_fail(err, SW_EUSAGE, "--moe-renorm: yes (Mixtral) or no (Qwen2-MoE)");
+		c->moe_renorm = !strcmp(arg, "yes");
+		return SW_OK;
 	case TRAINOPT_PRECISION:
 		if (sw_precision_parse(arg, &tc->precision) < 0)
 			return sw_fail(err, SW_EUSAGE, "--precision: fp32 or bf16");
@@ -468,6 +513,58 @@ static int arch_defaults(struct trainopts *o, struct sw_err *err)
 	return SW_OK;
 }
 
+/* A mixture of experts' sizes and defaults (--moe's options without
+ * --moe are refused): each expert d_ff / K wide (the active parameters a
+ * dense layer's), the shared one d_ff wide (the scale-vectors paper's
+ * LlamaMoE after Qwen-MoE: experts int(8 d / 3) / 4 wide, the shared one
+ * int(8 d / 3), --moe 32:4:1); renormalized top-k weights
+ * (Mixtral); the load-balancing loss weighed 0.001, transformers'
+ * router_aux_loss_coef of MixtralConfig and Qwen2MoeConfig. What the
+ * trainer does not compute with experts yet is refused here. */
+static int moe_finish(struct trainopts *o, struct sw_err *err)
+{
+	static const int moe_only[] = {
+		TRAINOPT_MOE_FFN, TRAINOPT_MOE_SHARED_FFN, TRAINOPT_MOE_RENORM, TRAINOPT_MOE_AUX_COEF,
+		TRAINOPT_MOE_DENSE_LAYERS,
+	};
+	struct train_config *tc = &o->tc;
+	struct sw_config *c = &tc->model;
+	struct sw_err why;
+
+	for (size_t i = 0; !c->n_experts && i < sizeof moe_only / sizeof *moe_only; i++)
+		if (o->given[moe_only[i]])
+			return sw_fail(err, SW_EUSAGE, "--%s is for a mixture of experts: give --moe",
+				       trainopts_table[moe_only[i]].name);
+	if (!c->n_experts)
+		return SW_OK;
+	if (o->given[TRAINOPT_MOE_SHARED_FFN] && !c->n_shared_experts)
+		return sw_fail(err, SW_EUSAGE, "--moe-shared-ffn: --moe E:K:1 has a shared expert, not "
+			       "E:K");
+	c->moe_d_ff = o->moe_ffn ? o->moe_ffn : c->d_ff / c->n_experts_active;
+	if (c->moe_d_ff < 1)
+		c->moe_d_ff = 1;
+	c->shared_d_ff = c->n_shared_experts ? (o->moe_shared_ffn ? o->moe_shared_ffn : c->d_ff) : 0;
+	if (!o->given[TRAINOPT_MOE_RENORM])
+		c->moe_renorm = 1;
+	if (!o->given[TRAINOPT_MOE_AUX_COEF])
+		c->moe_aux_coef = 0.001;
+	if (c->moe_dense_layers > c->n_layers)
+		return sw_fail(err, SW_EUSAGE, "--moe-dense-layers %lld: the model has %lld layers",
+			       (long long)c->moe_dense_layers, (long long)c->n_layers);
+	if (tc->device != SW_DEVICE_CPU)
+		return sw_fail(err, SW_EUSAGE, "--moe with --device %s: not built yet (the CPU trains "
+			       "a mixture of experts)", tc->device == SW_DEVICE_CUDA ? "cuda" : "emu");
+	if (tc->zero1)
+		return sw_fail(err, SW_EUSAGE, "--moe with --zero1: not built yet");
+	if (tc->fisher_every)
+		return sw_fail(err, SW_EUSAGE, "--moe with --fisher-every: not built yet (the GNB "
+			       "estimate of a mixture of experts)");
+	/* what the model computes with experts (arch_model_check's) */
+	if (arch_model_check(c, &why))
+		return sw_fail(err, SW_EUSAGE, "--moe: %s", why.msg);
+	return SW_OK;
+}
+
 int trainopts_finish(struct trainopts *o, struct sw_err *err)
 {
 	struct train_config *tc = &o->tc;
@@ -508,6 +605,8 @@ int trainopts_finish(struct trainopts *o, struct sw_err *err)
 		return sw_fail(err, SW_EUSAGE, "the head dimension must be even (RoPE rotates pairs)");
 	if (a->softcaps && !o->given[TRAINOPT_QUERY_PRE_ATTN_SCALAR])
 		c->query_pre_attn_scalar = (double)c->head_dim;
+	if ((rc = moe_finish(o, err)))
+		return rc;
 	if (tc->precision == SW_PRECISION_BF16 && tc->device == SW_DEVICE_CPU)
 		return sw_fail(err, SW_EUSAGE, "--precision bf16 is for a GPU (--device cuda); the CPU computes in fp32");
 	return SW_OK;

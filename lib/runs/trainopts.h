@@ -47,6 +47,8 @@ enum trainopt_id {
 	TRAINOPT_SAVE_GRADS, TRAINOPT_FISHER_EVERY, TRAINOPT_RESUME, TRAINOPT_FORCE, TRAINOPT_LOG,
 	TRAINOPT_THREADS, TRAINOPT_ZERO1, TRAINOPT_DEVICE, TRAINOPT_PRECISION, TRAINOPT_TIMING,
 	TRAINOPT_ATTN_SOFTCAP, TRAINOPT_FINAL_SOFTCAP, TRAINOPT_QUERY_PRE_ATTN_SCALAR, TRAINOPT_INIT,
+	TRAINOPT_MOE, TRAINOPT_MOE_FFN, TRAINOPT_MOE_SHARED_FFN, TRAINOPT_MOE_RENORM,
+	TRAINOPT_MOE_AUX_COEF, TRAINOPT_MOE_DENSE_LAYERS,
 	TRAINOPT_COUNT
 };
 
@@ -76,6 +78,7 @@ extern const struct trainopt trainopts_table[TRAINOPT_COUNT];
 struct trainopts {
 	struct train_config tc;         /* train_config_defaults, then the options */
 	int64_t n_kv_heads, head_dim, d_ff;     /* 0: derived by trainopts_finish */
+	int64_t moe_ffn, moe_shared_ffn;        /* --moe-ffn, --moe-shared-ffn; 0: derived */
 	int log;                        /* --log */
 	int threads;                    /* --threads; 0: not given */
 	int given[TRAINOPT_COUNT];      /* how many times each option came */

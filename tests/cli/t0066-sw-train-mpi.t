@@ -198,4 +198,12 @@ test_expect_success 'sw-sharpness, 2 ranks, a data file missing: one message, ex
 	echo 1 >expect && test_cmp expect n
 '
 
+test_expect_success 'a mixture of experts under mpirun: not built yet, exit 64 and no run directory' '
+	mkdir -p moejob &&
+	(cd moejob && test_expect_code 64 mpirun -np 2 sw-train --data "$CORPUS" --d-model 32 \
+		--n-layers 2 --seq-len 16 --batch 4 --steps 2 --moe 4:2 --threads 1 \
+		--out ../moe2 >../moeout 2>../moeerr) &&
+	grep -q "^sw-train: a mixture of experts under mpirun: not built yet" moeerr && ! test -e moe2
+'
+
 test_done

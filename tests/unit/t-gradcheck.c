@@ -16,15 +16,18 @@
 #include "../../lib/model/cpukern.c"
 #include "../../lib/model/layout.c"
 #include "../../lib/model/model.c"
+#include "../../lib/model/moe.c"
 #include "../../lib/model/step.c"
 
 #include "model_variants.h"
 #include "tap.h"
 
+/* the objective the backward differentiates: the loss, and with a
+ * mixture of experts its weighted load-balancing loss */
 static double loss_at(struct model *m, const int *tok, const int *tgt, int B, int T)
 {
 	model_forward(m, tok, tgt, B, T);
-	return m->loss;
+	return m->loss + (m->c.n_experts ? m->c.moe_aux_coef * m->aux_loss : 0);
 }
 
 static void check_variant(const char *what, struct sw_config c)
@@ -101,6 +104,25 @@ int main(void)
 
 	for_each_model_variant(check_variant);
 	for_each_reparam_variant(check_variant);
+	/* a mixture of experts (moe.h): the routing is held by the step of
+	 * 1e-5, which moves no router probability across another at these
+	 * generic values */
+	{
+		struct sw_config c = base;
+		c.n_experts = 4, c.n_experts_active = 2, c.moe_d_ff = 6, c.moe_renorm = 1;
+		c.moe_aux_coef = 0.1;
+		check_variant("moe 4:2, renormalized, aux 0.1", c);
+		c.n_shared_experts = 1, c.shared_d_ff = 5, c.moe_renorm = 0, c.moe_aux_coef = 0.3;
+		check_variant("moe 4:2:1, not renormalized, aux 0.3", c);
+		c.moe_dense_layers = 1, c.n_experts_active = 1, c.moe_renorm = 1;
+		check_variant("moe 4:1:1 behind a dense layer", c);
+		/* the attention's scale design and every gain reparameterized:
+		 * the ffn_norm's gain (OR) before the router and the experts */
+		c.moe_dense_layers = 0, c.n_experts_active = 2, c.qk_norm = 1;
+		snprintf(c.scale_design, sizeof c.scale_design, "attn=hg");
+		snprintf(c.scale_reparam, sizeof c.scale_reparam, "or");
+		check_variant("moe 4:2:1, attn=hg, gains OR, QK-norm", c);
+	}
 	/* the check is not vacuous: a wrong gradient is caught */
 	{
 		struct model m;

@@ -27,6 +27,7 @@
 #include "../../lib/model/cpukern.c"
 #include "../../lib/model/layout.c"
 #include "../../lib/model/model.c"
+#include "../../lib/model/moe.c"
 #include "../../lib/model/step.c"
 #include "../../lib/model/modelhvp.c"
 

@@ -1240,6 +1240,12 @@ static int open_on(struct gpu_model **gmp, struct gpu *g, enum sw_device dev,
 	size_t np = m->nparams * sizeof(real), ne = m->eff_size * sizeof(real);
 	int L = (int)m->c.n_layers, rc;
 
+	/* the device has no experts' kernels yet (step.h's moe operations) */
+	if (m->c.n_experts) {
+		free(gm);
+		return sw_fail(err, SW_EUSAGE, "a mixture of experts on the device is not built yet");
+	}
+
 	*gmp = NULL;
 	if (!gm)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
