@@ -63,11 +63,6 @@ int param_stream_open(struct ckpt *ck, struct model *m, struct param_stream **ou
 	int rc;
 
 	*out = NULL;
-	if (m->c.n_experts) {
-		free(ps);
-		return sw_fail(err, SW_EUSAGE, "streaming a mixture of experts' layers is not built "
-			       "yet");
-	}
 	if (!ps)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	ps->loaded = -1;
@@ -79,6 +74,11 @@ int param_stream_open(struct ckpt *ck, struct model *m, struct param_stream **ou
 	if (m->eff || m->nreparams) {
 		rc = sw_fail(err, SW_EUSAGE, "a model with multipliers, gains or reparameterized gains "
 			     "needs every layer at once: not with --low-memory");
+		goto fail;
+	}
+	/* m is built only now: the check of its config comes here */
+	if (m->c.n_experts) {
+		rc = sw_fail(err, SW_EUSAGE, "streaming a mixture of experts' layers is not built yet");
 		goto fail;
 	}
 	ps->first = malloc(((size_t)ps->L + 1) * sizeof *ps->first);
