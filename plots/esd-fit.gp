@@ -27,7 +27,7 @@ array FITKEY[_nc]
 do for [_i = 1:_nc] {
 	_av = real(word(AV[_i], 1))
 	FITKEY[_i] = _av == _av ? sprintf("power law, α = %.2f", _av) : "power law"
-	if (int(word(AV[_i], 2))) { FITKEY[_i] = FITKEY[_i]." (warn: see the table)" }
+	if (int(word(AV[_i], 2))) { FITKEY[_i] = FITKEY[_i]." (warn)" }
 }
 set logscale xy
 set format y "10^{%L}"
@@ -49,7 +49,7 @@ if (_nc > 1) {
 	_rows = int(ceil(real(_nc) / _cols))
 	set multiplot layout _rows,_cols margins 0.08,0.97,0.12,0.88 spacing 0.06,0.16 \
 		title (C[_nc + 2] eq "" ? "eigenvalue densities" : C[_nc + 2]) noenhanced
-	set key inside top right noenhanced samplen 1.5 font ",14"
+	set key inside top right noenhanced noreverse Right samplen 1.5 font ",13"
 	do for [_i = 1:_nc] {
 		set title C[_i] noenhanced
 		set xlabel ((_i + _cols > _nc) ? "eigenvalue λ = σ² / max(rows, cols)" : "")

@@ -22,7 +22,7 @@ static const char help[] =
 	"stdin.\n"
 	"\n"
 	"  --column NAME      the value column drawn, for the kinds that take one\n"
-	"                     (esd-layers: alpha unless NAME names another)\n"
+	"                     (esd-layers: alpha, compare: rel_change, unless NAME)\n"
 	"  --force            replace an existing OUT (never IN)\n"
 	"  -o, --output OUT   the figure\n"
 	"  --list             the kinds, the columns each needs, the command for its TSV\n"

@@ -46,7 +46,8 @@ static const char help[] =
 	"                 under-trained (alpha > " TOOL_STR(ESDFIT_ALPHA_HIGH) "), as WeightWatcher labels\n"
 	"                 layers; with --hist BINS, the density of\n"
 	"                 lambda with the fits: bin bin_lo bin_hi count density\n"
-	"                 fit_density mp_density\n"
+	"                 fit_density mp_density, and after expert the fit's alpha\n"
+	"                 and warn\n"
 	"  --fit          across all files, per role: ln sigma_top and ln ||W||_rms\n"
 	"                 fitted against ln(equilibrium scale) and ln d_model\n"
 	"  --top K        only the K largest values (block Lanczos, relative error\n"
@@ -183,7 +184,13 @@ static int print_esd_hist(struct run *r, const struct sw_tensor_info *t, int64_t
 		else
 			table_empty(r->tb);
 		table_num(r->tb, bulkf * esdfit_mp_density(sqrt(lo * hi), f->mp.sigma2, y));
-		row_end(r, t);
+		tool_tokens_cell(r->tb, r->m->has_step, r->m->tokens);
+		table_int(r->tb, t->expert);
+		/* the newest columns, after expert: the fit's alpha and its warning
+		 * on every bin's row, for a figure's key (sw-plot esd-fit) */
+		table_num(r->tb, f->pl.alpha);
+		table_str(r->tb, esdfit_warn_text(esdfit_warnings(&f->pl)));
+		table_end_row(r->tb);
 	}
 	free(bins);
 	return SW_OK;
@@ -385,7 +392,9 @@ static int columns(const struct opts *o, const char **cols)
 		cols[n++] = own[i];
 	cols[n++] = "tokens";
 	cols[n++] = "expert";
-	if (o->mode == MODE_ESD && !o->bins)
+	if (o->mode == MODE_ESD && o->bins)
+		cols[n++] = "alpha";
+	if (o->mode == MODE_ESD)
 		cols[n++] = "warn";
 	return n;
 }

@@ -94,9 +94,16 @@ test_expect_success 'warn: the 16-value head of known spectrum is short-tail' '
 	cut -f22 h >got && printf "warn\nshort-tail,over-trained\n" >expect && test_cmp expect got
 '
 
-test_expect_success '--esd-fit --hist and --json: the density rows have no warn; JSON carries it' '
-	sw-spectrum --esd-fit --hist 4 --role lm_head "$FIX/tiny.h5" >hh &&
-	head -n 1 hh >header && test_expect_code 1 grep -q warn header &&
+# the density rows end with the matrix's alpha and warn, the cells of its
+# --esd-fit row (the same fit: the same bytes), every bin's row alike
+test_expect_success '--esd-fit --hist: each bin carries its matrix'"'"'s alpha and warn; JSON carries warn' '
+	sw-spectrum --esd-fit --hist 4 "$FIX/tiny.h5" >hh &&
+	sw-spectrum --esd-fit "$FIX/tiny.h5" >rows &&
+	head -n 1 hh >header && grep -q "	expert	alpha	warn$" header &&
+	awk -F"\t" "FNR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next }
+		NR == FNR { want[\$c[\"name\"]] = \$c[\"alpha\"] \"|\" \$c[\"warn\"]; next }
+		{ n++; if (want[\$c[\"name\"]] != \$c[\"alpha\"] \"|\" \$c[\"warn\"]) { print \"row \" FNR \": \" \$c[\"name\"]; bad = 1 } }
+		END { exit !n || bad }" rows hh &&
 	sw-spectrum --esd-fit --json --role lm_head "$FIX/tiny.h5" >j &&
 	grep -q "\"expert\": -1, \"warn\": \"short-tail,over-trained\"}$" j
 '

@@ -100,11 +100,12 @@ test_expect_success 'setup: a run with a trace and /fisher, the tables, a refere
 	sw-hessian --preconditioned --data "$FIX/corpus.txt" --batch-tokens 128 --seq-len 32 \
 		run/ckpt-*.h5 >eos.tsv &&
 	sw-spectrum --esd-fit run/ckpt-*.h5 >esd-layers.tsv &&
+	sw-compare run/ckpt-*.h5 >compare.tsv &&
 	sw-plot norms norms.tsv -o ref.png
 '
 
 for kind in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift scale-vectors loss-curves \
-	hessian-density esd-fit eos esd-layers; do
+	hessian-density esd-fit eos esd-layers compare; do
 	test_expect_success "$kind: a PNG of the set size and an SVG" "
 		sw-plot $kind $kind.tsv -o $kind.png 2>err && test_line_count = 0 err &&
 		head -c 8 $kind.png | od -A n -t x1 | grep -q '89 50 4e 47 0d 0a 1a 0a' &&
@@ -158,10 +159,10 @@ test_expect_success 'an existing figure is kept without --force, replaced whole 
 '
 
 test_expect_success '--list names every kind with its columns' '
-	sw-plot --list >list && test_line_count = 20 list &&
+	sw-plot --list >list && test_line_count = 21 list &&
 	for k in training residual sharpness sharpness-steps sharpness-hist norms spectrum spectrum-normalized esd transfer transfer-fits qkdrift hessian-density hessian \
 		scale-vectors loss-curves \
-		esd-fit eos esd-layers; do
+		esd-fit eos esd-layers compare; do
 		grep -q "^$k	" list && test -f "$SW_TOP/plots/$k.gp" || exit 1
 	done
 '
@@ -501,6 +502,31 @@ test_expect_success 'esd-fit: a panel per file, x labels in one style' '
 	{ awk "{ n++; if (\$0 !~ /^10-?[0-9]+\$/) bad = 1 } END { exit !n || bad }" xt2 ||
 	  awk "{ n++; if (\$0 !~ /^[0-9.]+×10-?[0-9]+\$/) bad = 1 } END { exit !n || bad }" xt2; } ||
 	{ cat xt2; exit 1; }
+'
+
+# the key of each panel: the alpha of its rows (read from the table, two
+# decimals), "(warn)" where the row's warn is not empty
+test_expect_success 'esd-fit: each key says its alpha from the table, and a flagged fit' '
+	awk -F"\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next }
+		!s[\$1]++ { printf \"power law, α = %.2f%s\n\", \$c[\"alpha\"], \$c[\"warn\"] != \"\" ? \" (warn)\" : \"\" }" ef2.tsv >keys &&
+	test_line_count = 2 keys &&
+	while read -r k; do grep -q ">$k<" ef2.svg || { echo "no key: $k"; exit 1; }; done <keys
+'
+
+# three checkpoints compared in turn (20 -> 40 -> 60): a panel per pair,
+# each holding that pair's rel_change (the table's extent over its rows),
+# and --column another column, the panels' range holding its extent
+test_expect_success 'compare: a panel per pair, rel_change by default, --column another' '
+	sw-train --data "$FIX/corpus.txt" --out run3 --steps 60 --ckpt-every 20 --batch 4 --seq-len 32 \
+		--d-model 32 --n-layers 2 >/dev/null &&
+	sw-compare run3/ckpt-*.h5 >c3.tsv &&
+	gpcheck compare c3.tsv && test_line_count = 2 check-compare &&
+	set -- $(extent c3.tsv rel_change) &&
+	awk -F"\t" -v lo=$1 -v hi=$2 "{ if (\$6 > lo || \$7 < hi) bad = 1 } END { exit bad }" check-compare ||
+	{ cat check-compare; exit 1; }
+	sw-plot compare c3.tsv -o c3.svg && grep -q ">step 20 → 40<" c3.svg && grep -q ">step 40 → 60<" c3.svg &&
+	grep -q ">relative change of each matrix" c3.svg && grep -q ">none<" c3.svg &&
+	sw-plot --column right_overlap compare c3.tsv -o c3o.svg && grep -q ">right_overlap of each matrix" c3o.svg
 '
 
 test_done
