@@ -36,12 +36,14 @@ if [ "${SW_DEMO_TINY:-0}" = 1 ]; then
 	SWEEP_D=16 SWEEP_T=16 HORIZON=2048 LRS="0.002 0.008" BATCHES="4 8"
 	SPEC_DS="16 32" SPEC_STEPS=30
 	TRIAL_STEPS=4
+	HESS_TOKENS=128 HESS_PROBES=4
 else
 	CORPUS="" VOCAB=2048
 	MAIN_D=128 MAIN_T=64 MAIN_B=16 MAIN_STEPS=2500 WARMUP=100
 	SWEEP_D=64 SWEEP_T=64 HORIZON=262144 LRS="0.001 0.002 0.004 0.008" BATCHES="4 8 16"
 	SPEC_DS="64 128" SPEC_STEPS=600
 	TRIAL_STEPS=10
+	HESS_TOKENS=1024 HESS_PROBES=20
 fi
 EVERY=$((MAIN_STEPS / 10))
 step6() { printf %06d "$1"; }
@@ -317,8 +319,8 @@ sw-spectrum --hist 40 --role down --layer 1 "$FINAL" >"$out/esd.tsv"
 # same steps (hessian, and eos: the edge-of-stability ratio)
 THREE="$MAIN/ckpt-$(step6 $EVERY).h5 $MAIN/ckpt-$(step6 $((4 * EVERY))).h5 $FINAL"
 sw-spectrum --esd-fit $THREE >"$out/esd-layers.tsv"
-sw-hessian --preconditioned --data "$out/fortunes.tok" --batch-tokens $((16 * MAIN_T)) \
-	--seq-len $MAIN_T $THREE >"$out/hessian.tsv"
+sw-hessian --preconditioned --data "$out/fortunes.tok" --batch-tokens $HESS_TOKENS \
+	--probes $HESS_PROBES --seq-len $MAIN_T $THREE >"$out/hessian.tsv"
 cp "$out/hessian.tsv" "$out/eos.tsv"
 SPEC_LAST=ckpt-$(step6 $SPEC_STEPS).h5
 sw-spectrum --normalize --role down --layer 1 "$SPEC"/d${SPEC_DS##* }-*/$SPEC_LAST >"$out/spectrum-normalized.tsv"
