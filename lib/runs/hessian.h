@@ -36,6 +36,12 @@
  * lr at this step (the checkpoint's per-tensor lr); unknown (NaN) when
  * they differ or the checkpoint has none.
  *
+ * The smallest eigenvalue comes from the same Krylov space as the top K
+ * (lanczos_extremes), and Lanczos runs until it too is within tol.
+ * Eigenvectors (o->eigvecs): each block's top K Ritz vectors, unit norm
+ * over the block, the sign making the largest-magnitude entry positive,
+ * written per tensor in the model's layout (sw-hessian(1) gives the file).
+ *
  * Deterministic for a seed and a thread count: the batch, the Lanczos
  * start and probes of block i come from the seed (block i's own stream).
  */
@@ -66,6 +72,7 @@ struct hessian_opts {
 	int gauss_newton;       /* G instead of H */
 	int preconditioned;     /* P^-1/2 H P^-1/2 */
 	const char *dump;       /* the batch (tokens, targets) to this HDF5 file, or NULL */
+	const char *eigvecs;    /* the top-K eigenvectors to this HDF5 file, or NULL */
 };
 
 struct hessian_block {
@@ -78,7 +85,10 @@ struct hessian_block {
 	double *eig;            /* (neig) descending */
 	int steps;              /* Lanczos products */
 	double bound;           /* each eig within this of an eigenvalue */
-	int converged;
+	double eig_min;         /* the smallest eigenvalue (Lanczos's smallest Ritz value) */
+	double bound_min;       /* eig_min within this of an eigenvalue */
+	int converged;          /* the top K and eig_min within tol max|theta| */
+	double *vecs;           /* with eigvecs, while the block is written: (neig x n) */
 	double trace, trace_se; /* trace_se NaN with one probe */
 	int probes;
 	double lr, eos;         /* NaN: unknown */
