@@ -380,11 +380,11 @@ int lanczos_top(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
 		int max_steps, double tol, double *eig, struct lanczos_top *info,
 		struct sw_err *err)
 {
-	return lanczos_extremes(n, op, ctx, start, k, max_steps, tol, 0, eig, NULL, info, err);
+	return lanczos_extremes(n, op, ctx, start, k, max_steps, tol, eig, NULL, info, err);
 }
 
 int lanczos_extremes(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
-		     int max_steps, double tol, int want_min, double *eig, double *vecs,
+		     int max_steps, double tol, double *eig, double *vecs,
 		     struct lanczos_top *info, struct sw_err *err)
 {
 	struct lz z;
@@ -425,8 +425,7 @@ int lanczos_extremes(int64_t n, lanczos_op op, void *ctx, const double *start, i
 		info->steps = m;
 		info->scale = scale;
 		info->bound = bound;
-		info->converged = invariant || (kk == k && bound <= tol * scale &&
-						(!want_min || info->min_bound <= tol * scale));
+		info->converged = invariant || (kk == k && bound <= tol * scale);
 		if (info->converged || invariant || (int64_t)m == n)
 			break;
 	}

@@ -74,13 +74,15 @@ int lanczos_top(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
  * lanczos_top, and from the same Krylov space the smallest eigenvalue:
  * info->min, the smallest Ritz value, within info->min_bound (its
  * residual norm |beta_j s_{j,j}| plus the basis's rounding, as bound) of
- * an eigenvalue of A; with want_min the stopping rule waits for it too.
+ * an eigenvalue of A, and at least A's smallest (Cauchy's interlacing);
+ * the stopping rule stays the top k's (a smallest eigenvalue inside a
+ * dense cluster, as a Hessian's bulk near 0, would take every step).
  * vecs, when not NULL (k x n, vector i at i n), gets the top info->k Ritz
  * vectors V_j s_i (unit norm up to the float32 basis's rounding; each
  * within bound / gap of an eigenvector's direction, by Davis-Kahan).
  */
 int lanczos_extremes(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
-		     int max_steps, double tol, int want_min, double *eig, double *vecs,
+		     int max_steps, double tol, double *eig, double *vecs,
 		     struct lanczos_top *info, struct sw_err *err);
 
 int lanczos_quadrature(int64_t n, lanczos_op op, void *ctx, const double *start, int steps,

@@ -404,7 +404,7 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 			     (long long)n);
 		goto out;
 	}
-	if ((rc = lanczos_extremes(n, block_product, h, z, o->top, o->max_steps, o->tol, 1, b->eig,
+	if ((rc = lanczos_extremes(n, block_product, h, z, o->top, o->max_steps, o->tol, b->eig,
 				   b->vecs, &info, err)))
 		goto out;
 	b->neig = info.k;

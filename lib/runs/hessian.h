@@ -37,7 +37,7 @@
  * they differ or the checkpoint has none.
  *
  * The smallest eigenvalue comes from the same Krylov space as the top K
- * (lanczos_extremes), and Lanczos runs until it too is within tol.
+ * (lanczos_extremes), with its own bound; Lanczos stops on the top K's.
  * Eigenvectors (o->eigvecs): each block's top K Ritz vectors, unit norm
  * over the block, the sign making the largest-magnitude entry positive,
  * written per tensor in the model's layout (sw-hessian(1) gives the file).
@@ -87,7 +87,7 @@ struct hessian_block {
 	double bound;           /* each eig within this of an eigenvalue */
 	double eig_min;         /* the smallest eigenvalue (Lanczos's smallest Ritz value) */
 	double bound_min;       /* eig_min within this of an eigenvalue */
-	int converged;          /* the top K and eig_min within tol max|theta| */
+	int converged;          /* the top K within tol max|theta| */
 	double *vecs;           /* with eigvecs, while the block is written: (neig x n) */
 	double trace, trace_se; /* trace_se NaN with one probe */
 	int probes;
