@@ -74,7 +74,8 @@ int lanczos_top(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
  * lanczos_top, and from the same Krylov space the smallest eigenvalue:
  * info->min, the smallest Ritz value, within info->min_bound (its
  * residual norm |beta_j s_{j,j}| plus the basis's rounding, as bound) of
- * an eigenvalue of A, and at least A's smallest (Cauchy's interlacing);
+ * an eigenvalue of A, and at least A's smallest (Cauchy's interlacing)
+ * but for the float32 basis's rounding;
  * the stopping rule stays the top k's (a smallest eigenvalue inside a
  * dense cluster, as a Hessian's bulk near 0, would take every step).
  * vecs, when not NULL (k x n, vector i at i n), gets the top info->k Ritz
