@@ -23,8 +23,8 @@ static const char usage[] =
 	"                  [--max-steps N] [--tol X] [--probes N] [--trace-estimator E]\n"
 	"                  [--gauss-newton] [--preconditioned]\n"
 	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
-	"                  [--grid P [--smooth S]]] [--dump-batch FILE] [--eigenvectors FILE]\n"
-	"                  [--force]\n"
+	"                  [--grid P [--smooth S]]] [--dump-batch FILE]\n"
+	"                  [--eigenvectors FILE] [--force]\n"
 	"                  [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"
 	"                  [--expert LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
 	"                  FILE ...";
