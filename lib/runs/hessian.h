@@ -138,7 +138,8 @@ void hessian_free(struct hessian_result *r);
  * its logits and, for the Hessian on the CPU, the primal gradients kept
  * between products (modelhvp.h's tape; not allocated, though counted,
  * with multipliers); the preconditioner, the Lanczos basis of the
- * largest block (max_steps + 1 float32 vectors). */
+ * largest block (max_steps + 1 float32 vectors), and with eigvecs its
+ * top K Ritz vectors (K float64 vectors). */
 double hessian_memory(const struct sw_config *c, double params_bytes, int64_t nparams,
 		      int64_t largest_block, int64_t largest_touched, int mb, int T,
 		      int single_micro, int on_device, int reparams, const struct hessian_opts *o);
