@@ -23,7 +23,8 @@ static const char usage[] =
 	"                  [--max-steps N] [--tol X] [--probes N] [--trace-estimator E]\n"
 	"                  [--gauss-newton] [--preconditioned]\n"
 	"                  [--density [--slq-vectors V] [--slq-steps M]\n"
-	"                  [--grid P [--smooth S]]] [--dump-batch FILE [--force]]\n"
+	"                  [--grid P [--smooth S]]] [--dump-batch FILE]\n"
+	"                  [--eigenvectors FILE] [--force]\n"
 	"                  [--threads N] [--log | --quiet] [--device D] [--block LIST]\n"
 	"                  [--expert LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
 	"                  FILE ...";
@@ -31,7 +32,8 @@ static const char help[] =
 	"The loss Hessian of checkpoints on a batch of --data, per block type (and the\n"
 	"whole selection, 'all'): file step block nparams lambda_1..lambda_K steps bound\n"
 	"trace trace_se trace_per_param lr eos_gd (eos_adam with --preconditioned)\n"
-	"tokens (the training tokens behind the checkpoint, on every row's end).\n"
+	"tokens (the training tokens behind the checkpoint), lambda_min bound_min (the\n"
+	"smallest eigenvalue and its bound; newer, so after tokens).\n"
 	"Exact Hessian-vector products (R-operator), restricted to each block.\n"
 	"\n"
 	TOOL_BATCH_HELP
@@ -55,7 +57,9 @@ static const char help[] =
 	"                     file step block ... lambda density tokens\n"
 	"  --smooth S         its width, relative to the block's node range (0.01)\n"
 	"  --dump-batch FILE  the batch's tokens and targets (HDF5)\n"
-	"  --force            replace an existing --dump-batch FILE (never an input)\n"
+	"  --eigenvectors FILE  each block's top-K eigenvectors (HDF5: /block_J/v_K/\n"
+	"                     TENSOR, in the model's layout; unit norm, sign fixed)\n"
+	"  --force            replace an existing --dump-batch or --eigenvectors FILE\n"
 	TOOL_THREADS_HELP
 	TOOL_LOG_HELP
 	TOOL_DEVICE_HELP
@@ -66,7 +70,7 @@ static const char help[] =
 enum {
 	O_PER_LAYER = OPT_TOOL_FIRST, O_PER_TENSOR, O_WHOLE, O_TOP, O_MAX_STEPS, O_TOL, O_PROBES, O_GAUSS_NEWTON,
 	O_PRECONDITIONED, O_TRACE_ESTIMATOR, O_DENSITY, O_SLQ_VECTORS, O_SLQ_STEPS, O_GRID, O_SMOOTH, O_DUMP_BATCH,
-	O_DEVICE
+	O_DEVICE, O_EIGENVECTORS
 };
 
 #define MAX_COLS 64
@@ -139,6 +143,9 @@ static int columns(const struct opts *o, const char **cols, char names[MAX_TOP][
 	cols[n++] = "lr";
 	cols[n++] = o->h.preconditioned ? "eos_adam" : "eos_gd";
 	cols[n++] = "tokens";
+	/* newer than tokens: after it, so the columns before keep their numbers */
+	cols[n++] = "lambda_min";
+	cols[n++] = "bound_min";
 	return n;
 }
 
@@ -229,7 +236,10 @@ static int print_blocks(struct tool *tl, struct table *tb, const char *file, con
 		table_num(tb, b->trace / (double)b->n);
 		table_num(tb, b->lr);
 		table_num(tb, b->eos);
-		tool_row_end(tb, r->has_step, r->tokens);
+		tool_tokens_cell(tb, r->has_step, r->tokens);
+		table_num(tb, b->neig ? b->eig_min : NAN);
+		table_num(tb, b->neig ? b->bound_min : NAN);
+		table_end_row(tb);
 		if (!b->converged)
 			fprintf(stderr, "%s: %s: %s%s%s: Lanczos stopped after %d products with its residual bound at %.3g (--tol %g of %.3g not reached; raise --max-steps)\n",
 				tl->prog, file, b->block < 0 ? "all" : sw_block_name((enum sw_block)b->block),
@@ -260,6 +270,7 @@ int main(int argc, char **argv)
 		{"grid", required_argument, NULL, O_GRID},
 		{"smooth", required_argument, NULL, O_SMOOTH},
 		{"dump-batch", required_argument, NULL, O_DUMP_BATCH},
+		{"eigenvectors", required_argument, NULL, O_EIGENVECTORS},
 		TOOL_FORCE_OPTION,
 		{"device", required_argument, NULL, O_DEVICE},
 		TOOL_THREADS_OPTION,
@@ -314,6 +325,7 @@ int main(int argc, char **argv)
 			smooth_given = 1;
 			break;
 		case O_DUMP_BATCH: o.h.dump = optarg; break;
+		case O_EIGENVECTORS: o.h.eigvecs = optarg; break;
 		case O_DEVICE:
 			if (sw_device_parse(optarg, &o.h.data.device) < 0)
 				tool_usage_error(&tl, "--device: cpu, cuda or emu");
@@ -341,8 +353,14 @@ int main(int argc, char **argv)
 	tool_files_begin(&tl, optind);
 	if (o.h.dump && argc - optind != 1)
 		tool_usage_error(&tl, "--dump-batch takes one FILE");
-	if (tl.force && !o.h.dump)
-		tool_usage_error(&tl, "--force goes with --dump-batch");
+	if (o.h.eigvecs && argc - optind != 1)
+		tool_usage_error(&tl, "--eigenvectors takes one FILE");
+	if (o.h.eigvecs && o.density)
+		tool_usage_error(&tl, "--eigenvectors goes without --density");
+	if (o.h.eigvecs && o.h.dump && !strcmp(o.h.eigvecs, o.h.dump))
+		tool_usage_error(&tl, "--eigenvectors and --dump-batch name one file");
+	if (tl.force && !o.h.dump && !o.h.eigvecs)
+		tool_usage_error(&tl, "--force goes with --dump-batch or --eigenvectors");
 	table_init(&tb, stdout, tl.fmt, cols, columns(&o, cols, names));
 	table_header(&tb);
 	while ((file = tool_next_file(&tl)) && !tool_stdout_broken(&tl)) {
@@ -353,6 +371,8 @@ int main(int argc, char **argv)
 
 		/* not over the checkpoint or the data, nor a file there unless --force */
 		if (o.h.dump && tool_check_output_ckpt(&tl, o.h.dump, file, o.h.data.data))
+			break;
+		if (o.h.eigvecs && tool_check_output_ckpt(&tl, o.h.eigvecs, file, o.h.data.data))
 			break;
 
 		tool_progress(&tl, "%s: loading the model and a batch of %lld tokens", file,

@@ -380,22 +380,31 @@ int lanczos_top(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
 		int max_steps, double tol, double *eig, struct lanczos_top *info,
 		struct sw_err *err)
 {
+	return lanczos_extremes(n, op, ctx, start, k, max_steps, tol, eig, NULL, info, err);
+}
+
+int lanczos_extremes(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
+		     int max_steps, double tol, double *eig, double *vecs,
+		     struct lanczos_top *info, struct sw_err *err)
+{
 	struct lz z;
-	int rc, steps = (int)(max_steps < n ? max_steps : n);
+	int rc, steps = (int)(max_steps < n ? max_steps : n), last = 0;
 
 	memset(info, 0, sizeof *info);
+	info->min = info->min_bound = NAN;
 	if (k < 1 || n < 1 || steps < 1)
 		return sw_fail(err, SW_EUSAGE, "Lanczos needs k >= 1, n >= 1 and a step");
 	if ((rc = lz_init(&z, n, op, ctx, start, steps, err)))
 		return rc;
 	for (int m = 1; m <= steps; m++) {
 		int invariant, kk;
-		double bound, scale;
+		double bound, scale, rounding;
 
 		if ((rc = lz_step(&z, &invariant, err)))
 			break;
 		if ((rc = lz_ritz(&z, m, err)))
 			break;
+		last = m;
 		kk = k < m ? k : m;
 		scale = fmax(fabs(z.theta[0]), fabs(z.theta[m - 1]));
 		memcpy(eig, z.theta, (size_t)kk * sizeof *eig);
@@ -405,7 +414,13 @@ int lanczos_top(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
 		 * up to 2^-24 of its norm, which breaks the recurrence by about
 		 * that much of ||A|| per vector; the residual norms alone would
 		 * claim more than the values have */
-		bound += scale * 0x1p-24 * sqrt((double)m);
+		rounding = scale * 0x1p-24 * sqrt((double)m);
+		bound += rounding;
+		/* the smallest Ritz value (the last column), its residual
+		 * |beta_m s_{m,m}| and the same rounding */
+		info->min = z.theta[m - 1];
+		info->min_bound = fabs(z.beta[m - 1] * z.S[(size_t)(m - 1) * (size_t)m + (size_t)(m - 1)]) +
+				  rounding;
 		info->k = kk;
 		info->steps = m;
 		info->scale = scale;
@@ -414,6 +429,18 @@ int lanczos_top(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
 		if (info->converged || invariant || (int64_t)m == n)
 			break;
 	}
+	/* the Ritz vectors V_m s_i of the top k, from the float32 basis */
+	if (!rc && vecs)
+		for (int i = 0; i < info->k; i++) {
+			double *x = vecs + (size_t)i * (size_t)n;
+			const double *s = z.S + (size_t)i * (size_t)last;
+			memset(x, 0, (size_t)n * sizeof *x);
+			for (int r = 0; r < last; r++) {
+				const float *q = z.Q + (size_t)r * (size_t)n;
+				for (int64_t t = 0; t < n; t++)
+					x[t] += s[r] * q[t];
+			}
+		}
 	lz_free(&z);
 	return rc;
 }

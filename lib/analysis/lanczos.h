@@ -37,6 +37,7 @@ struct lanczos_top {
 	double bound;           /* max over the k of |beta_j s_{j,i}|, plus the basis's rounding */
 	double scale;           /* max |theta| over every Ritz value (the norm's estimate) */
 	int converged;          /* bound <= tol * scale, or an invariant subspace */
+	double min, min_bound;  /* the smallest Ritz value and its bound (as bound's) */
 };
 
 /*
@@ -69,6 +70,22 @@ int lanczos_top(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
  * Ubaru, Chen and Saad 2017; Ghorbani, Krishnan and Xiao 2019).
  * nodes and weights hold steps entries.
  */
+/*
+ * lanczos_top, and from the same Krylov space the smallest eigenvalue:
+ * info->min, the smallest Ritz value, within info->min_bound (its
+ * residual norm |beta_j s_{j,j}| plus the basis's rounding, as bound) of
+ * an eigenvalue of A, and at least A's smallest (Cauchy's interlacing)
+ * but for the float32 basis's rounding;
+ * the stopping rule stays the top k's (a smallest eigenvalue inside a
+ * dense cluster, as a Hessian's bulk near 0, would take every step).
+ * vecs, when not NULL (k x n, vector i at i n), gets the top info->k Ritz
+ * vectors V_j s_i (unit norm up to the float32 basis's rounding; each
+ * within bound / gap of an eigenvector's direction, by Davis-Kahan).
+ */
+int lanczos_extremes(int64_t n, lanczos_op op, void *ctx, const double *start, int k,
+		     int max_steps, double tol, double *eig, double *vecs,
+		     struct lanczos_top *info, struct sw_err *err);
+
 int lanczos_quadrature(int64_t n, lanczos_op op, void *ctx, const double *start, int steps,
 		       double *nodes, double *weights, int *m, struct sw_err *err);
 

@@ -127,6 +127,7 @@ void hessian_free(struct hessian_result *r)
 		free(r->b[i].node);
 		free(r->b[i].weight);
 		free(r->b[i].vec);
+		free(r->b[i].vecs);
 	}
 	free(r->b);
 	memset(r, 0, sizeof *r);
@@ -146,7 +147,8 @@ double hessian_memory(const struct sw_config *c, double params_bytes, int64_t np
 	       (single_micro && !on_device && !o->gauss_newton
 		? (double)model_rop_tape_reals(c, mb, T) * sizeof(real) : 0) +
 	       (double)(o->max_steps > o->slq_steps ? o->max_steps : o->slq_steps) * n * 4 +
-	       n * 4 * sizeof(double) + (o->hutchpp ? (double)(o->probes / 3 + 2) * n * 8 : 0);
+	       n * 4 * sizeof(double) + (o->eigvecs ? (double)o->top * n * sizeof(double) : 0) +
+	       (o->hutchpp ? (double)(o->probes / 3 + 2) * n * 8 : 0);
 }
 
 /* Do tensors a (index ia) and b (ib) fall in one block? */
@@ -310,6 +312,63 @@ static int dump_batch(const char *path, const int *tok, const int *tgt, int B, i
 	return h5w_commit(w, err);
 }
 
+/*
+ * Block j's eigenvectors into w: group /block_J (attributes block, layer,
+ * name, nparams), in it /block_J/v_K for K = 1..neig (attribute
+ * eigenvalue) holding the block's tensors in the model's layout, as
+ * /params does. Each vector is normalized over the block and its sign
+ * chosen so that its largest-magnitude entry (the first of equals) is
+ * positive: the same file for the same run.
+ */
+static int write_vectors(struct h5w *w, const struct model *m, const unsigned char *want, int j,
+			 const struct hessian_block *b, struct sw_err *err)
+{
+	char g[32], gv[48];
+	float *buf = NULL;
+	size_t most = 0;
+	int rc;
+
+	for (int i = 0; i < m->ntensors; i++)
+		if (want[i] && m->tensors[i].numel > most)
+			most = m->tensors[i].numel;
+	if (!(buf = malloc((most ? most : 1) * sizeof *buf)))
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	snprintf(g, sizeof g, "/block_%d", j);
+	if ((rc = h5w_set_str(w, g, "block", b->block < 0 ? "all" : sw_block_name((enum sw_block)b->block), err)) ||
+	    (rc = h5w_set_i64(w, g, "layer", b->layer < -1 ? -2 : b->layer, err)) ||
+	    (rc = h5w_set_str(w, g, "name", b->name, err)) ||
+	    (rc = h5w_set_i64(w, g, "nparams", b->n, err)))
+		goto out;
+	for (int k = 0; k < b->neig && !rc; k++) {
+		double *x = b->vecs + (size_t)k * (size_t)b->n, ss = 0, big = 0, sign;
+		int64_t at = 0;
+		size_t pos = 0;
+
+		for (int64_t t = 0; t < b->n; t++) {
+			ss += x[t] * x[t];
+			if (fabs(x[t]) > big) {
+				big = fabs(x[t]);
+				at = t;
+			}
+		}
+		sign = (x[at] < 0 ? -1 : 1) / sqrt(ss);
+		snprintf(gv, sizeof gv, "%s/v_%d", g, k + 1);
+		if ((rc = h5w_set_f64(w, gv, "eigenvalue", b->eig[k], err)))
+			break;
+		for (int i = 0; i < m->ntensors && !rc; i++) {
+			const struct model_tensor *t = &m->tensors[i];
+			if (!want[i])
+				continue;
+			for (size_t e = 0; e < t->numel; e++, pos++)
+				buf[e] = (float)(x[pos] * sign);
+			rc = h5w_write_tensor(w, gv, &t->info, buf, 1, err);
+		}
+	}
+out:
+	free(buf);
+	return rc;
+}
+
 /* One block: Lanczos, the probes, SLQ. */
 static int run_block(struct hop *h, const struct hessian_opts *o, const double *lr, double beta1,
 		     uint64_t seed, struct sw_err *err)
@@ -340,9 +399,17 @@ static int run_block(struct hop *h, const struct hessian_opts *o, const double *
 	/* the top K: Lanczos from a Gaussian start */
 	for (int64_t i = 0; i < n; i++)
 		z[i] = rng_normal(&r);
-	if ((rc = lanczos_top(n, block_product, h, z, o->top, o->max_steps, o->tol, b->eig, &info, err)))
+	if (o->eigvecs && !(b->vecs = malloc((size_t)o->top * (size_t)n * sizeof *b->vecs))) {
+		rc = sw_fail(err, SW_ESOFTWARE, "out of memory for %d eigenvectors of %lld", o->top,
+			     (long long)n);
+		goto out;
+	}
+	if ((rc = lanczos_extremes(n, block_product, h, z, o->top, o->max_steps, o->tol, b->eig,
+				   b->vecs, &info, err)))
 		goto out;
 	b->neig = info.k;
+	b->eig_min = info.min;
+	b->bound_min = info.min_bound;
 	b->steps = info.steps;
 	b->bound = info.bound;
 	b->converged = info.converged;
@@ -469,6 +536,7 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 	struct model_rop_tape tape = {0};
 	unsigned char *rop_want = NULL;
 	struct gpu_model *gpu = NULL;
+	struct h5w *vw = NULL;
 	int64_t largest = 0, largest_touched = 0;
 
 	memset(r, 0, sizeof *r);
@@ -578,6 +646,14 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		rc = sw_fail(err, SW_ESOFTWARE, "out of memory");
 		goto out;
 	}
+	if (o->eigvecs) {
+		if ((rc = h5w_create(o->eigvecs, "hessian-eigenvectors", &vw, err)) ||
+		    (rc = h5w_write_config(vw, &su.m.c, err)) ||
+		    (rc = h5w_set_str(vw, "/", "operator", o->gauss_newton ? "gauss-newton" :
+					   o->preconditioned ? "preconditioned" : "hessian", err)) ||
+		    (r->has_step && (rc = h5w_set_i64(vw, "/", "step", r->step, err))))
+			goto out;
+	}
 	for (int j = 0; j < r->nblocks && !rc; j++) {
 		struct hop h = {
 			.su = &su, .rm = &rm, .tok = tok, .tgt = tgt, .nmb = su.B / su.mb,
@@ -590,8 +666,22 @@ int hessian_run(const char *path, const struct sw_select *sel, const struct hess
 		/* block j's own stream: a block's numbers do not depend on the others */
 		rc = run_block(&h, o, lr, r->beta1, o->data.seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(j + 1)),
 			       err);
+		if (!rc && vw)
+			rc = write_vectors(vw, &su.m, want + (size_t)j * nt, j, &r->b[j], err);
+		free(r->b[j].vecs);
+		r->b[j].vecs = NULL;
+	}
+	if (vw) {
+		struct h5w *done = vw;
+		vw = NULL;
+		if (rc)
+			h5w_abort(done);
+		else
+			rc = h5w_commit(done, err);
 	}
 out:
+	if (vw)
+		h5w_abort(vw);
 	free(lr);
 	free(tok);
 	free(tgt);

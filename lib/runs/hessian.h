@@ -36,6 +36,12 @@
  * lr at this step (the checkpoint's per-tensor lr); unknown (NaN) when
  * they differ or the checkpoint has none.
  *
+ * The smallest eigenvalue comes from the same Krylov space as the top K
+ * (lanczos_extremes), with its own bound; Lanczos stops on the top K's.
+ * Eigenvectors (o->eigvecs): each block's top K Ritz vectors, unit norm
+ * over the block, the sign making the largest-magnitude entry positive,
+ * written per tensor in the model's layout (sw-hessian(1) gives the file).
+ *
  * Deterministic for a seed and a thread count: the batch, the Lanczos
  * start and probes of block i come from the seed (block i's own stream).
  */
@@ -66,6 +72,7 @@ struct hessian_opts {
 	int gauss_newton;       /* G instead of H */
 	int preconditioned;     /* P^-1/2 H P^-1/2 */
 	const char *dump;       /* the batch (tokens, targets) to this HDF5 file, or NULL */
+	const char *eigvecs;    /* the top-K eigenvectors to this HDF5 file, or NULL */
 };
 
 struct hessian_block {
@@ -78,7 +85,10 @@ struct hessian_block {
 	double *eig;            /* (neig) descending */
 	int steps;              /* Lanczos products */
 	double bound;           /* each eig within this of an eigenvalue */
-	int converged;
+	double eig_min;         /* the smallest eigenvalue (Lanczos's smallest Ritz value) */
+	double bound_min;       /* eig_min within this of an eigenvalue */
+	int converged;          /* the top K within tol max|theta| */
+	double *vecs;           /* with eigvecs, while the block is written: (neig x n) */
 	double trace, trace_se; /* trace_se NaN with one probe */
 	int probes;
 	double lr, eos;         /* NaN: unknown */
@@ -128,7 +138,8 @@ void hessian_free(struct hessian_result *r);
  * its logits and, for the Hessian on the CPU, the primal gradients kept
  * between products (modelhvp.h's tape; not allocated, though counted,
  * with multipliers); the preconditioner, the Lanczos basis of the
- * largest block (max_steps + 1 float32 vectors). */
+ * largest block (max_steps + 1 float32 vectors), and with eigvecs its
+ * top K Ritz vectors (K float64 vectors). */
 double hessian_memory(const struct sw_config *c, double params_bytes, int64_t nparams,
 		      int64_t largest_block, int64_t largest_touched, int mb, int T,
 		      int single_micro, int on_device, int reparams, const struct hessian_opts *o);

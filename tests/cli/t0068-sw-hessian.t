@@ -19,7 +19,7 @@ test_expect_success 'setup: a small run' '
 test_expect_success 'the table: its columns, a row per block type and all' '
 	sw-hessian $HS run/ckpt-000030.h5 >out &&
 	head -n 1 out >header &&
-	printf "file\tstep\tblock\tnparams\tlambda_1\tlambda_2\tlambda_3\tsteps\tbound\ttrace\ttrace_se\ttrace_per_param\tlr\teos_gd\ttokens\n" >expect &&
+	printf "file\tstep\tblock\tnparams\tlambda_1\tlambda_2\tlambda_3\tsteps\tbound\ttrace\ttrace_se\ttrace_per_param\tlr\teos_gd\ttokens\tlambda_min\tbound_min\n" >expect &&
 	test_cmp expect header &&
 	cut -f3 out | sed 1d | tr "\n" " " >blocks &&
 	printf "emb qk vo ffn norm out all " >expect && test_cmp expect blocks
@@ -49,7 +49,7 @@ test_expect_success '--whole: one row, all, the same block as the default run s 
 	sw-hessian $HS run/ckpt-000030.h5 >out &&
 	sw-hessian $HS --whole run/ckpt-000030.h5 >whole &&
 	head -n 1 whole >header &&
-	printf "file	step	block	nparams	lambda_1	lambda_2	lambda_3	steps	bound	trace	trace_se	trace_per_param	lr	eos_gd	tokens
+	printf "file	step	block	nparams	lambda_1	lambda_2	lambda_3	steps	bound	trace	trace_se	trace_per_param	lr	eos_gd	tokens	lambda_min	bound_min
 " >expect &&
 	test_cmp expect header &&
 	test_line_count = 2 whole &&
@@ -57,7 +57,7 @@ test_expect_success '--whole: one row, all, the same block as the default run s 
 	cut -f3,4 all-row >expect && cut -f3,4 whole-row >actual && test_cmp expect actual &&
 	cut -f5-7 all-row >expect && cut -f5-7 whole-row >actual && numbers_close 1e-4 expect actual &&
 	paste all-row whole-row >both &&
-	awk -F"\t" "{ d = \$10 - \$25; if (d < 0) d = -d; exit !(d <= 4 * sqrt(\$11 * \$11 + \$26 * \$26)) }" both
+	awk -F"\t" "{ d = \$10 - \$27; if (d < 0) d = -d; exit !(d <= 4 * sqrt(\$11 * \$11 + \$28 * \$28)) }" both
 '
 
 test_expect_success '--whole with --per-layer or --per-tensor: a usage error' '
@@ -169,8 +169,8 @@ test_expect_success '--trace-estimator hutch++: the trace of Hutchinson'"'"'s wi
 	sw-hessian $HS --probes 60 run/ckpt-000030.h5 >hutchinson &&
 	sw-hessian $HS --probes 30 --trace-estimator hutch++ run/ckpt-000030.h5 >hutchpp &&
 	cut -f1-9 hutchinson >a && cut -f1-9 hutchpp >b && test_cmp a b &&
-	paste hutchinson hutchpp | awk -F"\t" "NR > 1 { d = \$10 - \$25; e = sqrt(\$11 * \$11 + \$26 * \$26)
-		if (!(d * d <= 16 * e * e) || !(\$26 > 0)) { print; bad = 1 } } END { exit bad }"
+	paste hutchinson hutchpp | awk -F"\t" "NR > 1 { d = \$10 - \$27; e = sqrt(\$11 * \$11 + \$28 * \$28)
+		if (!(d * d <= 16 * e * e) || !(\$28 > 0)) { print; bad = 1 } } END { exit bad }"
 '
 
 test_expect_success 'usage errors: exit 64' '

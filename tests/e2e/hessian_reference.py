@@ -13,6 +13,7 @@ all: importing torch takes seconds):
 
     hvp CKPT HVP.h5 OUT
     dense CKPT BATCH.h5 MODE OUT
+    eigvecs CKPT BATCH.h5 MODE VECS.h5 OUT
     attr CKPT GROUP NAME OUT      (an attribute's value)
 
 hvp: HVP.h5 (tests/unit/mkhvp) holds a batch, a direction v and our H v
@@ -28,7 +29,16 @@ N from the Jacobian of log p) or preconditioned (D H D, D = (sqrt(v_hat)
 + eps)^-1/2 from /optim_state); per block type in order of first
 appearance, then "all": "BLOCK N L1 L2 L3 TRACE M1 M2 M3 M4", the three
 largest eigenvalues of its diagonal block (eigvalsh), its trace and the
-first four moments mean(lambda^p) of its eigenvalues.
+first four moments mean(lambda^p) of its eigenvalues, and its smallest
+eigenvalue.
+
+eigvecs: VECS.h5 (sw-hessian --eigenvectors, by block type) against eigh
+of the same dense matrix: per block and eigenvector K, "BLOCK K COS GAP
+SCALE NORM POS DIFF": |cos| of the angle between ours and the reference's
+K-th eigenvector (descending), the eigenvalue's distance to the nearest
+other one, max |lambda| of the block, our vector's norm, 1 if its
+largest-magnitude entry is positive, and its recorded eigenvalue minus
+the reference's.
 """
 import sys
 
@@ -99,7 +109,8 @@ def hvp(ckpt, path, out):
         o += n
 
 
-def dense(ckpt, path, mode, out):
+def matrix(ckpt, path, mode):
+    """The operator of MODE, dense, and each block type's indices in it."""
     f, b, names, sizes, theta, loss, logp, N = setup(ckpt, path)
     if mode == "gauss-newton":
         J = functorch.jacrev(logp)(theta)
@@ -125,12 +136,43 @@ def dense(ckpt, path, mode, out):
         idx[blk] += range(o, o + n)
         o += n
     idx["all"] = list(range(o))
-    for blk in blocks + ["all"]:
+    return names, A, blocks + ["all"], idx
+
+
+def dense(ckpt, path, mode, out):
+    names, A, blocks, idx = matrix(ckpt, path, mode)
+    for blk in blocks:
         sub = A[idx[blk]][:, idx[blk]]
         lam = torch.linalg.eigvalsh(sub).numpy()[::-1]
         top = list(lam[:3]) + [float("nan")] * (3 - min(3, len(lam)))
         mom = [np.mean(lam ** q) for q in (1, 2, 3, 4)]
-        print(blk, len(lam), *("%.17g" % x for x in top + [float(np.trace(sub.numpy()))] + mom), file=out)
+        print(blk, len(lam), *("%.17g" % x for x in top + [float(np.trace(sub.numpy()))] + mom + [lam[-1]]),
+              file=out)
+
+
+def eigvecs(ckpt, path, mode, vecs, out):
+    names, A, blocks, idx = matrix(ckpt, path, mode)
+    ev = h5py.File(vecs, "r")
+    for name, g in ev.items():
+        if not name.startswith("block_"):
+            continue
+        blk = g.attrs["block"]
+        blk = blk.decode() if isinstance(blk, bytes) else blk
+        sub = A[idx[blk]][:, idx[blk]]
+        lam, U = torch.linalg.eigh(sub)
+        lam, U = lam.numpy()[::-1], U.numpy()[:, ::-1]
+        scale = max(abs(lam[0]), abs(lam[-1]))
+        for k in range(1, len(g) + 1):
+            v = g["v_%d" % k]
+            # the block's entries in the reference's order: its tensors as names lists them
+            ours = np.concatenate([np.array(v[n], dtype=np.float64).reshape(-1) for n in names if n in v])
+            if len(ours) != len(idx[blk]):
+                raise SystemExit("%s v_%d: %d entries, the block has %d" % (blk, k, len(ours), len(idx[blk])))
+            gap = min(abs(lam[k - 1] - lam[j]) for j in range(len(lam)) if j != k - 1)
+            cos = abs(float(ours @ U[:, k - 1])) / np.linalg.norm(ours)
+            big = np.argmax(np.abs(ours))
+            print(blk, k, "%.17g %.17g %.17g %.17g %d %.17g" % (cos, gap, scale, np.linalg.norm(ours),
+                  ours[big] > 0, float(v.attrs["eigenvalue"]) - lam[k - 1]), file=out)
 
 
 if __name__ == "__main__":
@@ -140,4 +182,4 @@ if __name__ == "__main__":
             if job[0] == "attr":
                 print(h5py.File(job[1], "r")[job[2]].attrs[job[3]], file=out)
             else:
-                (hvp if job[0] == "hvp" else dense)(*job[1:-1], out)
+                {"hvp": hvp, "dense": dense, "eigvecs": eigvecs}[job[0]](*job[1:-1], out)

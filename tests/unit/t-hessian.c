@@ -122,6 +122,44 @@ static void test_lanczos(void)
 	   "lanczos_top: the top %d of an indefinite rotated spectrum to 1e-6 (worst %.2g, within the bound %.2g; %d steps)",
 	   K, worst, info.bound, info.steps);
 
+	/* lanczos_extremes: the same top K, the smallest eigenvalue from the
+	 * same space, and Ritz vectors whose residuals ||A x - theta x|| are
+	 * the bound (plus the float32 basis: 1e-6 of the scale); the smallest
+	 * Ritz value is not below -8 but by the basis's rounding, which its
+	 * bound holds */
+	{
+		double lm[N], sm[N], *vecs = malloc((size_t)K * N * sizeof *vecs), *ax = malloc(N * sizeof *ax);
+		double worst_res = 0, worst_norm = 0;
+		struct dense dm;
+		struct sw_rng r2;       /* its own: the tests below keep their draws */
+		rng_seed(&r2, 11);
+		for (int i = 0; i < N; i++)
+			lm[i] = i == N - 1 ? -8 : lam[i];
+		memcpy(sm, lm, sizeof lm);
+		qsort(sm, N, sizeof *sm, cmp_desc);
+		make_dense(&dm, N, lm, 1, &r2);
+		rc = lanczos_extremes(N, dense_op, &dm, start, K, N, 1e-6, eig, vecs, &info, &err);
+		for (int i = 0; !rc && i < info.k; i++) {
+			double res = 0, nrm = 0;
+			dense_op(&dm, vecs + (size_t)i * N, ax, &err);
+			for (int t = 0; t < N; t++) {
+				double e = ax[t] - eig[i] * vecs[(size_t)i * N + t];
+				res += e * e;
+				nrm += vecs[(size_t)i * N + t] * vecs[(size_t)i * N + t];
+			}
+			worst_res = fmax(worst_res, sqrt(res));
+			worst_norm = fmax(worst_norm, fabs(sqrt(nrm) - 1));
+		}
+		ok(!rc && info.k == K && fabs(eig[0] - sm[0]) < 1e-6 * sm[0] &&
+		   fabs(info.min + 8) <= info.min_bound && info.min >= -8 - info.min_bound && info.min_bound < 1e-5 * 10 &&
+		   worst_res <= 2 * info.bound + 1e-6 * info.scale && worst_norm < 1e-6,
+		   "lanczos_extremes: lambda_min %.9g of -8 within %.2g; Ritz vectors' residuals %.2g (bound %.2g), norms 1 to %.2g",
+		   info.min, info.min_bound, worst_res, info.bound, worst_norm);
+		free(dm.a);
+		free(vecs);
+		free(ax);
+	}
+
 	/* stopped early: each value still within the bound of an eigenvalue */
 	rc = lanczos_top(N, dense_op, &d, start, K, 8, 1e-12, eig, &info, &err);
 	{
