@@ -167,7 +167,7 @@ int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double
 		  struct esdfit_result *out, struct sw_err *err)
 {
 	double N = (double)(rows > cols ? rows : cols), M = (double)(rows < cols ? rows : cols);
-	double *lam = malloc((size_t)(k > 0 ? k : 1) * sizeof *lam), sum = 0;
+	double *lam = malloc((size_t)(k > 0 ? k : 1) * sizeof *lam), sum_sq = 0, max_sq = 0;
 	int rc;
 
 	memset(out, 0, sizeof *out);
@@ -175,15 +175,30 @@ int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int64_t i = 0; i < k; i++) {
 		lam[i] = s[i] * s[i] / N;
-		sum += lam[i];
+		sum_sq += s[i] * s[i];
+		max_sq = s[i] * s[i] > max_sq ? s[i] * s[i] : max_sq;
 	}
 	qsort(lam, (size_t)k, sizeof *lam, cmp_asc);
 	out->count = k;
 	out->lambda_max = k ? lam[k - 1] : NAN;
 	if (!(rc = esdfit_powerlaw(lam, k, &out->pl, err)) && !(rc = esdfit_mp(lam, k, M / N, &out->mp, err))) {
-		out->alpha_weighted = out->pl.alpha * log10(out->lambda_max);
-		out->log_spectral_norm = log10(out->lambda_max);
-		out->log_norm = log10(sum);
+		/*
+		 * WeightWatcher's scale metrics, on its scale: the eigenvalues
+		 * of W^T W, sigma^2, without our 1/N. Its source
+		 * (CalculatedContent/WeightWatcher, weightwatcher/weightwatcher.py
+		 * as of 0.7.x): combined_eigenvalues takes evals = sv * sv, its
+		 * "if normalize: evals = evals / N" commented out (analyze's
+		 * normalize option "removed 0.6.5"), and apply_norm_metrics sets
+		 * log_norm = log10(sum(evals)), log_spectral_norm =
+		 * log10(max(evals)), alpha_weighted = alpha * log_spectral_norm.
+		 * alpha is the same on either scale (a power law's exponent does
+		 * not see a factor); lambda_max, xmin and the Marchenko-Pastur
+		 * columns keep lambda = sigma^2 / N, on which s^2 is the entries'
+		 * variance.
+		 */
+		out->log_spectral_norm = log10(max_sq);
+		out->log_norm = log10(sum_sq);
+		out->alpha_weighted = out->pl.alpha * out->log_spectral_norm;
 	}
 	for (int64_t i = 0; lam_out && i < k; i++)
 		lam_out[i] = lam[k - 1 - i];

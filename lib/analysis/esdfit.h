@@ -5,9 +5,10 @@
  *
  * The eigenvalues are those of the correlation matrix X = W^T W / N of a
  * rows x cols matrix W, N = max(rows, cols), M = min(rows, cols):
- * lambda_i = sigma_i^2 / N, M of them (WeightWatcher's normalization;
- * its default leaves out the 1/N, which changes x_min, lambda_max and the
- * log norms by log10 N, not alpha or D).
+ * lambda_i = sigma_i^2 / N, M of them (WeightWatcher's normalization
+ * before 0.6.5; since then it leaves out the 1/N, which changes x_min and
+ * lambda_max by a factor N, not alpha or D). The log norms and
+ * alpha_weighted are on WeightWatcher's scale, of sigma^2.
  *
  * Power law (Clauset, Shalizi and Newman 2009, "Power-law distributions
  * in empirical data", section 3): the tail lambda >= x_min is fitted by the
@@ -79,9 +80,11 @@ struct esdfit_result {
 	int64_t count;          /* eigenvalues, M */
 	double lambda_max;
 	struct esdfit_powerlaw pl;
-	double alpha_weighted;  /* alpha log10 lambda_max */
-	double log_spectral_norm;       /* log10 lambda_max = log10 ||W / sqrt(N)||_2^2 */
-	double log_norm;        /* log10 sum lambda = log10 ||W / sqrt(N)||_F^2 */
+	/* WeightWatcher's, on its scale (sigma^2, no 1/N; esdfit.c says where
+	 * from): */
+	double alpha_weighted;  /* alpha log10 sigma_max^2 = alpha log_spectral_norm */
+	double log_spectral_norm;       /* log10 sigma_max^2 = log10 ||W||_2^2 */
+	double log_norm;        /* log10 sum sigma^2 = log10 ||W||_F^2 */
 	struct esdfit_mp mp;
 };
 

@@ -217,15 +217,16 @@ static void test_matrix(void)
 
 	for (int i = 0; i < 10; i++) {
 		s[i] = 3.0 / (i + 1);
-		sum += s[i] * s[i] / 40;
+		sum += s[i] * s[i];     /* ||W||_F^2: WeightWatcher's log_norm has no 1/N */
 	}
 	int rc = esdfit_matrix(s, 10, 10, 40, lam, &r, &err);
 
 	ok(!rc && r.count == 10 && lam[0] == 9.0 / 40 &&
 	   lam[9] == 0.09 / 40 && fabs(r.lambda_max - 9.0 / 40) < 1e-15 &&
-	   fabs(r.log_spectral_norm - log10(9.0 / 40)) < 1e-12 && fabs(r.log_norm - log10(sum)) < 1e-12 &&
-	   fabs(r.alpha_weighted - r.pl.alpha * log10(9.0 / 40)) < 1e-12,
-	   "esdfit_matrix: lambda = sigma^2 / N, log norms, alpha weighted (alpha %.4g)", r.pl.alpha);
+	   fabs(r.log_spectral_norm - log10(9.0)) < 1e-12 && fabs(r.log_norm - log10(sum)) < 1e-12 &&
+	   fabs(r.alpha_weighted - r.pl.alpha * log10(9.0)) < 1e-12,
+	   "esdfit_matrix: lambda = sigma^2 / N; log norms and alpha weighted of sigma^2, WeightWatcher's scale (alpha %.4g)",
+	   r.pl.alpha);
 }
 
 static void test_warnings(void)
