@@ -127,4 +127,36 @@ const char *esdfit_warn_text(unsigned warnings);
 int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double *lam,
 		  struct esdfit_result *out, struct sw_err *err);
 
+/*
+ * WeightWatcher's randomized ESD (its analyze(randomize=True),
+ * apply_random_esd and apply_mp_fit(random=True)): the matrix's elements
+ * shuffled, so that the correlations between them are gone but their
+ * distribution stays; the shuffled matrix's eigenvalues follow the
+ * Marchenko-Pastur law unless a few elements are large enough to stand
+ * out as eigenvalues of their own, its correlation traps (Martin and
+ * Mahoney; WeightWatcher's rand_num_spikes). The Tracy-Widom margin is
+ * WeightWatcher's: an eigenvalue of the shuffled matrix is a trap above
+ *     s^2 (e + sqrt(sqrt(y) e^(2/3) M^(-2/3))),  e = (1 + sqrt(y))^2,
+ * in the units where the fitted s^2 is 1 (WeightWatcher rescales to mean
+ * eigenvalue 1 and fits s by a kernel density; s^2 here is esdfit_mp's
+ * fit of the bulk's median).
+ */
+struct esdfit_random {
+	double lambda_max;      /* the shuffled matrix's largest lambda */
+	double mp_edge;         /* its bulk's edge s^2 (1 + sqrt(y))^2 */
+	double trap_edge;       /* that plus the Tracy-Widom margin */
+	int64_t traps;          /* its eigenvalues above trap_edge */
+	double softrank;        /* lambda_max / the original's: WeightWatcher's ww_softrank */
+};
+
+/* The n elements of w in a uniformly random order, Fisher-Yates over the
+ * generator seeded with seed: the same seed, the same order. */
+void esdfit_shuffle(float *w, int64_t n, uint64_t seed);
+
+/* From the singular values s (k of them) of the shuffled rows x cols
+ * matrix and the original's lambda_max: the numbers above. SW_EDATA
+ * as esdfit_mp. */
+int esdfit_randomized(const double *s, int64_t k, int64_t rows, int64_t cols, double lambda_max,
+		      struct esdfit_random *out, struct sw_err *err);
+
 #endif
