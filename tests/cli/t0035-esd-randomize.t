@@ -84,6 +84,15 @@ test_expect_success 'the seed: the same bytes again, another seed another shuffl
 	cut -f23 r >a && cut -f23 other >b && ! cmp -s a b
 '
 
+# a tied head is the embedding's matrix: its shuffle is the embedding's
+# (the seed goes with the stored tensor), the same bytes in every column
+test_expect_success 'a tied head: the embedding'"'"'s shuffle, the same row' '
+	sw-train --data "$FIX/corpus.txt" --out tied --steps 2 --d-model 64 --n-layers 1 --n-heads 2 --tie \
+		--batch 1 --seq-len 8 --eval-every 0 --trace "" --threads 1 >/dev/null &&
+	sw-spectrum --esd-fit --randomize --role embed,lm_head tied/ckpt-000002.h5 >t &&
+	test_line_count = 3 t && cut -f7- t | sed 1d | uniq >u && test_line_count = 1 u
+'
+
 # numpy shuffles the same matrices (read back from the file) 20 times:
 # the largest eigenvalue of a shuffled matrix, sigma_max^2 / N, varies
 # with the shuffle by well under 2% for the planted ones (the planted 4
