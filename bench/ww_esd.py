@@ -5,7 +5,10 @@ transformers' LlamaForCausalLM, float32). Run by the pinned venv's python
 (bench/venv.sh).
 
 usage: ww_esd.py HF_DIR THREADS
-prints: seconds, then one line per matrix WeightWatcher fitted: name alpha xmin
+prints: seconds, then one line per matrix WeightWatcher fitted: name alpha
+xmin alpha_weighted log_spectral_norm log_norm (its scale metrics, of its
+eigenvalues sv * sv, which sw-spectrum --esd-fit's same-named columns
+match)
 """
 import sys
 import time
@@ -20,4 +23,5 @@ t0 = time.time()
 details = ww.WeightWatcher(model=model).analyze()
 print("%.3f" % (time.time() - t0))
 for _, r in details.iterrows():
-    print("%s\t%.12g\t%.12g" % (r["longname"], r["alpha"], r["xmin"]))
+    print("%s\t%.12g\t%.12g\t%.12g\t%.12g\t%.12g" % (r["longname"], r["alpha"], r["xmin"], r["alpha_weighted"],
+                                                 r["log_spectral_norm"], r["log_norm"]))

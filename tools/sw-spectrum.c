@@ -25,7 +25,8 @@ static const char usage[] =
 	"sw-spectrum [--json] [--normalize] [--per-head] [--block LIST]\n"
 	"                   [--expert LIST] [--layer LIST] [--name GLOB] [--role LIST]\n"
 	"                   [--top K] [--threads N] [--log | --quiet]\n"
-	"                   [--fit | --hist BINS | --summary | --esd-fit [--hist BINS]]\n"
+	"                   [--fit | --hist BINS | --summary |\n"
+	"                    --esd-fit [--hist BINS | --randomize [--seed S]]]\n"
 	"                   [FILE ...]";
 static const char help[] =
 	"Singular values of every weight matrix, one row per value per matrix per file:\n"
@@ -41,13 +42,22 @@ static const char help[] =
 	"                 max(rows, cols): count lambda_max alpha alpha_se xmin ks_d\n"
 	"                 tail alpha_weighted log_spectral_norm log_norm mp_sigma2\n"
 	"                 mp_edge spikes (power law by Clauset-Shalizi-Newman;\n"
-	"                 Marchenko-Pastur bulk), and after expert warn: short-tail\n"
+	"                 Marchenko-Pastur bulk; the three log metrics of sigma^2,\n"
+	"                 WeightWatcher's scale), and after expert warn: short-tail\n"
 	"                 (tail < " TOOL_STR(ESDFIT_MIN_TAIL) "), over-trained (alpha < " TOOL_STR(ESDFIT_ALPHA_LOW) "),\n"
 	"                 under-trained (alpha > " TOOL_STR(ESDFIT_ALPHA_HIGH) "), as WeightWatcher labels\n"
 	"                 layers; with --hist BINS, the density of\n"
 	"                 lambda with the fits: bin bin_lo bin_hi count density\n"
 	"                 fit_density mp_density, and after expert the fit's alpha\n"
 	"                 and warn\n"
+	"  --randomize    with --esd-fit, WeightWatcher's randomized ESD: each\n"
+	"                 matrix's elements shuffled, its spectrum's columns after\n"
+	"                 warn: rand_lambda_max rand_mp_edge traps (the shuffled\n"
+	"                 matrix's eigenvalues beyond its Marchenko-Pastur edge and\n"
+	"                 WeightWatcher's Tracy-Widom margin: correlation traps)\n"
+	"                 ww_softrank (rand_lambda_max / lambda_max)\n"
+	"  --seed S       the shuffle's seed (" TOOL_STR(SW_SPECTRUM_SEED) "); a matrix's shuffle\n"
+	"                 depends on S and its place in the file only\n"
 	"  --fit          across all files, per role: ln sigma_top and ln ||W||_rms\n"
 	"                 fitted against ln(equilibrium scale) and ln d_model\n"
 	"  --top K        only the K largest values (block Lanczos, relative error\n"
@@ -64,10 +74,12 @@ static const char help[] =
 enum mode { MODE_VALUES, MODE_SUMMARY, MODE_HIST, MODE_FIT, MODE_ESD };
 
 enum {
-	OPT_SUMMARY = OPT_TOOL_FIRST, OPT_HIST, OPT_FIT, OPT_TOP, OPT_PER_HEAD, OPT_NORMALIZE, OPT_ESD_FIT
+	OPT_SUMMARY = OPT_TOOL_FIRST, OPT_HIST, OPT_FIT, OPT_TOP, OPT_PER_HEAD, OPT_NORMALIZE, OPT_ESD_FIT,
+	OPT_RANDOMIZE
 };
 
-#define MAX_COLS 24
+#define MAX_COLS 32
+#define SW_SPECTRUM_SEED 1      /* --seed's default */
 
 struct opts {
 	enum mode mode;
@@ -198,8 +210,9 @@ static int print_esd_hist(struct run *r, const struct sw_tensor_info *t, int64_t
 
 /* --esd-fit: one row, or with --hist the density and the fits. */
 static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t head, const double *s,
-		      int64_t n)
+		      const double *rand_s, int64_t n)
 {
+	struct esdfit_random rf;
 	double *lam = malloc((size_t)(n > 0 ? n : 1) * sizeof *lam);
 	struct esdfit_result f;
 	struct sw_err err;
@@ -214,6 +227,8 @@ static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t hea
 	spectra_dims(t, r->o->so.per_head, &rows, &cols);
 	if ((rc = esdfit_matrix(s, n, rows, cols, lam, &f, &err))) {
 		sw_err_prefix(&err, "%s", t->name);
+	} else if (rand_s && (rc = esdfit_randomized(rand_s, n, rows, cols, f.lambda_max, &rf, &err))) {
+		sw_err_prefix(&err, "%s: randomized", t->name);
 	} else if (r->o->bins) {
 		rc = print_esd_hist(r, t, head, lam, &f, &err);
 	} else {
@@ -233,8 +248,14 @@ static void print_esd(struct run *r, const struct sw_tensor_info *t, int64_t hea
 		table_int(r->tb, f.mp.spikes);
 		tool_tokens_cell(r->tb, r->m->has_step, r->m->tokens);
 		table_int(r->tb, t->expert);
-		/* the newest column, after expert */
+		/* the newest columns, after expert */
 		table_str(r->tb, esdfit_warn_text(esdfit_warnings(&f.pl)));
+		if (rand_s) {
+			table_num(r->tb, rf.lambda_max);
+			table_num(r->tb, rf.mp_edge);
+			table_int(r->tb, rf.traps);
+			table_num(r->tb, rf.softrank);
+		}
 		table_end_row(r->tb);
 	}
 	if (rc)
@@ -278,7 +299,7 @@ static void spectrum_emit(void *ctx, size_t k)
 			tool_error(r->tl, r->file, &err);
 	} else if (r->o->mode == MODE_ESD) {
 		for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
-			print_esd(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n, res->n);
+			print_esd(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n, res->rand_s, res->n);
 	} else {
 		for (int64_t h = 0; h < res->count && !tool_stdout_broken(r->tl); h++)
 			print_spectrum(r, t, r->o->so.per_head ? h : -1, res->s + h * res->n,
@@ -396,6 +417,12 @@ static int columns(const struct opts *o, const char **cols)
 		cols[n++] = "alpha";
 	if (o->mode == MODE_ESD)
 		cols[n++] = "warn";
+	if (o->so.randomize) {
+		cols[n++] = "rand_lambda_max";
+		cols[n++] = "rand_mp_edge";
+		cols[n++] = "traps";
+		cols[n++] = "ww_softrank";
+	}
 	return n;
 }
 
@@ -424,9 +451,12 @@ int main(int argc, char **argv)
 		{"per-head", no_argument, NULL, OPT_PER_HEAD},
 		{"normalize", no_argument, NULL, OPT_NORMALIZE},
 		{"esd-fit", no_argument, NULL, OPT_ESD_FIT},
+		{"randomize", no_argument, NULL, OPT_RANDOMIZE},
+		{"seed", required_argument, NULL, OPT_SEED},
 		{NULL, 0, NULL, 0}
 	};
-	struct opts o = {MODE_VALUES, 0, {0, 0, 0, 0}};
+	struct opts o = {MODE_VALUES, 0, {0, 0, 0, 0, 0, SW_SPECTRUM_SEED}};
+	int seed_given = 0;
 	struct spectra_fit_set fit = {NULL, 0, 0};
 	const char *cols[MAX_COLS];
 	struct tool tl;
@@ -451,6 +481,11 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PER_HEAD: o.so.per_head = 1; break;
 		case OPT_NORMALIZE: o.so.normalize = 1; break;
+		case OPT_RANDOMIZE: o.so.randomize = 1; break;
+		case OPT_SEED:
+			o.so.seed = (uint64_t)tool_parse_int(&tl, "--seed", optarg, 0, 1LL << 62);
+			seed_given = 1;
+			break;
 		default: tool_common_option(&tl, opt, optarg);
 		}
 	}
@@ -458,6 +493,10 @@ int main(int argc, char **argv)
 		tool_usage_error(&tl, "--top gives part of the spectrum; --summary, --hist and --esd-fit need all of it");
 	if (o.mode == MODE_FIT && (o.so.top || o.so.per_head || o.so.normalize))
 		tool_usage_error(&tl, "--fit takes no --top, --per-head or --normalize (it fits sigma_top of whole matrices against the scale)");
+	if (o.so.randomize && (o.mode != MODE_ESD || o.bins || o.so.per_head))
+		tool_usage_error(&tl, "--randomize goes with --esd-fit, without --hist or --per-head (whole matrices are shuffled)");
+	if (seed_given && !o.so.randomize)
+		tool_usage_error(&tl, "--seed is the shuffle's of --randomize");
 	if (o.mode == MODE_FIT)
 		o.so.top = 1;   /* sigma_top and the Frobenius norm are all a fit needs */
 	o.so.need_scale = o.so.normalize || o.mode == MODE_FIT;

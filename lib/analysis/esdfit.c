@@ -1,5 +1,6 @@
 /* esdfit.c - power-law and Marchenko-Pastur fits of eigenvalue spectra (see esdfit.h). */
 #include "esdfit.h"
+#include "../base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -163,27 +164,51 @@ int esdfit_mp(const double *lam, int64_t m, double y, struct esdfit_mp *out, str
 	return SW_OK;
 }
 
+/* lambda_i = s_i^2 / N, malloc'ed (NULL when out of memory). */
+static double *eigenvalues(const double *s, int64_t k, double N)
+{
+	double *lam = malloc((size_t)(k > 0 ? k : 1) * sizeof *lam);
+
+	for (int64_t i = 0; lam && i < k; i++)
+		lam[i] = s[i] * s[i] / N;
+	return lam;
+}
+
 int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double *lam_out,
 		  struct esdfit_result *out, struct sw_err *err)
 {
 	double N = (double)(rows > cols ? rows : cols), M = (double)(rows < cols ? rows : cols);
-	double *lam = malloc((size_t)(k > 0 ? k : 1) * sizeof *lam), sum = 0;
+	double *lam = eigenvalues(s, k, N), sum_sq = 0, max_sq = 0;
 	int rc;
 
 	memset(out, 0, sizeof *out);
 	if (!lam)
 		return sw_fail(err, SW_ESOFTWARE, "out of memory");
 	for (int64_t i = 0; i < k; i++) {
-		lam[i] = s[i] * s[i] / N;
-		sum += lam[i];
+		sum_sq += s[i] * s[i];
+		max_sq = s[i] * s[i] > max_sq ? s[i] * s[i] : max_sq;
 	}
 	qsort(lam, (size_t)k, sizeof *lam, cmp_asc);
 	out->count = k;
 	out->lambda_max = k ? lam[k - 1] : NAN;
 	if (!(rc = esdfit_powerlaw(lam, k, &out->pl, err)) && !(rc = esdfit_mp(lam, k, M / N, &out->mp, err))) {
-		out->alpha_weighted = out->pl.alpha * log10(out->lambda_max);
-		out->log_spectral_norm = log10(out->lambda_max);
-		out->log_norm = log10(sum);
+		/*
+		 * WeightWatcher's scale metrics, on its scale: the eigenvalues
+		 * of W^T W, sigma^2, without our 1/N. Its source
+		 * (CalculatedContent/WeightWatcher, weightwatcher/weightwatcher.py
+		 * as of 0.7.x): combined_eigenvalues takes evals = sv * sv, its
+		 * "if normalize: evals = evals / N" commented out (analyze's
+		 * normalize option "removed 0.6.5"), and apply_norm_metrics sets
+		 * log_norm = log10(sum(evals)), log_spectral_norm =
+		 * log10(max(evals)), alpha_weighted = alpha * log_spectral_norm.
+		 * alpha is the same on either scale (a power law's exponent does
+		 * not see a factor); lambda_max, xmin and the Marchenko-Pastur
+		 * columns keep lambda = sigma^2 / N, on which s^2 is the entries'
+		 * variance.
+		 */
+		out->log_spectral_norm = log10(max_sq);
+		out->log_norm = log10(sum_sq);
+		out->alpha_weighted = out->pl.alpha * out->log_spectral_norm;
 	}
 	for (int64_t i = 0; lam_out && i < k; i++)
 		lam_out[i] = lam[k - 1 - i];
@@ -214,4 +239,47 @@ const char *esdfit_warn_text(unsigned warnings)
 	};
 
 	return text[warnings & 7];
+}
+
+void esdfit_shuffle(float *w, int64_t n, uint64_t seed)
+{
+	struct sw_rng rng;
+
+	rng_seed(&rng, seed);
+	/* j uniform in [0, i] from 64 random bits: the modulo's bias is below
+	 * (i + 1) / 2^64 */
+	for (int64_t i = n - 1; i > 0; i--) {
+		int64_t j = (int64_t)(rng_next(&rng) % (uint64_t)(i + 1));
+		float t = w[i];
+		w[i] = w[j];
+		w[j] = t;
+	}
+}
+
+int esdfit_randomized(const double *s, int64_t k, int64_t rows, int64_t cols, double lambda_max,
+		      struct esdfit_random *out, struct sw_err *err)
+{
+	double N = (double)(rows > cols ? rows : cols), M = (double)(rows < cols ? rows : cols);
+	double *lam = eigenvalues(s, k, N), y = M / N, e, margin;
+	struct esdfit_mp mp;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if (!lam)
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	for (int64_t i = 0; i < k; i++)
+		out->lambda_max = lam[i] > out->lambda_max ? lam[i] : out->lambda_max;
+	if (!(rc = esdfit_mp(lam, k, y, &mp, err))) {
+		/* WeightWatcher's mp_fit: bulk_max + sqrt(TW), TW = Q^(-1/2)
+		 * bulk_max^(2/3) M^(-2/3), Q = N/M, in units of s^2 */
+		e = (1 + sqrt(y)) * (1 + sqrt(y));
+		margin = sqrt(sqrt(y) * pow(e, 2.0 / 3) * pow(M, -2.0 / 3));
+		out->mp_edge = mp.edge;
+		out->trap_edge = mp.sigma2 * (e + margin);
+		for (int64_t i = 0; i < k; i++)
+			out->traps += lam[i] > out->trap_edge;
+		out->softrank = out->lambda_max / lambda_max;
+	}
+	free(lam);
+	return rc;
 }

@@ -5,9 +5,10 @@
  *
  * The eigenvalues are those of the correlation matrix X = W^T W / N of a
  * rows x cols matrix W, N = max(rows, cols), M = min(rows, cols):
- * lambda_i = sigma_i^2 / N, M of them (WeightWatcher's normalization;
- * its default leaves out the 1/N, which changes x_min, lambda_max and the
- * log norms by log10 N, not alpha or D).
+ * lambda_i = sigma_i^2 / N, M of them (WeightWatcher's normalization
+ * before 0.6.5; since then it leaves out the 1/N, which changes x_min and
+ * lambda_max by a factor N, not alpha or D). The log norms and
+ * alpha_weighted are on WeightWatcher's scale, of sigma^2.
  *
  * Power law (Clauset, Shalizi and Newman 2009, "Power-law distributions
  * in empirical data", section 3): the tail lambda >= x_min is fitted by the
@@ -79,9 +80,11 @@ struct esdfit_result {
 	int64_t count;          /* eigenvalues, M */
 	double lambda_max;
 	struct esdfit_powerlaw pl;
-	double alpha_weighted;  /* alpha log10 lambda_max */
-	double log_spectral_norm;       /* log10 lambda_max = log10 ||W / sqrt(N)||_2^2 */
-	double log_norm;        /* log10 sum lambda = log10 ||W / sqrt(N)||_F^2 */
+	/* WeightWatcher's, on its scale (sigma^2, no 1/N; esdfit.c says where
+	 * from): */
+	double alpha_weighted;  /* alpha log10 sigma_max^2 = alpha log_spectral_norm */
+	double log_spectral_norm;       /* log10 sigma_max^2 = log10 ||W||_2^2 */
+	double log_norm;        /* log10 sum sigma^2 = log10 ||W||_F^2 */
 	struct esdfit_mp mp;
 };
 
@@ -123,5 +126,37 @@ const char *esdfit_warn_text(unsigned warnings);
  */
 int esdfit_matrix(const double *s, int64_t k, int64_t rows, int64_t cols, double *lam,
 		  struct esdfit_result *out, struct sw_err *err);
+
+/*
+ * WeightWatcher's randomized ESD (its analyze(randomize=True),
+ * apply_random_esd and apply_mp_fit(random=True)): the matrix's elements
+ * shuffled, so that the correlations between them are gone but their
+ * distribution stays; the shuffled matrix's eigenvalues follow the
+ * Marchenko-Pastur law unless a few elements are large enough to stand
+ * out as eigenvalues of their own, its correlation traps (Martin and
+ * Mahoney; WeightWatcher's rand_num_spikes). The Tracy-Widom margin is
+ * WeightWatcher's: an eigenvalue of the shuffled matrix is a trap above
+ *     s^2 (e + sqrt(sqrt(y) e^(2/3) M^(-2/3))),  e = (1 + sqrt(y))^2,
+ * in the units where the fitted s^2 is 1 (WeightWatcher rescales to mean
+ * eigenvalue 1 and fits s by a kernel density; s^2 here is esdfit_mp's
+ * fit of the bulk's median).
+ */
+struct esdfit_random {
+	double lambda_max;      /* the shuffled matrix's largest lambda */
+	double mp_edge;         /* its bulk's edge s^2 (1 + sqrt(y))^2 */
+	double trap_edge;       /* that plus the Tracy-Widom margin */
+	int64_t traps;          /* its eigenvalues above trap_edge */
+	double softrank;        /* lambda_max / the original's: WeightWatcher's ww_softrank */
+};
+
+/* The n elements of w in a uniformly random order, Fisher-Yates over the
+ * generator seeded with seed: the same seed, the same order. */
+void esdfit_shuffle(float *w, int64_t n, uint64_t seed);
+
+/* From the singular values s (k of them) of the shuffled rows x cols
+ * matrix and the original's lambda_max: the numbers above. SW_EDATA
+ * as esdfit_mp. */
+int esdfit_randomized(const double *s, int64_t k, int64_t rows, int64_t cols, double lambda_max,
+		      struct esdfit_random *out, struct sw_err *err);
 
 #endif

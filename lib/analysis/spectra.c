@@ -2,10 +2,12 @@
 #include "spectra.h"
 #include "../formats/ckpt.h"
 #include "../base/arch.h"
+#include "../base/dtype.h"
 #include "../base/grow.h"
 #include "matsched.h"
 #include "../base/select.h"
 #include "spectrum.h"
+#include "esdfit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -95,6 +97,7 @@ void spectra_result_free(struct spectra_result *r)
 {
 	free(r->s);
 	free(r->frob_sq);
+	free(r->rand_s);
 	memset(r, 0, sizeof *r);
 }
 
@@ -138,6 +141,51 @@ static void divide_by_scale(struct spectra_result *r)
 		r->s[j] /= r->scale;
 	for (int64_t h = 0; h < r->count; h++)
 		r->frob_sq[h] /= r->scale * r->scale;
+	for (int64_t j = 0; r->rand_s && j < r->n; j++)
+		r->rand_s[j] /= r->scale;
+}
+
+/* --randomize: the spectrum of the job's matrix with its elements
+ * shuffled (in float32, to which every stored type widens exactly: the
+ * same multiset of values), into r->rand_s. The shuffle's seed is o's
+ * with the tensor's index, so a matrix's shuffle is the same whichever
+ * others are selected or run beside it (a tied head's is the embedding's). */
+static int randomized_spectrum(struct ckpt *ck, const struct spectra_job *job,
+			       const struct spectra_opts *o, struct spectra_result *r, struct sw_err *err)
+{
+	const struct sw_tensor_info *t = &job->info;
+	int64_t rows = t->shape[0], cols = t->shape[1], k = rows < cols ? rows : cols, n;
+	float *w = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *w);
+	struct ckpt_view cv;
+	struct spec_view v;
+	double frob_sq;
+	int rc;
+
+	if (!w || !(r->rand_s = malloc((size_t)(k > 0 ? k : 1) * sizeof *r->rand_s))) {
+		free(w);
+		return sw_fail(err, SW_ESOFTWARE, "out of memory");
+	}
+	MATSCHED_CRITICAL
+	rc = ckpt_load_raw(ck, job->tensor, &cv, err);
+	if (rc) {
+		free(w);
+		return rc;
+	}
+	rc = sw_to_f32(cv.raw_dtype, cv.raw, w, (size_t)(rows * cols), err);
+	if (!rc && ckptsrc_check(&cv, err))
+		rc = SW_EIO;
+	MATSCHED_CRITICAL
+	ckpt_release(ck, &cv);
+	if (!rc) {
+		/* splitmix64 (rng_seed) spreads seed + index over the state */
+		esdfit_shuffle(w, rows * cols, o->seed + 0x9E3779B97F4A7C15ULL * (uint64_t)(job->tensor + 1));
+		v = gram_view(w, SW_DTYPE_F32, rows, cols);
+		rc = view_spectrum(&v, 0, r->rand_s, &n, &frob_sq, err);
+	}
+	if (rc)
+		sw_err_prefix(err, "%s: randomized", ckpt_info(ck, job->tensor)->name);
+	free(w);
+	return rc;
 }
 
 /* Every head's spectrum: NaN/Inf is the tensor's fault, said once. */
@@ -228,6 +276,8 @@ int spectra_compute(struct ckpt *ck, const struct spectra_job *job, const struct
 			}
 		}
 	}
+	if (o->randomize && !o->per_head && !o->top && (rc = randomized_spectrum(ck, job, o, r, err)))
+		return rc;
 	if (o->normalize)
 		divide_by_scale(r);
 	return SW_OK;
@@ -247,6 +297,11 @@ void spectra_job_cost(const struct spectra_job *job, const struct spectra_opts *
 	c->mem = job->tied_head ? 0 : (t->dtype == SW_DTYPE_BF16 || t->dtype == SW_DTYPE_F16 ? 2.0 : 4.0) * rows * cols +
 		 (o->top ? 8.0 * n * 140 : 8.0 * n * n + 32.0 * 1048576);
 	c->work = job->tied_head ? 0 : o->top ? rows * cols * 64 : rows * cols * n + n * n * n;
+	if (o->randomize) {
+		/* the shuffled float32 copy and its spectrum, a tied head's too */
+		c->mem += 4.0 * rows * cols + 8.0 * n * n + 32.0 * 1048576;
+		c->work += rows * cols * n + n * n * n;
+	}
 }
 
 void spectra_dims(const struct sw_tensor_info *t, int per_head, int64_t *rows, int64_t *cols)

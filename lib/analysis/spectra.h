@@ -26,6 +26,8 @@ struct spectra_opts {
 	int per_head;           /* each head of q, k, v (rows) and o (columns) */
 	int normalize;          /* values divided by the equilibrium scale */
 	int need_scale;         /* the scale is wanted (normalize, or a fit) */
+	int randomize;          /* also the spectrum of the matrix shuffled (whole matrices) */
+	uint64_t seed;          /* its shuffle's: with the tensor's index, esdfit_shuffle's seed */
 };
 
 /* One matrix to compute: tensor index and the info it is printed with
@@ -52,6 +54,7 @@ struct spectra_result {
 	double *s;              /* (count x n), divided by the scale when normalizing */
 	double *frob_sq;        /* (count) squared Frobenius norms, likewise divided */
 	double scale;           /* the equilibrium scale (NaN when not needed) */
+	double *rand_s;         /* with randomize: the shuffled matrix's n values, likewise */
 };
 void spectra_result_free(struct spectra_result *r);
 

@@ -20,19 +20,22 @@ test_expect_success 'the columns, a row per matrix' '
 # (stored in float32: 1e-7 relative): lambda_k = sigma_k^2 / 48, a
 # geometric sequence. The spectrum is the Gram matrix's in double
 # (dsyevd), so only the float32 storage separates it from the
-# construction: 1e-7 relative. The fit's columns against the same fit
-# redone here from the printed (9-digit) values: 1e-6.
+# construction: 1e-7 relative. The log norms and alpha_weighted are on
+# WeightWatcher's scale, of sigma^2 without the 1/48 (its 0.7.x
+# apply_norm_metrics: log10 of the sum and of the largest of sv * sv).
+# The fit's columns against the same fit redone here from the printed
+# (9-digit) values: 1e-6.
 test_expect_success 'the head of known spectrum: lambda_max, the norms, alpha and its s.e. from the tail' '
 	sw-spectrum --esd-fit --role lm_head "$FIX/tiny.h5" >out &&
 	awk -F"\t" "NR == 2 { print \$7, \$8, \$15, \$16 }" out >got &&
-	awk "BEGIN { for (k = 0; k < 16; k++) { l = (2.5 * 0.8^k)^2 / 48; s += l }
-		printf \"16 %.9g %.9g %.9g\n\", 6.25 / 48, log(6.25 / 48) / log(10), log(s) / log(10) }" >expect &&
+	awk "BEGIN { for (k = 0; k < 16; k++) s += (2.5 * 0.8^k)^2
+		printf \"16 %.9g %.9g %.9g\n\", 6.25 / 48, log(6.25) / log(10), log(s) / log(10) }" >expect &&
 	tr " " "\t" <expect >expect.tsv && tr " " "\t" <got >got.tsv && numbers_close 1e-7 expect.tsv got.tsv &&
 	awk -F"\t" "NR == 2 { n = \$13; x = \$11; s = 0
 		for (k = 0; k < 16; k++) { l = (2.5 * 0.8^k)^2 / 48; if (l >= x * (1 - 1e-6)) { s += log(l / x); c++ } }
 		a = 1 + n / s; d = a - \$9; if (d < 0) d = -d
 		e = (a - 1) / sqrt(n) - \$10; if (e < 0) e = -e
-		w = a * log(\$8) / log(10) - \$14; if (w < 0) w = -w
+		w = a * log(\$8 * 48) / log(10) - \$14; if (w < 0) w = -w
 		exit !(c == n && d < 1e-6 * a && e < 1e-6 && w < 1e-6 * (a + 1)) }" out
 '
 

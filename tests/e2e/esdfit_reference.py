@@ -9,7 +9,9 @@ VALUES.tsv is sw-spectrum's default table (file step name ... index
 sigma), LS.tsv sw-ls's (the shapes). Prints, per matrix in order of
 appearance, the --esd-fit columns: name count lambda_max alpha alpha_se
 xmin ks_d tail alpha_weighted log_spectral_norm log_norm mp_sigma2
-mp_edge spikes, and warn: WeightWatcher's labels of a fit not to trust,
+mp_edge spikes (alpha_weighted, log_spectral_norm and log_norm of the
+eigenvalues sigma^2, WeightWatcher's scale; the rest of lambda), and
+warn: WeightWatcher's labels of a fit not to trust,
 written here from their definitions (short-tail: a tail of fewer than 50
 eigenvalues, WeightWatcher's min_evals; over-trained: alpha < 2;
 under-trained: alpha > 6; joined by commas, empty for none).
@@ -105,8 +107,13 @@ def main():
         alpha, se, xmin, D, nt = powerlaw(lam)
         s2, edge, spikes = mp(lam, M / N)
         lmax = lam.max()
+        # WeightWatcher's scale metrics (its apply_norm_metrics, 0.7.x) are
+        # of its eigenvalues sv * sv, which since 0.6.5 have no 1/N:
+        # log_norm = log10(sum(evals)), log_spectral_norm =
+        # log10(max(evals)), alpha_weighted = alpha * log_spectral_norm
+        ww = np.array(sig[name]) ** 2
         print(name, len(lam), *("%.12g" % v for v in (lmax, alpha, se, xmin, D)), nt,
-              *("%.12g" % v for v in (alpha * np.log10(lmax), np.log10(lmax), np.log10(lam.sum()), s2, edge)),
+              *("%.12g" % v for v in (alpha * np.log10(ww.max()), np.log10(ww.max()), np.log10(ww.sum()), s2, edge)),
               spikes, warn(alpha, nt), sep="\t")
 
 

@@ -217,15 +217,16 @@ static void test_matrix(void)
 
 	for (int i = 0; i < 10; i++) {
 		s[i] = 3.0 / (i + 1);
-		sum += s[i] * s[i] / 40;
+		sum += s[i] * s[i];     /* ||W||_F^2: WeightWatcher's log_norm has no 1/N */
 	}
 	int rc = esdfit_matrix(s, 10, 10, 40, lam, &r, &err);
 
 	ok(!rc && r.count == 10 && lam[0] == 9.0 / 40 &&
 	   lam[9] == 0.09 / 40 && fabs(r.lambda_max - 9.0 / 40) < 1e-15 &&
-	   fabs(r.log_spectral_norm - log10(9.0 / 40)) < 1e-12 && fabs(r.log_norm - log10(sum)) < 1e-12 &&
-	   fabs(r.alpha_weighted - r.pl.alpha * log10(9.0 / 40)) < 1e-12,
-	   "esdfit_matrix: lambda = sigma^2 / N, log norms, alpha weighted (alpha %.4g)", r.pl.alpha);
+	   fabs(r.log_spectral_norm - log10(9.0)) < 1e-12 && fabs(r.log_norm - log10(sum)) < 1e-12 &&
+	   fabs(r.alpha_weighted - r.pl.alpha * log10(9.0)) < 1e-12,
+	   "esdfit_matrix: lambda = sigma^2 / N; log norms and alpha weighted of sigma^2, WeightWatcher's scale (alpha %.4g)",
+	   r.pl.alpha);
 }
 
 static void test_warnings(void)
@@ -255,6 +256,69 @@ static void test_warnings(void)
 	   "the edges in range; the labels' text");
 }
 
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+/* esdfit_shuffle: a permutation (the sorted values equal, bit for bit),
+ * the same for the same seed, another for another; and no position left
+ * more often than chance: of 4096 distinct values, few stay in place (the
+ * expected number of fixed points of a uniform permutation is 1) */
+static void test_shuffle(void)
+{
+	enum { N = 4096 };
+	float *w = malloc(N * sizeof *w), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+	int same = 1, fixed = 0, differ = 0;
+
+	for (int i = 0; i < N; i++)
+		w[i] = a[i] = b[i] = (float)i * 0.25f - 100;
+	esdfit_shuffle(a, N, 42);
+	esdfit_shuffle(b, N, 42);
+	for (int i = 0; i < N; i++) {
+		same &= a[i] == b[i];
+		fixed += a[i] == w[i];
+	}
+	ok(same && fixed < 8, "shuffle: the seed reproduces it bit for bit; %d of %d in place", fixed, N);
+	memcpy(b, w, N * sizeof *b);
+	esdfit_shuffle(b, N, 43);
+	for (int i = 0; i < N; i++)
+		differ += a[i] != b[i];
+	qsort(a, N, sizeof *a, cmp_float);
+	ok(differ > N / 2 && !memcmp(a, w, N * sizeof *a),
+	   "shuffle: another seed, another order (%d of %d differ); the multiset kept exactly", differ, N);
+	free(w);
+	free(a);
+	free(b);
+}
+
+/* esdfit_randomized on a known spectrum: a Gaussian matrix's (no trap),
+ * then the same with two eigenvalues far above the edge (two traps);
+ * WeightWatcher's margin lies between the edge and the outliers */
+static void test_randomized(void)
+{
+	double *ev = gauss_evals(600, 300, 2.5, 0, 7), *s = malloc(300 * sizeof *s);
+	struct esdfit_random rf;
+	struct sw_err err;
+	int rc;
+
+	for (int i = 0; i < 300; i++)
+		s[i] = sqrt(ev[i] * 600);
+	rc = esdfit_randomized(s, 300, 600, 300, 2 * ev[0], &rf, &err);
+	ok(!rc && rf.traps == 0 && rf.trap_edge > rf.mp_edge && fabs(rf.mp_edge / (2.5 * 2.9142) - 1) < 0.03,
+	   "randomized, Gaussian: no trap, edge %.4f (2.5 (1 + sqrt 1/2)^2 = %.4f), margin to %.4f",
+	   rf.mp_edge, 2.5 * 2.9142, rf.trap_edge);
+	s[0] = sqrt(40.0 * 600);
+	s[1] = sqrt(30.0 * 600);
+	rc = esdfit_randomized(s, 300, 600, 300, 80, &rf, &err);
+	ok(!rc && rf.traps == 2 && rf.lambda_max == 40 && fabs(rf.softrank - 0.5) < 1e-15,
+	   "randomized, two outliers: %lld traps, lambda_max %.4g, softrank %.4g", (long long)rf.traps,
+	   rf.lambda_max, rf.softrank);
+	free(ev);
+	free(s);
+}
+
 int main(void)
 {
 	test_pareto();
@@ -263,5 +327,7 @@ int main(void)
 	test_mp();
 	test_matrix();
 	test_warnings();
+	test_shuffle();
+	test_randomized();
 	return tap_done();
 }
