@@ -230,7 +230,7 @@ test_expect_success '--force is an option of the output: without one, 64' '
 	test_expect_code 64 sw-sharpness $SH --force c.h5 >out 2>err &&
 	grep -q "^sw-sharpness: --force goes with --dump-labels$" err &&
 	test_expect_code 64 sw-hessian $SH --force c.h5 >out 2>err &&
-	grep -q "^sw-hessian: --force goes with --dump-batch$" err
+	grep -q "^sw-hessian: --force goes with --dump-batch or --eigenvectors$" err
 '
 
 # ---- I: names of 236 to 255 bytes ---------------------------------------
